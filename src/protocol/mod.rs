@@ -1,0 +1,49 @@
+//! The pure MCP wire model: JSON-RPC envelopes with raw pass-through payloads, the request `_meta`,
+//! the `Mcp-*` header value codec, `x-mcp-header` tool annotations and the JSON-RPC error model.
+//! Nothing in here does I/O; everything is unit-tested on plain data.
+
+pub mod errors;
+pub mod headers;
+pub mod jsonrpc;
+pub mod meta;
+pub mod rawobj;
+pub mod xheader;
+
+/// The modern protocol revision this gateway speaks on both sides.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// Versions the gateway accepts from modern clients.
+pub const SUPPORTED_VERSIONS: &[&str] = &[MODERN_VERSION];
+
+/// Reserved `_meta` keys.
+pub mod keys {
+    pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+    pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+    pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+    pub const PROGRESS_TOKEN: &str = "progressToken";
+}
+
+/// Methods the modern protocol defines for clients to send.
+pub const MODERN_METHODS: &[&str] = &[
+    "server/discover",
+    "completion/complete",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "subscriptions/listen",
+    "tools/list",
+    "tools/call",
+];
+
+/// The method whose `Mcp-Name` header mirrors `params.name` or `params.uri`, if any.
+pub fn name_param_of(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
