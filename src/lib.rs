@@ -6,4 +6,5 @@
 //! over HTTP and stdio), `dispatch` (the era-free request pipeline), `demo` (the built-in demo
 //! server), `check` (the `check` and `tools` commands).
 
+pub mod config;
 pub mod protocol;

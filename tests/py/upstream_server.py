@@ -187,7 +187,10 @@ async def serve_http(server: Server[Any], port: int, json_response: bool) -> Non
     app = server.streamable_http_app(streamable_http_path="/mcp", json_response=json_response, host="127.0.0.1")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sys.exit(f"upstream_server: cannot bind 127.0.0.1:{port}: {exc}")
     sock.listen(128)
     sock.setblocking(False)
     bound_port = sock.getsockname()[1]

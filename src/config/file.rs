@@ -1,0 +1,67 @@
+//! The serde model of `gateway.toml` exactly as written by users (unknown keys are errors).
+//! Validation and defaults live in the parent module.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub catalog: CatalogSection,
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<UpstreamSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub listen: Option<Spanned<String>>,
+    pub path: Option<Spanned<String>>,
+    pub max_body_bytes: Option<usize>,
+    pub max_header_bytes: Option<usize>,
+    pub header_read_timeout: Option<Spanned<String>>,
+    pub body_read_timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    pub instructions: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogSection {
+    pub separator: Option<Spanned<String>>,
+    pub page_size: Option<usize>,
+    pub refresh_interval: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamSection {
+    pub id: Spanned<String>,
+    pub url: Option<Spanned<String>>,
+    pub command: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub prefix: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<String>>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, HeaderSource>,
+    pub max_pages: Option<usize>,
+    pub max_message_bytes: Option<usize>,
+}
+
+/// Where an upstream header's value comes from: an environment variable or a file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderSource {
+    pub env: Option<String>,
+    pub file: Option<String>,
+    pub prefix: Option<String>,
+}

@@ -1,0 +1,74 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, Path::new("gateway.toml"), None, &|k| (k == "CALC_TOKEN").then(|| "s3cret".to_string()))
+}
+
+#[test]
+fn accepts_the_minimal_shape_exactly_as_written() {
+    let cfg = parse(
+        r#"
+[server]
+listen = "127.0.0.1:8811"
+path = "/mcp"
+
+[[upstream]]
+id = "calc"
+url = "http://127.0.0.1:3201/mcp"
+
+[[upstream]]
+id = "files"
+command = ["python3", "server.py", "--transport", "stdio"]
+prefix = ""
+"#,
+    )
+    .unwrap();
+    assert_eq!(cfg.server.listen.to_string(), "127.0.0.1:8811");
+    assert_eq!(cfg.upstreams.len(), 2);
+    assert_eq!(cfg.upstreams[0].prefix, "calc");
+    assert_eq!(cfg.upstreams[1].prefix, "");
+    assert_eq!(cfg.upstreams[1].transport.kind(), "stdio");
+    assert_eq!(cfg.catalog.separator, "__");
+    assert_eq!(cfg.server.max_body_bytes, 4 * 1024 * 1024);
+}
+
+#[test]
+fn errors_name_file_line_key_and_fix() {
+    let e = parse("[[upstream]]\nid = \"Calc\"\nurl = \"http://x/mcp\"\n").unwrap_err().0;
+    assert!(e.starts_with("gateway.toml:2: upstream.id"), "{e}");
+    assert!(e.contains("Fix:"), "{e}");
+    let e = parse("[server]\nlisten = \"127.0.0.1:1\"\nbogus = 1\n").unwrap_err().0;
+    assert!(e.starts_with("gateway.toml:3"), "{e}");
+    assert!(e.contains("bogus"), "{e}");
+    let e = parse("[catalog]\nseparator = \"-\"\n[[upstream]]\nid = \"a-b\"\nurl = \"http://x/mcp\"\n").unwrap_err().0;
+    assert!(e.contains("separator"), "{e}");
+    let e = parse("[[upstream]]\nid = \"a\"\n").unwrap_err().0;
+    assert!(e.contains("neither url nor command"), "{e}");
+    let e = parse("[[upstream]]\nid = \"a\"\nurl = \"ftp://x\"\n").unwrap_err().0;
+    assert!(e.contains("http(s)"), "{e}");
+    let e = parse("[[upstream]]\nid = \"a\"\nurl = \"http://x/\"\n[[upstream]]\nid = \"a\"\nurl = \"http://y/\"\n").unwrap_err().0;
+    assert!(e.contains("used twice"), "{e}");
+    let e = parse("[[upstream]]\nid = \"a\"\nurl = \"http://x/\"\ntimeout = \"soon\"\n").unwrap_err().0;
+    assert!(e.starts_with("gateway.toml:4: upstream.timeout"), "{e}");
+}
+
+#[test]
+fn header_secrets_come_from_env_and_are_sensitive() {
+    let cfg = parse("[[upstream]]\nid = \"calc\"\nurl = \"http://x/mcp\"\n[upstream.headers]\nAuthorization = { env = \"CALC_TOKEN\", prefix = \"Bearer \" }\n").unwrap();
+    let (name, value) = &cfg.upstreams[0].headers[0];
+    assert_eq!(name.as_str(), "authorization");
+    assert_eq!(value.to_str().unwrap(), "Bearer s3cret");
+    assert!(value.is_sensitive());
+    assert!(!format!("{cfg:?}").contains("s3cret"));
+    let e = parse("[[upstream]]\nid = \"calc\"\nurl = \"http://x/mcp\"\n[upstream.headers]\nX-Key = { env = \"MISSING\" }\n").unwrap_err().0;
+    assert!(e.contains("MISSING is not set"), "{e}");
+    let e = parse("[[upstream]]\nid = \"calc\"\nurl = \"http://x/mcp\"\n[upstream.headers]\nX-Key = \"literal\"\n").unwrap_err().0;
+    assert!(e.starts_with("gateway.toml:5"), "{e}");
+}
+
+#[test]
+fn listen_override_wins() {
+    let cfg = Config::parse("", Path::new("g.toml"), Some("127.0.0.1:9999"), &|_| None).unwrap();
+    assert_eq!(cfg.server.listen.port(), 9999);
+    assert!(Config::parse("", Path::new("g.toml"), Some("nope"), &|_| None).is_err());
+}
