@@ -6,5 +6,6 @@
 //! over HTTP and stdio), `dispatch` (the era-free request pipeline), `demo` (the built-in demo
 //! server), `check` (the `check` and `tools` commands).
 
+pub mod catalog;
 pub mod config;
 pub mod protocol;
