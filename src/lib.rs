@@ -9,3 +9,5 @@
 pub mod catalog;
 pub mod config;
 pub mod protocol;
+pub mod flow;
+pub mod upstream;

@@ -1,0 +1,181 @@
+//! The reply model shared by everything that answers a request: a [`Reply`] is either one final
+//! [`Outcome`] or an [`EventStream`] of notifications ending in one. Streams carry their deadline
+//! and an optional guard whose drop cancels the work (a client hanging up cancels the upstream).
+
+use crate::protocol::errors::RpcError;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// How a request ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A `result` object, passed through verbatim.
+    Result(Box<RawValue>),
+    /// An `error` object from an upstream, passed through verbatim.
+    UpstreamError(Box<RawValue>),
+    /// An error the gateway itself reports.
+    Error(RpcError),
+}
+
+/// One item of a streamed reply.
+#[derive(Debug)]
+pub enum Event {
+    /// A complete JSON-RPC notification message, ready to relay.
+    Notification(Vec<u8>),
+    Done(Outcome),
+}
+
+/// Anything whose drop cancels the work behind a stream.
+pub trait Guard: Send + Sync {}
+impl<T: Send + Sync> Guard for T {}
+
+pub struct EventStream {
+    rx: mpsc::Receiver<Event>,
+    deadline: Option<Instant>,
+    timeout_error: Option<RpcError>,
+    _guard: Option<Box<dyn Guard>>,
+    finished: bool,
+}
+
+impl EventStream {
+    pub fn new(rx: mpsc::Receiver<Event>) -> Self {
+        EventStream { rx, deadline: None, timeout_error: None, _guard: None, finished: false }
+    }
+
+    /// Ends the stream with `error` if it has not finished by `deadline`.
+    pub fn with_deadline(mut self, deadline: Instant, error: RpcError) -> Self {
+        self.deadline = Some(deadline);
+        self.timeout_error = Some(error);
+        self
+    }
+
+    pub fn with_guard(mut self, guard: impl Guard + 'static) -> Self {
+        self._guard = Some(Box::new(guard));
+        self
+    }
+
+    /// The next event; after `Done` (or a deadline or a dropped producer) it returns `None`.
+    pub async fn next(&mut self) -> Option<Event> {
+        if self.finished {
+            return None;
+        }
+        let got = match self.deadline {
+            Some(d) => match tokio::time::timeout_at(d, self.rx.recv()).await {
+                Ok(v) => v,
+                Err(_) => {
+                    self.finished = true;
+                    let err = self.timeout_error.take().unwrap_or_else(|| RpcError::internal("request timed out"));
+                    return Some(Event::Done(Outcome::Error(err)));
+                }
+            },
+            None => self.rx.recv().await,
+        };
+        match got {
+            Some(ev @ Event::Done(_)) => {
+                self.finished = true;
+                Some(ev)
+            }
+            Some(ev) => Some(ev),
+            None => {
+                self.finished = true;
+                Some(Event::Done(Outcome::Error(RpcError::internal("the reply stream ended without a response"))))
+            }
+        }
+    }
+
+    /// Waits for the final outcome, dropping notifications.
+    pub async fn outcome(mut self) -> Outcome {
+        loop {
+            match self.next().await {
+                Some(Event::Done(o)) => return o,
+                Some(Event::Notification(_)) => continue,
+                None => return Outcome::Error(RpcError::internal("the reply stream ended without a response")),
+            }
+        }
+    }
+}
+
+/// A reply: one outcome (sent as JSON) or a stream (sent as SSE).
+pub enum Reply {
+    Single(Outcome),
+    Stream(EventStream),
+}
+
+impl Reply {
+    pub fn error(e: RpcError) -> Reply {
+        Reply::Single(Outcome::Error(e))
+    }
+
+    /// Collapses a stream whose first event is already final into a single reply, so that the
+    /// client gets JSON exactly when the producer answered without notifications.
+    pub async fn settle(self) -> Reply {
+        match self {
+            Reply::Stream(mut s) => match s.next().await {
+                Some(Event::Done(o)) => Reply::Single(o),
+                Some(Event::Notification(n)) => Reply::Stream(s.prepend(n)),
+                None => Reply::error(RpcError::internal("empty reply stream")),
+            },
+            single => single,
+        }
+    }
+
+    pub async fn outcome(self) -> Outcome {
+        match self {
+            Reply::Single(o) => o,
+            Reply::Stream(s) => s.outcome().await,
+        }
+    }
+}
+
+impl EventStream {
+    /// Puts an already received notification back in front of the stream.
+    fn prepend(self, first: Vec<u8>) -> EventStream {
+        let (tx, rx) = mpsc::channel(16);
+        let mut inner = self;
+        let deadline = inner.deadline;
+        let timeout_error = inner.timeout_error.clone();
+        tokio::spawn(async move {
+            if tx.send(Event::Notification(first)).await.is_err() {
+                return;
+            }
+            while let Some(ev) = inner.next().await {
+                if tx.send(ev).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let mut s = EventStream::new(rx);
+        s.deadline = deadline;
+        s.timeout_error = timeout_error;
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn settles_to_single_when_first_event_is_final() {
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(Event::Done(Outcome::Error(RpcError::internal("x")))).await.unwrap();
+        assert!(matches!(Reply::Stream(EventStream::new(rx)).settle().await, Reply::Single(_)));
+    }
+
+    #[tokio::test]
+    async fn keeps_streaming_after_a_notification_and_enforces_the_deadline() {
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(Event::Notification(b"n".to_vec())).await.unwrap();
+        let s = EventStream::new(rx).with_deadline(Instant::now() + Duration::from_millis(50), RpcError::internal("late"));
+        let Reply::Stream(mut s) = Reply::Stream(s).settle().await else { panic!("expected a stream") };
+        assert!(matches!(s.next().await, Some(Event::Notification(n)) if n == b"n"));
+        match s.next().await {
+            Some(Event::Done(Outcome::Error(e))) => assert_eq!(e.message, "late"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(s.next().await.is_none());
+        drop(tx);
+    }
+}

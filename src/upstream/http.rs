@@ -1,0 +1,186 @@
+//! The Streamable HTTP upstream transport (modern protocol): one pooled hyper client (HTTP/1.1
+//! and h2, rustls for https) shared by all upstreams; each call is one POST carrying the headers
+//! a modern server requires, answered by JSON or by an SSE stream that is relayed event by event.
+//! Client credentials never appear here: only the upstream's configured headers are sent.
+
+use super::sse::SseDecoder;
+use super::{Call, timed_out, unavailable};
+use crate::config::UpstreamConfig;
+use crate::flow::{Event, EventStream, Outcome, Reply};
+use crate::protocol::headers;
+use crate::protocol::jsonrpc::{Kind, Message};
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderName, HeaderValue, Request, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, timeout_at};
+
+pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The one upstream HTTP client: connection pooling, HTTP/1.1 and h2 (ALPN), system roots with
+/// the bundled Mozilla roots as a fallback.
+pub fn new_http_client() -> HttpClient {
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let builder = match builder.with_native_roots() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "no usable system root certificates; using the bundled Mozilla roots");
+            hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots()
+        }
+    };
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    let connector = builder.https_or_http().enable_http1().enable_http2().wrap_connector(http);
+    Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).build(connector)
+}
+
+pub struct HttpTransport {
+    id: String,
+    url: http::Uri,
+    client: HttpClient,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    max_bytes: usize,
+    timeout: Duration,
+}
+
+impl HttpTransport {
+    pub fn new(cfg: &UpstreamConfig, url: http::Uri, client: HttpClient) -> Self {
+        HttpTransport { id: cfg.id.clone(), url, client, headers: cfg.headers.clone(), max_bytes: cfg.max_message_bytes, timeout: cfg.timeout }
+    }
+
+    fn request(&self, id: u64, call: &Call, version: &str) -> Result<Request<Full<Bytes>>, crate::protocol::errors::RpcError> {
+        let body = call.encode(id)?;
+        let mut b = Request::post(self.url.clone());
+        for (k, v) in &self.headers {
+            b = b.header(k, v);
+        }
+        b = b
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", version)
+            .header("Mcp-Method", call.method.as_str());
+        if let Some(name) = &call.name {
+            b = b.header("Mcp-Name", headers::encode(name));
+        }
+        for (k, v) in &call.param_headers {
+            b = b.header(k.as_str(), v.as_str());
+        }
+        b.body(Full::new(Bytes::from(body))).map_err(|e| unavailable(&self.id, format!("cannot build the request: {e}")))
+    }
+
+    pub async fn send(&self, id: u64, call: &Call, version: &str, deadline: Instant) -> Reply {
+        let req = match self.request(id, call, version) {
+            Ok(r) => r,
+            Err(e) => return Reply::error(e),
+        };
+        let resp = match timeout_at(deadline, self.client.request(req)).await {
+            Err(_) => return Reply::error(timed_out(&self.id, self.timeout)),
+            Ok(Err(e)) => return Reply::error(unavailable(&self.id, describe_client_error(&e))),
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+        if status.is_success() && ctype.starts_with("text/event-stream") {
+            return Reply::Stream(self.relay(resp.into_body(), id));
+        }
+        let bytes = match timeout_at(deadline, Limited::new(resp.into_body(), self.max_bytes).collect()).await {
+            Err(_) => return Reply::error(timed_out(&self.id, self.timeout)),
+            Ok(Err(e)) => return Reply::error(unavailable(&self.id, format!("reading the response failed: {e}"))),
+            Ok(Ok(c)) => c.to_bytes(),
+        };
+        match Message::parse(&bytes) {
+            Ok(m) if m.result.is_some() || m.error.is_some() => Reply::Single(final_outcome(m)),
+            _ => Reply::error(unavailable(&self.id, describe_status(status, &bytes))),
+        }
+    }
+
+    /// Relays an SSE response: notifications as they come, then the response to `id`.
+    fn relay(&self, mut body: hyper::body::Incoming, id: u64) -> EventStream {
+        let (tx, rx) = mpsc::channel(32);
+        let upstream = self.id.clone();
+        let mut decoder = SseDecoder::new(self.max_bytes);
+        let want_id = id.to_string();
+        tokio::spawn(async move {
+            loop {
+                let frame = tokio::select! {
+                    f = body.frame() => f,
+                    _ = tx.closed() => return,
+                };
+                let chunk = match frame {
+                    None => break,
+                    Some(Err(e)) => {
+                        let _ = tx.send(Event::Done(Outcome::Error(unavailable(&upstream, format!("the response stream failed: {e}"))))).await;
+                        return;
+                    }
+                    Some(Ok(f)) => match f.into_data() {
+                        Ok(d) => d,
+                        Err(_) => continue,
+                    },
+                };
+                let events = match decoder.push(&chunk) {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        let _ = tx.send(Event::Done(Outcome::Error(unavailable(&upstream, format!("an SSE event exceeded {} bytes", e.0))))).await;
+                        return;
+                    }
+                };
+                for data in events {
+                    if data.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    let Ok(msg) = Message::parse(&data) else {
+                        tracing::warn!(upstream = %upstream, "ignoring an SSE event that is not a JSON-RPC message");
+                        continue;
+                    };
+                    match msg.kind() {
+                        Ok(Kind::Response) if msg.id.as_ref().is_some_and(|i| i.get() == want_id) => {
+                            let _ = tx.send(Event::Done(final_outcome(msg))).await;
+                            return;
+                        }
+                        Ok(Kind::Notification) => {
+                            if tx.send(Event::Notification(data)).await.is_err() {
+                                return;
+                            }
+                        }
+                        _ => tracing::warn!(upstream = %upstream, method = ?msg.method, "ignoring an unexpected message on a response stream"),
+                    }
+                }
+            }
+            let _ = tx.send(Event::Done(Outcome::Error(unavailable(&upstream, "the response stream ended before the response")))).await;
+        });
+        EventStream::new(rx)
+    }
+}
+
+fn final_outcome(m: Message) -> Outcome {
+    match (m.result, m.error) {
+        (Some(r), _) => Outcome::Result(r),
+        (None, Some(e)) => Outcome::UpstreamError(e),
+        (None, None) => Outcome::Error(crate::protocol::errors::RpcError::internal("response without result or error")),
+    }
+}
+
+fn describe_status(status: StatusCode, body: &[u8]) -> String {
+    let text: String = String::from_utf8_lossy(body).chars().take(200).collect();
+    let text = text.trim();
+    if text.is_empty() { format!("HTTP {status} without a JSON-RPC response") } else { format!("HTTP {status}: {text}") }
+}
+
+fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        src = s.source();
+    }
+    out
+}

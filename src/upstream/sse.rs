@@ -1,0 +1,105 @@
+//! A bounded Server-Sent Events decoder for upstream response streams: it yields the `data` of
+//! each event (multi-line data joined with `\n`), ignores comments and other fields, accepts
+//! LF, CRLF and CR line endings, and refuses any line or event larger than its limit, so a
+//! misbehaving upstream cannot make the gateway buffer without bound.
+
+use bytes::{Buf, BytesMut};
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct TooLarge(pub usize);
+
+pub struct SseDecoder {
+    buf: BytesMut,
+    data: Vec<u8>,
+    has_data: bool,
+    max: usize,
+    skip_lf: bool,
+}
+
+impl SseDecoder {
+    pub fn new(max_event_bytes: usize) -> Self {
+        SseDecoder { buf: BytesMut::new(), data: Vec::new(), has_data: false, max: max_event_bytes, skip_lf: false }
+    }
+
+    /// Feeds a chunk; returns the data of every event completed by it.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<Vec<u8>>, TooLarge> {
+        self.buf.extend_from_slice(chunk);
+        let mut events = Vec::new();
+        loop {
+            if self.skip_lf && !self.buf.is_empty() {
+                if self.buf[0] == b'\n' {
+                    self.buf.advance(1);
+                }
+                self.skip_lf = false;
+            }
+            let Some(pos) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') else { break };
+            let line = self.buf.split_to(pos);
+            let term = self.buf[0];
+            self.buf.advance(1);
+            if term == b'\r' {
+                self.skip_lf = true;
+            }
+            self.line(&line, &mut events)?;
+        }
+        if self.buf.len() > self.max {
+            return Err(TooLarge(self.max));
+        }
+        Ok(events)
+    }
+
+    fn line(&mut self, line: &[u8], events: &mut Vec<Vec<u8>>) -> Result<(), TooLarge> {
+        if line.is_empty() {
+            if self.has_data {
+                events.push(std::mem::take(&mut self.data));
+                self.has_data = false;
+            }
+            return Ok(());
+        }
+        if line[0] == b':' {
+            return Ok(());
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        if field == b"data" {
+            if self.has_data {
+                self.data.push(b'\n');
+            }
+            self.data.extend_from_slice(value);
+            self.has_data = true;
+            if self.data.len() > self.max {
+                return Err(TooLarge(self.max));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_events_across_chunks_and_line_endings() {
+        let mut d = SseDecoder::new(1024);
+        assert!(d.push(b"event: message\r\ndata: {\"a\"").unwrap().is_empty());
+        assert_eq!(d.push(b":1}\r\n\r\n: ping\n\n").unwrap(), vec![b"{\"a\":1}".to_vec()]);
+        assert_eq!(d.push(b"id: 1\ndata: x\ndata:y\n\n").unwrap(), vec![b"x\ny".to_vec()]);
+        assert_eq!(d.push(b"data: a\r").unwrap(), Vec::<Vec<u8>>::new());
+        assert_eq!(d.push(b"\ndata: b\r\r").unwrap(), vec![b"a\nb".to_vec()]);
+        // An event with an empty data line (server-everything's priming event) is still an event.
+        assert_eq!(d.push(b"id: 9\ndata: \n\n").unwrap(), vec![Vec::<u8>::new()]);
+    }
+
+    #[test]
+    fn refuses_oversized_events() {
+        let mut d = SseDecoder::new(8);
+        assert_eq!(d.push(b"data: 0123456789\n"), Err(TooLarge(8)));
+        let mut d = SseDecoder::new(8);
+        assert_eq!(d.push(b"data: 0123456789"), Err(TooLarge(8)));
+    }
+}

@@ -1,0 +1,249 @@
+//! The stdio upstream transport: one child process per upstream, shared by every caller. Request
+//! ids are allocated by the gateway and progress tokens are rewritten to gateway-unique ones (and
+//! back on the way out), so concurrent callers never collide. stderr goes to the gateway's log
+//! with the upstream id; if the process dies, its in-flight calls fail at once with an error
+//! naming it, and the next call starts a new process.
+
+use super::{Call, unavailable};
+use crate::config::UpstreamConfig;
+use crate::flow::{Event, EventStream, Outcome, Reply};
+use crate::protocol::jsonrpc::{self, Kind, Message};
+use crate::protocol::keys;
+use crate::protocol::rawobj::RawObject;
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::codec::{FramedRead, LinesCodec};
+
+const TOKEN_PREFIX: &str = "mcpgate-";
+
+struct Pending {
+    events: mpsc::Sender<Event>,
+    client_token: Option<Value>,
+}
+
+struct Proc {
+    id: String,
+    tx: mpsc::Sender<Vec<u8>>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    alive: AtomicBool,
+}
+
+impl Proc {
+    fn take(&self, id: u64) -> Option<Pending> {
+        self.pending.lock().ok()?.remove(&id)
+    }
+
+    fn fail_all(&self, reason: &str) {
+        self.alive.store(false, Ordering::SeqCst);
+        let drained: Vec<Pending> = match self.pending.lock() {
+            Ok(mut p) => p.drain().map(|(_, v)| v).collect(),
+            Err(_) => return,
+        };
+        for p in drained {
+            let err = unavailable(&self.id, reason);
+            tokio::spawn(async move {
+                let _ = p.events.send(Event::Done(Outcome::Error(err))).await;
+            });
+        }
+    }
+}
+
+/// Cancels the upstream request when the caller stops listening before it finished.
+struct CancelOnDrop {
+    proc: Weak<Proc>,
+    id: u64,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(p) = self.proc.upgrade() else { return };
+        if p.take(self.id).is_some() {
+            let note = format!(r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the client went away"}}}}"#, self.id);
+            let _ = p.tx.try_send(note.into_bytes());
+        }
+    }
+}
+
+pub struct StdioTransport {
+    id: String,
+    command: Vec<String>,
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    max_line: usize,
+    proc: tokio::sync::Mutex<Option<Arc<Proc>>>,
+}
+
+impl StdioTransport {
+    pub fn new(cfg: &UpstreamConfig, command: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>) -> Self {
+        StdioTransport { id: cfg.id.clone(), command, env, cwd, max_line: cfg.max_message_bytes, proc: tokio::sync::Mutex::new(None) }
+    }
+
+    pub async fn send(&self, id: u64, call: &Call, deadline: Instant) -> Reply {
+        let proc = match self.ensure().await {
+            Ok(p) => p,
+            Err(e) => return Reply::error(unavailable(&self.id, e)),
+        };
+        let mut call = call.clone();
+        let client_token = call.meta.get(keys::PROGRESS_TOKEN).cloned();
+        if client_token.is_some() {
+            call.meta.insert(keys::PROGRESS_TOKEN.into(), Value::String(format!("{TOKEN_PREFIX}{id}")));
+        }
+        let line = match call.encode(id) {
+            Ok(l) => l,
+            Err(e) => return Reply::error(e),
+        };
+        let (etx, erx) = mpsc::channel(32);
+        if let Ok(mut p) = proc.pending.lock() {
+            p.insert(id, Pending { events: etx, client_token });
+        }
+        let sent = tokio::time::timeout_at(deadline, proc.tx.send(line)).await;
+        if !matches!(sent, Ok(Ok(()))) {
+            proc.take(id);
+            return Reply::error(unavailable(&self.id, "the process is not accepting input"));
+        }
+        Reply::Stream(EventStream::new(erx).with_guard(CancelOnDrop { proc: Arc::downgrade(&proc), id }))
+    }
+
+    async fn ensure(&self) -> Result<Arc<Proc>, String> {
+        let mut slot = self.proc.lock().await;
+        if let Some(p) = slot.as_ref() {
+            if p.alive.load(Ordering::SeqCst) {
+                return Ok(p.clone());
+            }
+        }
+        let p = self.spawn()?;
+        *slot = Some(p.clone());
+        Ok(p)
+    }
+
+    fn spawn(&self) -> Result<Arc<Proc>, String> {
+        let program = if self.command[0] == "mcpgate" {
+            std::env::current_exe().map_err(|e| format!("cannot locate the mcpgate binary: {e}"))?
+        } else {
+            PathBuf::from(&self.command[0])
+        };
+        let mut cmd = Command::new(&program);
+        cmd.args(&self.command[1..])
+            .envs(&self.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        if let Some(cwd) = &self.cwd {
+            cmd.current_dir(cwd);
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", self.command.join(" ")))?;
+        let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+            return Err("the child process has no stdio pipes".into());
+        };
+        tracing::info!(upstream = %self.id, pid = child.id().unwrap_or(0), command = %self.command.join(" "), "started stdio upstream");
+        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
+        let proc = Arc::new(Proc { id: self.id.clone(), tx, pending: Mutex::new(HashMap::new()), alive: AtomicBool::new(true) });
+
+        tokio::spawn(async move {
+            while let Some(mut line) = rx.recv().await {
+                line.push(b'\n');
+                if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+                    break;
+                }
+            }
+        });
+
+        let id = self.id.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let line: String = line.chars().take(4096).collect();
+                tracing::info!(upstream = %id, "stderr: {line}");
+            }
+        });
+
+        let reader = proc.clone();
+        let max_line = self.max_line;
+        tokio::spawn(async move {
+            let mut frames = FramedRead::new(stdout, LinesCodec::new_with_max_length(max_line));
+            while let Some(item) = frames.next().await {
+                match item {
+                    Ok(line) => on_line(&reader, line.as_bytes()).await,
+                    Err(e) => tracing::warn!(upstream = %reader.id, error = %e, "dropping an unreadable line from stdout"),
+                }
+            }
+            let status = match child.wait().await {
+                Ok(s) => s.to_string(),
+                Err(e) => e.to_string(),
+            };
+            tracing::warn!(upstream = %reader.id, %status, "stdio upstream exited");
+            reader.fail_all(&format!("the process exited ({status})"));
+        });
+        Ok(proc)
+    }
+}
+
+async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let msg = match Message::parse(line) {
+        Ok(m) => m,
+        Err(_) => {
+            tracing::warn!(upstream = %proc.id, line = %String::from_utf8_lossy(&line[..line.len().min(200)]), "ignoring non-JSON-RPC output on stdout");
+            return;
+        }
+    };
+    match msg.kind() {
+        Ok(Kind::Response) => {
+            let Some(id) = msg.id.as_ref().and_then(|i| i.get().parse::<u64>().ok()) else { return };
+            if let Some(p) = proc.take(id) {
+                let outcome = match (msg.result, msg.error) {
+                    (Some(r), _) => Outcome::Result(r),
+                    (_, Some(e)) => Outcome::UpstreamError(e),
+                    _ => return,
+                };
+                let _ = p.events.send(Event::Done(outcome)).await;
+            }
+        }
+        Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/progress") => relay_progress(proc, &msg),
+        Ok(Kind::Notification) => {
+            tracing::debug!(upstream = %proc.id, method = ?msg.method, "notification from stdio upstream");
+        }
+        Ok(Kind::Request) => {
+            // Modern servers never send requests; legacy ones may ping. Answer so they don't wait.
+            let Some(id) = msg.id.as_ref() else { return };
+            let reply = if msg.method.as_deref() == Some("ping") {
+                format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, id.get()).into_bytes()
+            } else {
+                jsonrpc::error_message(Some(id), &crate::protocol::errors::RpcError::method_not_found(msg.method.as_deref().unwrap_or("")))
+            };
+            let _ = proc.tx.try_send(reply);
+        }
+        Err(_) => tracing::warn!(upstream = %proc.id, "ignoring an invalid JSON-RPC message on stdout"),
+    }
+}
+
+/// Routes a progress notification to the caller whose request carries the token, with the
+/// caller's own token put back.
+fn relay_progress(proc: &Arc<Proc>, msg: &Message) {
+    let Some(params) = msg.params.as_ref() else { return };
+    let Ok(mut obj) = serde_json::from_str::<RawObject>(params.get()) else { return };
+    let Some(Ok(token)) = obj.parse::<String>(keys::PROGRESS_TOKEN) else { return };
+    let Some(id) = token.strip_prefix(TOKEN_PREFIX).and_then(|n| n.parse::<u64>().ok()) else { return };
+    let Ok(pending) = proc.pending.lock() else { return };
+    let Some(p) = pending.get(&id) else { return };
+    let Some(client) = &p.client_token else { return };
+    if obj.set_json(keys::PROGRESS_TOKEN, client).is_err() {
+        return;
+    }
+    let Ok(raw) = obj.to_raw() else { return };
+    // Progress is advisory: a caller that does not keep up loses some, never blocks the others.
+    let _ = p.events.try_send(Event::Notification(jsonrpc::notification_message("notifications/progress", &raw)));
+}
