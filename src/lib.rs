@@ -11,3 +11,6 @@ pub mod config;
 pub mod protocol;
 pub mod flow;
 pub mod upstream;
+pub mod dispatch;
+pub mod gateway;
+pub mod server;

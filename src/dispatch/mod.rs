@@ -1,0 +1,58 @@
+//! The era-free request pipeline. Edge adapters (modern HTTP, stdio) turn wire messages into a
+//! [`Request`]; a [`Service`] answers it with a [`Reply`]. For the gateway, this module is the one
+//! table from method to handler, and the only place that knows the order: look up → check the
+//! mirrored headers → forward.
+
+mod discover;
+mod tools;
+
+use crate::flow::Reply;
+use crate::gateway::Gateway;
+use crate::protocol::errors::RpcError;
+use crate::protocol::meta::RequestMeta;
+use crate::protocol::rawobj::RawObject;
+use serde_json::value::RawValue;
+use std::future::Future;
+use std::pin::Pin;
+
+/// One client request, whatever the wire it came on.
+#[derive(Debug)]
+pub struct Request {
+    pub id: Box<RawValue>,
+    pub method: String,
+    /// The params, `_meta` included, kept raw.
+    pub params: RawObject,
+    pub meta: RequestMeta,
+    /// `Mcp-Param-*` headers as `(lower-cased name, raw value)` when the request came over modern
+    /// HTTP, where they must be checked against the body; `None` on transports without headers.
+    pub param_headers: Option<Vec<(String, Vec<u8>)>>,
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Anything that answers MCP requests: the gateway, or the built-in demo server.
+pub trait Service: Send + Sync + 'static {
+    fn handle(&self, req: Request) -> BoxFuture<'_, Reply>;
+
+    /// Whether `/readyz` should report ready.
+    fn ready(&self) -> bool {
+        true
+    }
+}
+
+impl Service for Gateway {
+    fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {
+        Box::pin(async move {
+            match req.method.as_str() {
+                "server/discover" => discover::discover(self),
+                "tools/list" => tools::list(self, &req),
+                "tools/call" => tools::call(self, req).await,
+                other => Reply::error(RpcError::method_not_found(other)),
+            }
+        })
+    }
+
+    fn ready(&self) -> bool {
+        self.is_ready()
+    }
+}

@@ -1,0 +1,116 @@
+//! The gateway's shared state: the resolved config, one [`Upstream`] handle per configured
+//! upstream, and the catalogue snapshot (an `Arc` swapped atomically). Refreshing happens off the
+//! request path: each upstream is probed on its own schedule (backing off while it is down) and
+//! the catalogue is rebuilt from the latest state of all of them after each refresh. An upstream
+//! that goes down keeps its last tool list, so its tools still route and fail with an error that
+//! names it instead of turning into "Unknown tool".
+
+use crate::catalog::{self, Catalog, Problem, UpstreamTools};
+use crate::config::Config;
+use crate::upstream::{HttpClient, Status, Upstream, new_http_client};
+use arc_swap::ArcSwap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub struct Gateway {
+    pub config: Config,
+    pub upstreams: Vec<Arc<Upstream>>,
+    catalog: ArcSwap<Catalog>,
+    rebuild_lock: Mutex<()>,
+    ready: AtomicBool,
+}
+
+impl Gateway {
+    pub fn new(config: Config) -> Arc<Gateway> {
+        Self::with_client(config, new_http_client())
+    }
+
+    pub fn with_client(config: Config, client: HttpClient) -> Arc<Gateway> {
+        let upstreams = config.upstreams.iter().enumerate().map(|(i, u)| Arc::new(Upstream::new(i, u.clone(), client.clone()))).collect();
+        Arc::new(Gateway { config, upstreams, catalog: ArcSwap::from_pointee(Catalog::default()), rebuild_lock: Mutex::new(()), ready: AtomicBool::new(false) })
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.load_full()
+    }
+
+    /// Ready once the first refresh round has finished (each upstream answered or failed).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Refreshes every upstream concurrently; each one updates the catalogue as soon as it is done.
+    pub async fn refresh_all(&self) {
+        let tasks = self.upstreams.iter().map(|u| self.refresh_one(u));
+        futures_util::future::join_all(tasks).await;
+        self.ready.store(true, Ordering::SeqCst);
+    }
+
+    async fn refresh_one(&self, up: &Arc<Upstream>) {
+        let before = up.state().status.clone();
+        match up.refresh().await {
+            Ok(()) => {
+                if before != Status::Ready {
+                    let st = up.state();
+                    tracing::info!(upstream = %up.id(), tools = st.tools.len(), latency_ms = st.latency.map(|l| l.as_millis() as u64).unwrap_or(0), "upstream ready");
+                }
+            }
+            Err(reason) => {
+                if before != Status::Down(reason.clone()) {
+                    tracing::warn!(upstream = %up.id(), %reason, "upstream unavailable");
+                }
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Rebuilds the catalogue from every upstream's latest tool list and swaps it in.
+    pub fn rebuild(&self) {
+        let Ok(_guard) = self.rebuild_lock.lock() else { return };
+        let states: Vec<_> = self.upstreams.iter().map(|u| u.state()).collect();
+        let inputs: Vec<UpstreamTools> = self
+            .upstreams
+            .iter()
+            .zip(&states)
+            .filter(|(_, st)| st.status == Status::Ready || !st.tools.is_empty())
+            .map(|(u, st)| UpstreamTools { upstream: u.index, id: u.id(), prefix: &u.cfg.prefix, tools: &st.tools, ttl_ms: st.tools_ttl_ms, private: st.tools_private })
+            .collect();
+        let next = catalog::merge::build(&inputs, &self.config.catalog.separator);
+        let prev = self.catalog.load();
+        for p in next.problems.iter().filter(|p| !prev.problems.contains(p)) {
+            log_problem(p);
+        }
+        self.catalog.store(Arc::new(next));
+    }
+
+    /// Keeps every upstream fresh: on the configured interval while it is up, and with a backoff
+    /// from 1 s to the interval while it is down.
+    pub fn spawn_maintenance(self: &Arc<Self>) {
+        for up in &self.upstreams {
+            let gw = Arc::downgrade(self);
+            let up = up.clone();
+            let interval = self.config.catalog.refresh_interval;
+            tokio::spawn(async move {
+                let mut backoff = Duration::from_secs(1);
+                loop {
+                    let wait = if up.state().status == Status::Ready {
+                        backoff = Duration::from_secs(1);
+                        interval
+                    } else {
+                        let w = backoff;
+                        backoff = (backoff * 2).min(interval.max(Duration::from_secs(1)));
+                        w
+                    };
+                    tokio::time::sleep(wait).await;
+                    let Some(gw) = gw.upgrade() else { return };
+                    gw.refresh_one(&up).await;
+                }
+            });
+        }
+    }
+}
+
+pub fn log_problem(p: &Problem) {
+    tracing::warn!(upstream = %p.upstream, tool = %p.tool, reason = %p.reason, "tool not served");
+}
