@@ -14,3 +14,5 @@ pub mod upstream;
 pub mod dispatch;
 pub mod gateway;
 pub mod server;
+pub mod demo;
+pub mod check;

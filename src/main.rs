@@ -1,1 +1,185 @@
-fn main() {}
+//! The `mcpgate` command line: run the gateway, check a config, print the merged catalogue, or
+//! run the built-in demo upstream. Everything else lives in the library.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use mcpgate::config::Config;
+use mcpgate::demo::{Demo, Profile};
+use mcpgate::dispatch::Service;
+use mcpgate::gateway::Gateway;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(name = "mcpgate", version, about = "An MCP gateway: one endpoint in front of many MCP servers.", after_help = EXAMPLES)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXAMPLES: &str = "Examples:
+  mcpgate run                          serve the upstreams of ./gateway.toml on 127.0.0.1:8811/mcp
+  mcpgate run -c /etc/mcpgate.toml     use another config (MCPGATE_LISTEN overrides server.listen)
+  mcpgate check                        probe every upstream and list what cannot be served
+  mcpgate tools                        print the merged tool catalogue as JSON
+  mcpgate demo-server --profile text   the built-in demo upstream on stdio
+  mcpgate demo-server --http 127.0.0.1:3201
+
+Logs go to stderr; set MCPGATE_LOG (e.g. debug, or mcpgate=debug) to change the level.";
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway.
+    Run {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: PathBuf,
+        /// Listen address (overrides server.listen and MCPGATE_LISTEN).
+        #[arg(long)]
+        listen: Option<String>,
+    },
+    /// Validate the config, probe every upstream and print a status table (exit 1 if any is down).
+    Check {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: PathBuf,
+    },
+    /// Print the merged tool catalogue as the gateway would serve it.
+    Tools {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: PathBuf,
+    },
+    /// Run the built-in demo upstream (a small modern MCP server).
+    DemoServer {
+        #[arg(long, value_enum, default_value = "calc")]
+        profile: Profile,
+        /// Serve Streamable HTTP on this address instead of stdio.
+        #[arg(long)]
+        http: Option<String>,
+    },
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPGATE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load(path: &PathBuf, listen: Option<&str>) -> anyhow::Result<Config> {
+    if let Some(l) = listen {
+        // SAFETY-free alternative to set_var: parse the file, then replace the address.
+        let mut cfg = Config::load(path)?;
+        cfg.server.listen = l.parse().with_context(|| format!("--listen {l}: not a socket address; use e.g. 127.0.0.1:8811"))?;
+        return Ok(cfg);
+    }
+    Ok(Config::load(path)?)
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run { config, listen } => {
+            let cfg = load(&config, listen.as_deref())?;
+            serve_gateway(cfg).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { config } => {
+            let gw = Gateway::new(load(&config, None)?);
+            gw.refresh_all().await;
+            let (text, ok) = mcpgate::check::report(&gw);
+            print!("{text}");
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Tools { config } => {
+            let gw = Gateway::new(load(&config, None)?);
+            gw.refresh_all().await;
+            println!("{}", mcpgate::check::tools_json(&gw));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::DemoServer { profile, http } => {
+            let svc: Arc<dyn Service> = Arc::new(Demo::new(profile));
+            match http {
+                Some(addr) => {
+                    let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+                    let mut server = Config::parse("", std::path::Path::new("demo"), None, &|_| None)?.server;
+                    server.listen = listener.local_addr()?;
+                    tracing::info!("demo server ({}) listening on http://{}{}", profile.name(), server.listen, server.path);
+                    mcpgate::server::http::serve(listener, svc, server, shutdown_signal()).await?;
+                }
+                None => mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(cfg.server.listen).await.with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
+    let addr = listener.local_addr()?;
+    let server_cfg = cfg.server.clone();
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "listening on a non-loopback address without authentication: anyone who can reach it can use every upstream");
+    }
+    let gw = Gateway::new(cfg);
+    tracing::info!("mcpgate {} listening on http://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
+    let refresher = gw.clone();
+    tokio::spawn(async move {
+        refresher.refresh_all().await;
+        let cat = refresher.catalog();
+        tracing::info!(tools = cat.tools.len(), problems = cat.problems.len(), "catalogue ready");
+        refresher.spawn_maintenance();
+    });
+    let svc: Arc<dyn Service> = gw;
+    mcpgate::server::http::serve(listener, svc, server_cfg, shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

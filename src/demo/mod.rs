@@ -1,0 +1,108 @@
+//! The built-in demo upstream (`mcpgate demo-server`): a small, real, modern (2026-07-28) MCP
+//! server over stdio or Streamable HTTP, built on the same edge adapter as the gateway. Two
+//! profiles share the tool name `echo`, so the gateway's prefixing is visible out of the box.
+
+mod tools;
+
+use crate::dispatch::{BoxFuture, Request, Service};
+use crate::flow::{Event, EventStream, Outcome, Reply};
+use crate::protocol::errors::RpcError;
+use crate::protocol::{SUPPORTED_VERSIONS, jsonrpc, keys, xheader};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::mpsc;
+pub use tools::Profile;
+
+pub struct Demo {
+    profile: Profile,
+    tools: Vec<tools::Tool>,
+}
+
+impl Demo {
+    pub fn new(profile: Profile) -> Demo {
+        Demo { profile, tools: tools::for_profile(profile) }
+    }
+
+    fn info(&self) -> Value {
+        json!({ "name": format!("mcpgate-demo-{}", self.profile.name()), "version": env!("CARGO_PKG_VERSION") })
+    }
+
+    fn result(&self, mut v: Value) -> Reply {
+        v["resultType"] = json!("complete");
+        v["_meta"] = json!({ keys::SERVER_INFO: self.info() });
+        match serde_json::value::to_raw_value(&v) {
+            Ok(raw) => Reply::Single(Outcome::Result(raw)),
+            Err(e) => Reply::error(RpcError::internal(e.to_string())),
+        }
+    }
+
+    fn call(&self, req: Request) -> Reply {
+        let name = match req.params.parse::<String>("name") {
+            Some(Ok(n)) => n,
+            _ => return Reply::error(RpcError::invalid_params("tools/call needs params.name")),
+        };
+        let Some(tool) = self.tools.iter().find(|t| t.def["name"] == name.as_str()) else {
+            return Reply::error(RpcError::unknown_tool(&name));
+        };
+        let args = match req.params.parse::<Value>("arguments") {
+            None | Some(Ok(Value::Null)) => json!({}),
+            Some(Ok(v @ Value::Object(_))) => v,
+            _ => return Reply::error(RpcError::invalid_params("arguments must be an object")),
+        };
+        if let Some(received) = &req.param_headers {
+            let plan = xheader::plan(&tool.def["inputSchema"]).unwrap_or_default();
+            if let Err(e) = xheader::check_inbound(&plan, &args, received) {
+                return Reply::error(e);
+            }
+        }
+        if name == "countdown" {
+            if let Some(token) = req.meta.progress_token().cloned() {
+                return self.countdown(&args, token);
+            }
+        }
+        self.result((tool.run)(&args))
+    }
+
+    /// `countdown` with a progress token: one progress notification per step, then the result.
+    fn countdown(&self, args: &Value, token: Value) -> Reply {
+        let steps = args["steps"].as_u64().unwrap_or(3).min(20);
+        let (tx, rx) = mpsc::channel(4);
+        let Reply::Single(final_outcome) = self.result(json!({ "content": [{ "type": "text", "text": format!("counted down from {steps}") }] })) else {
+            return Reply::error(RpcError::internal("unexpected reply"));
+        };
+        tokio::spawn(async move {
+            for i in 1..=steps {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let params = json!({ "progressToken": token, "progress": i, "total": steps, "message": format!("step {i} of {steps}") });
+                let Ok(raw) = serde_json::value::to_raw_value(&params) else { return };
+                if tx.send(Event::Notification(jsonrpc::notification_message("notifications/progress", &raw))).await.is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send(Event::Done(final_outcome)).await;
+        });
+        Reply::Stream(EventStream::new(rx))
+    }
+}
+
+impl Service for Demo {
+    fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {
+        Box::pin(async move {
+            match req.method.as_str() {
+                "server/discover" => self.result(json!({
+                    "supportedVersions": SUPPORTED_VERSIONS,
+                    "capabilities": { "tools": {} },
+                    "instructions": self.profile.instructions(),
+                    "ttlMs": 60000,
+                    "cacheScope": "public",
+                })),
+                "tools/list" => {
+                    let defs: Vec<&Value> = self.tools.iter().map(|t| &t.def).collect();
+                    self.result(json!({ "tools": defs, "ttlMs": 60000, "cacheScope": "public" }))
+                }
+                "tools/call" => self.call(req),
+                other => Reply::error(RpcError::method_not_found(other)),
+            }
+        })
+    }
+}
