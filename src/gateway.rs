@@ -27,8 +27,19 @@ impl Gateway {
     }
 
     pub fn with_client(config: Config, client: HttpClient) -> Arc<Gateway> {
-        let upstreams = config.upstreams.iter().enumerate().map(|(i, u)| Arc::new(Upstream::new(i, u.clone(), client.clone()))).collect();
-        Arc::new(Gateway { config, upstreams, catalog: ArcSwap::from_pointee(Catalog::default()), rebuild_lock: Mutex::new(()), ready: AtomicBool::new(false) })
+        let upstreams = config
+            .upstreams
+            .iter()
+            .enumerate()
+            .map(|(i, u)| Arc::new(Upstream::new(i, u.clone(), client.clone())))
+            .collect();
+        Arc::new(Gateway {
+            config,
+            upstreams,
+            catalog: ArcSwap::from_pointee(Catalog::default()),
+            rebuild_lock: Mutex::new(()),
+            ready: AtomicBool::new(false),
+        })
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -67,14 +78,23 @@ impl Gateway {
 
     /// Rebuilds the catalogue from every upstream's latest tool list and swaps it in.
     pub fn rebuild(&self) {
-        let Ok(_guard) = self.rebuild_lock.lock() else { return };
+        let Ok(_guard) = self.rebuild_lock.lock() else {
+            return;
+        };
         let states: Vec<_> = self.upstreams.iter().map(|u| u.state()).collect();
         let inputs: Vec<UpstreamTools> = self
             .upstreams
             .iter()
             .zip(&states)
             .filter(|(_, st)| st.status == Status::Ready || !st.tools.is_empty())
-            .map(|(u, st)| UpstreamTools { upstream: u.index, id: u.id(), prefix: &u.cfg.prefix, tools: &st.tools, ttl_ms: st.tools_ttl_ms, private: st.tools_private })
+            .map(|(u, st)| UpstreamTools {
+                upstream: u.index,
+                id: u.id(),
+                prefix: &u.cfg.prefix,
+                tools: &st.tools,
+                ttl_ms: st.tools_ttl_ms,
+                private: st.tools_private,
+            })
             .collect();
         let next = catalog::merge::build(&inputs, &self.config.catalog.separator);
         let prev = self.catalog.load();

@@ -7,12 +7,12 @@
 //! server), `check` (the `check` and `tools` commands).
 
 pub mod catalog;
-pub mod config;
-pub mod protocol;
-pub mod flow;
-pub mod upstream;
-pub mod dispatch;
-pub mod gateway;
-pub mod server;
-pub mod demo;
 pub mod check;
+pub mod config;
+pub mod demo;
+pub mod dispatch;
+pub mod flow;
+pub mod gateway;
+pub mod protocol;
+pub mod server;
+pub mod upstream;

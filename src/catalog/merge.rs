@@ -60,7 +60,10 @@ impl Catalog {
 }
 
 pub fn build(inputs: &[UpstreamTools], sep: &str) -> Catalog {
-    let mut cat = Catalog { ttl_ms: u64::MAX, ..Default::default() };
+    let mut cat = Catalog {
+        ttl_ms: u64::MAX,
+        ..Default::default()
+    };
     for input in inputs {
         cat.ttl_ms = cat.ttl_ms.min(input.ttl_ms);
         cat.private |= input.private;
@@ -80,28 +83,67 @@ pub fn build(inputs: &[UpstreamTools], sep: &str) -> Catalog {
     cat
 }
 
-fn admit(input: &UpstreamTools, raw: &RawValue, sep: &str, cat: &Catalog) -> Result<CatalogTool, Problem> {
-    let problem = |tool: &str, reason: String| Problem { upstream: input.id.to_string(), tool: tool.to_string(), reason };
-    let mut obj: RawObject = serde_json::from_str(raw.get()).map_err(|_| problem("?", "the tool definition is not a JSON object".into()))?;
+fn admit(
+    input: &UpstreamTools,
+    raw: &RawValue,
+    sep: &str,
+    cat: &Catalog,
+) -> Result<CatalogTool, Problem> {
+    let problem = |tool: &str, reason: String| Problem {
+        upstream: input.id.to_string(),
+        tool: tool.to_string(),
+        reason,
+    };
+    let mut obj: RawObject = serde_json::from_str(raw.get())
+        .map_err(|_| problem("?", "the tool definition is not a JSON object".into()))?;
     let original = match obj.parse::<String>("name") {
         Some(Ok(n)) => n,
         _ => return Err(problem("?", "the tool has no string \"name\"".into())),
     };
     let name = names::join(input.prefix, sep, &original);
     if let Some(reason) = names::tool_name_problem(&name) {
-        return Err(problem(&original, format!("gateway name '{name}' is not servable: {reason}")));
+        return Err(problem(
+            &original,
+            format!("gateway name '{name}' is not servable: {reason}"),
+        ));
     }
     if let Some(&other) = cat.index.get(&name) {
         let owner = &cat.tools[other];
-        return Err(problem(&original, format!("gateway name '{name}' collides with tool '{}' of an earlier upstream (#{}), which keeps it", owner.original, owner.upstream + 1)));
+        return Err(problem(
+            &original,
+            format!(
+                "gateway name '{name}' collides with tool '{}' of an earlier upstream (#{}), which keeps it",
+                owner.original,
+                owner.upstream + 1
+            ),
+        ));
     }
     let headers = match obj.parse::<Value>("inputSchema") {
-        Some(Ok(schema)) => xheader::plan(&schema).map_err(|reason| problem(&original, format!("invalid x-mcp-header annotation: {reason}")))?,
-        Some(Err(_)) | None => return Err(problem(&original, "the tool has no valid \"inputSchema\"".into())),
+        Some(Ok(schema)) => xheader::plan(&schema).map_err(|reason| {
+            problem(
+                &original,
+                format!("invalid x-mcp-header annotation: {reason}"),
+            )
+        })?,
+        Some(Err(_)) | None => {
+            return Err(problem(
+                &original,
+                "the tool has no valid \"inputSchema\"".into(),
+            ));
+        }
     };
-    obj.set_json("name", &name).map_err(|e| problem(&original, e.to_string()))?;
-    let json = obj.to_raw().map_err(|e| problem(&original, e.to_string()))?;
-    Ok(CatalogTool { name, upstream: input.upstream, original, headers, json })
+    obj.set_json("name", &name)
+        .map_err(|e| problem(&original, e.to_string()))?;
+    let json = obj
+        .to_raw()
+        .map_err(|e| problem(&original, e.to_string()))?;
+    Ok(CatalogTool {
+        name,
+        upstream: input.upstream,
+        original,
+        headers,
+        json,
+    })
 }
 
 #[cfg(test)]
@@ -109,18 +151,40 @@ mod tests {
     use super::*;
 
     fn tools(list: &[&str]) -> Vec<Box<RawValue>> {
-        list.iter().map(|s| RawValue::from_string((*s).to_string()).unwrap()).collect()
+        list.iter()
+            .map(|s| RawValue::from_string((*s).to_string()).unwrap())
+            .collect()
     }
 
-    fn input<'a>(i: usize, id: &'a str, prefix: &'a str, t: &'a [Box<RawValue>]) -> UpstreamTools<'a> {
-        UpstreamTools { upstream: i, id, prefix, tools: t, ttl_ms: 1000 * (i as u64 + 1), private: false }
+    fn input<'a>(
+        i: usize,
+        id: &'a str,
+        prefix: &'a str,
+        t: &'a [Box<RawValue>],
+    ) -> UpstreamTools<'a> {
+        UpstreamTools {
+            upstream: i,
+            id,
+            prefix,
+            tools: t,
+            ttl_ms: 1000 * (i as u64 + 1),
+            private: false,
+        }
     }
 
     #[test]
     fn prefixes_orders_and_keeps_fields_verbatim() {
-        let a = tools(&[r#"{"name":"echo","inputSchema":{"type":"object","$defs":{"x":{"$anchor":"y"}}},"annotations":{"readOnlyHint":true}}"#]);
-        let b = tools(&[r#"{"name":"echo","inputSchema":{"type":"object"}}"#, r#"{"name":"now","inputSchema":{"type":"object"}}"#]);
-        let cat = build(&[input(0, "calc", "calc", &a), input(1, "text", "text", &b)], "__");
+        let a = tools(&[
+            r#"{"name":"echo","inputSchema":{"type":"object","$defs":{"x":{"$anchor":"y"}}},"annotations":{"readOnlyHint":true}}"#,
+        ]);
+        let b = tools(&[
+            r#"{"name":"echo","inputSchema":{"type":"object"}}"#,
+            r#"{"name":"now","inputSchema":{"type":"object"}}"#,
+        ]);
+        let cat = build(
+            &[input(0, "calc", "calc", &a), input(1, "text", "text", &b)],
+            "__",
+        );
         let names: Vec<_> = cat.tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["calc__echo", "text__echo", "text__now"]);
         assert_eq!(
@@ -146,8 +210,22 @@ mod tests {
         assert_eq!(names, ["search", "ok"]);
         assert_eq!(cat.tool("search").unwrap().upstream, 0);
         assert_eq!(cat.tool("ok").unwrap().headers.len(), 1);
-        let reasons: Vec<_> = cat.problems.iter().map(|p| (p.tool.as_str(), p.reason.contains("collides") || p.reason.contains("not servable") || p.reason.contains("x-mcp-header"))).collect();
-        assert_eq!(reasons, [("search", true), ("bad name", true), ("hdr", true)]);
+        let reasons: Vec<_> = cat
+            .problems
+            .iter()
+            .map(|p| {
+                (
+                    p.tool.as_str(),
+                    p.reason.contains("collides")
+                        || p.reason.contains("not servable")
+                        || p.reason.contains("x-mcp-header"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            reasons,
+            [("search", true), ("bad name", true), ("hdr", true)]
+        );
         assert!(cat.problems.iter().all(|p| p.upstream == "b"));
     }
 }

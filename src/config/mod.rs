@@ -59,8 +59,14 @@ pub struct UpstreamConfig {
 
 #[derive(Debug, Clone)]
 pub enum TransportConfig {
-    Http { url: http::Uri },
-    Stdio { command: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
+    Http {
+        url: http::Uri,
+    },
+    Stdio {
+        command: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
 }
 
 impl TransportConfig {
@@ -79,15 +85,30 @@ impl Config {
     /// Reads and validates a config file. `MCPGATE_LISTEN`, when set, overrides `server.listen`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError(format!("{}: cannot read the config file: {e}. Pass the right path with -c/--config.", path.display()))
+            ConfigError(format!(
+                "{}: cannot read the config file: {e}. Pass the right path with -c/--config.",
+                path.display()
+            ))
         })?;
-        let listen_override = std::env::var(LISTEN_ENV).ok().filter(|s| !s.trim().is_empty());
-        Self::parse(&text, path, listen_override.as_deref(), &|k| std::env::var(k).ok())
+        let listen_override = std::env::var(LISTEN_ENV)
+            .ok()
+            .filter(|s| !s.trim().is_empty());
+        Self::parse(&text, path, listen_override.as_deref(), &|k| {
+            std::env::var(k).ok()
+        })
     }
 
     /// Parses config text; `env` looks up environment variables (injectable for tests).
-    pub fn parse(text: &str, path: &Path, listen_override: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        let at = Locator { text, file: path.display().to_string() };
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        listen_override: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let at = Locator {
+            text,
+            file: path.display().to_string(),
+        };
         let file: FileConfig = toml::from_str(text).map_err(|e| {
             let where_ = e.span().map(|s| at.line(s.start)).unwrap_or_default();
             ConfigError(format!("{}{where_}: {}", at.file, e.message().trim_end()))
@@ -96,47 +117,98 @@ impl Config {
 
         let s = file.server;
         let listen = match listen_override {
-            Some(addr) => addr.parse().map_err(|e| ConfigError(format!("{LISTEN_ENV}={addr}: not a socket address ({e}); use e.g. 127.0.0.1:8811")))?,
+            Some(addr) => addr.parse().map_err(|e| {
+                ConfigError(format!(
+                    "{LISTEN_ENV}={addr}: not a socket address ({e}); use e.g. 127.0.0.1:8811"
+                ))
+            })?,
             None => match &s.listen {
-                Some(l) => l.get_ref().parse().map_err(|e| at.err(l, "server.listen", format!("'{}' is not a socket address ({e})", l.get_ref()), "use host:port, e.g. \"127.0.0.1:8811\""))?,
-                None => DEFAULT_LISTEN.parse().map_err(|_| ConfigError("invalid built-in default listen address".into()))?,
+                Some(l) => l.get_ref().parse().map_err(|e| {
+                    at.err(
+                        l,
+                        "server.listen",
+                        format!("'{}' is not a socket address ({e})", l.get_ref()),
+                        "use host:port, e.g. \"127.0.0.1:8811\"",
+                    )
+                })?,
+                None => DEFAULT_LISTEN
+                    .parse()
+                    .map_err(|_| ConfigError("invalid built-in default listen address".into()))?,
             },
         };
-        let path_ = s.path.clone().unwrap_or_else(|| Spanned::new(0..0, "/mcp".into()));
+        let path_ = s
+            .path
+            .clone()
+            .unwrap_or_else(|| Spanned::new(0..0, "/mcp".into()));
         if !path_.get_ref().starts_with('/') {
-            return Err(at.err(&path_, "server.path", format!("'{}' must start with '/'", path_.get_ref()), "write e.g. \"/mcp\""));
+            return Err(at.err(
+                &path_,
+                "server.path",
+                format!("'{}' must start with '/'", path_.get_ref()),
+                "write e.g. \"/mcp\"",
+            ));
         }
         let server = ServerConfig {
             listen,
             path: path_.into_inner(),
             max_body_bytes: s.max_body_bytes.unwrap_or(4 * 1024 * 1024),
             max_header_bytes: s.max_header_bytes.unwrap_or(64 * 1024).max(8 * 1024),
-            header_read_timeout: at.duration(s.header_read_timeout.as_ref(), "server.header_read_timeout", Duration::from_secs(10))?,
-            body_read_timeout: at.duration(s.body_read_timeout.as_ref(), "server.body_read_timeout", Duration::from_secs(30))?,
+            header_read_timeout: at.duration(
+                s.header_read_timeout.as_ref(),
+                "server.header_read_timeout",
+                Duration::from_secs(10),
+            )?,
+            body_read_timeout: at.duration(
+                s.body_read_timeout.as_ref(),
+                "server.body_read_timeout",
+                Duration::from_secs(30),
+            )?,
             allowed_origins: s.allowed_origins,
             allowed_hosts: s.allowed_hosts,
             instructions: s.instructions,
         };
 
         let c = file.catalog;
-        let separator = c.separator.clone().unwrap_or_else(|| Spanned::new(0..0, "__".into()));
+        let separator = c
+            .separator
+            .clone()
+            .unwrap_or_else(|| Spanned::new(0..0, "__".into()));
         let sep = separator.get_ref();
-        if sep.is_empty() || !sep.chars().all(|ch| ch.is_ascii_alphanumeric() || "_.-".contains(ch)) {
-            return Err(at.err(&separator, "catalog.separator", format!("'{sep}' is not a valid separator"), "use one or more of A-Z a-z 0-9 _ . - (the default is \"__\")"));
+        if sep.is_empty()
+            || !sep
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "_.-".contains(ch))
+        {
+            return Err(at.err(
+                &separator,
+                "catalog.separator",
+                format!("'{sep}' is not a valid separator"),
+                "use one or more of A-Z a-z 0-9 _ . - (the default is \"__\")",
+            ));
         }
         let catalog = CatalogConfig {
             separator: sep.clone(),
             page_size: c.page_size.unwrap_or(1000).max(1),
-            refresh_interval: at.duration(c.refresh_interval.as_ref(), "catalog.refresh_interval", Duration::from_secs(300))?,
+            refresh_interval: at.duration(
+                c.refresh_interval.as_ref(),
+                "catalog.refresh_interval",
+                Duration::from_secs(300),
+            )?,
         };
 
         let mut upstreams: Vec<UpstreamConfig> = Vec::new();
         for u in file.upstreams {
             let cfg = upstream(&at, u, &catalog.separator, &base_dir, env)?;
             if let Some(prev) = upstreams.iter().find(|p| p.id == cfg.id) {
-                return Err(ConfigError(format!("{}: upstream id '{}' is used twice. Give each [[upstream]] a unique id.", at.file, prev.id)));
+                return Err(ConfigError(format!(
+                    "{}: upstream id '{}' is used twice. Give each [[upstream]] a unique id.",
+                    at.file, prev.id
+                )));
             }
-            if let Some(prev) = upstreams.iter().find(|p| !cfg.prefix.is_empty() && p.prefix == cfg.prefix) {
+            if let Some(prev) = upstreams
+                .iter()
+                .find(|p| !cfg.prefix.is_empty() && p.prefix == cfg.prefix)
+            {
                 return Err(ConfigError(format!(
                     "{}: upstreams '{}' and '{}' both use prefix '{}'. Give each a distinct prefix (or \"\" for none).",
                     at.file, prev.id, cfg.id, cfg.prefix
@@ -144,62 +216,155 @@ impl Config {
             }
             upstreams.push(cfg);
         }
-        Ok(Config { source: path.to_path_buf(), server, catalog, upstreams })
+        Ok(Config {
+            source: path.to_path_buf(),
+            server,
+            catalog,
+            upstreams,
+        })
     }
 }
 
 fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-fn upstream(at: &Locator, u: UpstreamSection, sep: &str, base: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<UpstreamConfig, ConfigError> {
+fn upstream(
+    at: &Locator,
+    u: UpstreamSection,
+    sep: &str,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<UpstreamConfig, ConfigError> {
     let id = u.id.get_ref().clone();
     if !valid_id(&id) {
-        return Err(at.err(&u.id, "upstream.id", format!("'{id}' is not a valid id"), "use lowercase letters, digits and '-', e.g. \"github\""));
+        return Err(at.err(
+            &u.id,
+            "upstream.id",
+            format!("'{id}' is not a valid id"),
+            "use lowercase letters, digits and '-', e.g. \"github\"",
+        ));
     }
     if id.contains(sep) {
-        return Err(at.err(&u.id, "upstream.id", format!("'{id}' contains the name separator '{sep}'"), "pick an id without it, so that prefixed names split unambiguously"));
+        return Err(at.err(
+            &u.id,
+            "upstream.id",
+            format!("'{id}' contains the name separator '{sep}'"),
+            "pick an id without it, so that prefixed names split unambiguously",
+        ));
     }
     let prefix = match &u.prefix {
         None => id.clone(),
         Some(p) => {
             let v = p.get_ref();
-            if !v.is_empty() && (!v.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) || v.contains(sep)) {
-                return Err(at.err(p, "upstream.prefix", format!("'{v}' is not a valid prefix"), &format!("use A-Z a-z 0-9 _ . - without the separator '{sep}', or \"\" for no prefix")));
+            if !v.is_empty()
+                && (!v
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+                    || v.contains(sep))
+            {
+                return Err(at.err(
+                    p,
+                    "upstream.prefix",
+                    format!("'{v}' is not a valid prefix"),
+                    &format!(
+                        "use A-Z a-z 0-9 _ . - without the separator '{sep}', or \"\" for no prefix"
+                    ),
+                ));
             }
             v.clone()
         }
     };
     let transport = match (&u.url, &u.command) {
         (Some(url), None) => {
-            let parsed: http::Uri = url.get_ref().parse().map_err(|e| at.err(url, "upstream.url", format!("'{}' is not a URL ({e})", url.get_ref()), "write e.g. \"http://127.0.0.1:3000/mcp\""))?;
+            let parsed: http::Uri = url.get_ref().parse().map_err(|e| {
+                at.err(
+                    url,
+                    "upstream.url",
+                    format!("'{}' is not a URL ({e})", url.get_ref()),
+                    "write e.g. \"http://127.0.0.1:3000/mcp\"",
+                )
+            })?;
             if !matches!(parsed.scheme_str(), Some("http" | "https")) || parsed.host().is_none() {
-                return Err(at.err(url, "upstream.url", format!("'{}' is not an http(s) URL with a host", url.get_ref()), "write e.g. \"https://mcp.example.com/mcp\""));
+                return Err(at.err(
+                    url,
+                    "upstream.url",
+                    format!("'{}' is not an http(s) URL with a host", url.get_ref()),
+                    "write e.g. \"https://mcp.example.com/mcp\"",
+                ));
             }
             if !u.env.is_empty() || u.cwd.is_some() {
-                return Err(at.err(&u.id, "upstream.env/cwd", format!("upstream '{id}' has a url: env and cwd apply only to command upstreams"), "remove env/cwd"));
+                return Err(at.err(
+                    &u.id,
+                    "upstream.env/cwd",
+                    format!(
+                        "upstream '{id}' has a url: env and cwd apply only to command upstreams"
+                    ),
+                    "remove env/cwd",
+                ));
             }
             TransportConfig::Http { url: parsed }
         }
         (None, Some(cmd)) => {
             if cmd.get_ref().is_empty() || cmd.get_ref()[0].trim().is_empty() {
-                return Err(at.err(cmd, "upstream.command", "the command is empty".into(), "write the program and its arguments, e.g. [\"python3\", \"server.py\"]"));
+                return Err(at.err(
+                    cmd,
+                    "upstream.command",
+                    "the command is empty".into(),
+                    "write the program and its arguments, e.g. [\"python3\", \"server.py\"]",
+                ));
             }
             if !u.headers.is_empty() {
-                return Err(at.err(&u.id, "upstream.headers", format!("upstream '{id}' is a command: headers apply only to url upstreams"), "pass credentials to a command upstream through env"));
+                return Err(at.err(
+                    &u.id,
+                    "upstream.headers",
+                    format!("upstream '{id}' is a command: headers apply only to url upstreams"),
+                    "pass credentials to a command upstream through env",
+                ));
             }
-            let cwd = u.cwd.as_ref().map(|c| if Path::new(c).is_absolute() { PathBuf::from(c) } else { base.join(c) });
-            TransportConfig::Stdio { command: cmd.get_ref().clone(), env: u.env.clone(), cwd }
+            let cwd = u.cwd.as_ref().map(|c| {
+                if Path::new(c).is_absolute() {
+                    PathBuf::from(c)
+                } else {
+                    base.join(c)
+                }
+            });
+            TransportConfig::Stdio {
+                command: cmd.get_ref().clone(),
+                env: u.env.clone(),
+                cwd,
+            }
         }
-        (Some(_), Some(_)) => return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has both url and command"), "keep exactly one of them")),
-        (None, None) => return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has neither url nor command"), "add url = \"http://…\" or command = [\"program\", \"arg\"]")),
+        (Some(_), Some(_)) => {
+            return Err(at.err(
+                &u.id,
+                "upstream",
+                format!("upstream '{id}' has both url and command"),
+                "keep exactly one of them",
+            ));
+        }
+        (None, None) => {
+            return Err(at.err(
+                &u.id,
+                "upstream",
+                format!("upstream '{id}' has neither url nor command"),
+                "add url = \"http://…\" or command = [\"program\", \"arg\"]",
+            ));
+        }
     };
     let mut headers = Vec::new();
     for (name, src) in &u.headers {
         headers.push(header(at, &id, name, src, base, env)?);
     }
     Ok(UpstreamConfig {
-        timeout: at.duration(u.timeout.as_ref(), "upstream.timeout", Duration::from_secs(30))?,
+        timeout: at.duration(
+            u.timeout.as_ref(),
+            "upstream.timeout",
+            Duration::from_secs(30),
+        )?,
         id,
         prefix,
         transport,
@@ -209,9 +374,18 @@ fn upstream(at: &Locator, u: UpstreamSection, sep: &str, base: &Path, env: &dyn 
     })
 }
 
-fn header(at: &Locator, id: &str, name: &str, src: &HeaderSource, base: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<(HeaderName, HeaderValue), ConfigError> {
+fn header(
+    at: &Locator,
+    id: &str,
+    name: &str,
+    src: &HeaderSource,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(HeaderName, HeaderValue), ConfigError> {
     let key = format!("upstream '{id}' header '{name}'");
-    let hname: HeaderName = name.parse().map_err(|_| ConfigError(format!("{}: {key}: not a valid header name", at.file)))?;
+    let hname: HeaderName = name
+        .parse()
+        .map_err(|_| ConfigError(format!("{}: {key}: not a valid header name", at.file)))?;
     let secret = match (&src.env, &src.file) {
         (Some(var), None) => env(var).ok_or_else(|| ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file)))?,
         (None, Some(f)) => {
@@ -224,7 +398,12 @@ fn header(at: &Locator, id: &str, name: &str, src: &HeaderSource, base: &Path, e
         _ => return Err(ConfigError(format!("{}: {key}: give exactly one of env = \"VAR\" or file = \"path\" (literal secrets are not allowed in the file)", at.file))),
     };
     let full = format!("{}{secret}", src.prefix.as_deref().unwrap_or(""));
-    let mut value = HeaderValue::from_str(&full).map_err(|_| ConfigError(format!("{}: {key}: the value contains characters not allowed in a header", at.file)))?;
+    let mut value = HeaderValue::from_str(&full).map_err(|_| {
+        ConfigError(format!(
+            "{}: {key}: the value contains characters not allowed in a header",
+            at.file
+        ))
+    })?;
     value.set_sensitive(true);
     Ok((hname, value))
 }
@@ -243,14 +422,33 @@ impl Locator<'_> {
 
     fn err<T>(&self, at: &Spanned<T>, key: &str, problem: String, fix: &str) -> ConfigError {
         let span = at.span();
-        let line = if span.end > 0 { self.line(span.start) } else { String::new() };
-        ConfigError(format!("{}{line}: {key}: {problem}. Fix: {fix}.", self.file))
+        let line = if span.end > 0 {
+            self.line(span.start)
+        } else {
+            String::new()
+        };
+        ConfigError(format!(
+            "{}{line}: {key}: {problem}. Fix: {fix}.",
+            self.file
+        ))
     }
 
-    fn duration(&self, v: Option<&Spanned<String>>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
+    fn duration(
+        &self,
+        v: Option<&Spanned<String>>,
+        key: &str,
+        default: Duration,
+    ) -> Result<Duration, ConfigError> {
         match v {
             None => Ok(default),
-            Some(s) => humantime::parse_duration(s.get_ref()).map_err(|e| self.err(s, key, format!("'{}' is not a duration ({e})", s.get_ref()), "write e.g. \"30s\", \"500ms\" or \"2m\"")),
+            Some(s) => humantime::parse_duration(s.get_ref()).map_err(|e| {
+                self.err(
+                    s,
+                    key,
+                    format!("'{}' is not a duration ({e})", s.get_ref()),
+                    "write e.g. \"30s\", \"500ms\" or \"2m\"",
+                )
+            }),
         }
     }
 }

@@ -20,7 +20,10 @@ pub struct Demo {
 
 impl Demo {
     pub fn new(profile: Profile) -> Demo {
-        Demo { profile, tools: tools::for_profile(profile) }
+        Demo {
+            profile,
+            tools: tools::for_profile(profile),
+        }
     }
 
     fn info(&self) -> Value {
@@ -55,10 +58,10 @@ impl Demo {
                 return Reply::error(e);
             }
         }
-        if name == "countdown" {
-            if let Some(token) = req.meta.progress_token().cloned() {
-                return self.countdown(&args, token);
-            }
+        if name == "countdown"
+            && let Some(token) = req.meta.progress_token().cloned()
+        {
+            return self.countdown(&args, token);
         }
         self.result((tool.run)(&args))
     }
@@ -74,8 +77,17 @@ impl Demo {
             for i in 1..=steps {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 let params = json!({ "progressToken": token, "progress": i, "total": steps, "message": format!("step {i} of {steps}") });
-                let Ok(raw) = serde_json::value::to_raw_value(&params) else { return };
-                if tx.send(Event::Notification(jsonrpc::notification_message("notifications/progress", &raw))).await.is_err() {
+                let Ok(raw) = serde_json::value::to_raw_value(&params) else {
+                    return;
+                };
+                if tx
+                    .send(Event::Notification(jsonrpc::notification_message(
+                        "notifications/progress",
+                        &raw,
+                    )))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }

@@ -20,13 +20,22 @@ pub fn list(gw: &Gateway, req: &Request) -> Reply {
         None | Some(Ok(None)) => 0,
         Some(Ok(Some(c))) => match cursor::decode(&c) {
             Ok(o) if o <= cat.tools.len() => o,
-            Ok(_) => return Reply::error(RpcError::invalid_params("Invalid cursor: it points past the end of the list")),
+            Ok(_) => {
+                return Reply::error(RpcError::invalid_params(
+                    "Invalid cursor: it points past the end of the list",
+                ));
+            }
             Err(e) => return Reply::error(e),
         },
         Some(Err(_)) => return Reply::error(RpcError::invalid_params("cursor must be a string")),
     };
     let end = (offset + gw.config.catalog.page_size).min(cat.tools.len());
-    let mut body = String::with_capacity(256 + cat.tools[offset..end].iter().map(|t| t.json.get().len() + 1).sum::<usize>());
+    let mut body = String::with_capacity(
+        256 + cat.tools[offset..end]
+            .iter()
+            .map(|t| t.json.get().len() + 1)
+            .sum::<usize>(),
+    );
     body.push_str("{\"resultType\":\"complete\",\"tools\":[");
     for (i, t) in cat.tools[offset..end].iter().enumerate() {
         if i > 0 {
@@ -55,7 +64,11 @@ pub fn list(gw: &Gateway, req: &Request) -> Reply {
 pub async fn call(gw: &Gateway, req: Request) -> Reply {
     let name = match req.params.parse::<String>("name") {
         Some(Ok(n)) => n,
-        _ => return Reply::error(RpcError::invalid_params("tools/call needs params.name (a string)")),
+        _ => {
+            return Reply::error(RpcError::invalid_params(
+                "tools/call needs params.name (a string)",
+            ));
+        }
     };
     let cat = gw.catalog();
     let Some(tool) = cat.tool(&name) else {
@@ -64,12 +77,16 @@ pub async fn call(gw: &Gateway, req: Request) -> Reply {
     let args: Value = match req.params.parse::<Value>("arguments") {
         None => Value::Object(Default::default()),
         Some(Ok(v @ (Value::Object(_) | Value::Null))) => v,
-        Some(_) => return Reply::error(RpcError::invalid_params("tools/call arguments must be an object")),
-    };
-    if let Some(received) = &req.param_headers {
-        if let Err(e) = xheader::check_inbound(&tool.headers, &args, received) {
-            return Reply::error(e);
+        Some(_) => {
+            return Reply::error(RpcError::invalid_params(
+                "tools/call arguments must be an object",
+            ));
         }
+    };
+    if let Some(received) = &req.param_headers
+        && let Err(e) = xheader::check_inbound(&tool.headers, &args, received)
+    {
+        return Reply::error(e);
     }
     let Some(upstream) = gw.upstreams.get(tool.upstream).cloned() else {
         return Reply::error(RpcError::internal("catalogue points at a missing upstream"));

@@ -18,7 +18,11 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
-pub async fn serve(svc: Arc<dyn Service>, input: impl AsyncRead + Unpin, mut output: impl AsyncWrite + Unpin + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    svc: Arc<dyn Service>,
+    input: impl AsyncRead + Unpin,
+    mut output: impl AsyncWrite + Unpin + Send + 'static,
+) -> std::io::Result<()> {
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(256);
     let writer = tokio::spawn(async move {
         while let Some(msg) = out_rx.recv().await {
@@ -36,7 +40,12 @@ pub async fn serve(svc: Arc<dyn Service>, input: impl AsyncRead + Unpin, mut out
         let line = match line {
             Ok(l) => l,
             Err(e) => {
-                let _ = out_tx.send(jsonrpc::error_message(None, &RpcError::invalid_request(format!("unreadable input line: {e}")))).await;
+                let _ = out_tx
+                    .send(jsonrpc::error_message(
+                        None,
+                        &RpcError::invalid_request(format!("unreadable input line: {e}")),
+                    ))
+                    .await;
                 continue;
             }
         };
@@ -52,20 +61,32 @@ pub async fn serve(svc: Arc<dyn Service>, input: impl AsyncRead + Unpin, mut out
         };
         match msg.kind() {
             Err(e) => {
-                let _ = out_tx.send(jsonrpc::error_message(msg.id.as_deref().filter(|i| jsonrpc::valid_id(i).is_ok()), &e)).await;
+                let _ = out_tx
+                    .send(jsonrpc::error_message(
+                        msg.id.as_deref().filter(|i| jsonrpc::valid_id(i).is_ok()),
+                        &e,
+                    ))
+                    .await;
             }
             Ok(Kind::Response) => {}
             Ok(Kind::Notification) => {
-                if msg.method.as_deref() == Some("notifications/cancelled") {
-                    if let Some(target) = msg.params.as_ref().and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok()).map(|v| v["requestId"].to_string()) {
-                        if let Some(h) = inflight.lock().ok().and_then(|mut m| m.remove(&target)) {
-                            h.abort();
-                        }
-                    }
+                if msg.method.as_deref() == Some("notifications/cancelled")
+                    && let Some(target) = msg
+                        .params
+                        .as_ref()
+                        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+                        .map(|v| v["requestId"].to_string())
+                    && let Some(h) = inflight.lock().ok().and_then(|mut m| m.remove(&target))
+                {
+                    h.abort();
                 }
             }
             Ok(Kind::Request) => {
-                let key = msg.id.as_ref().map(|i| i.get().to_string()).unwrap_or_default();
+                let key = msg
+                    .id
+                    .as_ref()
+                    .map(|i| i.get().to_string())
+                    .unwrap_or_default();
                 let id = msg.id.clone();
                 let request = match modern::to_request(msg, None) {
                     Ok(r) => r,

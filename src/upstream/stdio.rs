@@ -67,7 +67,10 @@ impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         let Some(p) = self.proc.upgrade() else { return };
         if p.take(self.id).is_some() {
-            let note = format!(r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the client went away"}}}}"#, self.id);
+            let note = format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{},"reason":"the client went away"}}}}"#,
+                self.id
+            );
             let _ = p.tx.try_send(note.into_bytes());
         }
     }
@@ -83,8 +86,20 @@ pub struct StdioTransport {
 }
 
 impl StdioTransport {
-    pub fn new(cfg: &UpstreamConfig, command: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>) -> Self {
-        StdioTransport { id: cfg.id.clone(), command, env, cwd, max_line: cfg.max_message_bytes, proc: tokio::sync::Mutex::new(None) }
+    pub fn new(
+        cfg: &UpstreamConfig,
+        command: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    ) -> Self {
+        StdioTransport {
+            id: cfg.id.clone(),
+            command,
+            env,
+            cwd,
+            max_line: cfg.max_message_bytes,
+            proc: tokio::sync::Mutex::new(None),
+        }
     }
 
     pub async fn send(&self, id: u64, call: &Call, deadline: Instant) -> Reply {
@@ -95,7 +110,10 @@ impl StdioTransport {
         let mut call = call.clone();
         let client_token = call.meta.get(keys::PROGRESS_TOKEN).cloned();
         if client_token.is_some() {
-            call.meta.insert(keys::PROGRESS_TOKEN.into(), Value::String(format!("{TOKEN_PREFIX}{id}")));
+            call.meta.insert(
+                keys::PROGRESS_TOKEN.into(),
+                Value::String(format!("{TOKEN_PREFIX}{id}")),
+            );
         }
         let line = match call.encode(id) {
             Ok(l) => l,
@@ -103,22 +121,31 @@ impl StdioTransport {
         };
         let (etx, erx) = mpsc::channel(32);
         if let Ok(mut p) = proc.pending.lock() {
-            p.insert(id, Pending { events: etx, client_token });
+            p.insert(
+                id,
+                Pending {
+                    events: etx,
+                    client_token,
+                },
+            );
         }
         let sent = tokio::time::timeout_at(deadline, proc.tx.send(line)).await;
         if !matches!(sent, Ok(Ok(()))) {
             proc.take(id);
             return Reply::error(unavailable(&self.id, "the process is not accepting input"));
         }
-        Reply::Stream(EventStream::new(erx).with_guard(CancelOnDrop { proc: Arc::downgrade(&proc), id }))
+        Reply::Stream(EventStream::new(erx).with_guard(CancelOnDrop {
+            proc: Arc::downgrade(&proc),
+            id,
+        }))
     }
 
     async fn ensure(&self) -> Result<Arc<Proc>, String> {
         let mut slot = self.proc.lock().await;
-        if let Some(p) = slot.as_ref() {
-            if p.alive.load(Ordering::SeqCst) {
-                return Ok(p.clone());
-            }
+        if let Some(p) = slot.as_ref()
+            && p.alive.load(Ordering::SeqCst)
+        {
+            return Ok(p.clone());
         }
         let p = self.spawn()?;
         *slot = Some(p.clone());
@@ -142,13 +169,22 @@ impl StdioTransport {
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", self.command.join(" ")))?;
-        let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {:?}: {e}", self.command.join(" ")))?;
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
             return Err("the child process has no stdio pipes".into());
         };
         tracing::info!(upstream = %self.id, pid = child.id().unwrap_or(0), command = %self.command.join(" "), "started stdio upstream");
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
-        let proc = Arc::new(Proc { id: self.id.clone(), tx, pending: Mutex::new(HashMap::new()), alive: AtomicBool::new(true) });
+        let proc = Arc::new(Proc {
+            id: self.id.clone(),
+            tx,
+            pending: Mutex::new(HashMap::new()),
+            alive: AtomicBool::new(true),
+        });
 
         tokio::spawn(async move {
             while let Some(mut line) = rx.recv().await {
@@ -175,7 +211,9 @@ impl StdioTransport {
             while let Some(item) = frames.next().await {
                 match item {
                     Ok(line) => on_line(&reader, line.as_bytes()).await,
-                    Err(e) => tracing::warn!(upstream = %reader.id, error = %e, "dropping an unreadable line from stdout"),
+                    Err(e) => {
+                        tracing::warn!(upstream = %reader.id, error = %e, "dropping an unreadable line from stdout")
+                    }
                 }
             }
             let status = match child.wait().await {
@@ -202,7 +240,9 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
     };
     match msg.kind() {
         Ok(Kind::Response) => {
-            let Some(id) = msg.id.as_ref().and_then(|i| i.get().parse::<u64>().ok()) else { return };
+            let Some(id) = msg.id.as_ref().and_then(|i| i.get().parse::<u64>().ok()) else {
+                return;
+            };
             if let Some(p) = proc.take(id) {
                 let outcome = match (msg.result, msg.error) {
                     (Some(r), _) => Outcome::Result(r),
@@ -212,7 +252,9 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
                 let _ = p.events.send(Event::Done(outcome)).await;
             }
         }
-        Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/progress") => relay_progress(proc, &msg),
+        Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/progress") => {
+            relay_progress(proc, &msg)
+        }
         Ok(Kind::Notification) => {
             tracing::debug!(upstream = %proc.id, method = ?msg.method, "notification from stdio upstream");
         }
@@ -222,28 +264,55 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
             let reply = if msg.method.as_deref() == Some("ping") {
                 format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, id.get()).into_bytes()
             } else {
-                jsonrpc::error_message(Some(id), &crate::protocol::errors::RpcError::method_not_found(msg.method.as_deref().unwrap_or("")))
+                jsonrpc::error_message(
+                    Some(id),
+                    &crate::protocol::errors::RpcError::method_not_found(
+                        msg.method.as_deref().unwrap_or(""),
+                    ),
+                )
             };
             let _ = proc.tx.try_send(reply);
         }
-        Err(_) => tracing::warn!(upstream = %proc.id, "ignoring an invalid JSON-RPC message on stdout"),
+        Err(_) => {
+            tracing::warn!(upstream = %proc.id, "ignoring an invalid JSON-RPC message on stdout")
+        }
     }
 }
 
 /// Routes a progress notification to the caller whose request carries the token, with the
 /// caller's own token put back.
 fn relay_progress(proc: &Arc<Proc>, msg: &Message) {
-    let Some(params) = msg.params.as_ref() else { return };
-    let Ok(mut obj) = serde_json::from_str::<RawObject>(params.get()) else { return };
-    let Some(Ok(token)) = obj.parse::<String>(keys::PROGRESS_TOKEN) else { return };
-    let Some(id) = token.strip_prefix(TOKEN_PREFIX).and_then(|n| n.parse::<u64>().ok()) else { return };
-    let Ok(pending) = proc.pending.lock() else { return };
+    let Some(params) = msg.params.as_ref() else {
+        return;
+    };
+    let Ok(mut obj) = serde_json::from_str::<RawObject>(params.get()) else {
+        return;
+    };
+    let Some(Ok(token)) = obj.parse::<String>(keys::PROGRESS_TOKEN) else {
+        return;
+    };
+    let Some(id) = token
+        .strip_prefix(TOKEN_PREFIX)
+        .and_then(|n| n.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let Ok(pending) = proc.pending.lock() else {
+        return;
+    };
     let Some(p) = pending.get(&id) else { return };
-    let Some(client) = &p.client_token else { return };
+    let Some(client) = &p.client_token else {
+        return;
+    };
     if obj.set_json(keys::PROGRESS_TOKEN, client).is_err() {
         return;
     }
     let Ok(raw) = obj.to_raw() else { return };
     // Progress is advisory: a caller that does not keep up loses some, never blocks the others.
-    let _ = p.events.try_send(Event::Notification(jsonrpc::notification_message("notifications/progress", &raw)));
+    let _ = p
+        .events
+        .try_send(Event::Notification(jsonrpc::notification_message(
+            "notifications/progress",
+            &raw,
+        )));
 }

@@ -1,0 +1,30 @@
+//! Integration tests: the real mcpgate binary in front of real upstreams on loopback.
+
+mod harness;
+
+mod cli;
+mod interop;
+mod malformed;
+mod resilience;
+mod routing;
+mod validation;
+
+use harness::*;
+
+/// A gateway in front of the Python SDK test upstream twice: `alpha` over HTTP, `beta` over stdio.
+pub fn two_upstreams(timeout: &str) -> (Proc, String, Gateway) {
+    let (alpha, alpha_url) = py_http("alpha", &[]);
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{alpha_url}\"\ntimeout = \"{timeout}\"\n\n[[upstream]]\nid = \"beta\"\ncommand = {}\ntimeout = \"{timeout}\"\n",
+        py_stdio_command("beta")
+    );
+    let gw = gateway(&config);
+    (alpha, alpha_url, gw)
+}
+
+/// A gateway in front of the two built-in demo upstreams (stdio, this same binary).
+pub fn demo_gateway(extra_server: &str) -> Gateway {
+    gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n{extra_server}\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\n\n[[upstream]]\nid = \"text\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"text\"]\n"
+    ))
+}
