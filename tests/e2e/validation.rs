@@ -42,7 +42,8 @@ fn assert_error(r: &Resp, status: u16, code: i64, why: &str) -> serde_json::Valu
 async fn every_header_mismatch_is_400_and_32020() {
     let gw = crate::demo_gateway("");
     let call = json!({ "name": "calc__add", "arguments": { "a": 1, "b": 2 } });
-    let mut cases: Vec<(&str, &str, serde_json::Value, Vec<(&str, String)>)> = Vec::new();
+    type Case<'a> = (&'a str, &'a str, serde_json::Value, Vec<(&'a str, String)>);
+    let mut cases: Vec<Case> = Vec::new();
     let without = |name: &str| {
         base("tools/list")
             .into_iter()
