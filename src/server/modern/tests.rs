@@ -115,8 +115,8 @@ fn header_body_mismatches_get_400_and_32020() {
             vec![("mcp-name", b"=?BASE64?aMOpbGxv?=")],
         ),
         (
-            "Mcp-Name with invalid characters",
-            vec![("mcp-name", b"h\x01llo")],
+            "Mcp-Name with raw non-ASCII bytes",
+            vec![("mcp-name", "héllo".as_bytes())],
         ),
         (
             "duplicate Mcp-Param",
