@@ -52,7 +52,9 @@ pub fn report(gw: &Gateway) -> (String, bool) {
             up.cfg.transport.kind().into(),
             era,
             status,
-            cat.count_for(up.index).to_string(),
+            cat.section(crate::catalog::Kind::Tool)
+                .count_for(up.index)
+                .to_string(),
             latency,
         ]);
     }
@@ -75,15 +77,22 @@ pub fn report(gw: &Gateway) -> (String, bool) {
         }
     }
     if !cat.problems.is_empty() {
-        let _ = writeln!(out, "\nTools not served:");
+        let _ = writeln!(out, "\nNot served:");
         for p in &cat.problems {
-            let _ = writeln!(out, "  {} / {}: {}", p.upstream, p.tool, p.reason);
+            let _ = writeln!(
+                out,
+                "  {} / {} {}: {}",
+                p.upstream,
+                p.kind.label(),
+                p.item,
+                p.reason
+            );
         }
     }
     let _ = writeln!(
         out,
         "\n{} tools served from {} upstreams.",
-        cat.tools.len(),
+        cat.tools().len(),
         gw.upstreams.len()
     );
     (out, all_ok)
@@ -93,7 +102,7 @@ pub fn report(gw: &Gateway) -> (String, bool) {
 pub fn tools_json(gw: &Gateway) -> String {
     let cat = gw.catalog();
     let items: Vec<serde_json::Value> = cat
-        .tools
+        .tools()
         .iter()
         .filter_map(|t| serde_json::from_str(t.json.get()).ok())
         .collect();

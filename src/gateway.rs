@@ -5,7 +5,7 @@
 //! that goes down keeps its last tool list, so its tools still route and fail with an error that
 //! names it instead of turning into "Unknown tool".
 
-use crate::catalog::{self, Catalog, Problem, UpstreamTools};
+use crate::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
 use crate::config::Config;
 use crate::upstream::{HttpClient, Status, Upstream, new_http_client};
 use arc_swap::ArcSwap;
@@ -51,6 +51,14 @@ impl Gateway {
         self.ready.load(Ordering::SeqCst)
     }
 
+    /// Whether any live upstream declared the server capability `cap` (`prompts`, ...).
+    pub fn offers(&self, cap: &str) -> bool {
+        self.upstreams.iter().any(|u| {
+            let st = u.state();
+            (st.status == Status::Ready || st.has_items()) && st.offers(cap)
+        })
+    }
+
     /// Refreshes every upstream concurrently; each one updates the catalogue as soon as it is done.
     pub async fn refresh_all(&self) {
         let tasks = self.upstreams.iter().map(|u| self.refresh_one(u));
@@ -64,7 +72,7 @@ impl Gateway {
             Ok(()) => {
                 if before != Status::Ready {
                     let st = up.state();
-                    tracing::info!(upstream = %up.id(), tools = st.tools.len(), latency_ms = st.latency.map(|l| l.as_millis() as u64).unwrap_or(0), "upstream ready");
+                    tracing::info!(upstream = %up.id(), tools = st.items(Kind::Tool).len(), latency_ms = st.latency.map(|l| l.as_millis() as u64).unwrap_or(0), "upstream ready");
                 }
             }
             Err(reason) => {
@@ -82,18 +90,24 @@ impl Gateway {
             return;
         };
         let states: Vec<_> = self.upstreams.iter().map(|u| u.state()).collect();
-        let inputs: Vec<UpstreamTools> = self
+        let inputs: Vec<UpstreamLists> = self
             .upstreams
             .iter()
             .zip(&states)
-            .filter(|(_, st)| st.status == Status::Ready || !st.tools.is_empty())
-            .map(|(u, st)| UpstreamTools {
+            .filter(|(_, st)| st.status == Status::Ready || st.has_items())
+            .map(|(u, st)| UpstreamLists {
                 upstream: u.index,
                 id: u.id(),
                 prefix: &u.cfg.prefix,
-                tools: &st.tools,
-                ttl_ms: st.tools_ttl_ms,
-                private: st.tools_private,
+                items: [
+                    st.items(Kind::Tool),
+                    st.items(Kind::Prompt),
+                    st.items(Kind::Resource),
+                    st.items(Kind::Template),
+                ],
+                ttl_ms: st.ttl_ms,
+                private: st.private,
+                has_resources: st.offers("resources"),
             })
             .collect();
         let next = catalog::merge::build(&inputs, &self.config.catalog.separator);
@@ -132,5 +146,5 @@ impl Gateway {
 }
 
 pub fn log_problem(p: &Problem) {
-    tracing::warn!(upstream = %p.upstream, tool = %p.tool, reason = %p.reason, "tool not served");
+    tracing::warn!(upstream = %p.upstream, kind = p.kind.label(), item = %p.item, reason = %p.reason, "item not served");
 }

@@ -188,7 +188,7 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
         refresher.refresh_all().await;
         let cat = refresher.catalog();
         tracing::info!(
-            tools = cat.tools.len(),
+            tools = cat.tools().len(),
             problems = cat.problems.len(),
             "catalogue ready"
         );

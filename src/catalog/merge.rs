@@ -1,65 +1,155 @@
-//! Building the merged tool catalogue from each upstream's `tools/list`: prefixing names,
-//! validating them and their `x-mcp-header` annotations, detecting collisions (reported, never
-//! silently shadowed: the first upstream in config order keeps the name), in a deterministic
-//! order (config order, then the upstream's own order). Every other tool field is kept verbatim.
+//! Building the merged catalogue from every upstream's lists: tools and prompts get prefixed
+//! names, resources and templates get prefixed URIs (see `uris`). Names are validated (tools: the
+//! tool-name rules and their `x-mcp-header` annotations), collisions are reported and never
+//! silently shadowed (the first upstream in config order keeps the name), and the order is
+//! deterministic (config order, then the upstream's own order). Every other field is kept verbatim.
 
-use super::names;
+use super::{names, uris};
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::xheader::{self, HeaderPlan};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Tool,
+    Prompt,
+    Resource,
+    Template,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template];
+
+    /// The member holding the items in a list result.
+    pub fn list_key(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools",
+            Kind::Prompt => "prompts",
+            Kind::Resource => "resources",
+            Kind::Template => "resourceTemplates",
+        }
+    }
+
+    /// The member that identifies one item.
+    pub fn id_key(self) -> &'static str {
+        match self {
+            Kind::Tool | Kind::Prompt => "name",
+            Kind::Resource => "uri",
+            Kind::Template => "uriTemplate",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Tool => "tool",
+            Kind::Prompt => "prompt",
+            Kind::Resource => "resource",
+            Kind::Template => "resource template",
+        }
+    }
+}
+
 /// One upstream's contribution to a rebuild.
-pub struct UpstreamTools<'a> {
+pub struct UpstreamLists<'a> {
     pub upstream: usize,
     pub id: &'a str,
     pub prefix: &'a str,
-    pub tools: &'a [Box<RawValue>],
+    /// Items per kind, in [`Kind::ALL`] order.
+    pub items: [&'a [Box<RawValue>]; 4],
     pub ttl_ms: u64,
     pub private: bool,
+    pub has_resources: bool,
 }
 
-/// A served tool and what routing needs to know about it.
+/// A served item and what routing needs to know about it.
 #[derive(Debug)]
-pub struct CatalogTool {
+pub struct Entry {
+    /// The gateway name (tools, prompts) or URI (resources, templates).
     pub name: String,
     pub upstream: usize,
+    /// The upstream's own name or URI.
     pub original: String,
+    /// Tools only: the mirrored arguments.
     pub headers: HeaderPlan,
     pub json: Box<RawValue>,
 }
 
-/// A tool that could not be served, and why.
+#[derive(Debug, Default)]
+pub struct Section {
+    pub entries: Vec<Entry>,
+    index: HashMap<String, usize>,
+}
+
+impl Section {
+    pub fn get(&self, name: &str) -> Option<&Entry> {
+        self.index.get(name).map(|&i| &self.entries[i])
+    }
+
+    pub fn count_for(&self, upstream: usize) -> usize {
+        self.entries
+            .iter()
+            .filter(|t| t.upstream == upstream)
+            .count()
+    }
+}
+
+/// An item that could not be served, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     pub upstream: String,
-    pub tool: String,
+    pub kind: Kind,
+    pub item: String,
     pub reason: String,
+}
+
+/// Where resource URIs of each upstream live (for routing URIs that are not listed).
+#[derive(Debug, Clone)]
+pub struct UriOwner {
+    pub upstream: usize,
+    pub prefix: String,
+    pub has_resources: bool,
 }
 
 #[derive(Debug, Default)]
 pub struct Catalog {
-    pub tools: Vec<CatalogTool>,
-    index: HashMap<String, usize>,
+    sections: [Section; 4],
     pub problems: Vec<Problem>,
-    /// The smallest `ttlMs` any contributing upstream gave its list.
+    /// The smallest `ttlMs` any contributing upstream gave its lists.
     pub ttl_ms: u64,
     /// Any contributing list was `cacheScope: "private"`.
     pub private: bool,
+    pub owners: Vec<UriOwner>,
 }
 
 impl Catalog {
-    pub fn tool(&self, name: &str) -> Option<&CatalogTool> {
-        self.index.get(name).map(|&i| &self.tools[i])
+    pub fn section(&self, kind: Kind) -> &Section {
+        &self.sections[kind as usize]
     }
 
-    pub fn count_for(&self, upstream: usize) -> usize {
-        self.tools.iter().filter(|t| t.upstream == upstream).count()
+    pub fn tool(&self, name: &str) -> Option<&Entry> {
+        self.section(Kind::Tool).get(name)
+    }
+
+    pub fn prompt(&self, name: &str) -> Option<&Entry> {
+        self.section(Kind::Prompt).get(name)
+    }
+
+    pub fn tools(&self) -> &[Entry] {
+        &self.section(Kind::Tool).entries
+    }
+
+    /// The upstream and upstream URI behind a gateway URI (see `uris::route`).
+    pub fn route_uri(&self, uri: &str) -> Option<(usize, String)> {
+        if let Some(e) = self.section(Kind::Resource).get(uri) {
+            return Some((e.upstream, e.original.clone()));
+        }
+        uris::route(self, uri)
     }
 }
 
-pub fn build(inputs: &[UpstreamTools], sep: &str) -> Catalog {
+pub fn build(inputs: &[UpstreamLists], sep: &str) -> Catalog {
     let mut cat = Catalog {
         ttl_ms: u64::MAX,
         ..Default::default()
@@ -67,13 +157,23 @@ pub fn build(inputs: &[UpstreamTools], sep: &str) -> Catalog {
     for input in inputs {
         cat.ttl_ms = cat.ttl_ms.min(input.ttl_ms);
         cat.private |= input.private;
-        for raw in input.tools {
-            match admit(input, raw, sep, &cat) {
-                Ok(tool) => {
-                    cat.index.insert(tool.name.clone(), cat.tools.len());
-                    cat.tools.push(tool);
+        cat.owners.push(UriOwner {
+            upstream: input.upstream,
+            prefix: input.prefix.to_string(),
+            has_resources: input.has_resources,
+        });
+        for kind in Kind::ALL {
+            for raw in input.items[kind as usize] {
+                match admit(kind, input, raw, sep, &cat.sections[kind as usize]) {
+                    Ok(entry) => {
+                        let section = &mut cat.sections[kind as usize];
+                        section
+                            .index
+                            .insert(entry.name.clone(), section.entries.len());
+                        section.entries.push(entry);
+                    }
+                    Err(problem) => cat.problems.push(problem),
                 }
-                Err(problem) => cat.problems.push(problem),
             }
         }
     }
@@ -84,60 +184,78 @@ pub fn build(inputs: &[UpstreamTools], sep: &str) -> Catalog {
 }
 
 fn admit(
-    input: &UpstreamTools,
+    kind: Kind,
+    input: &UpstreamLists,
     raw: &RawValue,
     sep: &str,
-    cat: &Catalog,
-) -> Result<CatalogTool, Problem> {
-    let problem = |tool: &str, reason: String| Problem {
+    section: &Section,
+) -> Result<Entry, Problem> {
+    let problem = |item: &str, reason: String| Problem {
         upstream: input.id.to_string(),
-        tool: tool.to_string(),
+        kind,
+        item: item.to_string(),
         reason,
     };
+    let key = kind.id_key();
     let mut obj: RawObject = serde_json::from_str(raw.get())
-        .map_err(|_| problem("?", "the tool definition is not a JSON object".into()))?;
-    let original = match obj.parse::<String>("name") {
+        .map_err(|_| problem("?", format!("the {} is not a JSON object", kind.label())))?;
+    let original = match obj.parse::<String>(key) {
         Some(Ok(n)) => n,
-        _ => return Err(problem("?", "the tool has no string \"name\"".into())),
+        _ => {
+            return Err(problem(
+                "?",
+                format!("the {} has no string \"{key}\"", kind.label()),
+            ));
+        }
     };
-    let name = names::join(input.prefix, sep, &original);
-    if let Some(reason) = names::tool_name_problem(&name) {
+    let name = match kind {
+        Kind::Tool | Kind::Prompt => names::join(input.prefix, sep, &original),
+        Kind::Resource | Kind::Template => uris::to_gateway(input.prefix, &original),
+    };
+    if kind == Kind::Tool
+        && let Some(reason) = names::tool_name_problem(&name)
+    {
         return Err(problem(
             &original,
             format!("gateway name '{name}' is not servable: {reason}"),
         ));
     }
-    if let Some(&other) = cat.index.get(&name) {
-        let owner = &cat.tools[other];
+    if let Some(owner) = section.get(&name) {
         return Err(problem(
             &original,
             format!(
-                "gateway name '{name}' collides with tool '{}' of an earlier upstream (#{}), which keeps it",
+                "gateway {key} '{name}' collides with '{}' of an earlier upstream (#{}), which keeps it",
                 owner.original,
                 owner.upstream + 1
             ),
         ));
     }
-    let headers = match obj.parse::<Value>("inputSchema") {
-        Some(Ok(schema)) => xheader::plan(&schema).map_err(|reason| {
-            problem(
-                &original,
-                format!("invalid x-mcp-header annotation: {reason}"),
-            )
-        })?,
-        Some(Err(_)) | None => {
-            return Err(problem(
-                &original,
-                "the tool has no valid \"inputSchema\"".into(),
-            ));
+    let headers = if kind == Kind::Tool {
+        match obj.parse::<Value>("inputSchema") {
+            Some(Ok(schema)) => xheader::plan(&schema).map_err(|reason| {
+                problem(
+                    &original,
+                    format!("invalid x-mcp-header annotation: {reason}"),
+                )
+            })?,
+            Some(Err(_)) | None => {
+                return Err(problem(
+                    &original,
+                    "the tool has no valid \"inputSchema\"".into(),
+                ));
+            }
         }
+    } else {
+        Vec::new()
     };
-    obj.set_json("name", &name)
-        .map_err(|e| problem(&original, e.to_string()))?;
+    if name != original {
+        obj.set_json(key, &name)
+            .map_err(|e| problem(&original, e.to_string()))?;
+    }
     let json = obj
         .to_raw()
         .map_err(|e| problem(&original, e.to_string()))?;
-    Ok(CatalogTool {
+    Ok(Entry {
         name,
         upstream: input.upstream,
         original,
@@ -147,85 +265,4 @@ fn admit(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tools(list: &[&str]) -> Vec<Box<RawValue>> {
-        list.iter()
-            .map(|s| RawValue::from_string((*s).to_string()).unwrap())
-            .collect()
-    }
-
-    fn input<'a>(
-        i: usize,
-        id: &'a str,
-        prefix: &'a str,
-        t: &'a [Box<RawValue>],
-    ) -> UpstreamTools<'a> {
-        UpstreamTools {
-            upstream: i,
-            id,
-            prefix,
-            tools: t,
-            ttl_ms: 1000 * (i as u64 + 1),
-            private: false,
-        }
-    }
-
-    #[test]
-    fn prefixes_orders_and_keeps_fields_verbatim() {
-        let a = tools(&[
-            r#"{"name":"echo","inputSchema":{"type":"object","$defs":{"x":{"$anchor":"y"}}},"annotations":{"readOnlyHint":true}}"#,
-        ]);
-        let b = tools(&[
-            r#"{"name":"echo","inputSchema":{"type":"object"}}"#,
-            r#"{"name":"now","inputSchema":{"type":"object"}}"#,
-        ]);
-        let cat = build(
-            &[input(0, "calc", "calc", &a), input(1, "text", "text", &b)],
-            "__",
-        );
-        let names: Vec<_> = cat.tools.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["calc__echo", "text__echo", "text__now"]);
-        assert_eq!(
-            cat.tools[0].json.get(),
-            r#"{"name":"calc__echo","inputSchema":{"type":"object","$defs":{"x":{"$anchor":"y"}}},"annotations":{"readOnlyHint":true}}"#
-        );
-        assert_eq!(cat.tool("text__now").unwrap().original, "now");
-        assert_eq!(cat.ttl_ms, 1000);
-        assert!(cat.problems.is_empty());
-    }
-
-    #[test]
-    fn reports_collisions_bad_names_and_bad_annotations() {
-        let a = tools(&[r#"{"name":"search","inputSchema":{"type":"object"}}"#]);
-        let b = tools(&[
-            r#"{"name":"search","inputSchema":{"type":"object"}}"#,
-            r#"{"name":"bad name","inputSchema":{"type":"object"}}"#,
-            r#"{"name":"hdr","inputSchema":{"type":"object","properties":{"n":{"type":"number","x-mcp-header":"N"}}}}"#,
-            r#"{"name":"ok","inputSchema":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}"#,
-        ]);
-        let cat = build(&[input(0, "a", "", &a), input(1, "b", "", &b)], "__");
-        let names: Vec<_> = cat.tools.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["search", "ok"]);
-        assert_eq!(cat.tool("search").unwrap().upstream, 0);
-        assert_eq!(cat.tool("ok").unwrap().headers.len(), 1);
-        let reasons: Vec<_> = cat
-            .problems
-            .iter()
-            .map(|p| {
-                (
-                    p.tool.as_str(),
-                    p.reason.contains("collides")
-                        || p.reason.contains("not servable")
-                        || p.reason.contains("x-mcp-header"),
-                )
-            })
-            .collect();
-        assert_eq!(
-            reasons,
-            [("search", true), ("bad name", true), ("hdr", true)]
-        );
-        assert!(cat.problems.iter().all(|p| p.upstream == "b"));
-    }
-}
+mod tests;

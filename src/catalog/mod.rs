@@ -1,9 +1,11 @@
-//! The merged catalogue: gateway names (`<prefix><sep><name>`), the immutable snapshot of every
-//! upstream's tools with their routing data, and the gateway's own list cursors. Pure functions
-//! over data; the snapshot is rebuilt off the request path and swapped atomically by the caller.
+//! The merged catalogue: gateway names (`<prefix><sep><name>`) and URIs (`<prefix>+<uri>`), the
+//! immutable snapshot of every upstream's tools, prompts, resources and templates with their
+//! routing data, and the gateway's own list cursors. Pure functions over data; the snapshot is
+//! rebuilt off the request path and swapped atomically by the caller.
 
 pub mod cursor;
 pub mod merge;
 pub mod names;
+pub mod uris;
 
-pub use merge::{Catalog, CatalogTool, Problem, UpstreamTools};
+pub use merge::{Catalog, Entry, Kind, Problem, UpstreamLists};

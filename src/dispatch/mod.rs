@@ -4,8 +4,10 @@
 //! mirrored headers → forward.
 
 mod discover;
-mod tools;
+mod forward;
+mod lists;
 
+use crate::catalog::Kind;
 use crate::flow::Reply;
 use crate::gateway::Gateway;
 use crate::protocol::errors::RpcError;
@@ -43,10 +45,21 @@ pub trait Service: Send + Sync + 'static {
 impl Service for Gateway {
     fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {
         Box::pin(async move {
+            let offered = |cap: &str| self.offers(cap);
             match req.method.as_str() {
                 "server/discover" => discover::discover(self),
-                "tools/list" => tools::list(self, &req),
-                "tools/call" => tools::call(self, req).await,
+                "tools/list" => lists::list(self, &req, Kind::Tool),
+                "tools/call" => forward::call_tool(self, req).await,
+                "prompts/list" if offered("prompts") => lists::list(self, &req, Kind::Prompt),
+                "prompts/get" if offered("prompts") => forward::get_prompt(self, req).await,
+                "resources/list" if offered("resources") => lists::list(self, &req, Kind::Resource),
+                "resources/templates/list" if offered("resources") => {
+                    lists::list(self, &req, Kind::Template)
+                }
+                "resources/read" if offered("resources") => forward::read_resource(self, req).await,
+                "completion/complete" if offered("completions") => {
+                    forward::complete(self, req).await
+                }
                 other => Reply::error(RpcError::method_not_found(other)),
             }
         })

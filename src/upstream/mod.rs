@@ -10,6 +10,7 @@ mod stdio;
 
 pub use self::http::{HttpClient, new_http_client};
 
+use crate::catalog::Kind;
 use crate::config::{TransportConfig, UpstreamConfig};
 use crate::flow::{Outcome, Reply};
 use crate::protocol::errors::{self, RpcError};
@@ -73,12 +74,32 @@ pub struct UpstreamState {
     pub capabilities: Option<Value>,
     pub instructions: Option<String>,
     pub server_info: Option<Value>,
-    pub tools: Arc<Vec<Box<RawValue>>>,
-    pub tools_ttl_ms: u64,
-    pub tools_private: bool,
+    /// The upstream's items per kind, in [`Kind::ALL`] order.
+    pub lists: [Arc<Vec<Box<RawValue>>>; 4],
+    /// The smallest `ttlMs` of its lists.
+    pub ttl_ms: u64,
+    /// Any of its lists was not `cacheScope: "public"`.
+    pub private: bool,
     pub latency: Option<Duration>,
-    /// Set when the page limit cut the tool list short.
+    /// Set when the page limit cut a list short.
     pub truncated: bool,
+}
+
+impl UpstreamState {
+    pub fn items(&self, kind: Kind) -> &[Box<RawValue>] {
+        &self.lists[kind as usize]
+    }
+
+    pub fn has_items(&self) -> bool {
+        self.lists.iter().any(|l| !l.is_empty())
+    }
+
+    /// Whether the upstream declared a server capability (`tools`, `prompts`, ...).
+    pub fn offers(&self, capability: &str) -> bool {
+        self.capabilities
+            .as_ref()
+            .is_some_and(|c| c.get(capability).is_some_and(|v| !v.is_null()))
+    }
 }
 
 enum Transport {
@@ -225,20 +246,36 @@ impl Upstream {
             server_info,
             ..Default::default()
         };
-        if d.capabilities.get("tools").is_some() {
-            self.list_tools(&mut state).await?;
+        state.ttl_ms = u64::MAX;
+        for (kind, capability) in [
+            (Kind::Tool, "tools"),
+            (Kind::Prompt, "prompts"),
+            (Kind::Resource, "resources"),
+            (Kind::Template, "resources"),
+        ] {
+            if state.offers(capability) {
+                self.list_all(kind, &mut state).await?;
+            }
+        }
+        if state.ttl_ms == u64::MAX {
+            state.ttl_ms = 0;
         }
         Ok(state)
     }
 
-    async fn list_tools(&self, state: &mut UpstreamState) -> Result<(), String> {
-        let mut tools = Vec::new();
+    /// Reads one whole list, following `nextCursor` up to the configured page limit.
+    async fn list_all(&self, kind: Kind, state: &mut UpstreamState) -> Result<(), String> {
+        let method = match kind {
+            Kind::Tool => "tools/list",
+            Kind::Prompt => "prompts/list",
+            Kind::Resource => "resources/list",
+            Kind::Template => "resources/templates/list",
+        };
+        let mut items = Vec::new();
         let mut cursor: Option<String> = None;
-        let mut ttl = u64::MAX;
-        let mut private = false;
         for page in 0.. {
             if page == self.cfg.max_pages {
-                tracing::warn!(upstream = %self.id(), pages = page, "tools/list page limit reached; the rest of the list is not served (raise max_pages)");
+                tracing::warn!(upstream = %self.id(), pages = page, method, "list page limit reached; the rest of the list is not served (raise max_pages)");
                 state.truncated = true;
                 break;
             }
@@ -247,22 +284,38 @@ impl Upstream {
                 params.set_json("cursor", c).map_err(|e| e.to_string())?;
             }
             let raw = self
-                .internal("tools/list", params)
+                .internal(method, params)
                 .await
-                .map_err(|o| format!("tools/list failed: {}", describe_outcome(&o)))?;
-            let page: ListToolsPage = serde_json::from_str(raw.get())
-                .map_err(|e| format!("tools/list returned an unexpected result: {e}"))?;
-            tools.extend(page.tools);
-            ttl = ttl.min(page.ttl_ms.map(|t| t.max(0) as u64).unwrap_or(0));
-            private |= page.cache_scope.as_deref() != Some("public");
-            match page.next_cursor {
-                Some(c) => cursor = Some(c),
-                None => break,
+                .map_err(|o| format!("{method} failed: {}", describe_outcome(&o)))?;
+            let page: RawObject = serde_json::from_str(raw.get())
+                .map_err(|e| format!("{method} returned an unexpected result: {e}"))?;
+            match page.parse::<Vec<Box<RawValue>>>(kind.list_key()) {
+                Some(Ok(list)) => items.extend(list),
+                Some(Err(e)) => {
+                    return Err(format!(
+                        "{method} returned an invalid \"{}\": {e}",
+                        kind.list_key()
+                    ));
+                }
+                None => {}
+            }
+            let ttl = page
+                .parse::<i64>("ttlMs")
+                .and_then(Result::ok)
+                .unwrap_or(0)
+                .max(0) as u64;
+            state.ttl_ms = state.ttl_ms.min(ttl);
+            state.private |= page
+                .parse::<String>("cacheScope")
+                .and_then(Result::ok)
+                .as_deref()
+                != Some("public");
+            match page.parse::<Option<String>>("nextCursor") {
+                Some(Ok(Some(c))) => cursor = Some(c),
+                _ => break,
             }
         }
-        state.tools = Arc::new(tools);
-        state.tools_ttl_ms = if ttl == u64::MAX { 0 } else { ttl };
-        state.tools_private = private;
+        state.lists[kind as usize] = Arc::new(items);
         Ok(())
     }
 }
@@ -327,16 +380,4 @@ struct DiscoverResult {
     server_info: Option<Value>,
     #[serde(rename = "_meta", default)]
     meta: Option<Map<String, Value>>,
-}
-
-#[derive(Deserialize)]
-struct ListToolsPage {
-    #[serde(default)]
-    tools: Vec<Box<RawValue>>,
-    #[serde(rename = "nextCursor", default)]
-    next_cursor: Option<String>,
-    #[serde(rename = "ttlMs", default)]
-    ttl_ms: Option<i64>,
-    #[serde(rename = "cacheScope", default)]
-    cache_scope: Option<String>,
 }

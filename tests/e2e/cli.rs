@@ -60,9 +60,9 @@ fn check_reports_tools_that_cannot_be_served() {
     );
     let (code, out, err) = mcpgate(&["check"], Some(&cfg));
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains("Tools not served:"), "{out}");
+    assert!(out.contains("Not served:"), "{out}");
     assert!(
-        out.contains("b / echo: gateway name 'echo' collides"),
+        out.contains("b / tool echo: gateway name 'echo' collides"),
         "collisions are reported, never silent: {out}"
     );
 }

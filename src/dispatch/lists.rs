@@ -1,0 +1,61 @@
+//! The four list methods, served from the catalogue snapshot (never by calling upstreams per
+//! request) and paged with the gateway's own cursor.
+
+use super::Request;
+use crate::catalog::{Kind, cursor};
+use crate::flow::{Outcome, Reply};
+use crate::gateway::Gateway;
+use crate::protocol::errors::RpcError;
+use crate::protocol::jsonrpc::json_string;
+use crate::protocol::keys;
+use serde_json::value::RawValue;
+
+pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
+    let cat = gw.catalog();
+    let entries = &cat.section(kind).entries;
+    let offset = match req.params.parse::<Option<String>>("cursor") {
+        None | Some(Ok(None)) => 0,
+        Some(Ok(Some(c))) => match cursor::decode(&c) {
+            Ok(o) if o <= entries.len() => o,
+            Ok(_) => {
+                return Reply::error(RpcError::invalid_params(
+                    "Invalid cursor: it points past the end of the list",
+                ));
+            }
+            Err(e) => return Reply::error(e),
+        },
+        Some(Err(_)) => return Reply::error(RpcError::invalid_params("cursor must be a string")),
+    };
+    let end = (offset + gw.config.catalog.page_size).min(entries.len());
+    let page = &entries[offset..end];
+    let mut body =
+        String::with_capacity(256 + page.iter().map(|t| t.json.get().len() + 1).sum::<usize>());
+    body.push_str("{\"resultType\":\"complete\",\"");
+    body.push_str(kind.list_key());
+    body.push_str("\":[");
+    for (i, t) in page.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
+        }
+        body.push_str(t.json.get());
+    }
+    body.push(']');
+    if end < entries.len() {
+        body.push_str(",\"nextCursor\":");
+        body.push_str(&json_string(&cursor::encode(end)));
+    }
+    body.push_str(&format!(
+        ",\"ttlMs\":{},\"cacheScope\":\"{}\",\"_meta\":{{\"{}\":{}}}}}",
+        cat.ttl_ms,
+        if cat.private { "private" } else { "public" },
+        keys::SERVER_INFO,
+        super::discover::server_info()
+    ));
+    match RawValue::from_string(body) {
+        Ok(raw) => Reply::Single(Outcome::Result(raw)),
+        Err(e) => Reply::error(RpcError::internal(format!(
+            "cannot render {}: {e}",
+            kind.list_key()
+        ))),
+    }
+}
