@@ -30,8 +30,11 @@ pub enum Event {
 pub trait Guard: Send + Sync {}
 impl<T: Send + Sync> Guard for T {}
 
+type OutcomeMap = Box<dyn Fn(Outcome) -> Outcome + Send + Sync>;
+
 pub struct EventStream {
     rx: mpsc::Receiver<Event>,
+    map: Option<OutcomeMap>,
     deadline: Option<Instant>,
     timeout_error: Option<RpcError>,
     _guard: Option<Box<dyn Guard>>,
@@ -42,6 +45,7 @@ impl EventStream {
     pub fn new(rx: mpsc::Receiver<Event>) -> Self {
         EventStream {
             rx,
+            map: None,
             deadline: None,
             timeout_error: None,
             _guard: None,
@@ -81,9 +85,12 @@ impl EventStream {
             None => self.rx.recv().await,
         };
         match got {
-            Some(ev @ Event::Done(_)) => {
+            Some(Event::Done(o)) => {
                 self.finished = true;
-                Some(ev)
+                Some(Event::Done(match &self.map {
+                    Some(f) => f(o),
+                    None => o,
+                }))
             }
             Some(ev) => Some(ev),
             None => {
@@ -135,6 +142,23 @@ impl Reply {
         }
     }
 
+    /// Applies `f` to the final outcome, however it arrives.
+    pub fn map_outcome(self, f: impl Fn(Outcome) -> Outcome + Send + Sync + 'static) -> Reply {
+        match self {
+            Reply::Single(o) => Reply::Single(f(o)),
+            Reply::Stream(mut s) => {
+                let prev = s.map.take();
+                s.map = Some(Box::new(move |o| {
+                    f(match &prev {
+                        Some(p) => p(o),
+                        None => o,
+                    })
+                }));
+                Reply::Stream(s)
+            }
+        }
+    }
+
     pub async fn outcome(self) -> Outcome {
         match self {
             Reply::Single(o) => o,
@@ -161,6 +185,7 @@ impl EventStream {
             }
         });
         let mut s = EventStream::new(rx);
+        s.map = None;
         s.deadline = deadline;
         s.timeout_error = timeout_error;
         s

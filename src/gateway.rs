@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::broadcast;
 
 pub struct Gateway {
     pub config: Config,
@@ -19,6 +20,7 @@ pub struct Gateway {
     catalog: ArcSwap<Catalog>,
     rebuild_lock: Mutex<()>,
     ready: AtomicBool,
+    changes: broadcast::Sender<Kind>,
 }
 
 impl Gateway {
@@ -39,6 +41,7 @@ impl Gateway {
             catalog: ArcSwap::from_pointee(Catalog::default()),
             rebuild_lock: Mutex::new(()),
             ready: AtomicBool::new(false),
+            changes: broadcast::channel(64).0,
         })
     }
 
@@ -49,6 +52,11 @@ impl Gateway {
     /// Ready once the first refresh round has finished (each upstream answered or failed).
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Events for every list whose contents changed in a rebuild.
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<Kind> {
+        self.changes.subscribe()
     }
 
     /// Whether any live upstream declared the server capability `cap` (`prompts`, ...).
@@ -114,6 +122,23 @@ impl Gateway {
         let prev = self.catalog.load();
         for p in next.problems.iter().filter(|p| !prev.problems.contains(p)) {
             log_problem(p);
+        }
+        for kind in Kind::ALL {
+            let before: Vec<&str> = prev
+                .section(kind)
+                .entries
+                .iter()
+                .map(|e| e.json.get())
+                .collect();
+            let after: Vec<&str> = next
+                .section(kind)
+                .entries
+                .iter()
+                .map(|e| e.json.get())
+                .collect();
+            if before != after {
+                let _ = self.changes.send(kind);
+            }
         }
         self.catalog.store(Arc::new(next));
     }

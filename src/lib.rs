@@ -15,4 +15,5 @@ pub mod flow;
 pub mod gateway;
 pub mod protocol;
 pub mod server;
+pub mod token;
 pub mod upstream;

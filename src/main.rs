@@ -7,6 +7,8 @@ use mcpgate::config::Config;
 use mcpgate::demo::{Demo, Profile};
 use mcpgate::dispatch::Service;
 use mcpgate::gateway::Gateway;
+use mcpgate::server::legacy::LegacyState;
+use mcpgate::token::{KeySource, Sealer};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -156,7 +158,12 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                         server.listen,
                         server.path
                     );
-                    mcpgate::server::http::serve(listener, svc, server, shutdown_signal()).await?;
+                    let legacy = Arc::new(LegacyState::new(
+                        Arc::new(Sealer::random().map_err(anyhow::Error::msg)?),
+                        server.session_ttl,
+                    ));
+                    mcpgate::server::http::serve(listener, svc, server, legacy, shutdown_signal())
+                        .await?;
                 }
                 None => {
                     mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout())
@@ -194,8 +201,20 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
         );
         refresher.spawn_maintenance();
     });
+    let sealer = Sealer::load(
+        std::env::var(mcpgate::token::KEY_ENV).ok(),
+        server_cfg.token_key_file.as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    if sealer.source == KeySource::Random {
+        tracing::warn!(
+            "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set {} or server.token_key_file)",
+            mcpgate::token::KEY_ENV
+        );
+    }
+    let legacy = Arc::new(LegacyState::new(Arc::new(sealer), server_cfg.session_ttl));
     let svc: Arc<dyn Service> = gw;
-    mcpgate::server::http::serve(listener, svc, server_cfg, shutdown_signal()).await?;
+    mcpgate::server::http::serve(listener, svc, server_cfg, legacy, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
 }

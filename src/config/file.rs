@@ -30,6 +30,8 @@ pub struct ServerSection {
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
     pub instructions: Option<String>,
+    pub token_key_file: Option<String>,
+    pub session_ttl: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -37,6 +37,10 @@ pub struct ServerConfig {
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
     pub instructions: Option<String>,
+    /// A file holding the token key (hex or Base64, at least 32 bytes); `MCPGATE_TOKEN_KEY` wins.
+    pub token_key_file: Option<PathBuf>,
+    /// How long a legacy session stays valid after `initialize`.
+    pub session_ttl: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -165,6 +169,18 @@ impl Config {
             )?,
             allowed_origins: s.allowed_origins,
             allowed_hosts: s.allowed_hosts,
+            token_key_file: s.token_key_file.as_ref().map(|f| {
+                if Path::new(f).is_absolute() {
+                    PathBuf::from(f)
+                } else {
+                    base_dir.join(f)
+                }
+            }),
+            session_ttl: at.duration(
+                s.session_ttl.as_ref(),
+                "server.session_ttl",
+                Duration::from_secs(24 * 3600),
+            )?,
             instructions: s.instructions,
         };
 

@@ -40,6 +40,11 @@ pub trait Service: Send + Sync + 'static {
     fn ready(&self) -> bool {
         true
     }
+
+    /// List-changed events, for legacy clients' streams.
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Kind>> {
+        None
+    }
 }
 
 impl Service for Gateway {
@@ -67,5 +72,9 @@ impl Service for Gateway {
 
     fn ready(&self) -> bool {
         self.is_ready()
+    }
+
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Kind>> {
+        Some(self.subscribe_changes())
     }
 }

@@ -1,11 +1,14 @@
 //! The Streamable HTTP listener (hyper, HTTP/1.1 and h2 on one port): routing (`POST <path>`,
 //! `/healthz`, `/readyz`), the transport-level checks in the order a request meets them — Host
 //! and Origin (403), method (405), Content-Type (415), Accept (406), body size (413) and read
-//! deadline (408), JSON-RPC envelope (400) — then the modern adapter and the service. Header size
+//! deadline (408), JSON-RPC envelope (400) — then era classification, and the modern or legacy
+//! adapter in front of the service. Header size
 //! (431) and header read timeouts are enforced by hyper before any of this runs.
 
+use super::era::{BodyFacts, Era, classify};
+use super::legacy::LegacyState;
 use super::origin::OriginPolicy;
-use super::{modern, render};
+use super::{legacy_http, modern, render};
 use crate::config::ServerConfig;
 use crate::dispatch::Service;
 use crate::protocol::errors::RpcError;
@@ -28,6 +31,7 @@ struct State {
     svc: Arc<dyn Service>,
     cfg: ServerConfig,
     origin: OriginPolicy,
+    legacy: Arc<LegacyState>,
 }
 
 /// Serves until `shutdown` completes, then drains open connections (for up to 10 s).
@@ -35,6 +39,7 @@ pub async fn serve(
     listener: TcpListener,
     svc: Arc<dyn Service>,
     cfg: ServerConfig,
+    legacy: Arc<LegacyState>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let origin = OriginPolicy::new(
@@ -42,7 +47,12 @@ pub async fn serve(
         &cfg.allowed_origins,
         &cfg.allowed_hosts,
     );
-    let state = Arc::new(State { svc, cfg, origin });
+    let state = Arc::new(State {
+        svc,
+        cfg,
+        origin,
+        legacy,
+    });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -124,6 +134,16 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
             None,
             &RpcError::invalid_request(format!("Forbidden: {reason}"))
                 .with_status(StatusCode::FORBIDDEN),
+        );
+    }
+    if req.method() != Method::POST
+        && classify(req.method(), req.headers(), BodyFacts::default()) == Era::Legacy
+    {
+        return legacy_http::get_or_delete(
+            st.svc.as_ref(),
+            &st.legacy,
+            req.method(),
+            req.headers(),
         );
     }
     if req.method() != Method::POST {
@@ -230,6 +250,9 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
             return render::error(id, &e);
         }
     };
+    if classify(&Method::POST, &parts.headers, BodyFacts::of(&msg)) == Era::Legacy {
+        return legacy_http::post(st.svc.as_ref(), &st.legacy, &parts.headers, msg, kind).await;
+    }
     match kind {
         Kind::Response => render::error(
             msg.id.as_deref(),

@@ -1,8 +1,12 @@
-//! Serving clients: the Streamable HTTP listener (`http`), the stdio server (`stdio`), the
-//! modern-era edge adapter (`modern`), DNS-rebinding protection (`origin`) and reply rendering
+//! Serving clients: the Streamable HTTP listener (`http`), the stdio server (`stdio`), era
+//! classification (`era`), the modern and legacy edge adapters (`modern`, `legacy`,
+//! `legacy_http`), DNS-rebinding protection (`origin`) and reply rendering
 //! (`render`).
 
+pub mod era;
 pub mod http;
+pub mod legacy;
+pub mod legacy_http;
 pub mod modern;
 pub mod origin;
 pub mod render;

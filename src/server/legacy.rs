@@ -1,0 +1,361 @@
+//! The legacy-era adapter (2025-11-25, 2025-06-18, 2025-03-26) at the edge: the `initialize`
+//! handshake (answered from the service's own `server/discover`, so the core stays era-free),
+//! sessions carried in sealed `Mcp-Session-Id` tokens that any replica with the same key can
+//! open, the legacy-only methods (`ping`, `logging/setLevel`), the conversion of session requests
+//! into internal requests, and the downgrade of modern results to legacy shapes.
+
+use super::era::LEGACY_VERSIONS;
+use crate::dispatch::{Request, Service};
+use crate::flow::{Outcome, Reply};
+use crate::protocol::errors::RpcError;
+use crate::protocol::jsonrpc::Message;
+use crate::protocol::meta::{LOG_LEVELS, RequestMeta};
+use crate::protocol::rawobj::RawObject;
+use crate::protocol::{MODERN_VERSION, keys};
+use crate::token::Sealer;
+use http::{HeaderMap, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SESSION_PURPOSE: &str = "mcpgate/legacy-session/v1";
+
+/// What a legacy session token carries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Session {
+    pub sid: String,
+    /// The negotiated protocol version.
+    pub v: String,
+    #[serde(default)]
+    pub caps: Value,
+    #[serde(default)]
+    pub info: Value,
+}
+
+/// Replica-wide legacy state: the token sealer and what a session may change after the
+/// handshake (its log level), plus sessions ended with DELETE on this replica.
+pub struct LegacyState {
+    pub sealer: Arc<Sealer>,
+    pub ttl: Duration,
+    levels: Mutex<HashMap<String, String>>,
+    ended: Mutex<HashSet<String>>,
+}
+
+/// The version the gateway answers `initialize` with: the client's if supported, else the newest.
+pub fn negotiate(requested: &str) -> &'static str {
+    LEGACY_VERSIONS
+        .iter()
+        .find(|v| **v == requested)
+        .copied()
+        .unwrap_or(LEGACY_VERSIONS[0])
+}
+
+impl LegacyState {
+    pub fn new(sealer: Arc<Sealer>, ttl: Duration) -> Self {
+        LegacyState {
+            sealer,
+            ttl,
+            levels: Mutex::default(),
+            ended: Mutex::default(),
+        }
+    }
+
+    /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.
+    pub fn session(&self, headers: &HeaderMap) -> Result<Session, RpcError> {
+        let Some(token) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
+            return Err(RpcError::invalid_request(
+                "Bad Request: missing Mcp-Session-Id header (send initialize first)",
+            ));
+        };
+        let session: Session = self
+            .sealer
+            .open(SESSION_PURPOSE, token, self.ttl)
+            .ok_or_else(|| {
+                RpcError::invalid_request("Session not found: initialize a new session")
+                    .with_status(StatusCode::NOT_FOUND)
+            })?;
+        if self.ended.lock().is_ok_and(|e| e.contains(&session.sid)) {
+            return Err(
+                RpcError::invalid_request("Session ended: initialize a new session")
+                    .with_status(StatusCode::NOT_FOUND),
+            );
+        }
+        Ok(session)
+    }
+
+    pub fn end(&self, s: &Session) {
+        if let Ok(mut e) = self.ended.lock() {
+            e.insert(s.sid.clone());
+        }
+        if let Ok(mut l) = self.levels.lock() {
+            l.remove(&s.sid);
+        }
+    }
+
+    fn level(&self, s: &Session) -> Option<String> {
+        self.levels.lock().ok()?.get(&s.sid).cloned()
+    }
+
+    /// Answers `initialize`: the result message and the new session token.
+    pub async fn initialize(
+        &self,
+        svc: &dyn Service,
+        msg: &Message,
+    ) -> Result<(Box<RawValue>, Session, String), RpcError> {
+        let params: Value = msg
+            .params
+            .as_ref()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let requested = params["protocolVersion"]
+            .as_str()
+            .ok_or_else(|| RpcError::invalid_params("initialize needs params.protocolVersion"))?;
+        let version = negotiate(requested);
+        let session = Session {
+            sid: self.sealer.random_id(),
+            v: version.to_string(),
+            caps: params["capabilities"].clone(),
+            info: params["clientInfo"].clone(),
+        };
+        let token = self
+            .sealer
+            .seal(SESSION_PURPOSE, &session)
+            .map_err(RpcError::internal)?;
+        let discover = internal(svc, "server/discover").await?;
+        let mut capabilities = discover["capabilities"].clone();
+        if let Some(caps) = capabilities.as_object_mut() {
+            for (list, flag) in [("tools", true), ("prompts", true), ("resources", true)] {
+                if let Some(Value::Object(c)) = caps.get_mut(list) {
+                    c.insert("listChanged".into(), Value::Bool(flag));
+                }
+            }
+        }
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "serverInfo": discover["_meta"][keys::SERVER_INFO].clone(),
+        });
+        if let Some(text) = discover.get("instructions") {
+            result["instructions"] = text.clone();
+        }
+        let raw = serde_json::value::to_raw_value(&result)
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        Ok((raw, session, token))
+    }
+
+    /// Handles a request of an established session: legacy-only methods are answered here,
+    /// everything else becomes an internal request.
+    pub fn request(&self, session: &Session, msg: Message) -> Result<Action, RpcError> {
+        let method = msg.method.clone().unwrap_or_default();
+        let id = msg
+            .id
+            .clone()
+            .ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
+        let mut params: RawObject = match &msg.params {
+            Some(p) => serde_json::from_str(p.get())
+                .map_err(|_| RpcError::invalid_params("params must be an object"))?,
+            None => RawObject::default(),
+        };
+        match method.as_str() {
+            "ping" => return Ok(Action::Answer(empty())),
+            "logging/setLevel" => {
+                let level = params
+                    .parse::<String>("level")
+                    .and_then(Result::ok)
+                    .filter(|l| LOG_LEVELS.contains(&l.as_str()));
+                let level = level.ok_or_else(|| {
+                    RpcError::invalid_params(format!(
+                        "level must be one of {}",
+                        LOG_LEVELS.join(", ")
+                    ))
+                })?;
+                if let Ok(mut l) = self.levels.lock() {
+                    l.insert(session.sid.clone(), level);
+                }
+                return Ok(Action::Answer(empty()));
+            }
+            "initialize" => {
+                return Err(RpcError::invalid_request(
+                    "this session is already initialized",
+                ));
+            }
+            _ => {}
+        }
+        let mut fields: Map<String, Value> = params
+            .remove("_meta")
+            .and_then(|m| serde_json::from_str(m.get()).ok())
+            .unwrap_or_default();
+        fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
+        // Until input requests are bridged between eras, upstreams must not ask legacy callers for
+        // input: the capabilities that would allow it are withheld.
+        let mut caps = session.caps.as_object().cloned().unwrap_or_default();
+        for withheld in ["elicitation", "sampling", "roots", "tasks"] {
+            caps.remove(withheld);
+        }
+        fields.insert(keys::CLIENT_CAPABILITIES.into(), Value::Object(caps));
+        if !session.info.is_null() {
+            fields.insert(keys::CLIENT_INFO.into(), session.info.clone());
+        }
+        if let Some(level) = self.level(session) {
+            fields.insert(keys::LOG_LEVEL.into(), level.into());
+        }
+        let meta = RequestMeta {
+            protocol_version: MODERN_VERSION.into(),
+            fields,
+        };
+        Ok(Action::Forward(Request {
+            id,
+            method,
+            params,
+            meta,
+            param_headers: None,
+        }))
+    }
+}
+
+/// What to do with a legacy session request.
+pub enum Action {
+    Answer(Box<RawValue>),
+    Forward(Request),
+}
+
+fn empty() -> Box<RawValue> {
+    serde_json::value::to_raw_value(&json!({})).unwrap_or_else(|_| RawValue::NULL.to_owned())
+}
+
+/// Asks the service itself (the era-free core) for a method's result, as a modern client would.
+async fn internal(svc: &dyn Service, method: &str) -> Result<Value, RpcError> {
+    let mut fields = Map::new();
+    fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
+    fields.insert(keys::CLIENT_CAPABILITIES.into(), json!({}));
+    let req = Request {
+        id: RawValue::from_string("0".into()).map_err(|e| RpcError::internal(e.to_string()))?,
+        method: method.into(),
+        params: RawObject::default(),
+        meta: RequestMeta {
+            protocol_version: MODERN_VERSION.into(),
+            fields,
+        },
+        param_headers: None,
+    };
+    match svc.handle(req).await.outcome().await {
+        Outcome::Result(raw) => {
+            serde_json::from_str(raw.get()).map_err(|e| RpcError::internal(e.to_string()))
+        }
+        Outcome::Error(e) => Err(e),
+        Outcome::UpstreamError(raw) => Err(RpcError::internal(format!(
+            "{method} failed: {}",
+            raw.get()
+        ))),
+    }
+}
+
+/// Shapes a modern result for a legacy client: no `resultType`/`ttlMs`/`cacheScope`, an object
+/// `structuredContent` only, and no `input_required` (which legacy clients cannot read).
+pub fn downgrade(outcome: Outcome) -> Outcome {
+    let Outcome::Result(raw) = outcome else {
+        return outcome;
+    };
+    let Ok(mut obj) = serde_json::from_str::<RawObject>(raw.get()) else {
+        return Outcome::Result(raw);
+    };
+    if obj
+        .parse::<String>("resultType")
+        .and_then(Result::ok)
+        .as_deref()
+        == Some("input_required")
+    {
+        return Outcome::Error(RpcError::internal(
+            "The upstream asked for client input (elicitation, sampling or roots), which mcpgate does not yet bridge to legacy clients",
+        ));
+    }
+    let mut changed = false;
+    for key in ["resultType", "ttlMs", "cacheScope"] {
+        changed |= obj.remove(key).is_some();
+    }
+    if obj
+        .get("structuredContent")
+        .is_some_and(|v| !v.get().trim_start().starts_with('{'))
+    {
+        obj.remove("structuredContent");
+        changed = true;
+    }
+    if !changed {
+        return Outcome::Result(raw);
+    }
+    match obj.to_raw() {
+        Ok(r) => Outcome::Result(r),
+        Err(_) => Outcome::Result(raw),
+    }
+}
+
+/// [`downgrade`] applied to a whole reply.
+pub fn downgrade_reply(reply: Reply) -> Reply {
+    reply.map_outcome(downgrade)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiates_the_clients_version_or_the_newest() {
+        assert_eq!(negotiate("2025-06-18"), "2025-06-18");
+        assert_eq!(negotiate("2025-03-26"), "2025-03-26");
+        assert_eq!(negotiate("2024-11-05"), "2025-11-25");
+        assert_eq!(negotiate("2099-01-01"), "2025-11-25");
+    }
+
+    #[test]
+    fn downgrades_modern_results() {
+        let raw = RawValue::from_string(r#"{"resultType":"complete","content":[],"structuredContent":[1,2],"ttlMs":0,"cacheScope":"public"}"#.into()).unwrap();
+        let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else {
+            panic!()
+        };
+        assert_eq!(out.get(), r#"{"content":[]}"#);
+        let raw =
+            RawValue::from_string(r#"{"content":[],"structuredContent":{"a":1}}"#.into()).unwrap();
+        let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else {
+            panic!()
+        };
+        assert_eq!(out.get(), r#"{"content":[],"structuredContent":{"a":1}}"#);
+        let raw =
+            RawValue::from_string(r#"{"resultType":"input_required","requestState":"x"}"#.into())
+                .unwrap();
+        assert!(matches!(downgrade(Outcome::Result(raw)), Outcome::Error(_)));
+    }
+
+    #[test]
+    fn sessions_open_on_any_replica_with_the_key_and_end_locally() {
+        let key = [9u8; 32];
+        let a = LegacyState::new(
+            Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()),
+            Duration::from_secs(60),
+        );
+        let b = LegacyState::new(
+            Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()),
+            Duration::from_secs(60),
+        );
+        let s = Session {
+            sid: "s1".into(),
+            v: "2025-11-25".into(),
+            caps: json!({}),
+            info: json!({}),
+        };
+        let token = a.sealer.seal(SESSION_PURPOSE, &s).unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("mcp-session-id", token.parse().unwrap());
+        assert_eq!(b.session(&h).unwrap().sid, "s1");
+        a.end(&s);
+        assert_eq!(a.session(&h).unwrap_err().status, StatusCode::NOT_FOUND);
+        h.insert("mcp-session-id", "forged".parse().unwrap());
+        assert_eq!(b.session(&h).unwrap_err().status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            b.session(&HeaderMap::new()).unwrap_err().status,
+            StatusCode::BAD_REQUEST
+        );
+    }
+}

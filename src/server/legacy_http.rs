@@ -1,0 +1,169 @@
+//! Legacy Streamable HTTP (2025-xx) on the same endpoint: POSTs within a session (and the
+//! `initialize` that opens one), the standalone GET stream that carries list-changed
+//! notifications, and DELETE to end a session. Session rules and result shapes come from
+//! `legacy`; the internal requests go to the same era-free service as modern ones.
+
+use super::era::is_legacy_version;
+use super::legacy::{Action, LegacyState, downgrade_reply};
+use super::render::{self, Body};
+use crate::catalog::Kind;
+use crate::dispatch::Service;
+use crate::protocol::errors::RpcError;
+use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
+use bytes::Bytes;
+use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
+use http::{HeaderMap, Method, Response, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+fn accepted() -> Response<Body> {
+    let mut r = Response::new(render::full(Bytes::new()));
+    *r.status_mut() = StatusCode::ACCEPTED;
+    r
+}
+
+pub async fn post(
+    svc: &dyn Service,
+    st: &LegacyState,
+    headers: &HeaderMap,
+    msg: Message,
+    kind: MsgKind,
+) -> Response<Body> {
+    if let Some(v) = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        && !is_legacy_version(v.trim())
+    {
+        return render::error(
+            msg.id.as_deref(),
+            &RpcError::invalid_request(format!("Unsupported MCP-Protocol-Version: {v}")),
+        );
+    }
+    if kind == MsgKind::Request && msg.method.as_deref() == Some("initialize") {
+        return match st.initialize(svc, &msg).await {
+            Ok((result, session, token)) => {
+                let id = msg.id.as_deref().unwrap_or(RawNull::get());
+                let mut r = render::json(StatusCode::OK, jsonrpc::result_message(id, &result));
+                if let Ok(v) = token.parse() {
+                    r.headers_mut().insert("mcp-session-id", v);
+                }
+                tracing::debug!(sid = %session.sid, version = %session.v, "legacy session started");
+                r
+            }
+            Err(e) => render::error(msg.id.as_deref(), &e),
+        };
+    }
+    let session = match st.session(headers) {
+        Ok(s) => s,
+        Err(e) => return render::error(msg.id.as_deref(), &e),
+    };
+    match kind {
+        // Notifications (initialized, cancelled, roots changes) and responses to requests the
+        // gateway never sends need no answer.
+        MsgKind::Notification | MsgKind::Response => accepted(),
+        MsgKind::Request => {
+            let id = msg.id.clone();
+            match st.request(&session, msg) {
+                Err(e) => render::error(id.as_deref(), &e),
+                Ok(Action::Answer(result)) => render::json(
+                    StatusCode::OK,
+                    jsonrpc::result_message(id.as_deref().unwrap_or(RawNull::get()), &result),
+                ),
+                Ok(Action::Forward(req)) => {
+                    let id = req.id.clone();
+                    let reply = downgrade_reply(svc.handle(req).await);
+                    render::reply(id, reply)
+                }
+            }
+        }
+    }
+}
+
+/// GET (the standalone server-to-client stream) or DELETE (end of session).
+pub fn get_or_delete(
+    svc: &dyn Service,
+    st: &LegacyState,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Response<Body> {
+    let session = match st.session(headers) {
+        Ok(s) => s,
+        Err(e) => return render::error(None, &e),
+    };
+    if method == Method::DELETE {
+        st.end(&session);
+        tracing::debug!(sid = %session.sid, "legacy session ended");
+        return render::plain(StatusCode::OK, "");
+    }
+    if method != Method::GET {
+        return render::error(
+            None,
+            &RpcError::invalid_request("method not allowed")
+                .with_status(StatusCode::METHOD_NOT_ALLOWED),
+        );
+    }
+    let accept = headers
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !accept.contains("text/event-stream") && !accept.contains("*/*") {
+        return render::error(
+            None,
+            &RpcError::invalid_request("GET needs Accept: text/event-stream")
+                .with_status(StatusCode::NOT_ACCEPTABLE),
+        );
+    }
+    stream(svc.changes())
+}
+
+fn notification(kind: Kind) -> Bytes {
+    let method = match kind {
+        Kind::Tool => "notifications/tools/list_changed",
+        Kind::Prompt => "notifications/prompts/list_changed",
+        Kind::Resource | Kind::Template => "notifications/resources/list_changed",
+    };
+    render::sse_event(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes())
+}
+
+fn stream(changes: Option<broadcast::Receiver<Kind>>) -> Response<Body> {
+    let events = futures_util::stream::unfold(changes, |mut rx| async move {
+        let frame = match rx.as_mut() {
+            Some(r) => tokio::select! {
+                got = r.recv() => match got {
+                    Ok(Kind::Template) => Bytes::from_static(b": templates changed\n\n"),
+                    Ok(kind) => notification(kind),
+                    Err(broadcast::error::RecvError::Lagged(_)) => notification(Kind::Tool),
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = tokio::time::sleep(KEEPALIVE) => Bytes::from_static(b": keepalive\n\n"),
+            },
+            None => {
+                tokio::time::sleep(KEEPALIVE).await;
+                Bytes::from_static(b": keepalive\n\n")
+            }
+        };
+        Some((Ok::<_, Infallible>(Frame::data(frame)), rx))
+    });
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(events)));
+    let h = r.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(CACHE_CONTROL, http::HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
+    r
+}
+
+/// A JSON `null` id for replies to requests whose id could not be read.
+struct RawNull;
+impl RawNull {
+    fn get() -> &'static serde_json::value::RawValue {
+        serde_json::value::RawValue::NULL
+    }
+}
