@@ -9,26 +9,13 @@ use std::fmt::Write;
 /// Renders the `check` report; the flag says whether every upstream is ready.
 pub fn report(gw: &Gateway) -> (String, bool) {
     let cat = gw.catalog();
-    let mut rows = vec![[
-        "UPSTREAM".to_string(),
-        "TRANSPORT".into(),
-        "ERA".into(),
-        "STATUS".into(),
-        "TOOLS".into(),
-        "LATENCY".into(),
-    ]];
+    let mut rows = vec![["UPSTREAM".to_string(), "TRANSPORT".into(), "ERA".into(), "STATUS".into(), "TOOLS".into(), "LATENCY".into()]];
     let mut all_ok = true;
     let mut notes = Vec::new();
     for up in &gw.upstreams {
         let st = up.state();
         let (status, era) = match &st.status {
-            Status::Ready => (
-                "ready".to_string(),
-                st.version
-                    .as_deref()
-                    .map(|v| format!("modern ({v})"))
-                    .unwrap_or_default(),
-            ),
+            Status::Ready => ("ready".to_string(), st.version.as_deref().map(|v| format!("modern ({v})")).unwrap_or_default()),
             Status::Pending => ("pending".to_string(), "-".into()),
             Status::Down(reason) => {
                 all_ok = false;
@@ -37,37 +24,22 @@ pub fn report(gw: &Gateway) -> (String, bool) {
             }
         };
         if st.truncated {
-            notes.push(format!(
-                "  {}: the tool list was cut at max_pages = {}",
-                up.id(),
-                up.cfg.max_pages
-            ));
+            notes.push(format!("  {}: the tool list was cut at max_pages = {}", up.id(), up.cfg.max_pages));
         }
-        let latency = st
-            .latency
-            .map(|l| format!("{}ms", l.as_millis()))
-            .unwrap_or_else(|| "-".into());
+        let latency = st.latency.map(|l| format!("{}ms", l.as_millis())).unwrap_or_else(|| "-".into());
         rows.push([
             up.id().to_string(),
             up.cfg.transport.kind().into(),
             era,
             status,
-            cat.section(crate::catalog::Kind::Tool)
-                .count_for(up.index)
-                .to_string(),
+            cat.section(crate::catalog::Kind::Tool).count_for(up.index).to_string(),
             latency,
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
+    let widths: Vec<usize> = (0..6).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for r in &rows {
-        let line: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
+        let line: Vec<String> = r.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     if !notes.is_empty() {
@@ -79,32 +51,16 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     if !cat.problems.is_empty() {
         let _ = writeln!(out, "\nNot served:");
         for p in &cat.problems {
-            let _ = writeln!(
-                out,
-                "  {} / {} {}: {}",
-                p.upstream,
-                p.kind.label(),
-                p.item,
-                p.reason
-            );
+            let _ = writeln!(out, "  {} / {} {}: {}", p.upstream, p.kind.label(), p.item, p.reason);
         }
     }
-    let _ = writeln!(
-        out,
-        "\n{} tools served from {} upstreams.",
-        cat.tools().len(),
-        gw.upstreams.len()
-    );
+    let _ = writeln!(out, "\n{} tools served from {} upstreams.", cat.tools().len(), gw.upstreams.len());
     (out, all_ok)
 }
 
 /// The merged catalogue as a JSON array, as `tools/list` serves it.
 pub fn tools_json(gw: &Gateway) -> String {
     let cat = gw.catalog();
-    let items: Vec<serde_json::Value> = cat
-        .tools()
-        .iter()
-        .filter_map(|t| serde_json::from_str(t.json.get()).ok())
-        .collect();
+    let items: Vec<serde_json::Value> = cat.tools().iter().filter_map(|t| serde_json::from_str(t.json.get()).ok()).collect();
     serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into())
 }

@@ -43,14 +43,7 @@ pub struct EventStream {
 
 impl EventStream {
     pub fn new(rx: mpsc::Receiver<Event>) -> Self {
-        EventStream {
-            rx,
-            map: None,
-            deadline: None,
-            timeout_error: None,
-            _guard: None,
-            finished: false,
-        }
+        EventStream { rx, map: None, deadline: None, timeout_error: None, _guard: None, finished: false }
     }
 
     /// Ends the stream with `error` if it has not finished by `deadline`.
@@ -75,10 +68,7 @@ impl EventStream {
                 Ok(v) => v,
                 Err(_) => {
                     self.finished = true;
-                    let err = self
-                        .timeout_error
-                        .take()
-                        .unwrap_or_else(|| RpcError::internal("request timed out"));
+                    let err = self.timeout_error.take().unwrap_or_else(|| RpcError::internal("request timed out"));
                     return Some(Event::Done(Outcome::Error(err)));
                 }
             },
@@ -95,9 +85,7 @@ impl EventStream {
             Some(ev) => Some(ev),
             None => {
                 self.finished = true;
-                Some(Event::Done(Outcome::Error(RpcError::internal(
-                    "the reply stream ended without a response",
-                ))))
+                Some(Event::Done(Outcome::Error(RpcError::internal("the reply stream ended without a response"))))
             }
         }
     }
@@ -109,9 +97,7 @@ impl EventStream {
                 Some(Event::Done(o)) => return o,
                 Some(Event::Notification(_)) => continue,
                 None => {
-                    return Outcome::Error(RpcError::internal(
-                        "the reply stream ended without a response",
-                    ));
+                    return Outcome::Error(RpcError::internal("the reply stream ended without a response"));
                 }
             }
         }
@@ -200,26 +186,16 @@ mod tests {
     #[tokio::test]
     async fn settles_to_single_when_first_event_is_final() {
         let (tx, rx) = mpsc::channel(4);
-        tx.send(Event::Done(Outcome::Error(RpcError::internal("x"))))
-            .await
-            .unwrap();
-        assert!(matches!(
-            Reply::Stream(EventStream::new(rx)).settle().await,
-            Reply::Single(_)
-        ));
+        tx.send(Event::Done(Outcome::Error(RpcError::internal("x")))).await.unwrap();
+        assert!(matches!(Reply::Stream(EventStream::new(rx)).settle().await, Reply::Single(_)));
     }
 
     #[tokio::test]
     async fn keeps_streaming_after_a_notification_and_enforces_the_deadline() {
         let (tx, rx) = mpsc::channel(4);
         tx.send(Event::Notification(b"n".to_vec())).await.unwrap();
-        let s = EventStream::new(rx).with_deadline(
-            Instant::now() + Duration::from_millis(50),
-            RpcError::internal("late"),
-        );
-        let Reply::Stream(mut s) = Reply::Stream(s).settle().await else {
-            panic!("expected a stream")
-        };
+        let s = EventStream::new(rx).with_deadline(Instant::now() + Duration::from_millis(50), RpcError::internal("late"));
+        let Reply::Stream(mut s) = Reply::Stream(s).settle().await else { panic!("expected a stream") };
         assert!(matches!(s.next().await, Some(Event::Notification(n)) if n == b"n"));
         match s.next().await {
             Some(Event::Done(Outcome::Error(e))) => assert_eq!(e.message, "late"),

@@ -29,12 +29,7 @@ impl Gateway {
     }
 
     pub fn with_client(config: Config, client: HttpClient) -> Arc<Gateway> {
-        let upstreams = config
-            .upstreams
-            .iter()
-            .enumerate()
-            .map(|(i, u)| Arc::new(Upstream::new(i, u.clone(), client.clone())))
-            .collect();
+        let upstreams = config.upstreams.iter().enumerate().map(|(i, u)| Arc::new(Upstream::new(i, u.clone(), client.clone()))).collect();
         Arc::new(Gateway {
             config,
             upstreams,
@@ -107,12 +102,7 @@ impl Gateway {
                 upstream: u.index,
                 id: u.id(),
                 prefix: &u.cfg.prefix,
-                items: [
-                    st.items(Kind::Tool),
-                    st.items(Kind::Prompt),
-                    st.items(Kind::Resource),
-                    st.items(Kind::Template),
-                ],
+                items: [st.items(Kind::Tool), st.items(Kind::Prompt), st.items(Kind::Resource), st.items(Kind::Template)],
                 ttl_ms: st.ttl_ms,
                 private: st.private,
                 has_resources: st.offers("resources"),
@@ -124,18 +114,8 @@ impl Gateway {
             log_problem(p);
         }
         for kind in Kind::ALL {
-            let before: Vec<&str> = prev
-                .section(kind)
-                .entries
-                .iter()
-                .map(|e| e.json.get())
-                .collect();
-            let after: Vec<&str> = next
-                .section(kind)
-                .entries
-                .iter()
-                .map(|e| e.json.get())
-                .collect();
+            let before: Vec<&str> = prev.section(kind).entries.iter().map(|e| e.json.get()).collect();
+            let after: Vec<&str> = next.section(kind).entries.iter().map(|e| e.json.get()).collect();
             if before != after {
                 let _ = self.changes.send(kind);
             }

@@ -70,13 +70,9 @@ enum Command {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPGATE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -87,10 +83,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -110,9 +103,7 @@ fn load(path: &std::path::Path, listen: Option<&str>) -> anyhow::Result<Config> 
     if let Some(l) = listen {
         // SAFETY-free alternative to set_var: parse the file, then replace the address.
         let mut cfg = Config::load(path)?;
-        cfg.server.listen = l.parse().with_context(|| {
-            format!("--listen {l}: not a socket address; use e.g. 127.0.0.1:8811")
-        })?;
+        cfg.server.listen = l.parse().with_context(|| format!("--listen {l}: not a socket address; use e.g. 127.0.0.1:8811"))?;
         return Ok(cfg);
     }
     Ok(Config::load(path)?)
@@ -130,11 +121,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             gw.refresh_all().await;
             let (text, ok) = mcpgate::check::report(&gw);
             print!("{text}");
-            Ok(if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
+            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Tools { config } => {
             let gw = Gateway::new(load(&config, None)?);
@@ -146,29 +133,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let svc: Arc<dyn Service> = Arc::new(Demo::new(profile));
             match http {
                 Some(addr) => {
-                    let listener = tokio::net::TcpListener::bind(&addr)
-                        .await
-                        .with_context(|| format!("cannot listen on {addr}"))?;
-                    let mut server =
-                        Config::parse("", std::path::Path::new("demo"), None, &|_| None)?.server;
+                    let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+                    let mut server = Config::parse("", std::path::Path::new("demo"), None, &|_| None)?.server;
                     server.listen = listener.local_addr()?;
-                    tracing::info!(
-                        "demo server ({}) listening on http://{}{}",
-                        profile.name(),
-                        server.listen,
-                        server.path
-                    );
-                    let legacy = Arc::new(LegacyState::new(
-                        Arc::new(Sealer::random().map_err(anyhow::Error::msg)?),
-                        server.session_ttl,
-                    ));
-                    mcpgate::server::http::serve(listener, svc, server, legacy, shutdown_signal())
-                        .await?;
+                    tracing::info!("demo server ({}) listening on http://{}{}", profile.name(), server.listen, server.path);
+                    let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random().map_err(anyhow::Error::msg)?), server.session_ttl));
+                    mcpgate::server::http::serve(listener, svc, server, legacy, shutdown_signal()).await?;
                 }
-                None => {
-                    mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout())
-                        .await?
-                }
+                None => mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?,
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -176,36 +148,24 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(cfg.server.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
+    let listener =
+        tokio::net::TcpListener::bind(cfg.server.listen).await.with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
     let addr = listener.local_addr()?;
     let server_cfg = cfg.server.clone();
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "listening on a non-loopback address without authentication: anyone who can reach it can use every upstream");
     }
     let gw = Gateway::new(cfg);
-    tracing::info!(
-        "mcpgate {} listening on http://{addr}{}",
-        env!("CARGO_PKG_VERSION"),
-        server_cfg.path
-    );
+    tracing::info!("mcpgate {} listening on http://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
     let refresher = gw.clone();
     tokio::spawn(async move {
         refresher.refresh_all().await;
         let cat = refresher.catalog();
-        tracing::info!(
-            tools = cat.tools().len(),
-            problems = cat.problems.len(),
-            "catalogue ready"
-        );
+        tracing::info!(tools = cat.tools().len(), problems = cat.problems.len(), "catalogue ready");
         refresher.spawn_maintenance();
     });
-    let sealer = Sealer::load(
-        std::env::var(mcpgate::token::KEY_ENV).ok(),
-        server_cfg.token_key_file.as_deref(),
-    )
-    .map_err(anyhow::Error::msg)?;
+    let sealer =
+        Sealer::load(std::env::var(mcpgate::token::KEY_ENV).ok(), server_cfg.token_key_file.as_deref()).map_err(anyhow::Error::msg)?;
     if sealer.source == KeySource::Random {
         tracing::warn!(
             "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set {} or server.token_key_file)",

@@ -31,9 +31,7 @@ pub struct Sealer {
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sealer")
-            .field("source", &self.source)
-            .finish_non_exhaustive()
+        f.debug_struct("Sealer").field("source", &self.source).finish_non_exhaustive()
     }
 }
 
@@ -41,11 +39,7 @@ impl std::fmt::Debug for Sealer {
 pub fn parse_key(text: &str) -> Result<Vec<u8>, String> {
     let t = text.trim();
     let bytes = if t.len().is_multiple_of(2) && t.bytes().all(|b| b.is_ascii_hexdigit()) {
-        (0..t.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&t[i..i + 2], 16))
-            .collect::<Result<Vec<u8>, _>>()
-            .map_err(|e| e.to_string())?
+        (0..t.len()).step_by(2).map(|i| u8::from_str_radix(&t[i..i + 2], 16)).collect::<Result<Vec<u8>, _>>().map_err(|e| e.to_string())?
     } else {
         STANDARD
             .decode(t)
@@ -53,10 +47,7 @@ pub fn parse_key(text: &str) -> Result<Vec<u8>, String> {
             .map_err(|_| "the key is neither hex nor Base64".to_string())?
     };
     if bytes.len() < MIN_KEY_BYTES {
-        return Err(format!(
-            "the key has {} bytes; at least {MIN_KEY_BYTES} are needed (e.g. `openssl rand -hex 32`)",
-            bytes.len()
-        ));
+        return Err(format!("the key has {} bytes; at least {MIN_KEY_BYTES} are needed (e.g. `openssl rand -hex 32`)", bytes.len()));
     }
     Ok(bytes)
 }
@@ -64,38 +55,26 @@ pub fn parse_key(text: &str) -> Result<Vec<u8>, String> {
 impl Sealer {
     pub fn from_material(material: &[u8], source: KeySource) -> Result<Sealer, String> {
         let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, material);
-        let key = UnboundKey::new(&AES_256_GCM, digest.as_ref())
-            .map_err(|_| "cannot build the token key".to_string())?;
-        Ok(Sealer {
-            key: LessSafeKey::new(key),
-            rng: SystemRandom::new(),
-            source,
-        })
+        let key = UnboundKey::new(&AES_256_GCM, digest.as_ref()).map_err(|_| "cannot build the token key".to_string())?;
+        Ok(Sealer { key: LessSafeKey::new(key), rng: SystemRandom::new(), source })
     }
 
     /// A fresh random key: tokens will not survive a restart or work across replicas.
     pub fn random() -> Result<Sealer, String> {
         let mut material = [0u8; 32];
-        SystemRandom::new()
-            .fill(&mut material)
-            .map_err(|_| "the system RNG failed".to_string())?;
+        SystemRandom::new().fill(&mut material).map_err(|_| "the system RNG failed".to_string())?;
         Self::from_material(&material, KeySource::Random)
     }
 
     /// The key from `MCPGATE_TOKEN_KEY`, else from `file`, else a random one.
-    pub fn load(
-        env_value: Option<String>,
-        file: Option<&std::path::Path>,
-    ) -> Result<Sealer, String> {
+    pub fn load(env_value: Option<String>, file: Option<&std::path::Path>) -> Result<Sealer, String> {
         if let Some(v) = env_value.filter(|v| !v.trim().is_empty()) {
             let key = parse_key(&v).map_err(|e| format!("{KEY_ENV}: {e}"))?;
             return Self::from_material(&key, KeySource::Env);
         }
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("token key file {}: {e}", path.display()))?;
-            let key =
-                parse_key(&text).map_err(|e| format!("token key file {}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(path).map_err(|e| format!("token key file {}: {e}", path.display()))?;
+            let key = parse_key(&text).map_err(|e| format!("token key file {}: {e}", path.display()))?;
             return Self::from_material(&key, KeySource::File);
         }
         Self::random()
@@ -108,22 +87,12 @@ impl Sealer {
     }
 
     pub fn seal<T: Serialize>(&self, purpose: &str, payload: &T) -> Result<String, String> {
-        let body = serde_json::to_vec(&Envelope {
-            iat: now_secs(),
-            p: payload,
-        })
-        .map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(&Envelope { iat: now_secs(), p: payload }).map_err(|e| e.to_string())?;
         let mut nonce = [0u8; NONCE_LEN];
-        self.rng
-            .fill(&mut nonce)
-            .map_err(|_| "the system RNG failed".to_string())?;
+        self.rng.fill(&mut nonce).map_err(|_| "the system RNG failed".to_string())?;
         let mut buf = body;
         self.key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(purpose.as_bytes()),
-                &mut buf,
-            )
+            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(purpose.as_bytes()), &mut buf)
             .map_err(|_| "sealing failed".to_string())?;
         let mut out = nonce.to_vec();
         out.extend_from_slice(&buf);
@@ -131,12 +100,7 @@ impl Sealer {
     }
 
     /// Opens a token sealed for `purpose` no longer than `max_age` ago.
-    pub fn open<T: DeserializeOwned>(
-        &self,
-        purpose: &str,
-        token: &str,
-        max_age: Duration,
-    ) -> Option<T> {
+    pub fn open<T: DeserializeOwned>(&self, purpose: &str, token: &str, max_age: Duration) -> Option<T> {
         let raw = URL_SAFE_NO_PAD.decode(token.trim()).ok()?;
         if raw.len() < NONCE_LEN + 16 {
             return None;
@@ -144,10 +108,7 @@ impl Sealer {
         let (nonce, sealed) = raw.split_at(NONCE_LEN);
         let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
         let mut buf = sealed.to_vec();
-        let plain = self
-            .key
-            .open_in_place(nonce, Aad::from(purpose.as_bytes()), &mut buf)
-            .ok()?;
+        let plain = self.key.open_in_place(nonce, Aad::from(purpose.as_bytes()), &mut buf).ok()?;
         let env: OwnedEnvelope<T> = serde_json::from_slice(plain).ok()?;
         let age = now_secs().saturating_sub(env.iat);
         (age <= max_age.as_secs()).then_some(env.p)
@@ -167,10 +128,7 @@ struct OwnedEnvelope<T> {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -183,26 +141,14 @@ mod tests {
     fn round_trips_and_rejects_tampering() {
         let s = Sealer::from_material(&[7u8; 32], KeySource::Env).unwrap();
         let t = s.seal("session", &vec!["a", "b"]).unwrap();
-        assert_eq!(
-            s.open::<Vec<String>>("session", &t, DAY).unwrap(),
-            vec!["a", "b"]
-        );
-        assert!(
-            s.open::<Vec<String>>("cursor", &t, DAY).is_none(),
-            "bound to its purpose"
-        );
+        assert_eq!(s.open::<Vec<String>>("session", &t, DAY).unwrap(), vec!["a", "b"]);
+        assert!(s.open::<Vec<String>>("cursor", &t, DAY).is_none(), "bound to its purpose");
         let other = Sealer::from_material(&[8u8; 32], KeySource::Env).unwrap();
-        assert!(
-            other.open::<Vec<String>>("session", &t, DAY).is_none(),
-            "bound to its key"
-        );
+        assert!(other.open::<Vec<String>>("session", &t, DAY).is_none(), "bound to its key");
         let mut bytes = URL_SAFE_NO_PAD.decode(&t).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        assert!(
-            s.open::<Vec<String>>("session", &URL_SAFE_NO_PAD.encode(bytes), DAY)
-                .is_none()
-        );
+        assert!(s.open::<Vec<String>>("session", &URL_SAFE_NO_PAD.encode(bytes), DAY).is_none());
         assert!(s.open::<Vec<String>>("session", "garbage", DAY).is_none());
         assert!(s.open::<Vec<String>>("session", "", DAY).is_none());
     }

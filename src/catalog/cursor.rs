@@ -10,17 +10,10 @@ pub fn encode(offset: usize) -> String {
 }
 
 pub fn decode(cursor: &str) -> Result<usize, RpcError> {
-    let bad = || {
-        RpcError::invalid_params(format!(
-            "Invalid cursor: {}",
-            crate::protocol::headers::describe(cursor)
-        ))
-    };
+    let bad = || RpcError::invalid_params(format!("Invalid cursor: {}", crate::protocol::headers::describe(cursor)));
     let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?;
     let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    text.strip_prefix("o:")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(bad)
+    text.strip_prefix("o:").and_then(|n| n.parse().ok()).ok_or_else(bad)
 }
 
 #[cfg(test)]

@@ -88,10 +88,7 @@ impl Section {
     }
 
     pub fn count_for(&self, upstream: usize) -> usize {
-        self.entries
-            .iter()
-            .filter(|t| t.upstream == upstream)
-            .count()
+        self.entries.iter().filter(|t| t.upstream == upstream).count()
     }
 }
 
@@ -150,26 +147,17 @@ impl Catalog {
 }
 
 pub fn build(inputs: &[UpstreamLists], sep: &str) -> Catalog {
-    let mut cat = Catalog {
-        ttl_ms: u64::MAX,
-        ..Default::default()
-    };
+    let mut cat = Catalog { ttl_ms: u64::MAX, ..Default::default() };
     for input in inputs {
         cat.ttl_ms = cat.ttl_ms.min(input.ttl_ms);
         cat.private |= input.private;
-        cat.owners.push(UriOwner {
-            upstream: input.upstream,
-            prefix: input.prefix.to_string(),
-            has_resources: input.has_resources,
-        });
+        cat.owners.push(UriOwner { upstream: input.upstream, prefix: input.prefix.to_string(), has_resources: input.has_resources });
         for kind in Kind::ALL {
             for raw in input.items[kind as usize] {
                 match admit(kind, input, raw, sep, &cat.sections[kind as usize]) {
                     Ok(entry) => {
                         let section = &mut cat.sections[kind as usize];
-                        section
-                            .index
-                            .insert(entry.name.clone(), section.entries.len());
+                        section.index.insert(entry.name.clone(), section.entries.len());
                         section.entries.push(entry);
                     }
                     Err(problem) => cat.problems.push(problem),
@@ -183,29 +171,15 @@ pub fn build(inputs: &[UpstreamLists], sep: &str) -> Catalog {
     cat
 }
 
-fn admit(
-    kind: Kind,
-    input: &UpstreamLists,
-    raw: &RawValue,
-    sep: &str,
-    section: &Section,
-) -> Result<Entry, Problem> {
-    let problem = |item: &str, reason: String| Problem {
-        upstream: input.id.to_string(),
-        kind,
-        item: item.to_string(),
-        reason,
-    };
+fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, sep: &str, section: &Section) -> Result<Entry, Problem> {
+    let problem = |item: &str, reason: String| Problem { upstream: input.id.to_string(), kind, item: item.to_string(), reason };
     let key = kind.id_key();
-    let mut obj: RawObject = serde_json::from_str(raw.get())
-        .map_err(|_| problem("?", format!("the {} is not a JSON object", kind.label())))?;
+    let mut obj: RawObject =
+        serde_json::from_str(raw.get()).map_err(|_| problem("?", format!("the {} is not a JSON object", kind.label())))?;
     let original = match obj.parse::<String>(key) {
         Some(Ok(n)) => n,
         _ => {
-            return Err(problem(
-                "?",
-                format!("the {} has no string \"{key}\"", kind.label()),
-            ));
+            return Err(problem("?", format!("the {} has no string \"{key}\"", kind.label())));
         }
     };
     let name = match kind {
@@ -215,10 +189,7 @@ fn admit(
     if kind == Kind::Tool
         && let Some(reason) = names::tool_name_problem(&name)
     {
-        return Err(problem(
-            &original,
-            format!("gateway name '{name}' is not servable: {reason}"),
-        ));
+        return Err(problem(&original, format!("gateway name '{name}' is not servable: {reason}")));
     }
     if let Some(owner) = section.get(&name) {
         return Err(problem(
@@ -232,36 +203,21 @@ fn admit(
     }
     let headers = if kind == Kind::Tool {
         match obj.parse::<Value>("inputSchema") {
-            Some(Ok(schema)) => xheader::plan(&schema).map_err(|reason| {
-                problem(
-                    &original,
-                    format!("invalid x-mcp-header annotation: {reason}"),
-                )
-            })?,
+            Some(Ok(schema)) => {
+                xheader::plan(&schema).map_err(|reason| problem(&original, format!("invalid x-mcp-header annotation: {reason}")))?
+            }
             Some(Err(_)) | None => {
-                return Err(problem(
-                    &original,
-                    "the tool has no valid \"inputSchema\"".into(),
-                ));
+                return Err(problem(&original, "the tool has no valid \"inputSchema\"".into()));
             }
         }
     } else {
         Vec::new()
     };
     if name != original {
-        obj.set_json(key, &name)
-            .map_err(|e| problem(&original, e.to_string()))?;
+        obj.set_json(key, &name).map_err(|e| problem(&original, e.to_string()))?;
     }
-    let json = obj
-        .to_raw()
-        .map_err(|e| problem(&original, e.to_string()))?;
-    Ok(Entry {
-        name,
-        upstream: input.upstream,
-        original,
-        headers,
-        json,
-    })
+    let json = obj.to_raw().map_err(|e| problem(&original, e.to_string()))?;
+    Ok(Entry { name, upstream: input.upstream, original, headers, json })
 }
 
 #[cfg(test)]

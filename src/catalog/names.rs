@@ -6,11 +6,7 @@ pub const MAX_TOOL_NAME: usize = 128;
 
 /// The gateway name of an upstream item.
 pub fn join(prefix: &str, sep: &str, name: &str) -> String {
-    if prefix.is_empty() {
-        name.to_string()
-    } else {
-        format!("{prefix}{sep}{name}")
-    }
+    if prefix.is_empty() { name.to_string() } else { format!("{prefix}{sep}{name}") }
 }
 
 /// Why a name may not be served, or `None` when it is fine.
@@ -19,18 +15,10 @@ pub fn tool_name_problem(name: &str) -> Option<String> {
         return Some("the name is empty".into());
     }
     if name.len() > MAX_TOOL_NAME {
-        return Some(format!(
-            "the name is {} characters long, over the limit of {MAX_TOOL_NAME}",
-            name.len()
-        ));
+        return Some(format!("the name is {} characters long, over the limit of {MAX_TOOL_NAME}", name.len()));
     }
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || "_.-".contains(*c)))
-    {
-        return Some(format!(
-            "the name contains {bad:?}; only A-Z a-z 0-9 _ . - are allowed"
-        ));
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || "_.-".contains(*c))) {
+        return Some(format!("the name contains {bad:?}; only A-Z a-z 0-9 _ . - are allowed"));
     }
     None
 }

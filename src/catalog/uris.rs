@@ -8,39 +8,20 @@
 use super::merge::{Catalog, Kind};
 
 pub fn to_gateway(prefix: &str, uri: &str) -> String {
-    if prefix.is_empty() {
-        uri.to_string()
-    } else {
-        format!("{prefix}+{uri}")
-    }
+    if prefix.is_empty() { uri.to_string() } else { format!("{prefix}+{uri}") }
 }
 
 pub fn route(cat: &Catalog, uri: &str) -> Option<(usize, String)> {
     if let Some((head, rest)) = uri.split_once('+')
-        && let Some(owner) = cat
-            .owners
-            .iter()
-            .find(|o| !o.prefix.is_empty() && o.prefix == head)
+        && let Some(owner) = cat.owners.iter().find(|o| !o.prefix.is_empty() && o.prefix == head)
     {
         return Some((owner.upstream, rest.to_string()));
     }
-    let unprefixed = |up: usize| {
-        cat.owners
-            .iter()
-            .any(|o| o.upstream == up && o.prefix.is_empty())
-    };
-    if let Some(t) = cat
-        .section(Kind::Template)
-        .entries
-        .iter()
-        .find(|t| unprefixed(t.upstream) && template_matches(&t.original, uri))
-    {
+    let unprefixed = |up: usize| cat.owners.iter().any(|o| o.upstream == up && o.prefix.is_empty());
+    if let Some(t) = cat.section(Kind::Template).entries.iter().find(|t| unprefixed(t.upstream) && template_matches(&t.original, uri)) {
         return Some((t.upstream, uri.to_string()));
     }
-    cat.owners
-        .iter()
-        .find(|o| o.prefix.is_empty() && o.has_resources)
-        .map(|o| (o.upstream, uri.to_string()))
+    cat.owners.iter().find(|o| o.prefix.is_empty() && o.has_resources).map(|o| (o.upstream, uri.to_string()))
 }
 
 /// Whether `uri` could be an expansion of the RFC 6570 `template`: the literal parts must appear
@@ -79,14 +60,8 @@ mod tests {
 
     #[test]
     fn matches_templates() {
-        assert!(template_matches(
-            "test://template/{id}/data",
-            "test://template/42/data"
-        ));
-        assert!(!template_matches(
-            "test://template/{id}/data",
-            "test://template/42/other"
-        ));
+        assert!(template_matches("test://template/{id}/data", "test://template/42/data"));
+        assert!(!template_matches("test://template/{id}/data", "test://template/42/other"));
         assert!(template_matches("file:///{+path}", "file:///a/b/c"));
         assert!(template_matches("x://{a}-{b}", "x://1-2"));
         assert!(!template_matches("x://{a}-{b}", "x://12"));

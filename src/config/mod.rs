@@ -63,14 +63,8 @@ pub struct UpstreamConfig {
 
 #[derive(Debug, Clone)]
 pub enum TransportConfig {
-    Http {
-        url: http::Uri,
-    },
-    Stdio {
-        command: Vec<String>,
-        env: BTreeMap<String, String>,
-        cwd: Option<PathBuf>,
-    },
+    Http { url: http::Uri },
+    Stdio { command: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
 }
 
 impl TransportConfig {
@@ -89,17 +83,10 @@ impl Config {
     /// Reads and validates a config file. `MCPGATE_LISTEN`, when set, overrides `server.listen`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError(format!(
-                "{}: cannot read the config file: {e}. Pass the right path with -c/--config.",
-                path.display()
-            ))
+            ConfigError(format!("{}: cannot read the config file: {e}. Pass the right path with -c/--config.", path.display()))
         })?;
-        let listen_override = std::env::var(LISTEN_ENV)
-            .ok()
-            .filter(|s| !s.trim().is_empty());
-        Self::parse(&text, path, listen_override.as_deref(), &|k| {
-            std::env::var(k).ok()
-        })
+        let listen_override = std::env::var(LISTEN_ENV).ok().filter(|s| !s.trim().is_empty());
+        Self::parse(&text, path, listen_override.as_deref(), &|k| std::env::var(k).ok())
     }
 
     /// Parses config text; `env` looks up environment variables (injectable for tests).
@@ -109,10 +96,7 @@ impl Config {
         listen_override: Option<&str>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let at = Locator {
-            text,
-            file: path.display().to_string(),
-        };
+        let at = Locator { text, file: path.display().to_string() };
         let file: FileConfig = toml::from_str(text).map_err(|e| {
             let where_ = e.span().map(|s| at.line(s.start)).unwrap_or_default();
             ConfigError(format!("{}{where_}: {}", at.file, e.message().trim_end()))
@@ -121,11 +105,9 @@ impl Config {
 
         let s = file.server;
         let listen = match listen_override {
-            Some(addr) => addr.parse().map_err(|e| {
-                ConfigError(format!(
-                    "{LISTEN_ENV}={addr}: not a socket address ({e}); use e.g. 127.0.0.1:8811"
-                ))
-            })?,
+            Some(addr) => addr
+                .parse()
+                .map_err(|e| ConfigError(format!("{LISTEN_ENV}={addr}: not a socket address ({e}); use e.g. 127.0.0.1:8811")))?,
             None => match &s.listen {
                 Some(l) => l.get_ref().parse().map_err(|e| {
                     at.err(
@@ -135,66 +117,31 @@ impl Config {
                         "use host:port, e.g. \"127.0.0.1:8811\"",
                     )
                 })?,
-                None => DEFAULT_LISTEN
-                    .parse()
-                    .map_err(|_| ConfigError("invalid built-in default listen address".into()))?,
+                None => DEFAULT_LISTEN.parse().map_err(|_| ConfigError("invalid built-in default listen address".into()))?,
             },
         };
-        let path_ = s
-            .path
-            .clone()
-            .unwrap_or_else(|| Spanned::new(0..0, "/mcp".into()));
+        let path_ = s.path.clone().unwrap_or_else(|| Spanned::new(0..0, "/mcp".into()));
         if !path_.get_ref().starts_with('/') {
-            return Err(at.err(
-                &path_,
-                "server.path",
-                format!("'{}' must start with '/'", path_.get_ref()),
-                "write e.g. \"/mcp\"",
-            ));
+            return Err(at.err(&path_, "server.path", format!("'{}' must start with '/'", path_.get_ref()), "write e.g. \"/mcp\""));
         }
         let server = ServerConfig {
             listen,
             path: path_.into_inner(),
             max_body_bytes: s.max_body_bytes.unwrap_or(4 * 1024 * 1024),
             max_header_bytes: s.max_header_bytes.unwrap_or(64 * 1024).max(8 * 1024),
-            header_read_timeout: at.duration(
-                s.header_read_timeout.as_ref(),
-                "server.header_read_timeout",
-                Duration::from_secs(10),
-            )?,
-            body_read_timeout: at.duration(
-                s.body_read_timeout.as_ref(),
-                "server.body_read_timeout",
-                Duration::from_secs(30),
-            )?,
+            header_read_timeout: at.duration(s.header_read_timeout.as_ref(), "server.header_read_timeout", Duration::from_secs(10))?,
+            body_read_timeout: at.duration(s.body_read_timeout.as_ref(), "server.body_read_timeout", Duration::from_secs(30))?,
             allowed_origins: s.allowed_origins,
             allowed_hosts: s.allowed_hosts,
-            token_key_file: s.token_key_file.as_ref().map(|f| {
-                if Path::new(f).is_absolute() {
-                    PathBuf::from(f)
-                } else {
-                    base_dir.join(f)
-                }
-            }),
-            session_ttl: at.duration(
-                s.session_ttl.as_ref(),
-                "server.session_ttl",
-                Duration::from_secs(24 * 3600),
-            )?,
+            token_key_file: s.token_key_file.as_ref().map(|f| if Path::new(f).is_absolute() { PathBuf::from(f) } else { base_dir.join(f) }),
+            session_ttl: at.duration(s.session_ttl.as_ref(), "server.session_ttl", Duration::from_secs(24 * 3600))?,
             instructions: s.instructions,
         };
 
         let c = file.catalog;
-        let separator = c
-            .separator
-            .clone()
-            .unwrap_or_else(|| Spanned::new(0..0, "__".into()));
+        let separator = c.separator.clone().unwrap_or_else(|| Spanned::new(0..0, "__".into()));
         let sep = separator.get_ref();
-        if sep.is_empty()
-            || !sep
-                .chars()
-                .all(|ch| ch.is_ascii_alphanumeric() || "_.-".contains(ch))
-        {
+        if sep.is_empty() || !sep.chars().all(|ch| ch.is_ascii_alphanumeric() || "_.-".contains(ch)) {
             return Err(at.err(
                 &separator,
                 "catalog.separator",
@@ -205,11 +152,7 @@ impl Config {
         let catalog = CatalogConfig {
             separator: sep.clone(),
             page_size: c.page_size.unwrap_or(1000).max(1),
-            refresh_interval: at.duration(
-                c.refresh_interval.as_ref(),
-                "catalog.refresh_interval",
-                Duration::from_secs(300),
-            )?,
+            refresh_interval: at.duration(c.refresh_interval.as_ref(), "catalog.refresh_interval", Duration::from_secs(300))?,
         };
 
         let mut upstreams: Vec<UpstreamConfig> = Vec::new();
@@ -221,10 +164,7 @@ impl Config {
                     at.file, prev.id
                 )));
             }
-            if let Some(prev) = upstreams
-                .iter()
-                .find(|p| !cfg.prefix.is_empty() && p.prefix == cfg.prefix)
-            {
+            if let Some(prev) = upstreams.iter().find(|p| !cfg.prefix.is_empty() && p.prefix == cfg.prefix) {
                 return Err(ConfigError(format!(
                     "{}: upstreams '{}' and '{}' both use prefix '{}'. Give each a distinct prefix (or \"\" for none).",
                     at.file, prev.id, cfg.id, cfg.prefix
@@ -232,20 +172,12 @@ impl Config {
             }
             upstreams.push(cfg);
         }
-        Ok(Config {
-            source: path.to_path_buf(),
-            server,
-            catalog,
-            upstreams,
-        })
+        Ok(Config { source: path.to_path_buf(), server, catalog, upstreams })
     }
 }
 
 fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    !id.is_empty() && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 fn upstream(
@@ -276,19 +208,12 @@ fn upstream(
         None => id.clone(),
         Some(p) => {
             let v = p.get_ref();
-            if !v.is_empty()
-                && (!v
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-                    || v.contains(sep))
-            {
+            if !v.is_empty() && (!v.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) || v.contains(sep)) {
                 return Err(at.err(
                     p,
                     "upstream.prefix",
                     format!("'{v}' is not a valid prefix"),
-                    &format!(
-                        "use A-Z a-z 0-9 _ . - without the separator '{sep}', or \"\" for no prefix"
-                    ),
+                    &format!("use A-Z a-z 0-9 _ . - without the separator '{sep}', or \"\" for no prefix"),
                 ));
             }
             v.clone()
@@ -297,12 +222,7 @@ fn upstream(
     let transport = match (&u.url, &u.command) {
         (Some(url), None) => {
             let parsed: http::Uri = url.get_ref().parse().map_err(|e| {
-                at.err(
-                    url,
-                    "upstream.url",
-                    format!("'{}' is not a URL ({e})", url.get_ref()),
-                    "write e.g. \"http://127.0.0.1:3000/mcp\"",
-                )
+                at.err(url, "upstream.url", format!("'{}' is not a URL ({e})", url.get_ref()), "write e.g. \"http://127.0.0.1:3000/mcp\"")
             })?;
             if !matches!(parsed.scheme_str(), Some("http" | "https")) || parsed.host().is_none() {
                 return Err(at.err(
@@ -316,9 +236,7 @@ fn upstream(
                 return Err(at.err(
                     &u.id,
                     "upstream.env/cwd",
-                    format!(
-                        "upstream '{id}' has a url: env and cwd apply only to command upstreams"
-                    ),
+                    format!("upstream '{id}' has a url: env and cwd apply only to command upstreams"),
                     "remove env/cwd",
                 ));
             }
@@ -341,26 +259,11 @@ fn upstream(
                     "pass credentials to a command upstream through env",
                 ));
             }
-            let cwd = u.cwd.as_ref().map(|c| {
-                if Path::new(c).is_absolute() {
-                    PathBuf::from(c)
-                } else {
-                    base.join(c)
-                }
-            });
-            TransportConfig::Stdio {
-                command: cmd.get_ref().clone(),
-                env: u.env.clone(),
-                cwd,
-            }
+            let cwd = u.cwd.as_ref().map(|c| if Path::new(c).is_absolute() { PathBuf::from(c) } else { base.join(c) });
+            TransportConfig::Stdio { command: cmd.get_ref().clone(), env: u.env.clone(), cwd }
         }
         (Some(_), Some(_)) => {
-            return Err(at.err(
-                &u.id,
-                "upstream",
-                format!("upstream '{id}' has both url and command"),
-                "keep exactly one of them",
-            ));
+            return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has both url and command"), "keep exactly one of them"));
         }
         (None, None) => {
             return Err(at.err(
@@ -376,11 +279,7 @@ fn upstream(
         headers.push(header(at, &id, name, src, base, env)?);
     }
     Ok(UpstreamConfig {
-        timeout: at.duration(
-            u.timeout.as_ref(),
-            "upstream.timeout",
-            Duration::from_secs(30),
-        )?,
+        timeout: at.duration(u.timeout.as_ref(), "upstream.timeout", Duration::from_secs(30))?,
         id,
         prefix,
         transport,
@@ -399,11 +298,11 @@ fn header(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(HeaderName, HeaderValue), ConfigError> {
     let key = format!("upstream '{id}' header '{name}'");
-    let hname: HeaderName = name
-        .parse()
-        .map_err(|_| ConfigError(format!("{}: {key}: not a valid header name", at.file)))?;
+    let hname: HeaderName = name.parse().map_err(|_| ConfigError(format!("{}: {key}: not a valid header name", at.file)))?;
     let secret = match (&src.env, &src.file) {
-        (Some(var), None) => env(var).ok_or_else(|| ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file)))?,
+        (Some(var), None) => env(var).ok_or_else(|| {
+            ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file))
+        })?,
         (None, Some(f)) => {
             let p = if Path::new(f).is_absolute() { PathBuf::from(f) } else { base.join(f) };
             std::fs::read_to_string(&p)
@@ -411,15 +310,16 @@ fn header(
                 .trim_end_matches(['\n', '\r'])
                 .to_string()
         }
-        _ => return Err(ConfigError(format!("{}: {key}: give exactly one of env = \"VAR\" or file = \"path\" (literal secrets are not allowed in the file)", at.file))),
+        _ => {
+            return Err(ConfigError(format!(
+                "{}: {key}: give exactly one of env = \"VAR\" or file = \"path\" (literal secrets are not allowed in the file)",
+                at.file
+            )));
+        }
     };
     let full = format!("{}{secret}", src.prefix.as_deref().unwrap_or(""));
-    let mut value = HeaderValue::from_str(&full).map_err(|_| {
-        ConfigError(format!(
-            "{}: {key}: the value contains characters not allowed in a header",
-            at.file
-        ))
-    })?;
+    let mut value = HeaderValue::from_str(&full)
+        .map_err(|_| ConfigError(format!("{}: {key}: the value contains characters not allowed in a header", at.file)))?;
     value.set_sensitive(true);
     Ok((hname, value))
 }
@@ -438,32 +338,15 @@ impl Locator<'_> {
 
     fn err<T>(&self, at: &Spanned<T>, key: &str, problem: String, fix: &str) -> ConfigError {
         let span = at.span();
-        let line = if span.end > 0 {
-            self.line(span.start)
-        } else {
-            String::new()
-        };
-        ConfigError(format!(
-            "{}{line}: {key}: {problem}. Fix: {fix}.",
-            self.file
-        ))
+        let line = if span.end > 0 { self.line(span.start) } else { String::new() };
+        ConfigError(format!("{}{line}: {key}: {problem}. Fix: {fix}.", self.file))
     }
 
-    fn duration(
-        &self,
-        v: Option<&Spanned<String>>,
-        key: &str,
-        default: Duration,
-    ) -> Result<Duration, ConfigError> {
+    fn duration(&self, v: Option<&Spanned<String>>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
         match v {
             None => Ok(default),
             Some(s) => humantime::parse_duration(s.get_ref()).map_err(|e| {
-                self.err(
-                    s,
-                    key,
-                    format!("'{}' is not a duration ({e})", s.get_ref()),
-                    "write e.g. \"30s\", \"500ms\" or \"2m\"",
-                )
+                self.err(s, key, format!("'{}' is not a duration ({e})", s.get_ref()), "write e.g. \"30s\", \"500ms\" or \"2m\"")
             }),
         }
     }

@@ -1,9 +1,7 @@
 use super::*;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
-    Config::parse(text, Path::new("gateway.toml"), None, &|k| {
-        (k == "CALC_TOKEN").then(|| "s3cret".to_string())
-    })
+    Config::parse(text, Path::new("gateway.toml"), None, &|k| (k == "CALC_TOKEN").then(|| "s3cret".to_string()))
 }
 
 #[test]
@@ -36,32 +34,21 @@ prefix = ""
 
 #[test]
 fn errors_name_file_line_key_and_fix() {
-    let e = parse("[[upstream]]\nid = \"Calc\"\nurl = \"http://x/mcp\"\n")
-        .unwrap_err()
-        .0;
+    let e = parse("[[upstream]]\nid = \"Calc\"\nurl = \"http://x/mcp\"\n").unwrap_err().0;
     assert!(e.starts_with("gateway.toml:2: upstream.id"), "{e}");
     assert!(e.contains("Fix:"), "{e}");
-    let e = parse("[server]\nlisten = \"127.0.0.1:1\"\nbogus = 1\n")
-        .unwrap_err()
-        .0;
+    let e = parse("[server]\nlisten = \"127.0.0.1:1\"\nbogus = 1\n").unwrap_err().0;
     assert!(e.starts_with("gateway.toml:3"), "{e}");
     assert!(e.contains("bogus"), "{e}");
-    let e =
-        parse("[catalog]\nseparator = \"-\"\n[[upstream]]\nid = \"a-b\"\nurl = \"http://x/mcp\"\n")
-            .unwrap_err()
-            .0;
+    let e = parse("[catalog]\nseparator = \"-\"\n[[upstream]]\nid = \"a-b\"\nurl = \"http://x/mcp\"\n").unwrap_err().0;
     assert!(e.contains("separator"), "{e}");
     let e = parse("[[upstream]]\nid = \"a\"\n").unwrap_err().0;
     assert!(e.contains("neither url nor command"), "{e}");
-    let e = parse("[[upstream]]\nid = \"a\"\nurl = \"ftp://x\"\n")
-        .unwrap_err()
-        .0;
+    let e = parse("[[upstream]]\nid = \"a\"\nurl = \"ftp://x\"\n").unwrap_err().0;
     assert!(e.contains("http(s)"), "{e}");
     let e = parse("[[upstream]]\nid = \"a\"\nurl = \"http://x/\"\n[[upstream]]\nid = \"a\"\nurl = \"http://y/\"\n").unwrap_err().0;
     assert!(e.contains("used twice"), "{e}");
-    let e = parse("[[upstream]]\nid = \"a\"\nurl = \"http://x/\"\ntimeout = \"soon\"\n")
-        .unwrap_err()
-        .0;
+    let e = parse("[[upstream]]\nid = \"a\"\nurl = \"http://x/\"\ntimeout = \"soon\"\n").unwrap_err().0;
     assert!(e.starts_with("gateway.toml:4: upstream.timeout"), "{e}");
 }
 
@@ -73,7 +60,8 @@ fn header_secrets_come_from_env_and_are_sensitive() {
     assert_eq!(value.to_str().unwrap(), "Bearer s3cret");
     assert!(value.is_sensitive());
     assert!(!format!("{cfg:?}").contains("s3cret"));
-    let e = parse("[[upstream]]\nid = \"calc\"\nurl = \"http://x/mcp\"\n[upstream.headers]\nX-Key = { env = \"MISSING\" }\n").unwrap_err().0;
+    let e =
+        parse("[[upstream]]\nid = \"calc\"\nurl = \"http://x/mcp\"\n[upstream.headers]\nX-Key = { env = \"MISSING\" }\n").unwrap_err().0;
     assert!(e.contains("MISSING is not set"), "{e}");
     let e = parse("[[upstream]]\nid = \"calc\"\nurl = \"http://x/mcp\"\n[upstream.headers]\nX-Key = \"literal\"\n").unwrap_err().0;
     assert!(e.starts_with("gateway.toml:5"), "{e}");

@@ -20,10 +20,7 @@ pub struct Demo {
 
 impl Demo {
     pub fn new(profile: Profile) -> Demo {
-        Demo {
-            profile,
-            tools: tools::for_profile(profile),
-        }
+        Demo { profile, tools: tools::for_profile(profile) }
     }
 
     fn info(&self) -> Value {
@@ -70,7 +67,9 @@ impl Demo {
     fn countdown(&self, args: &Value, token: Value) -> Reply {
         let steps = args["steps"].as_u64().unwrap_or(3).min(20);
         let (tx, rx) = mpsc::channel(4);
-        let Reply::Single(final_outcome) = self.result(json!({ "content": [{ "type": "text", "text": format!("counted down from {steps}") }] })) else {
+        let Reply::Single(final_outcome) =
+            self.result(json!({ "content": [{ "type": "text", "text": format!("counted down from {steps}") }] }))
+        else {
             return Reply::error(RpcError::internal("unexpected reply"));
         };
         tokio::spawn(async move {
@@ -80,14 +79,7 @@ impl Demo {
                 let Ok(raw) = serde_json::value::to_raw_value(&params) else {
                     return;
                 };
-                if tx
-                    .send(Event::Notification(jsonrpc::notification_message(
-                        "notifications/progress",
-                        &raw,
-                    )))
-                    .await
-                    .is_err()
-                {
+                if tx.send(Event::Notification(jsonrpc::notification_message("notifications/progress", &raw))).await.is_err() {
                     return;
                 }
             }

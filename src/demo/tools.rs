@@ -21,12 +21,8 @@ impl Profile {
 
     pub fn instructions(self) -> &'static str {
         match self {
-            Profile::Calc => {
-                "Arithmetic on numbers. Use add, multiply and divide; echo returns its text."
-            }
-            Profile::Text => {
-                "Text utilities and a clock. greet says hello in a language (en, fr, de, es, ja)."
-            }
+            Profile::Calc => "Arithmetic on numbers. Use add, multiply and divide; echo returns its text.",
+            Profile::Text => "Text utilities and a clock. greet says hello in a language (en, fr, de, es, ja).",
         }
     }
 }
@@ -45,9 +41,7 @@ fn tool_error(s: impl Into<String>) -> Value {
 }
 
 fn number(args: &Value, key: &str) -> Result<f64, Value> {
-    args[key]
-        .as_f64()
-        .ok_or_else(|| tool_error(format!("argument '{key}' must be a number")))
+    args[key].as_f64().ok_or_else(|| tool_error(format!("argument '{key}' must be a number")))
 }
 
 fn arith(args: &Value, op: fn(f64, f64) -> Result<f64, String>) -> Value {
@@ -57,11 +51,7 @@ fn arith(args: &Value, op: fn(f64, f64) -> Result<f64, String>) -> Value {
     };
     match op(a, b) {
         Ok(r) => {
-            let n = if r.fract() == 0.0 && r.abs() < 9.0e15 {
-                json!(r as i64)
-            } else {
-                json!(r)
-            };
+            let n = if r.fract() == 0.0 && r.abs() < 9.0e15 { json!(r as i64) } else { json!(r) };
             json!({ "content": [{ "type": "text", "text": n.to_string() }], "structuredContent": { "result": n } })
         }
         Err(e) => tool_error(e),
@@ -94,58 +84,27 @@ fn echo(args: &Value) -> Value {
 pub fn for_profile(p: Profile) -> Vec<Tool> {
     match p {
         Profile::Calc => vec![
-            Tool {
-                def: binary("add", "Adds two numbers."),
-                run: |a| arith(a, |x, y| Ok(x + y)),
-            },
-            Tool {
-                def: binary("multiply", "Multiplies two numbers."),
-                run: |a| arith(a, |x, y| Ok(x * y)),
-            },
+            Tool { def: binary("add", "Adds two numbers."), run: |a| arith(a, |x, y| Ok(x + y)) },
+            Tool { def: binary("multiply", "Multiplies two numbers."), run: |a| arith(a, |x, y| Ok(x * y)) },
             Tool {
                 def: binary("divide", "Divides a by b."),
-                run: |a| {
-                    arith(a, |x, y| {
-                        if y == 0.0 {
-                            Err("division by zero".into())
-                        } else {
-                            Ok(x / y)
-                        }
-                    })
-                },
+                run: |a| arith(a, |x, y| if y == 0.0 { Err("division by zero".into()) } else { Ok(x / y) }),
             },
-            Tool {
-                def: text_tool("echo", "Returns its text unchanged."),
-                run: echo,
-            },
+            Tool { def: text_tool("echo", "Returns its text unchanged."), run: echo },
         ],
         Profile::Text => vec![
-            Tool {
-                def: text_tool("echo", "Returns its text unchanged."),
-                run: echo,
-            },
-            Tool {
-                def: text_tool("upper", "Upper-cases the text."),
-                run: |a| text(a["text"].as_str().unwrap_or_default().to_uppercase()),
-            },
+            Tool { def: text_tool("echo", "Returns its text unchanged."), run: echo },
+            Tool { def: text_tool("upper", "Upper-cases the text."), run: |a| text(a["text"].as_str().unwrap_or_default().to_uppercase()) },
             Tool {
                 def: text_tool("word_count", "Counts the words in the text."),
                 run: |a| {
-                    let n = a["text"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .split_whitespace()
-                        .count();
+                    let n = a["text"].as_str().unwrap_or_default().split_whitespace().count();
                     json!({ "content": [{ "type": "text", "text": n.to_string() }], "structuredContent": { "words": n } })
                 },
             },
             Tool {
                 def: json!({ "name": "now", "description": "The current time (UTC, RFC 3339).", "inputSchema": { "type": "object", "additionalProperties": false } }),
-                run: |_| {
-                    text(
-                        humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-                    )
-                },
+                run: |_| text(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
             },
             Tool {
                 def: json!({
@@ -172,12 +131,7 @@ pub fn for_profile(p: Profile) -> Vec<Tool> {
             Tool {
                 def: json!({ "name": "countdown", "description": "Counts down, reporting progress when the request carries a progressToken.",
                     "inputSchema": { "type": "object", "properties": { "steps": { "type": "integer", "minimum": 1, "maximum": 20 } } } }),
-                run: |a| {
-                    text(format!(
-                        "counted down from {}",
-                        a["steps"].as_u64().unwrap_or(3).min(20)
-                    ))
-                },
+                run: |a| text(format!("counted down from {}", a["steps"].as_u64().unwrap_or(3).min(20))),
             },
         ],
     }

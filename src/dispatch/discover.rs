@@ -28,28 +28,14 @@ pub fn discover(gw: &Gateway) -> Reply {
         if st.status != Status::Ready {
             continue;
         }
-        if st
-            .capabilities
-            .as_ref()
-            .is_some_and(|c| c.get("logging").is_some())
-        {
+        if st.capabilities.as_ref().is_some_and(|c| c.get("logging").is_some()) {
             capabilities.insert("logging".into(), json!({}));
         }
-        if let Some(text) = st
-            .instructions
-            .as_deref()
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-        {
+        if let Some(text) = st.instructions.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
             let label = if up.cfg.prefix.is_empty() {
                 format!("## {} (tools without prefix)", up.id())
             } else {
-                format!(
-                    "## {} (tools named {}{}*)",
-                    up.id(),
-                    up.cfg.prefix,
-                    gw.config.catalog.separator
-                )
+                format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config.catalog.separator)
             };
             sections.push(format!("{label}\n{text}"));
         }

@@ -16,10 +16,7 @@ use serde_json::{Value, json};
 fn string_param(req: &Request, key: &str) -> Result<String, RpcError> {
     match req.params.parse::<String>(key) {
         Some(Ok(n)) => Ok(n),
-        _ => Err(RpcError::invalid_params(format!(
-            "{} needs params.{key} (a string)",
-            req.method
-        ))),
+        _ => Err(RpcError::invalid_params(format!("{} needs params.{key} (a string)", req.method))),
     }
 }
 
@@ -43,13 +40,7 @@ async fn forward(
         }
         name = Some(original.to_string());
     }
-    let call = Call {
-        method: req.method,
-        params,
-        meta: req.meta.fields,
-        name,
-        param_headers,
-    };
+    let call = Call { method: req.method, params, meta: req.meta.fields, name, param_headers };
     up.call(call).await
 }
 
@@ -66,9 +57,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
         None => Value::Object(Default::default()),
         Some(Ok(v @ (Value::Object(_) | Value::Null))) => v,
         Some(_) => {
-            return Reply::error(RpcError::invalid_params(
-                "tools/call arguments must be an object",
-            ));
+            return Reply::error(RpcError::invalid_params("tools/call arguments must be an object"));
         }
     };
     if let Some(received) = &req.param_headers
@@ -76,11 +65,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     {
         return Reply::error(e);
     }
-    let (upstream, original, headers) = (
-        tool.upstream,
-        tool.original.clone(),
-        xheader::outbound(&tool.headers, &args),
-    );
+    let (upstream, original, headers) = (tool.upstream, tool.original.clone(), xheader::outbound(&tool.headers, &args));
     drop(cat);
     forward(gw, upstream, req, Some(("name", &original)), headers).await
 }
@@ -90,11 +75,7 @@ pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let Some((upstream, original)) = gw
-        .catalog()
-        .prompt(&name)
-        .map(|p| (p.upstream, p.original.clone()))
-    else {
+    let Some((upstream, original)) = gw.catalog().prompt(&name).map(|p| (p.upstream, p.original.clone())) else {
         return Reply::error(RpcError::invalid_params(format!("Unknown prompt: {name}")));
     };
     forward(gw, upstream, req, Some(("name", &original)), Vec::new()).await
@@ -106,16 +87,9 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
         Err(e) => return Reply::error(e),
     };
     let Some((upstream, original)) = gw.catalog().route_uri(&uri) else {
-        return Reply::error(
-            RpcError::invalid_params(format!("Resource not found: {uri}"))
-                .with_data(json!({ "uri": uri })),
-        );
+        return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     };
-    let prefix = gw
-        .upstreams
-        .get(upstream)
-        .map(|u| u.cfg.prefix.clone())
-        .unwrap_or_default();
+    let prefix = gw.upstreams.get(upstream).map(|u| u.cfg.prefix.clone()).unwrap_or_default();
     let reply = forward(gw, upstream, req, Some(("uri", &original)), Vec::new()).await;
     if prefix.is_empty() {
         return reply;
@@ -130,10 +104,7 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
 }
 
 /// Gives every `contents[].uri` of a read result the upstream's gateway prefix.
-fn prefix_contents(
-    raw: &serde_json::value::RawValue,
-    prefix: &str,
-) -> Option<Box<serde_json::value::RawValue>> {
+fn prefix_contents(raw: &serde_json::value::RawValue, prefix: &str) -> Option<Box<serde_json::value::RawValue>> {
     let mut obj: RawObject = serde_json::from_str(raw.get()).ok()?;
     let mut contents: Vec<RawObject> = obj.parse("contents")?.ok()?;
     for c in &mut contents {
@@ -147,51 +118,29 @@ fn prefix_contents(
 
 pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
     let Some(Ok(mut reference)) = req.params.parse::<RawObject>("ref") else {
-        return Reply::error(RpcError::invalid_params(
-            "completion/complete needs params.ref",
-        ));
+        return Reply::error(RpcError::invalid_params("completion/complete needs params.ref"));
     };
     let cat = gw.catalog();
-    let kind = reference
-        .parse::<String>("type")
-        .and_then(Result::ok)
-        .unwrap_or_default();
+    let kind = reference.parse::<String>("type").and_then(Result::ok).unwrap_or_default();
     let target = match kind.as_str() {
         "ref/prompt" => reference
             .parse::<String>("name")
             .and_then(Result::ok)
-            .and_then(|n| {
-                cat.prompt(&n)
-                    .map(|p| ("name", p.upstream, p.original.clone()))
-            }),
-        "ref/resource" => reference
-            .parse::<String>("uri")
-            .and_then(Result::ok)
-            .and_then(|u| {
-                let owned = cat
-                    .section(crate::catalog::Kind::Template)
-                    .get(&u)
-                    .map(|t| (t.upstream, t.original.clone()));
-                owned
-                    .or_else(|| cat.route_uri(&u))
-                    .map(|(up, orig)| ("uri", up, orig))
-            }),
+            .and_then(|n| cat.prompt(&n).map(|p| ("name", p.upstream, p.original.clone()))),
+        "ref/resource" => reference.parse::<String>("uri").and_then(Result::ok).and_then(|u| {
+            let owned = cat.section(crate::catalog::Kind::Template).get(&u).map(|t| (t.upstream, t.original.clone()));
+            owned.or_else(|| cat.route_uri(&u)).map(|(up, orig)| ("uri", up, orig))
+        }),
         _ => {
-            return Reply::error(RpcError::invalid_params(format!(
-                "Unknown completion reference type: {kind:?}"
-            )));
+            return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}")));
         }
     };
     drop(cat);
     let Some((key, upstream, original)) = target else {
         return Reply::error(RpcError::invalid_params("Unknown completion reference"));
     };
-    if reference.set_json(key, &original).is_err()
-        || req.params.set_json("ref", &reference).is_err()
-    {
-        return Reply::error(RpcError::internal(
-            "cannot rewrite the completion reference",
-        ));
+    if reference.set_json(key, &original).is_err() || req.params.set_json("ref", &reference).is_err() {
+        return Reply::error(RpcError::internal("cannot rewrite the completion reference"));
     }
     forward(gw, upstream, req, None, Vec::new()).await
 }

@@ -18,9 +18,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
         Some(Ok(Some(c))) => match cursor::decode(&c) {
             Ok(o) if o <= entries.len() => o,
             Ok(_) => {
-                return Reply::error(RpcError::invalid_params(
-                    "Invalid cursor: it points past the end of the list",
-                ));
+                return Reply::error(RpcError::invalid_params("Invalid cursor: it points past the end of the list"));
             }
             Err(e) => return Reply::error(e),
         },
@@ -28,8 +26,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
     };
     let end = (offset + gw.config.catalog.page_size).min(entries.len());
     let page = &entries[offset..end];
-    let mut body =
-        String::with_capacity(256 + page.iter().map(|t| t.json.get().len() + 1).sum::<usize>());
+    let mut body = String::with_capacity(256 + page.iter().map(|t| t.json.get().len() + 1).sum::<usize>());
     body.push_str("{\"resultType\":\"complete\",\"");
     body.push_str(kind.list_key());
     body.push_str("\":[");
@@ -53,9 +50,6 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
     ));
     match RawValue::from_string(body) {
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
-        Err(e) => Reply::error(RpcError::internal(format!(
-            "cannot render {}: {e}",
-            kind.list_key()
-        ))),
+        Err(e) => Reply::error(RpcError::internal(format!("cannot render {}: {e}", kind.list_key()))),
     }
 }

@@ -58,13 +58,9 @@ impl Service for Gateway {
                 "prompts/list" if offered("prompts") => lists::list(self, &req, Kind::Prompt),
                 "prompts/get" if offered("prompts") => forward::get_prompt(self, req).await,
                 "resources/list" if offered("resources") => lists::list(self, &req, Kind::Resource),
-                "resources/templates/list" if offered("resources") => {
-                    lists::list(self, &req, Kind::Template)
-                }
+                "resources/templates/list" if offered("resources") => lists::list(self, &req, Kind::Template),
                 "resources/read" if offered("resources") => forward::read_resource(self, req).await,
-                "completion/complete" if offered("completions") => {
-                    forward::complete(self, req).await
-                }
+                "completion/complete" if offered("completions") => forward::complete(self, req).await,
                 other => Reply::error(RpcError::method_not_found(other)),
             }
         })

@@ -26,12 +26,7 @@ pub struct RpcError {
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
         let status = status_for(code);
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-            status,
-        }
+        RpcError { code, message: message.into(), data: None, status }
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
@@ -45,8 +40,7 @@ impl RpcError {
     }
 
     pub fn parse_error(detail: impl std::fmt::Display) -> Self {
-        Self::new(PARSE_ERROR, format!("Parse error: {detail}"))
-            .with_status(StatusCode::BAD_REQUEST)
+        Self::new(PARSE_ERROR, format!("Parse error: {detail}")).with_status(StatusCode::BAD_REQUEST)
     }
 
     pub fn invalid_request(detail: impl Into<String>) -> Self {
@@ -68,21 +62,12 @@ impl RpcError {
     }
 
     pub fn header_mismatch(detail: impl Into<String>) -> Self {
-        Self::new(
-            HEADER_MISMATCH,
-            format!("Header mismatch: {}", detail.into()),
-        )
+        Self::new(HEADER_MISMATCH, format!("Header mismatch: {}", detail.into()))
     }
 
     pub fn unsupported_version(requested: &str, supported: &[&str]) -> Self {
-        Self::new(
-            UNSUPPORTED_VERSION,
-            format!(
-                "Unsupported protocol version: {requested} (supported: {})",
-                supported.join(", ")
-            ),
-        )
-        .with_data(json!({ "supported": supported, "requested": requested }))
+        Self::new(UNSUPPORTED_VERSION, format!("Unsupported protocol version: {requested} (supported: {})", supported.join(", ")))
+            .with_data(json!({ "supported": supported, "requested": requested }))
     }
 
     pub fn unknown_tool(name: &str) -> Self {
@@ -107,8 +92,7 @@ impl RpcError {
 /// spec leaves open travel with 200 so that every client can read the JSON-RPC body.
 pub fn status_for(code: i64) -> StatusCode {
     match code {
-        HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION | PARSE_ERROR
-        | INVALID_REQUEST => StatusCode::BAD_REQUEST,
+        HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION | PARSE_ERROR | INVALID_REQUEST => StatusCode::BAD_REQUEST,
         METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
         _ => StatusCode::OK,
     }
@@ -131,22 +115,10 @@ mod tests {
 
     #[test]
     fn statuses_follow_the_brief() {
-        assert_eq!(
-            RpcError::header_mismatch("x").status,
-            StatusCode::BAD_REQUEST
-        );
-        assert_eq!(
-            RpcError::unsupported_version("1", &["2"]).status,
-            StatusCode::BAD_REQUEST
-        );
-        assert_eq!(
-            RpcError::method_not_found("x").status,
-            StatusCode::NOT_FOUND
-        );
-        assert_eq!(
-            RpcError::malformed_meta("x").status,
-            StatusCode::BAD_REQUEST
-        );
+        assert_eq!(RpcError::header_mismatch("x").status, StatusCode::BAD_REQUEST);
+        assert_eq!(RpcError::unsupported_version("1", &["2"]).status, StatusCode::BAD_REQUEST);
+        assert_eq!(RpcError::method_not_found("x").status, StatusCode::NOT_FOUND);
+        assert_eq!(RpcError::malformed_meta("x").status, StatusCode::BAD_REQUEST);
         assert_eq!(RpcError::unknown_tool("x").status, StatusCode::OK);
     }
 

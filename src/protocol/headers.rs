@@ -32,19 +32,12 @@ fn looks_encoded(s: &str) -> bool {
 }
 
 fn needs_base64(s: &str) -> bool {
-    s.bytes().any(|b| !(0x20..0x7f).contains(&b))
-        || s.starts_with([' ', '\t'])
-        || s.ends_with([' ', '\t'])
-        || looks_encoded(s)
+    s.bytes().any(|b| !(0x20..0x7f).contains(&b)) || s.starts_with([' ', '\t']) || s.ends_with([' ', '\t']) || looks_encoded(s)
 }
 
 /// The header value for a string: as is when header-safe, otherwise `=?base64?…?=`.
 pub fn encode(s: &str) -> String {
-    if needs_base64(s) {
-        format!("{PREFIX}{}{SUFFIX}", STANDARD.encode(s.as_bytes()))
-    } else {
-        s.to_string()
-    }
+    if needs_base64(s) { format!("{PREFIX}{}{SUFFIX}", STANDARD.encode(s.as_bytes())) } else { s.to_string() }
 }
 
 /// Decodes a received header value (surrounding whitespace is not part of the value).
@@ -53,15 +46,10 @@ pub fn decode(raw: &[u8]) -> Result<String, DecodeError> {
     let text = text.trim_matches([' ', '\t']);
     if looks_encoded(text) {
         let inner = &text[PREFIX.len()..text.len() - SUFFIX.len()];
-        let bytes = STANDARD
-            .decode(inner)
-            .map_err(|_| DecodeError::InvalidBase64)?;
+        let bytes = STANDARD.decode(inner).map_err(|_| DecodeError::InvalidBase64)?;
         return String::from_utf8(bytes).map_err(|_| DecodeError::NotUtf8);
     }
-    if text
-        .bytes()
-        .any(|b| !(0x20..0x7f).contains(&b) && b != b'\t')
-    {
+    if text.bytes().any(|b| !(0x20..0x7f).contains(&b) && b != b'\t') {
         return Err(DecodeError::InvalidCharacters);
     }
     Ok(text.to_string())
@@ -79,9 +67,7 @@ pub fn value_to_header_string(v: &Value) -> Option<String> {
             } else if let Some(u) = n.as_u64() {
                 Some(u.to_string())
             } else {
-                n.as_f64()
-                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15)
-                    .map(|f| (f as i64).to_string())
+                n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15).map(|f| (f as i64).to_string())
             }
         }
         _ => None,
@@ -94,12 +80,7 @@ pub fn matches_body(decoded: &str, body: &Value) -> bool {
         Value::String(s) => s == decoded,
         Value::Bool(b) => decoded == if *b { "true" } else { "false" },
         Value::Number(n) => match (decoded.parse::<f64>(), n.as_f64()) {
-            (Ok(h), Some(b)) => {
-                decoded
-                    .bytes()
-                    .all(|c| c.is_ascii_digit() || matches!(c, b'-' | b'.' | b'+' | b'e' | b'E'))
-                    && h == b
-            }
+            (Ok(h), Some(b)) => decoded.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'-' | b'.' | b'+' | b'e' | b'E')) && h == b,
             _ => false,
         },
         _ => false,
@@ -137,32 +118,14 @@ mod tests {
     fn decodes_per_the_sentinel_rules() {
         assert_eq!(decode(b"=?base64?aMOpbGxv?=").unwrap(), "héllo");
         assert_eq!(decode(b"  foo ").unwrap(), "foo");
-        assert_eq!(
-            decode(b"=?BASE64?aMOpbGxv?=").unwrap(),
-            "=?BASE64?aMOpbGxv?="
-        );
+        assert_eq!(decode(b"=?BASE64?aMOpbGxv?=").unwrap(), "=?BASE64?aMOpbGxv?=");
         assert_eq!(decode(b"=?base64?aMOpbGxv").unwrap(), "=?base64?aMOpbGxv");
         assert_eq!(decode(b"base64?aMOpbGxv?=").unwrap(), "base64?aMOpbGxv?=");
-        assert_eq!(
-            decode(b"=?base64?aMOpbGx?=").unwrap_err(),
-            DecodeError::InvalidBase64
-        );
-        assert_eq!(
-            decode(b"=?base64?a*b=?=").unwrap_err(),
-            DecodeError::InvalidBase64
-        );
-        assert_eq!(
-            decode(b"=?base64?/w==?=").unwrap_err(),
-            DecodeError::NotUtf8
-        );
-        assert_eq!(
-            decode("héllo".as_bytes()).unwrap_err(),
-            DecodeError::InvalidCharacters
-        );
-        assert_eq!(
-            decode(b"a\x01b").unwrap_err(),
-            DecodeError::InvalidCharacters
-        );
+        assert_eq!(decode(b"=?base64?aMOpbGx?=").unwrap_err(), DecodeError::InvalidBase64);
+        assert_eq!(decode(b"=?base64?a*b=?=").unwrap_err(), DecodeError::InvalidBase64);
+        assert_eq!(decode(b"=?base64?/w==?=").unwrap_err(), DecodeError::NotUtf8);
+        assert_eq!(decode("héllo".as_bytes()).unwrap_err(), DecodeError::InvalidCharacters);
+        assert_eq!(decode(b"a\x01b").unwrap_err(), DecodeError::InvalidCharacters);
         assert_eq!(decode(b"").unwrap(), "");
     }
 

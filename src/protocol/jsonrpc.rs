@@ -44,24 +44,16 @@ impl Message {
             Some(b'[') => {
                 // Still check that it is JSON, so that garbage is reported as a parse error.
                 serde_json::from_slice::<&RawValue>(bytes).map_err(RpcError::parse_error)?;
-                return Err(RpcError::invalid_request(
-                    "JSON-RPC batches are not supported",
-                ));
+                return Err(RpcError::invalid_request("JSON-RPC batches are not supported"));
             }
             Some(b'{') => {}
             Some(_) => {
                 serde_json::from_slice::<&RawValue>(bytes).map_err(RpcError::parse_error)?;
-                return Err(RpcError::invalid_request(
-                    "a JSON-RPC message must be a JSON object",
-                ));
+                return Err(RpcError::invalid_request("a JSON-RPC message must be a JSON object"));
             }
         }
         serde_json::from_slice(bytes).map_err(|e| {
-            if e.is_data() {
-                RpcError::invalid_request(format!("not a valid JSON-RPC message: {e}"))
-            } else {
-                RpcError::parse_error(e)
-            }
+            if e.is_data() { RpcError::invalid_request(format!("not a valid JSON-RPC message: {e}")) } else { RpcError::parse_error(e) }
         })
     }
 
@@ -77,9 +69,7 @@ impl Message {
             }
             (Some(_), None) => Ok(Kind::Notification),
             (None, Some(_)) if self.result.is_some() || self.error.is_some() => Ok(Kind::Response),
-            _ => Err(RpcError::invalid_request(
-                "a JSON-RPC message needs a \"method\" or a \"result\"/\"error\"",
-            )),
+            _ => Err(RpcError::invalid_request("a JSON-RPC message needs a \"method\" or a \"result\"/\"error\"")),
         }
     }
 }
@@ -92,13 +82,7 @@ pub fn valid_id(id: &RawValue) -> Result<(), RpcError> {
         Some(b'-' | b'0'..=b'9') => text.bytes().skip(1).all(|b| b.is_ascii_digit()),
         _ => false,
     };
-    if ok {
-        Ok(())
-    } else {
-        Err(RpcError::invalid_request(
-            "the request id must be a string or an integer",
-        ))
-    }
+    if ok { Ok(()) } else { Err(RpcError::invalid_request("the request id must be a string or an integer")) }
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"result":<raw>}`
@@ -163,8 +147,7 @@ mod tests {
 
     #[test]
     fn classifies_messages() {
-        let m = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#)
-            .unwrap();
+        let m = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#).unwrap();
         assert_eq!(m.kind().unwrap(), Kind::Request);
         let m = Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#).unwrap();
         assert_eq!(m.kind().unwrap(), Kind::Notification);
@@ -191,9 +174,6 @@ mod tests {
     fn splices_raw_payloads_verbatim() {
         let id = RawValue::from_string("\"abc\"".into()).unwrap();
         let res = RawValue::from_string("{\"content\":[ ]}".into()).unwrap();
-        assert_eq!(
-            result_message(&id, &res),
-            br#"{"jsonrpc":"2.0","id":"abc","result":{"content":[ ]}}"#.to_vec()
-        );
+        assert_eq!(result_message(&id, &res), br#"{"jsonrpc":"2.0","id":"abc","result":{"content":[ ]}}"#.to_vec());
     }
 }

@@ -8,16 +8,7 @@ use super::keys;
 use super::rawobj::RawObject;
 use serde_json::{Map, Value};
 
-pub const LOG_LEVELS: &[&str] = &[
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
+pub const LOG_LEVELS: &[&str] = &["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
 /// The parsed `_meta` of one request. `fields` keeps every member, so unknown keys pass through.
 #[derive(Debug, Clone, Default)]
@@ -51,18 +42,14 @@ impl RequestMeta {
 }
 
 /// Splits a modern request's params into the raw params object and its checked `_meta`.
-pub fn split_params(
-    params: Option<&serde_json::value::RawValue>,
-) -> Result<(RawObject, RequestMeta), RpcError> {
+pub fn split_params(params: Option<&serde_json::value::RawValue>) -> Result<(RawObject, RequestMeta), RpcError> {
     let Some(params) = params else {
         return Err(RpcError::malformed_meta(
             "Missing params._meta: every request must carry _meta with protocolVersion and clientCapabilities",
         ));
     };
-    let obj: RawObject = serde_json::from_str(params.get()).map_err(|_| {
-        RpcError::invalid_params("params must be a JSON object")
-            .with_status(http::StatusCode::BAD_REQUEST)
-    })?;
+    let obj: RawObject = serde_json::from_str(params.get())
+        .map_err(|_| RpcError::invalid_params("params must be a JSON object").with_status(http::StatusCode::BAD_REQUEST))?;
     let meta = match obj.parse::<Map<String, Value>>("_meta") {
         None => {
             return Err(RpcError::malformed_meta(
@@ -80,52 +67,32 @@ pub fn check_meta(fields: Map<String, Value>) -> Result<RequestMeta, RpcError> {
     let version = match fields.get(keys::PROTOCOL_VERSION) {
         Some(Value::String(v)) => v.clone(),
         Some(_) => {
-            return Err(RpcError::malformed_meta(format!(
-                "_meta[\"{}\"] must be a string",
-                keys::PROTOCOL_VERSION
-            )));
+            return Err(RpcError::malformed_meta(format!("_meta[\"{}\"] must be a string", keys::PROTOCOL_VERSION)));
         }
         None => {
-            return Err(RpcError::malformed_meta(format!(
-                "Missing required _meta field \"{}\"",
-                keys::PROTOCOL_VERSION
-            )));
+            return Err(RpcError::malformed_meta(format!("Missing required _meta field \"{}\"", keys::PROTOCOL_VERSION)));
         }
     };
     match fields.get(keys::CLIENT_CAPABILITIES) {
         Some(Value::Object(_)) => {}
         Some(_) => {
-            return Err(RpcError::malformed_meta(format!(
-                "_meta[\"{}\"] must be an object",
-                keys::CLIENT_CAPABILITIES
-            )));
+            return Err(RpcError::malformed_meta(format!("_meta[\"{}\"] must be an object", keys::CLIENT_CAPABILITIES)));
         }
         None => {
-            return Err(RpcError::malformed_meta(format!(
-                "Missing required _meta field \"{}\"",
-                keys::CLIENT_CAPABILITIES
-            )));
+            return Err(RpcError::malformed_meta(format!("Missing required _meta field \"{}\"", keys::CLIENT_CAPABILITIES)));
         }
     }
     if let Some(level) = fields.get(keys::LOG_LEVEL)
         && !level.as_str().is_some_and(|l| LOG_LEVELS.contains(&l))
     {
-        return Err(RpcError::invalid_params(format!(
-            "Invalid log level {level}: use one of {}",
-            LOG_LEVELS.join(", ")
-        )));
+        return Err(RpcError::invalid_params(format!("Invalid log level {level}: use one of {}", LOG_LEVELS.join(", "))));
     }
     if let Some(token) = fields.get(keys::PROGRESS_TOKEN)
         && !(token.is_string() || token.is_i64() || token.is_u64())
     {
-        return Err(RpcError::invalid_params(
-            "progressToken must be a string or an integer",
-        ));
+        return Err(RpcError::invalid_params("progressToken must be a string or an integer"));
     }
-    Ok(RequestMeta {
-        protocol_version: version,
-        fields,
-    })
+    Ok(RequestMeta { protocol_version: version, fields })
 }
 
 #[cfg(test)]
@@ -143,10 +110,7 @@ mod tests {
         assert_eq!((e.code, e.status.as_u16()), (-32602, 400));
         let e = split_params(Some(&raw(r#"{"name":"x"}"#))).unwrap_err();
         assert_eq!((e.code, e.status.as_u16()), (-32602, 400));
-        let e = split_params(Some(&raw(
-            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
-        )))
-        .unwrap_err();
+        let e = split_params(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#))).unwrap_err();
         assert!(e.message.contains("clientCapabilities"));
         let ok = split_params(Some(&raw(
             r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"x":1}}"#,
@@ -174,19 +138,13 @@ mod tests {
     fn upstream_meta_keeps_caller_fields_and_sets_version() {
         let mut m = Map::new();
         m.insert(keys::PROTOCOL_VERSION.into(), "2026-07-28".into());
-        m.insert(
-            keys::CLIENT_CAPABILITIES.into(),
-            serde_json::json!({"elicitation":{}}),
-        );
+        m.insert(keys::CLIENT_CAPABILITIES.into(), serde_json::json!({"elicitation":{}}));
         m.insert("traceparent".into(), "00-abc".into());
         m.insert(keys::PROGRESS_TOKEN.into(), "p1".into());
         let meta = check_meta(m).unwrap();
         let up = meta.for_upstream("2026-07-28", Some("gw-7".into()));
         assert_eq!(up["traceparent"], "00-abc");
-        assert_eq!(
-            up[keys::CLIENT_CAPABILITIES]["elicitation"],
-            serde_json::json!({})
-        );
+        assert_eq!(up[keys::CLIENT_CAPABILITIES]["elicitation"], serde_json::json!({}));
         assert_eq!(up[keys::PROGRESS_TOKEN], "gw-7");
     }
 }

@@ -13,10 +13,7 @@ pub struct RawObject(pub Vec<(String, Box<RawValue>)>);
 
 impl RawObject {
     pub fn get(&self, key: &str) -> Option<&RawValue> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_ref())
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_ref())
     }
 
     /// Replaces `key` in place (keeping its position) or appends it.
@@ -28,11 +25,7 @@ impl RawObject {
     }
 
     /// Replaces `key` with the JSON serialisation of `value`.
-    pub fn set_json<T: Serialize + ?Sized>(
-        &mut self,
-        key: &str,
-        value: &T,
-    ) -> Result<(), serde_json::Error> {
+    pub fn set_json<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), serde_json::Error> {
         let raw = serde_json::value::to_raw_value(value)?;
         self.set(key, raw);
         Ok(())
@@ -44,10 +37,7 @@ impl RawObject {
     }
 
     /// Parses the member `key` as `T`, `None` when absent.
-    pub fn parse<'a, T: Deserialize<'a>>(
-        &'a self,
-        key: &str,
-    ) -> Option<Result<T, serde_json::Error>> {
+    pub fn parse<'a, T: Deserialize<'a>>(&'a self, key: &str) -> Option<Result<T, serde_json::Error>> {
         self.get(key).map(|raw| serde_json::from_str(raw.get()))
     }
 
@@ -92,15 +82,11 @@ mod tests {
 
     #[test]
     fn rewrites_one_member_and_keeps_the_rest_verbatim() {
-        let src =
-            r#"{"name":"calc__add","inputSchema":{"type":"object",  "$defs":{"a":1}},"x":[1, 2]}"#;
+        let src = r#"{"name":"calc__add","inputSchema":{"type":"object",  "$defs":{"a":1}},"x":[1, 2]}"#;
         let mut o: RawObject = serde_json::from_str(src).unwrap();
         o.set_json("name", "add").unwrap();
         let out = serde_json::to_string(&o).unwrap();
-        assert_eq!(
-            out,
-            r#"{"name":"add","inputSchema":{"type":"object",  "$defs":{"a":1}},"x":[1, 2]}"#
-        );
+        assert_eq!(out, r#"{"name":"add","inputSchema":{"type":"object",  "$defs":{"a":1}},"x":[1, 2]}"#);
     }
 
     #[test]

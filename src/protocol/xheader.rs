@@ -56,43 +56,26 @@ pub fn plan(input_schema: &Value) -> Result<HeaderPlan, String> {
         ));
     }
     for (i, a) in out.iter().enumerate() {
-        if out[..i]
-            .iter()
-            .any(|b| b.header.eq_ignore_ascii_case(&a.header))
-        {
-            return Err(format!(
-                "{ANNOTATION} value '{}' is used twice (names are compared case-insensitively)",
-                a.header
-            ));
+        if out[..i].iter().any(|b| b.header.eq_ignore_ascii_case(&a.header)) {
+            return Err(format!("{ANNOTATION} value '{}' is used twice (names are compared case-insensitively)", a.header));
         }
     }
     Ok(out)
 }
 
-fn walk_static(
-    schema: &Value,
-    path: &mut Vec<String>,
-    ptr: &str,
-    out: &mut HeaderPlan,
-    reached: &mut Vec<String>,
-) -> Result<(), String> {
+fn walk_static(schema: &Value, path: &mut Vec<String>, ptr: &str, out: &mut HeaderPlan, reached: &mut Vec<String>) -> Result<(), String> {
     if let Some(ann) = schema.get(ANNOTATION) {
         reached.push(ptr.to_string());
         let arg = path.join(".");
         if path.is_empty() {
             return Err(format!("{ANNOTATION} on the schema root is not allowed"));
         }
-        let name = ann
-            .as_str()
-            .ok_or_else(|| format!("{ANNOTATION} on '{arg}' must be a string"))?;
+        let name = ann.as_str().ok_or_else(|| format!("{ANNOTATION} on '{arg}' must be a string"))?;
         if name.is_empty() {
             return Err(format!("{ANNOTATION} on '{arg}' is empty"));
         }
         if !name.chars().all(is_tchar) {
-            return Err(format!(
-                "{ANNOTATION} '{}' on '{arg}' is not an HTTP token (RFC 9110 tchar only)",
-                name.escape_default()
-            ));
+            return Err(format!("{ANNOTATION} '{}' on '{arg}' is not an HTTP token (RFC 9110 tchar only)", name.escape_default()));
         }
         let ty = match schema.get("type").and_then(Value::as_str) {
             Some("string") => ParamType::String,
@@ -104,16 +87,10 @@ fn walk_static(
                 ));
             }
             None => {
-                return Err(format!(
-                    "{ANNOTATION} '{name}' on '{arg}' needs a single type: string, integer or boolean"
-                ));
+                return Err(format!("{ANNOTATION} '{name}' on '{arg}' needs a single type: string, integer or boolean"));
             }
         };
-        out.push(HeaderParam {
-            header: name.to_string(),
-            path: path.clone(),
-            ty,
-        });
+        out.push(HeaderParam { header: name.to_string(), path: path.clone(), ty });
     }
     if let Some(Value::Object(props)) = schema.get("properties") {
         for (key, sub) in props {
@@ -133,8 +110,7 @@ fn walk_all(v: &Value, ptr: String, found: &mut Vec<String>) {
                 match k.as_str() {
                     ANNOTATION => found.push(ptr.clone()),
                     "const" | "enum" | "default" | "examples" | "example" => {}
-                    "properties" | "patternProperties" | "$defs" | "definitions"
-                    | "dependentSchemas" => {
+                    "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
                         if let Value::Object(named) = sub {
                             for (name, s) in named {
                                 walk_all(s, format!("{ptr}/{k}/{name}"), found);
@@ -165,36 +141,24 @@ pub fn lookup<'a>(args: &'a Value, path: &[String]) -> Option<&'a Value> {
 
 /// Checks the client's `Mcp-Param-*` headers against the body arguments (brief §2.3).
 /// `received` holds `(lower-cased header name, raw value)` for every `Mcp-Param-*` header.
-pub fn check_inbound(
-    plan: &HeaderPlan,
-    args: &Value,
-    received: &[(String, Vec<u8>)],
-) -> Result<(), RpcError> {
+pub fn check_inbound(plan: &HeaderPlan, args: &Value, received: &[(String, Vec<u8>)]) -> Result<(), RpcError> {
     for p in plan {
         let wanted = format!("{HEADER_PREFIX}{}", p.header.to_ascii_lowercase());
-        let header = received
-            .iter()
-            .find(|(n, _)| *n == wanted)
-            .map(|(_, v)| v.as_slice());
+        let header = received.iter().find(|(n, _)| *n == wanted).map(|(_, v)| v.as_slice());
         let Some(body) = lookup(args, &p.path) else {
             continue;
         };
         if let (ParamType::Integer, Some(f)) = (p.ty, body.as_f64())
             && f.abs() > MAX_SAFE_INTEGER
         {
-            return Err(RpcError::invalid_params(format!(
-                "argument '{}' is outside the safe integer range ±(2^53−1)",
-                p.argument()
-            )));
+            return Err(RpcError::invalid_params(format!("argument '{}' is outside the safe integer range ±(2^53−1)", p.argument())));
         }
         let Some(raw) = header else {
             return Err(RpcError::header_mismatch(format!(
                 "missing {} header for argument '{}' (body value {})",
                 p.header_name(),
                 p.argument(),
-                describe(
-                    &headers::value_to_header_string(body).unwrap_or_else(|| body.to_string())
-                )
+                describe(&headers::value_to_header_string(body).unwrap_or_else(|| body.to_string()))
             )));
         };
         let decoded = headers::decode(raw).map_err(|e| {
@@ -209,9 +173,7 @@ pub fn check_inbound(
                 "{} header value {} does not match body value {}",
                 p.header_name(),
                 describe(&decoded),
-                describe(
-                    &headers::value_to_header_string(body).unwrap_or_else(|| body.to_string())
-                )
+                describe(&headers::value_to_header_string(body).unwrap_or_else(|| body.to_string()))
             )));
         }
     }
@@ -231,10 +193,7 @@ pub fn outbound(plan: &HeaderPlan, args: &Value) -> Vec<(String, String)> {
     plan.iter()
         .filter_map(|p| {
             let v = lookup(args, &p.path)?;
-            Some((
-                p.header_name(),
-                headers::encode(&headers::value_to_header_string(v)?),
-            ))
+            Some((p.header_name(), headers::encode(&headers::value_to_header_string(v)?)))
         })
         .collect()
 }
@@ -255,60 +214,29 @@ mod tests {
     fn plans_reachable_annotations() {
         let p = plan(&sql_schema()).unwrap();
         assert_eq!(p.len(), 2);
-        assert_eq!(
-            p[1],
-            HeaderParam {
-                header: "Region".into(),
-                path: vec!["region".into()],
-                ty: ParamType::String
-            }
-        );
+        assert_eq!(p[1], HeaderParam { header: "Region".into(), path: vec!["region".into()], ty: ParamType::String });
         assert_eq!(p[0].path, vec!["opts".to_string(), "shard".to_string()]);
     }
 
     #[test]
     fn rejects_invalid_annotations() {
         let cases = [
-            (
-                json!({"type":"object","properties":{"a":{"type":"number","x-mcp-header":"A"}}}),
-                "only string",
-            ),
-            (
-                json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":""}}}),
-                "empty",
-            ),
-            (
-                json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":"A B"}}}),
-                "token",
-            ),
-            (
-                json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":"A\r\n"}}}),
-                "token",
-            ),
+            (json!({"type":"object","properties":{"a":{"type":"number","x-mcp-header":"A"}}}), "only string"),
+            (json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":""}}}), "empty"),
+            (json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":"A B"}}}), "token"),
+            (json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":"A\r\n"}}}), "token"),
             (
                 json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":"Dup"},"b":{"type":"string","x-mcp-header":"dup"}}}),
                 "twice",
             ),
-            (
-                json!({"type":"object","properties":{"a":{"type":"array","items":{"type":"string","x-mcp-header":"A"}}}}),
-                "reachable",
-            ),
-            (
-                json!({"type":"object","oneOf":[{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}]}),
-                "reachable",
-            ),
+            (json!({"type":"object","properties":{"a":{"type":"array","items":{"type":"string","x-mcp-header":"A"}}}}), "reachable"),
+            (json!({"type":"object","oneOf":[{"properties":{"a":{"type":"string","x-mcp-header":"A"}}}]}), "reachable"),
             (
                 json!({"type":"object","$defs":{"d":{"type":"string","x-mcp-header":"A"}},"properties":{"a":{"$ref":"#/$defs/d"}}}),
                 "reachable",
             ),
-            (
-                json!({"type":"object","properties":{"a":{"x-mcp-header":"A"}}}),
-                "single type",
-            ),
-            (
-                json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":7}}}),
-                "must be a string",
-            ),
+            (json!({"type":"object","properties":{"a":{"x-mcp-header":"A"}}}), "single type"),
+            (json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":7}}}), "must be a string"),
         ];
         for (schema, why) in cases {
             let err = plan(&schema).expect_err(&schema.to_string());
@@ -330,48 +258,19 @@ mod tests {
     fn checks_inbound_headers() {
         let p = plan(&sql_schema()).unwrap();
         let args = json!({"region":"us-west1","query":"select 1","opts":{"shard":42}});
-        assert!(
-            check_inbound(
-                &p,
-                &args,
-                &[
-                    hdr("Mcp-Param-Region", "us-west1"),
-                    hdr("mcp-param-shard", "42.0")
-                ]
-            )
-            .is_ok()
-        );
+        assert!(check_inbound(&p, &args, &[hdr("Mcp-Param-Region", "us-west1"), hdr("mcp-param-shard", "42.0")]).is_ok());
         let e = check_inbound(&p, &args, &[hdr("Mcp-Param-Shard", "42")]).unwrap_err();
         assert_eq!(e.code, -32020);
         assert!(e.message.contains("Mcp-Param-Region"), "{}", e.message);
-        let e = check_inbound(
-            &p,
-            &args,
-            &[hdr("Mcp-Param-Region", "eu"), hdr("Mcp-Param-Shard", "42")],
-        )
-        .unwrap_err();
-        assert!(
-            e.message.contains("'eu'") && e.message.contains("'us-west1'"),
-            "{}",
-            e.message
-        );
-        let e = check_inbound(
-            &p,
-            &args,
-            &[
-                hdr("Mcp-Param-Region", "=?base64?!!?="),
-                hdr("Mcp-Param-Shard", "42"),
-            ],
-        )
-        .unwrap_err();
+        let e = check_inbound(&p, &args, &[hdr("Mcp-Param-Region", "eu"), hdr("Mcp-Param-Shard", "42")]).unwrap_err();
+        assert!(e.message.contains("'eu'") && e.message.contains("'us-west1'"), "{}", e.message);
+        let e = check_inbound(&p, &args, &[hdr("Mcp-Param-Region", "=?base64?!!?="), hdr("Mcp-Param-Shard", "42")]).unwrap_err();
         assert!(e.message.contains("invalid"), "{}", e.message);
         // Absent or null arguments expect no header.
         assert!(check_inbound(&p, &json!({"region":null}), &[]).is_ok());
         // An unrecognised Mcp-Param header is ignored unless it is malformed.
         assert!(check_inbound(&p, &json!({}), &[hdr("Mcp-Param-Other", "x")]).is_ok());
-        assert!(
-            check_inbound(&p, &json!({}), &[hdr("Mcp-Param-Other", "=?base64?***?=")]).is_err()
-        );
+        assert!(check_inbound(&p, &json!({}), &[hdr("Mcp-Param-Other", "=?base64?***?=")]).is_err());
         let enc = json!({"region":"héllo"});
         assert!(check_inbound(&p, &enc, &[hdr("Mcp-Param-Region", "=?base64?aMOpbGxv?=")]).is_ok());
     }
@@ -380,13 +279,7 @@ mod tests {
     fn builds_outbound_headers() {
         let p = plan(&sql_schema()).unwrap();
         let h = outbound(&p, &json!({"region":" spaced","opts":{"shard":7}}));
-        assert_eq!(
-            h,
-            vec![
-                ("Mcp-Param-Shard".into(), "7".into()),
-                ("Mcp-Param-Region".into(), "=?base64?IHNwYWNlZA==?=".into())
-            ]
-        );
+        assert_eq!(h, vec![("Mcp-Param-Shard".into(), "7".into()), ("Mcp-Param-Region".into(), "=?base64?IHNwYWNlZA==?=".into())]);
         assert!(outbound(&p, &json!({})).is_empty());
     }
 }

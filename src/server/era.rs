@@ -1,7 +1,7 @@
 //! Era classification at the edge (brief §9.3): one function decides, per HTTP request and before
 //! any modern validation runs, whether the caller speaks the modern protocol or a legacy one.
-//! The version header decides when present (a legacy version means legacy, anything else means
-//! modern, so an unknown future version gets the modern -32022); without it, a session id, an
+//! The version header decides when present (a legacy version without modern `_meta` means legacy,
+//! anything else means modern, so an unknown future version gets the modern -32022); without it, a session id, an
 //! `initialize`, a JSON-RPC response or a body without modern `_meta` mean legacy.
 
 use crate::protocol::keys;
@@ -34,11 +34,8 @@ pub struct BodyFacts<'a> {
 impl<'a> BodyFacts<'a> {
     pub fn of(msg: &'a crate::protocol::jsonrpc::Message) -> Self {
         let has_modern_meta = msg.params.as_ref().is_some_and(|p| {
-            serde_json::from_str::<serde_json::Value>(p.get()).is_ok_and(|v| {
-                v.get("_meta")
-                    .and_then(|m| m.get(keys::PROTOCOL_VERSION))
-                    .is_some()
-            })
+            serde_json::from_str::<serde_json::Value>(p.get())
+                .is_ok_and(|v| v.get("_meta").and_then(|m| m.get(keys::PROTOCOL_VERSION)).is_some())
         });
         BodyFacts {
             method: msg.method.as_deref(),
@@ -55,24 +52,14 @@ pub fn classify(method: &Method, headers: &HeaderMap, body: BodyFacts) -> Era {
         // GET (standalone stream, resumption) and DELETE (end of session) exist only with sessions.
         return if session { Era::Legacy } else { Era::Modern };
     }
-    if let Some(v) = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-    {
-        return if is_legacy_version(v.trim()) {
-            Era::Legacy
-        } else {
-            Era::Modern
-        };
+    if let Some(v) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()) {
+        // A legacy version with modern `_meta` is a modern client whose header is wrong (-32020).
+        return if is_legacy_version(v.trim()) && !body.has_modern_meta { Era::Legacy } else { Era::Modern };
     }
     if session || body.is_batch || body.is_response || body.method == Some("initialize") {
         return Era::Legacy;
     }
-    if body.has_modern_meta {
-        Era::Modern
-    } else {
-        Era::Legacy
-    }
+    if body.has_modern_meta { Era::Modern } else { Era::Legacy }
 }
 
 #[cfg(test)]
@@ -89,10 +76,7 @@ mod tests {
     }
 
     fn body(method: Option<&'static str>) -> BodyFacts<'static> {
-        BodyFacts {
-            method,
-            ..Default::default()
-        }
+        BodyFacts { method, ..Default::default() }
     }
 
     /// One row per signal of brief §9.3 ("Incoming from downstream clients over HTTP").
@@ -100,19 +84,9 @@ mod tests {
     fn every_signal_of_the_brief_is_classified() {
         use Era::*;
         let post = Method::POST;
-        let modern_meta = BodyFacts {
-            method: Some("tools/list"),
-            has_modern_meta: true,
-            ..Default::default()
-        };
+        let modern_meta = BodyFacts { method: Some("tools/list"), has_modern_meta: true, ..Default::default() };
         let rows: Vec<(&str, Method, HeaderMap, BodyFacts, Era)> = vec![
-            (
-                "initialize without session or version header",
-                post.clone(),
-                h(&[]),
-                body(Some("initialize")),
-                Legacy,
-            ),
+            ("initialize without session or version header", post.clone(), h(&[]), body(Some("initialize")), Legacy),
             (
                 "initialize with a legacy version header",
                 post.clone(),
@@ -120,13 +94,7 @@ mod tests {
                 body(Some("initialize")),
                 Legacy,
             ),
-            (
-                "session id on a POST",
-                post.clone(),
-                h(&[("mcp-session-id", "abc")]),
-                body(Some("tools/list")),
-                Legacy,
-            ),
+            ("session id on a POST", post.clone(), h(&[("mcp-session-id", "abc")]), body(Some("tools/list")), Legacy),
             (
                 "MCP-Protocol-Version 2025-11-25 without _meta",
                 post.clone(),
@@ -141,33 +109,9 @@ mod tests {
                 body(Some("tools/call")),
                 Legacy,
             ),
-            (
-                "no version header and not initialize (2025-03-26)",
-                post.clone(),
-                h(&[]),
-                body(Some("tools/list")),
-                Legacy,
-            ),
-            (
-                "JSON array body (2025-03-26 batch)",
-                post.clone(),
-                h(&[]),
-                BodyFacts {
-                    is_batch: true,
-                    ..Default::default()
-                },
-                Legacy,
-            ),
-            (
-                "JSON-RPC response body",
-                post.clone(),
-                h(&[]),
-                BodyFacts {
-                    is_response: true,
-                    ..Default::default()
-                },
-                Legacy,
-            ),
+            ("no version header and not initialize (2025-03-26)", post.clone(), h(&[]), body(Some("tools/list")), Legacy),
+            ("JSON array body (2025-03-26 batch)", post.clone(), h(&[]), BodyFacts { is_batch: true, ..Default::default() }, Legacy),
+            ("JSON-RPC response body", post.clone(), h(&[]), BodyFacts { is_response: true, ..Default::default() }, Legacy),
             (
                 "GET with a session (standalone stream)",
                 Method::GET,
@@ -175,34 +119,13 @@ mod tests {
                 body(None),
                 Legacy,
             ),
-            (
-                "GET without a session (modern: 405)",
-                Method::GET,
-                h(&[("accept", "text/event-stream")]),
-                body(None),
-                Modern,
-            ),
-            (
-                "DELETE with a session (end of session)",
-                Method::DELETE,
-                h(&[("mcp-session-id", "abc")]),
-                body(None),
-                Legacy,
-            ),
-            (
-                "DELETE without a session (modern: 405)",
-                Method::DELETE,
-                h(&[]),
-                body(None),
-                Modern,
-            ),
+            ("GET without a session (modern: 405)", Method::GET, h(&[("accept", "text/event-stream")]), body(None), Modern),
+            ("DELETE with a session (end of session)", Method::DELETE, h(&[("mcp-session-id", "abc")]), body(None), Legacy),
+            ("DELETE without a session (modern: 405)", Method::DELETE, h(&[]), body(None), Modern),
             (
                 "2026-07-28 header and _meta",
                 post.clone(),
-                h(&[
-                    ("mcp-protocol-version", "2026-07-28"),
-                    ("mcp-method", "tools/list"),
-                ]),
+                h(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/list")]),
                 modern_meta,
                 Modern,
             ),
@@ -213,20 +136,8 @@ mod tests {
                 body(Some("tools/list")),
                 Modern,
             ),
-            (
-                "future version header (modern -32022)",
-                post.clone(),
-                h(&[("mcp-protocol-version", "2027-01-01")]),
-                modern_meta,
-                Modern,
-            ),
-            (
-                "modern _meta without the header (modern -32020)",
-                post.clone(),
-                h(&[]),
-                modern_meta,
-                Modern,
-            ),
+            ("future version header (modern -32022)", post.clone(), h(&[("mcp-protocol-version", "2027-01-01")]), modern_meta, Modern),
+            ("modern _meta without the header (modern -32020)", post.clone(), h(&[]), modern_meta, Modern),
             (
                 "server/discover (modern-only method)",
                 post.clone(),
@@ -251,10 +162,7 @@ mod tests {
             (
                 "ping (legacy-only method) in a legacy session",
                 post.clone(),
-                h(&[
-                    ("mcp-session-id", "abc"),
-                    ("mcp-protocol-version", "2025-11-25"),
-                ]),
+                h(&[("mcp-session-id", "abc"), ("mcp-protocol-version", "2025-11-25")]),
                 body(Some("ping")),
                 Legacy,
             ),
@@ -265,27 +173,16 @@ mod tests {
                 body(Some("ping")),
                 Modern,
             ),
+            ("logging/setLevel without any header", post.clone(), h(&[]), body(Some("logging/setLevel")), Legacy),
+            ("notifications/initialized", post.clone(), h(&[("mcp-session-id", "abc")]), body(Some("notifications/initialized")), Legacy),
             (
-                "logging/setLevel without any header",
+                "legacy version header but modern _meta (modern -32020)",
                 post.clone(),
-                h(&[]),
-                body(Some("logging/setLevel")),
-                Legacy,
+                h(&[("mcp-protocol-version", "2025-11-25")]),
+                modern_meta,
+                Modern,
             ),
-            (
-                "notifications/initialized",
-                post.clone(),
-                h(&[("mcp-session-id", "abc")]),
-                body(Some("notifications/initialized")),
-                Legacy,
-            ),
-            (
-                "2024-11-05 version header",
-                post.clone(),
-                h(&[("mcp-protocol-version", "2024-11-05")]),
-                body(Some("tools/list")),
-                Legacy,
-            ),
+            ("2024-11-05 version header", post.clone(), h(&[("mcp-protocol-version", "2024-11-05")]), body(Some("tools/list")), Legacy),
         ];
         for (why, method, headers, facts, want) in rows {
             assert_eq!(classify(&method, &headers, facts), want, "{why}");

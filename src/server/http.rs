@@ -42,27 +42,15 @@ pub async fn serve(
     legacy: Arc<LegacyState>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let origin = OriginPolicy::new(
-        listener.local_addr()?,
-        &cfg.allowed_origins,
-        &cfg.allowed_hosts,
-    );
-    let state = Arc::new(State {
-        svc,
-        cfg,
-        origin,
-        legacy,
-    });
+    let origin = OriginPolicy::new(listener.local_addr()?, &cfg.allowed_origins, &cfg.allowed_hosts);
+    let state = Arc::new(State { svc, cfg, origin, legacy });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(state.cfg.header_read_timeout)
         .max_buf_size(state.cfg.max_header_bytes.max(8192));
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(state.cfg.max_header_bytes.min(u32::MAX as usize) as u32);
+    builder.http2().timer(TokioTimer::new()).max_header_list_size(state.cfg.max_header_bytes.min(u32::MAX as usize) as u32);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -80,9 +68,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let st = state.clone();
         let svc = service_fn(move |req| handle(st.clone(), req));
-        let conn = builder
-            .serve_connection(TokioIo::new(stream), svc)
-            .into_owned();
+        let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
@@ -110,66 +96,36 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>
         });
     }
     if path != st.cfg.path {
-        return Ok(render::plain(
-            StatusCode::NOT_FOUND,
-            "not found: the MCP endpoint is elsewhere\n",
-        ));
+        return Ok(render::plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere\n"));
     }
     Ok(mcp(&st, req).await)
 }
 
 fn header_str(req: &Request<Incoming>, name: http::HeaderName) -> Option<&str> {
-    req.headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap_or("\u{fffd}"))
+    req.headers().get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"))
 }
 
 async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
-    let host = header_str(&req, HOST)
-        .map(str::to_string)
-        .or_else(|| req.uri().authority().map(|a| a.to_string()));
+    let host = header_str(&req, HOST).map(str::to_string).or_else(|| req.uri().authority().map(|a| a.to_string()));
     if let Err(reason) = st.origin.check(header_str(&req, ORIGIN), host.as_deref()) {
         tracing::warn!(%reason, "refused a request (DNS-rebinding protection)");
-        return render::error(
-            None,
-            &RpcError::invalid_request(format!("Forbidden: {reason}"))
-                .with_status(StatusCode::FORBIDDEN),
-        );
+        return render::error(None, &RpcError::invalid_request(format!("Forbidden: {reason}")).with_status(StatusCode::FORBIDDEN));
     }
-    if req.method() != Method::POST
-        && classify(req.method(), req.headers(), BodyFacts::default()) == Era::Legacy
-    {
-        return legacy_http::get_or_delete(
-            st.svc.as_ref(),
-            &st.legacy,
-            req.method(),
-            req.headers(),
-        );
+    if req.method() != Method::POST && classify(req.method(), req.headers(), BodyFacts::default()) == Era::Legacy {
+        return legacy_http::get_or_delete(st.svc.as_ref(), &st.legacy, req.method(), req.headers());
     }
     if req.method() != Method::POST {
         let mut r = render::error(
             None,
-            &RpcError::invalid_request(format!(
-                "Method {} is not allowed: this endpoint accepts POST only",
-                req.method()
-            ))
-            .with_status(StatusCode::METHOD_NOT_ALLOWED),
+            &RpcError::invalid_request(format!("Method {} is not allowed: this endpoint accepts POST only", req.method()))
+                .with_status(StatusCode::METHOD_NOT_ALLOWED),
         );
-        r.headers_mut()
-            .insert(ALLOW, http::HeaderValue::from_static("POST"));
+        r.headers_mut().insert(ALLOW, http::HeaderValue::from_static("POST"));
         return r;
     }
     let ctype = header_str(&req, CONTENT_TYPE).unwrap_or("");
-    if !ctype
-        .split(';')
-        .next()
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-    {
-        let what = if ctype.is_empty() {
-            "missing".to_string()
-        } else {
-            format!("'{ctype}'")
-        };
+    if !ctype.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json")) {
+        let what = if ctype.is_empty() { "missing".to_string() } else { format!("'{ctype}'") };
         return render::error(
             None,
             &RpcError::invalid_request(format!("Content-Type is {what}: send application/json"))
@@ -178,22 +134,11 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
     }
     if let Some(accept) = header_str(&req, ACCEPT) {
         let a = accept.to_ascii_lowercase();
-        if ![
-            "application/json",
-            "text/event-stream",
-            "*/*",
-            "application/*",
-            "text/*",
-        ]
-        .iter()
-        .any(|t| a.contains(t))
-        {
+        if !["application/json", "text/event-stream", "*/*", "application/*", "text/*"].iter().any(|t| a.contains(t)) {
             return render::error(
                 None,
-                &RpcError::invalid_request(
-                    "Accept must include application/json and text/event-stream",
-                )
-                .with_status(StatusCode::NOT_ACCEPTABLE),
+                &RpcError::invalid_request("Accept must include application/json and text/event-stream")
+                    .with_status(StatusCode::NOT_ACCEPTABLE),
             );
         }
     }
@@ -201,38 +146,24 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
     let too_large = || {
         render::error(
             None,
-            &RpcError::invalid_request(format!(
-                "Request body is larger than the limit of {limit} bytes"
-            ))
-            .with_status(StatusCode::PAYLOAD_TOO_LARGE),
+            &RpcError::invalid_request(format!("Request body is larger than the limit of {limit} bytes"))
+                .with_status(StatusCode::PAYLOAD_TOO_LARGE),
         )
     };
-    if header_str(&req, CONTENT_LENGTH)
-        .and_then(|l| l.parse::<u64>().ok())
-        .is_some_and(|l| l > limit as u64)
-    {
+    if header_str(&req, CONTENT_LENGTH).and_then(|l| l.parse::<u64>().ok()).is_some_and(|l| l > limit as u64) {
         return too_large();
     }
     let (parts, body) = req.into_parts();
-    let bytes: Bytes = match tokio::time::timeout(
-        st.cfg.body_read_timeout,
-        Limited::new(body, limit).collect(),
-    )
-    .await
-    {
+    let bytes: Bytes = match tokio::time::timeout(st.cfg.body_read_timeout, Limited::new(body, limit).collect()).await {
         Err(_) => {
             return render::error(
                 None,
-                &RpcError::invalid_request("Timed out reading the request body")
-                    .with_status(StatusCode::REQUEST_TIMEOUT),
+                &RpcError::invalid_request("Timed out reading the request body").with_status(StatusCode::REQUEST_TIMEOUT),
             );
         }
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return too_large(),
         Ok(Err(e)) => {
-            return render::error(
-                None,
-                &RpcError::invalid_request(format!("Could not read the request body: {e}")),
-            );
+            return render::error(None, &RpcError::invalid_request(format!("Could not read the request body: {e}")));
         }
         Ok(Ok(c)) => c.to_bytes(),
     };
@@ -243,10 +174,7 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
     let kind = match msg.kind() {
         Ok(k) => k,
         Err(e) => {
-            let id = msg
-                .id
-                .as_deref()
-                .filter(|i| crate::protocol::jsonrpc::valid_id(i).is_ok());
+            let id = msg.id.as_deref().filter(|i| crate::protocol::jsonrpc::valid_id(i).is_ok());
             return render::error(id, &e);
         }
     };
@@ -256,9 +184,7 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
     match kind {
         Kind::Response => render::error(
             msg.id.as_deref(),
-            &RpcError::invalid_request(
-                "A client must not POST a JSON-RPC response: this server sends no requests",
-            ),
+            &RpcError::invalid_request("A client must not POST a JSON-RPC response: this server sends no requests"),
         ),
         Kind::Notification => {
             tracing::debug!(method = ?msg.method, "notification accepted");

@@ -46,42 +46,25 @@ pub struct LegacyState {
 
 /// The version the gateway answers `initialize` with: the client's if supported, else the newest.
 pub fn negotiate(requested: &str) -> &'static str {
-    LEGACY_VERSIONS
-        .iter()
-        .find(|v| **v == requested)
-        .copied()
-        .unwrap_or(LEGACY_VERSIONS[0])
+    LEGACY_VERSIONS.iter().find(|v| **v == requested).copied().unwrap_or(LEGACY_VERSIONS[0])
 }
 
 impl LegacyState {
     pub fn new(sealer: Arc<Sealer>, ttl: Duration) -> Self {
-        LegacyState {
-            sealer,
-            ttl,
-            levels: Mutex::default(),
-            ended: Mutex::default(),
-        }
+        LegacyState { sealer, ttl, levels: Mutex::default(), ended: Mutex::default() }
     }
 
     /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.
     pub fn session(&self, headers: &HeaderMap) -> Result<Session, RpcError> {
         let Some(token) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
-            return Err(RpcError::invalid_request(
-                "Bad Request: missing Mcp-Session-Id header (send initialize first)",
-            ));
+            return Err(RpcError::invalid_request("Bad Request: missing Mcp-Session-Id header (send initialize first)"));
         };
         let session: Session = self
             .sealer
             .open(SESSION_PURPOSE, token, self.ttl)
-            .ok_or_else(|| {
-                RpcError::invalid_request("Session not found: initialize a new session")
-                    .with_status(StatusCode::NOT_FOUND)
-            })?;
+            .ok_or_else(|| RpcError::invalid_request("Session not found: initialize a new session").with_status(StatusCode::NOT_FOUND))?;
         if self.ended.lock().is_ok_and(|e| e.contains(&session.sid)) {
-            return Err(
-                RpcError::invalid_request("Session ended: initialize a new session")
-                    .with_status(StatusCode::NOT_FOUND),
-            );
+            return Err(RpcError::invalid_request("Session ended: initialize a new session").with_status(StatusCode::NOT_FOUND));
         }
         Ok(session)
     }
@@ -100,19 +83,10 @@ impl LegacyState {
     }
 
     /// Answers `initialize`: the result message and the new session token.
-    pub async fn initialize(
-        &self,
-        svc: &dyn Service,
-        msg: &Message,
-    ) -> Result<(Box<RawValue>, Session, String), RpcError> {
-        let params: Value = msg
-            .params
-            .as_ref()
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or(Value::Null);
-        let requested = params["protocolVersion"]
-            .as_str()
-            .ok_or_else(|| RpcError::invalid_params("initialize needs params.protocolVersion"))?;
+    pub async fn initialize(&self, svc: &dyn Service, msg: &Message) -> Result<(Box<RawValue>, Session, String), RpcError> {
+        let params: Value = msg.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+        let requested =
+            params["protocolVersion"].as_str().ok_or_else(|| RpcError::invalid_params("initialize needs params.protocolVersion"))?;
         let version = negotiate(requested);
         let session = Session {
             sid: self.sealer.random_id(),
@@ -120,10 +94,7 @@ impl LegacyState {
             caps: params["capabilities"].clone(),
             info: params["clientInfo"].clone(),
         };
-        let token = self
-            .sealer
-            .seal(SESSION_PURPOSE, &session)
-            .map_err(RpcError::internal)?;
+        let token = self.sealer.seal(SESSION_PURPOSE, &session).map_err(RpcError::internal)?;
         let discover = internal(svc, "server/discover").await?;
         let mut capabilities = discover["capabilities"].clone();
         if let Some(caps) = capabilities.as_object_mut() {
@@ -141,8 +112,7 @@ impl LegacyState {
         if let Some(text) = discover.get("instructions") {
             result["instructions"] = text.clone();
         }
-        let raw = serde_json::value::to_raw_value(&result)
-            .map_err(|e| RpcError::internal(e.to_string()))?;
+        let raw = serde_json::value::to_raw_value(&result).map_err(|e| RpcError::internal(e.to_string()))?;
         Ok((raw, session, token))
     }
 
@@ -150,44 +120,27 @@ impl LegacyState {
     /// everything else becomes an internal request.
     pub fn request(&self, session: &Session, msg: Message) -> Result<Action, RpcError> {
         let method = msg.method.clone().unwrap_or_default();
-        let id = msg
-            .id
-            .clone()
-            .ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
+        let id = msg.id.clone().ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
         let mut params: RawObject = match &msg.params {
-            Some(p) => serde_json::from_str(p.get())
-                .map_err(|_| RpcError::invalid_params("params must be an object"))?,
+            Some(p) => serde_json::from_str(p.get()).map_err(|_| RpcError::invalid_params("params must be an object"))?,
             None => RawObject::default(),
         };
         match method.as_str() {
             "ping" => return Ok(Action::Answer(empty())),
             "logging/setLevel" => {
-                let level = params
-                    .parse::<String>("level")
-                    .and_then(Result::ok)
-                    .filter(|l| LOG_LEVELS.contains(&l.as_str()));
-                let level = level.ok_or_else(|| {
-                    RpcError::invalid_params(format!(
-                        "level must be one of {}",
-                        LOG_LEVELS.join(", ")
-                    ))
-                })?;
+                let level = params.parse::<String>("level").and_then(Result::ok).filter(|l| LOG_LEVELS.contains(&l.as_str()));
+                let level = level.ok_or_else(|| RpcError::invalid_params(format!("level must be one of {}", LOG_LEVELS.join(", "))))?;
                 if let Ok(mut l) = self.levels.lock() {
                     l.insert(session.sid.clone(), level);
                 }
                 return Ok(Action::Answer(empty()));
             }
             "initialize" => {
-                return Err(RpcError::invalid_request(
-                    "this session is already initialized",
-                ));
+                return Err(RpcError::invalid_request("this session is already initialized"));
             }
             _ => {}
         }
-        let mut fields: Map<String, Value> = params
-            .remove("_meta")
-            .and_then(|m| serde_json::from_str(m.get()).ok())
-            .unwrap_or_default();
+        let mut fields: Map<String, Value> = params.remove("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
         fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
         // Until input requests are bridged between eras, upstreams must not ask legacy callers for
         // input: the capabilities that would allow it are withheld.
@@ -202,17 +155,8 @@ impl LegacyState {
         if let Some(level) = self.level(session) {
             fields.insert(keys::LOG_LEVEL.into(), level.into());
         }
-        let meta = RequestMeta {
-            protocol_version: MODERN_VERSION.into(),
-            fields,
-        };
-        Ok(Action::Forward(Request {
-            id,
-            method,
-            params,
-            meta,
-            param_headers: None,
-        }))
+        let meta = RequestMeta { protocol_version: MODERN_VERSION.into(), fields };
+        Ok(Action::Forward(Request { id, method, params, meta, param_headers: None }))
     }
 }
 
@@ -235,21 +179,13 @@ async fn internal(svc: &dyn Service, method: &str) -> Result<Value, RpcError> {
         id: RawValue::from_string("0".into()).map_err(|e| RpcError::internal(e.to_string()))?,
         method: method.into(),
         params: RawObject::default(),
-        meta: RequestMeta {
-            protocol_version: MODERN_VERSION.into(),
-            fields,
-        },
+        meta: RequestMeta { protocol_version: MODERN_VERSION.into(), fields },
         param_headers: None,
     };
     match svc.handle(req).await.outcome().await {
-        Outcome::Result(raw) => {
-            serde_json::from_str(raw.get()).map_err(|e| RpcError::internal(e.to_string()))
-        }
+        Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| RpcError::internal(e.to_string())),
         Outcome::Error(e) => Err(e),
-        Outcome::UpstreamError(raw) => Err(RpcError::internal(format!(
-            "{method} failed: {}",
-            raw.get()
-        ))),
+        Outcome::UpstreamError(raw) => Err(RpcError::internal(format!("{method} failed: {}", raw.get()))),
     }
 }
 
@@ -262,12 +198,7 @@ pub fn downgrade(outcome: Outcome) -> Outcome {
     let Ok(mut obj) = serde_json::from_str::<RawObject>(raw.get()) else {
         return Outcome::Result(raw);
     };
-    if obj
-        .parse::<String>("resultType")
-        .and_then(Result::ok)
-        .as_deref()
-        == Some("input_required")
-    {
+    if obj.parse::<String>("resultType").and_then(Result::ok).as_deref() == Some("input_required") {
         return Outcome::Error(RpcError::internal(
             "The upstream asked for client input (elicitation, sampling or roots), which mcpgate does not yet bridge to legacy clients",
         ));
@@ -276,10 +207,7 @@ pub fn downgrade(outcome: Outcome) -> Outcome {
     for key in ["resultType", "ttlMs", "cacheScope"] {
         changed |= obj.remove(key).is_some();
     }
-    if obj
-        .get("structuredContent")
-        .is_some_and(|v| !v.get().trim_start().starts_with('{'))
-    {
+    if obj.get("structuredContent").is_some_and(|v| !v.get().trim_start().starts_with('{')) {
         obj.remove("structuredContent");
         changed = true;
     }
@@ -311,40 +239,25 @@ mod tests {
 
     #[test]
     fn downgrades_modern_results() {
-        let raw = RawValue::from_string(r#"{"resultType":"complete","content":[],"structuredContent":[1,2],"ttlMs":0,"cacheScope":"public"}"#.into()).unwrap();
-        let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else {
-            panic!()
-        };
+        let raw = RawValue::from_string(
+            r#"{"resultType":"complete","content":[],"structuredContent":[1,2],"ttlMs":0,"cacheScope":"public"}"#.into(),
+        )
+        .unwrap();
+        let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else { panic!() };
         assert_eq!(out.get(), r#"{"content":[]}"#);
-        let raw =
-            RawValue::from_string(r#"{"content":[],"structuredContent":{"a":1}}"#.into()).unwrap();
-        let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else {
-            panic!()
-        };
+        let raw = RawValue::from_string(r#"{"content":[],"structuredContent":{"a":1}}"#.into()).unwrap();
+        let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else { panic!() };
         assert_eq!(out.get(), r#"{"content":[],"structuredContent":{"a":1}}"#);
-        let raw =
-            RawValue::from_string(r#"{"resultType":"input_required","requestState":"x"}"#.into())
-                .unwrap();
+        let raw = RawValue::from_string(r#"{"resultType":"input_required","requestState":"x"}"#.into()).unwrap();
         assert!(matches!(downgrade(Outcome::Result(raw)), Outcome::Error(_)));
     }
 
     #[test]
     fn sessions_open_on_any_replica_with_the_key_and_end_locally() {
         let key = [9u8; 32];
-        let a = LegacyState::new(
-            Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()),
-            Duration::from_secs(60),
-        );
-        let b = LegacyState::new(
-            Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()),
-            Duration::from_secs(60),
-        );
-        let s = Session {
-            sid: "s1".into(),
-            v: "2025-11-25".into(),
-            caps: json!({}),
-            info: json!({}),
-        };
+        let a = LegacyState::new(Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()), Duration::from_secs(60));
+        let b = LegacyState::new(Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()), Duration::from_secs(60));
+        let s = Session { sid: "s1".into(), v: "2025-11-25".into(), caps: json!({}), info: json!({}) };
         let token = a.sealer.seal(SESSION_PURPOSE, &s).unwrap();
         let mut h = HeaderMap::new();
         h.insert("mcp-session-id", token.parse().unwrap());
@@ -353,9 +266,6 @@ mod tests {
         assert_eq!(a.session(&h).unwrap_err().status, StatusCode::NOT_FOUND);
         h.insert("mcp-session-id", "forged".parse().unwrap());
         assert_eq!(b.session(&h).unwrap_err().status, StatusCode::NOT_FOUND);
-        assert_eq!(
-            b.session(&HeaderMap::new()).unwrap_err().status,
-            StatusCode::BAD_REQUEST
-        );
+        assert_eq!(b.session(&HeaderMap::new()).unwrap_err().status, StatusCode::BAD_REQUEST);
     }
 }

@@ -27,22 +27,11 @@ fn accepted() -> Response<Body> {
     r
 }
 
-pub async fn post(
-    svc: &dyn Service,
-    st: &LegacyState,
-    headers: &HeaderMap,
-    msg: Message,
-    kind: MsgKind,
-) -> Response<Body> {
-    if let Some(v) = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
+pub async fn post(svc: &dyn Service, st: &LegacyState, headers: &HeaderMap, msg: Message, kind: MsgKind) -> Response<Body> {
+    if let Some(v) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
         && !is_legacy_version(v.trim())
     {
-        return render::error(
-            msg.id.as_deref(),
-            &RpcError::invalid_request(format!("Unsupported MCP-Protocol-Version: {v}")),
-        );
+        return render::error(msg.id.as_deref(), &RpcError::invalid_request(format!("Unsupported MCP-Protocol-Version: {v}")));
     }
     if kind == MsgKind::Request && msg.method.as_deref() == Some("initialize") {
         return match st.initialize(svc, &msg).await {
@@ -70,10 +59,9 @@ pub async fn post(
             let id = msg.id.clone();
             match st.request(&session, msg) {
                 Err(e) => render::error(id.as_deref(), &e),
-                Ok(Action::Answer(result)) => render::json(
-                    StatusCode::OK,
-                    jsonrpc::result_message(id.as_deref().unwrap_or(RawNull::get()), &result),
-                ),
+                Ok(Action::Answer(result)) => {
+                    render::json(StatusCode::OK, jsonrpc::result_message(id.as_deref().unwrap_or(RawNull::get()), &result))
+                }
                 Ok(Action::Forward(req)) => {
                     let id = req.id.clone();
                     let reply = downgrade_reply(svc.handle(req).await);
@@ -85,12 +73,7 @@ pub async fn post(
 }
 
 /// GET (the standalone server-to-client stream) or DELETE (end of session).
-pub fn get_or_delete(
-    svc: &dyn Service,
-    st: &LegacyState,
-    method: &Method,
-    headers: &HeaderMap,
-) -> Response<Body> {
+pub fn get_or_delete(svc: &dyn Service, st: &LegacyState, method: &Method, headers: &HeaderMap) -> Response<Body> {
     let session = match st.session(headers) {
         Ok(s) => s,
         Err(e) => return render::error(None, &e),
@@ -101,21 +84,13 @@ pub fn get_or_delete(
         return render::plain(StatusCode::OK, "");
     }
     if method != Method::GET {
-        return render::error(
-            None,
-            &RpcError::invalid_request("method not allowed")
-                .with_status(StatusCode::METHOD_NOT_ALLOWED),
-        );
+        return render::error(None, &RpcError::invalid_request("method not allowed").with_status(StatusCode::METHOD_NOT_ALLOWED));
     }
-    let accept = headers
-        .get(ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+    let accept = headers.get(ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
     if !accept.contains("text/event-stream") && !accept.contains("*/*") {
         return render::error(
             None,
-            &RpcError::invalid_request("GET needs Accept: text/event-stream")
-                .with_status(StatusCode::NOT_ACCEPTABLE),
+            &RpcError::invalid_request("GET needs Accept: text/event-stream").with_status(StatusCode::NOT_ACCEPTABLE),
         );
     }
     stream(svc.changes())
@@ -151,10 +126,7 @@ fn stream(changes: Option<broadcast::Receiver<Kind>>) -> Response<Body> {
     });
     let mut r = Response::new(BodyExt::boxed(StreamBody::new(events)));
     let h = r.headers_mut();
-    h.insert(
-        CONTENT_TYPE,
-        http::HeaderValue::from_static("text/event-stream"),
-    );
+    h.insert(CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
     h.insert(CACHE_CONTROL, http::HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     r

@@ -13,15 +13,8 @@ use crate::protocol::{MODERN_METHODS, SUPPORTED_VERSIONS, name_param_of};
 use http::HeaderMap;
 
 /// Methods of the legacy eras that 2026-07-28 removed.
-const REMOVED_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "tasks/list",
-    "tasks/result",
-];
+const REMOVED_METHODS: &[&str] =
+    &["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "tasks/list", "tasks/result"];
 
 /// Checks a request and builds the internal [`Request`]. `headers` is `None` on stdio.
 pub fn to_request(msg: Message, headers: Option<&HeaderMap>) -> Result<Request, RpcError> {
@@ -37,8 +30,8 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>) -> Result<Request, 
     }
     let (params, meta) = split_params(msg.params.as_deref())?;
     if let Some(h) = headers {
-        let header_version = single(h, "mcp-protocol-version")?
-            .ok_or_else(|| RpcError::header_mismatch("missing MCP-Protocol-Version header"))?;
+        let header_version =
+            single(h, "mcp-protocol-version")?.ok_or_else(|| RpcError::header_mismatch("missing MCP-Protocol-Version header"))?;
         if header_version != meta.protocol_version {
             return Err(RpcError::header_mismatch(format!(
                 "MCP-Protocol-Version header value {} does not match body value {}",
@@ -48,15 +41,11 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>) -> Result<Request, 
         }
     }
     if !SUPPORTED_VERSIONS.contains(&meta.protocol_version.as_str()) {
-        return Err(RpcError::unsupported_version(
-            &meta.protocol_version,
-            SUPPORTED_VERSIONS,
-        ));
+        return Err(RpcError::unsupported_version(&meta.protocol_version, SUPPORTED_VERSIONS));
     }
     let mut param_headers = None;
     if let Some(h) = headers {
-        let header_method = single(h, "mcp-method")?
-            .ok_or_else(|| RpcError::header_mismatch("missing Mcp-Method header"))?;
+        let header_method = single(h, "mcp-method")?.ok_or_else(|| RpcError::header_mismatch("missing Mcp-Method header"))?;
         if header_method != method {
             return Err(RpcError::header_mismatch(format!(
                 "Mcp-Method header value {} does not match body value {}",
@@ -68,22 +57,13 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>) -> Result<Request, 
             let body = match params.parse::<String>(field) {
                 Some(Ok(v)) => v,
                 _ => {
-                    return Err(RpcError::invalid_params(format!(
-                        "{method} needs params.{field} (a string)"
-                    )));
+                    return Err(RpcError::invalid_params(format!("{method} needs params.{field} (a string)")));
                 }
             };
-            let raw = single_raw(h, "mcp-name")?.ok_or_else(|| {
-                RpcError::header_mismatch(format!(
-                    "missing Mcp-Name header (expected {})",
-                    describe(&body)
-                ))
-            })?;
+            let raw = single_raw(h, "mcp-name")?
+                .ok_or_else(|| RpcError::header_mismatch(format!("missing Mcp-Name header (expected {})", describe(&body))))?;
             let decoded = headers::decode(raw).map_err(|e| {
-                RpcError::header_mismatch(format!(
-                    "Mcp-Name header value {} is invalid: {e}",
-                    describe(&String::from_utf8_lossy(raw))
-                ))
+                RpcError::header_mismatch(format!("Mcp-Name header value {} is invalid: {e}", describe(&String::from_utf8_lossy(raw))))
             })?;
             if decoded != body {
                 return Err(RpcError::header_mismatch(format!(
@@ -97,25 +77,15 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>) -> Result<Request, 
         for (name, value) in h {
             if name.as_str().starts_with(HEADER_PREFIX) {
                 if params_seen.iter().any(|(n, _)| n == name.as_str()) {
-                    return Err(RpcError::header_mismatch(format!(
-                        "{name} header appears more than once"
-                    )));
+                    return Err(RpcError::header_mismatch(format!("{name} header appears more than once")));
                 }
                 params_seen.push((name.as_str().to_string(), value.as_bytes().to_vec()));
             }
         }
         param_headers = Some(params_seen);
     }
-    let id = msg
-        .id
-        .ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
-    Ok(Request {
-        id,
-        method,
-        params,
-        meta,
-        param_headers,
-    })
+    let id = msg.id.ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
+    Ok(Request { id, method, params, meta, param_headers })
 }
 
 /// A header that must appear at most once, as trimmed text.
@@ -123,12 +93,8 @@ fn single(h: &HeaderMap, name: &str) -> Result<Option<String>, RpcError> {
     match single_raw(h, name)? {
         None => Ok(None),
         Some(raw) => match std::str::from_utf8(raw) {
-            Ok(s) if s.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\t') => {
-                Ok(Some(s.trim().to_string()))
-            }
-            _ => Err(RpcError::header_mismatch(format!(
-                "{name} header contains invalid characters"
-            ))),
+            Ok(s) if s.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\t') => Ok(Some(s.trim().to_string())),
+            _ => Err(RpcError::header_mismatch(format!("{name} header contains invalid characters"))),
         },
     }
 }
@@ -137,9 +103,7 @@ fn single_raw<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a [u8]>, RpcE
     let mut values = h.get_all(name).iter();
     let first = values.next();
     if values.next().is_some() {
-        return Err(RpcError::header_mismatch(format!(
-            "{name} header appears more than once"
-        )));
+        return Err(RpcError::header_mismatch(format!("{name} header appears more than once")));
     }
     Ok(first.map(|v| v.as_bytes()))
 }

@@ -13,11 +13,7 @@ pub struct OriginPolicy {
 
 fn is_loopback_host(host: &str) -> bool {
     let name = strip_port(host);
-    name.eq_ignore_ascii_case("localhost")
-        || name == "[::1]"
-        || name
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    name.eq_ignore_ascii_case("localhost") || name == "[::1]" || name.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 fn strip_port(host: &str) -> &str {
@@ -37,14 +33,8 @@ impl OriginPolicy {
     pub fn new(listen: SocketAddr, allowed_origins: &[String], allowed_hosts: &[String]) -> Self {
         OriginPolicy {
             loopback_listener: listen.ip().is_loopback(),
-            allowed_origins: allowed_origins
-                .iter()
-                .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
-                .collect(),
-            allowed_hosts: allowed_hosts
-                .iter()
-                .map(|h| h.to_ascii_lowercase())
-                .collect(),
+            allowed_origins: allowed_origins.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect(),
+            allowed_hosts: allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
         }
     }
 
@@ -52,14 +42,9 @@ impl OriginPolicy {
     pub fn check(&self, origin: Option<&str>, host: Option<&str>) -> Result<(), String> {
         if let Some(host) = host {
             let h = host.to_ascii_lowercase();
-            let listed = self
-                .allowed_hosts
-                .iter()
-                .any(|a| *a == h || *a == strip_port(&h));
+            let listed = self.allowed_hosts.iter().any(|a| *a == h || *a == strip_port(&h));
             if self.loopback_listener && !is_loopback_host(&h) && !listed {
-                return Err(format!(
-                    "Host '{host}' is not allowed on a loopback listener (add it to server.allowed_hosts)"
-                ));
+                return Err(format!("Host '{host}' is not allowed on a loopback listener (add it to server.allowed_hosts)"));
             }
             if !self.loopback_listener && !self.allowed_hosts.is_empty() && !listed {
                 return Err(format!("Host '{host}' is not in server.allowed_hosts"));
@@ -70,13 +55,10 @@ impl OriginPolicy {
             if self.allowed_origins.iter().any(|a| *a == o || a == "*") {
                 return Ok(());
             }
-            let loopback_origin = o.split_once("://").is_some_and(|(scheme, rest)| {
-                matches!(scheme, "http" | "https") && is_loopback_host(rest)
-            });
+            let loopback_origin =
+                o.split_once("://").is_some_and(|(scheme, rest)| matches!(scheme, "http" | "https") && is_loopback_host(rest));
             if !(self.loopback_listener && loopback_origin) {
-                return Err(format!(
-                    "Origin '{origin}' is not allowed (add it to server.allowed_origins)"
-                ));
+                return Err(format!("Origin '{origin}' is not allowed (add it to server.allowed_origins)"));
             }
         }
         Ok(())
@@ -88,11 +70,7 @@ mod tests {
     use super::*;
 
     fn local() -> OriginPolicy {
-        OriginPolicy::new(
-            "127.0.0.1:8811".parse().unwrap(),
-            &["https://app.example.com".into()],
-            &[],
-        )
+        OriginPolicy::new("127.0.0.1:8811".parse().unwrap(), &["https://app.example.com".into()], &[])
     }
 
     #[test]
@@ -109,35 +87,19 @@ mod tests {
     #[test]
     fn origins_must_be_loopback_or_listed() {
         let p = local();
-        assert!(
-            p.check(Some("http://localhost:3000"), Some("localhost:8811"))
-                .is_ok()
-        );
-        assert!(
-            p.check(Some("https://app.example.com/"), Some("localhost:8811"))
-                .is_ok()
-        );
-        assert!(
-            p.check(Some("https://evil.example.com"), Some("localhost:8811"))
-                .is_err()
-        );
+        assert!(p.check(Some("http://localhost:3000"), Some("localhost:8811")).is_ok());
+        assert!(p.check(Some("https://app.example.com/"), Some("localhost:8811")).is_ok());
+        assert!(p.check(Some("https://evil.example.com"), Some("localhost:8811")).is_err());
         assert!(p.check(Some("null"), Some("localhost:8811")).is_err());
     }
 
     #[test]
     fn public_listener_checks_listed_hosts_and_origins() {
-        let p = OriginPolicy::new(
-            "0.0.0.0:80".parse().unwrap(),
-            &[],
-            &["mcp.example.com".into()],
-        );
+        let p = OriginPolicy::new("0.0.0.0:80".parse().unwrap(), &[], &["mcp.example.com".into()]);
         assert!(p.check(None, Some("mcp.example.com")).is_ok());
         assert!(p.check(None, Some("mcp.example.com:443")).is_ok());
         assert!(p.check(None, Some("other.example.com")).is_err());
-        assert!(
-            p.check(Some("http://localhost:1"), Some("mcp.example.com"))
-                .is_err()
-        );
+        assert!(p.check(Some("http://localhost:1"), Some("mcp.example.com")).is_err());
         let open = OriginPolicy::new("0.0.0.0:80".parse().unwrap(), &[], &[]);
         assert!(open.check(None, Some("anything")).is_ok());
     }

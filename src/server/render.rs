@@ -25,10 +25,7 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 pub fn json(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
     let mut r = Response::new(full(bytes));
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
+    r.headers_mut().insert(CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
     r
 }
 
@@ -39,10 +36,7 @@ pub fn error(id: Option<&RawValue>, e: &RpcError) -> Response<Body> {
 pub fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
     let mut r = Response::new(full(text));
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        CONTENT_TYPE,
-        http::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    r.headers_mut().insert(CONTENT_TYPE, http::HeaderValue::from_static("text/plain; charset=utf-8"));
     r
 }
 
@@ -54,10 +48,7 @@ pub fn outcome_message(id: &RawValue, outcome: &Outcome) -> (StatusCode, Vec<u8>
         Outcome::UpstreamError(raw) => {
             let (code, fixed) = normalise_upstream_error(raw);
             let status = errors::status_for(code);
-            (
-                status,
-                jsonrpc::error_message_raw(Some(id), fixed.as_deref().unwrap_or(raw)),
-            )
+            (status, jsonrpc::error_message_raw(Some(id), fixed.as_deref().unwrap_or(raw)))
         }
     }
 }
@@ -67,18 +58,12 @@ fn normalise_upstream_error(raw: &RawValue) -> (i64, Option<Box<RawValue>>) {
     let Ok(mut obj) = serde_json::from_str::<RawObject>(raw.get()) else {
         return (errors::INTERNAL_ERROR, None);
     };
-    let code = obj
-        .parse::<i64>("code")
-        .and_then(Result::ok)
-        .unwrap_or(errors::INTERNAL_ERROR);
+    let code = obj.parse::<i64>("code").and_then(Result::ok).unwrap_or(errors::INTERNAL_ERROR);
     let modern = errors::modernise_rc_code(code);
     if modern == code {
         return (code, None);
     }
-    let fixed = obj
-        .set_json("code", &modern)
-        .ok()
-        .and_then(|_| obj.to_raw().ok());
+    let fixed = obj.set_json("code", &modern).ok().and_then(|_| obj.to_raw().ok());
     (modern, fixed)
 }
 
@@ -115,10 +100,7 @@ fn sse(id: Box<RawValue>, stream: EventStream) -> Response<Body> {
     let events = futures_util::stream::unfold(Some((stream, id)), |state| async move {
         let (mut stream, id) = state?;
         match stream.next().await {
-            Some(Event::Notification(n)) => Some((
-                Ok::<_, Infallible>(Frame::data(sse_event(n))),
-                Some((stream, id)),
-            )),
+            Some(Event::Notification(n)) => Some((Ok::<_, Infallible>(Frame::data(sse_event(n))), Some((stream, id)))),
             Some(Event::Done(o)) => {
                 let (_, bytes) = outcome_message(&id, &o);
                 Some((Ok(Frame::data(sse_event(bytes))), None))
@@ -128,10 +110,7 @@ fn sse(id: Box<RawValue>, stream: EventStream) -> Response<Body> {
     });
     let mut r = Response::new(BodyExt::boxed(StreamBody::new(events)));
     let h = r.headers_mut();
-    h.insert(
-        CONTENT_TYPE,
-        http::HeaderValue::from_static("text/event-stream"),
-    );
+    h.insert(CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
     h.insert(CACHE_CONTROL, http::HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     r
@@ -147,12 +126,8 @@ mod tests {
         let raw = RawValue::from_string(r#"{"code":-32001,"message":"m"}"#.into()).unwrap();
         let (status, bytes) = outcome_message(&id, &Outcome::UpstreamError(raw));
         assert_eq!(status, StatusCode::BAD_REQUEST);
-        assert_eq!(
-            String::from_utf8(bytes).unwrap(),
-            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32020,"message":"m"}}"#
-        );
-        let raw =
-            RawValue::from_string(r#"{"code":-32602,"message":"Unknown tool"}"#.into()).unwrap();
+        assert_eq!(String::from_utf8(bytes).unwrap(), r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32020,"message":"m"}}"#);
+        let raw = RawValue::from_string(r#"{"code":-32602,"message":"Unknown tool"}"#.into()).unwrap();
         let (status, bytes) = outcome_message(&id, &Outcome::UpstreamError(raw));
         assert_eq!(status, StatusCode::OK);
         assert!(String::from_utf8(bytes).unwrap().contains("-32602"));

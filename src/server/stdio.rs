@@ -40,12 +40,7 @@ pub async fn serve(
         let line = match line {
             Ok(l) => l,
             Err(e) => {
-                let _ = out_tx
-                    .send(jsonrpc::error_message(
-                        None,
-                        &RpcError::invalid_request(format!("unreadable input line: {e}")),
-                    ))
-                    .await;
+                let _ = out_tx.send(jsonrpc::error_message(None, &RpcError::invalid_request(format!("unreadable input line: {e}")))).await;
                 continue;
             }
         };
@@ -61,12 +56,7 @@ pub async fn serve(
         };
         match msg.kind() {
             Err(e) => {
-                let _ = out_tx
-                    .send(jsonrpc::error_message(
-                        msg.id.as_deref().filter(|i| jsonrpc::valid_id(i).is_ok()),
-                        &e,
-                    ))
-                    .await;
+                let _ = out_tx.send(jsonrpc::error_message(msg.id.as_deref().filter(|i| jsonrpc::valid_id(i).is_ok()), &e)).await;
             }
             Ok(Kind::Response) => {}
             Ok(Kind::Notification) => {
@@ -82,11 +72,7 @@ pub async fn serve(
                 }
             }
             Ok(Kind::Request) => {
-                let key = msg
-                    .id
-                    .as_ref()
-                    .map(|i| i.get().to_string())
-                    .unwrap_or_default();
+                let key = msg.id.as_ref().map(|i| i.get().to_string()).unwrap_or_default();
                 let id = msg.id.clone();
                 let request = match modern::to_request(msg, None) {
                     Ok(r) => r,

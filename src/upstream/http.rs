@@ -38,14 +38,8 @@ pub fn new_http_client() -> HttpClient {
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(Duration::from_secs(10)));
-    let connector = builder
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(http);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .build(connector)
+    let connector = builder.https_or_http().enable_http1().enable_http2().wrap_connector(http);
+    Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).build(connector)
 }
 
 pub struct HttpTransport {
@@ -69,12 +63,7 @@ impl HttpTransport {
         }
     }
 
-    fn request(
-        &self,
-        id: u64,
-        call: &Call,
-        version: &str,
-    ) -> Result<Request<Full<Bytes>>, crate::protocol::errors::RpcError> {
+    fn request(&self, id: u64, call: &Call, version: &str) -> Result<Request<Full<Bytes>>, crate::protocol::errors::RpcError> {
         let body = call.encode(id)?;
         let mut b = Request::post(self.url.clone());
         for (k, v) in &self.headers {
@@ -91,8 +80,7 @@ impl HttpTransport {
         for (k, v) in &call.param_headers {
             b = b.header(k.as_str(), v.as_str());
         }
-        b.body(Full::new(Bytes::from(body)))
-            .map_err(|e| unavailable(&self.id, format!("cannot build the request: {e}")))
+        b.body(Full::new(Bytes::from(body))).map_err(|e| unavailable(&self.id, format!("cannot build the request: {e}")))
     }
 
     pub async fn send(&self, id: u64, call: &Call, version: &str, deadline: Instant) -> Reply {
@@ -106,27 +94,14 @@ impl HttpTransport {
             Ok(Ok(r)) => r,
         };
         let status = resp.status();
-        let ctype = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
+        let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status.is_success() && ctype.starts_with("text/event-stream") {
             return Reply::Stream(self.relay(resp.into_body(), id));
         }
-        let bytes = match timeout_at(
-            deadline,
-            Limited::new(resp.into_body(), self.max_bytes).collect(),
-        )
-        .await
-        {
+        let bytes = match timeout_at(deadline, Limited::new(resp.into_body(), self.max_bytes).collect()).await {
             Err(_) => return Reply::error(timed_out(&self.id, self.timeout)),
             Ok(Err(e)) => {
-                return Reply::error(unavailable(
-                    &self.id,
-                    format!("reading the response failed: {e}"),
-                ));
+                return Reply::error(unavailable(&self.id, format!("reading the response failed: {e}")));
             }
             Ok(Ok(c)) => c.to_bytes(),
         };
@@ -151,12 +126,8 @@ impl HttpTransport {
                 let chunk = match frame {
                     None => break,
                     Some(Err(e)) => {
-                        let _ = tx
-                            .send(Event::Done(Outcome::Error(unavailable(
-                                &upstream,
-                                format!("the response stream failed: {e}"),
-                            ))))
-                            .await;
+                        let _ =
+                            tx.send(Event::Done(Outcome::Error(unavailable(&upstream, format!("the response stream failed: {e}"))))).await;
                         return;
                     }
                     Some(Ok(f)) => match f.into_data() {
@@ -168,10 +139,7 @@ impl HttpTransport {
                     Ok(ev) => ev,
                     Err(e) => {
                         let _ = tx
-                            .send(Event::Done(Outcome::Error(unavailable(
-                                &upstream,
-                                format!("an SSE event exceeded {} bytes", e.0),
-                            ))))
+                            .send(Event::Done(Outcome::Error(unavailable(&upstream, format!("an SSE event exceeded {} bytes", e.0)))))
                             .await;
                         return;
                     }
@@ -185,9 +153,7 @@ impl HttpTransport {
                         continue;
                     };
                     match msg.kind() {
-                        Ok(Kind::Response)
-                            if msg.id.as_ref().is_some_and(|i| i.get() == want_id) =>
-                        {
+                        Ok(Kind::Response) if msg.id.as_ref().is_some_and(|i| i.get() == want_id) => {
                             let _ = tx.send(Event::Done(final_outcome(msg))).await;
                             return;
                         }
@@ -202,12 +168,7 @@ impl HttpTransport {
                     }
                 }
             }
-            let _ = tx
-                .send(Event::Done(Outcome::Error(unavailable(
-                    &upstream,
-                    "the response stream ended before the response",
-                ))))
-                .await;
+            let _ = tx.send(Event::Done(Outcome::Error(unavailable(&upstream, "the response stream ended before the response")))).await;
         });
         EventStream::new(rx)
     }
@@ -217,20 +178,14 @@ fn final_outcome(m: Message) -> Outcome {
     match (m.result, m.error) {
         (Some(r), _) => Outcome::Result(r),
         (None, Some(e)) => Outcome::UpstreamError(e),
-        (None, None) => Outcome::Error(crate::protocol::errors::RpcError::internal(
-            "response without result or error",
-        )),
+        (None, None) => Outcome::Error(crate::protocol::errors::RpcError::internal("response without result or error")),
     }
 }
 
 fn describe_status(status: StatusCode, body: &[u8]) -> String {
     let text: String = String::from_utf8_lossy(body).chars().take(200).collect();
     let text = text.trim();
-    if text.is_empty() {
-        format!("HTTP {status} without a JSON-RPC response")
-    } else {
-        format!("HTTP {status}: {text}")
-    }
+    if text.is_empty() { format!("HTTP {status} without a JSON-RPC response") } else { format!("HTTP {status}: {text}") }
 }
 
 fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {

@@ -44,17 +44,9 @@ impl Call {
     /// The JSON-RPC request line for upstream id `id`.
     fn encode(&self, id: u64) -> Result<Vec<u8>, RpcError> {
         let mut params = self.params.clone();
-        params
-            .set_json("_meta", &self.meta)
-            .map_err(|e| RpcError::internal(format!("cannot encode _meta: {e}")))?;
-        let raw = params
-            .to_raw()
-            .map_err(|e| RpcError::internal(format!("cannot encode params: {e}")))?;
-        Ok(jsonrpc::request_message(
-            &id.to_string(),
-            &self.method,
-            &raw,
-        ))
+        params.set_json("_meta", &self.meta).map_err(|e| RpcError::internal(format!("cannot encode _meta: {e}")))?;
+        let raw = params.to_raw().map_err(|e| RpcError::internal(format!("cannot encode params: {e}")))?;
+        Ok(jsonrpc::request_message(&id.to_string(), &self.method, &raw))
     }
 }
 
@@ -96,9 +88,7 @@ impl UpstreamState {
 
     /// Whether the upstream declared a server capability (`tools`, `prompts`, ...).
     pub fn offers(&self, capability: &str) -> bool {
-        self.capabilities
-            .as_ref()
-            .is_some_and(|c| c.get(capability).is_some_and(|v| !v.is_null()))
+        self.capabilities.as_ref().is_some_and(|c| c.get(capability).is_some_and(|v| !v.is_null()))
     }
 }
 
@@ -116,35 +106,23 @@ pub struct Upstream {
 }
 
 pub fn unavailable(id: &str, reason: impl std::fmt::Display) -> RpcError {
-    RpcError::internal(format!("Upstream '{id}' is unavailable: {reason}"))
-        .with_data(json!({ "upstream": id }))
+    RpcError::internal(format!("Upstream '{id}' is unavailable: {reason}")).with_data(json!({ "upstream": id }))
 }
 
 pub fn timed_out(id: &str, after: Duration) -> RpcError {
-    RpcError::internal(format!(
-        "Upstream '{id}' did not answer within {}",
-        humantime::format_duration(after)
-    ))
-    .with_data(json!({ "upstream": id }))
+    RpcError::internal(format!("Upstream '{id}' did not answer within {}", humantime::format_duration(after)))
+        .with_data(json!({ "upstream": id }))
 }
 
 impl Upstream {
     pub fn new(index: usize, cfg: UpstreamConfig, client: HttpClient) -> Upstream {
         let transport = match &cfg.transport {
-            TransportConfig::Http { url } => Transport::Http(Box::new(
-                self::http::HttpTransport::new(&cfg, url.clone(), client),
-            )),
-            TransportConfig::Stdio { command, env, cwd } => Transport::Stdio(
-                stdio::StdioTransport::new(&cfg, command.clone(), env.clone(), cwd.clone()),
-            ),
+            TransportConfig::Http { url } => Transport::Http(Box::new(self::http::HttpTransport::new(&cfg, url.clone(), client))),
+            TransportConfig::Stdio { command, env, cwd } => {
+                Transport::Stdio(stdio::StdioTransport::new(&cfg, command.clone(), env.clone(), cwd.clone()))
+            }
         };
-        Upstream {
-            index,
-            cfg,
-            transport,
-            state: ArcSwap::from_pointee(UpstreamState::default()),
-            next_id: AtomicU64::new(1),
-        }
+        Upstream { index, cfg, transport, state: ArcSwap::from_pointee(UpstreamState::default()), next_id: AtomicU64::new(1) }
     }
 
     pub fn id(&self) -> &str {
@@ -157,19 +135,9 @@ impl Upstream {
 
     /// Sends one request; the reply is JSON or a stream exactly as the upstream answered.
     pub async fn call(&self, mut call: Call) -> Reply {
-        let version = self
-            .state
-            .load()
-            .version
-            .clone()
-            .unwrap_or_else(|| MODERN_VERSION.to_string());
-        call.meta.insert(
-            keys::PROTOCOL_VERSION.into(),
-            Value::String(version.clone()),
-        );
-        call.meta
-            .entry(keys::CLIENT_CAPABILITIES)
-            .or_insert_with(|| json!({}));
+        let version = self.state.load().version.clone().unwrap_or_else(|| MODERN_VERSION.to_string());
+        call.meta.insert(keys::PROTOCOL_VERSION.into(), Value::String(version.clone()));
+        call.meta.entry(keys::CLIENT_CAPABILITIES).or_insert_with(|| json!({}));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.cfg.timeout;
         let reply = match &self.transport {
@@ -177,9 +145,7 @@ impl Upstream {
             Transport::Stdio(t) => t.send(id, &call, deadline).await,
         };
         let reply = match reply {
-            Reply::Stream(s) => {
-                Reply::Stream(s.with_deadline(deadline, timed_out(self.id(), self.cfg.timeout)))
-            }
+            Reply::Stream(s) => Reply::Stream(s.with_deadline(deadline, timed_out(self.id(), self.cfg.timeout))),
             single => single,
         };
         reply.settle().await
@@ -187,13 +153,7 @@ impl Upstream {
 
     /// A request the gateway makes on its own behalf (probe, lists), with its own `_meta`.
     async fn internal(&self, method: &str, params: RawObject) -> Result<Box<RawValue>, Outcome> {
-        let call = Call {
-            method: method.into(),
-            params,
-            meta: gateway_meta(),
-            name: None,
-            param_headers: Vec::new(),
-        };
+        let call = Call { method: method.into(), params, meta: gateway_meta(), name: None, param_headers: Vec::new() };
         match self.call(call).await.outcome().await {
             Outcome::Result(r) => Ok(r),
             other => Err(other),
@@ -225,20 +185,12 @@ impl Upstream {
             Ok(raw) => raw,
             Err(o) => return Err(describe_probe_failure(o)),
         };
-        let d: DiscoverResult = serde_json::from_str(discover.get())
-            .map_err(|e| format!("server/discover returned an unexpected result: {e}"))?;
+        let d: DiscoverResult =
+            serde_json::from_str(discover.get()).map_err(|e| format!("server/discover returned an unexpected result: {e}"))?;
         if !d.supported_versions.iter().any(|v| v == MODERN_VERSION) {
-            return Err(format!(
-                "it supports protocol versions {:?}, not {MODERN_VERSION}",
-                d.supported_versions
-            ));
+            return Err(format!("it supports protocol versions {:?}, not {MODERN_VERSION}", d.supported_versions));
         }
-        let server_info = d
-            .meta
-            .as_ref()
-            .and_then(|m| m.get(keys::SERVER_INFO))
-            .cloned()
-            .or(d.server_info);
+        let server_info = d.meta.as_ref().and_then(|m| m.get(keys::SERVER_INFO)).cloned().or(d.server_info);
         let mut state = UpstreamState {
             version: Some(MODERN_VERSION.into()),
             capabilities: Some(d.capabilities.clone()),
@@ -247,12 +199,9 @@ impl Upstream {
             ..Default::default()
         };
         state.ttl_ms = u64::MAX;
-        for (kind, capability) in [
-            (Kind::Tool, "tools"),
-            (Kind::Prompt, "prompts"),
-            (Kind::Resource, "resources"),
-            (Kind::Template, "resources"),
-        ] {
+        for (kind, capability) in
+            [(Kind::Tool, "tools"), (Kind::Prompt, "prompts"), (Kind::Resource, "resources"), (Kind::Template, "resources")]
+        {
             if state.offers(capability) {
                 self.list_all(kind, &mut state).await?;
             }
@@ -283,33 +232,18 @@ impl Upstream {
             if let Some(c) = &cursor {
                 params.set_json("cursor", c).map_err(|e| e.to_string())?;
             }
-            let raw = self
-                .internal(method, params)
-                .await
-                .map_err(|o| format!("{method} failed: {}", describe_outcome(&o)))?;
-            let page: RawObject = serde_json::from_str(raw.get())
-                .map_err(|e| format!("{method} returned an unexpected result: {e}"))?;
+            let raw = self.internal(method, params).await.map_err(|o| format!("{method} failed: {}", describe_outcome(&o)))?;
+            let page: RawObject = serde_json::from_str(raw.get()).map_err(|e| format!("{method} returned an unexpected result: {e}"))?;
             match page.parse::<Vec<Box<RawValue>>>(kind.list_key()) {
                 Some(Ok(list)) => items.extend(list),
                 Some(Err(e)) => {
-                    return Err(format!(
-                        "{method} returned an invalid \"{}\": {e}",
-                        kind.list_key()
-                    ));
+                    return Err(format!("{method} returned an invalid \"{}\": {e}", kind.list_key()));
                 }
                 None => {}
             }
-            let ttl = page
-                .parse::<i64>("ttlMs")
-                .and_then(Result::ok)
-                .unwrap_or(0)
-                .max(0) as u64;
+            let ttl = page.parse::<i64>("ttlMs").and_then(Result::ok).unwrap_or(0).max(0) as u64;
             state.ttl_ms = state.ttl_ms.min(ttl);
-            state.private |= page
-                .parse::<String>("cacheScope")
-                .and_then(Result::ok)
-                .as_deref()
-                != Some("public");
+            state.private |= page.parse::<String>("cacheScope").and_then(Result::ok).as_deref() != Some("public");
             match page.parse::<Option<String>>("nextCursor") {
                 Some(Ok(Some(c))) => cursor = Some(c),
                 _ => break,
@@ -325,10 +259,7 @@ pub fn gateway_meta() -> Map<String, Value> {
     let mut m = Map::new();
     m.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
     m.insert(keys::CLIENT_CAPABILITIES.into(), json!({}));
-    m.insert(
-        keys::CLIENT_INFO.into(),
-        json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }),
-    );
+    m.insert(keys::CLIENT_INFO.into(), json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }));
     m
 }
 
@@ -337,11 +268,7 @@ fn describe_outcome(o: &Outcome) -> String {
         Outcome::Result(_) => "ok".into(),
         Outcome::Error(e) => e.message.clone(),
         Outcome::UpstreamError(raw) => match serde_json::from_str::<Value>(raw.get()) {
-            Ok(v) => format!(
-                "error {} {}",
-                v["code"],
-                v["message"].as_str().unwrap_or("")
-            ),
+            Ok(v) => format!("error {} {}", v["code"], v["message"].as_str().unwrap_or("")),
             Err(_) => raw.get().chars().take(200).collect(),
         },
     }
@@ -353,16 +280,10 @@ fn describe_probe_failure(o: Outcome) -> String {
     {
         let code = errors::modernise_rc_code(v["code"].as_i64().unwrap_or(0));
         if code == errors::UNSUPPORTED_VERSION {
-            return format!(
-                "it does not support {MODERN_VERSION} (it supports {})",
-                v["data"]["supported"]
-            );
+            return format!("it does not support {MODERN_VERSION} (it supports {})", v["data"]["supported"]);
         }
         if code == errors::METHOD_NOT_FOUND || code == errors::INVALID_PARAMS || code == -32000 {
-            return format!(
-                "it looks like a legacy (pre-{MODERN_VERSION}) server: server/discover answered {}",
-                describe_outcome(&o)
-            );
+            return format!("it looks like a legacy (pre-{MODERN_VERSION}) server: server/discover answered {}", describe_outcome(&o));
         }
     }
     format!("server/discover failed: {}", describe_outcome(&o))

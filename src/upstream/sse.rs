@@ -18,13 +18,7 @@ pub struct SseDecoder {
 
 impl SseDecoder {
     pub fn new(max_event_bytes: usize) -> Self {
-        SseDecoder {
-            buf: BytesMut::new(),
-            data: Vec::new(),
-            has_data: false,
-            max: max_event_bytes,
-            skip_lf: false,
-        }
+        SseDecoder { buf: BytesMut::new(), data: Vec::new(), has_data: false, max: max_event_bytes, skip_lf: false }
     }
 
     /// Feeds a chunk; returns the data of every event completed by it.
@@ -94,26 +88,13 @@ mod tests {
     #[test]
     fn decodes_events_across_chunks_and_line_endings() {
         let mut d = SseDecoder::new(1024);
-        assert!(
-            d.push(b"event: message\r\ndata: {\"a\"")
-                .unwrap()
-                .is_empty()
-        );
-        assert_eq!(
-            d.push(b":1}\r\n\r\n: ping\n\n").unwrap(),
-            vec![b"{\"a\":1}".to_vec()]
-        );
-        assert_eq!(
-            d.push(b"id: 1\ndata: x\ndata:y\n\n").unwrap(),
-            vec![b"x\ny".to_vec()]
-        );
+        assert!(d.push(b"event: message\r\ndata: {\"a\"").unwrap().is_empty());
+        assert_eq!(d.push(b":1}\r\n\r\n: ping\n\n").unwrap(), vec![b"{\"a\":1}".to_vec()]);
+        assert_eq!(d.push(b"id: 1\ndata: x\ndata:y\n\n").unwrap(), vec![b"x\ny".to_vec()]);
         assert_eq!(d.push(b"data: a\r").unwrap(), Vec::<Vec<u8>>::new());
         assert_eq!(d.push(b"\ndata: b\r\r").unwrap(), vec![b"a\nb".to_vec()]);
         // An event with an empty data line (server-everything's priming event) is still an event.
-        assert_eq!(
-            d.push(b"id: 9\ndata: \n\n").unwrap(),
-            vec![Vec::<u8>::new()]
-        );
+        assert_eq!(d.push(b"id: 9\ndata: \n\n").unwrap(), vec![Vec::<u8>::new()]);
     }
 
     #[test]

@@ -86,20 +86,8 @@ pub struct StdioTransport {
 }
 
 impl StdioTransport {
-    pub fn new(
-        cfg: &UpstreamConfig,
-        command: Vec<String>,
-        env: BTreeMap<String, String>,
-        cwd: Option<PathBuf>,
-    ) -> Self {
-        StdioTransport {
-            id: cfg.id.clone(),
-            command,
-            env,
-            cwd,
-            max_line: cfg.max_message_bytes,
-            proc: tokio::sync::Mutex::new(None),
-        }
+    pub fn new(cfg: &UpstreamConfig, command: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>) -> Self {
+        StdioTransport { id: cfg.id.clone(), command, env, cwd, max_line: cfg.max_message_bytes, proc: tokio::sync::Mutex::new(None) }
     }
 
     pub async fn send(&self, id: u64, call: &Call, deadline: Instant) -> Reply {
@@ -110,10 +98,7 @@ impl StdioTransport {
         let mut call = call.clone();
         let client_token = call.meta.get(keys::PROGRESS_TOKEN).cloned();
         if client_token.is_some() {
-            call.meta.insert(
-                keys::PROGRESS_TOKEN.into(),
-                Value::String(format!("{TOKEN_PREFIX}{id}")),
-            );
+            call.meta.insert(keys::PROGRESS_TOKEN.into(), Value::String(format!("{TOKEN_PREFIX}{id}")));
         }
         let line = match call.encode(id) {
             Ok(l) => l,
@@ -121,23 +106,14 @@ impl StdioTransport {
         };
         let (etx, erx) = mpsc::channel(32);
         if let Ok(mut p) = proc.pending.lock() {
-            p.insert(
-                id,
-                Pending {
-                    events: etx,
-                    client_token,
-                },
-            );
+            p.insert(id, Pending { events: etx, client_token });
         }
         let sent = tokio::time::timeout_at(deadline, proc.tx.send(line)).await;
         if !matches!(sent, Ok(Ok(()))) {
             proc.take(id);
             return Reply::error(unavailable(&self.id, "the process is not accepting input"));
         }
-        Reply::Stream(EventStream::new(erx).with_guard(CancelOnDrop {
-            proc: Arc::downgrade(&proc),
-            id,
-        }))
+        Reply::Stream(EventStream::new(erx).with_guard(CancelOnDrop { proc: Arc::downgrade(&proc), id }))
     }
 
     async fn ensure(&self) -> Result<Arc<Proc>, String> {
@@ -169,22 +145,13 @@ impl StdioTransport {
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {:?}: {e}", self.command.join(" ")))?;
-        let (Some(mut stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", self.command.join(" ")))?;
+        let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
             return Err("the child process has no stdio pipes".into());
         };
         tracing::info!(upstream = %self.id, pid = child.id().unwrap_or(0), command = %self.command.join(" "), "started stdio upstream");
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
-        let proc = Arc::new(Proc {
-            id: self.id.clone(),
-            tx,
-            pending: Mutex::new(HashMap::new()),
-            alive: AtomicBool::new(true),
-        });
+        let proc = Arc::new(Proc { id: self.id.clone(), tx, pending: Mutex::new(HashMap::new()), alive: AtomicBool::new(true) });
 
         tokio::spawn(async move {
             while let Some(mut line) = rx.recv().await {
@@ -252,9 +219,7 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
                 let _ = p.events.send(Event::Done(outcome)).await;
             }
         }
-        Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/progress") => {
-            relay_progress(proc, &msg)
-        }
+        Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/progress") => relay_progress(proc, &msg),
         Ok(Kind::Notification) => {
             tracing::debug!(upstream = %proc.id, method = ?msg.method, "notification from stdio upstream");
         }
@@ -264,12 +229,7 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
             let reply = if msg.method.as_deref() == Some("ping") {
                 format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, id.get()).into_bytes()
             } else {
-                jsonrpc::error_message(
-                    Some(id),
-                    &crate::protocol::errors::RpcError::method_not_found(
-                        msg.method.as_deref().unwrap_or(""),
-                    ),
-                )
+                jsonrpc::error_message(Some(id), &crate::protocol::errors::RpcError::method_not_found(msg.method.as_deref().unwrap_or("")))
             };
             let _ = proc.tx.try_send(reply);
         }
@@ -291,10 +251,7 @@ fn relay_progress(proc: &Arc<Proc>, msg: &Message) {
     let Some(Ok(token)) = obj.parse::<String>(keys::PROGRESS_TOKEN) else {
         return;
     };
-    let Some(id) = token
-        .strip_prefix(TOKEN_PREFIX)
-        .and_then(|n| n.parse::<u64>().ok())
-    else {
+    let Some(id) = token.strip_prefix(TOKEN_PREFIX).and_then(|n| n.parse::<u64>().ok()) else {
         return;
     };
     let Ok(pending) = proc.pending.lock() else {
@@ -309,10 +266,5 @@ fn relay_progress(proc: &Arc<Proc>, msg: &Message) {
     }
     let Ok(raw) = obj.to_raw() else { return };
     // Progress is advisory: a caller that does not keep up loses some, never blocks the others.
-    let _ = p
-        .events
-        .try_send(Event::Notification(jsonrpc::notification_message(
-            "notifications/progress",
-            &raw,
-        )));
+    let _ = p.events.try_send(Event::Notification(jsonrpc::notification_message("notifications/progress", &raw)));
 }

@@ -13,11 +13,7 @@ fn mcpgate(args: &[&str], config: Option<&str>) -> (i32, String, String) {
         cmd.arg("-c").arg(&path);
     }
     let out = cmd.output().expect("run mcpgate");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
 }
 
 const DEMO: &str = "[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\n\n[[upstream]]\nid = \"text\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"text\"]\n";
@@ -26,29 +22,17 @@ const DEMO: &str = "[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-
 fn check_prints_a_status_table_and_fails_when_an_upstream_is_down() {
     let (code, out, err) = mcpgate(&["check"], Some(DEMO));
     assert_eq!(code, 0, "{out}\n{err}");
-    let calc = out
-        .lines()
-        .find(|l| l.starts_with("calc"))
-        .unwrap_or_else(|| panic!("no calc row: {out}"));
+    let calc = out.lines().find(|l| l.starts_with("calc")).unwrap_or_else(|| panic!("no calc row: {out}"));
     for word in ["stdio", "modern", "ready", "4"] {
         assert!(calc.contains(word), "{calc}");
     }
     assert!(out.contains("10 tools served from 2 upstreams"), "{out}");
 
-    let down = format!(
-        "{DEMO}\n[[upstream]]\nid = \"gone\"\nurl = \"http://127.0.0.1:9/mcp\"\ntimeout = \"2s\"\n"
-    );
+    let down = format!("{DEMO}\n[[upstream]]\nid = \"gone\"\nurl = \"http://127.0.0.1:9/mcp\"\ntimeout = \"2s\"\n");
     let (code, out, _) = mcpgate(&["check"], Some(&down));
     assert_eq!(code, 1, "{out}");
-    assert!(
-        out.lines()
-            .any(|l| l.starts_with("gone") && l.contains("http") && l.contains("down")),
-        "{out}"
-    );
-    assert!(
-        out.contains("gone: server/discover failed") || out.contains("gone:"),
-        "{out}"
-    );
+    assert!(out.lines().any(|l| l.starts_with("gone") && l.contains("http") && l.contains("down")), "{out}");
+    assert!(out.contains("gone: server/discover failed") || out.contains("gone:"), "{out}");
 }
 
 #[test]
@@ -61,10 +45,7 @@ fn check_reports_tools_that_cannot_be_served() {
     let (code, out, err) = mcpgate(&["check"], Some(&cfg));
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("Not served:"), "{out}");
-    assert!(
-        out.contains("b / tool echo: gateway name 'echo' collides"),
-        "collisions are reported, never silent: {out}"
-    );
+    assert!(out.contains("b / tool echo: gateway name 'echo' collides"), "collisions are reported, never silent: {out}");
 }
 
 #[test]
@@ -72,12 +53,7 @@ fn tools_prints_the_merged_catalogue() {
     let (code, out, err) = mcpgate(&["tools"], Some(DEMO));
     assert_eq!(code, 0, "{err}");
     let tools: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    let names: Vec<&str> = tools
-        .as_array()
-        .expect("array")
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names: Vec<&str> = tools.as_array().expect("array").iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(
         names,
         [
@@ -97,24 +73,12 @@ fn tools_prints_the_merged_catalogue() {
 
 #[test]
 fn config_errors_name_file_line_and_key() {
-    let (code, _, err) = mcpgate(
-        &["check"],
-        Some("[[upstream]]\nid = \"Bad_Id\"\nurl = \"http://127.0.0.1:1/mcp\"\n"),
-    );
+    let (code, _, err) = mcpgate(&["check"], Some("[[upstream]]\nid = \"Bad_Id\"\nurl = \"http://127.0.0.1:1/mcp\"\n"));
     assert_eq!(code, 2);
-    assert!(
-        err.contains("gateway.toml:2: upstream.id: 'Bad_Id' is not a valid id. Fix:"),
-        "{err}"
-    );
-    let (code, _, err) = mcpgate(
-        &["run"],
-        Some("[server]\nlisten = \"127.0.0.1:0\"\nunknown_key = true\n"),
-    );
+    assert!(err.contains("gateway.toml:2: upstream.id: 'Bad_Id' is not a valid id. Fix:"), "{err}");
+    let (code, _, err) = mcpgate(&["run"], Some("[server]\nlisten = \"127.0.0.1:0\"\nunknown_key = true\n"));
     assert_eq!(code, 2);
-    assert!(
-        err.contains("gateway.toml:3") && err.contains("unknown_key"),
-        "{err}"
-    );
+    assert!(err.contains("gateway.toml:3") && err.contains("unknown_key"), "{err}");
     let (code, out, _) = mcpgate(&["--version"], None);
     assert_eq!(code, 0);
     assert!(out.starts_with("mcpgate "), "{out}");

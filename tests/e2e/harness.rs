@@ -21,9 +21,7 @@ pub fn repo() -> PathBuf {
 
 /// The venv Python with the official `mcp` SDK.
 pub fn python() -> String {
-    let p = std::env::var("MCPGATE_VENV_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo().join(".work/venv/bin/python"));
+    let p = std::env::var("MCPGATE_VENV_PYTHON").map(PathBuf::from).unwrap_or_else(|_| repo().join(".work/venv/bin/python"));
     assert!(
         p.exists(),
         "the Python MCP SDK venv is missing at {}: run scripts/install-test-deps.sh (or scripts/test, which runs it) to install mcp==2.3.0",
@@ -55,10 +53,7 @@ impl Drop for Proc {
     }
 }
 
-fn collect_stderr(
-    child: &mut Child,
-    notify: Option<std::sync::mpsc::Sender<String>>,
-) -> Arc<Mutex<Vec<String>>> {
+fn collect_stderr(child: &mut Child, notify: Option<std::sync::mpsc::Sender<String>>) -> Arc<Mutex<Vec<String>>> {
     let lines = Arc::new(Mutex::new(Vec::new()));
     if let Some(err) = child.stderr.take() {
         let sink = lines.clone();
@@ -97,9 +92,7 @@ pub fn py_http(label: &str, extra: &[&str]) -> (Proc, String) {
         }
     });
     let mut proc = Proc { child, stderr };
-    let port = rx
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| panic!("Python upstream did not start:\n{}", proc.log()));
+    let port = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("Python upstream did not start:\n{}", proc.log()));
     let _ = proc.child.try_wait();
     (proc, format!("http://127.0.0.1:{port}/mcp"))
 }
@@ -107,12 +100,7 @@ pub fn py_http(label: &str, extra: &[&str]) -> (Proc, String) {
 /// The command line of tests/py/upstream_server.py over stdio, as TOML array items.
 pub fn py_stdio_command(label: &str) -> String {
     let script = repo().join("tests/py/upstream_server.py");
-    format!(
-        "[{:?}, {:?}, \"--transport\", \"stdio\", \"--label\", {:?}]",
-        python(),
-        script.display().to_string(),
-        label
-    )
+    format!("[{:?}, {:?}, \"--transport\", \"stdio\", \"--label\", {:?}]", python(), script.display().to_string(), label)
 }
 
 pub struct Gateway {
@@ -153,12 +141,7 @@ pub fn gateway(config: &str) -> Gateway {
         }
     };
     let base = url.trim_end_matches("/mcp").to_string();
-    let gw = Gateway {
-        proc,
-        url,
-        base,
-        _dir: dir,
-    };
+    let gw = Gateway { proc, url, base, _dir: dir };
     let addr = gw.base.trim_start_matches("http://").to_string();
     while Instant::now() < deadline {
         if raw_get_status(&addr, "/readyz") == Some(200) {
@@ -174,11 +157,7 @@ pub fn raw_get_status(addr: &str, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     out.split_whitespace().nth(1)?.parse().ok()
@@ -192,15 +171,11 @@ pub struct Resp {
 
 impl Resp {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 
     pub fn content_type(&self) -> &str {
-        self.headers
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
+        self.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("")
     }
 
     /// The JSON-RPC messages of an SSE body, in order.
@@ -208,24 +183,15 @@ impl Resp {
         let text = String::from_utf8_lossy(&self.body);
         text.split("\n\n")
             .filter_map(|ev| {
-                let data: Vec<&str> = ev
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                (!data.is_empty())
-                    .then(|| serde_json::from_str(&data.join("\n")).expect("SSE data is JSON"))
+                let data: Vec<&str> = ev.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+                (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).expect("SSE data is JSON"))
             })
             .collect()
     }
 
     /// The final JSON-RPC message, whether the reply was JSON or SSE.
     pub fn message(&self) -> Value {
-        if self.content_type().starts_with("text/event-stream") {
-            self.sse().pop().expect("an SSE message")
-        } else {
-            self.json()
-        }
+        if self.content_type().starts_with("text/event-stream") { self.sse().pop().expect("an SSE message") } else { self.json() }
     }
 }
 
@@ -237,26 +203,12 @@ pub async fn send(req: http::Request<Full<Bytes>>) -> Result<Resp, String> {
         .map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok(Resp {
-        status,
-        headers,
-        body,
-    })
+    let body = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    Ok(Resp { status, headers, body })
 }
 
 pub async fn get(url: &str) -> Result<Resp, String> {
-    send(
-        http::Request::get(url)
-            .body(Full::new(Bytes::new()))
-            .expect("request"),
-    )
-    .await
+    send(http::Request::get(url).body(Full::new(Bytes::new())).expect("request")).await
 }
 
 pub async fn post_raw(url: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Resp {
@@ -264,9 +216,7 @@ pub async fn post_raw(url: &str, headers: &[(&str, &str)], body: impl Into<Bytes
     for (k, v) in headers {
         b = b.header(*k, *v);
     }
-    send(b.body(Full::new(body.into())).expect("request"))
-        .await
-        .expect("HTTP exchange")
+    send(b.body(Full::new(body.into())).expect("request")).await.expect("HTTP exchange")
 }
 
 pub fn meta() -> Value {
@@ -281,10 +231,7 @@ pub fn meta() -> Value {
 pub fn modern_headers(method: &str, params: &Value) -> Vec<(String, String)> {
     let mut h = vec![
         ("Content-Type".to_string(), "application/json".to_string()),
-        (
-            "Accept".into(),
-            "application/json, text/event-stream".into(),
-        ),
+        ("Accept".into(), "application/json, text/event-stream".into()),
         ("MCP-Protocol-Version".into(), VERSION.into()),
         ("Mcp-Method".into(), method.into()),
     ];
@@ -309,10 +256,7 @@ pub async fn rpc_with(url: &str, method: &str, mut params: Value, extra: &[(&str
     for (k, v) in extra {
         headers.push((k.to_string(), v.to_string()));
     }
-    let refs: Vec<(&str, &str)> = headers
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
+    let refs: Vec<(&str, &str)> = headers.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     post_raw(url, &refs, body).await
 }
 
@@ -322,20 +266,11 @@ pub async fn rpc(url: &str, method: &str, params: Value) -> Resp {
 
 /// Calls a tool and returns the final JSON-RPC message.
 pub async fn call(url: &str, name: &str, args: Value) -> Value {
-    rpc(
-        url,
-        "tools/call",
-        json!({ "name": name, "arguments": args }),
-    )
-    .await
-    .message()
+    rpc(url, "tools/call", json!({ "name": name, "arguments": args })).await.message()
 }
 
 pub fn text_of(msg: &Value) -> String {
-    msg["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text content in {msg}"))
-        .to_string()
+    msg["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content in {msg}")).to_string()
 }
 
 pub async fn tool_names(url: &str) -> Vec<String> {

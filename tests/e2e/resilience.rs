@@ -8,35 +8,18 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_upstream_fails_clearly_and_the_other_keeps_working() {
     let (mut alpha, _url, gw) = crate::two_upstreams("3s");
-    assert_eq!(
-        text_of(&call(&gw.url, "alpha__whoami", json!({})).await),
-        "alpha"
-    );
+    assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha");
     alpha.kill();
     let started = Instant::now();
     let r = call(&gw.url, "alpha__whoami", json!({})).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "failed within the upstream timeout: {:?}",
-        started.elapsed()
-    );
-    let message = r["error"]["message"]
-        .as_str()
-        .unwrap_or_else(|| panic!("expected an error: {r}"));
-    assert!(
-        message.contains("'alpha'"),
-        "the error names the upstream: {message}"
-    );
+    assert!(started.elapsed() < Duration::from_secs(4), "failed within the upstream timeout: {:?}", started.elapsed());
+    let message = r["error"]["message"].as_str().unwrap_or_else(|| panic!("expected an error: {r}"));
+    assert!(message.contains("'alpha'"), "the error names the upstream: {message}");
     assert_eq!(r["error"]["data"]["upstream"], "alpha");
-    assert_eq!(
-        text_of(&call(&gw.url, "beta__whoami", json!({})).await),
-        "beta"
-    );
+    assert_eq!(text_of(&call(&gw.url, "beta__whoami", json!({})).await), "beta");
     // Its tools stay listed (they still route, and fail clearly), the other's too.
     let names = tool_names(&gw.url).await;
-    assert!(
-        names.contains(&"alpha__whoami".to_string()) && names.contains(&"beta__whoami".to_string())
-    );
+    assert!(names.contains(&"alpha__whoami".to_string()) && names.contains(&"beta__whoami".to_string()));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -46,33 +29,17 @@ async fn a_slow_call_times_out_with_an_error_naming_the_upstream() {
         let started = Instant::now();
         let r = call(&gw.url, tool, json!({ "seconds": 30 })).await;
         let took = started.elapsed();
-        assert!(
-            took >= Duration::from_secs(2) && took < Duration::from_secs(5),
-            "{tool}: {took:?}"
-        );
-        let message = r["error"]["message"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{tool}: expected an error: {r}"));
-        assert!(
-            message.contains("did not answer within 2s"),
-            "{tool}: {message}"
-        );
+        assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(5), "{tool}: {took:?}");
+        let message = r["error"]["message"].as_str().unwrap_or_else(|| panic!("{tool}: expected an error: {r}"));
+        assert!(message.contains("did not answer within 2s"), "{tool}: {message}");
     }
     // Both upstreams still answer afterwards (the stdio one was told to cancel).
-    assert_eq!(
-        text_of(&call(&gw.url, "alpha__whoami", json!({})).await),
-        "alpha"
-    );
-    assert_eq!(
-        text_of(&call(&gw.url, "beta__whoami", json!({})).await),
-        "beta"
-    );
+    assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha");
+    assert_eq!(text_of(&call(&gw.url, "beta__whoami", json!({})).await), "beta");
     // Concurrent calls on the shared stdio process are multiplexed.
     let calls = (0..8).map(|i| {
         let url = gw.url.clone();
-        tokio::spawn(async move {
-            text_of(&call(&url, "beta__echo", json!({ "text": format!("n{i}") })).await)
-        })
+        tokio::spawn(async move { text_of(&call(&url, "beta__echo", json!({ "text": format!("n{i}") })).await) })
     });
     for (i, h) in calls.enumerate() {
         assert_eq!(h.await.expect("join"), format!("n{i}"));

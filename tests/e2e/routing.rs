@@ -16,92 +16,36 @@ struct RawReply<'a> {
 async fn shared_names_are_prefixed_and_calls_reach_the_owner() {
     let (_alpha, alpha_url, gw) = crate::two_upstreams("10s");
     let names = tool_names(&gw.url).await;
-    for tool in [
-        "echo",
-        "whoami",
-        "big",
-        "fail",
-        "structured",
-        "schema_zoo",
-        "execute_sql",
-        "slow",
-        "progress",
-    ] {
-        assert!(
-            names.contains(&format!("alpha__{tool}")),
-            "alpha__{tool} missing from {names:?}"
-        );
-        assert!(
-            names.contains(&format!("beta__{tool}")),
-            "beta__{tool} missing from {names:?}"
-        );
+    for tool in ["echo", "whoami", "big", "fail", "structured", "schema_zoo", "execute_sql", "slow", "progress"] {
+        assert!(names.contains(&format!("alpha__{tool}")), "alpha__{tool} missing from {names:?}");
+        assert!(names.contains(&format!("beta__{tool}")), "beta__{tool} missing from {names:?}");
     }
-    assert_eq!(
-        names.iter().position(|n| n == "alpha__echo"),
-        Some(0),
-        "config order, then upstream order: {names:?}"
-    );
-    assert_eq!(
-        text_of(&call(&gw.url, "alpha__whoami", json!({})).await),
-        "alpha"
-    );
-    assert_eq!(
-        text_of(&call(&gw.url, "beta__whoami", json!({})).await),
-        "beta"
-    );
+    assert_eq!(names.iter().position(|n| n == "alpha__echo"), Some(0), "config order, then upstream order: {names:?}");
+    assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha");
+    assert_eq!(text_of(&call(&gw.url, "beta__whoami", json!({})).await), "beta");
 
     // Results are relayed byte for byte: compare with the same call made directly.
     for (name, args) in [
-        (
-            "echo",
-            json!({ "text": "héllo wörld ✓ 日本 \"quoted\" \\ back" }),
-        ),
+        ("echo", json!({ "text": "héllo wörld ✓ 日本 \"quoted\" \\ back" })),
         ("big", json!({ "size": 1024 * 1024 })),
         ("fail", json!({})),
         ("structured", json!({ "a": 2, "b": 3 })),
     ] {
-        let direct = rpc(
-            &alpha_url,
-            "tools/call",
-            json!({ "name": name, "arguments": args }),
-        )
-        .await;
-        let via = rpc(
-            &gw.url,
-            "tools/call",
-            json!({ "name": format!("alpha__{name}"), "arguments": args }),
-        )
-        .await;
-        assert_eq!(
-            via.status,
-            200,
-            "{name}: {}",
-            String::from_utf8_lossy(&via.body)
-        );
+        let direct = rpc(&alpha_url, "tools/call", json!({ "name": name, "arguments": args })).await;
+        let via = rpc(&gw.url, "tools/call", json!({ "name": format!("alpha__{name}"), "arguments": args })).await;
+        assert_eq!(via.status, 200, "{name}: {}", String::from_utf8_lossy(&via.body));
         let d: RawReply = serde_json::from_slice(&direct.body).expect("direct reply");
         let v: RawReply = serde_json::from_slice(&via.body).expect("gateway reply");
-        assert_eq!(
-            v.result.get(),
-            d.result.get(),
-            "{name}: the result must be relayed unchanged"
-        );
+        assert_eq!(v.result.get(), d.result.get(), "{name}: the result must be relayed unchanged");
     }
     let big = call(&gw.url, "beta__big", json!({ "size": 1024 * 1024 })).await;
     assert_eq!(text_of(&big).len(), 1024 * 1024);
-    let echoed = call(
-        &gw.url,
-        "beta__echo",
-        json!({ "text": "héllo wörld ✓ 日本" }),
-    )
-    .await;
+    let echoed = call(&gw.url, "beta__echo", json!({ "text": "héllo wörld ✓ 日本" })).await;
     assert_eq!(text_of(&echoed), "héllo wörld ✓ 日本");
     let failed = call(&gw.url, "beta__fail", json!({})).await;
     assert_eq!(failed["result"]["isError"], true);
     let structured = call(&gw.url, "beta__structured", json!({ "a": 20, "b": 22 })).await;
-    assert_eq!(
-        structured["result"]["structuredContent"],
-        json!({ "sum": 42 })
-    );
+    assert_eq!(structured["result"]["structuredContent"], json!({ "sum": 42 }));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -131,20 +75,11 @@ async fn schemas_reach_the_client_unchanged() {
             .unwrap_or_else(|| panic!("alpha__{name} not listed"));
         for (key, raw) in tool {
             if key != "name" {
-                assert_eq!(
-                    mine[key].get(),
-                    raw.get(),
-                    "{name}.{key} must be byte-identical"
-                );
+                assert_eq!(mine[key].get(), raw.get(), "{name}.{key} must be byte-identical");
             }
         }
     }
-    let zoo = d
-        .result
-        .tools
-        .iter()
-        .find(|t| t["name"].get() == "\"schema_zoo\"")
-        .expect("schema_zoo");
+    let zoo = d.result.tools.iter().find(|t| t["name"].get() == "\"schema_zoo\"").expect("schema_zoo");
     let schema: serde_json::Value = serde_json::from_str(zoo["inputSchema"].get()).expect("schema");
     assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
     assert_eq!(schema["$defs"]["point"]["$anchor"], "pt");
@@ -154,16 +89,10 @@ async fn schemas_reach_the_client_unchanged() {
         .and_then(|t| t.iter().find(|t| t["name"] == "beta__structured"))
         .cloned()
         .expect("beta__structured");
-    assert_eq!(
-        structured["outputSchema"]["properties"]["sum"]["type"],
-        "integer"
-    );
+    assert_eq!(structured["outputSchema"]["properties"]["sum"]["type"], "integer");
     assert_eq!(listed["result"]["resultType"], "complete");
     assert!(listed["result"]["ttlMs"].is_u64());
-    assert_eq!(
-        listed["result"]["cacheScope"], "private",
-        "the Python SDK marks its lists private, so the merge is private"
-    );
+    assert_eq!(listed["result"]["cacheScope"], "private", "the Python SDK marks its lists private, so the merge is private");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -171,7 +100,13 @@ async fn x_mcp_header_tools_and_progress_go_through() {
     let (_alpha, _url, gw) = crate::two_upstreams("10s");
     // The client mirrors `region` into Mcp-Param-Region; the gateway checks it and rebuilds it
     // for the upstream, which itself rejects calls without it.
-    let r = rpc_with(&gw.url, "tools/call", json!({ "name": "alpha__execute_sql", "arguments": { "region": "us-west1", "query": "select 1" } }), &[("Mcp-Param-Region", "us-west1")]).await;
+    let r = rpc_with(
+        &gw.url,
+        "tools/call",
+        json!({ "name": "alpha__execute_sql", "arguments": { "region": "us-west1", "query": "select 1" } }),
+        &[("Mcp-Param-Region", "us-west1")],
+    )
+    .await;
     assert_eq!(text_of(&r.message()), "region=us-west1 header=us-west1");
     let r = rpc_with(
         &gw.url,
@@ -180,10 +115,7 @@ async fn x_mcp_header_tools_and_progress_go_through() {
         &[("Mcp-Param-Region", "=?base64?esO8cmljaA==?=")],
     )
     .await;
-    assert_eq!(
-        text_of(&r.message()),
-        "region=zürich header==?base64?esO8cmljaA==?="
-    );
+    assert_eq!(text_of(&r.message()), "region=zürich header==?base64?esO8cmljaA==?=");
     let r = rpc_with(
         &gw.url,
         "tools/call",
@@ -191,40 +123,19 @@ async fn x_mcp_header_tools_and_progress_go_through() {
         &[("Mcp-Param-Region", "eu")],
     )
     .await;
-    assert_eq!(
-        text_of(&r.message()),
-        "region=eu header=none",
-        "stdio carries no headers"
-    );
+    assert_eq!(text_of(&r.message()), "region=eu header=none", "stdio carries no headers");
 
     for tool in ["alpha__progress", "beta__progress"] {
         let mut m = meta();
         m["progressToken"] = json!("tok-7");
-        let r = rpc(
-            &gw.url,
-            "tools/call",
-            json!({ "name": tool, "arguments": { "steps": 3 }, "_meta": m }),
-        )
-        .await;
-        assert!(
-            r.content_type().starts_with("text/event-stream"),
-            "{tool}: {}",
-            r.content_type()
-        );
-        assert_eq!(
-            r.headers.get("x-accel-buffering").map(|v| v.as_bytes()),
-            Some(&b"no"[..])
-        );
+        let r = rpc(&gw.url, "tools/call", json!({ "name": tool, "arguments": { "steps": 3 }, "_meta": m })).await;
+        assert!(r.content_type().starts_with("text/event-stream"), "{tool}: {}", r.content_type());
+        assert_eq!(r.headers.get("x-accel-buffering").map(|v| v.as_bytes()), Some(&b"no"[..]));
         let msgs = r.sse();
-        let progress: Vec<_> = msgs
-            .iter()
-            .filter(|m| m["method"] == "notifications/progress")
-            .collect();
+        let progress: Vec<_> = msgs.iter().filter(|m| m["method"] == "notifications/progress").collect();
         assert_eq!(progress.len(), 3, "{tool}: {msgs:?}");
         assert!(
-            progress
-                .iter()
-                .all(|p| p["params"]["progressToken"] == "tok-7"),
+            progress.iter().all(|p| p["params"]["progressToken"] == "tok-7"),
             "{tool}: the caller's own token comes back: {progress:?}"
         );
         let last = msgs.last().expect("final message");

@@ -4,19 +4,10 @@ use crate::harness::*;
 use serde_json::json;
 
 fn base(method: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("Content-Type", "application/json".into()),
-        ("MCP-Protocol-Version", VERSION.into()),
-        ("Mcp-Method", method.into()),
-    ]
+    vec![("Content-Type", "application/json".into()), ("MCP-Protocol-Version", VERSION.into()), ("Mcp-Method", method.into())]
 }
 
-async fn send_with(
-    url: &str,
-    method: &str,
-    params: serde_json::Value,
-    headers: Vec<(&str, String)>,
-) -> Resp {
+async fn send_with(url: &str, method: &str, params: serde_json::Value, headers: Vec<(&str, String)>) -> Resp {
     let mut params = params;
     if params.get("_meta").is_none() {
         params["_meta"] = meta();
@@ -27,12 +18,7 @@ async fn send_with(
 }
 
 fn assert_error(r: &Resp, status: u16, code: i64, why: &str) -> serde_json::Value {
-    assert_eq!(
-        r.status,
-        status,
-        "{why}: {}",
-        String::from_utf8_lossy(&r.body)
-    );
+    assert_eq!(r.status, status, "{why}: {}", String::from_utf8_lossy(&r.body));
     let m = r.json();
     assert_eq!(m["error"]["code"], code, "{why}: {m}");
     m
@@ -44,67 +30,22 @@ async fn every_header_mismatch_is_400_and_32020() {
     let call = json!({ "name": "calc__add", "arguments": { "a": 1, "b": 2 } });
     type Case<'a> = (&'a str, &'a str, serde_json::Value, Vec<(&'a str, String)>);
     let mut cases: Vec<Case> = Vec::new();
-    let without = |name: &str| {
-        base("tools/list")
-            .into_iter()
-            .filter(|(k, _)| *k != name)
-            .collect::<Vec<_>>()
-    };
-    cases.push((
-        "missing MCP-Protocol-Version",
-        "tools/list",
-        json!({}),
-        without("MCP-Protocol-Version"),
-    ));
-    cases.push((
-        "missing Mcp-Method",
-        "tools/list",
-        json!({}),
-        without("Mcp-Method"),
-    ));
+    let without = |name: &str| base("tools/list").into_iter().filter(|(k, _)| *k != name).collect::<Vec<_>>();
+    cases.push(("missing MCP-Protocol-Version", "tools/list", json!({}), without("MCP-Protocol-Version")));
+    cases.push(("missing Mcp-Method", "tools/list", json!({}), without("Mcp-Method")));
     let mut h = base("tools/list");
     h[1].1 = "2025-11-25".into();
-    cases.push((
-        "version header differs from _meta",
-        "tools/list",
-        json!({}),
-        h,
-    ));
-    cases.push((
-        "Mcp-Method differs",
-        "tools/list",
-        json!({}),
-        base("tools/call"),
-    ));
-    cases.push((
-        "Mcp-Method differs in case",
-        "tools/list",
-        json!({}),
-        base("TOOLS/LIST"),
-    ));
-    cases.push((
-        "missing Mcp-Name",
-        "tools/call",
-        call.clone(),
-        base("tools/call"),
-    ));
+    cases.push(("version header differs from _meta", "tools/list", json!({}), h));
+    cases.push(("Mcp-Method differs", "tools/list", json!({}), base("tools/call")));
+    cases.push(("Mcp-Method differs in case", "tools/list", json!({}), base("TOOLS/LIST")));
+    cases.push(("missing Mcp-Name", "tools/call", call.clone(), base("tools/call")));
     let with = |extra: Vec<(&'static str, &str)>| {
         let mut h = base("tools/call");
         h.extend(extra.into_iter().map(|(k, v)| (k, v.to_string())));
         h
     };
-    cases.push((
-        "Mcp-Name differs",
-        "tools/call",
-        call.clone(),
-        with(vec![("Mcp-Name", "calc__multiply")]),
-    ));
-    cases.push((
-        "Mcp-Name invalid Base64",
-        "tools/call",
-        call.clone(),
-        with(vec![("Mcp-Name", "=?base64?%%%?=")]),
-    ));
+    cases.push(("Mcp-Name differs", "tools/call", call.clone(), with(vec![("Mcp-Name", "calc__multiply")])));
+    cases.push(("Mcp-Name invalid Base64", "tools/call", call.clone(), with(vec![("Mcp-Name", "=?base64?%%%?=")])));
     cases.push((
         "Mcp-Name uppercase sentinel is a literal",
         "tools/call",
@@ -112,69 +53,38 @@ async fn every_header_mismatch_is_400_and_32020() {
         with(vec![("Mcp-Name", "=?BASE64?Y2FsY19fYWRk?=")]),
     ));
     let greet = json!({ "name": "text__greet", "arguments": { "name": "Ada", "lang": "fr" } });
-    cases.push((
-        "missing Mcp-Param-Lang",
-        "tools/call",
-        greet.clone(),
-        with(vec![("Mcp-Name", "text__greet")]),
-    ));
-    cases.push((
-        "Mcp-Param-Lang differs",
-        "tools/call",
-        greet.clone(),
-        with(vec![("Mcp-Name", "text__greet"), ("Mcp-Param-Lang", "de")]),
-    ));
+    cases.push(("missing Mcp-Param-Lang", "tools/call", greet.clone(), with(vec![("Mcp-Name", "text__greet")])));
+    cases.push(("Mcp-Param-Lang differs", "tools/call", greet.clone(), with(vec![("Mcp-Name", "text__greet"), ("Mcp-Param-Lang", "de")])));
     cases.push((
         "Mcp-Param-Lang invalid Base64",
         "tools/call",
         greet.clone(),
-        with(vec![
-            ("Mcp-Name", "text__greet"),
-            ("Mcp-Param-Lang", "=?base64?***?="),
-        ]),
+        with(vec![("Mcp-Name", "text__greet"), ("Mcp-Param-Lang", "=?base64?***?=")]),
     ));
     for (why, method, params, headers) in cases {
         let r = send_with(&gw.url, method, params, headers).await;
         let m = assert_error(&r, 400, -32020, why);
         assert_eq!(m["id"], 9, "{why}: errors carry the request id");
-        assert!(
-            m["error"]["message"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("Header mismatch"),
-            "{why}: {m}"
-        );
+        assert!(m["error"]["message"].as_str().unwrap_or_default().starts_with("Header mismatch"), "{why}: {m}");
     }
     // The same calls with correct headers succeed; Base64 and padding whitespace are decoded first.
     let ok = send_with(
         &gw.url,
         "tools/call",
         greet.clone(),
-        with(vec![
-            ("Mcp-Name", "=?base64?dGV4dF9fZ3JlZXQ=?="),
-            ("Mcp-Param-Lang", " fr "),
-        ]),
+        with(vec![("Mcp-Name", "=?base64?dGV4dF9fZ3JlZXQ=?="), ("Mcp-Param-Lang", " fr ")]),
     )
     .await;
     assert_eq!(ok.status, 200, "{}", String::from_utf8_lossy(&ok.body));
     assert_eq!(text_of(&ok.json()), "Bonjour, Ada!");
     let m = assert_error(
-        &send_with(
-            &gw.url,
-            "tools/call",
-            greet,
-            with(vec![("Mcp-Name", "text__greet"), ("Mcp-Param-Lang", "de")]),
-        )
-        .await,
+        &send_with(&gw.url, "tools/call", greet, with(vec![("Mcp-Name", "text__greet"), ("Mcp-Param-Lang", "de")])).await,
         400,
         -32020,
         "message",
     );
     let msg = m["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        msg.contains("Mcp-Param-Lang") && msg.contains("'de'") && msg.contains("'fr'"),
-        "names the header and both values: {msg}"
-    );
+    assert!(msg.contains("Mcp-Param-Lang") && msg.contains("'de'") && msg.contains("'fr'"), "names the header and both values: {msg}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -189,60 +99,23 @@ async fn version_meta_and_method_errors() {
     assert_eq!(e["error"]["data"]["supported"], json!([VERSION]));
     assert_eq!(e["error"]["data"]["requested"], "2027-01-01");
 
-    let body =
-        json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {} }).to_string();
-    let refs = [
-        ("Content-Type", "application/json"),
-        ("MCP-Protocol-Version", VERSION),
-        ("Mcp-Method", "tools/list"),
-    ];
-    assert_error(
-        &post_raw(&gw.url, &refs, body).await,
-        400,
-        -32602,
-        "missing _meta",
-    );
+    let body = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {} }).to_string();
+    let refs = [("Content-Type", "application/json"), ("MCP-Protocol-Version", VERSION), ("Mcp-Method", "tools/list")];
+    assert_error(&post_raw(&gw.url, &refs, body).await, 400, -32602, "missing _meta");
     let mut m = meta();
-    m.as_object_mut()
-        .map(|o| o.remove("io.modelcontextprotocol/clientCapabilities"));
+    m.as_object_mut().map(|o| o.remove("io.modelcontextprotocol/clientCapabilities"));
     assert_error(
-        &send_with(
-            &gw.url,
-            "tools/list",
-            json!({ "_meta": m }),
-            base("tools/list"),
-        )
-        .await,
+        &send_with(&gw.url, "tools/list", json!({ "_meta": m }), base("tools/list")).await,
         400,
         -32602,
         "missing clientCapabilities",
     );
 
-    assert_error(
-        &send_with(&gw.url, "no/such/method", json!({}), base("no/such/method")).await,
-        404,
-        -32601,
-        "unknown method",
-    );
-    for removed in [
-        "initialize",
-        "ping",
-        "logging/setLevel",
-        "resources/subscribe",
-    ] {
-        assert_error(
-            &send_with(&gw.url, removed, json!({}), base(removed)).await,
-            404,
-            -32601,
-            removed,
-        );
+    assert_error(&send_with(&gw.url, "no/such/method", json!({}), base("no/such/method")).await, 404, -32601, "unknown method");
+    for removed in ["initialize", "ping", "logging/setLevel", "resources/subscribe"] {
+        assert_error(&send_with(&gw.url, removed, json!({}), base(removed)).await, 404, -32601, removed);
     }
-    let r = rpc(
-        &gw.url,
-        "tools/call",
-        json!({ "name": "nope__tool", "arguments": {} }),
-    )
-    .await;
+    let r = rpc(&gw.url, "tools/call", json!({ "name": "nope__tool", "arguments": {} })).await;
     let e = assert_error(&r, 200, -32602, "unknown tool");
     assert_eq!(e["error"]["message"], "Unknown tool: nope__tool");
 
@@ -251,14 +124,8 @@ async fn version_meta_and_method_errors() {
     assert_eq!(res["resultType"], "complete");
     assert_eq!(res["supportedVersions"], json!([VERSION]));
     assert!(res["capabilities"]["tools"].is_object());
-    assert_eq!(
-        res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
-        "mcpgate"
-    );
+    assert_eq!(res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcpgate");
     assert!(res["ttlMs"].is_u64() && res["cacheScope"] == "public");
     let instructions = res["instructions"].as_str().unwrap_or_default();
-    assert!(
-        instructions.contains("## calc") && instructions.contains("## text"),
-        "one labelled section per upstream: {instructions}"
-    );
+    assert!(instructions.contains("## calc") && instructions.contains("## text"), "one labelled section per upstream: {instructions}");
 }

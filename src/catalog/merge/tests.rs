@@ -1,18 +1,10 @@
 use super::*;
 
 fn raws(list: &[&str]) -> Vec<Box<RawValue>> {
-    list.iter()
-        .map(|s| RawValue::from_string((*s).to_string()).unwrap())
-        .collect()
+    list.iter().map(|s| RawValue::from_string((*s).to_string()).unwrap()).collect()
 }
 
-fn input<'a>(
-    i: usize,
-    id: &'a str,
-    prefix: &'a str,
-    tools: &'a [Box<RawValue>],
-    resources: &'a [Box<RawValue>],
-) -> UpstreamLists<'a> {
+fn input<'a>(i: usize, id: &'a str, prefix: &'a str, tools: &'a [Box<RawValue>], resources: &'a [Box<RawValue>]) -> UpstreamLists<'a> {
     UpstreamLists {
         upstream: i,
         id,
@@ -26,20 +18,9 @@ fn input<'a>(
 
 #[test]
 fn prefixes_orders_and_keeps_fields_verbatim() {
-    let a = raws(&[
-        r#"{"name":"echo","inputSchema":{"type":"object","$defs":{"x":{"$anchor":"y"}}},"annotations":{"readOnlyHint":true}}"#,
-    ]);
-    let b = raws(&[
-        r#"{"name":"echo","inputSchema":{"type":"object"}}"#,
-        r#"{"name":"now","inputSchema":{"type":"object"}}"#,
-    ]);
-    let cat = build(
-        &[
-            input(0, "calc", "calc", &a, &[]),
-            input(1, "text", "text", &b, &[]),
-        ],
-        "__",
-    );
+    let a = raws(&[r#"{"name":"echo","inputSchema":{"type":"object","$defs":{"x":{"$anchor":"y"}}},"annotations":{"readOnlyHint":true}}"#]);
+    let b = raws(&[r#"{"name":"echo","inputSchema":{"type":"object"}}"#, r#"{"name":"now","inputSchema":{"type":"object"}}"#]);
+    let cat = build(&[input(0, "calc", "calc", &a, &[]), input(1, "text", "text", &b, &[])], "__");
     let names: Vec<_> = cat.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["calc__echo", "text__echo", "text__now"]);
     assert_eq!(
@@ -60,10 +41,7 @@ fn reports_collisions_bad_names_and_bad_annotations() {
         r#"{"name":"hdr","inputSchema":{"type":"object","properties":{"n":{"type":"number","x-mcp-header":"N"}}}}"#,
         r#"{"name":"ok","inputSchema":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}"#,
     ]);
-    let cat = build(
-        &[input(0, "a", "", &a, &[]), input(1, "b", "", &b, &[])],
-        "__",
-    );
+    let cat = build(&[input(0, "a", "", &a, &[]), input(1, "b", "", &b, &[])], "__");
     let names: Vec<_> = cat.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["search", "ok"]);
     assert_eq!(cat.tool("search").unwrap().upstream, 0);
@@ -73,45 +51,20 @@ fn reports_collisions_bad_names_and_bad_annotations() {
     assert!(cat.problems[0].reason.contains("collides"));
     assert!(cat.problems[1].reason.contains("not servable"));
     assert!(cat.problems[2].reason.contains("x-mcp-header"));
-    assert!(
-        cat.problems
-            .iter()
-            .all(|p| p.upstream == "b" && p.kind == Kind::Tool)
-    );
+    assert!(cat.problems.iter().all(|p| p.upstream == "b" && p.kind == Kind::Tool));
 }
 
 #[test]
 fn resource_uris_are_prefixed_and_route_back() {
     let r = raws(&[r#"{"uri":"file:///a.txt","name":"a"}"#]);
     let plain = raws(&[r#"{"uri":"test://static-text","name":"s"}"#]);
-    let cat = build(
-        &[
-            input(0, "files", "files", &[], &r),
-            input(1, "fixture", "", &[], &plain),
-        ],
-        "__",
-    );
+    let cat = build(&[input(0, "files", "files", &[], &r), input(1, "fixture", "", &[], &plain)], "__");
     let res = &cat.section(Kind::Resource).entries;
     assert_eq!(res[0].name, "files+file:///a.txt");
-    assert_eq!(
-        res[0].json.get(),
-        r#"{"uri":"files+file:///a.txt","name":"a"}"#
-    );
+    assert_eq!(res[0].json.get(), r#"{"uri":"files+file:///a.txt","name":"a"}"#);
     assert_eq!(res[1].name, "test://static-text");
-    assert_eq!(
-        cat.route_uri("files+file:///a.txt"),
-        Some((0, "file:///a.txt".into()))
-    );
-    assert_eq!(
-        cat.route_uri("files+file:///unlisted"),
-        Some((0, "file:///unlisted".into()))
-    );
-    assert_eq!(
-        cat.route_uri("test://static-text"),
-        Some((1, "test://static-text".into()))
-    );
-    assert_eq!(
-        cat.route_uri("test://other"),
-        Some((1, "test://other".into()))
-    );
+    assert_eq!(cat.route_uri("files+file:///a.txt"), Some((0, "file:///a.txt".into())));
+    assert_eq!(cat.route_uri("files+file:///unlisted"), Some((0, "file:///unlisted".into())));
+    assert_eq!(cat.route_uri("test://static-text"), Some((1, "test://static-text".into())));
+    assert_eq!(cat.route_uri("test://other"), Some((1, "test://other".into())));
 }
