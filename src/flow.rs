@@ -164,7 +164,13 @@ impl EventStream {
             if tx.send(Event::Notification(first)).await.is_err() {
                 return;
             }
-            while let Some(ev) = inner.next().await {
+            loop {
+                let ev = tokio::select! {
+                    ev = inner.next() => ev,
+                    // The client went away: dropping `inner` cancels the work behind it now.
+                    _ = tx.closed() => return,
+                };
+                let Some(ev) = ev else { return };
                 if tx.send(ev).await.is_err() {
                     return;
                 }

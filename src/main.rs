@@ -26,6 +26,7 @@ struct Cli {
 const EXAMPLES: &str = "Examples:
   mcpgate run                          serve the upstreams of ./gateway.toml on 127.0.0.1:8811/mcp
   mcpgate run -c /etc/mcpgate.toml     use another config (MCPGATE_LISTEN overrides server.listen)
+  mcpgate stdio -c gateway.toml        serve one client over stdin/stdout (for desktop clients)
   mcpgate check                        probe every upstream and list what cannot be served
   mcpgate tools                        print the merged tool catalogue as JSON
   mcpgate demo-server --profile text   the built-in demo upstream on stdio
@@ -51,6 +52,11 @@ enum Command {
     },
     /// Validate the config, probe every upstream and print a status table (exit 1 if any is down).
     Check {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: PathBuf,
+    },
+    /// Serve one MCP client over stdin/stdout (either era), for clients that launch servers as commands.
+    Stdio {
         #[arg(short, long, default_value = "gateway.toml")]
         config: PathBuf,
     },
@@ -114,6 +120,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run { config, listen } => {
             let cfg = load(&config, listen.as_deref())?;
             serve_gateway(cfg).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Stdio { config } => {
+            let gw = Gateway::new(load(&config, None)?);
+            gw.refresh_all().await;
+            gw.spawn_maintenance();
+            let svc: Arc<dyn Service> = gw;
+            mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { config } => {

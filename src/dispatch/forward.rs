@@ -94,13 +94,10 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
     if prefix.is_empty() {
         return reply;
     }
-    match reply {
-        Reply::Single(Outcome::Result(raw)) => match prefix_contents(&raw, &prefix) {
-            Some(fixed) => Reply::Single(Outcome::Result(fixed)),
-            None => Reply::Single(Outcome::Result(raw)),
-        },
+    reply.map_outcome(move |o| match o {
+        Outcome::Result(raw) => Outcome::Result(prefix_contents(&raw, &prefix).unwrap_or(raw)),
         other => other,
-    }
+    })
 }
 
 /// Gives every `contents[].uri` of a read result the upstream's gateway prefix.

@@ -48,8 +48,10 @@ pub fn split_params(params: Option<&serde_json::value::RawValue>) -> Result<(Raw
             "Missing params._meta: every request must carry _meta with protocolVersion and clientCapabilities",
         ));
     };
-    let obj: RawObject = serde_json::from_str(params.get())
-        .map_err(|_| RpcError::invalid_params("params must be a JSON object").with_status(http::StatusCode::BAD_REQUEST))?;
+    let obj: RawObject = serde_json::from_str(params.get()).map_err(|e| {
+        RpcError::invalid_params(format!("params must be a JSON object without duplicate members ({e})"))
+            .with_status(http::StatusCode::BAD_REQUEST)
+    })?;
     let meta = match obj.parse::<Map<String, Value>>("_meta") {
         None => {
             return Err(RpcError::malformed_meta(

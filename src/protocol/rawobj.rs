@@ -67,6 +67,11 @@ impl<'de> Deserialize<'de> for RawObject {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
                 let mut out = Vec::with_capacity(map.size_hint().unwrap_or(4));
                 while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
+                    // Parsers disagree on which duplicate wins; a message that could be routed
+                    // by one member and executed by another is refused.
+                    if out.iter().any(|(seen, _)| *seen == k) {
+                        return Err(serde::de::Error::custom(format!("duplicate member \"{k}\"")));
+                    }
                     out.push((k, v));
                 }
                 Ok(RawObject(out))
@@ -87,6 +92,11 @@ mod tests {
         o.set_json("name", "add").unwrap();
         let out = serde_json::to_string(&o).unwrap();
         assert_eq!(out, r#"{"name":"add","inputSchema":{"type":"object",  "$defs":{"a":1}},"x":[1, 2]}"#);
+    }
+
+    #[test]
+    fn rejects_duplicate_members() {
+        assert!(serde_json::from_str::<RawObject>(r#"{"name":"a","name":"b"}"#).is_err());
     }
 
     #[test]

@@ -137,7 +137,7 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
         if !["application/json", "text/event-stream", "*/*", "application/*", "text/*"].iter().any(|t| a.contains(t)) {
             return render::error(
                 None,
-                &RpcError::invalid_request("Accept must include application/json and text/event-stream")
+                &RpcError::invalid_request("Accept must allow application/json or text/event-stream (clients should send both)")
                     .with_status(StatusCode::NOT_ACCEPTABLE),
             );
         }

@@ -82,88 +82,112 @@ impl LegacyState {
         self.levels.lock().ok()?.get(&s.sid).cloned()
     }
 
-    /// Answers `initialize`: the result message and the new session token.
+    /// Answers `initialize`: the result, the session and its token for `Mcp-Session-Id`.
     pub async fn initialize(&self, svc: &dyn Service, msg: &Message) -> Result<(Box<RawValue>, Session, String), RpcError> {
-        let params: Value = msg.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
-        let requested =
-            params["protocolVersion"].as_str().ok_or_else(|| RpcError::invalid_params("initialize needs params.protocolVersion"))?;
-        let version = negotiate(requested);
-        let session = Session {
-            sid: self.sealer.random_id(),
-            v: version.to_string(),
-            caps: params["capabilities"].clone(),
-            info: params["clientInfo"].clone(),
-        };
+        let (result, session) = handshake(svc, msg, self.sealer.random_id()).await?;
         let token = self.sealer.seal(SESSION_PURPOSE, &session).map_err(RpcError::internal)?;
-        let discover = internal(svc, "server/discover").await?;
-        let mut capabilities = discover["capabilities"].clone();
-        if let Some(caps) = capabilities.as_object_mut() {
-            for (list, flag) in [("tools", true), ("prompts", true), ("resources", true)] {
-                if let Some(Value::Object(c)) = caps.get_mut(list) {
-                    c.insert("listChanged".into(), Value::Bool(flag));
-                }
-            }
-        }
-        let mut result = json!({
-            "protocolVersion": version,
-            "capabilities": capabilities,
-            "serverInfo": discover["_meta"][keys::SERVER_INFO].clone(),
-        });
-        if let Some(text) = discover.get("instructions") {
-            result["instructions"] = text.clone();
-        }
-        let raw = serde_json::value::to_raw_value(&result).map_err(|e| RpcError::internal(e.to_string()))?;
-        Ok((raw, session, token))
+        Ok((result, session, token))
     }
 
-    /// Handles a request of an established session: legacy-only methods are answered here,
-    /// everything else becomes an internal request.
+    /// Handles a request of an established session (see [`convert`]); a new log level is kept
+    /// for the session on this replica.
     pub fn request(&self, session: &Session, msg: Message) -> Result<Action, RpcError> {
-        let method = msg.method.clone().unwrap_or_default();
-        let id = msg.id.clone().ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
-        let mut params: RawObject = match &msg.params {
-            Some(p) => serde_json::from_str(p.get()).map_err(|_| RpcError::invalid_params("params must be an object"))?,
-            None => RawObject::default(),
-        };
-        match method.as_str() {
-            "ping" => return Ok(Action::Answer(empty())),
-            "logging/setLevel" => {
-                let level = params.parse::<String>("level").and_then(Result::ok).filter(|l| LOG_LEVELS.contains(&l.as_str()));
-                let level = level.ok_or_else(|| RpcError::invalid_params(format!("level must be one of {}", LOG_LEVELS.join(", "))))?;
-                if let Ok(mut l) = self.levels.lock() {
-                    l.insert(session.sid.clone(), level);
-                }
-                return Ok(Action::Answer(empty()));
-            }
-            "initialize" => {
-                return Err(RpcError::invalid_request("this session is already initialized"));
-            }
-            _ => {}
+        let level = self.level(session);
+        let action = convert(session, level.as_deref(), msg)?;
+        if let Action::SetLevel(level) = &action
+            && let Ok(mut l) = self.levels.lock()
+        {
+            l.insert(session.sid.clone(), level.clone());
         }
-        let mut fields: Map<String, Value> = params.remove("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
-        fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
-        // Until input requests are bridged between eras, upstreams must not ask legacy callers for
-        // input: the capabilities that would allow it are withheld.
-        let mut caps = session.caps.as_object().cloned().unwrap_or_default();
-        for withheld in ["elicitation", "sampling", "roots", "tasks"] {
-            caps.remove(withheld);
-        }
-        fields.insert(keys::CLIENT_CAPABILITIES.into(), Value::Object(caps));
-        if !session.info.is_null() {
-            fields.insert(keys::CLIENT_INFO.into(), session.info.clone());
-        }
-        if let Some(level) = self.level(session) {
-            fields.insert(keys::LOG_LEVEL.into(), level.into());
-        }
-        let meta = RequestMeta { protocol_version: MODERN_VERSION.into(), fields };
-        Ok(Action::Forward(Request { id, method, params, meta, param_headers: None }))
+        Ok(action)
     }
+}
+
+/// The `initialize` handshake, answered from the service's own `server/discover`.
+pub async fn handshake(svc: &dyn Service, msg: &Message, sid: String) -> Result<(Box<RawValue>, Session), RpcError> {
+    let params: Value = msg.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+    let requested =
+        params["protocolVersion"].as_str().ok_or_else(|| RpcError::invalid_params("initialize needs params.protocolVersion"))?;
+    let version = negotiate(requested);
+    let session = Session { sid, v: version.to_string(), caps: params["capabilities"].clone(), info: params["clientInfo"].clone() };
+    let discover = internal(svc, "server/discover").await?;
+    let mut capabilities = discover["capabilities"].clone();
+    if let Some(caps) = capabilities.as_object_mut() {
+        for list in ["tools", "prompts", "resources"] {
+            if let Some(Value::Object(c)) = caps.get_mut(list) {
+                c.insert("listChanged".into(), Value::Bool(true));
+            }
+        }
+    }
+    let mut result = json!({
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "serverInfo": discover["_meta"][keys::SERVER_INFO].clone(),
+    });
+    if let Some(text) = discover.get("instructions") {
+        result["instructions"] = text.clone();
+    }
+    let raw = serde_json::value::to_raw_value(&result).map_err(|e| RpcError::internal(e.to_string()))?;
+    Ok((raw, session))
+}
+
+/// Converts a request of an established legacy session: legacy-only methods are answered here,
+/// everything else becomes an internal (era-free) request.
+pub fn convert(session: &Session, level: Option<&str>, msg: Message) -> Result<Action, RpcError> {
+    let method = msg.method.clone().unwrap_or_default();
+    let id = msg.id.clone().ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
+    let mut params: RawObject = match &msg.params {
+        Some(p) => serde_json::from_str(p.get())
+            .map_err(|e| RpcError::invalid_params(format!("params must be an object without duplicate members ({e})")))?,
+        None => RawObject::default(),
+    };
+    match method.as_str() {
+        "ping" => return Ok(Action::Answer(empty())),
+        "logging/setLevel" => {
+            let level = params.parse::<String>("level").and_then(Result::ok).filter(|l| LOG_LEVELS.contains(&l.as_str()));
+            let level = level.ok_or_else(|| RpcError::invalid_params(format!("level must be one of {}", LOG_LEVELS.join(", "))))?;
+            return Ok(Action::SetLevel(level));
+        }
+        "initialize" => return Err(RpcError::invalid_request("this session is already initialized")),
+        _ => {}
+    }
+    let mut fields: Map<String, Value> = params.remove("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
+    fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
+    // Until input requests are bridged between eras, upstreams must not ask legacy callers for
+    // input: the capabilities that would allow it are withheld.
+    let mut caps = session.caps.as_object().cloned().unwrap_or_default();
+    for withheld in ["elicitation", "sampling", "roots", "tasks"] {
+        caps.remove(withheld);
+    }
+    fields.insert(keys::CLIENT_CAPABILITIES.into(), Value::Object(caps));
+    if !session.info.is_null() {
+        fields.insert(keys::CLIENT_INFO.into(), session.info.clone());
+    }
+    if let Some(level) = level {
+        fields.insert(keys::LOG_LEVEL.into(), level.into());
+    }
+    let meta = RequestMeta { protocol_version: MODERN_VERSION.into(), fields };
+    Ok(Action::Forward(Request { id, method, params, meta, param_headers: None }))
 }
 
 /// What to do with a legacy session request.
 pub enum Action {
+    /// Answered at the edge with this result.
     Answer(Box<RawValue>),
+    /// `logging/setLevel`: remember the level for the session, answer `{}`.
+    SetLevel(String),
     Forward(Request),
+}
+
+impl Action {
+    /// The result of an action answered at the edge.
+    pub fn answer(&self) -> Option<Box<RawValue>> {
+        match self {
+            Action::Answer(r) => Some(r.clone()),
+            Action::SetLevel(_) => Some(empty()),
+            Action::Forward(_) => None,
+        }
+    }
 }
 
 fn empty() -> Box<RawValue> {

@@ -59,13 +59,14 @@ pub async fn post(svc: &dyn Service, st: &LegacyState, headers: &HeaderMap, msg:
             let id = msg.id.clone();
             match st.request(&session, msg) {
                 Err(e) => render::error(id.as_deref(), &e),
-                Ok(Action::Answer(result)) => {
-                    render::json(StatusCode::OK, jsonrpc::result_message(id.as_deref().unwrap_or(RawNull::get()), &result))
-                }
                 Ok(Action::Forward(req)) => {
                     let id = req.id.clone();
                     let reply = downgrade_reply(svc.handle(req).await);
                     render::reply(id, reply)
+                }
+                Ok(answered) => {
+                    let result = answered.answer().unwrap_or_else(|| RawNull::get().to_owned());
+                    render::json(StatusCode::OK, jsonrpc::result_message(id.as_deref().unwrap_or(RawNull::get()), &result))
                 }
             }
         }

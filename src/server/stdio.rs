@@ -1,22 +1,35 @@
-//! Serving one client over stdin/stdout (newline-delimited JSON-RPC): stdout carries protocol
-//! messages only, one per line, written by a single writer task; requests run concurrently;
-//! `notifications/cancelled` aborts the named request (and with it the upstream call). At EOF the
-//! in-flight requests are finished before the server returns.
+//! Serving one client over stdin/stdout (newline-delimited JSON-RPC), in either era: a request
+//! carrying modern `_meta` is served statelessly; an `initialize` opens a legacy session for this
+//! process (then `ping`, `logging/setLevel` and list-changed notifications work as legacy clients
+//! expect). stdout carries protocol messages only, written by one writer task; requests run
+//! concurrently; `notifications/cancelled` cancels the named request (and its upstream call). At
+//! EOF the in-flight requests are finished before the server returns.
 
+use super::legacy::{self, Action, Session};
 use super::{modern, render};
-use crate::dispatch::Service;
+use crate::catalog::Kind;
+use crate::dispatch::{Request, Service};
 use crate::flow::{Event, Reply};
 use crate::protocol::errors::RpcError;
-use crate::protocol::jsonrpc::{self, Kind, Message};
+use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
-use tokio::task::AbortHandle;
 use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::sync::CancellationToken;
 
 const MAX_LINE: usize = 64 * 1024 * 1024;
+
+type Inflight = Arc<Mutex<HashMap<String, CancellationToken>>>;
+
+/// The legacy session of this stdio connection, once `initialize` arrived.
+#[derive(Default)]
+struct Conn {
+    session: Option<Session>,
+    level: Option<String>,
+}
 
 pub async fn serve(
     svc: Arc<dyn Service>,
@@ -33,8 +46,9 @@ pub async fn serve(
             }
         }
     });
-    let inflight: Arc<Mutex<HashMap<String, AbortHandle>>> = Arc::default();
+    let inflight: Inflight = Arc::default();
     let mut tasks = tokio::task::JoinSet::new();
+    let mut conn = Conn::default();
     let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(MAX_LINE));
     while let Some(line) = lines.next().await {
         let line = match line {
@@ -54,59 +68,62 @@ pub async fn serve(
                 continue;
             }
         };
-        match msg.kind() {
+        let kind = match msg.kind() {
+            Ok(k) => k,
             Err(e) => {
                 let _ = out_tx.send(jsonrpc::error_message(msg.id.as_deref().filter(|i| jsonrpc::valid_id(i).is_ok()), &e)).await;
+                continue;
             }
-            Ok(Kind::Response) => {}
-            Ok(Kind::Notification) => {
-                if msg.method.as_deref() == Some("notifications/cancelled")
-                    && let Some(target) = msg
-                        .params
-                        .as_ref()
-                        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
-                        .map(|v| v["requestId"].to_string())
-                    && let Some(h) = inflight.lock().ok().and_then(|mut m| m.remove(&target))
-                {
-                    h.abort();
+        };
+        match kind {
+            MsgKind::Response => {}
+            MsgKind::Notification => {
+                if msg.method.as_deref() == Some("notifications/cancelled") {
+                    cancel(&inflight, &msg);
                 }
             }
-            Ok(Kind::Request) => {
-                let key = msg.id.as_ref().map(|i| i.get().to_string()).unwrap_or_default();
+            MsgKind::Request => {
                 let id = msg.id.clone();
-                let request = match modern::to_request(msg, None) {
-                    Ok(r) => r,
+                let modern_meta = super::era::BodyFacts::of(&msg).has_modern_meta;
+                let request = if modern_meta {
+                    modern::to_request(msg, None)
+                } else if msg.method.as_deref() == Some("initialize") && conn.session.is_none() {
+                    match legacy::handshake(svc.as_ref(), &msg, "stdio".into()).await {
+                        Ok((result, session)) => {
+                            let _ = out_tx
+                                .send(jsonrpc::result_message(msg.id.as_deref().unwrap_or(serde_json::value::RawValue::NULL), &result))
+                                .await;
+                            conn.session = Some(session);
+                            relay_changes(svc.as_ref(), out_tx.clone());
+                        }
+                        Err(e) => {
+                            let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
+                        }
+                    }
+                    continue;
+                } else if let Some(session) = &conn.session {
+                    match legacy::convert(session, conn.level.as_deref(), msg) {
+                        Ok(Action::Forward(r)) => Ok(r),
+                        Ok(answered) => {
+                            if let Action::SetLevel(l) = &answered {
+                                conn.level = Some(l.clone());
+                            }
+                            let result = answered.answer().unwrap_or_else(|| serde_json::value::RawValue::NULL.to_owned());
+                            let _ = out_tx
+                                .send(jsonrpc::result_message(id.as_deref().unwrap_or(serde_json::value::RawValue::NULL), &result))
+                                .await;
+                            continue;
+                        }
+                        Err(e) => Err(e),
+                    }
+                } else {
+                    modern::to_request(msg, None)
+                };
+                match request {
+                    Ok(r) => spawn(&mut tasks, &inflight, svc.clone(), r, conn.session.is_some(), out_tx.clone()),
                     Err(e) => {
                         let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
-                        continue;
                     }
-                };
-                let svc = svc.clone();
-                let tx = out_tx.clone();
-                let map = inflight.clone();
-                let k = key.clone();
-                let handle = tasks.spawn(async move {
-                    let id = request.id.clone();
-                    match svc.handle(request).await {
-                        Reply::Single(o) => {
-                            let _ = tx.send(render::outcome_message(&id, &o).1).await;
-                        }
-                        Reply::Stream(mut s) => {
-                            while let Some(ev) = s.next().await {
-                                let msg = match ev {
-                                    Event::Notification(n) => n,
-                                    Event::Done(o) => render::outcome_message(&id, &o).1,
-                                };
-                                let _ = tx.send(msg).await;
-                            }
-                        }
-                    }
-                    if let Ok(mut m) = map.lock() {
-                        m.remove(&k);
-                    }
-                });
-                if let Ok(mut m) = inflight.lock() {
-                    m.insert(key, handle);
                 }
             }
         }
@@ -115,4 +132,78 @@ pub async fn serve(
     drop(out_tx);
     let _ = writer.await;
     Ok(())
+}
+
+fn cancel(inflight: &Inflight, msg: &Message) {
+    let target =
+        msg.params.as_ref().and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok()).map(|v| v["requestId"].to_string());
+    if let Some(token) = target.and_then(|t| inflight.lock().ok().and_then(|mut m| m.remove(&t))) {
+        token.cancel();
+    }
+}
+
+/// Runs one request; its cancellation token is registered before it starts, so a cancel can
+/// never miss it and a finished request never lingers in the map.
+fn spawn(
+    tasks: &mut tokio::task::JoinSet<()>,
+    inflight: &Inflight,
+    svc: Arc<dyn Service>,
+    request: Request,
+    legacy_client: bool,
+    tx: mpsc::Sender<Vec<u8>>,
+) {
+    let key = request.id.get().to_string();
+    let token = CancellationToken::new();
+    if let Ok(mut m) = inflight.lock() {
+        m.insert(key.clone(), token.clone());
+    }
+    let map = inflight.clone();
+    tasks.spawn(async move {
+        let id = request.id.clone();
+        let work = async {
+            let reply = svc.handle(request).await;
+            let reply = if legacy_client { legacy::downgrade_reply(reply) } else { reply };
+            match reply {
+                Reply::Single(o) => {
+                    let _ = tx.send(render::outcome_message(&id, &o).1).await;
+                }
+                Reply::Stream(mut s) => {
+                    while let Some(ev) = s.next().await {
+                        let msg = match ev {
+                            Event::Notification(n) => n,
+                            Event::Done(o) => render::outcome_message(&id, &o).1,
+                        };
+                        let _ = tx.send(msg).await;
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            _ = work => {}
+            // Cancelled: nothing more is sent for this request, and dropping the work cancels upstream.
+            _ = token.cancelled() => {}
+        }
+        if let Ok(mut m) = map.lock() {
+            m.remove(&key);
+        }
+    });
+}
+
+/// Sends list-changed notifications to a legacy client for as long as the connection lives.
+fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Vec<u8>>) {
+    let Some(mut rx) = svc.changes() else { return };
+    tokio::spawn(async move {
+        loop {
+            let method = match rx.recv().await {
+                Ok(Kind::Tool) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => "notifications/tools/list_changed",
+                Ok(Kind::Prompt) => "notifications/prompts/list_changed",
+                Ok(Kind::Resource) => "notifications/resources/list_changed",
+                Ok(Kind::Template) => continue,
+                Err(_) => return,
+            };
+            if tx.send(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes()).await.is_err() {
+                return;
+            }
+        }
+    });
 }

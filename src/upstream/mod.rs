@@ -202,8 +202,15 @@ impl Upstream {
         for (kind, capability) in
             [(Kind::Tool, "tools"), (Kind::Prompt, "prompts"), (Kind::Resource, "resources"), (Kind::Template, "resources")]
         {
-            if state.offers(capability) {
-                self.list_all(kind, &mut state).await?;
+            if !state.offers(capability) {
+                continue;
+            }
+            match self.list_all(kind, &mut state).await {
+                Ok(()) => {}
+                // Without its tools an upstream is not usable; a broken secondary list only
+                // leaves that list empty.
+                Err(e) if kind == Kind::Tool => return Err(e),
+                Err(e) => tracing::warn!(upstream = %self.id(), error = %e, "{} not served", kind.list_key()),
             }
         }
         if state.ttl_ms == u64::MAX {

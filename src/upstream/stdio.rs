@@ -78,6 +78,7 @@ impl Drop for CancelOnDrop {
 
 pub struct StdioTransport {
     id: String,
+    program: Result<PathBuf, String>,
     command: Vec<String>,
     env: BTreeMap<String, String>,
     cwd: Option<PathBuf>,
@@ -87,7 +88,15 @@ pub struct StdioTransport {
 
 impl StdioTransport {
     pub fn new(cfg: &UpstreamConfig, command: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>) -> Self {
-        StdioTransport { id: cfg.id.clone(), command, env, cwd, max_line: cfg.max_message_bytes, proc: tokio::sync::Mutex::new(None) }
+        StdioTransport {
+            id: cfg.id.clone(),
+            program: resolve(&command),
+            command,
+            env,
+            cwd,
+            max_line: cfg.max_message_bytes,
+            proc: tokio::sync::Mutex::new(None),
+        }
     }
 
     pub async fn send(&self, id: u64, call: &Call, deadline: Instant) -> Reply {
@@ -129,11 +138,7 @@ impl StdioTransport {
     }
 
     fn spawn(&self) -> Result<Arc<Proc>, String> {
-        let program = if self.command[0] == "mcpgate" {
-            std::env::current_exe().map_err(|e| format!("cannot locate the mcpgate binary: {e}"))?
-        } else {
-            PathBuf::from(&self.command[0])
-        };
+        let program = self.program.clone()?;
         let mut cmd = Command::new(&program);
         cmd.args(&self.command[1..])
             .envs(&self.env)
@@ -191,6 +196,16 @@ impl StdioTransport {
             reader.fail_all(&format!("the process exited ({status})"));
         });
         Ok(proc)
+    }
+}
+
+/// The program to start: `mcpgate` means this very binary, resolved once at startup so that a
+/// binary replaced on disk later (an upgrade, a rebuild) does not break restarts.
+fn resolve(command: &[String]) -> Result<PathBuf, String> {
+    match command.first().map(String::as_str) {
+        Some("mcpgate") => std::env::current_exe().map_err(|e| format!("cannot locate the mcpgate binary: {e}")),
+        Some(p) => Ok(PathBuf::from(p)),
+        None => Err("the command is empty".into()),
     }
 }
 

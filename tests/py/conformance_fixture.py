@@ -431,6 +431,7 @@ TOOLS: list[types.Tool] = [
     _tool("test_tool_with_task", "MRTR round gathers a name, then escalates to a task.", execution=_task_support("optional")),
 ]
 TOOL_SCHEMAS = {t.name: t.input_schema for t in TOOLS}
+TASK_TOOLS = {t.name for t in TOOLS if t.execution is not None} | {"greet"}
 
 # ---------------------------------------------------------------------------------------------
 # Resources and prompts
@@ -658,7 +659,9 @@ def build_server(tasks: TaskStore) -> FixtureServer:
     legacy_connections: dict[str, Any] = {}
 
     # ----- tools ---------------------------------------------------------------------------
-    async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
 
     async def send_log(ctx: ServerRequestContext[Any, Any], level: str, message: str) -> None:
@@ -741,8 +744,9 @@ def build_server(tasks: TaskStore) -> FixtureServer:
                 await ctx.session.report_progress(step, 100, f"Completed step {step} of 100")
                 if step != 100:
                     await anyio.sleep(0.05)
-            token = (ctx.meta or {}).get("progressToken") if isinstance(ctx.meta, Mapping) else None
-            return _text(f"Progress tool completed (token {token})")
+            meta = (ctx.params or {}).get("_meta")
+            token = meta.get("progressToken") if isinstance(meta, Mapping) else None
+            return _text(f"Progress tool completed (progressToken {json.dumps(token)})")
         if name == "test_error_handling":
             return _text("This tool intentionally returns an error for testing", is_error=True)
         if name == "test_sampling":
@@ -938,7 +942,7 @@ def build_server(tasks: TaskStore) -> FixtureServer:
             return {"content": [{"type": "text", "text": f"Hello, {who}! (from a task)"}]}
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
 
-    async def run_sync(name: str, args: dict[str, Any], gathered: dict[str, Any]) -> types.CallToolResult | dict[str, Any]:
+    async def run_sync(name: str, args: dict[str, Any], gathered: dict[str, Any]) -> types.CallToolResult:
         if name == "greet":
             return _text(f"Hello, {args.get('name', 'World')}!")
         if name in ("confirm_delete", "multi_input"):
@@ -964,7 +968,9 @@ def build_server(tasks: TaskStore) -> FixtureServer:
             raise _missing_capability(TASKS_EXTENSION)
         name_header = _header(ctx, "mcp-name")
         if name_header is not None and name_header.strip() != params.get("taskId"):
-            raise MCPError(code=types.HEADER_MISMATCH, message="mcp-name header does not match the request body's 'taskId'")
+            raise MCPError(
+                code=types.HEADER_MISMATCH, message="mcp-name header does not match the request body's 'taskId'"
+            )
         return tasks.get(params.get("taskId"))
 
     async def tasks_get(ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> dict[str, Any]:
@@ -1016,7 +1022,11 @@ def build_server(tasks: TaskStore) -> FixtureServer:
             contents = [types.BlobResourceContents(uri=uri, mime_type="image/png", blob=PNG_BASE64)]
         elif uri == "test://watched-resource":
             contents = [types.TextResourceContents(uri=uri, mime_type="text/plain", text="Watched resource content")]
-        elif uri.startswith(TEMPLATE_PREFIX) and uri.endswith(TEMPLATE_SUFFIX) and len(uri) > len(TEMPLATE_PREFIX + TEMPLATE_SUFFIX):
+        elif (
+            uri.startswith(TEMPLATE_PREFIX)
+            and uri.endswith(TEMPLATE_SUFFIX)
+            and len(uri) > len(TEMPLATE_PREFIX + TEMPLATE_SUFFIX)
+        ):
             ident = uri[len(TEMPLATE_PREFIX) : -len(TEMPLATE_SUFFIX)]
             body = {"id": ident, "templateTest": True, "data": f"Data for ID: {ident}"}
             contents = [types.TextResourceContents(uri=uri, mime_type="application/json", text=json.dumps(body))]
@@ -1102,7 +1112,9 @@ def build_server(tasks: TaskStore) -> FixtureServer:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name}")
 
     # ----- completion / logging -------------------------------------------------------------
-    async def complete(ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> types.CompleteResult:
+    async def complete(
+        ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
         ref = params.ref
         target = getattr(ref, "name", None) or getattr(ref, "uri", None) or ""
         candidates = COMPLETIONS.get((str(target), params.argument.name), [])
@@ -1144,8 +1156,6 @@ def build_server(tasks: TaskStore) -> FixtureServer:
     )
     return server
 
-
-TASK_TOOLS = {"greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input", "test_tool_with_task"}
 
 
 async def serve_stdio(server: Server[Any], tasks: TaskStore) -> None:
