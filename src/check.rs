@@ -15,7 +15,13 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     for up in &gw.upstreams {
         let st = up.state();
         let (status, era) = match &st.status {
-            Status::Ready => ("ready".to_string(), st.version.as_deref().map(|v| format!("modern ({v})")).unwrap_or_default()),
+            Status::Ready => (
+                "ready".to_string(),
+                st.version
+                    .as_deref()
+                    .map(|v| format!("{} ({v})", if crate::protocol::is_legacy_version(v) { "legacy" } else { "modern" }))
+                    .unwrap_or_default(),
+            ),
             Status::Pending => ("pending".to_string(), "-".into()),
             Status::Down(reason) => {
                 all_ok = false;

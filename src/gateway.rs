@@ -141,7 +141,11 @@ impl Gateway {
                         backoff = (backoff * 2).min(interval.max(Duration::from_secs(1)));
                         w
                     };
-                    tokio::time::sleep(wait).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        // The upstream said a list changed: re-read it now.
+                        _ = up.changed.notified() => {}
+                    }
                     let Some(gw) = gw.upgrade() else { return };
                     gw.refresh_one(&up).await;
                 }

@@ -15,6 +15,15 @@ pub const MODERN_VERSION: &str = "2026-07-28";
 /// Versions the gateway accepts from modern clients.
 pub const SUPPORTED_VERSIONS: &[&str] = &[MODERN_VERSION];
 
+/// Legacy revisions the gateway speaks (to clients and to upstreams), newest first.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Older legacy revisions a peer may still announce (answered with a supported one).
+const OLDER_VERSIONS: &[&str] = &["2024-11-05", "2024-10-07"];
+
+pub fn is_legacy_version(v: &str) -> bool {
+    LEGACY_VERSIONS.contains(&v) || OLDER_VERSIONS.contains(&v)
+}
+
 /// Reserved `_meta` keys.
 pub mod keys {
     pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";

@@ -7,19 +7,12 @@
 use crate::protocol::keys;
 use http::{HeaderMap, Method};
 
-/// Legacy revisions the gateway serves, newest first.
-pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
-/// Legacy revisions a client may still announce (answered with a supported one).
-const OLDER_VERSIONS: &[&str] = &["2024-11-05", "2024-10-07"];
+pub use crate::protocol::{LEGACY_VERSIONS, is_legacy_version};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
     Modern,
     Legacy,
-}
-
-pub fn is_legacy_version(v: &str) -> bool {
-    LEGACY_VERSIONS.contains(&v) || OLDER_VERSIONS.contains(&v)
 }
 
 /// What the classifier needs to know about the body (already parsed, or not JSON-RPC at all).

@@ -4,7 +4,7 @@
 //! Client credentials never appear here: only the upstream's configured headers are sent.
 
 use super::sse::SseDecoder;
-use super::{Call, timed_out, unavailable};
+use super::{Call, Wire, rejected, timed_out, unavailable};
 use crate::config::UpstreamConfig;
 use crate::flow::{Event, EventStream, Outcome, Reply};
 use crate::protocol::headers;
@@ -17,7 +17,9 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
@@ -49,10 +51,13 @@ pub struct HttpTransport {
     headers: Vec<(HeaderName, HeaderValue)>,
     max_bytes: usize,
     timeout: Duration,
+    /// The legacy session (`Mcp-Session-Id`) the upstream gave us, if any.
+    session: Arc<Mutex<Option<HeaderValue>>>,
+    changed: Arc<Notify>,
 }
 
 impl HttpTransport {
-    pub fn new(cfg: &UpstreamConfig, url: http::Uri, client: HttpClient) -> Self {
+    pub fn new(cfg: &UpstreamConfig, url: http::Uri, client: HttpClient, changed: Arc<Notify>) -> Self {
         HttpTransport {
             id: cfg.id.clone(),
             url,
@@ -60,31 +65,65 @@ impl HttpTransport {
             headers: cfg.headers.clone(),
             max_bytes: cfg.max_message_bytes,
             timeout: cfg.timeout,
+            session: Arc::default(),
+            changed,
         }
     }
 
-    fn request(&self, id: u64, call: &Call, version: &str) -> Result<Request<Full<Bytes>>, crate::protocol::errors::RpcError> {
-        let body = call.encode(id)?;
+    pub fn has_session(&self) -> bool {
+        self.session.lock().is_ok_and(|s| s.is_some())
+    }
+
+    pub fn clear_session(&self) {
+        if let Ok(mut s) = self.session.lock() {
+            *s = None;
+        }
+    }
+
+    /// A POST to the upstream with its configured headers, the version and the session.
+    fn post(&self, wire: Wire<'_>) -> http::request::Builder {
         let mut b = Request::post(self.url.clone());
         for (k, v) in &self.headers {
             b = b.header(k, v);
         }
-        b = b
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", version)
-            .header("Mcp-Method", call.method.as_str());
-        if let Some(name) = &call.name {
-            b = b.header("Mcp-Name", headers::encode(name));
+        b = b.header(CONTENT_TYPE, "application/json").header(ACCEPT, "application/json, text/event-stream");
+        if let Some(v) = wire.version {
+            b = b.header("MCP-Protocol-Version", v);
         }
-        for (k, v) in &call.param_headers {
-            b = b.header(k.as_str(), v.as_str());
+        if let Some(sid) = self.session.lock().ok().and_then(|s| s.clone()) {
+            b = b.header("Mcp-Session-Id", sid);
+        }
+        b
+    }
+
+    /// Posts a notification (legacy handshake); a 2xx is success.
+    pub async fn notify(&self, method: &str, wire: Wire<'_>) -> Result<(), String> {
+        let body = format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes();
+        let req = self.post(wire).body(Full::new(Bytes::from(body))).map_err(|e| e.to_string())?;
+        let resp = tokio::time::timeout(self.timeout, self.client.request(req))
+            .await
+            .map_err(|_| "timed out".to_string())?
+            .map_err(|e| describe_client_error(&e))?;
+        if resp.status().is_success() { Ok(()) } else { Err(format!("{method} got HTTP {}", resp.status())) }
+    }
+
+    fn request(&self, id: u64, call: &Call, wire: Wire<'_>) -> Result<Request<Full<Bytes>>, crate::protocol::errors::RpcError> {
+        let body = call.encode(id)?;
+        let mut b = self.post(wire);
+        if wire.modern {
+            b = b.header("Mcp-Method", call.method.as_str());
+            if let Some(name) = &call.name {
+                b = b.header("Mcp-Name", headers::encode(name));
+            }
+            for (k, v) in &call.param_headers {
+                b = b.header(k.as_str(), v.as_str());
+            }
         }
         b.body(Full::new(Bytes::from(body))).map_err(|e| unavailable(&self.id, format!("cannot build the request: {e}")))
     }
 
-    pub async fn send(&self, id: u64, call: &Call, version: &str, deadline: Instant) -> Reply {
-        let req = match self.request(id, call, version) {
+    pub async fn send(&self, id: u64, call: &Call, wire: Wire<'_>, deadline: Instant) -> Reply {
+        let req = match self.request(id, call, wire) {
             Ok(r) => r,
             Err(e) => return Reply::error(e),
         };
@@ -94,9 +133,14 @@ impl HttpTransport {
             Ok(Ok(r)) => r,
         };
         let status = resp.status();
+        if let Some(sid) = resp.headers().get("mcp-session-id").filter(|_| call.method == "initialize") {
+            if let Ok(mut s) = self.session.lock() {
+                *s = Some(sid.clone());
+            }
+        }
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status.is_success() && ctype.starts_with("text/event-stream") {
-            return Reply::Stream(self.relay(resp.into_body(), id));
+            return Reply::Stream(self.relay(resp.into_body(), id, wire.version.map(str::to_string)));
         }
         let bytes = match timeout_at(deadline, Limited::new(resp.into_body(), self.max_bytes).collect()).await {
             Err(_) => return Reply::error(timed_out(&self.id, self.timeout)),
@@ -107,12 +151,13 @@ impl HttpTransport {
         };
         match Message::parse(&bytes) {
             Ok(m) if m.result.is_some() || m.error.is_some() => Reply::Single(final_outcome(m)),
-            _ => Reply::error(unavailable(&self.id, describe_status(status, &bytes))),
+            _ => Reply::error(rejected(&self.id, status.as_u16(), describe_status(status, &bytes))),
         }
     }
 
     /// Relays an SSE response: notifications as they come, then the response to `id`.
-    fn relay(&self, mut body: hyper::body::Incoming, id: u64) -> EventStream {
+    fn relay(&self, mut body: hyper::body::Incoming, id: u64, version: Option<String>) -> EventStream {
+        let answerer = self.answerer(version);
         let (tx, rx) = mpsc::channel(32);
         let upstream = self.id.clone();
         let mut decoder = SseDecoder::new(self.max_bytes);
@@ -162,6 +207,7 @@ impl HttpTransport {
                                 return;
                             }
                         }
+                        Ok(Kind::Request) => answerer.answer(&msg),
                         _ => {
                             tracing::warn!(upstream = %upstream, method = ?msg.method, "ignoring an unexpected message on a response stream")
                         }
@@ -171,6 +217,118 @@ impl HttpTransport {
             let _ = tx.send(Event::Done(Outcome::Error(unavailable(&upstream, "the response stream ended before the response")))).await;
         });
         EventStream::new(rx)
+    }
+}
+
+/// Answers the requests a legacy upstream sends on its streams: `ping` with `{}`, anything else
+/// (sampling, elicitation, roots: never declared by the gateway) with an error.
+#[derive(Clone)]
+struct Answerer {
+    id: String,
+    url: http::Uri,
+    client: HttpClient,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    session: Arc<Mutex<Option<HeaderValue>>>,
+    version: Option<String>,
+}
+
+impl HttpTransport {
+    fn answerer(&self, version: Option<String>) -> Answerer {
+        Answerer {
+            id: self.id.clone(),
+            url: self.url.clone(),
+            client: self.client.clone(),
+            headers: self.headers.clone(),
+            session: self.session.clone(),
+            version,
+        }
+    }
+
+    /// Opens the legacy standalone GET stream, to hear `list_changed` (and answer pings), for
+    /// as long as the session lasts; reconnects with a backoff.
+    pub fn start_listening(&self, version: String) {
+        let a = self.answerer(Some(version));
+        let changed = self.changed.clone();
+        let max = self.max_bytes;
+        tokio::spawn(async move {
+            let started = a.session.lock().ok().and_then(|s| s.clone());
+            let mut backoff = Duration::from_secs(1);
+            loop {
+                let current = a.session.lock().ok().and_then(|s| s.clone());
+                if current.is_none() || current != started {
+                    return;
+                }
+                match a.listen_once(&changed, max).await {
+                    Ok(()) => backoff = Duration::from_secs(1),
+                    Err(true) => return,
+                    Err(false) => {}
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+            }
+        });
+    }
+}
+
+impl Answerer {
+    fn builder(&self, method: http::Method) -> http::request::Builder {
+        let mut b = Request::builder().method(method).uri(self.url.clone());
+        for (k, v) in &self.headers {
+            b = b.header(k, v);
+        }
+        if let Some(v) = &self.version {
+            b = b.header("MCP-Protocol-Version", v.as_str());
+        }
+        if let Some(sid) = self.session.lock().ok().and_then(|s| s.clone()) {
+            b = b.header("Mcp-Session-Id", sid);
+        }
+        b
+    }
+
+    fn answer(&self, msg: &Message) {
+        let Some(id) = msg.id.as_ref() else { return };
+        let reply = if msg.method.as_deref() == Some("ping") {
+            format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, id.get()).into_bytes()
+        } else {
+            let e = crate::protocol::errors::RpcError::method_not_found(msg.method.as_deref().unwrap_or(""));
+            crate::protocol::jsonrpc::error_message(Some(id), &e)
+        };
+        let Ok(req) = self.builder(http::Method::POST).header(CONTENT_TYPE, "application/json").body(Full::new(Bytes::from(reply))) else {
+            return;
+        };
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(10), client.request(req)).await;
+        });
+    }
+
+    /// One GET stream; `Err(true)` means the upstream has none (405) or the session is gone.
+    async fn listen_once(&self, changed: &Notify, max: usize) -> Result<(), bool> {
+        let req = self.builder(http::Method::GET).header(ACCEPT, "text/event-stream").body(Full::new(Bytes::new())).map_err(|_| true)?;
+        let resp = self.client.request(req).await.map_err(|_| false)?;
+        if matches!(resp.status(), StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST) {
+            return Err(true);
+        }
+        if !resp.status().is_success() {
+            return Err(false);
+        }
+        let mut body = resp.into_body();
+        let mut decoder = SseDecoder::new(max);
+        while let Some(frame) = body.frame().await {
+            let Ok(chunk) = frame.map_err(|_| false)?.into_data() else { continue };
+            for data in decoder.push(&chunk).map_err(|_| false)? {
+                let Ok(msg) = Message::parse(&data) else { continue };
+                match msg.kind() {
+                    Ok(Kind::Notification) if msg.method.as_deref().is_some_and(|m| m.ends_with("/list_changed")) => {
+                        tracing::debug!(upstream = %self.id, method = ?msg.method, "upstream list changed");
+                        changed.notify_one();
+                    }
+                    Ok(Kind::Request) => self.answer(&msg),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,10 +1,12 @@
 //! One handle per configured upstream MCP server, whatever its transport: [`Upstream::call`]
 //! sends a request (fresh upstream id, `_meta` stamped with the upstream's version, `Mcp-*`
 //! headers built from the upstream's own schema) under the upstream's deadline, and
-//! [`Upstream::refresh`] probes it with `server/discover` and reads its whole tool list. Transport
+//! [`Upstream::refresh`] probes it (`server/discover`, falling back to the legacy `initialize`)
+//! and reads its lists. Transport
 //! details live in `http` and `stdio`; errors always name the upstream.
 
 mod http;
+mod probe;
 mod sse;
 mod stdio;
 
@@ -13,12 +15,11 @@ pub use self::http::{HttpClient, new_http_client};
 use crate::catalog::Kind;
 use crate::config::{TransportConfig, UpstreamConfig};
 use crate::flow::{Outcome, Reply};
-use crate::protocol::errors::{self, RpcError};
+use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc;
 use crate::protocol::rawobj::RawObject;
-use crate::protocol::{MODERN_VERSION, keys};
+use crate::protocol::{MODERN_VERSION, is_legacy_version, keys};
 use arc_swap::ArcSwap;
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -44,7 +45,9 @@ impl Call {
     /// The JSON-RPC request line for upstream id `id`.
     fn encode(&self, id: u64) -> Result<Vec<u8>, RpcError> {
         let mut params = self.params.clone();
-        params.set_json("_meta", &self.meta).map_err(|e| RpcError::internal(format!("cannot encode _meta: {e}")))?;
+        if !self.meta.is_empty() {
+            params.set_json("_meta", &self.meta).map_err(|e| RpcError::internal(format!("cannot encode _meta: {e}")))?;
+        }
         let raw = params.to_raw().map_err(|e| RpcError::internal(format!("cannot encode params: {e}")))?;
         Ok(jsonrpc::request_message(&id.to_string(), &self.method, &raw))
     }
@@ -103,10 +106,17 @@ pub struct Upstream {
     transport: Transport,
     state: ArcSwap<UpstreamState>,
     next_id: AtomicU64,
+    /// Signalled when the upstream says one of its lists changed.
+    pub changed: Arc<tokio::sync::Notify>,
 }
 
 pub fn unavailable(id: &str, reason: impl std::fmt::Display) -> RpcError {
     RpcError::internal(format!("Upstream '{id}' is unavailable: {reason}")).with_data(json!({ "upstream": id }))
+}
+
+/// An upstream that answered HTTP `status` without a JSON-RPC response.
+pub fn rejected(id: &str, status: u16, detail: impl std::fmt::Display) -> RpcError {
+    RpcError::internal(format!("Upstream '{id}' refused the request: {detail}")).with_data(json!({ "upstream": id, "status": status }))
 }
 
 pub fn timed_out(id: &str, after: Duration) -> RpcError {
@@ -116,13 +126,16 @@ pub fn timed_out(id: &str, after: Duration) -> RpcError {
 
 impl Upstream {
     pub fn new(index: usize, cfg: UpstreamConfig, client: HttpClient) -> Upstream {
+        let changed = Arc::new(tokio::sync::Notify::new());
         let transport = match &cfg.transport {
-            TransportConfig::Http { url } => Transport::Http(Box::new(self::http::HttpTransport::new(&cfg, url.clone(), client))),
+            TransportConfig::Http { url } => {
+                Transport::Http(Box::new(self::http::HttpTransport::new(&cfg, url.clone(), client, changed.clone())))
+            }
             TransportConfig::Stdio { command, env, cwd } => {
-                Transport::Stdio(stdio::StdioTransport::new(&cfg, command.clone(), env.clone(), cwd.clone()))
+                Transport::Stdio(stdio::StdioTransport::new(&cfg, command.clone(), env.clone(), cwd.clone(), changed.clone()))
             }
         };
-        Upstream { index, cfg, transport, state: ArcSwap::from_pointee(UpstreamState::default()), next_id: AtomicU64::new(1) }
+        Upstream { index, cfg, transport, state: ArcSwap::from_pointee(UpstreamState::default()), next_id: AtomicU64::new(1), changed }
     }
 
     pub fn id(&self) -> &str {
@@ -133,15 +146,47 @@ impl Upstream {
         self.state.load_full()
     }
 
-    /// Sends one request; the reply is JSON or a stream exactly as the upstream answered.
-    pub async fn call(&self, mut call: Call) -> Reply {
-        let version = self.state.load().version.clone().unwrap_or_else(|| MODERN_VERSION.to_string());
-        call.meta.insert(keys::PROTOCOL_VERSION.into(), Value::String(version.clone()));
+    /// Sends one request; the reply is JSON or a stream exactly as the upstream answered. A
+    /// legacy upstream gets the legacy wire form, its expired session is renewed transparently,
+    /// and its results gain the modern fields they lack.
+    pub async fn call(&self, call: Call) -> Reply {
+        let version = self.state.load().version.clone();
+        match version {
+            Some(v) if is_legacy_version(&v) => self.call_legacy(call, &v).await,
+            v => self.call_modern(call, v.as_deref().unwrap_or(MODERN_VERSION)).await,
+        }
+    }
+
+    async fn call_modern(&self, mut call: Call, version: &str) -> Reply {
+        call.meta.insert(keys::PROTOCOL_VERSION.into(), Value::String(version.into()));
         call.meta.entry(keys::CLIENT_CAPABILITIES).or_insert_with(|| json!({}));
+        self.send(call, Wire { version: Some(version), modern: true }).await
+    }
+
+    async fn call_legacy(&self, mut call: Call, version: &str) -> Reply {
+        for key in [keys::PROTOCOL_VERSION, keys::CLIENT_CAPABILITIES, keys::CLIENT_INFO, keys::LOG_LEVEL] {
+            call.meta.remove(key);
+        }
+        let method = call.method.clone();
+        let wire = legacy_wire(version);
+        let mut reply = self.send(call.clone(), wire).await;
+        if session_expired(&reply) && self.has_session() {
+            tracing::info!(upstream = %self.id(), "upstream session expired; initializing a new one");
+            self.clear_session();
+            match self.handshake().await {
+                Ok(_) => reply = self.send(call, wire).await,
+                Err(e) => return Reply::error(unavailable(self.id(), format!("re-initializing the session failed: {e}"))),
+            }
+        }
+        reply.map_outcome(move |o| modernise(&method, o))
+    }
+
+    /// Sends on the transport under the upstream's deadline.
+    async fn send(&self, call: Call, wire: Wire<'_>) -> Reply {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + self.cfg.timeout;
         let reply = match &self.transport {
-            Transport::Http(t) => t.send(id, &call, &version, deadline).await,
+            Transport::Http(t) => t.send(id, &call, wire, deadline).await,
             Transport::Stdio(t) => t.send(id, &call, deadline).await,
         };
         let reply = match reply {
@@ -149,6 +194,27 @@ impl Upstream {
             single => single,
         };
         reply.settle().await
+    }
+
+    /// Sends a notification (the legacy handshake's `notifications/initialized`).
+    async fn notify(&self, method: &str, wire: Wire<'_>) -> Result<(), String> {
+        match &self.transport {
+            Transport::Http(t) => t.notify(method, wire).await,
+            Transport::Stdio(t) => t.notify(method).await,
+        }
+    }
+
+    fn has_session(&self) -> bool {
+        match &self.transport {
+            Transport::Http(t) => t.has_session(),
+            Transport::Stdio(_) => false,
+        }
+    }
+
+    fn clear_session(&self) {
+        if let Transport::Http(t) = &self.transport {
+            t.clear_session();
+        }
     }
 
     /// A request the gateway makes on its own behalf (probe, lists), with its own `_meta`.
@@ -159,105 +225,46 @@ impl Upstream {
             other => Err(other),
         }
     }
+}
 
-    /// Probes the upstream and reloads its tool list; the state is updated either way.
-    pub async fn refresh(&self) -> Result<(), String> {
-        let started = Instant::now();
-        let result = self.probe_and_list().await;
-        let mut next = (*self.state.load_full()).clone();
-        match &result {
-            Ok(fresh) => {
-                next = fresh.clone();
-                next.latency = Some(started.elapsed());
-                next.status = Status::Ready;
-            }
-            Err(reason) => {
-                next.status = Status::Down(reason.clone());
-                next.latency = None;
-            }
-        }
-        self.state.store(Arc::new(next));
-        result.map(|_| ())
+/// How to put a request on the wire: the version header, and whether the modern `Mcp-*` headers
+/// go with it.
+#[derive(Debug, Clone, Copy)]
+pub struct Wire<'a> {
+    pub version: Option<&'a str>,
+    pub modern: bool,
+}
+
+/// The wire form for a legacy upstream; 2025-03-26 predates the version header.
+fn legacy_wire(version: &str) -> Wire<'_> {
+    Wire { version: (version != "2025-03-26").then_some(version), modern: false }
+}
+
+/// Did a legacy upstream answer 404 (its session is gone)?
+fn session_expired(reply: &Reply) -> bool {
+    matches!(reply, Reply::Single(Outcome::Error(e)) if e.data.as_ref().and_then(|d| d.get("status")).and_then(Value::as_u64) == Some(404))
+}
+
+/// Gives a legacy result the fields modern clients rely on: `resultType`, and for a read the
+/// cache hints (`ttlMs: 0`, `cacheScope: "private"`: a legacy server promises nothing).
+fn modernise(method: &str, o: Outcome) -> Outcome {
+    let Outcome::Result(raw) = o else { return o };
+    let Ok(mut obj) = serde_json::from_str::<RawObject>(raw.get()) else { return Outcome::Result(raw) };
+    let mut changed = false;
+    if obj.get("resultType").is_none() {
+        changed |= obj.set_json("resultType", "complete").is_ok();
     }
-
-    async fn probe_and_list(&self) -> Result<UpstreamState, String> {
-        let discover = match self.internal("server/discover", RawObject::default()).await {
-            Ok(raw) => raw,
-            Err(o) => return Err(describe_probe_failure(o)),
-        };
-        let d: DiscoverResult =
-            serde_json::from_str(discover.get()).map_err(|e| format!("server/discover returned an unexpected result: {e}"))?;
-        if !d.supported_versions.iter().any(|v| v == MODERN_VERSION) {
-            return Err(format!("it supports protocol versions {:?}, not {MODERN_VERSION}", d.supported_versions));
+    if method == "resources/read" {
+        if obj.get("ttlMs").is_none() {
+            changed |= obj.set_json("ttlMs", &0).is_ok();
         }
-        let server_info = d.meta.as_ref().and_then(|m| m.get(keys::SERVER_INFO)).cloned().or(d.server_info);
-        let mut state = UpstreamState {
-            version: Some(MODERN_VERSION.into()),
-            capabilities: Some(d.capabilities.clone()),
-            instructions: d.instructions,
-            server_info,
-            ..Default::default()
-        };
-        state.ttl_ms = u64::MAX;
-        for (kind, capability) in
-            [(Kind::Tool, "tools"), (Kind::Prompt, "prompts"), (Kind::Resource, "resources"), (Kind::Template, "resources")]
-        {
-            if !state.offers(capability) {
-                continue;
-            }
-            match self.list_all(kind, &mut state).await {
-                Ok(()) => {}
-                // Without its tools an upstream is not usable; a broken secondary list only
-                // leaves that list empty.
-                Err(e) if kind == Kind::Tool => return Err(e),
-                Err(e) => tracing::warn!(upstream = %self.id(), error = %e, "{} not served", kind.list_key()),
-            }
+        if obj.get("cacheScope").is_none() {
+            changed |= obj.set_json("cacheScope", "private").is_ok();
         }
-        if state.ttl_ms == u64::MAX {
-            state.ttl_ms = 0;
-        }
-        Ok(state)
     }
-
-    /// Reads one whole list, following `nextCursor` up to the configured page limit.
-    async fn list_all(&self, kind: Kind, state: &mut UpstreamState) -> Result<(), String> {
-        let method = match kind {
-            Kind::Tool => "tools/list",
-            Kind::Prompt => "prompts/list",
-            Kind::Resource => "resources/list",
-            Kind::Template => "resources/templates/list",
-        };
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        for page in 0.. {
-            if page == self.cfg.max_pages {
-                tracing::warn!(upstream = %self.id(), pages = page, method, "list page limit reached; the rest of the list is not served (raise max_pages)");
-                state.truncated = true;
-                break;
-            }
-            let mut params = RawObject::default();
-            if let Some(c) = &cursor {
-                params.set_json("cursor", c).map_err(|e| e.to_string())?;
-            }
-            let raw = self.internal(method, params).await.map_err(|o| format!("{method} failed: {}", describe_outcome(&o)))?;
-            let page: RawObject = serde_json::from_str(raw.get()).map_err(|e| format!("{method} returned an unexpected result: {e}"))?;
-            match page.parse::<Vec<Box<RawValue>>>(kind.list_key()) {
-                Some(Ok(list)) => items.extend(list),
-                Some(Err(e)) => {
-                    return Err(format!("{method} returned an invalid \"{}\": {e}", kind.list_key()));
-                }
-                None => {}
-            }
-            let ttl = page.parse::<i64>("ttlMs").and_then(Result::ok).unwrap_or(0).max(0) as u64;
-            state.ttl_ms = state.ttl_ms.min(ttl);
-            state.private |= page.parse::<String>("cacheScope").and_then(Result::ok).as_deref() != Some("public");
-            match page.parse::<Option<String>>("nextCursor") {
-                Some(Ok(Some(c))) => cursor = Some(c),
-                _ => break,
-            }
-        }
-        state.lists[kind as usize] = Arc::new(items);
-        Ok(())
+    match changed.then(|| obj.to_raw()) {
+        Some(Ok(r)) => Outcome::Result(r),
+        _ => Outcome::Result(raw),
     }
 }
 
@@ -268,44 +275,4 @@ pub fn gateway_meta() -> Map<String, Value> {
     m.insert(keys::CLIENT_CAPABILITIES.into(), json!({}));
     m.insert(keys::CLIENT_INFO.into(), json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }));
     m
-}
-
-fn describe_outcome(o: &Outcome) -> String {
-    match o {
-        Outcome::Result(_) => "ok".into(),
-        Outcome::Error(e) => e.message.clone(),
-        Outcome::UpstreamError(raw) => match serde_json::from_str::<Value>(raw.get()) {
-            Ok(v) => format!("error {} {}", v["code"], v["message"].as_str().unwrap_or("")),
-            Err(_) => raw.get().chars().take(200).collect(),
-        },
-    }
-}
-
-fn describe_probe_failure(o: Outcome) -> String {
-    if let Outcome::UpstreamError(raw) = &o
-        && let Ok(v) = serde_json::from_str::<Value>(raw.get())
-    {
-        let code = errors::modernise_rc_code(v["code"].as_i64().unwrap_or(0));
-        if code == errors::UNSUPPORTED_VERSION {
-            return format!("it does not support {MODERN_VERSION} (it supports {})", v["data"]["supported"]);
-        }
-        if code == errors::METHOD_NOT_FOUND || code == errors::INVALID_PARAMS || code == -32000 {
-            return format!("it looks like a legacy (pre-{MODERN_VERSION}) server: server/discover answered {}", describe_outcome(&o));
-        }
-    }
-    format!("server/discover failed: {}", describe_outcome(&o))
-}
-
-#[derive(Deserialize)]
-struct DiscoverResult {
-    #[serde(rename = "supportedVersions", default)]
-    supported_versions: Vec<String>,
-    #[serde(default)]
-    capabilities: Value,
-    #[serde(default)]
-    instructions: Option<String>,
-    #[serde(rename = "serverInfo", default)]
-    server_info: Option<Value>,
-    #[serde(rename = "_meta", default)]
-    meta: Option<Map<String, Value>>,
 }

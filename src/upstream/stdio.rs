@@ -32,6 +32,7 @@ struct Pending {
 
 struct Proc {
     id: String,
+    changed: Arc<tokio::sync::Notify>,
     tx: mpsc::Sender<Vec<u8>>,
     pending: Mutex<HashMap<u64, Pending>>,
     alive: AtomicBool,
@@ -84,10 +85,20 @@ pub struct StdioTransport {
     cwd: Option<PathBuf>,
     max_line: usize,
     proc: tokio::sync::Mutex<Option<Arc<Proc>>>,
+    /// The legacy version to re-initialize a restarted process with.
+    legacy: Mutex<Option<String>>,
+    changed: Arc<tokio::sync::Notify>,
+    timeout: std::time::Duration,
 }
 
 impl StdioTransport {
-    pub fn new(cfg: &UpstreamConfig, command: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>) -> Self {
+    pub fn new(
+        cfg: &UpstreamConfig,
+        command: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+        changed: Arc<tokio::sync::Notify>,
+    ) -> Self {
         StdioTransport {
             id: cfg.id.clone(),
             program: resolve(&command),
@@ -96,7 +107,47 @@ impl StdioTransport {
             cwd,
             max_line: cfg.max_message_bytes,
             proc: tokio::sync::Mutex::new(None),
+            legacy: Mutex::new(None),
+            changed,
+            timeout: cfg.timeout,
         }
+    }
+
+    /// After a legacy handshake: every restarted process gets the same handshake first.
+    pub fn set_legacy(&self, version: Option<String>) {
+        if let Ok(mut l) = self.legacy.lock() {
+            *l = version;
+        }
+    }
+
+    /// Writes a notification to the process.
+    pub async fn notify(&self, method: &str) -> Result<(), String> {
+        let proc = self.ensure().await?;
+        proc.tx
+            .send(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes())
+            .await
+            .map_err(|_| "the process is not accepting input".to_string())
+    }
+
+    /// The legacy handshake on a freshly started process (request id 0 is reserved for it).
+    async fn reinitialize(&self, proc: &Arc<Proc>, version: &str) -> Result<(), String> {
+        let (tx, mut rx) = mpsc::channel(4);
+        if let Ok(mut p) = proc.pending.lock() {
+            p.insert(0, Pending { events: tx, client_token: None });
+        }
+        let init = serde_json::json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } } });
+        proc.tx.send(init.to_string().into_bytes()).await.map_err(|_| "the process is not accepting input".to_string())?;
+        match tokio::time::timeout(self.timeout, rx.recv()).await {
+            Ok(Some(Event::Done(Outcome::Result(_)))) => {}
+            _ => return Err("the restarted process did not complete initialize".into()),
+        }
+        proc.tx
+            .send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec())
+            .await
+            .map_err(|_| "the process is not accepting input".to_string())?;
+        tracing::info!(upstream = %self.id, "re-initialized the restarted legacy process");
+        Ok(())
     }
 
     pub async fn send(&self, id: u64, call: &Call, deadline: Instant) -> Reply {
@@ -134,6 +185,10 @@ impl StdioTransport {
         }
         let p = self.spawn()?;
         *slot = Some(p.clone());
+        let legacy = self.legacy.lock().ok().and_then(|l| l.clone());
+        if let Some(version) = legacy {
+            self.reinitialize(&p, &version).await?;
+        }
         Ok(p)
     }
 
@@ -156,7 +211,13 @@ impl StdioTransport {
         };
         tracing::info!(upstream = %self.id, pid = child.id().unwrap_or(0), command = %self.command.join(" "), "started stdio upstream");
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
-        let proc = Arc::new(Proc { id: self.id.clone(), tx, pending: Mutex::new(HashMap::new()), alive: AtomicBool::new(true) });
+        let proc = Arc::new(Proc {
+            id: self.id.clone(),
+            changed: self.changed.clone(),
+            tx,
+            pending: Mutex::new(HashMap::new()),
+            alive: AtomicBool::new(true),
+        });
 
         tokio::spawn(async move {
             while let Some(mut line) = rx.recv().await {
@@ -236,6 +297,9 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
         }
         Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/progress") => relay_progress(proc, &msg),
         Ok(Kind::Notification) => {
+            if msg.method.as_deref().is_some_and(|m| m.ends_with("/list_changed")) {
+                proc.changed.notify_one();
+            }
             tracing::debug!(upstream = %proc.id, method = ?msg.method, "notification from stdio upstream");
         }
         Ok(Kind::Request) => {

@@ -1,0 +1,250 @@
+//! Learning what an upstream is and offers: the era probe (`server/discover` first; a legacy
+//! answer — an unknown-method error, a plain HTTP error, silence on stdio — falls back to the
+//! `initialize` handshake, brief §9.3), then every list it declares, page by page up to the
+//! configured limit. The verdict is cached in the upstream's state until the next refresh.
+
+use super::{Call, Status, Upstream, UpstreamState, Wire, gateway_meta, legacy_wire};
+use crate::catalog::Kind;
+use crate::flow::Outcome;
+use crate::protocol::errors;
+use crate::protocol::rawobj::RawObject;
+use crate::protocol::{LEGACY_VERSIONS, MODERN_VERSION, keys};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// What `server/discover` or `initialize` told us.
+pub(super) struct Identity {
+    version: String,
+    capabilities: Value,
+    instructions: Option<String>,
+    server_info: Option<Value>,
+}
+
+impl Upstream {
+    /// Probes the upstream and reloads its lists; the state is updated either way (a failed
+    /// refresh keeps the previous lists, so the upstream's items still route and fail clearly).
+    pub async fn refresh(&self) -> Result<(), String> {
+        let started = Instant::now();
+        let result = self.probe_and_list().await;
+        let mut next = (*self.state.load_full()).clone();
+        match &result {
+            Ok(fresh) => {
+                next = fresh.clone();
+                next.latency = Some(started.elapsed());
+                next.status = Status::Ready;
+            }
+            Err(reason) => {
+                next.status = Status::Down(reason.clone());
+                next.latency = None;
+            }
+        }
+        self.state.store(Arc::new(next));
+        result.map(|_| ())
+    }
+
+    async fn probe_and_list(&self) -> Result<UpstreamState, String> {
+        let known_legacy = self.state.load().version.as_deref().is_some_and(crate::protocol::is_legacy_version);
+        let identity = if known_legacy && self.has_session() {
+            // Keep the live session; its lists are re-read below.
+            let st = self.state.load();
+            Identity {
+                version: st.version.clone().unwrap_or_default(),
+                capabilities: st.capabilities.clone().unwrap_or(Value::Null),
+                instructions: st.instructions.clone(),
+                server_info: st.server_info.clone(),
+            }
+        } else {
+            self.identify().await?
+        };
+        let mut state = UpstreamState {
+            version: Some(identity.version),
+            capabilities: Some(identity.capabilities),
+            instructions: identity.instructions,
+            server_info: identity.server_info,
+            ..Default::default()
+        };
+        // Lists are read with the version just learnt.
+        self.state.store(Arc::new(UpstreamState {
+            status: self.state.load().status.clone(),
+            lists: self.state.load().lists.clone(),
+            ..state.clone()
+        }));
+        state.ttl_ms = u64::MAX;
+        for (kind, capability) in
+            [(Kind::Tool, "tools"), (Kind::Prompt, "prompts"), (Kind::Resource, "resources"), (Kind::Template, "resources")]
+        {
+            if !state.offers(capability) {
+                continue;
+            }
+            match self.list_all(kind, &mut state).await {
+                Ok(()) => {}
+                // Without its tools an upstream is not usable; a broken secondary list only
+                // leaves that list empty.
+                Err(e) if kind == Kind::Tool => return Err(e),
+                Err(e) => tracing::warn!(upstream = %self.id(), error = %e, "{} not served", kind.list_key()),
+            }
+        }
+        if state.ttl_ms == u64::MAX {
+            state.ttl_ms = 0;
+        }
+        Ok(state)
+    }
+
+    /// The era probe: `server/discover`, else the legacy handshake.
+    async fn identify(&self) -> Result<Identity, String> {
+        let params = RawObject::default();
+        let call = Call { method: "server/discover".into(), params, meta: gateway_meta(), name: None, param_headers: Vec::new() };
+        let outcome = self.send(call, Wire { version: Some(MODERN_VERSION), modern: true }).await.outcome().await;
+        match outcome {
+            Outcome::Result(raw) => {
+                let d: DiscoverResult =
+                    serde_json::from_str(raw.get()).map_err(|e| format!("server/discover returned an unexpected result: {e}"))?;
+                if d.supported_versions.iter().any(|v| v == MODERN_VERSION) {
+                    let server_info = d.meta.as_ref().and_then(|m| m.get(keys::SERVER_INFO)).cloned().or(d.server_info);
+                    return Ok(Identity {
+                        version: MODERN_VERSION.into(),
+                        capabilities: d.capabilities,
+                        instructions: d.instructions,
+                        server_info,
+                    });
+                }
+                if d.result_type.is_none() {
+                    // A legacy stateless server ran an unknown method's default handler.
+                    return self.handshake().await;
+                }
+                Err(format!("it supports protocol versions {:?}, not {MODERN_VERSION}", d.supported_versions))
+            }
+            Outcome::UpstreamError(raw) => {
+                let v: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+                let code = errors::modernise_rc_code(v["code"].as_i64().unwrap_or(0));
+                if code == errors::UNSUPPORTED_VERSION {
+                    let supported: Vec<String> = serde_json::from_value(v["data"]["supported"].clone()).unwrap_or_default();
+                    if supported.iter().any(|s| LEGACY_VERSIONS.contains(&s.as_str())) {
+                        return self.handshake().await;
+                    }
+                    return Err(format!("it supports protocol versions {supported:?} only"));
+                }
+                if code == errors::HEADER_MISMATCH || code == errors::MISSING_CAPABILITY {
+                    return Err(format!("it is modern but refused the probe: {}", v["message"]));
+                }
+                // Modern servers implement discover; any other error means a legacy server.
+                self.handshake().await
+            }
+            Outcome::Error(e) => {
+                let plain_http_error = e.data.as_ref().and_then(|d| d.get("status")).is_some();
+                let stdio_silence =
+                    matches!(self.cfg.transport, crate::config::TransportConfig::Stdio { .. }) && e.message.contains("did not answer");
+                if plain_http_error || stdio_silence { self.handshake().await } else { Err(e.message) }
+            }
+        }
+    }
+
+    /// The legacy `initialize` handshake (also used to renew an expired session).
+    pub(super) async fn handshake(&self) -> Result<Identity, String> {
+        let mut params = RawObject::default();
+        let init = json!({ "protocolVersion": LEGACY_VERSIONS[0], "capabilities": {}, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } });
+        for (k, v) in init.as_object().into_iter().flatten() {
+            params.set_json(k, v).map_err(|e| e.to_string())?;
+        }
+        let call = Call { method: "initialize".into(), params, meta: Map::new(), name: None, param_headers: Vec::new() };
+        let raw = match self.send(call, Wire { version: None, modern: false }).await.outcome().await {
+            Outcome::Result(r) => r,
+            other => return Err(format!("it answers neither server/discover nor initialize: {}", describe(&other))),
+        };
+        let r: InitializeResult = serde_json::from_str(raw.get()).map_err(|e| format!("initialize returned an unexpected result: {e}"))?;
+        self.notify("notifications/initialized", legacy_wire(&r.protocol_version)).await?;
+        self.remember_handshake(&r.protocol_version);
+        tracing::info!(upstream = %self.id(), version = %r.protocol_version, "legacy upstream: initialized a session");
+        Ok(Identity { version: r.protocol_version, capabilities: r.capabilities, instructions: r.instructions, server_info: r.server_info })
+    }
+
+    fn remember_handshake(&self, version: &str) {
+        if let super::Transport::Stdio(t) = &self.transport {
+            t.set_legacy(Some(version.to_string()));
+        }
+        if let super::Transport::Http(t) = &self.transport {
+            t.start_listening(version.to_string());
+        }
+    }
+
+    /// Reads one whole list, following `nextCursor` up to the configured page limit.
+    async fn list_all(&self, kind: Kind, state: &mut UpstreamState) -> Result<(), String> {
+        let method = match kind {
+            Kind::Tool => "tools/list",
+            Kind::Prompt => "prompts/list",
+            Kind::Resource => "resources/list",
+            Kind::Template => "resources/templates/list",
+        };
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for page in 0.. {
+            if page == self.cfg.max_pages {
+                tracing::warn!(upstream = %self.id(), pages = page, method, "list page limit reached; the rest of the list is not served (raise max_pages)");
+                state.truncated = true;
+                break;
+            }
+            let mut params = RawObject::default();
+            if let Some(c) = &cursor {
+                params.set_json("cursor", c).map_err(|e| e.to_string())?;
+            }
+            let raw = self.internal(method, params).await.map_err(|o| format!("{method} failed: {}", describe(&o)))?;
+            let page: RawObject = serde_json::from_str(raw.get()).map_err(|e| format!("{method} returned an unexpected result: {e}"))?;
+            match page.parse::<Vec<Box<RawValue>>>(kind.list_key()) {
+                Some(Ok(list)) => items.extend(list),
+                Some(Err(e)) => return Err(format!("{method} returned an invalid \"{}\": {e}", kind.list_key())),
+                None => {}
+            }
+            let ttl = page.parse::<i64>("ttlMs").and_then(Result::ok).unwrap_or(0).max(0) as u64;
+            state.ttl_ms = state.ttl_ms.min(ttl);
+            state.private |= page.parse::<String>("cacheScope").and_then(Result::ok).as_deref() != Some("public");
+            match page.parse::<Option<String>>("nextCursor") {
+                Some(Ok(Some(c))) => cursor = Some(c),
+                _ => break,
+            }
+        }
+        state.lists[kind as usize] = Arc::new(items);
+        Ok(())
+    }
+}
+
+fn describe(o: &Outcome) -> String {
+    match o {
+        Outcome::Result(_) => "ok".into(),
+        Outcome::Error(e) => e.message.clone(),
+        Outcome::UpstreamError(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(v) => format!("error {} {}", v["code"], v["message"].as_str().unwrap_or("")),
+            Err(_) => raw.get().chars().take(200).collect(),
+        },
+    }
+}
+
+#[derive(Deserialize)]
+struct DiscoverResult {
+    #[serde(rename = "supportedVersions", default)]
+    supported_versions: Vec<String>,
+    #[serde(rename = "resultType", default)]
+    result_type: Option<String>,
+    #[serde(default)]
+    capabilities: Value,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(rename = "serverInfo", default)]
+    server_info: Option<Value>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<Map<String, Value>>,
+}
+
+#[derive(Deserialize)]
+struct InitializeResult {
+    #[serde(rename = "protocolVersion")]
+    protocol_version: String,
+    #[serde(default)]
+    capabilities: Value,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(rename = "serverInfo", default)]
+    server_info: Option<Value>,
+}
