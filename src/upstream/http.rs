@@ -133,10 +133,10 @@ impl HttpTransport {
             Ok(Ok(r)) => r,
         };
         let status = resp.status();
-        if let Some(sid) = resp.headers().get("mcp-session-id").filter(|_| call.method == "initialize") {
-            if let Ok(mut s) = self.session.lock() {
-                *s = Some(sid.clone());
-            }
+        if let Some(sid) = resp.headers().get("mcp-session-id").filter(|_| call.method == "initialize")
+            && let Ok(mut s) = self.session.lock()
+        {
+            *s = Some(sid.clone());
         }
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status.is_success() && ctype.starts_with("text/event-stream") {

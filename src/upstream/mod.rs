@@ -97,7 +97,7 @@ impl UpstreamState {
 
 enum Transport {
     Http(Box<self::http::HttpTransport>),
-    Stdio(stdio::StdioTransport),
+    Stdio(Box<stdio::StdioTransport>),
 }
 
 pub struct Upstream {
@@ -132,7 +132,7 @@ impl Upstream {
                 Transport::Http(Box::new(self::http::HttpTransport::new(&cfg, url.clone(), client, changed.clone())))
             }
             TransportConfig::Stdio { command, env, cwd } => {
-                Transport::Stdio(stdio::StdioTransport::new(&cfg, command.clone(), env.clone(), cwd.clone(), changed.clone()))
+                Transport::Stdio(Box::new(stdio::StdioTransport::new(&cfg, command.clone(), env.clone(), cwd.clone(), changed.clone())))
             }
         };
         Upstream { index, cfg, transport, state: ArcSwap::from_pointee(UpstreamState::default()), next_id: AtomicU64::new(1), changed }
