@@ -28,8 +28,10 @@ pub fn discover(gw: &Gateway) -> Reply {
         if st.status != Status::Ready {
             continue;
         }
-        if st.capabilities.as_ref().is_some_and(|c| c.get("logging").is_some()) {
-            capabilities.insert("logging".into(), json!({}));
+        for cap in ["logging", "prompts", "resources", "completions"] {
+            if st.offers(cap) {
+                capabilities.insert(cap.into(), json!({}));
+            }
         }
         if let Some(text) = st.instructions.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
             let label = if up.cfg.prefix.is_empty() {

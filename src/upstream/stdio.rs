@@ -28,6 +28,8 @@ const TOKEN_PREFIX: &str = "mcpgate-";
 struct Pending {
     events: mpsc::Sender<Event>,
     client_token: Option<Value>,
+    /// The request opted into `notifications/message` (its `_meta` has a log level).
+    wants_logs: bool,
 }
 
 struct Proc {
@@ -133,7 +135,7 @@ impl StdioTransport {
     async fn reinitialize(&self, proc: &Arc<Proc>, version: &str) -> Result<(), String> {
         let (tx, mut rx) = mpsc::channel(4);
         if let Ok(mut p) = proc.pending.lock() {
-            p.insert(0, Pending { events: tx, client_token: None });
+            p.insert(0, Pending { events: tx, client_token: None, wants_logs: false });
         }
         let init = serde_json::json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": version, "capabilities": {}, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } } });
@@ -166,7 +168,7 @@ impl StdioTransport {
         };
         let (etx, erx) = mpsc::channel(32);
         if let Ok(mut p) = proc.pending.lock() {
-            p.insert(id, Pending { events: etx, client_token });
+            p.insert(id, Pending { events: etx, client_token, wants_logs: call.meta.contains_key(keys::LOG_LEVEL) });
         }
         let sent = tokio::time::timeout_at(deadline, proc.tx.send(line)).await;
         if !matches!(sent, Ok(Ok(()))) {
@@ -296,6 +298,7 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
             }
         }
         Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/progress") => relay_progress(proc, &msg),
+        Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/message") => relay_log(proc, line),
         Ok(Kind::Notification) => {
             if msg.method.as_deref().is_some_and(|m| m.ends_with("/list_changed")) {
                 proc.changed.notify_one();
@@ -315,6 +318,19 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
         Err(_) => {
             tracing::warn!(upstream = %proc.id, "ignoring an invalid JSON-RPC message on stdout")
         }
+    }
+}
+
+/// stdio carries no request id on log messages: one goes to the caller only when exactly one
+/// in-flight request asked for logs, so a message can never reach a caller it was not meant for.
+fn relay_log(proc: &Arc<Proc>, line: &[u8]) {
+    let Ok(pending) = proc.pending.lock() else { return };
+    let mut wanting = pending.values().filter(|p| p.wants_logs);
+    match (wanting.next(), wanting.next()) {
+        (Some(p), None) => {
+            let _ = p.events.try_send(Event::Notification(line.to_vec()));
+        }
+        _ => tracing::debug!(upstream = %proc.id, "log message from stdio upstream not attributable to one request"),
     }
 }
 

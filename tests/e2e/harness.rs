@@ -30,6 +30,18 @@ pub fn python() -> String {
     p.display().to_string()
 }
 
+/// A tool path from the environment (set by scripts/test from .work/env.sh) or its default
+/// location under .work/; missing means a failing test that says how to install it.
+pub fn tool(var: &str, default: &str) -> String {
+    let p = std::env::var(var).map(PathBuf::from).unwrap_or_else(|_| repo().join(default));
+    assert!(
+        p.exists(),
+        "{var}: {} is missing: run scripts/install-test-deps.sh (scripts/test runs it) to install the pinned test dependencies",
+        p.display()
+    );
+    p.display().to_string()
+}
+
 /// A child process killed (and reaped) on drop, with its stderr collected.
 pub struct Proc {
     pub child: Child,
@@ -73,9 +85,16 @@ fn collect_stderr(child: &mut Child, notify: Option<std::sync::mpsc::Sender<Stri
 
 /// Starts tests/py/upstream_server.py over HTTP; returns it and its MCP URL.
 pub fn py_http(label: &str, extra: &[&str]) -> (Proc, String) {
+    let mut args = vec!["--label", label];
+    args.extend_from_slice(extra);
+    py_script_http("tests/py/upstream_server.py", &args)
+}
+
+/// Starts a Python server script over HTTP on an ephemeral port; returns it and its MCP URL.
+pub fn py_script_http(script: &str, extra: &[&str]) -> (Proc, String) {
     let mut child = Command::new(python())
-        .arg(repo().join("tests/py/upstream_server.py"))
-        .args(["--transport", "http", "--port", "0", "--label", label])
+        .arg(repo().join(script))
+        .args(["--transport", "http", "--port", "0"])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -3,6 +3,7 @@
 mod harness;
 
 mod cli;
+mod conformance;
 mod interop;
 mod malformed;
 mod resilience;

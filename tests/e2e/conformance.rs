@@ -1,0 +1,75 @@
+//! The official MCP conformance suite (@modelcontextprotocol/conformance, pinned) runs through
+//! the gateway: the project's fixture server (tests/py/conformance_fixture.py, on the official
+//! Python SDK) sits behind mcpgate with `prefix = ""`, once over HTTP and once over stdio, and
+//! the suite's server scenarios run against the gateway for the 2026-07-28 and the 2025-11-25
+//! requirement sets. Failures must match tests/conformance/expected-failures.yml exactly.
+
+use crate::harness::*;
+use std::process::Command;
+
+fn run_suite(gw: &Gateway, revision: &str, label: &str) {
+    let node = tool("MCPGATE_NODE22", ".work/node22/node_modules/node/bin/node");
+    let cli = tool("MCPGATE_CONFORMANCE_JS", ".work/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let out = tempfile::tempdir().expect("tempdir");
+    let baseline = repo().join("tests/conformance/expected-failures.yml");
+    let run = Command::new(node)
+        .arg(cli)
+        .args(["server", "--url", &gw.url, "--requirements", revision, "--expected-failures"])
+        .arg(&baseline)
+        .arg("-o")
+        .arg(out.path())
+        .current_dir(out.path())
+        .output()
+        .expect("run the conformance CLI");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let summary = stdout.find("=== SUMMARY ===").map(|i| &stdout[i..]).unwrap_or(&stdout);
+    assert!(
+        run.status.success(),
+        "conformance {revision} through the gateway ({label} fixture) failed ({}):\n{summary}\n{}\ngateway log:\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr),
+        gw.proc.log()
+    );
+    println!("conformance {revision} ({label} fixture):\n{summary}");
+}
+
+fn http_fixture_gateway() -> (Proc, Gateway) {
+    let (fixture, url) = py_script_http("tests/py/conformance_fixture.py", &[]);
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"fixture\"\nurl = \"{url}\"\nprefix = \"\"\ntimeout = \"30s\"\n"
+    ));
+    (fixture, gw)
+}
+
+fn stdio_fixture_gateway() -> Gateway {
+    let script = repo().join("tests/py/conformance_fixture.py");
+    gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"fixture\"\ncommand = [{:?}, {:?}, \"--transport\", \"stdio\"]\nprefix = \"\"\ntimeout = \"30s\"\n",
+        python(),
+        script.display().to_string()
+    ))
+}
+
+#[test]
+fn conformance_2026_07_28_http_fixture() {
+    let (_fixture, gw) = http_fixture_gateway();
+    run_suite(&gw, "2026-07-28", "HTTP");
+}
+
+#[test]
+fn conformance_2025_11_25_http_fixture() {
+    let (_fixture, gw) = http_fixture_gateway();
+    run_suite(&gw, "2025-11-25", "HTTP");
+}
+
+#[test]
+fn conformance_2026_07_28_stdio_fixture() {
+    let gw = stdio_fixture_gateway();
+    run_suite(&gw, "2026-07-28", "stdio");
+}
+
+#[test]
+fn conformance_2025_11_25_stdio_fixture() {
+    let gw = stdio_fixture_gateway();
+    run_suite(&gw, "2025-11-25", "stdio");
+}
