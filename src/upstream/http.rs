@@ -149,6 +149,10 @@ impl HttpTransport {
             }
             Ok(Ok(c)) => c.to_bytes(),
         };
+        if status == StatusCode::NOT_FOUND && !wire.modern && self.has_session() {
+            // The legacy session is gone (the upstream restarted or expired it).
+            return Reply::error(rejected(&self.id, 404, "session not found"));
+        }
         match Message::parse(&bytes) {
             Ok(m) if m.result.is_some() || m.error.is_some() => Reply::Single(final_outcome(m)),
             _ => Reply::error(rejected(&self.id, status.as_u16(), describe_status(status, &bytes))),

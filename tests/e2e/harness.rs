@@ -102,6 +102,11 @@ pub fn py_script_http(script: &str, extra: &[&str]) -> (Proc, String) {
         .expect("start the Python upstream");
     let stderr = collect_stderr(&mut child, None);
     let stdout = child.stdout.take().expect("stdout");
+    wait_listening(child, stderr, stdout)
+}
+
+/// Reads `LISTENING <port>` from a server's stdout (or stderr) and returns its MCP URL.
+fn wait_listening(child: Child, stderr: Arc<Mutex<Vec<String>>>, stdout: impl std::io::Read + Send + 'static) -> (Proc, String) {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -111,9 +116,33 @@ pub fn py_script_http(script: &str, extra: &[&str]) -> (Proc, String) {
         }
     });
     let mut proc = Proc { child, stderr };
-    let port = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("Python upstream did not start:\n{}", proc.log()));
+    let port = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("upstream server did not start:\n{}", proc.log()));
     let _ = proc.child.try_wait();
     (proc, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// @modelcontextprotocol/server-everything over Streamable HTTP, forced onto 127.0.0.1 and an
+/// ephemeral port by tests/js/loopback.cjs.
+pub fn everything_http() -> (Proc, String) {
+    let js = tool("MCPGATE_EVERYTHING_JS", ".work/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let mut child = Command::new("node")
+        .arg("-r")
+        .arg(repo().join("tests/js/loopback.cjs"))
+        .arg(js)
+        .arg("streamableHttp")
+        .env("PORT", "0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start server-everything");
+    let err = child.stderr.take().expect("stderr");
+    wait_listening(child, Arc::default(), err)
+}
+
+/// The command line of @modelcontextprotocol/server-everything over stdio, as a TOML array.
+pub fn everything_stdio_command() -> String {
+    let js = tool("MCPGATE_EVERYTHING_JS", ".work/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    format!("[\"node\", {js:?}, \"stdio\"]")
 }
 
 /// The command line of tests/py/upstream_server.py over stdio, as TOML array items.
@@ -132,6 +161,11 @@ pub struct Gateway {
 /// Starts the mcpgate binary on `config` (its `[server]` listen is forced to an ephemeral port)
 /// and waits until it reports ready.
 pub fn gateway(config: &str) -> Gateway {
+    gateway_with_env(config, &[])
+}
+
+/// [`gateway`] with extra environment variables for the gateway process.
+pub fn gateway_with_env(config: &str, env: &[(&str, &str)]) -> Gateway {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, config).expect("write config");
@@ -140,6 +174,8 @@ pub fn gateway(config: &str) -> Gateway {
         .arg(&path)
         .args(["--listen", "127.0.0.1:0"])
         .env("MCPGATE_LOG", "info,mcpgate=debug")
+        .env_remove("MCPGATE_TOKEN_KEY")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -5,6 +5,7 @@ mod harness;
 mod cli;
 mod conformance;
 mod interop;
+mod legacy;
 mod malformed;
 mod resilience;
 mod routing;

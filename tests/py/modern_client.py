@@ -89,6 +89,19 @@ async def run(opts: argparse.Namespace) -> int:
             if not opts.no_list:
                 await client.list_tools()
             await do_call(client, name, arguments, opts.progress)
+        elif action == "resources":
+            emit({"resources": [r.uri for r in (await client.list_resources()).resources]})
+        elif action == "read":
+            if not opts.args:
+                raise SystemExit("modern_client: read needs a resource URI")
+            emit(dump(await client.read_resource(opts.args[0])))
+        elif action == "prompts":
+            emit({"prompts": [p.name for p in (await client.list_prompts()).prompts]})
+        elif action == "prompt":
+            if not opts.args:
+                raise SystemExit("modern_client: prompt needs a prompt NAME")
+            arguments = json.loads(opts.args[1]) if len(opts.args) > 1 else None
+            emit(dump(await client.get_prompt(opts.args[0], arguments)))
         elif action == "script":
             listed = False
             for line in sys.stdin:
@@ -128,7 +141,7 @@ def main() -> int:
             ap.error("URL is required (or --stdio CMD)")
         opts.url = rest.pop(0)
     if not rest:
-        ap.error("ACTION is required (list | tools | discover | call NAME [JSON] | script)")
+        ap.error("ACTION is required (list | tools | discover | call NAME [JSON] | resources | read URI | prompts | prompt NAME [JSON] | script)")
     opts.action, opts.args = rest[0], rest[1:]
     try:
         return anyio.run(run, opts)

@@ -9,7 +9,7 @@ by the `MCP-Protocol-Version` header.
 Usage (run it with the venv that scripts/install-test-deps.sh creates):
     .work/venv/bin/python tests/py/upstream_server.py --transport stdio [--label NAME]
     .work/venv/bin/python tests/py/upstream_server.py --transport http [--port N] [--label NAME]
-        [--json-response] [--no-param-validation]
+        [--json-response] [--no-param-validation] [--legacy-only]
 
 HTTP binds only to 127.0.0.1. The endpoint is /mcp, and `--port 0` (the default) picks a free port.
 Once the server is ready it prints `LISTENING <port>` on stdout, as a single flushed line. Over
@@ -181,10 +181,34 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Server[Any], port: int, json_response: bool) -> None:
+LEGACY_VERSIONS = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+
+def legacy_only(app: Any) -> Any:
+    """ASGI wrapper that makes the SDK answer like a server that predates 2026-07-28: any request
+    with a modern MCP-Protocol-Version header gets the reply legacy SDKs give a request outside a
+    session (400, -32000), so clients must fall back to `initialize`."""
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+            version = headers.get("mcp-protocol-version")
+            if version is not None and version not in LEGACY_VERSIONS:
+                body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "Bad Request: Server not initialized"}}).encode()
+                await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+async def serve_http(server: Server[Any], port: int, json_response: bool, legacy: bool = False) -> None:
     import uvicorn
 
     app = server.streamable_http_app(streamable_http_path="/mcp", json_response=json_response, host="127.0.0.1")
+    if legacy:
+        app = legacy_only(app)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -213,6 +237,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (0 = ephemeral)")
     ap.add_argument("--label", default="upstream", help="what the whoami tool returns")
     ap.add_argument("--json-response", action="store_true", help="HTTP: never answer with SSE")
+    ap.add_argument("--legacy-only", action="store_true", help="HTTP: refuse the 2026-07-28 era, like a pre-2026 server")
     ap.add_argument(
         "--no-param-validation",
         action="store_true",
@@ -225,7 +250,7 @@ def main() -> None:
         if args.transport == "stdio":
             anyio.run(serve_stdio, server)
         else:
-            anyio.run(serve_http, server, args.port, args.json_response)
+            anyio.run(serve_http, server, args.port, args.json_response, args.legacy_only)
     except KeyboardInterrupt:
         pass
 
