@@ -5,8 +5,10 @@
 //! that goes down keeps its last tool list, so its tools still route and fail with an error that
 //! names it instead of turning into "Unknown tool".
 
+use crate::auth::Authenticator;
 use crate::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
 use crate::config::Config;
+use crate::ratelimit::Limiter;
 use crate::upstream::{HttpClient, Status, Upstream, new_http_client};
 use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +19,8 @@ use tokio::sync::broadcast;
 pub struct Gateway {
     pub config: Config,
     pub upstreams: Vec<Arc<Upstream>>,
+    pub auth: Arc<Authenticator>,
+    pub limiter: Limiter,
     catalog: ArcSwap<Catalog>,
     rebuild_lock: Mutex<()>,
     ready: AtomicBool,
@@ -24,20 +28,28 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(config: Config) -> Arc<Gateway> {
+    pub fn new(config: Config) -> Result<Arc<Gateway>, String> {
         Self::with_client(config, new_http_client())
     }
 
-    pub fn with_client(config: Config, client: HttpClient) -> Arc<Gateway> {
+    pub fn with_client(config: Config, client: HttpClient) -> Result<Arc<Gateway>, String> {
         let upstreams = config.upstreams.iter().enumerate().map(|(i, u)| Arc::new(Upstream::new(i, u.clone(), client.clone()))).collect();
-        Arc::new(Gateway {
+        let auth = Arc::new(Authenticator::new(&config, client)?);
+        Ok(Arc::new(Gateway {
             config,
             upstreams,
+            auth,
+            limiter: Limiter::default(),
             catalog: ArcSwap::from_pointee(Catalog::default()),
             rebuild_lock: Mutex::new(()),
             ready: AtomicBool::new(false),
             changes: broadcast::channel(64).0,
-        })
+        }))
+    }
+
+    /// The id of upstream `index` (for policy decisions).
+    pub fn upstream_id(&self, index: usize) -> &str {
+        self.upstreams.get(index).map(|u| u.id()).unwrap_or("")
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {

@@ -6,6 +6,8 @@
 //! over HTTP and stdio), `dispatch` (the era-free request pipeline), `demo` (the built-in demo
 //! server), `check` (the `check` and `tools` commands).
 
+pub mod audit;
+pub mod auth;
 pub mod catalog;
 pub mod check;
 pub mod config;
@@ -13,7 +15,9 @@ pub mod demo;
 pub mod dispatch;
 pub mod flow;
 pub mod gateway;
+pub mod policy;
 pub mod protocol;
+pub mod ratelimit;
 pub mod server;
 pub mod token;
 pub mod upstream;

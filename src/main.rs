@@ -4,6 +4,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mcpgate::config::Config;
+use mcpgate::config::auth::AuthMode;
 use mcpgate::demo::{Demo, Profile};
 use mcpgate::dispatch::Service;
 use mcpgate::gateway::Gateway;
@@ -29,6 +30,7 @@ const EXAMPLES: &str = "Examples:
   mcpgate stdio -c gateway.toml        serve one client over stdin/stdout (for desktop clients)
   mcpgate check                        probe every upstream and list what cannot be served
   mcpgate tools                        print the merged tool catalogue as JSON
+  mcpgate hash-key --generate          a new API key and its key_sha256 for [[caller]]
   mcpgate demo-server --profile text   the built-in demo upstream on stdio
   mcpgate demo-server --http 127.0.0.1:3201
 
@@ -64,6 +66,15 @@ enum Command {
     Tools {
         #[arg(short, long, default_value = "gateway.toml")]
         config: PathBuf,
+    },
+    /// Print the SHA-256 of an API key for `[[caller]] key_sha256` (reads the key from stdin when
+    /// not given; --generate makes a new random key).
+    HashKey {
+        /// The key (prefer stdin, so it stays out of your shell history).
+        key: Option<String>,
+        /// Generate a new random key and print it with its hash.
+        #[arg(long)]
+        generate: bool,
     },
     /// Run the built-in demo upstream (a small modern MCP server).
     DemoServer {
@@ -110,6 +121,11 @@ fn load(path: &std::path::Path, listen: Option<&str>) -> anyhow::Result<Config> 
         // SAFETY-free alternative to set_var: parse the file, then replace the address.
         let mut cfg = Config::load(path)?;
         cfg.server.listen = l.parse().with_context(|| format!("--listen {l}: not a socket address; use e.g. 127.0.0.1:8811"))?;
+        if !cfg.server.listen.ip().is_loopback() && cfg.auth.mode == AuthMode::None && !cfg.auth.allow_unauthenticated_public {
+            anyhow::bail!(
+                "--listen {l}: the gateway would listen beyond loopback without authentication. Configure [auth] mode = \"api_key\" or \"jwt\", or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers."
+            );
+        }
         return Ok(cfg);
     }
     Ok(Config::load(path)?)
@@ -123,7 +139,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Stdio { config } => {
-            let gw = Gateway::new(load(&config, None)?);
+            let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
             gw.refresh_all().await;
             gw.spawn_maintenance();
             let svc: Arc<dyn Service> = gw;
@@ -131,16 +147,37 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { config } => {
-            let gw = Gateway::new(load(&config, None)?);
+            let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
             gw.refresh_all().await;
             let (text, ok) = mcpgate::check::report(&gw);
             print!("{text}");
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Tools { config } => {
-            let gw = Gateway::new(load(&config, None)?);
+            let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
             gw.refresh_all().await;
             println!("{}", mcpgate::check::tools_json(&gw));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::HashKey { key, generate } => {
+            if generate {
+                let key =
+                    Sealer::random().map_err(anyhow::Error::msg)?.random_id() + &Sealer::random().map_err(anyhow::Error::msg)?.random_id();
+                println!("key:        {key}\nkey_sha256: {}", mcpgate::auth::hash_key(&key));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let key = match key {
+                Some(k) => k,
+                None => {
+                    let mut k = String::new();
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut k).context("reading the key from stdin")?;
+                    k
+                }
+            };
+            if key.trim().is_empty() {
+                anyhow::bail!("no key given: pass it on stdin (echo -n KEY | mcpgate hash-key) or use --generate");
+            }
+            println!("{}", mcpgate::auth::hash_key(&key));
             Ok(ExitCode::SUCCESS)
         }
         Command::DemoServer { profile, http } => {
@@ -152,7 +189,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     server.listen = listener.local_addr()?;
                     tracing::info!("demo server ({}) listening on http://{}{}", profile.name(), server.listen, server.path);
                     let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random().map_err(anyhow::Error::msg)?), server.session_ttl));
-                    mcpgate::server::http::serve(listener, svc, server, legacy, shutdown_signal()).await?;
+                    mcpgate::server::http::serve(listener, svc, server, legacy, None, shutdown_signal()).await?;
                 }
                 None => mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?,
             }
@@ -166,10 +203,11 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
         tokio::net::TcpListener::bind(cfg.server.listen).await.with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
     let addr = listener.local_addr()?;
     let server_cfg = cfg.server.clone();
-    if !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "listening on a non-loopback address without authentication: anyone who can reach it can use every upstream");
+    if !addr.ip().is_loopback() && cfg.auth.mode == AuthMode::None {
+        tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use every upstream !!!");
     }
-    let gw = Gateway::new(cfg);
+    let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
+    gw.auth.start().await.map_err(|e| anyhow::anyhow!("authentication setup failed: {e}"))?;
     tracing::info!("mcpgate {} listening on http://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
     let refresher = gw.clone();
     tokio::spawn(async move {
@@ -187,8 +225,9 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
         );
     }
     let legacy = Arc::new(LegacyState::new(Arc::new(sealer), server_cfg.session_ttl));
+    let auth = Some(gw.auth.clone());
     let svc: Arc<dyn Service> = gw;
-    mcpgate::server::http::serve(listener, svc, server_cfg, legacy, shutdown_signal()).await?;
+    mcpgate::server::http::serve(listener, svc, server_cfg, legacy, auth, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -14,6 +14,14 @@ pub struct FileConfig {
     pub catalog: CatalogSection,
     #[serde(default, rename = "upstream")]
     pub upstreams: Vec<UpstreamSection>,
+    #[serde(default)]
+    pub auth: super::auth::AuthSection,
+    #[serde(default, rename = "caller")]
+    pub callers: Vec<super::auth::CallerSection>,
+    #[serde(default, rename = "rate_limit")]
+    pub rate_limits: Vec<super::auth::RateLimitSection>,
+    #[serde(default)]
+    pub audit: super::auth::AuditSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -55,6 +63,9 @@ pub struct UpstreamSection {
     pub timeout: Option<Spanned<String>>,
     #[serde(default)]
     pub headers: BTreeMap<String, HeaderSource>,
+    /// Per-caller upstream credentials: caller id → header → source.
+    #[serde(default)]
+    pub caller_headers: BTreeMap<String, BTreeMap<String, HeaderSource>>,
     pub max_pages: Option<usize>,
     pub max_message_bytes: Option<usize>,
 }

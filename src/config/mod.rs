@@ -3,6 +3,7 @@
 //! Secrets (upstream credentials) are read here from environment variables or files, never from
 //! literals in the file, and are marked sensitive so they never reach a log.
 
+pub mod auth;
 mod file;
 
 use file::{FileConfig, HeaderSource, UpstreamSection};
@@ -24,6 +25,10 @@ pub struct Config {
     pub server: ServerConfig,
     pub catalog: CatalogConfig,
     pub upstreams: Vec<UpstreamConfig>,
+    pub auth: auth::AuthConfig,
+    pub callers: Vec<auth::CallerConfig>,
+    pub rate_limits: Vec<auth::ToolRateLimit>,
+    pub audit_arguments: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -57,6 +62,8 @@ pub struct UpstreamConfig {
     pub transport: TransportConfig,
     pub timeout: Duration,
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Credentials for calls made on behalf of a given caller (by caller id).
+    pub caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
     pub max_pages: usize,
     pub max_message_bytes: usize,
 }
@@ -172,7 +179,39 @@ impl Config {
             }
             upstreams.push(cfg);
         }
-        Ok(Config { source: path.to_path_buf(), server, catalog, upstreams })
+        let auth = auth::resolve_auth(&at, file.auth, &base_dir)?;
+        let callers = auth::resolve_callers(&at, file.callers, auth.mode)?;
+        if auth.mode == auth::AuthMode::None && !callers.is_empty() {
+            return Err(ConfigError(format!(
+                "{}: [[caller]] entries need authentication to tell callers apart, but auth.mode is \"none\". Fix: set [auth] mode = \"api_key\" or \"jwt\".",
+                at.file
+            )));
+        }
+        if auth.mode == auth::AuthMode::None && !server.listen.ip().is_loopback() && !auth.allow_unauthenticated_public {
+            return Err(ConfigError(format!(
+                "{}: the gateway would listen on {} without authentication. Fix: configure [auth] mode = \"api_key\" or \"jwt\", listen on 127.0.0.1, or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers.",
+                at.file, server.listen
+            )));
+        }
+        for u in &upstreams {
+            if let Some((caller, _)) = u.caller_headers.iter().find(|(c, _)| !callers.iter().any(|k| k.id == *c)) {
+                return Err(ConfigError(format!(
+                    "{}: upstream '{}' has caller_headers for '{caller}', which is not a [[caller]] id",
+                    at.file, u.id
+                )));
+            }
+        }
+        let rate_limits = auth::resolve_rate_limits(&at, file.rate_limits)?;
+        Ok(Config {
+            source: path.to_path_buf(),
+            server,
+            catalog,
+            upstreams,
+            auth,
+            callers,
+            rate_limits,
+            audit_arguments: file.audit.include_arguments,
+        })
     }
 }
 
@@ -278,12 +317,29 @@ fn upstream(
     for (name, src) in &u.headers {
         headers.push(header(at, &id, name, src, base, env)?);
     }
+    let mut caller_headers = Vec::new();
+    for (caller, set) in &u.caller_headers {
+        let mut list = Vec::new();
+        for (name, src) in set {
+            list.push(header(at, &id, name, src, base, env)?);
+        }
+        caller_headers.push((caller.clone(), list));
+    }
+    if !caller_headers.is_empty() && !matches!(transport, TransportConfig::Http { .. }) {
+        return Err(at.err(
+            &u.id,
+            "upstream.caller_headers",
+            format!("upstream '{id}' is a command: caller_headers apply only to url upstreams"),
+            "remove them",
+        ));
+    }
     Ok(UpstreamConfig {
         timeout: at.duration(u.timeout.as_ref(), "upstream.timeout", Duration::from_secs(30))?,
         id,
         prefix,
         transport,
         headers,
+        caller_headers,
         max_pages: u.max_pages.unwrap_or(100).max(1),
         max_message_bytes: u.max_message_bytes.unwrap_or(64 * 1024 * 1024),
     })
@@ -299,6 +355,26 @@ fn header(
 ) -> Result<(HeaderName, HeaderValue), ConfigError> {
     let key = format!("upstream '{id}' header '{name}'");
     let hname: HeaderName = name.parse().map_err(|_| ConfigError(format!("{}: {key}: not a valid header name", at.file)))?;
+    let reserved = [
+        "host",
+        "content-type",
+        "content-length",
+        "accept",
+        "connection",
+        "transfer-encoding",
+        "te",
+        "upgrade",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+    ];
+    if reserved.contains(&hname.as_str()) || hname.as_str().starts_with("mcp-param-") {
+        return Err(ConfigError(format!(
+            "{}: {key}: the gateway sets this header itself. Fix: remove it from the upstream's headers.",
+            at.file
+        )));
+    }
     let secret = match (&src.env, &src.file) {
         (Some(var), None) => env(var).ok_or_else(|| {
             ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file))

@@ -1,17 +1,22 @@
 //! The methods that act on one item and are forwarded to the upstream that owns it: `tools/call`
 //! (mirrored headers checked, `Mcp-Param-*` rebuilt from the upstream's schema), `prompts/get`,
-//! `resources/read` (URIs mapped both ways) and `completion/complete` (routed by its `ref`). The
-//! item's name or URI is rewritten to the upstream's own; everything else passes through.
+//! `resources/read` (URIs mapped both ways) and `completion/complete` (routed by its `ref`).
+//! Every lookup goes through the caller's view, so an item the caller may not use answers
+//! exactly like a missing one; every forwarded request is audited. The item's name or URI is
+//! rewritten to the upstream's own; everything else passes through.
 
-use super::Request;
-use crate::catalog::uris;
+use super::{Request, rate_limited};
+use crate::audit;
+use crate::catalog::{Kind, uris};
 use crate::flow::{Outcome, Reply};
 use crate::gateway::Gateway;
+use crate::policy::{self, Item, view};
 use crate::protocol::errors::RpcError;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::xheader;
 use crate::upstream::Call;
 use serde_json::{Value, json};
+use std::time::Instant;
 
 fn string_param(req: &Request, key: &str) -> Result<String, RpcError> {
     match req.params.parse::<String>(key) {
@@ -20,16 +25,25 @@ fn string_param(req: &Request, key: &str) -> Result<String, RpcError> {
     }
 }
 
-/// Sends `req` to upstream `upstream` with `key` rewritten to `original`.
+/// Sends `req` to upstream `upstream` with member `key` rewritten to `original`, and audits it.
 async fn forward(
     gw: &Gateway,
     upstream: usize,
     req: Request,
+    item: &str,
     rewrite: Option<(&str, &str)>,
     param_headers: Vec<(String, String)>,
 ) -> Reply {
     let Some(up) = gw.upstreams.get(upstream).cloned() else {
         return Reply::error(RpcError::internal("catalogue points at a missing upstream"));
+    };
+    let entry = audit::Entry {
+        caller: req.caller.id.clone(),
+        method: req.method.clone(),
+        item: item.to_string(),
+        upstream: up.id().to_string(),
+        started: Instant::now(),
+        arguments: gw.config.audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
     };
     let mut params = req.params;
     params.remove("_meta");
@@ -40,8 +54,11 @@ async fn forward(
         }
         name = Some(original.to_string());
     }
-    let call = Call { method: req.method, params, meta: req.meta.fields, name, param_headers };
-    up.call(call).await
+    let call = Call { method: req.method, params, meta: req.meta.fields, name, param_headers, on_behalf_of: req.caller.rules.clone() };
+    up.call(call).await.map_outcome(move |o| {
+        audit::record(&entry, &o);
+        o
+    })
 }
 
 pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
@@ -50,15 +67,28 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
         Err(e) => return Reply::error(e),
     };
     let cat = gw.catalog();
-    let Some(tool) = cat.tool(&name) else {
+    let id_of = |i: usize| gw.upstream_id(i);
+    let Some(tool) = view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of) else {
         return Reply::error(RpcError::unknown_tool(&name));
     };
+    let needed = gw.auth.tool_scopes(&name);
+    if !req.caller.has_scopes(&needed) {
+        let (status, challenge) = gw.auth.challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), None);
+        return Reply::error(
+            RpcError::invalid_request(format!("Forbidden: calling {name} needs scope {}", needed.join(" ")))
+                .with_status(status)
+                .with_header("www-authenticate", challenge),
+        );
+    }
+    for limit in gw.config.rate_limits.iter().filter(|l| policy::glob::matches(&l.tools, &name)) {
+        if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, limit.tools), limit.rate) {
+            return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
+        }
+    }
     let args: Value = match req.params.parse::<Value>("arguments") {
         None => Value::Object(Default::default()),
         Some(Ok(v @ (Value::Object(_) | Value::Null))) => v,
-        Some(_) => {
-            return Reply::error(RpcError::invalid_params("tools/call arguments must be an object"));
-        }
+        Some(_) => return Reply::error(RpcError::invalid_params("tools/call arguments must be an object")),
     };
     if let Some(received) = &req.param_headers
         && let Err(e) = xheader::check_inbound(&tool.headers, &args, received)
@@ -67,7 +97,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     }
     let (upstream, original, headers) = (tool.upstream, tool.original.clone(), xheader::outbound(&tool.headers, &args));
     drop(cat);
-    forward(gw, upstream, req, Some(("name", &original)), headers).await
+    forward(gw, upstream, req, &name, Some(("name", &original)), headers).await
 }
 
 pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
@@ -75,10 +105,20 @@ pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let Some((upstream, original)) = gw.catalog().prompt(&name).map(|p| (p.upstream, p.original.clone())) else {
+    let id_of = |i: usize| gw.upstream_id(i);
+    let Some((upstream, original)) =
+        view::find(&gw.catalog(), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone()))
+    else {
         return Reply::error(RpcError::invalid_params(format!("Unknown prompt: {name}")));
     };
-    forward(gw, upstream, req, Some(("name", &original)), Vec::new()).await
+    forward(gw, upstream, req, &name, Some(("name", &original)), Vec::new()).await
+}
+
+/// The upstream and upstream URI of a gateway URI the caller may read.
+fn route_uri(gw: &Gateway, req: &Request, uri: &str) -> Option<(usize, String)> {
+    let (upstream, original) = gw.catalog().route_uri(uri)?;
+    policy::allows(&req.caller.grants, &Item { kind: Kind::Resource, name: uri, upstream: gw.upstream_id(upstream) })
+        .then_some((upstream, original))
 }
 
 pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
@@ -86,11 +126,11 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let Some((upstream, original)) = gw.catalog().route_uri(&uri) else {
+    let Some((upstream, original)) = route_uri(gw, &req, &uri) else {
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     };
     let prefix = gw.upstreams.get(upstream).map(|u| u.cfg.prefix.clone()).unwrap_or_default();
-    let reply = forward(gw, upstream, req, Some(("uri", &original)), Vec::new()).await;
+    let reply = forward(gw, upstream, req, &uri, Some(("uri", &original)), Vec::new()).await;
     if prefix.is_empty() {
         return reply;
     }
@@ -117,27 +157,29 @@ pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
     let Some(Ok(mut reference)) = req.params.parse::<RawObject>("ref") else {
         return Reply::error(RpcError::invalid_params("completion/complete needs params.ref"));
     };
-    let cat = gw.catalog();
     let kind = reference.parse::<String>("type").and_then(Result::ok).unwrap_or_default();
-    let target = match kind.as_str() {
-        "ref/prompt" => reference
-            .parse::<String>("name")
-            .and_then(Result::ok)
-            .and_then(|n| cat.prompt(&n).map(|p| ("name", p.upstream, p.original.clone()))),
-        "ref/resource" => reference.parse::<String>("uri").and_then(Result::ok).and_then(|u| {
-            let owned = cat.section(crate::catalog::Kind::Template).get(&u).map(|t| (t.upstream, t.original.clone()));
-            owned.or_else(|| cat.route_uri(&u)).map(|(up, orig)| ("uri", up, orig))
-        }),
-        _ => {
-            return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}")));
+    let id_of = |i: usize| gw.upstream_id(i);
+    let (key, target) = match kind.as_str() {
+        "ref/prompt" => {
+            let name = reference.parse::<String>("name").and_then(Result::ok).unwrap_or_default();
+            (
+                "name",
+                view::find(&gw.catalog(), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone(), name)),
+            )
         }
+        "ref/resource" => {
+            let uri = reference.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
+            let template =
+                view::find(&gw.catalog(), Kind::Template, &uri, &req.caller.grants, &id_of).map(|t| (t.upstream, t.original.clone()));
+            ("uri", template.or_else(|| route_uri(gw, &req, &uri)).map(|(up, orig)| (up, orig, uri)))
+        }
+        _ => return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}"))),
     };
-    drop(cat);
-    let Some((key, upstream, original)) = target else {
+    let Some((upstream, original, item)) = target else {
         return Reply::error(RpcError::invalid_params("Unknown completion reference"));
     };
     if reference.set_json(key, &original).is_err() || req.params.set_json("ref", &reference).is_err() {
         return Reply::error(RpcError::internal("cannot rewrite the completion reference"));
     }
-    forward(gw, upstream, req, None, Vec::new()).await
+    forward(gw, upstream, req, &item, None, Vec::new()).await
 }

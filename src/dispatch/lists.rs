@@ -5,6 +5,7 @@ use super::Request;
 use crate::catalog::{Kind, cursor};
 use crate::flow::{Outcome, Reply};
 use crate::gateway::Gateway;
+use crate::policy::view;
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::json_string;
 use crate::protocol::keys;
@@ -12,7 +13,10 @@ use serde_json::value::RawValue;
 
 pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
     let cat = gw.catalog();
-    let entries = &cat.section(kind).entries;
+    let id_of = |i: usize| gw.upstream_id(i);
+    let entries = view::visible(&cat, kind, &req.caller.grants, &id_of);
+    // A list filtered for this caller must not be shared with other callers.
+    let private = cat.private || !req.caller.grants.is_unrestricted();
     let offset = match req.params.parse::<Option<String>>("cursor") {
         None | Some(Ok(None)) => 0,
         Some(Ok(Some(c))) => match cursor::decode(&c) {
@@ -44,7 +48,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
     body.push_str(&format!(
         ",\"ttlMs\":{},\"cacheScope\":\"{}\",\"_meta\":{{\"{}\":{}}}}}",
         cat.ttl_ms,
-        if cat.private { "private" } else { "public" },
+        if private { "private" } else { "public" },
         keys::SERVER_INFO,
         super::discover::server_info()
     ));

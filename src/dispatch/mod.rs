@@ -1,12 +1,13 @@
 //! The era-free request pipeline. Edge adapters (modern HTTP, stdio) turn wire messages into a
 //! [`Request`]; a [`Service`] answers it with a [`Reply`]. For the gateway, this module is the one
-//! table from method to handler, and the only place that knows the order: look up → check the
-//! mirrored headers → forward.
+//! table from method to handler, and the only place that knows the order: rate limit → look up
+//! through the caller's view (policy) → check scopes and mirrored headers → forward, audited.
 
 mod discover;
 mod forward;
 mod lists;
 
+use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::flow::Reply;
 use crate::gateway::Gateway;
@@ -16,6 +17,7 @@ use crate::protocol::rawobj::RawObject;
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// One client request, whatever the wire it came on.
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub struct Request {
     /// `Mcp-Param-*` headers as `(lower-cased name, raw value)` when the request came over modern
     /// HTTP, where they must be checked against the body; `None` on transports without headers.
     pub param_headers: Option<Vec<(String, Vec<u8>)>>,
+    /// Who is calling (authenticated at the edge).
+    pub caller: Arc<Principal>,
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -47,10 +51,27 @@ pub trait Service: Send + Sync + 'static {
     }
 }
 
+/// HTTP 429 with `Retry-After` (whole seconds, at least 1) and the wait in `data.retryAfterMs`.
+pub fn rate_limited(who: &str, wait: std::time::Duration) -> RpcError {
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    RpcError::new(RATE_LIMITED, format!("Rate limit exceeded for {who}: retry in {secs} s"))
+        .with_data(serde_json::json!({ "retryAfterMs": wait.as_millis() as u64 }))
+        .with_status(http::StatusCode::TOO_MANY_REQUESTS)
+        .with_header("retry-after", secs.to_string())
+}
+
+/// The application error code of a rate-limited request (outside the JSON-RPC reserved range).
+pub const RATE_LIMITED: i64 = 429;
+
 impl Service for Gateway {
     fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {
         Box::pin(async move {
             let offered = |cap: &str| self.offers(cap);
+            if let Some(rate) = req.caller.rate
+                && let Err(wait) = self.limiter.check(&format!("caller:{}", req.caller.id), rate)
+            {
+                return Reply::error(rate_limited(&req.caller.id, wait));
+            }
             match req.method.as_str() {
                 "server/discover" => discover::discover(self),
                 "tools/list" => lists::list(self, &req, Kind::Tool),

@@ -21,16 +21,23 @@ pub struct RpcError {
     pub message: String,
     pub data: Option<Value>,
     pub status: StatusCode,
+    /// HTTP headers the error travels with (`Retry-After`, `WWW-Authenticate`).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> Self {
         let status = status_for(code);
-        RpcError { code, message: message.into(), data: None, status }
+        RpcError { code, message: message.into(), data: None, status, headers: Vec::new() }
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
         self.data = Some(data);
+        self
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
         self
     }
 

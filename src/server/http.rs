@@ -9,7 +9,9 @@ use super::era::{BodyFacts, Era, classify};
 use super::legacy::LegacyState;
 use super::origin::OriginPolicy;
 use super::{legacy_http, modern, render};
+use crate::auth::{AuthError, Authenticator, Principal, prm};
 use crate::config::ServerConfig;
+use crate::config::auth::AuthMode;
 use crate::dispatch::Service;
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::{Kind, Message};
@@ -32,6 +34,7 @@ struct State {
     cfg: ServerConfig,
     origin: OriginPolicy,
     legacy: Arc<LegacyState>,
+    auth: Option<Arc<Authenticator>>,
 }
 
 /// Serves until `shutdown` completes, then drains open connections (for up to 10 s).
@@ -40,10 +43,11 @@ pub async fn serve(
     svc: Arc<dyn Service>,
     cfg: ServerConfig,
     legacy: Arc<LegacyState>,
+    auth: Option<Arc<Authenticator>>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let origin = OriginPolicy::new(listener.local_addr()?, &cfg.allowed_origins, &cfg.allowed_hosts);
-    let state = Arc::new(State { svc, cfg, origin, legacy });
+    let state = Arc::new(State { svc, cfg, origin, legacy, auth });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -95,6 +99,9 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>
             render::plain(StatusCode::SERVICE_UNAVAILABLE, "starting\n")
         });
     }
+    if let Some(r) = protected_resource_metadata(&st, &req) {
+        return Ok(r);
+    }
     if path != st.cfg.path {
         return Ok(render::plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere\n"));
     }
@@ -111,6 +118,10 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
         tracing::warn!(%reason, "refused a request (DNS-rebinding protection)");
         return render::error(None, &RpcError::invalid_request(format!("Forbidden: {reason}")).with_status(StatusCode::FORBIDDEN));
     }
+    let caller = match authenticate(st, &req, host.as_deref()).await {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
     if req.method() != Method::POST && classify(req.method(), req.headers(), BodyFacts::default()) == Era::Legacy {
         return legacy_http::get_or_delete(st.svc.as_ref(), &st.legacy, req.method(), req.headers());
     }
@@ -179,7 +190,7 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
         }
     };
     if classify(&Method::POST, &parts.headers, BodyFacts::of(&msg)) == Era::Legacy {
-        return legacy_http::post(st.svc.as_ref(), &st.legacy, &parts.headers, msg, kind).await;
+        return legacy_http::post(st.svc.as_ref(), &st.legacy, &parts.headers, msg, kind, caller).await;
     }
     match kind {
         Kind::Response => render::error(
@@ -194,7 +205,7 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
         }
         Kind::Request => {
             let id = msg.id.clone();
-            match modern::to_request(msg, Some(&parts.headers)) {
+            match modern::to_request(msg, Some(&parts.headers), caller) {
                 Err(e) => render::error(id.as_deref(), &e),
                 Ok(request) => {
                     let id = request.id.clone();
@@ -204,4 +215,37 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
             }
         }
     }
+}
+
+/// Authenticates the caller; a failure is the finished 401/403 response (RFC 6750/9728).
+async fn authenticate(st: &State, req: &Request<Incoming>, host: Option<&str>) -> Result<Arc<Principal>, Box<Response<Body>>> {
+    let Some(auth) = &st.auth else { return Ok(Principal::anonymous()) };
+    match auth.authenticate(req.headers()).await {
+        Ok(p) => Ok(p),
+        Err(e) => {
+            let metadata = (auth.mode() == AuthMode::Jwt).then(|| prm::metadata_url(&prm::resource(auth.config(), host, &st.cfg.path)));
+            let (status, challenge) = auth.challenge(&e, metadata.as_deref());
+            let message = match &e {
+                AuthError::Unauthorized(reason) => format!("Unauthorized: {reason}"),
+                AuthError::InsufficientScope(s) => format!("Forbidden: insufficient scope (needs {})", s.join(" ")),
+            };
+            tracing::info!(%status, reason = %message, "refused a request");
+            let err = RpcError::invalid_request(message).with_status(status).with_header("www-authenticate", challenge);
+            Err(Box::new(render::error(None, &err)))
+        }
+    }
+}
+
+/// `/.well-known/oauth-protected-resource[/<path>]` (RFC 9728), served when tokens are JWTs.
+fn protected_resource_metadata(st: &State, req: &Request<Incoming>) -> Option<Response<Body>> {
+    let auth = st.auth.as_ref().filter(|a| a.mode() == AuthMode::Jwt)?;
+    let path = req.uri().path();
+    let base = "/.well-known/oauth-protected-resource";
+    if path != base && path != format!("{base}{}", st.cfg.path) {
+        return None;
+    }
+    let host = req.headers().get(HOST).and_then(|v| v.to_str().ok());
+    let resource = prm::resource(auth.config(), host, &st.cfg.path);
+    let body = prm::document(auth.config(), &resource).to_string().into_bytes();
+    Some(render::json(StatusCode::OK, body))
 }

@@ -5,6 +5,7 @@
 //! into internal requests, and the downgrade of modern results to legacy shapes.
 
 use super::era::LEGACY_VERSIONS;
+use crate::auth::Principal;
 use crate::dispatch::{Request, Service};
 use crate::flow::{Outcome, Reply};
 use crate::protocol::errors::RpcError;
@@ -91,9 +92,9 @@ impl LegacyState {
 
     /// Handles a request of an established session (see [`convert`]); a new log level is kept
     /// for the session on this replica.
-    pub fn request(&self, session: &Session, msg: Message) -> Result<Action, RpcError> {
+    pub fn request(&self, session: &Session, msg: Message, caller: Arc<Principal>) -> Result<Action, RpcError> {
         let level = self.level(session);
-        let action = convert(session, level.as_deref(), msg)?;
+        let action = convert(session, level.as_deref(), msg, caller)?;
         if let Action::SetLevel(level) = &action
             && let Ok(mut l) = self.levels.lock()
         {
@@ -133,7 +134,7 @@ pub async fn handshake(svc: &dyn Service, msg: &Message, sid: String) -> Result<
 
 /// Converts a request of an established legacy session: legacy-only methods are answered here,
 /// everything else becomes an internal (era-free) request.
-pub fn convert(session: &Session, level: Option<&str>, msg: Message) -> Result<Action, RpcError> {
+pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc<Principal>) -> Result<Action, RpcError> {
     let method = msg.method.clone().unwrap_or_default();
     let id = msg.id.clone().ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
     let mut params: RawObject = match &msg.params {
@@ -167,7 +168,7 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message) -> Result<A
         fields.insert(keys::LOG_LEVEL.into(), level.into());
     }
     let meta = RequestMeta { protocol_version: MODERN_VERSION.into(), fields };
-    Ok(Action::Forward(Request { id, method, params, meta, param_headers: None }))
+    Ok(Action::Forward(Request { id, method, params, meta, param_headers: None, caller }))
 }
 
 /// What to do with a legacy session request.
@@ -205,6 +206,7 @@ async fn internal(svc: &dyn Service, method: &str) -> Result<Value, RpcError> {
         params: RawObject::default(),
         meta: RequestMeta { protocol_version: MODERN_VERSION.into(), fields },
         param_headers: None,
+        caller: Principal::anonymous(),
     };
     match svc.handle(req).await.outcome().await {
         Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| RpcError::internal(e.to_string())),

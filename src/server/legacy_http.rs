@@ -6,6 +6,7 @@
 use super::era::is_legacy_version;
 use super::legacy::{Action, LegacyState, downgrade_reply};
 use super::render::{self, Body};
+use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::dispatch::Service;
 use crate::protocol::errors::RpcError;
@@ -16,6 +17,7 @@ use http::{HeaderMap, Method, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
 
@@ -27,7 +29,14 @@ fn accepted() -> Response<Body> {
     r
 }
 
-pub async fn post(svc: &dyn Service, st: &LegacyState, headers: &HeaderMap, msg: Message, kind: MsgKind) -> Response<Body> {
+pub async fn post(
+    svc: &dyn Service,
+    st: &LegacyState,
+    headers: &HeaderMap,
+    msg: Message,
+    kind: MsgKind,
+    caller: Arc<Principal>,
+) -> Response<Body> {
     if let Some(v) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
         && !is_legacy_version(v.trim())
     {
@@ -57,7 +66,7 @@ pub async fn post(svc: &dyn Service, st: &LegacyState, headers: &HeaderMap, msg:
         MsgKind::Notification | MsgKind::Response => accepted(),
         MsgKind::Request => {
             let id = msg.id.clone();
-            match st.request(&session, msg) {
+            match st.request(&session, msg, caller) {
                 Err(e) => render::error(id.as_deref(), &e),
                 Ok(Action::Forward(req)) => {
                     let id = req.id.clone();

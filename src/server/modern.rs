@@ -3,6 +3,7 @@
 //! known method, required `_meta`, `MCP-Protocol-Version` = `_meta` version, supported version,
 //! `Mcp-Method` = method, `Mcp-Name` = name/uri — and collects `Mcp-Param-*` for the dispatcher.
 
+use crate::auth::Principal;
 use crate::dispatch::Request;
 use crate::protocol::errors::RpcError;
 use crate::protocol::headers::{self, describe};
@@ -11,13 +12,14 @@ use crate::protocol::meta::split_params;
 use crate::protocol::xheader::HEADER_PREFIX;
 use crate::protocol::{MODERN_METHODS, SUPPORTED_VERSIONS, name_param_of};
 use http::HeaderMap;
+use std::sync::Arc;
 
 /// Methods of the legacy eras that 2026-07-28 removed.
 const REMOVED_METHODS: &[&str] =
     &["initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe", "tasks/list", "tasks/result"];
 
 /// Checks a request and builds the internal [`Request`]. `headers` is `None` on stdio.
-pub fn to_request(msg: Message, headers: Option<&HeaderMap>) -> Result<Request, RpcError> {
+pub fn to_request(msg: Message, headers: Option<&HeaderMap>, caller: Arc<Principal>) -> Result<Request, RpcError> {
     let method = msg.method.clone().unwrap_or_default();
     if REMOVED_METHODS.contains(&method.as_str()) {
         return Err(RpcError::method_not_found(&method).with_data(serde_json::json!({
@@ -85,7 +87,7 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>) -> Result<Request, 
         param_headers = Some(params_seen);
     }
     let id = msg.id.ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
-    Ok(Request { id, method, params, meta, param_headers })
+    Ok(Request { id, method, params, meta, param_headers, caller })
 }
 
 /// A header that must appear at most once, as trimmed text.

@@ -30,7 +30,16 @@ pub fn json(status: StatusCode, bytes: Vec<u8>) -> Response<Body> {
 }
 
 pub fn error(id: Option<&RawValue>, e: &RpcError) -> Response<Body> {
-    json(e.status, jsonrpc::error_message(id, e))
+    with_headers(json(e.status, jsonrpc::error_message(id, e)), e)
+}
+
+fn with_headers(mut r: Response<Body>, e: &RpcError) -> Response<Body> {
+    for (name, value) in &e.headers {
+        if let Ok(v) = http::HeaderValue::from_str(value) {
+            r.headers_mut().insert(*name, v);
+        }
+    }
+    r
 }
 
 pub fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
@@ -90,7 +99,10 @@ pub fn reply(id: Box<RawValue>, reply: Reply) -> Response<Body> {
     match reply {
         Reply::Single(o) => {
             let (status, bytes) = outcome_message(&id, &o);
-            json(status, bytes)
+            match &o {
+                Outcome::Error(e) => with_headers(json(status, bytes), e),
+                _ => json(status, bytes),
+            }
         }
         Reply::Stream(s) => sse(id, s),
     }

@@ -3,10 +3,12 @@
 //! process (then `ping`, `logging/setLevel` and list-changed notifications work as legacy clients
 //! expect). stdout carries protocol messages only, written by one writer task; requests run
 //! concurrently; `notifications/cancelled` cancels the named request (and its upstream call). At
-//! EOF the in-flight requests are finished before the server returns.
+//! EOF the in-flight requests are finished before the server returns. The local client is
+//! trusted: it is served as the anonymous caller, without authentication.
 
 use super::legacy::{self, Action, Session};
 use super::{modern, render};
+use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::dispatch::{Request, Service};
 use crate::flow::{Event, Reply};
@@ -86,7 +88,7 @@ pub async fn serve(
                 let id = msg.id.clone();
                 let modern_meta = super::era::BodyFacts::of(&msg).has_modern_meta;
                 let request = if modern_meta {
-                    modern::to_request(msg, None)
+                    modern::to_request(msg, None, Principal::anonymous())
                 } else if msg.method.as_deref() == Some("initialize") && conn.session.is_none() {
                     match legacy::handshake(svc.as_ref(), &msg, "stdio".into()).await {
                         Ok((result, session)) => {
@@ -102,7 +104,7 @@ pub async fn serve(
                     }
                     continue;
                 } else if let Some(session) = &conn.session {
-                    match legacy::convert(session, conn.level.as_deref(), msg) {
+                    match legacy::convert(session, conn.level.as_deref(), msg, Principal::anonymous()) {
                         Ok(Action::Forward(r)) => Ok(r),
                         Ok(answered) => {
                             if let Action::SetLevel(l) = &answered {
@@ -117,7 +119,7 @@ pub async fn serve(
                         Err(e) => Err(e),
                     }
                 } else {
-                    modern::to_request(msg, None)
+                    modern::to_request(msg, None, Principal::anonymous())
                 };
                 match request {
                     Ok(r) => spawn(&mut tasks, &inflight, svc.clone(), r, conn.session.is_some(), out_tx.clone()),

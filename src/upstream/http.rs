@@ -49,6 +49,7 @@ pub struct HttpTransport {
     url: http::Uri,
     client: HttpClient,
     headers: Vec<(HeaderName, HeaderValue)>,
+    caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
     max_bytes: usize,
     timeout: Duration,
     /// The legacy session (`Mcp-Session-Id`) the upstream gave us, if any.
@@ -63,6 +64,7 @@ impl HttpTransport {
             url,
             client,
             headers: cfg.headers.clone(),
+            caller_headers: cfg.caller_headers.clone(),
             max_bytes: cfg.max_message_bytes,
             timeout: cfg.timeout,
             session: Arc::default(),
@@ -110,6 +112,14 @@ impl HttpTransport {
     fn request(&self, id: u64, call: &Call, wire: Wire<'_>) -> Result<Request<Full<Bytes>>, crate::protocol::errors::RpcError> {
         let body = call.encode(id)?;
         let mut b = self.post(wire);
+        // Credentials for the caller this call is made for replace the upstream-wide ones.
+        if let Some((_, set)) = self.caller_headers.iter().find(|(c, _)| call.on_behalf_of.contains(c))
+            && let Some(h) = b.headers_mut()
+        {
+            for (k, v) in set {
+                h.insert(k, v.clone());
+            }
+        }
         if wire.modern {
             b = b.header("Mcp-Method", call.method.as_str());
             if let Some(name) = &call.name {

@@ -39,6 +39,8 @@ pub struct Call {
     pub name: Option<String>,
     /// `Mcp-Param-*` headers, already encoded.
     pub param_headers: Vec<(String, String)>,
+    /// The `[[caller]]` ids of the caller this request is made for (per-caller credentials).
+    pub on_behalf_of: Vec<String>,
 }
 
 impl Call {
@@ -219,7 +221,8 @@ impl Upstream {
 
     /// A request the gateway makes on its own behalf (probe, lists), with its own `_meta`.
     async fn internal(&self, method: &str, params: RawObject) -> Result<Box<RawValue>, Outcome> {
-        let call = Call { method: method.into(), params, meta: gateway_meta(), name: None, param_headers: Vec::new() };
+        let call =
+            Call { method: method.into(), params, meta: gateway_meta(), name: None, param_headers: Vec::new(), on_behalf_of: Vec::new() };
         match self.call(call).await.outcome().await {
             Outcome::Result(r) => Ok(r),
             other => Err(other),

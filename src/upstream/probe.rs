@@ -47,7 +47,7 @@ impl Upstream {
 
     async fn probe_and_list(&self) -> Result<UpstreamState, String> {
         let known_legacy = self.state.load().version.as_deref().is_some_and(crate::protocol::is_legacy_version);
-        let identity = if known_legacy && self.has_session() {
+        let identity = if known_legacy && self.has_session() && self.state.load().status == Status::Ready {
             // Keep the live session; its lists are re-read below.
             let st = self.state.load();
             Identity {
@@ -96,7 +96,14 @@ impl Upstream {
     /// The era probe: `server/discover`, else the legacy handshake.
     async fn identify(&self) -> Result<Identity, String> {
         let params = RawObject::default();
-        let call = Call { method: "server/discover".into(), params, meta: gateway_meta(), name: None, param_headers: Vec::new() };
+        let call = Call {
+            method: "server/discover".into(),
+            params,
+            meta: gateway_meta(),
+            name: None,
+            param_headers: Vec::new(),
+            on_behalf_of: Vec::new(),
+        };
         let outcome = self.send(call, Wire { version: Some(MODERN_VERSION), modern: true }).await.outcome().await;
         match outcome {
             Outcome::Result(raw) => {
@@ -149,7 +156,8 @@ impl Upstream {
         for (k, v) in init.as_object().into_iter().flatten() {
             params.set_json(k, v).map_err(|e| e.to_string())?;
         }
-        let call = Call { method: "initialize".into(), params, meta: Map::new(), name: None, param_headers: Vec::new() };
+        let call =
+            Call { method: "initialize".into(), params, meta: Map::new(), name: None, param_headers: Vec::new(), on_behalf_of: Vec::new() };
         let raw = match self.send(call, Wire { version: None, modern: false }).await.outcome().await {
             Outcome::Result(r) => r,
             other => return Err(format!("it answers neither server/discover nor initialize: {}", describe(&other))),

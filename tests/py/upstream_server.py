@@ -15,7 +15,7 @@ HTTP binds only to 127.0.0.1. The endpoint is /mcp, and `--port 0` (the default)
 Once the server is ready it prints `LISTENING <port>` on stdout, as a single flushed line. Over
 stdio, stdout carries nothing but protocol messages, and logs go to stderr.
 
-Tools: echo, whoami, big, fail, structured, schema_zoo, execute_sql, slow, progress (see TOOLS).
+Tools: echo, whoami, big, fail, structured, schema_zoo, execute_sql, headers, slow, progress (see TOOLS).
 """
 
 from __future__ import annotations
@@ -102,6 +102,11 @@ TOOLS: list[types.Tool] = [
         input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
     ),
     types.Tool(
+        name="headers",
+        description="Returns every HTTP request header this server received for the call, as JSON (empty over stdio).",
+        input_schema={"type": "object", "additionalProperties": False},
+    ),
+    types.Tool(
         name="progress",
         description="Emits `steps` progress notifications (when a progressToken was sent), then returns done.",
         input_schema={"type": "object", "properties": {"steps": {"type": "integer"}}, "required": ["steps"]},
@@ -150,6 +155,10 @@ def build_server(label: str, *, param_validation: bool = True) -> Server[Any]:
         if name == "execute_sql":
             header = _header(ctx, "mcp-param-region")
             return _text(f"region={args.get('region')} header={header if header is not None else 'none'}")
+        if name == "headers":
+            raw = getattr(ctx.request, "headers", None)
+            seen = {k.lower(): v for k, v in raw.items()} if raw is not None else {}
+            return _text(json.dumps(seen, sort_keys=True))
         if name == "slow":
             await anyio.sleep(float(args.get("seconds", 0)))
             return _text("done")

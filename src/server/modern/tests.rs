@@ -1,6 +1,7 @@
 //! Every header/body case of brief §2.3 and the `_meta` rules of §1.3, table-driven.
 
 use super::*;
+use crate::auth::Principal;
 use http::HeaderValue;
 
 type Pairs<'a> = Vec<(&'a str, &'a [u8])>;
@@ -35,12 +36,12 @@ fn valid_requests_pass() {
         ("mcp-name", b"calc__add"),
         ("mcp-param-region", b"eu"),
     ]);
-    let r = to_request(msg("tools/call", r#""name":"calc__add""#), Some(&h)).unwrap();
+    let r = to_request(msg("tools/call", r#""name":"calc__add""#), Some(&h), Principal::anonymous()).unwrap();
     assert_eq!(r.method, "tools/call");
     assert_eq!(r.param_headers.unwrap(), vec![("mcp-param-region".to_string(), b"eu".to_vec())]);
     let h = headers(&[("MCP-Protocol-Version", b" 2026-07-28 "), ("Mcp-Method", b"tools/list")]);
-    assert_eq!(code(to_request(msg("tools/list", ""), Some(&h))), (0, 200));
-    assert_eq!(code(to_request(msg("tools/list", ""), None)), (0, 200));
+    assert_eq!(code(to_request(msg("tools/list", ""), Some(&h), Principal::anonymous())), (0, 200));
+    assert_eq!(code(to_request(msg("tools/list", ""), None, Principal::anonymous())), (0, 200));
 }
 
 #[test]
@@ -55,7 +56,7 @@ fn header_body_mismatches_get_400_and_32020() {
         ("duplicate Mcp-Method", "", vec![("mcp-protocol-version", v), ("mcp-method", b"tools/list"), ("mcp-method", b"tools/list")]),
     ];
     for (why, extra, h) in cases {
-        assert_eq!(code(to_request(msg("tools/list", extra), Some(&headers(&h)))), (-32020, 400), "{why}");
+        assert_eq!(code(to_request(msg("tools/list", extra), Some(&headers(&h)), Principal::anonymous())), (-32020, 400), "{why}");
     }
     let call: Vec<(&str, Pairs)> = vec![
         ("missing Mcp-Name", vec![]),
@@ -68,28 +69,32 @@ fn header_body_mismatches_get_400_and_32020() {
     for (why, extra) in call {
         let mut h = vec![("mcp-protocol-version", v), ("mcp-method", b"tools/call" as &[u8])];
         h.extend(extra);
-        assert_eq!(code(to_request(msg("tools/call", r#""name":"héllo""#), Some(&headers(&h)))), (-32020, 400), "{why}");
+        assert_eq!(
+            code(to_request(msg("tools/call", r#""name":"héllo""#), Some(&headers(&h)), Principal::anonymous())),
+            (-32020, 400),
+            "{why}"
+        );
     }
     let ok = headers(&[("mcp-protocol-version", v), ("mcp-method", b"tools/call"), ("mcp-name", b"=?base64?aMOpbGxv?=")]);
-    assert_eq!(code(to_request(msg("tools/call", r#""name":"héllo""#), Some(&ok))), (0, 200));
+    assert_eq!(code(to_request(msg("tools/call", r#""name":"héllo""#), Some(&ok), Principal::anonymous())), (0, 200));
     let spaced = headers(&[("mcp-protocol-version", v), ("mcp-method", b"prompts/get"), ("mcp-name", b"  foo ")]);
-    assert_eq!(code(to_request(msg("prompts/get", r#""name":"foo""#), Some(&spaced))), (0, 200));
+    assert_eq!(code(to_request(msg("prompts/get", r#""name":"foo""#), Some(&spaced), Principal::anonymous())), (0, 200));
     let uri = headers(&[("mcp-protocol-version", v), ("mcp-method", b"resources/read"), ("mcp-name", b"file:///x")]);
-    assert_eq!(code(to_request(msg("resources/read", r#""uri":"file:///y""#), Some(&uri))), (-32020, 400));
+    assert_eq!(code(to_request(msg("resources/read", r#""uri":"file:///y""#), Some(&uri), Principal::anonymous())), (-32020, 400));
 }
 
 #[test]
 fn meta_version_and_method_rules() {
     let h = headers(&[("mcp-protocol-version", b"2027-01-01"), ("mcp-method", b"tools/list")]);
     let m = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2027-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}"#).unwrap();
-    let e = to_request(m, Some(&h)).unwrap_err();
+    let e = to_request(m, Some(&h), Principal::anonymous()).unwrap_err();
     assert_eq!((e.code, e.status.as_u16()), (-32022, 400));
     assert_eq!(e.data.unwrap()["supported"][0], "2026-07-28");
     let m = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#).unwrap();
-    assert_eq!(code(to_request(m, Some(&h))), (-32602, 400));
+    assert_eq!(code(to_request(m, Some(&h), Principal::anonymous())), (-32602, 400));
     let m = Message::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).unwrap();
-    assert_eq!(code(to_request(m, None)), (-32602, 400));
-    assert_eq!(code(to_request(msg("initialize", ""), None)), (-32601, 404));
-    assert_eq!(code(to_request(msg("ping", ""), None)), (-32601, 404));
-    assert_eq!(code(to_request(msg("no/such", ""), None)), (-32601, 404));
+    assert_eq!(code(to_request(m, None, Principal::anonymous())), (-32602, 400));
+    assert_eq!(code(to_request(msg("initialize", ""), None, Principal::anonymous())), (-32601, 404));
+    assert_eq!(code(to_request(msg("ping", ""), None, Principal::anonymous())), (-32601, 404));
+    assert_eq!(code(to_request(msg("no/such", ""), None, Principal::anonymous())), (-32601, 404));
 }

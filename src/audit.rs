@@ -1,0 +1,46 @@
+//! The audit log: one structured line per call, prompt get, resource read or completion (target
+//! `mcpgate::audit`): caller, method, item, upstream, outcome and duration. Arguments are logged
+//! only when `[audit] include_arguments = true`; credentials never are.
+
+use crate::flow::Outcome;
+use std::time::Instant;
+
+pub struct Entry {
+    pub caller: String,
+    pub method: String,
+    pub item: String,
+    pub upstream: String,
+    pub started: Instant,
+    pub arguments: Option<String>,
+}
+
+/// A short, secret-free description of how a request ended.
+pub fn outcome_label(o: &Outcome) -> String {
+    match o {
+        Outcome::Result(raw) => {
+            let is_error = serde_json::from_str::<crate::protocol::rawobj::RawObject>(raw.get())
+                .ok()
+                .and_then(|obj| obj.parse::<bool>("isError").and_then(Result::ok))
+                .unwrap_or(false);
+            if is_error { "tool_error".into() } else { "ok".into() }
+        }
+        Outcome::Error(e) => format!("error {}", e.code),
+        Outcome::UpstreamError(raw) => {
+            let code = serde_json::from_str::<serde_json::Value>(raw.get()).ok().and_then(|v| v["code"].as_i64()).unwrap_or(0);
+            format!("upstream_error {code}")
+        }
+    }
+}
+
+pub fn record(e: &Entry, outcome: &Outcome) {
+    let duration_ms = e.started.elapsed().as_millis() as u64;
+    let outcome = outcome_label(outcome);
+    match &e.arguments {
+        Some(args) => {
+            tracing::info!(target: "mcpgate::audit", caller = %e.caller, method = %e.method, item = %e.item, upstream = %e.upstream, %outcome, duration_ms, arguments = %args, "audit")
+        }
+        None => {
+            tracing::info!(target: "mcpgate::audit", caller = %e.caller, method = %e.method, item = %e.item, upstream = %e.upstream, %outcome, duration_ms, "audit")
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Authentication: who is calling. Each request's `Authorization: Bearer` credential is checked
+//! on its own (there is no session to trust): an API key against the SHA-256 hashes in the config
+//! (constant-time), or a JWT against the issuer's keys (signature, issuer, audience = this
+//! gateway, expiry). The result is a [`Principal`] carrying the caller's grants, scopes and rate
+//! limit. Failures become RFC 6750/9728 challenges: 401 with `WWW-Authenticate`, or 403
+//! `insufficient_scope` naming the scopes needed. The client's credential is never passed on.
+
+pub mod jwt;
+pub mod prm;
+
+use crate::config::Config;
+use crate::config::auth::{AuthConfig, AuthMode, CallerConfig, Rate};
+use crate::policy::Grants;
+use crate::upstream::HttpClient;
+use http::{HeaderMap, StatusCode};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    /// The caller's name for logs: the `[[caller]]` id (API keys) or the token subject (JWT).
+    pub id: String,
+    /// The ids of every `[[caller]]` entry that matched.
+    pub rules: Vec<String>,
+    pub grants: Grants,
+    pub scopes: Vec<String>,
+    pub rate: Option<Rate>,
+}
+
+impl Principal {
+    /// A caller of a gateway without authentication or policy (and the local stdio client).
+    pub fn anonymous() -> Arc<Principal> {
+        Arc::new(Principal { id: "anonymous".into(), rules: Vec::new(), grants: Grants::unrestricted(), scopes: Vec::new(), rate: None })
+    }
+
+    pub fn has_scopes(&self, needed: &[String]) -> bool {
+        needed.iter().all(|s| self.scopes.contains(s))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthError {
+    /// No credential, or one that does not check out: 401.
+    Unauthorized(String),
+    /// A valid token without the scopes the operation needs: 403.
+    InsufficientScope(Vec<String>),
+}
+
+pub struct Authenticator {
+    mode: AuthMode,
+    config: AuthConfig,
+    callers: Vec<CallerConfig>,
+    jwt: Option<jwt::JwtVerifier>,
+}
+
+impl Authenticator {
+    pub fn new(cfg: &Config, client: HttpClient) -> Result<Authenticator, String> {
+        let jwt = match &cfg.auth.jwt {
+            Some(j) => Some(jwt::JwtVerifier::new(j.clone(), client)?),
+            None => None,
+        };
+        Ok(Authenticator { mode: cfg.auth.mode, config: cfg.auth.clone(), callers: cfg.callers.clone(), jwt })
+    }
+
+    pub fn mode(&self) -> AuthMode {
+        self.mode
+    }
+
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// Loads the JWKS (and starts its refresh); call once at startup.
+    pub async fn start(&self) -> Result<(), String> {
+        match &self.jwt {
+            Some(j) => j.start().await,
+            None => Ok(()),
+        }
+    }
+
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, AuthError> {
+        if self.mode == AuthMode::None {
+            return Ok(Principal::anonymous());
+        }
+        let token = bearer(headers).ok_or_else(|| AuthError::Unauthorized("missing Authorization: Bearer credential".into()))?;
+        let principal = match self.mode {
+            AuthMode::ApiKey => self.api_key(token)?,
+            AuthMode::Jwt => self.jwt(token).await?,
+            AuthMode::None => return Ok(Principal::anonymous()),
+        };
+        if !principal.has_scopes(&self.config.required_scopes) && self.mode == AuthMode::Jwt {
+            return Err(AuthError::InsufficientScope(self.config.required_scopes.clone()));
+        }
+        Ok(Arc::new(principal))
+    }
+
+    fn api_key(&self, key: &str) -> Result<Principal, AuthError> {
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes());
+        // Compare against every key, in constant time each, so timing tells nothing.
+        let mut found = None;
+        for c in &self.callers {
+            if let Some(h) = &c.key_sha256
+                && aws_lc_rs::constant_time::verify_slices_are_equal(h, digest.as_ref()).is_ok()
+            {
+                found = Some(c);
+            }
+        }
+        let c = found.ok_or_else(|| AuthError::Unauthorized("unknown API key".into()))?;
+        Ok(Principal {
+            id: c.id.clone(),
+            rules: vec![c.id.clone()],
+            grants: Grants::from_rules([c]),
+            scopes: Vec::new(),
+            rate: c.rate_limit,
+        })
+    }
+
+    async fn jwt(&self, token: &str) -> Result<Principal, AuthError> {
+        let verifier = self.jwt.as_ref().ok_or_else(|| AuthError::Unauthorized("JWT authentication is not configured".into()))?;
+        let claims = verifier.verify(token).await.map_err(AuthError::Unauthorized)?;
+        let subject = claims.get(verifier.subject_claim()).and_then(Value::as_str).unwrap_or("").to_string();
+        let scopes = token_scopes(&claims);
+        let matched: Vec<&CallerConfig> = self.callers.iter().filter(|c| caller_matches(c, &subject, &claims, &scopes)).collect();
+        let grants = if self.callers.is_empty() { Grants::unrestricted() } else { Grants::from_rules(matched.iter().copied()) };
+        let rate = matched.iter().find_map(|c| c.rate_limit);
+        Ok(Principal {
+            id: if subject.is_empty() { "unknown-subject".into() } else { subject },
+            rules: matched.iter().map(|c| c.id.clone()).collect(),
+            grants,
+            scopes,
+            rate,
+        })
+    }
+
+    /// The scopes calling `tool` needs (from `[auth] tool_scopes`).
+    pub fn tool_scopes(&self, tool: &str) -> Vec<String> {
+        if self.mode != AuthMode::Jwt {
+            return Vec::new();
+        }
+        let mut out: Vec<String> = Vec::new();
+        for (pattern, scopes) in &self.config.tool_scopes {
+            if crate::policy::glob::matches(pattern, tool) {
+                out.extend(scopes.iter().filter(|s| !out.contains(s)).cloned().collect::<Vec<_>>());
+            }
+        }
+        out
+    }
+
+    /// The HTTP status and `WWW-Authenticate` value for a failure; `metadata_url` is where the
+    /// protected-resource metadata lives (JWT mode).
+    pub fn challenge(&self, err: &AuthError, metadata_url: Option<&str>) -> (StatusCode, String) {
+        let meta = metadata_url.map(|u| format!(", resource_metadata=\"{u}\"")).unwrap_or_default();
+        match err {
+            AuthError::Unauthorized(reason) => {
+                let scope = if self.config.required_scopes.is_empty() {
+                    String::new()
+                } else {
+                    format!(", scope=\"{}\"", self.config.required_scopes.join(" "))
+                };
+                (
+                    StatusCode::UNAUTHORIZED,
+                    format!("Bearer realm=\"mcpgate\", error=\"invalid_token\", error_description=\"{}\"{scope}{meta}", quote_safe(reason)),
+                )
+            }
+            AuthError::InsufficientScope(scopes) => (
+                StatusCode::FORBIDDEN,
+                format!("Bearer realm=\"mcpgate\", error=\"insufficient_scope\", scope=\"{}\"{meta}", scopes.join(" ")),
+            ),
+        }
+    }
+}
+
+fn quote_safe(s: &str) -> String {
+    s.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect()
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+/// The scopes of a token: the space-separated `scope` claim, or the `scp` array.
+pub fn token_scopes(claims: &Value) -> Vec<String> {
+    match (claims.get("scope"), claims.get("scp")) {
+        (Some(Value::String(s)), _) => s.split_whitespace().map(str::to_string).collect(),
+        (_, Some(Value::Array(a))) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        (_, Some(Value::String(s))) => s.split_whitespace().map(str::to_string).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn caller_matches(c: &CallerConfig, subject: &str, claims: &Value, scopes: &[String]) -> bool {
+    if c.subject.as_deref().is_some_and(|s| s != subject) {
+        return false;
+    }
+    let claims_ok = c.claims.iter().all(|(k, want)| match claims.get(k) {
+        Some(Value::String(s)) => s == want,
+        Some(Value::Array(a)) => a.iter().any(|v| v.as_str() == Some(want)),
+        Some(Value::Bool(b)) => b.to_string() == *want,
+        Some(Value::Number(n)) => n.to_string() == *want,
+        _ => false,
+    });
+    claims_ok && c.scopes.iter().all(|s| scopes.contains(s))
+}
+
+/// `mcpgate hash-key`: the hex SHA-256 of an API key, as `key_sha256` expects it.
+pub fn hash_key(key: &str) -> String {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.trim().as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,56 @@
+//! OAuth 2.0 Protected Resource Metadata (RFC 9728) for the gateway's own endpoint: the document
+//! served at `/.well-known/oauth-protected-resource` and at the path-specific form, and the URL
+//! that 401/403 challenges point to.
+
+use crate::config::auth::AuthConfig;
+use serde_json::json;
+
+/// The canonical resource URI: `[auth] resource`, else derived from the request's Host.
+pub fn resource(cfg: &AuthConfig, host: Option<&str>, path: &str) -> String {
+    match &cfg.resource {
+        Some(r) => r.clone(),
+        None => format!("http://{}{path}", host.unwrap_or("127.0.0.1")),
+    }
+}
+
+/// Where the metadata document for `resource` lives (the path-specific well-known form).
+pub fn metadata_url(resource: &str) -> String {
+    match resource.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_once('/').map(|(a, p)| (a, format!("/{p}"))).unwrap_or((rest, String::new()));
+            format!("{scheme}://{authority}/.well-known/oauth-protected-resource{}", path.trim_end_matches('/'))
+        }
+        None => format!("{resource}/.well-known/oauth-protected-resource"),
+    }
+}
+
+pub fn document(cfg: &AuthConfig, resource: &str) -> serde_json::Value {
+    let servers = if cfg.authorization_servers.is_empty() {
+        cfg.jwt.iter().map(|j| j.issuer.clone()).collect()
+    } else {
+        cfg.authorization_servers.clone()
+    };
+    let mut doc = json!({
+        "resource": resource,
+        "authorization_servers": servers,
+        "bearer_methods_supported": ["header"],
+        "resource_name": "mcpgate",
+    });
+    let scopes: Vec<&String> = cfg.scopes_supported.iter().filter(|s| *s != "offline_access").collect();
+    if !scopes.is_empty() {
+        doc["scopes_supported"] = json!(scopes);
+    }
+    doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_urls_follow_rfc_9728() {
+        assert_eq!(metadata_url("https://gw.example.com/mcp"), "https://gw.example.com/.well-known/oauth-protected-resource/mcp");
+        assert_eq!(metadata_url("https://gw.example.com"), "https://gw.example.com/.well-known/oauth-protected-resource");
+        assert_eq!(metadata_url("http://127.0.0.1:8811/mcp/"), "http://127.0.0.1:8811/.well-known/oauth-protected-resource/mcp");
+    }
+}

@@ -1,0 +1,114 @@
+//! Who may see and call what. [`Policy::allows`] is the one function that decides, used for
+//! lists and for every call, get, read and completion alike (through `view`), so what a caller
+//! sees and what it may use can never disagree. Rules come from `[[caller]]` entries; a caller's
+//! grants are the union of every entry that matches it. Patterns are globs on the gateway name
+//! (tools, prompts) or URI (resources, templates), or `upstream:<id-glob>` for everything one
+//! upstream serves. Deny wins over allow; once any caller is configured, what no rule allows is
+//! denied.
+
+pub mod glob;
+pub mod view;
+
+use crate::catalog::Kind;
+use crate::config::auth::CallerConfig;
+
+/// One item as the policy sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Item<'a> {
+    pub kind: Kind,
+    /// Gateway name (tools, prompts) or gateway URI (resources, templates).
+    pub name: &'a str,
+    /// The owning upstream's id.
+    pub upstream: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pattern {
+    Name(String),
+    Upstream(String),
+}
+
+impl Pattern {
+    fn parse(text: &str) -> Pattern {
+        match text.strip_prefix("upstream:") {
+            Some(id) => Pattern::Upstream(id.to_string()),
+            None => Pattern::Name(text.to_string()),
+        }
+    }
+
+    fn matches(&self, item: &Item) -> bool {
+        match self {
+            Pattern::Name(g) => glob::matches(g, item.name),
+            Pattern::Upstream(g) => glob::matches(g, item.upstream),
+        }
+    }
+}
+
+/// What one authenticated caller may use: the merged rules of every `[[caller]]` it matches.
+/// `unrestricted` is for deployments without any `[[caller]]` (no policy configured).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    unrestricted: bool,
+    allow: Vec<Pattern>,
+    deny: Vec<Pattern>,
+}
+
+impl Grants {
+    pub fn unrestricted() -> Grants {
+        Grants { unrestricted: true, ..Default::default() }
+    }
+
+    pub fn is_unrestricted(&self) -> bool {
+        self.unrestricted
+    }
+
+    /// The grants of the callers `rules`.
+    pub fn from_rules<'a>(rules: impl IntoIterator<Item = &'a CallerConfig>) -> Grants {
+        let mut g = Grants::default();
+        for r in rules {
+            g.allow.extend(r.allow.iter().map(|p| Pattern::parse(p)));
+            g.deny.extend(r.deny.iter().map(|p| Pattern::parse(p)));
+        }
+        g
+    }
+
+    /// Builds grants from raw patterns (tests, tools).
+    pub fn from_patterns(allow: &[&str], deny: &[&str]) -> Grants {
+        Grants {
+            unrestricted: false,
+            allow: allow.iter().map(|p| Pattern::parse(p)).collect(),
+            deny: deny.iter().map(|p| Pattern::parse(p)).collect(),
+        }
+    }
+}
+
+/// The decision.
+pub fn allows(grants: &Grants, item: &Item) -> bool {
+    if grants.unrestricted {
+        return true;
+    }
+    grants.allow.iter().any(|p| p.matches(item)) && !grants.deny.iter().any(|p| p.matches(item))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool<'a>(name: &'a str, upstream: &'a str) -> Item<'a> {
+        Item { kind: Kind::Tool, name, upstream }
+    }
+
+    #[test]
+    fn allow_then_deny() {
+        let g = Grants::from_patterns(&["calc__*"], &["calc__delete_*"]);
+        assert!(allows(&g, &tool("calc__add", "calc")));
+        assert!(!allows(&g, &tool("calc__delete_all", "calc")));
+        assert!(!allows(&g, &tool("text__echo", "text")));
+        let g = Grants::from_patterns(&["upstream:calc", "text__echo"], &["*__delete_*"]);
+        assert!(allows(&g, &tool("calc__mul", "calc")));
+        assert!(allows(&g, &tool("text__echo", "text")));
+        assert!(!allows(&g, &tool("calc__delete_x", "calc")));
+        assert!(!allows(&Grants::default(), &tool("calc__add", "calc")), "default deny");
+        assert!(allows(&Grants::unrestricted(), &tool("anything", "x")));
+    }
+}

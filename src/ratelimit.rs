@@ -1,0 +1,69 @@
+//! Token-bucket rate limiting keyed by caller (and by caller and tool pattern): each bucket
+//! holds up to `count` tokens and refills at `count` per `per`; a request takes one token or is
+//! refused with the time until one is available. Buckets of idle callers are dropped.
+
+use crate::config::auth::Rate;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const MAX_BUCKETS: usize = 100_000;
+
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+#[derive(Default)]
+pub struct Limiter {
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+impl Limiter {
+    /// Takes one token from `key`'s bucket, or says how long until one is free.
+    pub fn check(&self, key: &str, rate: Rate) -> Result<(), Duration> {
+        self.check_at(key, rate, Instant::now())
+    }
+
+    fn check_at(&self, key: &str, rate: Rate, now: Instant) -> Result<(), Duration> {
+        let Ok(mut map) = self.buckets.lock() else { return Ok(()) };
+        let capacity = f64::from(rate.count);
+        let per_sec = capacity / rate.per.as_secs_f64();
+        if map.len() >= MAX_BUCKETS {
+            // Full buckets carry no state worth keeping.
+            map.retain(|_, b| b.tokens + now.duration_since(b.last).as_secs_f64() * per_sec < capacity);
+        }
+        let b = map.entry(key.to_string()).or_insert(Bucket { tokens: capacity, last: now });
+        b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * per_sec).min(capacity);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - b.tokens) / per_sec))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bursts_are_refused_then_recover() {
+        let l = Limiter::default();
+        let rate = Rate { count: 3, per: Duration::from_secs(1) };
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert!(l.check_at("alice", rate, t0).is_ok());
+        }
+        let wait = l.check_at("alice", rate, t0).unwrap_err();
+        assert!(wait > Duration::from_millis(300) && wait <= Duration::from_millis(334), "{wait:?}");
+        assert!(l.check_at("bob", rate, t0).is_ok(), "buckets are per key");
+        assert!(l.check_at("alice", rate, t0 + Duration::from_millis(340)).is_ok());
+        assert!(l.check_at("alice", rate, t0 + Duration::from_millis(341)).is_err());
+        for _ in 0..3 {
+            assert!(l.check_at("alice", rate, t0 + Duration::from_secs(5)).is_ok());
+        }
+    }
+}
