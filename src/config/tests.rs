@@ -73,3 +73,37 @@ fn listen_override_wins() {
     assert_eq!(cfg.server.listen.port(), 9999);
     assert!(Config::parse("", Path::new("g.toml"), Some("nope"), &|_| None).is_err());
 }
+
+#[test]
+fn accepts_the_minimal_auth_shape_exactly_as_written() {
+    let key = "ab".repeat(32);
+    let cfg = parse(&format!(
+        "[auth]\nmode = \"api_key\"            # \"none\" | \"api_key\" | \"jwt\"\n\n[[caller]]\nid = \"alice\"\nkey_sha256 = \"{key}\"\nallow = [\"calc__*\"]\ndeny = [\"calc__delete_*\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(cfg.auth.mode, auth::AuthMode::ApiKey);
+    assert_eq!(cfg.callers[0].id, "alice");
+    assert_eq!(cfg.callers[0].allow, ["calc__*"]);
+    assert_eq!(cfg.callers[0].key_sha256.unwrap()[0], 0xab);
+}
+
+#[test]
+fn auth_errors_are_explained() {
+    let e = parse("[server]\nlisten = \"0.0.0.0:8811\"\n").unwrap_err().0;
+    assert!(e.contains("without authentication"), "{e}");
+    assert!(parse("[server]\nlisten = \"0.0.0.0:8811\"\n[auth]\nallow_unauthenticated_public = true\n").is_ok());
+    let e = parse("[auth]\nmode = \"api_key\"\n[[caller]]\nid = \"a\"\nallow = [\"*\"]\n").unwrap_err().0;
+    assert!(e.contains("key_sha256"), "{e}");
+    let e = parse("[[caller]]\nid = \"a\"\nkey_sha256 = \"xx\"\n").unwrap_err().0;
+    assert!(e.contains("key_sha256") || e.contains("auth.mode"), "{e}");
+    let e = parse("[auth]\nmode = \"jwt\"\njwks_file = \"k.json\"\n").unwrap_err().0;
+    assert!(e.contains("auth.issuer"), "{e}");
+    let e = parse("[auth]\nmode = \"jwt\"\nissuer = \"https://i\"\njwks_file = \"k.json\"\n").unwrap_err().0;
+    assert!(e.contains("audience"), "{e}");
+    let e = parse("[auth]\nmode = \"magic\"\n").unwrap_err().0;
+    assert!(e.starts_with("gateway.toml:2: auth.mode"), "{e}");
+    let e = parse("[[upstream]]\nid = \"calc\"\nurl = \"http://x/mcp\"\n[upstream.headers]\nMcp-Method = { env = \"CALC_TOKEN\" }\n")
+        .unwrap_err()
+        .0;
+    assert!(e.contains("sets this header itself"), "{e}");
+}

@@ -83,3 +83,16 @@ fn config_errors_name_file_line_and_key() {
     assert_eq!(code, 0);
     assert!(out.starts_with("mcpgate "), "{out}");
 }
+
+#[test]
+fn hash_key_prints_the_sha256_for_key_sha256() {
+    let (code, out, _) = mcpgate(&["hash-key", "secret"], None);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b");
+    let (code, out, _) = mcpgate(&["hash-key", "--generate"], None);
+    assert_eq!(code, 0);
+    let key = out.lines().find_map(|l| l.strip_prefix("key:")).map(str::trim).expect("key line");
+    let hash = out.lines().find_map(|l| l.strip_prefix("key_sha256:")).map(str::trim).expect("hash line");
+    assert_eq!(mcpgate::auth::hash_key(key), hash);
+    assert!(key.len() >= 32);
+}

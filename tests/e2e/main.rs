@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod callers;
 mod cli;
 mod conformance;
 mod interop;
