@@ -29,6 +29,9 @@ pub fn report(gw: &Gateway) -> (String, bool) {
                 ("down".to_string(), "-".into())
             }
         };
+        for p in &st.pool_problems {
+            notes.push(format!("  {}: {p}", up.id()));
+        }
         if st.truncated {
             notes.push(format!("  {}: the tool list was cut at max_pages = {}", up.id(), up.cfg.max_pages));
         }

@@ -63,11 +63,23 @@ pub struct UpstreamSection {
     pub timeout: Option<Spanned<String>>,
     #[serde(default)]
     pub headers: BTreeMap<String, HeaderSource>,
+    /// A pool of endpoints (replicas, regions) instead of one `url`.
+    #[serde(default, rename = "endpoint")]
+    pub endpoints: Vec<EndpointSection>,
     /// Per-caller upstream credentials: caller id → header → source.
     #[serde(default)]
     pub caller_headers: BTreeMap<String, BTreeMap<String, HeaderSource>>,
     pub max_pages: Option<usize>,
     pub max_message_bytes: Option<usize>,
+}
+
+/// One endpoint of a pool: used when every `when` entry (an `x-mcp-header` name → value)
+/// matches the call's mirrored arguments; an endpoint without `when` is the default.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSection {
+    pub url: Spanned<String>,
+    pub when: Option<Spanned<BTreeMap<String, toml::Value>>>,
 }
 
 /// Where an upstream header's value comes from: an environment variable or a file.

@@ -70,8 +70,24 @@ pub struct UpstreamConfig {
 
 #[derive(Debug, Clone)]
 pub enum TransportConfig {
-    Http { url: http::Uri },
-    Stdio { command: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
+    /// One or more endpoints serving the same tools; the default one (or the first) feeds the
+    /// catalogue.
+    Http {
+        endpoints: Vec<EndpointConfig>,
+    },
+    Stdio {
+        command: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+}
+
+/// One endpoint of an HTTP upstream and the mirrored values that select it.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    pub url: http::Uri,
+    /// `(header name, lower-cased; value)` pairs that must all match; empty for the default.
+    pub when: Vec<(String, String)>,
 }
 
 impl TransportConfig {
@@ -259,16 +275,25 @@ fn upstream(
         }
     };
     let transport = match (&u.url, &u.command) {
-        (Some(url), None) => {
-            let parsed: http::Uri = url.get_ref().parse().map_err(|e| {
-                at.err(url, "upstream.url", format!("'{}' is not a URL ({e})", url.get_ref()), "write e.g. \"http://127.0.0.1:3000/mcp\"")
-            })?;
-            if !matches!(parsed.scheme_str(), Some("http" | "https")) || parsed.host().is_none() {
+        (_, None) if !u.endpoints.is_empty() || u.url.is_some() => {
+            if u.url.is_some() && !u.endpoints.is_empty() {
                 return Err(at.err(
-                    url,
-                    "upstream.url",
-                    format!("'{}' is not an http(s) URL with a host", url.get_ref()),
-                    "write e.g. \"https://mcp.example.com/mcp\"",
+                    &u.id,
+                    "upstream.endpoint",
+                    format!("upstream '{id}' has both url and [[upstream.endpoint]]"),
+                    "keep one of them",
+                ));
+            }
+            let endpoints = match &u.url {
+                Some(url) => vec![EndpointConfig { url: parse_url(at, url, "upstream.url")?, when: Vec::new() }],
+                None => u.endpoints.iter().map(|e| endpoint(at, e)).collect::<Result<Vec<_>, _>>()?,
+            };
+            if endpoints.iter().filter(|e| e.when.is_empty()).count() > 1 {
+                return Err(at.err(
+                    &u.id,
+                    "upstream.endpoint",
+                    format!("upstream '{id}' has more than one endpoint without `when`"),
+                    "keep one default endpoint",
                 ));
             }
             if !u.env.is_empty() || u.cwd.is_some() {
@@ -279,9 +304,17 @@ fn upstream(
                     "remove env/cwd",
                 ));
             }
-            TransportConfig::Http { url: parsed }
+            TransportConfig::Http { endpoints }
         }
         (None, Some(cmd)) => {
+            if !u.endpoints.is_empty() {
+                return Err(at.err(
+                    cmd,
+                    "upstream.command",
+                    format!("upstream '{id}' has both a command and [[upstream.endpoint]]"),
+                    "keep one of them",
+                ));
+            }
             if cmd.get_ref().is_empty() || cmd.get_ref()[0].trim().is_empty() {
                 return Err(at.err(
                     cmd,
@@ -304,7 +337,7 @@ fn upstream(
         (Some(_), Some(_)) => {
             return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has both url and command"), "keep exactly one of them"));
         }
-        (None, None) => {
+        (_, None) => {
             return Err(at.err(
                 &u.id,
                 "upstream",
@@ -343,6 +376,54 @@ fn upstream(
         max_pages: u.max_pages.unwrap_or(100).max(1),
         max_message_bytes: u.max_message_bytes.unwrap_or(64 * 1024 * 1024),
     })
+}
+
+fn parse_url(at: &Locator, url: &Spanned<String>, key: &str) -> Result<http::Uri, ConfigError> {
+    let parsed: http::Uri = url
+        .get_ref()
+        .parse()
+        .map_err(|e| at.err(url, key, format!("'{}' is not a URL ({e})", url.get_ref()), "write e.g. \"http://127.0.0.1:3000/mcp\""))?;
+    if !matches!(parsed.scheme_str(), Some("http" | "https")) || parsed.host().is_none() {
+        return Err(at.err(
+            url,
+            key,
+            format!("'{}' is not an http(s) URL with a host", url.get_ref()),
+            "write e.g. \"https://mcp.example.com/mcp\"",
+        ));
+    }
+    Ok(parsed)
+}
+
+fn endpoint(at: &Locator, e: &file::EndpointSection) -> Result<EndpointConfig, ConfigError> {
+    let url = parse_url(at, &e.url, "upstream.endpoint.url")?;
+    let mut when = Vec::new();
+    if let Some(w) = &e.when {
+        for (name, value) in w.get_ref() {
+            let value = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(at.err(
+                        w,
+                        "upstream.endpoint.when",
+                        format!("'{name}' has a {} value", other.type_str()),
+                        "use a string, an integer or a boolean",
+                    ));
+                }
+            };
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)) {
+                return Err(at.err(
+                    w,
+                    "upstream.endpoint.when",
+                    format!("'{name}' is not an x-mcp-header name"),
+                    "use the name the tool's schema gives in x-mcp-header, e.g. Region",
+                ));
+            }
+            when.push((name.to_ascii_lowercase(), value));
+        }
+    }
+    Ok(EndpointConfig { url, when })
 }
 
 fn header(

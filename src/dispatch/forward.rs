@@ -33,6 +33,7 @@ async fn forward(
     item: &str,
     rewrite: Option<(&str, &str)>,
     param_headers: Vec<(String, String)>,
+    endpoint: Option<usize>,
 ) -> Reply {
     let Some(up) = gw.upstreams.get(upstream).cloned() else {
         return Reply::error(RpcError::internal("catalogue points at a missing upstream"));
@@ -54,7 +55,8 @@ async fn forward(
         }
         name = Some(original.to_string());
     }
-    let call = Call { method: req.method, params, meta: req.meta.fields, name, param_headers, on_behalf_of: req.caller.rules.clone() };
+    let call =
+        Call { method: req.method, params, meta: req.meta.fields, name, param_headers, on_behalf_of: req.caller.rules.clone(), endpoint };
     up.call(call).await.map_outcome(move |o| {
         audit::record(&entry, &o);
         o
@@ -96,8 +98,14 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
         return Reply::error(e);
     }
     let (upstream, original, headers) = (tool.upstream, tool.original.clone(), xheader::outbound(&tool.headers, &args));
+    let values = xheader::mirrored_values(&tool.headers, &args);
     drop(cat);
-    forward(gw, upstream, req, &name, Some(("name", &original)), headers).await
+    let endpoint = match gw.upstreams.get(upstream).map(|u| u.route(&values)) {
+        Some(Ok(e)) => e,
+        Some(Err(why)) => return tool_error(&format!("Upstream '{}' cannot take this call: {why}", gw.upstream_id(upstream))),
+        None => None,
+    };
+    forward(gw, upstream, req, &name, Some(("name", &original)), headers, endpoint).await
 }
 
 pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
@@ -111,7 +119,16 @@ pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
     else {
         return Reply::error(RpcError::invalid_params(format!("Unknown prompt: {name}")));
     };
-    forward(gw, upstream, req, &name, Some(("name", &original)), Vec::new()).await
+    forward(gw, upstream, req, &name, Some(("name", &original)), Vec::new(), None).await
+}
+
+/// A `CallToolResult` with `isError: true`: a failure the model can read and act on.
+fn tool_error(text: &str) -> Reply {
+    let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": true });
+    match serde_json::value::to_raw_value(&result) {
+        Ok(raw) => Reply::Single(Outcome::Result(raw)),
+        Err(e) => Reply::error(RpcError::internal(e.to_string())),
+    }
 }
 
 /// The upstream and upstream URI of a gateway URI the caller may read.
@@ -130,7 +147,7 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     };
     let prefix = gw.upstreams.get(upstream).map(|u| u.cfg.prefix.clone()).unwrap_or_default();
-    let reply = forward(gw, upstream, req, &uri, Some(("uri", &original)), Vec::new()).await;
+    let reply = forward(gw, upstream, req, &uri, Some(("uri", &original)), Vec::new(), None).await;
     if prefix.is_empty() {
         return reply;
     }
@@ -181,5 +198,5 @@ pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
     if reference.set_json(key, &original).is_err() || req.params.set_json("ref", &reference).is_err() {
         return Reply::error(RpcError::internal("cannot rewrite the completion reference"));
     }
-    forward(gw, upstream, req, &item, None, Vec::new()).await
+    forward(gw, upstream, req, &item, None, Vec::new(), None).await
 }

@@ -188,6 +188,12 @@ pub fn check_inbound(plan: &HeaderPlan, args: &Value, received: &[(String, Vec<u
     Ok(())
 }
 
+/// The mirrored values of a call, decoded, as `(lower-cased header name, value)`: what routing
+/// rules match on. They come from the body, which the headers were checked against.
+pub fn mirrored_values(plan: &HeaderPlan, args: &Value) -> Vec<(String, String)> {
+    plan.iter().filter_map(|p| Some((p.header.to_ascii_lowercase(), headers::value_to_header_string(lookup(args, &p.path)?)?))).collect()
+}
+
 /// The `Mcp-Param-*` headers an upstream expects, built from its own schema's plan.
 pub fn outbound(plan: &HeaderPlan, args: &Value) -> Vec<(String, String)> {
     plan.iter()

@@ -18,9 +18,10 @@ use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 const SESSION_PURPOSE: &str = "mcpgate/legacy-session/v1";
 
@@ -41,8 +42,8 @@ pub struct Session {
 pub struct LegacyState {
     pub sealer: Arc<Sealer>,
     pub ttl: Duration,
-    levels: Mutex<HashMap<String, String>>,
-    ended: Mutex<HashSet<String>>,
+    levels: Mutex<HashMap<String, (String, Instant)>>,
+    ended: Mutex<HashMap<String, Instant>>,
 }
 
 /// The version the gateway answers `initialize` with: the client's if supported, else the newest.
@@ -64,7 +65,7 @@ impl LegacyState {
             .sealer
             .open(SESSION_PURPOSE, token, self.ttl)
             .ok_or_else(|| RpcError::invalid_request("Session not found: initialize a new session").with_status(StatusCode::NOT_FOUND))?;
-        if self.ended.lock().is_ok_and(|e| e.contains(&session.sid)) {
+        if self.ended.lock().is_ok_and(|e| e.contains_key(&session.sid)) {
             return Err(RpcError::invalid_request("Session ended: initialize a new session").with_status(StatusCode::NOT_FOUND));
         }
         Ok(session)
@@ -72,7 +73,10 @@ impl LegacyState {
 
     pub fn end(&self, s: &Session) {
         if let Ok(mut e) = self.ended.lock() {
-            e.insert(s.sid.clone());
+            // A session older than the TTL no longer opens anyway: forget it.
+            let ttl = self.ttl;
+            e.retain(|_, at| at.elapsed() < ttl);
+            e.insert(s.sid.clone(), Instant::now());
         }
         if let Ok(mut l) = self.levels.lock() {
             l.remove(&s.sid);
@@ -80,7 +84,7 @@ impl LegacyState {
     }
 
     fn level(&self, s: &Session) -> Option<String> {
-        self.levels.lock().ok()?.get(&s.sid).cloned()
+        self.levels.lock().ok()?.get(&s.sid).map(|(l, _)| l.clone())
     }
 
     /// Answers `initialize`: the result, the session and its token for `Mcp-Session-Id`.
@@ -98,7 +102,9 @@ impl LegacyState {
         if let Action::SetLevel(level) = &action
             && let Ok(mut l) = self.levels.lock()
         {
-            l.insert(session.sid.clone(), level.clone());
+            let ttl = self.ttl;
+            l.retain(|_, (_, at)| at.elapsed() < ttl);
+            l.insert(session.sid.clone(), (level.clone(), Instant::now()));
         }
         Ok(action)
     }

@@ -71,7 +71,13 @@ pub async fn post(
                 Ok(Action::Forward(req)) => {
                     let id = req.id.clone();
                     let reply = downgrade_reply(svc.handle(req).await);
-                    render::reply(id, reply)
+                    let mut r = render::reply(id, reply);
+                    // For a legacy client 404 means "session gone, initialize again": a JSON-RPC
+                    // error such as an unknown method travels with 200.
+                    if r.status() == StatusCode::NOT_FOUND {
+                        *r.status_mut() = StatusCode::OK;
+                    }
+                    r
                 }
                 Ok(answered) => {
                     let result = answered.answer().unwrap_or_else(|| RawNull::get().to_owned());
@@ -116,6 +122,8 @@ fn notification(kind: Kind) -> Bytes {
 }
 
 fn stream(changes: Option<broadcast::Receiver<Kind>>) -> Response<Body> {
+    // An opening comment, so the response (and its headers) reach the client at once.
+    let opening = futures_util::stream::once(async { Ok::<_, Infallible>(Frame::data(Bytes::from_static(b": stream open\n\n"))) });
     let events = futures_util::stream::unfold(changes, |mut rx| async move {
         let frame = match rx.as_mut() {
             Some(r) => tokio::select! {
@@ -134,7 +142,7 @@ fn stream(changes: Option<broadcast::Receiver<Kind>>) -> Response<Body> {
         };
         Some((Ok::<_, Infallible>(Frame::data(frame)), rx))
     });
-    let mut r = Response::new(BodyExt::boxed(StreamBody::new(events)));
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(futures_util::StreamExt::chain(opening, events))));
     let h = r.headers_mut();
     h.insert(CONTENT_TYPE, http::HeaderValue::from_static("text/event-stream"));
     h.insert(CACHE_CONTROL, http::HeaderValue::from_static("no-cache"));

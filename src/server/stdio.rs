@@ -122,7 +122,8 @@ pub async fn serve(
                     modern::to_request(msg, None, Principal::anonymous())
                 };
                 match request {
-                    Ok(r) => spawn(&mut tasks, &inflight, svc.clone(), r, conn.session.is_some(), out_tx.clone()),
+                    // The reply's shape follows the request's era, not the connection's.
+                    Ok(r) => spawn(&mut tasks, &inflight, svc.clone(), r, conn.session.is_some() && !modern_meta, out_tx.clone()),
                     Err(e) => {
                         let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
                     }
@@ -194,6 +195,8 @@ fn spawn(
 /// Sends list-changed notifications to a legacy client for as long as the connection lives.
 fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Vec<u8>>) {
     let Some(mut rx) = svc.changes() else { return };
+    // A weak handle: the relay must not keep the output open once the input has ended.
+    let tx = tx.downgrade();
     tokio::spawn(async move {
         loop {
             let method = match rx.recv().await {
@@ -203,6 +206,7 @@ fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Vec<u8>>) {
                 Ok(Kind::Template) => continue,
                 Err(_) => return,
             };
+            let Some(tx) = tx.upgrade() else { return };
             if tx.send(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes()).await.is_err() {
                 return;
             }

@@ -6,6 +6,7 @@
 //! details live in `http` and `stdio`; errors always name the upstream.
 
 mod http;
+pub mod pool;
 mod probe;
 mod sse;
 mod stdio;
@@ -41,6 +42,8 @@ pub struct Call {
     pub param_headers: Vec<(String, String)>,
     /// The `[[caller]]` ids of the caller this request is made for (per-caller credentials).
     pub on_behalf_of: Vec<String>,
+    /// The pool endpoint to use; `None` means the default one.
+    pub endpoint: Option<usize>,
 }
 
 impl Call {
@@ -80,6 +83,8 @@ pub struct UpstreamState {
     pub latency: Option<Duration>,
     /// Set when the page limit cut a list short.
     pub truncated: bool,
+    /// Pool endpoints that do not serve the same tools as the default one, and how.
+    pub pool_problems: Vec<String>,
 }
 
 impl UpstreamState {
@@ -98,7 +103,7 @@ impl UpstreamState {
 }
 
 enum Transport {
-    Http(Box<self::http::HttpTransport>),
+    Http(Box<pool::Pool>),
     Stdio(Box<stdio::StdioTransport>),
 }
 
@@ -130,9 +135,12 @@ impl Upstream {
     pub fn new(index: usize, cfg: UpstreamConfig, client: HttpClient) -> Upstream {
         let changed = Arc::new(tokio::sync::Notify::new());
         let transport = match &cfg.transport {
-            TransportConfig::Http { url } => {
-                Transport::Http(Box::new(self::http::HttpTransport::new(&cfg, url.clone(), client, changed.clone())))
-            }
+            TransportConfig::Http { endpoints } => Transport::Http(Box::new(pool::Pool::new(
+                endpoints
+                    .iter()
+                    .map(|e| (e.clone(), self::http::HttpTransport::new(&cfg, e.url.clone(), client.clone(), changed.clone())))
+                    .collect(),
+            ))),
             TransportConfig::Stdio { command, env, cwd } => {
                 Transport::Stdio(Box::new(stdio::StdioTransport::new(&cfg, command.clone(), env.clone(), cwd.clone(), changed.clone())))
             }
@@ -171,11 +179,17 @@ impl Upstream {
         }
         let method = call.method.clone();
         let wire = legacy_wire(version);
+        if matches!(self.transport, Transport::Http(_)) && !self.has_session(call.endpoint) {
+            // A pool endpoint other than the probed one gets its session on first use.
+            if let Err(e) = self.handshake(call.endpoint).await {
+                return Reply::error(unavailable(self.id(), format!("initializing a session failed: {e}")));
+            }
+        }
         let mut reply = self.send(call.clone(), wire).await;
-        if session_expired(&reply) && self.has_session() {
+        if session_expired(&reply) && self.has_session(call.endpoint) {
             tracing::info!(upstream = %self.id(), "upstream session expired; initializing a new one");
-            self.clear_session();
-            match self.handshake().await {
+            self.clear_session(call.endpoint);
+            match self.handshake(call.endpoint).await {
                 Ok(_) => reply = self.send(call, wire).await,
                 Err(e) => return Reply::error(unavailable(self.id(), format!("re-initializing the session failed: {e}"))),
             }
@@ -199,30 +213,53 @@ impl Upstream {
     }
 
     /// Sends a notification (the legacy handshake's `notifications/initialized`).
-    async fn notify(&self, method: &str, wire: Wire<'_>) -> Result<(), String> {
+    async fn notify(&self, method: &str, wire: Wire<'_>, endpoint: Option<usize>) -> Result<(), String> {
         match &self.transport {
-            Transport::Http(t) => t.notify(method, wire).await,
+            Transport::Http(t) => t.notify(method, wire, endpoint).await,
             Transport::Stdio(t) => t.notify(method).await,
         }
     }
 
-    fn has_session(&self) -> bool {
+    fn has_session(&self, endpoint: Option<usize>) -> bool {
         match &self.transport {
-            Transport::Http(t) => t.has_session(),
-            Transport::Stdio(_) => false,
+            Transport::Http(t) => t.has_session(endpoint),
+            Transport::Stdio(t) => t.has_session(),
         }
     }
 
-    fn clear_session(&self) {
+    fn clear_session(&self, endpoint: Option<usize>) {
         if let Transport::Http(t) = &self.transport {
-            t.clear_session();
+            t.clear_session(endpoint);
+        }
+    }
+
+    /// The pool endpoint for a call's mirrored values (`None`: a single-endpoint upstream).
+    pub fn route(&self, values: &[(String, String)]) -> Result<Option<usize>, String> {
+        match &self.transport {
+            Transport::Http(p) if p.len() > 1 => p.route(values).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// The number of endpoints and the URL of each (for `mcpgate check`).
+    pub fn endpoints(&self) -> Vec<String> {
+        match &self.transport {
+            Transport::Http(p) => (0..p.len()).map(|i| p.url(i)).collect(),
+            Transport::Stdio(_) => Vec::new(),
         }
     }
 
     /// A request the gateway makes on its own behalf (probe, lists), with its own `_meta`.
-    async fn internal(&self, method: &str, params: RawObject) -> Result<Box<RawValue>, Outcome> {
-        let call =
-            Call { method: method.into(), params, meta: gateway_meta(), name: None, param_headers: Vec::new(), on_behalf_of: Vec::new() };
+    async fn internal(&self, method: &str, params: RawObject, endpoint: Option<usize>) -> Result<Box<RawValue>, Outcome> {
+        let call = Call {
+            method: method.into(),
+            params,
+            meta: gateway_meta(),
+            name: None,
+            param_headers: Vec::new(),
+            on_behalf_of: Vec::new(),
+            endpoint,
+        };
         match self.call(call).await.outcome().await {
             Outcome::Result(r) => Ok(r),
             other => Err(other),

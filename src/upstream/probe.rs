@@ -47,7 +47,7 @@ impl Upstream {
 
     async fn probe_and_list(&self) -> Result<UpstreamState, String> {
         let known_legacy = self.state.load().version.as_deref().is_some_and(crate::protocol::is_legacy_version);
-        let identity = if known_legacy && self.has_session() && self.state.load().status == Status::Ready {
+        let identity = if known_legacy && self.has_session(None) && self.state.load().status == Status::Ready {
             // Keep the live session; its lists are re-read below.
             let st = self.state.load();
             Identity {
@@ -79,7 +79,7 @@ impl Upstream {
             if !state.offers(capability) {
                 continue;
             }
-            match self.list_all(kind, &mut state).await {
+            match self.list_all(kind, &mut state, None).await {
                 Ok(()) => {}
                 // Without its tools an upstream is not usable; a broken secondary list only
                 // leaves that list empty.
@@ -90,7 +90,47 @@ impl Upstream {
         if state.ttl_ms == u64::MAX {
             state.ttl_ms = 0;
         }
+        state.pool_problems = self.compare_pool(&state).await;
+        for p in &state.pool_problems {
+            tracing::warn!(upstream = %self.id(), problem = %p, "pool endpoints disagree");
+        }
         Ok(state)
+    }
+
+    /// Checks that every endpoint of a pool serves the same tools as the default one.
+    async fn compare_pool(&self, state: &UpstreamState) -> Vec<String> {
+        let urls = self.endpoints();
+        let default = match &self.transport {
+            super::Transport::Http(p) if p.len() > 1 => p.default_index(),
+            _ => return Vec::new(),
+        };
+        let tools_of = |items: &[Box<RawValue>]| -> std::collections::BTreeMap<String, Value> {
+            items
+                .iter()
+                .filter_map(|t| serde_json::from_str::<Value>(t.get()).ok())
+                .filter_map(|v| Some((v.get("name")?.as_str()?.to_string(), v)))
+                .collect()
+        };
+        let reference = tools_of(state.items(Kind::Tool));
+        let mut problems = Vec::new();
+        for (i, url) in urls.iter().enumerate().filter(|(i, _)| *i != default) {
+            let mut other = UpstreamState { ttl_ms: u64::MAX, ..Default::default() };
+            if let Err(e) = self.list_all(Kind::Tool, &mut other, Some(i)).await {
+                problems.push(format!("endpoint {} ({url}) could not be listed: {e}", i + 1));
+                continue;
+            }
+            let theirs = tools_of(other.items(Kind::Tool));
+            let missing: Vec<&String> = reference.keys().filter(|k| !theirs.contains_key(*k)).collect();
+            let extra: Vec<&String> = theirs.keys().filter(|k| !reference.contains_key(*k)).collect();
+            let differ: Vec<&String> = reference.iter().filter(|(k, v)| theirs.get(*k).is_some_and(|t| t != *v)).map(|(k, _)| k).collect();
+            if !missing.is_empty() || !extra.is_empty() || !differ.is_empty() {
+                problems.push(format!(
+                    "endpoint {} ({url}) differs from the default: missing {missing:?}, extra {extra:?}, different {differ:?}",
+                    i + 1
+                ));
+            }
+        }
+        problems
     }
 
     /// The era probe: `server/discover`, else the legacy handshake.
@@ -103,6 +143,7 @@ impl Upstream {
             name: None,
             param_headers: Vec::new(),
             on_behalf_of: Vec::new(),
+            endpoint: None,
         };
         let outcome = self.send(call, Wire { version: Some(MODERN_VERSION), modern: true }).await.outcome().await;
         match outcome {
@@ -120,7 +161,7 @@ impl Upstream {
                 }
                 if d.result_type.is_none() {
                     // A legacy stateless server ran an unknown method's default handler.
-                    return self.handshake().await;
+                    return self.handshake(None).await;
                 }
                 Err(format!("it supports protocol versions {:?}, not {MODERN_VERSION}", d.supported_versions))
             }
@@ -130,7 +171,7 @@ impl Upstream {
                 if code == errors::UNSUPPORTED_VERSION {
                     let supported: Vec<String> = serde_json::from_value(v["data"]["supported"].clone()).unwrap_or_default();
                     if supported.iter().any(|s| LEGACY_VERSIONS.contains(&s.as_str())) {
-                        return self.handshake().await;
+                        return self.handshake(None).await;
                     }
                     return Err(format!("it supports protocol versions {supported:?} only"));
                 }
@@ -138,48 +179,61 @@ impl Upstream {
                     return Err(format!("it is modern but refused the probe: {}", v["message"]));
                 }
                 // Modern servers implement discover; any other error means a legacy server.
-                self.handshake().await
+                self.handshake(None).await
             }
             Outcome::Error(e) => {
                 let plain_http_error = e.data.as_ref().and_then(|d| d.get("status")).is_some();
                 let stdio_silence =
                     matches!(self.cfg.transport, crate::config::TransportConfig::Stdio { .. }) && e.message.contains("did not answer");
-                if plain_http_error || stdio_silence { self.handshake().await } else { Err(e.message) }
+                if plain_http_error || stdio_silence { self.handshake(None).await } else { Err(e.message) }
             }
         }
     }
 
     /// The legacy `initialize` handshake (also used to renew an expired session).
-    pub(super) async fn handshake(&self) -> Result<Identity, String> {
+    pub(super) async fn handshake(&self, endpoint: Option<usize>) -> Result<Identity, String> {
         let mut params = RawObject::default();
         let init = json!({ "protocolVersion": LEGACY_VERSIONS[0], "capabilities": {}, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } });
         for (k, v) in init.as_object().into_iter().flatten() {
             params.set_json(k, v).map_err(|e| e.to_string())?;
         }
-        let call =
-            Call { method: "initialize".into(), params, meta: Map::new(), name: None, param_headers: Vec::new(), on_behalf_of: Vec::new() };
+        let call = Call {
+            method: "initialize".into(),
+            params,
+            meta: Map::new(),
+            name: None,
+            param_headers: Vec::new(),
+            on_behalf_of: Vec::new(),
+            endpoint,
+        };
         let raw = match self.send(call, Wire { version: None, modern: false }).await.outcome().await {
             Outcome::Result(r) => r,
             other => return Err(format!("it answers neither server/discover nor initialize: {}", describe(&other))),
         };
         let r: InitializeResult = serde_json::from_str(raw.get()).map_err(|e| format!("initialize returned an unexpected result: {e}"))?;
-        self.notify("notifications/initialized", legacy_wire(&r.protocol_version)).await?;
-        self.remember_handshake(&r.protocol_version);
+        if !crate::protocol::is_legacy_version(&r.protocol_version) {
+            return Err(format!(
+                "initialize answered with protocol version {:?}, which is not a legacy version mcpgate speaks",
+                r.protocol_version
+            ));
+        }
+        self.notify("notifications/initialized", legacy_wire(&r.protocol_version), endpoint).await?;
+        self.remember_handshake(&r.protocol_version, endpoint);
         tracing::info!(upstream = %self.id(), version = %r.protocol_version, "legacy upstream: initialized a session");
         Ok(Identity { version: r.protocol_version, capabilities: r.capabilities, instructions: r.instructions, server_info: r.server_info })
     }
 
-    fn remember_handshake(&self, version: &str) {
+    fn remember_handshake(&self, version: &str, endpoint: Option<usize>) {
         if let super::Transport::Stdio(t) = &self.transport {
             t.set_legacy(Some(version.to_string()));
         }
         if let super::Transport::Http(t) = &self.transport {
-            t.start_listening(version.to_string());
+            t.start_listening(version.to_string(), endpoint);
         }
     }
 
     /// Reads one whole list, following `nextCursor` up to the configured page limit.
-    async fn list_all(&self, kind: Kind, state: &mut UpstreamState) -> Result<(), String> {
+    async fn list_all(&self, kind: Kind, state: &mut UpstreamState, endpoint: Option<usize>) -> Result<(), String> {
         let method = match kind {
             Kind::Tool => "tools/list",
             Kind::Prompt => "prompts/list",
@@ -198,7 +252,7 @@ impl Upstream {
             if let Some(c) = &cursor {
                 params.set_json("cursor", c).map_err(|e| e.to_string())?;
             }
-            let raw = self.internal(method, params).await.map_err(|o| format!("{method} failed: {}", describe(&o)))?;
+            let raw = self.internal(method, params, endpoint).await.map_err(|o| format!("{method} failed: {}", describe(&o)))?;
             let page: RawObject = serde_json::from_str(raw.get()).map_err(|e| format!("{method} returned an unexpected result: {e}"))?;
             match page.parse::<Vec<Box<RawValue>>>(kind.list_key()) {
                 Some(Ok(list)) => items.extend(list),

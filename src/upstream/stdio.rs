@@ -122,6 +122,12 @@ impl StdioTransport {
         }
     }
 
+    /// Whether a live process has completed the legacy handshake.
+    pub fn has_session(&self) -> bool {
+        let legacy = self.legacy.lock().is_ok_and(|l| l.is_some());
+        legacy && self.proc.try_lock().is_ok_and(|p| p.as_ref().is_some_and(|p| p.alive.load(Ordering::SeqCst)))
+    }
+
     /// Writes a notification to the process.
     pub async fn notify(&self, method: &str) -> Result<(), String> {
         let proc = self.ensure().await?;
@@ -188,8 +194,13 @@ impl StdioTransport {
         let p = self.spawn()?;
         *slot = Some(p.clone());
         let legacy = self.legacy.lock().ok().and_then(|l| l.clone());
-        if let Some(version) = legacy {
-            self.reinitialize(&p, &version).await?;
+        if let Some(version) = legacy
+            && let Err(e) = self.reinitialize(&p, &version).await
+        {
+            // Not usable uninitialised: the next call starts a fresh process.
+            p.alive.store(false, Ordering::SeqCst);
+            *slot = None;
+            return Err(e);
         }
         Ok(p)
     }

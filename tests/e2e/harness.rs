@@ -139,6 +139,29 @@ pub fn everything_http() -> (Proc, String) {
     wait_listening(child, Arc::default(), err)
 }
 
+/// The built-in demo upstream over Streamable HTTP on an ephemeral port.
+pub fn demo_http(profile: &str) -> (Proc, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+        .args(["demo-server", "--profile", profile, "--http", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the demo server");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = collect_stderr(&mut child, Some(tx));
+    let proc = Proc { child, stderr };
+    loop {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(line) => {
+                if let Some(i) = line.find("listening on http://") {
+                    return (proc, line[i + "listening on ".len()..].trim().to_string());
+                }
+            }
+            Err(_) => panic!("the demo server did not start:\n{}", proc.log()),
+        }
+    }
+}
+
 /// The command line of @modelcontextprotocol/server-everything over stdio, as a TOML array.
 pub fn everything_stdio_command() -> String {
     let js = tool("MCPGATE_EVERYTHING_JS", ".work/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");

@@ -33,7 +33,7 @@ async fn the_python_sdk_client_lists_and_calls_through_the_gateway() {
     // The SDK client builds Mcp-Param-Region from the gateway's merged schema; the gateway checks
     // it and rebuilds it from the upstream's schema for the upstream, which also checks it.
     let r = client(&gw.url, &["call", "alpha__execute_sql", r#"{"region":"eu-west-1","query":"select 1"}"#]);
-    assert_eq!(r["content"][0]["text"], "region=eu-west-1 header=eu-west-1", "{r}");
+    assert_eq!(r["content"][0]["text"], "region=eu-west-1 header=eu-west-1 at=alpha", "{r}");
     let r = client(&gw.url, &["call", "alpha__structured", r#"{"a":1,"b":2}"#]);
     assert_eq!(r["structuredContent"]["sum"], 3, "{r}");
 }

@@ -8,6 +8,7 @@ mod conformance;
 mod interop;
 mod legacy;
 mod malformed;
+mod pools;
 mod resilience;
 mod routing;
 mod validation;

@@ -107,7 +107,7 @@ async fn x_mcp_header_tools_and_progress_go_through() {
         &[("Mcp-Param-Region", "us-west1")],
     )
     .await;
-    assert_eq!(text_of(&r.message()), "region=us-west1 header=us-west1");
+    assert_eq!(text_of(&r.message()), "region=us-west1 header=us-west1 at=alpha");
     let r = rpc_with(
         &gw.url,
         "tools/call",
@@ -115,7 +115,7 @@ async fn x_mcp_header_tools_and_progress_go_through() {
         &[("Mcp-Param-Region", "=?base64?esO8cmljaA==?=")],
     )
     .await;
-    assert_eq!(text_of(&r.message()), "region=zürich header==?base64?esO8cmljaA==?=");
+    assert_eq!(text_of(&r.message()), "region=zürich header==?base64?esO8cmljaA==?= at=alpha");
     let r = rpc_with(
         &gw.url,
         "tools/call",
@@ -123,7 +123,7 @@ async fn x_mcp_header_tools_and_progress_go_through() {
         &[("Mcp-Param-Region", "eu")],
     )
     .await;
-    assert_eq!(text_of(&r.message()), "region=eu header=none", "stdio carries no headers");
+    assert_eq!(text_of(&r.message()), "region=eu header=none at=beta", "stdio carries no headers");
 
     for tool in ["alpha__progress", "beta__progress"] {
         let mut m = meta();

@@ -15,7 +15,7 @@ HTTP binds only to 127.0.0.1. The endpoint is /mcp, and `--port 0` (the default)
 Once the server is ready it prints `LISTENING <port>` on stdout, as a single flushed line. Over
 stdio, stdout carries nothing but protocol messages, and logs go to stderr.
 
-Tools: echo, whoami, big, fail, structured, schema_zoo, execute_sql, headers, slow, progress (see TOOLS).
+Tools: echo, whoami, big, fail, structured, schema_zoo, execute_sql, calls, headers, slow, progress (see TOOLS).
 """
 
 from __future__ import annotations
@@ -102,6 +102,11 @@ TOOLS: list[types.Tool] = [
         input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
     ),
     types.Tool(
+        name="calls",
+        description="Returns how many tool calls this server has run before this one.",
+        input_schema={"type": "object", "additionalProperties": False},
+    ),
+    types.Tool(
         name="headers",
         description="Returns every HTTP request header this server received for the call, as JSON (empty over stdio).",
         input_schema={"type": "object", "additionalProperties": False},
@@ -134,9 +139,14 @@ def build_server(label: str, *, param_validation: bool = True) -> Server[Any]:
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
 
+    served = {"calls": 0}
+
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         args: dict[str, Any] = dict(params.arguments or {})
         name = params.name
+        served["calls"] += 1
+        if name == "calls":
+            return _text(str(served["calls"] - 1))
         if name == "echo":
             return _text(str(args.get("text", "")))
         if name == "whoami":
@@ -154,7 +164,7 @@ def build_server(label: str, *, param_validation: bool = True) -> Server[Any]:
             return _text("ok")
         if name == "execute_sql":
             header = _header(ctx, "mcp-param-region")
-            return _text(f"region={args.get('region')} header={header if header is not None else 'none'}")
+            return _text(f"region={args.get('region')} header={header if header is not None else 'none'} at={label}")
         if name == "headers":
             raw = getattr(ctx.request, "headers", None)
             seen = {k.lower(): v for k, v in raw.items()} if raw is not None else {}

@@ -1,0 +1,103 @@
+//! An HTTP upstream as a pool of endpoints (replicas, regions) that serve the same tools, with
+//! routing rules on mirrored arguments: an endpoint is chosen when every `when` entry matches the
+//! call's `x-mcp-header` values (read from the validated body, never from unvalidated headers);
+//! otherwise the default endpoint (the one without `when`). The default (or the first) endpoint
+//! feeds the catalogue. A plain `url` upstream is a pool of one.
+
+use super::http::HttpTransport;
+use super::{Call, Wire};
+use crate::config::EndpointConfig;
+use crate::flow::Reply;
+use tokio::time::Instant;
+
+pub struct Pool {
+    endpoints: Vec<(EndpointConfig, HttpTransport)>,
+    default: usize,
+}
+
+/// The endpoint for mirrored `values` (`(lower-cased header name, value)`), or `None` when no
+/// rule matches and there is no default.
+pub fn pick(rules: &[&[(String, String)]], values: &[(String, String)]) -> Option<usize> {
+    let matches =
+        |when: &[(String, String)]| !when.is_empty() && when.iter().all(|(name, want)| values.iter().any(|(n, v)| n == name && v == want));
+    rules.iter().position(|w| matches(w)).or_else(|| rules.iter().position(|w| w.is_empty()))
+}
+
+impl Pool {
+    pub fn new(endpoints: Vec<(EndpointConfig, HttpTransport)>) -> Pool {
+        let default = endpoints.iter().position(|(e, _)| e.when.is_empty()).unwrap_or(0);
+        Pool { endpoints, default }
+    }
+
+    pub fn len(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    pub fn default_index(&self) -> usize {
+        self.default
+    }
+
+    pub fn url(&self, i: usize) -> String {
+        self.endpoints.get(i).map(|(e, _)| e.url.to_string()).unwrap_or_default()
+    }
+
+    fn at(&self, i: Option<usize>) -> &HttpTransport {
+        let i = i.filter(|i| *i < self.endpoints.len()).unwrap_or(self.default);
+        &self.endpoints[i].1
+    }
+
+    /// The endpoint for a call's mirrored values; `Err` says why none fits.
+    pub fn route(&self, values: &[(String, String)]) -> Result<usize, String> {
+        let rules: Vec<&[(String, String)]> = self.endpoints.iter().map(|(e, _)| e.when.as_slice()).collect();
+        pick(&rules, values).ok_or_else(|| {
+            let shown: Vec<String> = values.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            format!(
+                "no endpoint matches {} and the pool has no default endpoint",
+                if shown.is_empty() { "a call without routing values".into() } else { shown.join(", ") }
+            )
+        })
+    }
+
+    pub async fn send(&self, id: u64, call: &Call, wire: Wire<'_>, deadline: Instant) -> Reply {
+        self.at(call.endpoint).send(id, call, wire, deadline).await
+    }
+
+    pub async fn notify(&self, method: &str, wire: Wire<'_>, endpoint: Option<usize>) -> Result<(), String> {
+        self.at(endpoint).notify(method, wire).await
+    }
+
+    pub fn has_session(&self, endpoint: Option<usize>) -> bool {
+        self.at(endpoint).has_session()
+    }
+
+    pub fn clear_session(&self, endpoint: Option<usize>) {
+        self.at(endpoint).clear_session()
+    }
+
+    pub fn start_listening(&self, version: String, endpoint: Option<usize>) {
+        self.at(endpoint).start_listening(version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick;
+
+    fn w(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn picks_the_first_matching_rule_else_the_default() {
+        let west = w(&[("region", "us-west1")]);
+        let east = w(&[("region", "us-east1"), ("tier", "gold")]);
+        let default = w(&[]);
+        let rules: Vec<&[(String, String)]> = vec![&west, &east, &default];
+        assert_eq!(pick(&rules, &w(&[("region", "us-west1")])), Some(0));
+        assert_eq!(pick(&rules, &w(&[("region", "us-east1"), ("tier", "gold")])), Some(1));
+        assert_eq!(pick(&rules, &w(&[("region", "us-east1")])), Some(2), "all conditions must match");
+        assert_eq!(pick(&rules, &w(&[])), Some(2));
+        let no_default: Vec<&[(String, String)]> = vec![&west];
+        assert_eq!(pick(&no_default, &w(&[("region", "eu")])), None);
+    }
+}
