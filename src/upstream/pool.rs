@@ -33,6 +33,10 @@ impl Pool {
         self.endpoints.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.endpoints.is_empty()
+    }
+
     pub fn default_index(&self) -> usize {
         self.default
     }
