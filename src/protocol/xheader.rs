@@ -205,6 +205,9 @@ pub fn outbound(plan: &HeaderPlan, args: &Value) -> Vec<(String, String)> {
 }
 
 #[cfg(test)]
+mod cases;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
