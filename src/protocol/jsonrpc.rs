@@ -101,21 +101,23 @@ pub fn error_message(id: Option<&RawValue>, error: &RpcError) -> Vec<u8> {
 
 /// `{"jsonrpc":"2.0","method":<method>,"params":<raw>}`
 pub fn notification_message(method: &str, params: &RawValue) -> Vec<u8> {
-    let mut out = Vec::with_capacity(params.get().len() + method.len() + 40);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":");
-    out.extend_from_slice(json_string(method).as_bytes());
-    out.extend_from_slice(b",\"params\":");
-    out.extend_from_slice(params.get().as_bytes());
-    out.push(b'}');
-    out
+    method_message(None, method, params)
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<raw>}`
 pub fn request_message(id: &str, method: &str, params: &RawValue) -> Vec<u8> {
+    method_message(Some(id), method, params)
+}
+
+fn method_message(id: Option<&str>, method: &str, params: &RawValue) -> Vec<u8> {
     let mut out = Vec::with_capacity(params.get().len() + method.len() + 48);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.as_bytes());
-    out.extend_from_slice(b",\"method\":");
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",");
+    if let Some(id) = id {
+        out.extend_from_slice(b"\"id\":");
+        out.extend_from_slice(id.as_bytes());
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"method\":");
     out.extend_from_slice(json_string(method).as_bytes());
     out.extend_from_slice(b",\"params\":");
     out.extend_from_slice(params.get().as_bytes());

@@ -148,7 +148,7 @@ impl Upstream {
         let outcome = self.send(call, Wire { version: Some(MODERN_VERSION), modern: true }).await.outcome().await;
         match outcome {
             Outcome::Result(raw) => {
-                let d: DiscoverResult =
+                let d: Announcement =
                     serde_json::from_str(raw.get()).map_err(|e| format!("server/discover returned an unexpected result: {e}"))?;
                 if d.supported_versions.iter().any(|v| v == MODERN_VERSION) {
                     let server_info = d.meta.as_ref().and_then(|m| m.get(keys::SERVER_INFO)).cloned().or(d.server_info);
@@ -210,7 +210,7 @@ impl Upstream {
             Outcome::Result(r) => r,
             other => return Err(format!("it answers neither server/discover nor initialize: {}", describe(&other))),
         };
-        let r: InitializeResult = serde_json::from_str(raw.get()).map_err(|e| format!("initialize returned an unexpected result: {e}"))?;
+        let r: Announcement = serde_json::from_str(raw.get()).map_err(|e| format!("initialize returned an unexpected result: {e}"))?;
         if !crate::protocol::is_legacy_version(&r.protocol_version) {
             return Err(format!(
                 "initialize answered with protocol version {:?}, which is not a legacy version mcpgate speaks",
@@ -283,8 +283,11 @@ fn describe(o: &Outcome) -> String {
     }
 }
 
+/// What a server announces about itself: a `server/discover` result or an `initialize` result.
 #[derive(Deserialize)]
-struct DiscoverResult {
+struct Announcement {
+    #[serde(rename = "protocolVersion", default)]
+    protocol_version: String,
     #[serde(rename = "supportedVersions", default)]
     supported_versions: Vec<String>,
     #[serde(rename = "resultType", default)]
@@ -297,16 +300,4 @@ struct DiscoverResult {
     server_info: Option<Value>,
     #[serde(rename = "_meta", default)]
     meta: Option<Map<String, Value>>,
-}
-
-#[derive(Deserialize)]
-struct InitializeResult {
-    #[serde(rename = "protocolVersion")]
-    protocol_version: String,
-    #[serde(default)]
-    capabilities: Value,
-    #[serde(default)]
-    instructions: Option<String>,
-    #[serde(rename = "serverInfo", default)]
-    server_info: Option<Value>,
 }

@@ -34,7 +34,6 @@ import argparse
 import itertools
 import json
 import logging
-import socket
 import sys
 import warnings
 from collections import deque
@@ -48,6 +47,7 @@ import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp.server import Server, ServerRequestContext
+from serving import serve_asgi
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
@@ -1169,41 +1169,13 @@ async def serve_stdio(server: Server[Any], tasks: TaskStore) -> None:
 
 
 async def serve_http(server: Server[Any], tasks: TaskStore, port: int, resumable: bool) -> None:
-    import uvicorn
-
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
         host="127.0.0.1",
         event_store=MemoryEventStore() if resumable else None,
         retry_interval=500 if resumable else None,
     )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-    except OSError as exc:
-        sys.exit(f"conformance_fixture: cannot bind 127.0.0.1:{port}: {exc}")
-    sock.listen(128)
-    sock.setblocking(False)
-    bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
-    uv = uvicorn.Server(config)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(tasks.run)
-
-        async def serve() -> None:
-            await uv.serve(sockets=[sock])
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(serve)
-        while not uv.started:
-            if uv.should_exit:
-                tg.cancel_scope.cancel()
-                return
-            await anyio.sleep(0.01)
-        sys.stdout.write(f"LISTENING {bound_port}\n")
-        sys.stdout.flush()
+    await serve_asgi(app, port, "conformance_fixture", tasks.run)
 
 
 def main() -> None:

@@ -23,13 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import socket
 import sys
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from serving import serve_asgi
 from mcp.shared.exceptions import MCPError
 
 # ---------------------------------------------------------------------------------------------
@@ -223,31 +223,10 @@ def legacy_only(app: Any) -> Any:
 
 
 async def serve_http(server: Server[Any], port: int, json_response: bool, legacy: bool = False) -> None:
-    import uvicorn
-
     app = server.streamable_http_app(streamable_http_path="/mcp", json_response=json_response, host="127.0.0.1")
     if legacy:
         app = legacy_only(app)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-    except OSError as exc:
-        sys.exit(f"upstream_server: cannot bind 127.0.0.1:{port}: {exc}")
-    sock.listen(128)
-    sock.setblocking(False)
-    bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
-    uv = uvicorn.Server(config)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: uv.serve(sockets=[sock]))
-        while not uv.started:
-            if uv.should_exit:
-                return
-            await anyio.sleep(0.01)
-        sys.stdout.write(f"LISTENING {bound_port}\n")
-        sys.stdout.flush()
+    await serve_asgi(app, port, "upstream_server")
 
 
 def main() -> None:
