@@ -1,3 +1,4 @@
+#[cfg(test)] // test-only module: unwrap/expect below are on test data
 use super::*;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {

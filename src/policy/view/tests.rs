@@ -1,6 +1,7 @@
 //! Property: for random catalogues and random policies, a name is in the caller's list exactly
 //! when the caller's call to it is allowed — never one without the other.
 
+#[cfg(test)] // test-only module: unwrap/expect below are on test data
 use super::*;
 use crate::catalog::merge::{UpstreamLists, build};
 use proptest::prelude::*;

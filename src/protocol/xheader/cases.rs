@@ -2,6 +2,7 @@
 //! property tests over the codec and the validator: no input makes them panic, and encoding
 //! then decoding gives back every string, integer and boolean.
 
+#[cfg(test)] // test-only module: unwrap/expect below are on test data
 use super::*;
 use crate::protocol::headers::{decode, encode, matches_body};
 use proptest::prelude::*;

@@ -1,5 +1,6 @@
 //! Every header/body case of brief §2.3 and the `_meta` rules of §1.3, table-driven.
 
+#[cfg(test)] // test-only module: unwrap/expect below are on test data
 use super::*;
 use crate::auth::Principal;
 use http::HeaderValue;
