@@ -83,6 +83,9 @@ enum Command {
         /// Serve Streamable HTTP on this address instead of stdio.
         #[arg(long)]
         http: Option<String>,
+        /// Tools per tools/list page (0: all in one page).
+        #[arg(long, default_value_t = 0)]
+        page_size: usize,
     },
 }
 
@@ -180,8 +183,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             println!("{}", mcpgate::auth::hash_key(&key));
             Ok(ExitCode::SUCCESS)
         }
-        Command::DemoServer { profile, http } => {
-            let svc: Arc<dyn Service> = Arc::new(Demo::new(profile));
+        Command::DemoServer { profile, http, page_size } => {
+            let svc: Arc<dyn Service> = Arc::new(Demo::new(profile).with_page_size(page_size));
             match http {
                 Some(addr) => {
                     let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;

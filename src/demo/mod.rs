@@ -16,11 +16,38 @@ pub use tools::Profile;
 pub struct Demo {
     profile: Profile,
     tools: Vec<tools::Tool>,
+    /// Tools per `tools/list` page (0: one page), to exercise clients' pagination.
+    page_size: usize,
 }
 
 impl Demo {
     pub fn new(profile: Profile) -> Demo {
-        Demo { profile, tools: tools::for_profile(profile) }
+        Demo { profile, tools: tools::for_profile(profile), page_size: 0 }
+    }
+
+    pub fn with_page_size(mut self, page_size: usize) -> Demo {
+        self.page_size = page_size;
+        self
+    }
+
+    /// One page of `tools/list`; the cursor is the decimal offset of the page.
+    fn list(&self, req: &Request) -> Reply {
+        let offset = match req.params.parse::<String>("cursor") {
+            None => 0,
+            Some(Ok(c)) => match c.parse::<usize>() {
+                Ok(o) if o <= self.tools.len() => o,
+                _ => return Reply::error(RpcError::invalid_params(format!("Invalid cursor: {c}"))),
+            },
+            Some(Err(_)) => return Reply::error(RpcError::invalid_params("cursor must be a string")),
+        };
+        let size = if self.page_size == 0 { self.tools.len() } else { self.page_size };
+        let end = (offset + size).min(self.tools.len());
+        let defs: Vec<&Value> = self.tools[offset..end].iter().map(|t| &t.def).collect();
+        let mut result = json!({ "tools": defs, "ttlMs": 60000, "cacheScope": "public" });
+        if end < self.tools.len() {
+            result["nextCursor"] = json!(end.to_string());
+        }
+        self.result(result)
     }
 
     fn info(&self) -> Value {
@@ -100,10 +127,7 @@ impl Service for Demo {
                     "ttlMs": 60000,
                     "cacheScope": "public",
                 })),
-                "tools/list" => {
-                    let defs: Vec<&Value> = self.tools.iter().map(|t| &t.def).collect();
-                    self.result(json!({ "tools": defs, "ttlMs": 60000, "cacheScope": "public" }))
-                }
+                "tools/list" => self.list(&req),
                 "tools/call" => self.call(req),
                 other => Reply::error(RpcError::method_not_found(other)),
             }

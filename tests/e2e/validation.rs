@@ -129,3 +129,36 @@ async fn version_meta_and_method_errors() {
     let instructions = res["instructions"].as_str().unwrap_or_default();
     assert!(instructions.contains("## calc") && instructions.contains("## text"), "one labelled section per upstream: {instructions}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lists_are_paged_both_ways() {
+    // The upstream pages its list (2 per page): the gateway follows every cursor, then serves
+    // the merged list in its own pages (3 per page) with its own cursors.
+    let gw = gateway(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[catalog]\npage_size = 3\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--page-size\", \"2\"]\n\n[[upstream]]\nid = \"cut\"\ncommand = [\"mcpgate\", \"demo-server\", \"--page-size\", \"1\"]\nmax_pages = 2\n",
+    );
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let params = match &cursor {
+            Some(c) => json!({ "cursor": c }),
+            None => json!({}),
+        };
+        let page = rpc(&gw.url, "tools/list", params).await.json();
+        let tools = page["result"]["tools"].as_array().expect("tools").clone();
+        assert!(tools.len() <= 3, "{page}");
+        names.extend(tools.iter().map(|t| t["name"].as_str().unwrap_or_default().to_string()));
+        match page["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(
+        names,
+        ["calc__add", "calc__multiply", "calc__divide", "calc__echo", "cut__add", "cut__multiply"],
+        "the page limit cut 'cut' at 2 pages"
+    );
+    assert!(gw.proc.log().contains("page limit reached"), "{}", gw.proc.log());
+    let bad = rpc(&gw.url, "tools/list", json!({ "cursor": "not-a-cursor" })).await.json();
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}
