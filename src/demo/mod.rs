@@ -18,11 +18,13 @@ pub struct Demo {
     tools: Vec<tools::Tool>,
     /// Tools per `tools/list` page (0: one page), to exercise clients' pagination.
     page_size: usize,
+    /// The dynamic profile's `bonus` tool is listed.
+    bonus: std::sync::atomic::AtomicBool,
 }
 
 impl Demo {
     pub fn new(profile: Profile) -> Demo {
-        Demo { profile, tools: tools::for_profile(profile), page_size: 0 }
+        Demo { profile, tools: tools::for_profile(profile), page_size: 0, bonus: Default::default() }
     }
 
     pub fn with_page_size(mut self, page_size: usize) -> Demo {
@@ -40,11 +42,14 @@ impl Demo {
             },
             Some(Err(_)) => return Reply::error(RpcError::invalid_params("cursor must be a string")),
         };
-        let size = if self.page_size == 0 { self.tools.len() } else { self.page_size };
-        let end = (offset + size).min(self.tools.len());
-        let defs: Vec<&Value> = self.tools[offset..end].iter().map(|t| &t.def).collect();
-        let mut result = json!({ "tools": defs, "ttlMs": 60000, "cacheScope": "public" });
-        if end < self.tools.len() {
+        let bonus = self.bonus.load(std::sync::atomic::Ordering::SeqCst).then(tools::bonus);
+        let all: Vec<&Value> = self.tools.iter().chain(bonus.as_ref()).map(|t| &t.def).collect();
+        let size = if self.page_size == 0 { all.len() } else { self.page_size };
+        let end = (offset + size).min(all.len());
+        let defs = &all[offset.min(end)..end];
+        let ttl = if self.profile == Profile::Dynamic { 0 } else { 60000 };
+        let mut result = json!({ "tools": defs, "ttlMs": ttl, "cacheScope": "public" });
+        if end < all.len() {
             result["nextCursor"] = json!(end.to_string());
         }
         self.result(result)
@@ -68,9 +73,15 @@ impl Demo {
             Some(Ok(n)) => n,
             _ => return Reply::error(RpcError::invalid_params("tools/call needs params.name")),
         };
-        let Some(tool) = self.tools.iter().find(|t| t.def["name"] == name.as_str()) else {
+        let bonus = self.bonus.load(std::sync::atomic::Ordering::SeqCst).then(tools::bonus);
+        let Some(tool) = self.tools.iter().chain(bonus.as_ref()).find(|t| t.def["name"] == name.as_str()) else {
             return Reply::error(RpcError::unknown_tool(&name));
         };
+        if name == "toggle_bonus" {
+            let now = !self.bonus.fetch_xor(true, std::sync::atomic::Ordering::SeqCst);
+            return self
+                .result(json!({ "content": [{ "type": "text", "text": format!("bonus tool {}", if now { "on" } else { "off" }) }] }));
+        }
         let args = match req.params.parse::<Value>("arguments") {
             None | Some(Ok(Value::Null)) => json!({}),
             Some(Ok(v @ Value::Object(_))) => v,

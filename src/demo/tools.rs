@@ -2,6 +2,7 @@
 //! `calc`: add, multiply, divide (an `isError` result on division by zero), echo.
 //! `text`: echo, upper, word_count, now (the clock), greet (its `lang` argument is mirrored into
 //! the `Mcp-Param-Lang` header), countdown (streams progress when asked to).
+//! `dynamic`: toggle_bonus, which adds or removes the tool bonus (a changing list).
 
 use serde_json::{Value, json};
 
@@ -9,6 +10,8 @@ use serde_json::{Value, json};
 pub enum Profile {
     Calc,
     Text,
+    /// A tool list that changes: `toggle_bonus` adds or removes the tool `bonus`.
+    Dynamic,
 }
 
 impl Profile {
@@ -16,6 +19,7 @@ impl Profile {
         match self {
             Profile::Calc => "calc",
             Profile::Text => "text",
+            Profile::Dynamic => "dynamic",
         }
     }
 
@@ -23,6 +27,7 @@ impl Profile {
         match self {
             Profile::Calc => "Arithmetic on numbers. Use add, multiply and divide; echo returns its text.",
             Profile::Text => "Text utilities and a clock. greet says hello in a language (en, fr, de, es, ja).",
+            Profile::Dynamic => "toggle_bonus adds or removes the bonus tool, so the tool list changes.",
         }
     }
 }
@@ -81,8 +86,20 @@ fn echo(args: &Value) -> Value {
     text(args["text"].as_str().unwrap_or_default())
 }
 
+/// The tool that `toggle_bonus` adds to the dynamic profile.
+pub fn bonus() -> Tool {
+    Tool {
+        def: json!({ "name": "bonus", "description": "Here while toggled on.", "inputSchema": { "type": "object" } }),
+        run: |_| text("bonus!"),
+    }
+}
+
 pub fn for_profile(p: Profile) -> Vec<Tool> {
     match p {
+        Profile::Dynamic => vec![Tool {
+            def: json!({ "name": "toggle_bonus", "description": "Adds or removes the bonus tool.", "inputSchema": { "type": "object" } }),
+            run: |_| text("toggled"),
+        }],
         Profile::Calc => vec![
             Tool { def: binary("add", "Adds two numbers."), run: |a| arith(a, |x, y| Ok(x + y)) },
             Tool { def: binary("multiply", "Multiplies two numbers."), run: |a| arith(a, |x, y| Ok(x * y)) },

@@ -7,6 +7,7 @@
 use crate::harness::*;
 use serde_json::{Value, json};
 use std::process::Command;
+use std::time::Duration;
 
 fn sdk_client(target: &[&str], args: &[&str]) -> Vec<Value> {
     let (opts, args): (Vec<&str>, Vec<&str>) = args.iter().partition(|a| a.starts_with("--"));
@@ -198,4 +199,37 @@ async fn an_upstream_restart_is_recovered_without_the_client_noticing() {
     let msg = call(&gw.url, "old__whoami", json!({})).await;
     assert_eq!(text_of(&msg), "old", "{msg}\n{}", gw.proc.log());
     assert!(gw.proc.log().contains("upstream session expired"), "{}", gw.proc.log());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_changes_reach_legacy_clients_on_their_get_stream() {
+    use http_body_util::BodyExt;
+    let gw = gateway(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[catalog]\nrefresh_interval = \"1s\"\n\n[[upstream]]\nid = \"dyn\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"dynamic\"]\n",
+    );
+    let session = initialize(&gw.url).await;
+    let req = http::Request::get(&gw.url)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-06-18")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    let client = mcpgate::upstream::new_http_client();
+    let resp = tokio::time::timeout(Duration::from_secs(5), client.request(req)).await.expect("the stream opens at once").expect("GET");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("text/event-stream"));
+    let mut body = resp.into_body();
+    // Change the upstream's list; the gateway notices on its next refresh and tells the client.
+    let toggled = legacy_call(&gw.url, &session, "tools/call", json!({ "name": "dyn__toggle_bonus", "arguments": {} })).await.message();
+    assert_eq!(text_of(&toggled), "bonus tool on");
+    let mut seen = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !seen.contains("notifications/tools/list_changed") {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(f))) => seen.push_str(&String::from_utf8_lossy(&f.into_data().unwrap_or_default())),
+            other => panic!("no list_changed on the GET stream ({other:?}): {seen}\n{}", gw.proc.log()),
+        }
+    }
+    let list = legacy_call(&gw.url, &session, "tools/list", json!({})).await.message();
+    assert!(list["result"]["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "dyn__bonus")), "{list}");
 }
