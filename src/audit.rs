@@ -32,6 +32,11 @@ pub fn outcome_label(o: &Outcome) -> String {
     }
 }
 
+/// A call refused before any upstream was involved (unknown or denied, rate limited, no route).
+pub fn refused(caller: &str, method: &str, item: &str, outcome: &str) {
+    tracing::info!(target: "mcpgate::audit", caller = %caller, method = %method, item = %item, upstream = "-", %outcome, duration_ms = 0u64, "audit");
+}
+
 pub fn record(e: &Entry, outcome: &Outcome) {
     let duration_ms = e.started.elapsed().as_millis() as u64;
     let outcome = outcome_label(outcome);

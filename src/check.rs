@@ -12,6 +12,7 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     let mut rows = vec![["UPSTREAM".to_string(), "TRANSPORT".into(), "ERA".into(), "STATUS".into(), "TOOLS".into(), "LATENCY".into()]];
     let mut all_ok = true;
     let mut notes = Vec::new();
+    let mut warnings = Vec::new();
     for up in &gw.upstreams {
         let st = up.state();
         let (status, era) = match &st.status {
@@ -30,10 +31,11 @@ pub fn report(gw: &Gateway) -> (String, bool) {
             }
         };
         for p in &st.pool_problems {
-            notes.push(format!("  {}: {p}", up.id()));
+            all_ok = false;
+            warnings.push(format!("  {}: {p}", up.id()));
         }
         if st.truncated {
-            notes.push(format!("  {}: the tool list was cut at max_pages = {}", up.id(), up.cfg.max_pages));
+            warnings.push(format!("  {}: a list was cut at max_pages = {}", up.id(), up.cfg.max_pages));
         }
         let latency = st.latency.map(|l| format!("{}ms", l.as_millis())).unwrap_or_else(|| "-".into());
         rows.push([
@@ -54,6 +56,12 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     if !notes.is_empty() {
         let _ = writeln!(out, "\nUnavailable upstreams:");
         for n in notes {
+            let _ = writeln!(out, "{n}");
+        }
+    }
+    if !warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings:");
+        for n in warnings {
             let _ = writeln!(out, "{n}");
         }
     }

@@ -52,7 +52,8 @@ enum Command {
         #[arg(long)]
         listen: Option<String>,
     },
-    /// Validate the config, probe every upstream and print a status table (exit 1 if any is down).
+    /// Validate the config, probe every upstream and print a status table (exit 1 if an upstream is
+    /// down or a pool's endpoints disagree).
     Check {
         #[arg(short, long, default_value = "gateway.toml")]
         config: PathBuf,

@@ -102,6 +102,7 @@ impl JwtVerifier {
         v.set_audience(&self.cfg.audiences);
         v.set_required_spec_claims(&["exp", "iss", "aud"]);
         v.leeway = 30;
+        v.validate_nbf = true;
         let data = jsonwebtoken::decode::<Value>(token, &key, &v).map_err(|e| format!("invalid token: {e}"))?;
         Ok(data.claims)
     }

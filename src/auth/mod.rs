@@ -41,7 +41,9 @@ impl Principal {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthError {
-    /// No credential, or one that does not check out: 401.
+    /// No credential at all: 401 without an error code (RFC 6750 §3.1).
+    Missing,
+    /// A credential that does not check out: 401.
     Unauthorized(String),
     /// A valid token without the scopes the operation needs: 403.
     InsufficientScope(Vec<String>),
@@ -83,7 +85,7 @@ impl Authenticator {
         if self.mode == AuthMode::None {
             return Ok(Principal::anonymous());
         }
-        let token = bearer(headers).ok_or_else(|| AuthError::Unauthorized("missing Authorization: Bearer credential".into()))?;
+        let token = bearer(headers).ok_or(AuthError::Missing)?;
         let principal = match self.mode {
             AuthMode::ApiKey => self.api_key(token)?,
             AuthMode::Jwt => self.jwt(token).await?,
@@ -151,18 +153,17 @@ impl Authenticator {
     /// protected-resource metadata lives (JWT mode).
     pub fn challenge(&self, err: &AuthError, metadata_url: Option<&str>) -> (StatusCode, String) {
         let meta = metadata_url.map(|u| format!(", resource_metadata=\"{u}\"")).unwrap_or_default();
+        let scope = if self.config.required_scopes.is_empty() || self.mode != AuthMode::Jwt {
+            String::new()
+        } else {
+            format!(", scope=\"{}\"", self.config.required_scopes.join(" "))
+        };
         match err {
-            AuthError::Unauthorized(reason) => {
-                let scope = if self.config.required_scopes.is_empty() {
-                    String::new()
-                } else {
-                    format!(", scope=\"{}\"", self.config.required_scopes.join(" "))
-                };
-                (
-                    StatusCode::UNAUTHORIZED,
-                    format!("Bearer realm=\"mcpgate\", error=\"invalid_token\", error_description=\"{}\"{scope}{meta}", quote_safe(reason)),
-                )
-            }
+            AuthError::Missing => (StatusCode::UNAUTHORIZED, format!("Bearer realm=\"mcpgate\"{scope}{meta}")),
+            AuthError::Unauthorized(reason) => (
+                StatusCode::UNAUTHORIZED,
+                format!("Bearer realm=\"mcpgate\", error=\"invalid_token\", error_description=\"{}\"{scope}{meta}", quote_safe(reason)),
+            ),
             AuthError::InsufficientScope(scopes) => (
                 StatusCode::FORBIDDEN,
                 format!("Bearer realm=\"mcpgate\", error=\"insufficient_scope\", scope=\"{}\"{meta}", scopes.join(" ")),

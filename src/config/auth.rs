@@ -244,6 +244,15 @@ pub(super) fn resolve_callers(at: &Locator, callers: Vec<CallerSection>, mode: A
                 at.err(k, "caller.key_sha256", "not 64 hex characters".into(), "run `mcpgate hash-key` and paste its output")
             })?),
         };
+        if let (Some(k), Some(other)) = (key_sha256, out.iter().find(|o| o.key_sha256.is_some() && o.key_sha256 == key_sha256)) {
+            let _ = k;
+            return Err(at.err(
+                &c.id,
+                "caller.key_sha256",
+                format!("caller '{id}' has the same key as '{}'", other.id),
+                "give every caller its own key",
+            ));
+        }
         if mode == AuthMode::ApiKey && key_sha256.is_none() {
             return Err(at.err(
                 &c.id,

@@ -71,11 +71,14 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     let cat = gw.catalog();
     let id_of = |i: usize| gw.upstream_id(i);
     let Some(tool) = view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of) else {
+        audit::refused(&req.caller.id, &req.method, &name, "unknown_or_denied");
         return Reply::error(RpcError::unknown_tool(&name));
     };
     let needed = gw.auth.tool_scopes(&name);
     if !req.caller.has_scopes(&needed) {
-        let (status, challenge) = gw.auth.challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), None);
+        audit::refused(&req.caller.id, &req.method, &name, "insufficient_scope");
+        let metadata = gw.auth.config().resource.as_deref().map(crate::auth::prm::metadata_url);
+        let (status, challenge) = gw.auth.challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), metadata.as_deref());
         return Reply::error(
             RpcError::invalid_request(format!("Forbidden: calling {name} needs scope {}", needed.join(" ")))
                 .with_status(status)
@@ -84,6 +87,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     }
     for limit in gw.config.rate_limits.iter().filter(|l| policy::glob::matches(&l.tools, &name)) {
         if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, limit.tools), limit.rate) {
+            audit::refused(&req.caller.id, &req.method, &name, "rate_limited");
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
         }
     }
@@ -102,7 +106,10 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     drop(cat);
     let endpoint = match gw.upstreams.get(upstream).map(|u| u.route(&values)) {
         Some(Ok(e)) => e,
-        Some(Err(why)) => return tool_error(&format!("Upstream '{}' cannot take this call: {why}", gw.upstream_id(upstream))),
+        Some(Err(why)) => {
+            audit::refused(&req.caller.id, &req.method, &name, "no_route");
+            return tool_error(&format!("Upstream '{}' cannot take this call: {why}", gw.upstream_id(upstream)));
+        }
         None => None,
     };
     forward(gw, upstream, req, &name, Some(("name", &original)), headers, endpoint).await

@@ -226,6 +226,7 @@ async fn authenticate(st: &State, req: &Request<Incoming>, host: Option<&str>) -
             let metadata = (auth.mode() == AuthMode::Jwt).then(|| prm::metadata_url(&prm::resource(auth.config(), host, &st.cfg.path)));
             let (status, challenge) = auth.challenge(&e, metadata.as_deref());
             let message = match &e {
+                AuthError::Missing => "Unauthorized: send Authorization: Bearer <credential>".to_string(),
                 AuthError::Unauthorized(reason) => format!("Unauthorized: {reason}"),
                 AuthError::InsufficientScope(s) => format!("Forbidden: insufficient scope (needs {})", s.join(" ")),
             };

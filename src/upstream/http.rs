@@ -54,6 +54,8 @@ pub struct HttpTransport {
     timeout: Duration,
     /// The legacy session (`Mcp-Session-Id`) the upstream gave us, if any.
     session: Arc<Mutex<Option<HeaderValue>>>,
+    /// The legacy handshake was done on this endpoint (stateless legacy servers give no session).
+    initialized: std::sync::atomic::AtomicBool,
     changed: Arc<Notify>,
 }
 
@@ -68,6 +70,7 @@ impl HttpTransport {
             max_bytes: cfg.max_message_bytes,
             timeout: cfg.timeout,
             session: Arc::default(),
+            initialized: Default::default(),
             changed,
         }
     }
@@ -80,6 +83,15 @@ impl HttpTransport {
         if let Ok(mut s) = self.session.lock() {
             *s = None;
         }
+        self.initialized.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.initialized.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn mark_initialized(&self) {
+        self.initialized.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// A POST to the upstream with its configured headers, the version and the session.

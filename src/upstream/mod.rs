@@ -179,7 +179,7 @@ impl Upstream {
         }
         let method = call.method.clone();
         let wire = legacy_wire(version);
-        if matches!(self.transport, Transport::Http(_)) && !self.has_session(call.endpoint) {
+        if matches!(&self.transport, Transport::Http(p) if !p.is_initialized(call.endpoint)) {
             // A pool endpoint other than the probed one gets its session on first use.
             if let Err(e) = self.handshake(call.endpoint).await {
                 return Reply::error(unavailable(self.id(), format!("initializing a session failed: {e}")));

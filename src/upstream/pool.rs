@@ -78,6 +78,14 @@ impl Pool {
         self.at(endpoint).clear_session()
     }
 
+    pub fn is_initialized(&self, endpoint: Option<usize>) -> bool {
+        self.at(endpoint).is_initialized()
+    }
+
+    pub fn mark_initialized(&self, endpoint: Option<usize>) {
+        self.at(endpoint).mark_initialized()
+    }
+
     pub fn start_listening(&self, version: String, endpoint: Option<usize>) {
         self.at(endpoint).start_listening(version)
     }

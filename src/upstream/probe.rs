@@ -228,7 +228,10 @@ impl Upstream {
             t.set_legacy(Some(version.to_string()));
         }
         if let super::Transport::Http(t) = &self.transport {
-            t.start_listening(version.to_string(), endpoint);
+            t.mark_initialized(endpoint);
+            if t.has_session(endpoint) {
+                t.start_listening(version.to_string(), endpoint);
+            }
         }
     }
 

@@ -97,6 +97,7 @@ fn check_reports_pool_endpoints_that_differ() {
     .expect("write");
     let out = Command::new(env!("CARGO_BIN_EXE_mcpgate")).arg("check").arg("-c").arg(&path).output().expect("check");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("endpoint 2") && text.contains("differs from the default"), "{text}");
+    assert_eq!(out.status.code(), Some(1), "a disagreeing pool fails the check: {text}");
+    assert!(text.contains("Warnings:") && text.contains("endpoint 2") && text.contains("differs from the default"), "{text}");
     assert!(text.contains("missing [\"big\""), "{text}");
 }
