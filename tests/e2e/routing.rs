@@ -143,3 +143,25 @@ async fn x_mcp_header_tools_and_progress_go_through() {
         assert_eq!(text_of(last), "done");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_callers_meta_goes_upstream_not_the_gateways() {
+    let (_alpha, _url, gw) = crate::two_upstreams("10s");
+    for tool in ["alpha__meta", "beta__meta"] {
+        let mut m = meta();
+        m["io.modelcontextprotocol/clientCapabilities"] = json!({ "elicitation": { "form": {} }, "experimental": { "x": {} } });
+        m["io.modelcontextprotocol/logLevel"] = json!("warning");
+        m["io.modelcontextprotocol/clientInfo"] = json!({ "name": "the-caller", "version": "9" });
+        m["traceparent"] = json!("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        m["com.example/custom"] = json!({ "k": 1 });
+        let r = rpc(&gw.url, "tools/call", json!({ "name": tool, "arguments": {}, "_meta": m })).await.message();
+        let seen: serde_json::Value = serde_json::from_str(&text_of(&r)).expect("meta JSON");
+        let caps = &seen["io.modelcontextprotocol/clientCapabilities"];
+        assert_eq!(caps["elicitation"], json!({ "form": {} }), "{tool}: the caller's capabilities: {seen}");
+        assert_eq!(seen["io.modelcontextprotocol/logLevel"], "warning", "{tool}: {seen}");
+        assert_eq!(seen["io.modelcontextprotocol/clientInfo"]["name"], "the-caller", "{tool}: {seen}");
+        assert_eq!(seen["io.modelcontextprotocol/protocolVersion"], VERSION, "{tool}: {seen}");
+        assert_eq!(seen["traceparent"], "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "{tool}: {seen}");
+        assert_eq!(seen["com.example/custom"], json!({ "k": 1 }), "{tool}: {seen}");
+    }
+}

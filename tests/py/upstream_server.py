@@ -15,7 +15,7 @@ HTTP binds only to 127.0.0.1. The endpoint is /mcp, and `--port 0` (the default)
 Once the server is ready it prints `LISTENING <port>` on stdout, as a single flushed line. Over
 stdio, stdout carries nothing but protocol messages, and logs go to stderr.
 
-Tools: echo, whoami, big, fail, structured, schema_zoo, execute_sql, calls, headers, slow, progress (see TOOLS).
+Tools: echo, whoami, big, fail, structured, schema_zoo, execute_sql, meta, calls, headers, slow, progress (see TOOLS).
 """
 
 from __future__ import annotations
@@ -102,6 +102,11 @@ TOOLS: list[types.Tool] = [
         input_schema={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
     ),
     types.Tool(
+        name="meta",
+        description="Returns the request's _meta as this server received it, as JSON.",
+        input_schema={"type": "object", "additionalProperties": False},
+    ),
+    types.Tool(
         name="calls",
         description="Returns how many tool calls this server has run before this one.",
         input_schema={"type": "object", "additionalProperties": False},
@@ -165,6 +170,10 @@ def build_server(label: str, *, param_validation: bool = True) -> Server[Any]:
         if name == "execute_sql":
             header = _header(ctx, "mcp-param-region")
             return _text(f"region={args.get('region')} header={header if header is not None else 'none'} at={label}")
+        if name == "meta":
+            raw = params.meta if params.meta is not None else {}
+            meta = raw if isinstance(raw, dict) else raw.model_dump(by_alias=True, exclude_none=True, mode="json")
+            return _text(json.dumps(meta, sort_keys=True))
         if name == "headers":
             raw = getattr(ctx.request, "headers", None)
             seen = {k.lower(): v for k, v in raw.items()} if raw is not None else {}
