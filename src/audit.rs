@@ -34,7 +34,39 @@ pub fn outcome_label(o: &Outcome) -> String {
 
 /// A call refused before any upstream was involved (unknown or denied, rate limited, no route).
 pub fn refused(caller: &str, method: &str, item: &str, outcome: &str) {
-    tracing::info!(target: "mcpgate::audit", caller = %caller, method = %method, item = %item, upstream = "-", %outcome, duration_ms = 0u64, "audit");
+    tracing::info!(target: "mcpgate::audit", caller = %caller, method = %method, item = %item, upstream = %"-", %outcome, duration_ms = 0u64, "audit");
+}
+
+/// The audit line of one forwarded call: written by [`Pending::finish`] with the final outcome,
+/// or on drop when the call ended without one (the client went away, the gateway stopped).
+pub struct Pending {
+    entry: Entry,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl Pending {
+    pub fn new(entry: Entry) -> std::sync::Arc<Pending> {
+        std::sync::Arc::new(Pending { entry, done: Default::default() })
+    }
+
+    /// Records the final outcome (once).
+    pub fn finish(&self, outcome: &Outcome) {
+        if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            record(&self.entry, outcome);
+        }
+    }
+}
+
+/// A call that goes away unfinished (the client hung up during the call or its stream) is
+/// audited as abandoned.
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let e = &self.entry;
+            let duration_ms = e.started.elapsed().as_millis() as u64;
+            tracing::info!(target: "mcpgate::audit", caller = %e.caller, method = %e.method, item = %e.item, upstream = %e.upstream, outcome = %"abandoned", duration_ms, "audit");
+        }
+    }
 }
 
 pub fn record(e: &Entry, outcome: &Outcome) {

@@ -37,13 +37,13 @@ pub struct EventStream {
     map: Option<OutcomeMap>,
     deadline: Option<Instant>,
     timeout_error: Option<RpcError>,
-    _guard: Option<Box<dyn Guard>>,
+    _guards: Vec<Box<dyn Guard>>,
     finished: bool,
 }
 
 impl EventStream {
     pub fn new(rx: mpsc::Receiver<Event>) -> Self {
-        EventStream { rx, map: None, deadline: None, timeout_error: None, _guard: None, finished: false }
+        EventStream { rx, map: None, deadline: None, timeout_error: None, _guards: Vec::new(), finished: false }
     }
 
     /// Ends the stream with `error` if it has not finished by `deadline`.
@@ -53,8 +53,9 @@ impl EventStream {
         self
     }
 
+    /// Adds a guard, dropped with the stream (guards added earlier are kept).
     pub fn with_guard(mut self, guard: impl Guard + 'static) -> Self {
-        self._guard = Some(Box::new(guard));
+        self._guards.push(Box::new(guard));
         self
     }
 

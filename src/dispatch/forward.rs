@@ -57,8 +57,9 @@ async fn forward(
     }
     let call =
         Call { method: req.method, params, meta: req.meta.fields, name, param_headers, on_behalf_of: req.caller.rules.clone(), endpoint };
+    let pending = audit::Pending::new(entry);
     up.call(call).await.map_outcome(move |o| {
-        audit::record(&entry, &o);
+        pending.finish(&o);
         o
     })
 }

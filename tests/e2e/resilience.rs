@@ -45,3 +45,19 @@ async fn a_slow_call_times_out_with_an_error_naming_the_upstream() {
         assert_eq!(h.await.expect("join"), format!("n{i}"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_the_client_abandons_is_audited_as_abandoned() {
+    let (_alpha, _url, gw) = crate::two_upstreams("20s");
+    let abandoned = tokio::time::timeout(Duration::from_millis(700), call(&gw.url, "alpha__slow", json!({ "seconds": 5 }))).await;
+    assert!(abandoned.is_err(), "the client gave up first");
+    let deadline = Instant::now() + Duration::from_secs(8);
+    loop {
+        let log = gw.proc.log();
+        if log.lines().any(|l| l.contains("mcpgate::audit") && l.contains("item=alpha__slow") && l.contains("outcome=abandoned")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no abandoned audit line:\n{log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
