@@ -34,7 +34,21 @@ pub fn outcome_label(o: &Outcome) -> String {
 
 /// A call refused before any upstream was involved (unknown or denied, rate limited, no route).
 pub fn refused(caller: &str, method: &str, item: &str, outcome: &str) {
-    tracing::info!(target: "mcpgate::audit", caller = %caller, method = %method, item = %item, upstream = %"-", %outcome, duration_ms = 0u64, "audit");
+    tracing::info!(target: "mcpgate::audit", caller = %clean(caller), method = %clean(method), item = %clean(item), upstream = %"-", %outcome, duration_ms = 0u64, "audit");
+}
+
+/// A client-controlled value made safe for a log line: control characters escaped (so no value
+/// can start a forged line), at most 200 characters.
+pub fn clean(s: &str) -> String {
+    let mut out = String::with_capacity(s.len().min(200));
+    for (i, c) in s.chars().enumerate() {
+        if i == 200 {
+            out.push('…');
+            break;
+        }
+        if c.is_control() { out.extend(c.escape_default()) } else { out.push(c) }
+    }
+    out
 }
 
 /// The audit line of one forwarded call: written by [`Pending::finish`] with the final outcome,
@@ -64,7 +78,7 @@ impl Drop for Pending {
         if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let e = &self.entry;
             let duration_ms = e.started.elapsed().as_millis() as u64;
-            tracing::info!(target: "mcpgate::audit", caller = %e.caller, method = %e.method, item = %e.item, upstream = %e.upstream, outcome = %"abandoned", duration_ms, "audit");
+            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, outcome = %"abandoned", duration_ms, "audit");
         }
     }
 }
@@ -74,10 +88,10 @@ pub fn record(e: &Entry, outcome: &Outcome) {
     let outcome = outcome_label(outcome);
     match &e.arguments {
         Some(args) => {
-            tracing::info!(target: "mcpgate::audit", caller = %e.caller, method = %e.method, item = %e.item, upstream = %e.upstream, %outcome, duration_ms, arguments = %args, "audit")
+            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, arguments = %clean(args), "audit")
         }
         None => {
-            tracing::info!(target: "mcpgate::audit", caller = %e.caller, method = %e.method, item = %e.item, upstream = %e.upstream, %outcome, duration_ms, "audit")
+            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, "audit")
         }
     }
 }

@@ -172,8 +172,9 @@ impl EventStream {
                     _ = tx.closed() => return,
                 };
                 let Some(ev) = ev else { return };
-                if tx.send(ev).await.is_err() {
-                    return;
+                tokio::select! {
+                    sent = tx.send(ev) => if sent.is_err() { return },
+                    _ = tx.closed() => return,
                 }
             }
         });

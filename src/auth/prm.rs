@@ -9,7 +9,12 @@ use serde_json::json;
 pub fn resource(cfg: &AuthConfig, host: Option<&str>, path: &str) -> String {
     match &cfg.resource {
         Some(r) => r.clone(),
-        None => format!("http://{}{path}", host.unwrap_or("127.0.0.1")),
+        // The Host header is client input: keep only characters a host:port can have.
+        None => {
+            let host: String =
+                host.unwrap_or("127.0.0.1").chars().filter(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(*c)).take(255).collect();
+            format!("http://{host}{path}")
+        }
     }
 }
 

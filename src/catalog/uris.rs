@@ -24,6 +24,19 @@ pub fn route(cat: &Catalog, uri: &str) -> Option<(usize, String)> {
     cat.owners.iter().find(|o| o.prefix.is_empty() && o.has_resources).map(|o| (o.upstream, uri.to_string()))
 }
 
+/// Whether a URI holds anything that could make a string match say less than the URI reaches:
+/// dot segments, encoded dots, slashes or backslashes, backslashes, or empty path segments.
+pub fn has_path_tricks(uri: &str) -> bool {
+    let lower = uri.to_ascii_lowercase();
+    let path = lower.split_once("://").map(|(_, rest)| rest).unwrap_or(&lower);
+    path.contains("%2e")
+        || path.contains("%2f")
+        || path.contains("%5c")
+        || path.contains('\\')
+        || path.contains("//")
+        || path.split(['/', '?', '#']).any(|seg| seg == "." || seg == "..")
+}
+
 /// Whether `uri` could be an expansion of the RFC 6570 `template`: the literal parts must appear
 /// in order, each expression matching any run of characters.
 pub fn template_matches(template: &str, uri: &str) -> bool {
@@ -67,6 +80,24 @@ mod tests {
         assert!(!template_matches("x://{a}-{b}", "x://12"));
         assert!(template_matches("plain://uri", "plain://uri"));
         assert!(!template_matches("broken{", "broken{"));
+    }
+
+    #[test]
+    fn spots_path_tricks() {
+        for bad in [
+            "f+file:///docs/../secrets",
+            "f+file:///docs/%2e%2e/x",
+            "f+file:///docs/..",
+            "f+file:////etc/passwd",
+            "f+file:///a/./b",
+            "f+file:///a%2Fb",
+            "f+file:///a\\b",
+        ] {
+            assert!(has_path_tricks(bad), "{bad}");
+        }
+        for good in ["f+file:///docs/readme.md", "test://template/42/data", "f+file:///docs/a..b"] {
+            assert!(!has_path_tricks(good), "{good}");
+        }
     }
 
     #[test]

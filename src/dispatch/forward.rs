@@ -140,10 +140,27 @@ fn tool_error(text: &str) -> Reply {
 }
 
 /// The upstream and upstream URI of a gateway URI the caller may read.
+///
+/// A caller with restricted grants reaches only listed resources, or URIs that expand a template
+/// it may see and that carry no path tricks (`..`, encoded dots or slashes, backslashes, empty
+/// segments): a grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
 fn route_uri(gw: &Gateway, req: &Request, uri: &str) -> Option<(usize, String)> {
-    let (upstream, original) = gw.catalog().route_uri(uri)?;
-    policy::allows(&req.caller.grants, &Item { kind: Kind::Resource, name: uri, upstream: gw.upstream_id(upstream) })
-        .then_some((upstream, original))
+    let cat = gw.catalog();
+    let (upstream, original) = cat.route_uri(uri)?;
+    let id = gw.upstream_id(upstream);
+    let grants = &req.caller.grants;
+    if !policy::allows(grants, &Item { kind: Kind::Resource, name: uri, upstream: id }) {
+        return None;
+    }
+    if grants.is_unrestricted() || cat.section(Kind::Resource).get(uri).is_some() {
+        return Some((upstream, original));
+    }
+    let templated = cat.section(Kind::Template).entries.iter().any(|t| {
+        t.upstream == upstream
+            && uris::template_matches(&t.name, uri)
+            && policy::allows(grants, &Item { kind: Kind::Template, name: &t.name, upstream: id })
+    });
+    (templated && !uris::has_path_tricks(uri)).then_some((upstream, original))
 }
 
 pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {

@@ -65,12 +65,13 @@ impl<'de> Deserialize<'de> for RawObject {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                let mut out: Vec<(String, Box<RawValue>)> = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                let mut seen = std::collections::HashSet::new();
                 while let Some((k, v)) = map.next_entry::<String, Box<RawValue>>()? {
                     // Parsers disagree on which duplicate wins; a message that could be routed
                     // by one member and executed by another is refused.
-                    if out.iter().any(|(seen, _)| *seen == k) {
-                        return Err(serde::de::Error::custom(format!("duplicate member \"{k}\"")));
+                    if !seen.insert(k.clone()) {
+                        return Err(serde::de::Error::custom(format!("duplicate member \"{}\"", k.escape_debug())));
                     }
                     out.push((k, v));
                 }

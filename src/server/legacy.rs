@@ -46,6 +46,21 @@ pub struct LegacyState {
     ended: Mutex<HashMap<String, Instant>>,
 }
 
+/// Keeps a per-session map bounded: entries older than the session TTL are dropped (scanned only
+/// every 1024 insertions), and past `MAX_TRACKED` entries the oldest half goes.
+fn prune<V>(map: &mut HashMap<String, V>, ttl: Duration, at: impl Fn(&V) -> Instant) {
+    const MAX_TRACKED: usize = 100_000;
+    if map.len() % 1024 == 1023 {
+        map.retain(|_, v| at(v).elapsed() < ttl);
+    }
+    if map.len() >= MAX_TRACKED {
+        let mut times: Vec<Instant> = map.values().map(&at).collect();
+        times.sort();
+        let cutoff = times[times.len() / 2];
+        map.retain(|_, v| at(v) > cutoff);
+    }
+}
+
 /// The version the gateway answers `initialize` with: the client's if supported, else the newest.
 pub fn negotiate(requested: &str) -> &'static str {
     LEGACY_VERSIONS.iter().find(|v| **v == requested).copied().unwrap_or(LEGACY_VERSIONS[0])
@@ -74,8 +89,7 @@ impl LegacyState {
     pub fn end(&self, s: &Session) {
         if let Ok(mut e) = self.ended.lock() {
             // A session older than the TTL no longer opens anyway: forget it.
-            let ttl = self.ttl;
-            e.retain(|_, at| at.elapsed() < ttl);
+            prune(&mut e, self.ttl, |at| *at);
             e.insert(s.sid.clone(), Instant::now());
         }
         if let Ok(mut l) = self.levels.lock() {
@@ -102,8 +116,7 @@ impl LegacyState {
         if let Action::SetLevel(level) = &action
             && let Ok(mut l) = self.levels.lock()
         {
-            let ttl = self.ttl;
-            l.retain(|_, (_, at)| at.elapsed() < ttl);
+            prune(&mut l, self.ttl, |(_, at)| *at);
             l.insert(session.sid.clone(), (level.clone(), Instant::now()));
         }
         Ok(action)

@@ -53,6 +53,8 @@ pub async fn serve(
     let mut conn = Conn::default();
     let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(MAX_LINE));
     while let Some(line) = lines.next().await {
+        // Reap finished requests as we go, so a long session does not accumulate them.
+        while tasks.try_join_next().is_some() {}
         let line = match line {
             Ok(l) => l,
             Err(e) => {
@@ -158,6 +160,13 @@ fn spawn(
     let key = request.id.get().to_string();
     let token = CancellationToken::new();
     if let Ok(mut m) = inflight.lock() {
+        if m.contains_key(&key) {
+            // Ids must be unique among requests in flight: a duplicate would make cancellation
+            // hit the wrong request.
+            let e = RpcError::invalid_request(format!("request id {key} is already in flight"));
+            let _ = tx.try_send(jsonrpc::error_message(Some(&request.id), &e));
+            return;
+        }
         m.insert(key.clone(), token.clone());
     }
     let map = inflight.clone();

@@ -366,10 +366,12 @@ fn final_outcome(m: Message) -> Outcome {
     }
 }
 
+/// What a client is told about an upstream's non-JSON-RPC answer: the status only. The body
+/// (which may hold upstream details a caller should not see) goes to the gateway's log.
 fn describe_status(status: StatusCode, body: &[u8]) -> String {
     let text: String = String::from_utf8_lossy(body).chars().take(200).collect();
-    let text = text.trim();
-    if text.is_empty() { format!("HTTP {status} without a JSON-RPC response") } else { format!("HTTP {status}: {text}") }
+    tracing::debug!(%status, body = %text.trim(), "upstream answered without a JSON-RPC response");
+    format!("HTTP {status} without a JSON-RPC response")
 }
 
 fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {

@@ -161,10 +161,12 @@ impl Upstream {
     /// and its results gain the modern fields they lack.
     pub async fn call(&self, call: Call) -> Reply {
         let version = self.state.load().version.clone();
-        match version {
+        let reply = match version {
             Some(v) if is_legacy_version(&v) => self.call_legacy(call, &v).await,
             v => self.call_modern(call, v.as_deref().unwrap_or(MODERN_VERSION)).await,
-        }
+        };
+        let id = self.id().to_string();
+        reply.map_outcome(move |o| hop_error(&id, o))
     }
 
     async fn call_modern(&self, mut call: Call, version: &str) -> Reply {
@@ -278,6 +280,22 @@ pub struct Wire<'a> {
 /// The wire form for a legacy upstream; 2025-03-26 predates the version header.
 fn legacy_wire(version: &str) -> Wire<'_> {
     Wire { version: (version != "2025-03-26").then_some(version), modern: false }
+}
+
+/// An upstream's header-mismatch or version error is about the gateway's request, not the
+/// client's: relayed as is, it would send the client re-listing or downgrading for nothing. It
+/// becomes an internal error naming the upstream, with the original in `data`.
+fn hop_error(id: &str, o: Outcome) -> Outcome {
+    let Outcome::UpstreamError(raw) = &o else { return o };
+    let Ok(v) = serde_json::from_str::<Value>(raw.get()) else { return o };
+    let code = crate::protocol::errors::modernise_rc_code(v["code"].as_i64().unwrap_or(0));
+    if code != crate::protocol::errors::HEADER_MISMATCH && code != crate::protocol::errors::UNSUPPORTED_VERSION {
+        return o;
+    }
+    Outcome::Error(
+        RpcError::internal(format!("Upstream '{id}' refused the gateway's request: {}", v["message"].as_str().unwrap_or("")))
+            .with_data(json!({ "upstream": id, "upstreamError": v })),
+    )
 }
 
 /// Did a legacy upstream answer 404 (its session is gone)?

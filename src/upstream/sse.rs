@@ -14,11 +14,13 @@ pub struct SseDecoder {
     has_data: bool,
     max: usize,
     skip_lf: bool,
+    /// How much of `buf` is known to hold no line break (so it is not scanned again).
+    scanned: usize,
 }
 
 impl SseDecoder {
     pub fn new(max_event_bytes: usize) -> Self {
-        SseDecoder { buf: BytesMut::new(), data: Vec::new(), has_data: false, max: max_event_bytes, skip_lf: false }
+        SseDecoder { buf: BytesMut::new(), data: Vec::new(), has_data: false, max: max_event_bytes, skip_lf: false, scanned: 0 }
     }
 
     /// Feeds a chunk; returns the data of every event completed by it.
@@ -32,9 +34,12 @@ impl SseDecoder {
                 }
                 self.skip_lf = false;
             }
-            let Some(pos) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') else {
+            let Some(found) = self.buf[self.scanned..].iter().position(|&b| b == b'\n' || b == b'\r') else {
+                self.scanned = self.buf.len();
                 break;
             };
+            let pos = self.scanned + found;
+            self.scanned = 0;
             let line = self.buf.split_to(pos);
             let term = self.buf[0];
             self.buf.advance(1);

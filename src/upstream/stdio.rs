@@ -34,6 +34,8 @@ struct Pending {
 
 struct Proc {
     id: String,
+    /// The child's process id (and process group), to kill it when it is unusable.
+    pid: Option<u32>,
     changed: Arc<tokio::sync::Notify>,
     tx: mpsc::Sender<Vec<u8>>,
     pending: Mutex<HashMap<u64, Pending>>,
@@ -43,6 +45,13 @@ struct Proc {
 impl Proc {
     fn take(&self, id: u64) -> Option<Pending> {
         self.pending.lock().ok()?.remove(&id)
+    }
+
+    /// Kills the process group of the child.
+    fn kill(&self) {
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
     }
 
     fn fail_all(&self, reason: &str) {
@@ -197,8 +206,10 @@ impl StdioTransport {
         if let Some(version) = legacy
             && let Err(e) = self.reinitialize(&p, &version).await
         {
-            // Not usable uninitialised: the next call starts a fresh process.
+            // Not usable uninitialised: kill it (its exit releases every task it holds); the
+            // next call starts a fresh process.
             p.alive.store(false, Ordering::SeqCst);
+            p.kill();
             *slot = None;
             return Err(e);
         }
@@ -226,6 +237,7 @@ impl StdioTransport {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
         let proc = Arc::new(Proc {
             id: self.id.clone(),
+            pid: child.id(),
             changed: self.changed.clone(),
             tx,
             pending: Mutex::new(HashMap::new()),
@@ -305,7 +317,12 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
                     (_, Some(e)) => Outcome::UpstreamError(e),
                     _ => return,
                 };
-                let _ = p.events.send(Event::Done(outcome)).await;
+                // Never wait here: one slow caller must not stall the upstream's other callers.
+                if let Err(tokio::sync::mpsc::error::TrySendError::Full(ev)) = p.events.try_send(Event::Done(outcome)) {
+                    tokio::spawn(async move {
+                        let _ = p.events.send(ev).await;
+                    });
+                }
             }
         }
         Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/progress") => relay_progress(proc, &msg),

@@ -274,3 +274,35 @@ async fn client_credentials_never_reach_an_upstream() {
     }
     assert!(!gw.proc.log().contains("upstream-token") && !gw.proc.log().contains("file-secret"), "secrets are never logged");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn uri_grants_cannot_be_stretched_and_logs_cannot_be_forged() {
+    let (_fixture, url) = py_script_http("tests/py/conformance_fixture.py", &[]);
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n[[caller]]\nid = \"reader\"\nkey_sha256 = \"{}\"\nallow = [\"fx+test://template/*\", \"fx__test_simple_text\"]\n\n[[upstream]]\nid = \"fx\"\nurl = \"{url}\"\n",
+        hash("reader-key")
+    );
+    let gw = gateway(&config);
+    let read = |uri: &'static str| {
+        let url = gw.url.clone();
+        async move { rpc_as(&url, "reader-key", "resources/read", json!({ "uri": uri })).await.json() }
+    };
+    let ok = read("fx+test://template/42/data").await;
+    assert!(ok["result"]["contents"][0]["uri"].as_str().is_some_and(|u| u.starts_with("fx+test://template/42")), "{ok}");
+    for denied in [
+        "fx+test://static-text",
+        "fx+test://template/../static-text",
+        "fx+test://template/%2e%2e/static-text",
+        "fx+test://template//x/data",
+    ] {
+        let r = read(denied).await;
+        assert_eq!(r["error"]["code"], -32602, "{denied}: {r}");
+        assert!(r["error"]["message"].as_str().unwrap_or_default().starts_with("Resource not found"), "{denied}: {r}");
+    }
+    // A client-chosen name cannot start a forged audit line.
+    let forged = "nope\n2026-11-30T00:00:00Z  INFO mcpgate::audit: audit caller=admin outcome=ok";
+    let r = rpc_with(&gw.url, "tools/call", json!({ "name": forged, "arguments": {} }), &[("Authorization", "Bearer reader-key")]).await;
+    assert_eq!(r.json()["error"]["code"], -32602);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!gw.proc.log().lines().any(|l| l.contains("caller=admin") && !l.contains("caller=reader")), "{}", gw.proc.log());
+}
