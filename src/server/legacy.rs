@@ -86,6 +86,10 @@ impl LegacyState {
         Ok(session)
     }
 
+    pub fn is_ended(&self, sid: &str) -> bool {
+        self.ended.lock().is_ok_and(|e| e.contains_key(sid))
+    }
+
     pub fn end(&self, s: &Session) {
         if let Ok(mut e) = self.ended.lock() {
             // A session older than the TTL no longer opens anyway: forget it.

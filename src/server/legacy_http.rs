@@ -89,7 +89,7 @@ pub async fn post(
 }
 
 /// GET (the standalone server-to-client stream) or DELETE (end of session).
-pub fn get_or_delete(svc: &dyn Service, st: &LegacyState, method: &Method, headers: &HeaderMap) -> Response<Body> {
+pub fn get_or_delete(svc: &dyn Service, st: &Arc<LegacyState>, method: &Method, headers: &HeaderMap) -> Response<Body> {
     let session = match st.session(headers) {
         Ok(s) => s,
         Err(e) => return render::error(None, &e),
@@ -109,7 +109,20 @@ pub fn get_or_delete(svc: &dyn Service, st: &LegacyState, method: &Method, heade
             &RpcError::invalid_request("GET needs Accept: text/event-stream").with_status(StatusCode::NOT_ACCEPTABLE),
         );
     }
-    stream(svc.changes())
+    stream(svc.changes(), Live { state: st.clone(), sid: session.sid, until: tokio::time::Instant::now() + st.ttl })
+}
+
+/// What keeps a GET stream open: its session not ended on this replica, and within its TTL.
+struct Live {
+    state: Arc<LegacyState>,
+    sid: String,
+    until: tokio::time::Instant,
+}
+
+impl Live {
+    fn still(&self) -> bool {
+        tokio::time::Instant::now() < self.until && !self.state.is_ended(&self.sid)
+    }
 }
 
 fn notification(kind: Kind) -> Bytes {
@@ -121,10 +134,13 @@ fn notification(kind: Kind) -> Bytes {
     render::sse_event(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes())
 }
 
-fn stream(changes: Option<broadcast::Receiver<Kind>>) -> Response<Body> {
+fn stream(changes: Option<broadcast::Receiver<Kind>>, live: Live) -> Response<Body> {
     // An opening comment, so the response (and its headers) reach the client at once.
     let opening = futures_util::stream::once(async { Ok::<_, Infallible>(Frame::data(Bytes::from_static(b": stream open\n\n"))) });
-    let events = futures_util::stream::unfold(changes, |mut rx| async move {
+    let events = futures_util::stream::unfold((changes, live), |(mut rx, live)| async move {
+        if !live.still() {
+            return None;
+        }
         let frame = match rx.as_mut() {
             Some(r) => tokio::select! {
                 got = r.recv() => match got {
@@ -140,7 +156,7 @@ fn stream(changes: Option<broadcast::Receiver<Kind>>) -> Response<Body> {
                 Bytes::from_static(b": keepalive\n\n")
             }
         };
-        Some((Ok::<_, Infallible>(Frame::data(frame)), rx))
+        Some((Ok::<_, Infallible>(Frame::data(frame)), (rx, live)))
     });
     let mut r = Response::new(BodyExt::boxed(StreamBody::new(futures_util::StreamExt::chain(opening, events))));
     let h = r.headers_mut();

@@ -86,6 +86,10 @@ impl HttpTransport {
         self.initialized.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
+    pub fn session_of(&self) -> Option<HeaderValue> {
+        self.session.lock().ok().and_then(|s| s.clone())
+    }
+
     pub fn is_initialized(&self) -> bool {
         self.initialized.load(std::sync::atomic::Ordering::SeqCst)
     }

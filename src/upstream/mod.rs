@@ -115,6 +115,8 @@ pub struct Upstream {
     next_id: AtomicU64,
     /// Signalled when the upstream says one of its lists changed.
     pub changed: Arc<tokio::sync::Notify>,
+    /// Held while a legacy session is (re)initialized, so concurrent calls do it once.
+    renewal: tokio::sync::Mutex<()>,
 }
 
 pub fn unavailable(id: &str, reason: impl std::fmt::Display) -> RpcError {
@@ -145,7 +147,15 @@ impl Upstream {
                 Transport::Stdio(Box::new(stdio::StdioTransport::new(&cfg, command.clone(), env.clone(), cwd.clone(), changed.clone())))
             }
         };
-        Upstream { index, cfg, transport, state: ArcSwap::from_pointee(UpstreamState::default()), next_id: AtomicU64::new(1), changed }
+        Upstream {
+            index,
+            cfg,
+            transport,
+            state: ArcSwap::from_pointee(UpstreamState::default()),
+            next_id: AtomicU64::new(1),
+            changed,
+            renewal: tokio::sync::Mutex::new(()),
+        }
     }
 
     pub fn id(&self) -> &str {
@@ -181,20 +191,30 @@ impl Upstream {
         }
         let method = call.method.clone();
         let wire = legacy_wire(version);
-        if matches!(&self.transport, Transport::Http(p) if !p.is_initialized(call.endpoint)) {
-            // A pool endpoint other than the probed one gets its session on first use.
-            if let Err(e) = self.handshake(call.endpoint).await {
+        let initialized = |up: &Self| !matches!(&up.transport, Transport::Http(p) if !p.is_initialized(call.endpoint));
+        if !initialized(self) {
+            // A pool endpoint other than the probed one gets its session on first use; one
+            // handshake at a time, and none if another call got there first.
+            let _renewing = self.renewal.lock().await;
+            if !initialized(self)
+                && let Err(e) = self.handshake(call.endpoint).await
+            {
                 return Reply::error(unavailable(self.id(), format!("initializing a session failed: {e}")));
             }
         }
+        let sent_with = self.session_of(call.endpoint);
         let mut reply = self.send(call.clone(), wire).await;
-        if session_expired(&reply) && self.has_session(call.endpoint) {
-            tracing::info!(upstream = %self.id(), "upstream session expired; initializing a new one");
-            self.clear_session(call.endpoint);
-            match self.handshake(call.endpoint).await {
-                Ok(_) => reply = self.send(call, wire).await,
-                Err(e) => return Reply::error(unavailable(self.id(), format!("re-initializing the session failed: {e}"))),
+        if session_expired(&reply) && sent_with.is_some() {
+            let _renewing = self.renewal.lock().await;
+            // Renew only if no concurrent call has already replaced the session it used.
+            if self.session_of(call.endpoint) == sent_with {
+                tracing::info!(upstream = %self.id(), "upstream session expired; initializing a new one");
+                self.clear_session(call.endpoint);
+                if let Err(e) = self.handshake(call.endpoint).await {
+                    return Reply::error(unavailable(self.id(), format!("re-initializing the session failed: {e}")));
+                }
             }
+            reply = self.send(call, wire).await;
         }
         reply.map_outcome(move |o| modernise(&method, o))
     }
@@ -226,6 +246,14 @@ impl Upstream {
         match &self.transport {
             Transport::Http(t) => t.has_session(endpoint),
             Transport::Stdio(t) => t.has_session(),
+        }
+    }
+
+    /// The session id in use on an endpoint (HTTP upstreams), to tell renewals apart.
+    fn session_of(&self, endpoint: Option<usize>) -> Option<::http::HeaderValue> {
+        match &self.transport {
+            Transport::Http(t) => t.session_of(endpoint),
+            Transport::Stdio(_) => None,
         }
     }
 

@@ -78,6 +78,10 @@ impl Pool {
         self.at(endpoint).clear_session()
     }
 
+    pub fn session_of(&self, endpoint: Option<usize>) -> Option<http::HeaderValue> {
+        self.at(endpoint).session_of()
+    }
+
     pub fn is_initialized(&self, endpoint: Option<usize>) -> bool {
         self.at(endpoint).is_initialized()
     }
