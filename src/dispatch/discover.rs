@@ -1,9 +1,12 @@
-//! `server/discover` for the gateway itself: the versions it speaks, the union of what its
-//! upstreams offer (limited to what the gateway serves), and their instructions merged into one
-//! labelled section per upstream.
+//! `server/discover` for the gateway itself: the versions it speaks, the union of what the
+//! upstreams the caller may use offer (limited to what the gateway serves), and their
+//! instructions merged into one labelled section per upstream.
 
+use super::Request;
+use crate::catalog::Kind;
 use crate::flow::{Outcome, Reply};
 use crate::gateway::Gateway;
+use crate::policy::{self, view};
 use crate::protocol::errors::RpcError;
 use crate::protocol::{SUPPORTED_VERSIONS, keys};
 use crate::upstream::Status;
@@ -16,7 +19,20 @@ pub fn server_info() -> Value {
     json!({ "name": "mcpgate", "title": "mcpgate MCP gateway", "version": env!("CARGO_PKG_VERSION") })
 }
 
-pub fn discover(gw: &Gateway) -> Reply {
+/// Whether the caller may use anything upstream `index` serves (all of them, when unrestricted).
+fn usable(gw: &Gateway, req: &Request, index: usize) -> bool {
+    if req.caller.grants.is_unrestricted() {
+        return true;
+    }
+    let cat = gw.catalog();
+    let id_of = |i: usize| gw.upstream_id(i);
+    Kind::ALL.iter().any(|&kind| {
+        cat.section(kind).entries.iter().any(|e| e.upstream == index && policy::allows(&req.caller.grants, &view::item(kind, e, &id_of)))
+    })
+}
+
+pub fn discover(gw: &Gateway, req: &Request) -> Reply {
+    let restricted = !req.caller.grants.is_unrestricted();
     let mut capabilities = Map::new();
     capabilities.insert("tools".into(), json!({}));
     let mut sections = Vec::new();
@@ -25,7 +41,9 @@ pub fn discover(gw: &Gateway) -> Reply {
     }
     for up in &gw.upstreams {
         let st = up.state();
-        if st.status != Status::Ready {
+        // Only the upstreams this caller may use contribute: instructions and capabilities can
+        // tell what an upstream is, which a caller without grants on it must not learn.
+        if st.status != Status::Ready || !usable(gw, req, up.index) {
             continue;
         }
         for cap in ["logging", "prompts", "resources", "completions"] {
@@ -47,7 +65,7 @@ pub fn discover(gw: &Gateway) -> Reply {
         "supportedVersions": SUPPORTED_VERSIONS,
         "capabilities": capabilities,
         "ttlMs": DISCOVER_TTL_MS,
-        "cacheScope": "public",
+        "cacheScope": if restricted { "private" } else { "public" },
         "_meta": { keys::SERVER_INFO: server_info() },
     });
     if !sections.is_empty() {

@@ -73,7 +73,7 @@ impl Service for Gateway {
                 return Reply::error(rate_limited(&req.caller.id, wait));
             }
             match req.method.as_str() {
-                "server/discover" => discover::discover(self),
+                "server/discover" => discover::discover(self, &req),
                 "tools/list" => lists::list(self, &req, Kind::Tool),
                 "tools/call" => forward::call_tool(self, req).await,
                 "prompts/list" if offered("prompts") => lists::list(self, &req, Kind::Prompt),

@@ -106,8 +106,13 @@ impl LegacyState {
     }
 
     /// Answers `initialize`: the result, the session and its token for `Mcp-Session-Id`.
-    pub async fn initialize(&self, svc: &dyn Service, msg: &Message) -> Result<(Box<RawValue>, Session, String), RpcError> {
-        let (result, session) = handshake(svc, msg, self.sealer.random_id()).await?;
+    pub async fn initialize(
+        &self,
+        svc: &dyn Service,
+        msg: &Message,
+        caller: Arc<Principal>,
+    ) -> Result<(Box<RawValue>, Session, String), RpcError> {
+        let (result, session) = handshake(svc, msg, self.sealer.random_id(), caller).await?;
         let token = self.sealer.seal(SESSION_PURPOSE, &session).map_err(RpcError::internal)?;
         Ok((result, session, token))
     }
@@ -128,13 +133,18 @@ impl LegacyState {
 }
 
 /// The `initialize` handshake, answered from the service's own `server/discover`.
-pub async fn handshake(svc: &dyn Service, msg: &Message, sid: String) -> Result<(Box<RawValue>, Session), RpcError> {
+pub async fn handshake(
+    svc: &dyn Service,
+    msg: &Message,
+    sid: String,
+    caller: Arc<Principal>,
+) -> Result<(Box<RawValue>, Session), RpcError> {
     let params: Value = msg.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
     let requested =
         params["protocolVersion"].as_str().ok_or_else(|| RpcError::invalid_params("initialize needs params.protocolVersion"))?;
     let version = negotiate(requested);
     let session = Session { sid, v: version.to_string(), caps: params["capabilities"].clone(), info: params["clientInfo"].clone() };
-    let discover = internal(svc, "server/discover").await?;
+    let discover = internal(svc, "server/discover", caller).await?;
     let mut capabilities = discover["capabilities"].clone();
     if let Some(caps) = capabilities.as_object_mut() {
         for list in ["tools", "prompts", "resources"] {
@@ -219,7 +229,7 @@ fn empty() -> Box<RawValue> {
 }
 
 /// Asks the service itself (the era-free core) for a method's result, as a modern client would.
-async fn internal(svc: &dyn Service, method: &str) -> Result<Value, RpcError> {
+async fn internal(svc: &dyn Service, method: &str, caller: Arc<Principal>) -> Result<Value, RpcError> {
     let mut fields = Map::new();
     fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
     fields.insert(keys::CLIENT_CAPABILITIES.into(), json!({}));
@@ -229,7 +239,7 @@ async fn internal(svc: &dyn Service, method: &str) -> Result<Value, RpcError> {
         params: RawObject::default(),
         meta: RequestMeta { protocol_version: MODERN_VERSION.into(), fields },
         param_headers: None,
-        caller: Principal::anonymous(),
+        caller,
     };
     match svc.handle(req).await.outcome().await {
         Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| RpcError::internal(e.to_string())),

@@ -43,7 +43,7 @@ pub async fn post(
         return render::error(msg.id.as_deref(), &RpcError::invalid_request(format!("Unsupported MCP-Protocol-Version: {v}")));
     }
     if kind == MsgKind::Request && msg.method.as_deref() == Some("initialize") {
-        return match st.initialize(svc, &msg).await {
+        return match st.initialize(svc, &msg, caller).await {
             Ok((result, session, token)) => {
                 let id = msg.id.as_deref().unwrap_or(RawNull::get());
                 let mut r = render::json(StatusCode::OK, jsonrpc::result_message(id, &result));

@@ -92,7 +92,7 @@ pub async fn serve(
                 let request = if modern_meta {
                     modern::to_request(msg, None, Principal::anonymous())
                 } else if msg.method.as_deref() == Some("initialize") && conn.session.is_none() {
-                    match legacy::handshake(svc.as_ref(), &msg, "stdio".into()).await {
+                    match legacy::handshake(svc.as_ref(), &msg, "stdio".into(), Principal::anonymous()).await {
                         Ok((result, session)) => {
                             let _ = out_tx
                                 .send(jsonrpc::result_message(msg.id.as_deref().unwrap_or(serde_json::value::RawValue::NULL), &result))

@@ -64,6 +64,13 @@ async fn api_key_callers_see_and_reach_only_their_grants() {
         assert_eq!(e["message"], format!("Unknown tool: {denied}"));
         assert_eq!(e.as_object().map(|o| o.len()), u.as_object().map(|o| o.len()), "same shape: {e} vs {u}");
     }
+    // server/discover describes only the upstreams a caller may use.
+    for (key, sees, hidden) in [("alice-key", "## calc", "## text"), ("bob-key", "## text", "## calc")] {
+        let d = rpc_as(&gw.url, key, "server/discover", json!({})).await.json();
+        let text = d["result"]["instructions"].as_str().unwrap_or_default().to_string();
+        assert!(text.contains(sees) && !text.contains(hidden), "{key}: {text}");
+        assert_eq!(d["result"]["cacheScope"], "private");
+    }
     let sum = rpc_as(&gw.url, "alice-key", "tools/call", json!({ "name": "calc__add", "arguments": { "a": 2, "b": 2 } })).await.json();
     assert_eq!(text_of(&sum), "4");
 
