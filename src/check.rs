@@ -76,8 +76,9 @@ pub fn report(gw: &Gateway) -> (String, bool) {
 }
 
 /// The merged catalogue as a JSON array, as `tools/list` serves it.
+/// Each tool is printed byte for byte as `tools/list` serves it, one per line.
 pub fn tools_json(gw: &Gateway) -> String {
     let cat = gw.catalog();
-    let items: Vec<serde_json::Value> = cat.tools().iter().filter_map(|t| serde_json::from_str(t.json.get()).ok()).collect();
-    serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into())
+    let lines: Vec<&str> = cat.tools().iter().map(|t| t.json.get()).collect();
+    if lines.is_empty() { "[]".into() } else { format!("[\n  {}\n]", lines.join(",\n  ")) }
 }
