@@ -66,6 +66,8 @@ pub struct UpstreamSection {
     /// A pool of endpoints (replicas, regions) instead of one `url`.
     #[serde(default, rename = "endpoint")]
     pub endpoints: Vec<EndpointSection>,
+    /// OAuth 2.0 client credentials for the upstream's own token.
+    pub oauth: Option<OAuthSection>,
     /// Per-caller upstream credentials: caller id → header → source.
     #[serde(default)]
     pub caller_headers: BTreeMap<String, BTreeMap<String, HeaderSource>>,
@@ -80,6 +82,16 @@ pub struct UpstreamSection {
 pub struct EndpointSection {
     pub url: Spanned<String>,
     pub when: Option<Spanned<BTreeMap<String, toml::Value>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthSection {
+    pub token_url: Spanned<String>,
+    pub client_id: String,
+    pub client_secret: HeaderSource,
+    pub scope: Option<String>,
+    pub resource: Option<String>,
 }
 
 /// Where an upstream header's value comes from: an environment variable or a file.

@@ -62,6 +62,8 @@ pub struct UpstreamConfig {
     pub transport: TransportConfig,
     pub timeout: Duration,
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// OAuth client credentials, for upstreams that issue their own tokens.
+    pub oauth: Option<OAuthConfig>,
     /// Credentials for calls made on behalf of a given caller (by caller id).
     pub caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
     pub max_pages: usize,
@@ -80,6 +82,23 @@ pub enum TransportConfig {
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
     },
+}
+
+/// OAuth 2.0 client credentials for one upstream (see `upstream::oauth`).
+#[derive(Clone)]
+pub struct OAuthConfig {
+    pub token_url: http::Uri,
+    pub client_id: String,
+    pub client_secret: String,
+    pub scope: Option<String>,
+    /// RFC 8707 `resource`: the upstream's canonical URI, so the token is for it only.
+    pub resource: Option<String>,
+}
+
+impl std::fmt::Debug for OAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthConfig").field("token_url", &self.token_url).field("client_id", &self.client_id).finish_non_exhaustive()
+    }
 }
 
 /// One endpoint of an HTTP upstream and the mirrored values that select it.
@@ -358,6 +377,40 @@ fn upstream(
         }
         caller_headers.push((caller.clone(), list));
     }
+    let oauth = match &u.oauth {
+        None => None,
+        Some(o) => {
+            if !matches!(transport, TransportConfig::Http { .. }) {
+                return Err(at.err(
+                    &o.token_url,
+                    "upstream.oauth",
+                    format!("upstream '{id}' is a command: oauth applies only to url upstreams"),
+                    "remove it",
+                ));
+            }
+            let token_url = parse_url(at, &o.token_url, "upstream.oauth.token_url")?;
+            let loopback =
+                token_url.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+            if token_url.scheme_str() != Some("https") && !loopback {
+                return Err(at.err(
+                    &o.token_url,
+                    "upstream.oauth.token_url",
+                    "client secrets are only sent over https".into(),
+                    "use an https URL (http is allowed for loopback only)",
+                ));
+            }
+            let (_, secret) = header(at, &id, "client_secret", &o.client_secret, base, env)?;
+            let client_secret = secret
+                .to_str()
+                .map_err(|_| ConfigError(format!("{}: upstream '{id}' oauth client_secret: not text", at.file)))?
+                .to_string();
+            let resource = o.resource.clone().or_else(|| match &transport {
+                TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
+                TransportConfig::Stdio { .. } => None,
+            });
+            Some(OAuthConfig { token_url, client_id: o.client_id.clone(), client_secret, scope: o.scope.clone(), resource })
+        }
+    };
     if !caller_headers.is_empty() && !matches!(transport, TransportConfig::Http { .. }) {
         return Err(at.err(
             &u.id,
@@ -372,6 +425,7 @@ fn upstream(
         prefix,
         transport,
         headers,
+        oauth,
         caller_headers,
         max_pages: u.max_pages.unwrap_or(100).max(1),
         max_message_bytes: u.max_message_bytes.unwrap_or(64 * 1024 * 1024),

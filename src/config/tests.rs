@@ -108,3 +108,15 @@ fn auth_errors_are_explained() {
         .0;
     assert!(e.contains("sets this header itself"), "{e}");
 }
+
+#[test]
+fn oauth_client_credentials_are_checked() {
+    let ok = parse("[[upstream]]\nid = \"gh\"\nurl = \"https://api.example.com/mcp\"\n[upstream.oauth]\ntoken_url = \"https://auth.example.com/token\"\nclient_id = \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n").unwrap();
+    let o = ok.upstreams[0].oauth.as_ref().expect("oauth");
+    assert_eq!(o.resource.as_deref(), Some("https://api.example.com/mcp"), "the resource defaults to the upstream URL");
+    assert!(!format!("{o:?}").contains("s3cret"), "the secret is not in Debug output");
+    let e = parse("[[upstream]]\nid = \"gh\"\nurl = \"https://api.example.com/mcp\"\n[upstream.oauth]\ntoken_url = \"http://auth.example.com/token\"\nclient_id = \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n").unwrap_err().0;
+    assert!(e.contains("https"), "{e}");
+    let e = parse("[[upstream]]\nid = \"gh\"\ncommand = [\"x\"]\n[upstream.oauth]\ntoken_url = \"https://a/t\"\nclient_id = \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n").unwrap_err().0;
+    assert!(e.contains("only to url upstreams"), "{e}");
+}

@@ -50,6 +50,7 @@ pub struct HttpTransport {
     client: HttpClient,
     headers: Vec<(HeaderName, HeaderValue)>,
     caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
+    oauth: Option<Arc<super::oauth::OAuthClient>>,
     max_bytes: usize,
     timeout: Duration,
     /// The legacy session (`Mcp-Session-Id`) the upstream gave us, if any.
@@ -60,8 +61,15 @@ pub struct HttpTransport {
 }
 
 impl HttpTransport {
-    pub fn new(cfg: &UpstreamConfig, url: http::Uri, client: HttpClient, changed: Arc<Notify>) -> Self {
+    pub fn new(
+        cfg: &UpstreamConfig,
+        url: http::Uri,
+        client: HttpClient,
+        changed: Arc<Notify>,
+        oauth: Option<Arc<super::oauth::OAuthClient>>,
+    ) -> Self {
         HttpTransport {
+            oauth,
             id: cfg.id.clone(),
             url,
             client,
@@ -125,9 +133,21 @@ impl HttpTransport {
         if resp.status().is_success() { Ok(()) } else { Err(format!("{method} got HTTP {}", resp.status())) }
     }
 
-    fn request(&self, id: u64, call: &Call, wire: Wire<'_>) -> Result<Request<Full<Bytes>>, crate::protocol::errors::RpcError> {
+    fn request(
+        &self,
+        id: u64,
+        call: &Call,
+        wire: Wire<'_>,
+        bearer: Option<&str>,
+    ) -> Result<Request<Full<Bytes>>, crate::protocol::errors::RpcError> {
         let body = call.encode(id)?;
         let mut b = self.post(wire);
+        if let (Some(token), Some(h)) = (bearer, b.headers_mut())
+            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {token}"))
+        {
+            v.set_sensitive(true);
+            h.insert(http::header::AUTHORIZATION, v);
+        }
         // Credentials for the caller this call is made for replace the upstream-wide ones.
         if let Some((_, set)) = self.caller_headers.iter().find(|(c, _)| call.on_behalf_of.contains(c))
             && let Some(h) = b.headers_mut()
@@ -148,15 +168,39 @@ impl HttpTransport {
         b.body(Full::new(Bytes::from(body))).map_err(|e| unavailable(&self.id, format!("cannot build the request: {e}")))
     }
 
+    /// The upstream's own OAuth token, when it has one configured.
+    async fn bearer(&self, deadline: Instant) -> Result<Option<String>, crate::protocol::errors::RpcError> {
+        let Some(oauth) = &self.oauth else { return Ok(None) };
+        match timeout_at(deadline, oauth.token()).await {
+            Err(_) => Err(timed_out(&self.id, self.timeout)),
+            Ok(Err(e)) => Err(unavailable(&self.id, format!("cannot get an access token: {e}"))),
+            Ok(Ok(t)) => Ok(Some(t)),
+        }
+    }
+
     pub async fn send(&self, id: u64, call: &Call, wire: Wire<'_>, deadline: Instant) -> Reply {
-        let req = match self.request(id, call, wire) {
-            Ok(r) => r,
-            Err(e) => return Reply::error(e),
-        };
-        let resp = match timeout_at(deadline, self.client.request(req)).await {
-            Err(_) => return Reply::error(timed_out(&self.id, self.timeout)),
-            Ok(Err(e)) => return Reply::error(unavailable(&self.id, describe_client_error(&e))),
-            Ok(Ok(r)) => r,
+        let mut retried = false;
+        let resp = loop {
+            let bearer = match self.bearer(deadline).await {
+                Ok(b) => b,
+                Err(e) => return Reply::error(e),
+            };
+            let req = match self.request(id, call, wire, bearer.as_deref()) {
+                Ok(r) => r,
+                Err(e) => return Reply::error(e),
+            };
+            let resp = match timeout_at(deadline, self.client.request(req)).await {
+                Err(_) => return Reply::error(timed_out(&self.id, self.timeout)),
+                Ok(Err(e)) => return Reply::error(unavailable(&self.id, describe_client_error(&e))),
+                Ok(Ok(r)) => r,
+            };
+            // A refused token (revoked, rotated) is fetched again, once.
+            if let (StatusCode::UNAUTHORIZED, Some(oauth), false) = (resp.status(), &self.oauth, retried) {
+                oauth.invalidate().await;
+                retried = true;
+                continue;
+            }
+            break resp;
         };
         let status = resp.status();
         if let Some(sid) = resp.headers().get("mcp-session-id").filter(|_| call.method == "initialize")

@@ -6,6 +6,7 @@
 //! details live in `http` and `stdio`; errors always name the upstream.
 
 mod http;
+mod oauth;
 pub mod pool;
 mod probe;
 mod sse;
@@ -137,12 +138,18 @@ impl Upstream {
     pub fn new(index: usize, cfg: UpstreamConfig, client: HttpClient) -> Upstream {
         let changed = Arc::new(tokio::sync::Notify::new());
         let transport = match &cfg.transport {
-            TransportConfig::Http { endpoints } => Transport::Http(Box::new(pool::Pool::new(
-                endpoints
-                    .iter()
-                    .map(|e| (e.clone(), self::http::HttpTransport::new(&cfg, e.url.clone(), client.clone(), changed.clone())))
-                    .collect(),
-            ))),
+            TransportConfig::Http { endpoints } => {
+                // One token for the whole upstream, shared by its endpoints.
+                let oauth = cfg.oauth.clone().map(|o| Arc::new(oauth::OAuthClient::new(o, client.clone())));
+                Transport::Http(Box::new(pool::Pool::new(
+                    endpoints
+                        .iter()
+                        .map(|e| {
+                            (e.clone(), self::http::HttpTransport::new(&cfg, e.url.clone(), client.clone(), changed.clone(), oauth.clone()))
+                        })
+                        .collect(),
+                )))
+            }
             TransportConfig::Stdio { command, env, cwd } => {
                 Transport::Stdio(Box::new(stdio::StdioTransport::new(&cfg, command.clone(), env.clone(), cwd.clone(), changed.clone())))
             }

@@ -313,3 +313,72 @@ async fn uri_grants_cannot_be_stretched_and_logs_cannot_be_forged() {
     std::thread::sleep(Duration::from_millis(100));
     assert!(!gw.proc.log().lines().any(|l| l.contains("caller=admin") && !l.contains("caller=reader")), "{}", gw.proc.log());
 }
+
+/// A token endpoint on loopback: checks the client-credentials request and counts tokens issued.
+async fn token_endpoint(
+    expires_in: u64,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let issued = std::sync::Arc::new(AtomicUsize::new(0));
+    let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (count, seen) = (issued.clone(), requests.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else { return };
+            let (count, seen) = (count.clone(), seen.clone());
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = vec![0u8; 8192];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                seen.lock().expect("lock").push(text);
+                let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                let body = format!(r#"{{"access_token":"tok-{n}","token_type":"Bearer","expires_in":{expires_in}}}"#);
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    (format!("http://{addr}/oauth/token"), issued, requests)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_tokens_come_from_client_credentials_and_are_cached() {
+    use std::sync::atomic::Ordering;
+    let (_up, url) = py_http("alpha", &[]);
+    // Long-lived: one token serves the probe, the list and every call. Short-lived (expiring
+    // within the refresh margin): a new token for each request (probe, list, 3 calls).
+    for (expires_in, calls, want_tokens) in [(3600u64, 3, 1usize), (1, 3, 5)] {
+        let (token_url, issued, requests) = token_endpoint(expires_in).await;
+        let config = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n[upstream.oauth]\ntoken_url = \"{token_url}\"\nclient_id = \"mcpgate\"\nclient_secret = {{ env = \"ALPHA_CLIENT_SECRET\" }}\nscope = \"tools:call\"\n"
+        );
+        let gw = gateway_with_env(&config, &[("ALPHA_CLIENT_SECRET", "s3cret")]);
+        let mut last = String::new();
+        for _ in 0..calls {
+            let r = rpc_with(
+                &gw.url,
+                "tools/call",
+                json!({ "name": "alpha__headers", "arguments": {} }),
+                &[("Authorization", "Bearer client-token")],
+            )
+            .await
+            .message();
+            let seen: Value = serde_json::from_str(&text_of(&r)).expect("headers JSON");
+            last = seen["authorization"].as_str().unwrap_or_default().to_string();
+            assert!(last.starts_with("Bearer tok-"), "the upstream gets the gateway's own token, never the client's: {seen}");
+        }
+        assert_eq!(issued.load(Ordering::SeqCst), want_tokens, "expires_in {expires_in}: tokens fetched for {calls} calls (last {last})");
+        let req = requests.lock().expect("lock").last().cloned().unwrap_or_default();
+        let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("mcpgate:s3cret"));
+        assert!(req.contains(&basic) || req.to_ascii_lowercase().contains(&basic.to_ascii_lowercase()), "client authentication: {req}");
+        assert!(req.contains("grant_type=client_credentials") && req.contains("scope=tools%3Acall"), "{req}");
+        assert!(req.contains(&format!("resource={}", url.replace(':', "%3A").replace('/', "%2F"))), "RFC 8707 resource: {req}");
+        assert!(!gw.proc.log().contains("s3cret") && !gw.proc.log().contains("tok-1"), "no secret or token in the log");
+    }
+}
