@@ -57,6 +57,19 @@ async fn legacy_clients_use_the_gateway_over_http_and_stdio() {
     std::fs::write(&path, &config).expect("write config");
     let stdio = format!("{} stdio -c {}", env!("CARGO_BIN_EXE_mcpgate"), path.display());
     exercise_legacy_client(&["--stdio", &stdio]);
+    // The same `mcpgate stdio` serves a modern (2026-07-28) client too.
+    let out = Command::new(python())
+        .arg(repo().join("tests/py/modern_client.py"))
+        .args(["--mode", "2026-07-28", "--stdio", &stdio, "call", "test_simple_text", "{}"])
+        .output()
+        .expect("modern stdio client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("This is a simple text response for testing."),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("\"resultType\":\"complete\""), "modern shape: {text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
