@@ -203,6 +203,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
+    // The token key is checked before anything starts, so a bad key fails fast.
+    let sealer =
+        Sealer::load(std::env::var(mcpgate::token::KEY_ENV).ok(), cfg.server.token_key_file.as_deref()).map_err(anyhow::Error::msg)?;
+    if sealer.source == KeySource::Random {
+        tracing::warn!(
+            "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set {} or server.token_key_file)",
+            mcpgate::token::KEY_ENV
+        );
+    }
     let listener =
         tokio::net::TcpListener::bind(cfg.server.listen).await.with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
     let addr = listener.local_addr()?;
@@ -220,14 +229,6 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
         tracing::info!(tools = cat.tools().len(), problems = cat.problems.len(), "catalogue ready");
         refresher.spawn_maintenance();
     });
-    let sealer =
-        Sealer::load(std::env::var(mcpgate::token::KEY_ENV).ok(), server_cfg.token_key_file.as_deref()).map_err(anyhow::Error::msg)?;
-    if sealer.source == KeySource::Random {
-        tracing::warn!(
-            "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set {} or server.token_key_file)",
-            mcpgate::token::KEY_ENV
-        );
-    }
     let legacy = Arc::new(LegacyState::new(Arc::new(sealer), server_cfg.session_ttl));
     let auth = Some(gw.auth.clone());
     let svc: Arc<dyn Service> = gw;

@@ -86,8 +86,8 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
                 .with_header("www-authenticate", challenge),
         );
     }
-    for limit in gw.config.rate_limits.iter().filter(|l| policy::glob::matches(&l.tools, &name)) {
-        if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, limit.tools), limit.rate) {
+    for (index, limit) in gw.config.rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, &name)) {
+        if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate) {
             audit::refused(&req.caller.id, &req.method, &name, "rate_limited");
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
         }

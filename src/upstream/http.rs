@@ -125,7 +125,12 @@ impl HttpTransport {
     /// Posts a notification (legacy handshake); a 2xx is success.
     pub async fn notify(&self, method: &str, wire: Wire<'_>) -> Result<(), String> {
         let body = format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes();
-        let req = self.post(wire).body(Full::new(Bytes::from(body))).map_err(|e| e.to_string())?;
+        let mut b = self.post(wire);
+        if let Some(oauth) = &self.oauth {
+            let token = oauth.token().await?;
+            b = b.header(http::header::AUTHORIZATION, bearer_value(&token)?);
+        }
+        let req = b.body(Full::new(Bytes::from(body))).map_err(|e| e.to_string())?;
         let resp = tokio::time::timeout(self.timeout, self.client.request(req))
             .await
             .map_err(|_| "timed out".to_string())?
@@ -304,6 +309,15 @@ struct Answerer {
     headers: Vec<(HeaderName, HeaderValue)>,
     session: Arc<Mutex<Option<HeaderValue>>>,
     version: Option<String>,
+    oauth: Option<Arc<super::oauth::OAuthClient>>,
+}
+
+/// `Authorization: Bearer <token>`, marked sensitive.
+fn bearer_value(token: &str) -> Result<HeaderValue, String> {
+    let mut v =
+        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| "the access token is not a valid header value".to_string())?;
+    v.set_sensitive(true);
+    Ok(v)
 }
 
 impl HttpTransport {
@@ -315,6 +329,7 @@ impl HttpTransport {
             headers: self.headers.clone(),
             session: self.session.clone(),
             version,
+            oauth: self.oauth.clone(),
         }
     }
 
@@ -345,10 +360,15 @@ impl HttpTransport {
 }
 
 impl Answerer {
-    fn builder(&self, method: http::Method) -> http::request::Builder {
+    async fn builder(&self, method: http::Method) -> http::request::Builder {
         let mut b = Request::builder().method(method).uri(self.url.clone());
         for (k, v) in &self.headers {
             b = b.header(k, v);
+        }
+        if let Some(oauth) = &self.oauth
+            && let Ok(v) = oauth.token().await.and_then(|t| bearer_value(&t))
+        {
+            b = b.header(http::header::AUTHORIZATION, v);
         }
         if let Some(v) = &self.version {
             b = b.header("MCP-Protocol-Version", v.as_str());
@@ -367,20 +387,30 @@ impl Answerer {
             let e = crate::protocol::errors::RpcError::method_not_found(msg.method.as_deref().unwrap_or(""));
             crate::protocol::jsonrpc::error_message(Some(id), &e)
         };
-        let Ok(req) = self.builder(http::Method::POST).header(CONTENT_TYPE, "application/json").body(Full::new(Bytes::from(reply))) else {
-            return;
-        };
-        let client = self.client.clone();
+        let me = self.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(10), client.request(req)).await;
+            let Ok(req) = me.builder(http::Method::POST).await.header(CONTENT_TYPE, "application/json").body(Full::new(Bytes::from(reply)))
+            else {
+                return;
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(10), me.client.request(req)).await;
         });
     }
 
     /// One GET stream; `Err(true)` means the upstream has none (405) or the session is gone.
     async fn listen_once(&self, changed: &Notify, max: usize) -> Result<(), bool> {
-        let req = self.builder(http::Method::GET).header(ACCEPT, "text/event-stream").body(Full::new(Bytes::new())).map_err(|_| true)?;
+        let req =
+            self.builder(http::Method::GET).await.header(ACCEPT, "text/event-stream").body(Full::new(Bytes::new())).map_err(|_| true)?;
         let resp = self.client.request(req).await.map_err(|_| false)?;
-        if matches!(resp.status(), StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST) {
+        // No stream (405), no session (404/400), or refused credentials (401/403): stop trying.
+        if matches!(
+            resp.status(),
+            StatusCode::METHOD_NOT_ALLOWED
+                | StatusCode::NOT_FOUND
+                | StatusCode::BAD_REQUEST
+                | StatusCode::UNAUTHORIZED
+                | StatusCode::FORBIDDEN
+        ) {
             return Err(true);
         }
         if !resp.status().is_success() {

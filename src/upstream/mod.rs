@@ -329,7 +329,7 @@ fn hop_error(id: &str, o: Outcome) -> Outcome {
     }
     Outcome::Error(
         RpcError::internal(format!("Upstream '{id}' refused the gateway's request: {}", v["message"].as_str().unwrap_or("")))
-            .with_data(json!({ "upstream": id, "upstreamError": v })),
+            .with_data(json!({ "upstream": id, "upstreamError": { "code": v["code"], "message": v["message"] } })),
     )
 }
 
