@@ -2,7 +2,7 @@
 //! `mcpgate::audit`): caller, method, item, upstream, outcome and duration. Arguments are logged
 //! only when `[audit] include_arguments = true`; credentials never are.
 
-use crate::flow::Outcome;
+use crate::reply::Outcome;
 use std::time::Instant;
 
 pub struct Entry {

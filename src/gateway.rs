@@ -9,6 +9,8 @@ use crate::auth::Authenticator;
 use crate::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
 use crate::config::Config;
 use crate::ratelimit::Limiter;
+use crate::sync::lock;
+use crate::tasks::Background;
 use crate::upstream::{HttpClient, Status, Upstream, new_http_client};
 use arc_swap::ArcSwap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +27,8 @@ pub struct Gateway {
     rebuild_lock: Mutex<()>,
     ready: AtomicBool,
     changes: broadcast::Sender<Kind>,
+    /// Owns every background loop and stream (see [`Background`]).
+    pub tasks: Background,
 }
 
 impl Gateway {
@@ -33,7 +37,13 @@ impl Gateway {
     }
 
     pub fn with_client(config: Config, client: HttpClient) -> Result<Arc<Gateway>, String> {
-        let upstreams = config.upstreams.iter().enumerate().map(|(i, u)| Arc::new(Upstream::new(i, u.clone(), client.clone()))).collect();
+        let tasks = Background::new();
+        let upstreams = config
+            .upstreams
+            .iter()
+            .enumerate()
+            .map(|(i, u)| Arc::new(Upstream::new(i, u.clone(), client.clone(), tasks.clone())))
+            .collect();
         let auth = Arc::new(Authenticator::new(&config, client)?);
         Ok(Arc::new(Gateway {
             config,
@@ -44,6 +54,7 @@ impl Gateway {
             rebuild_lock: Mutex::new(()),
             ready: AtomicBool::new(false),
             changes: broadcast::channel(64).0,
+            tasks,
         }))
     }
 
@@ -91,7 +102,7 @@ impl Gateway {
                 }
             }
             Err(reason) => {
-                if before != Status::Down(reason.clone()) {
+                if before != Status::Down(reason.to_string()) {
                     tracing::warn!(upstream = %up.id(), %reason, "upstream unavailable");
                 }
             }
@@ -101,9 +112,7 @@ impl Gateway {
 
     /// Rebuilds the catalogue from every upstream's latest tool list and swaps it in.
     pub fn rebuild(&self) {
-        let Ok(_guard) = self.rebuild_lock.lock() else {
-            return;
-        };
+        let _guard = lock(&self.rebuild_lock);
         let states: Vec<_> = self.upstreams.iter().map(|u| u.state()).collect();
         let inputs: Vec<UpstreamLists> = self
             .upstreams
@@ -142,7 +151,7 @@ impl Gateway {
             let gw = Arc::downgrade(self);
             let up = up.clone();
             let interval = self.config.catalog.refresh_interval;
-            tokio::spawn(async move {
+            self.tasks.spawn(async move {
                 let mut backoff = Duration::from_secs(1);
                 loop {
                     let wait = if up.state().status == Status::Ready {

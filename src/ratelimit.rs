@@ -2,7 +2,8 @@
 //! holds up to `count` tokens and refills at `count` per `per`; a request takes one token or is
 //! refused with the time until one is available. Buckets of idle callers are dropped.
 
-use crate::config::auth::Rate;
+use crate::config::limits::Rate;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -26,7 +27,7 @@ impl Limiter {
     }
 
     fn check_at(&self, key: &str, rate: Rate, now: Instant) -> Result<(), Duration> {
-        let Ok(mut map) = self.buckets.lock() else { return Ok(()) };
+        let mut map = lock(&self.buckets);
         let capacity = f64::from(rate.count);
         let per_sec = capacity / rate.per.as_secs_f64();
         if map.len() >= MAX_BUCKETS {

@@ -5,6 +5,7 @@
 //! this gateway (RFC 8707) and it has not expired.
 
 use crate::config::auth::{JwksSource, JwtConfig};
+use crate::sync::lock;
 use crate::upstream::HttpClient;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -72,7 +73,8 @@ impl JwtVerifier {
     }
 
     async fn refresh(&self) -> Result<(), String> {
-        if let Ok(mut last) = self.last_fetch.lock() {
+        {
+            let mut last = lock(&self.last_fetch);
             *last = Some(Instant::now());
         }
         let k = load(&self.cfg.jwks, &self.client).await?;
@@ -90,7 +92,7 @@ impl JwtVerifier {
         let key = match self.key_for(header.kid.as_deref()) {
             Some(k) => k,
             None => {
-                let may_refetch = self.last_fetch.lock().ok().and_then(|l| *l).is_none_or(|t| t.elapsed() >= UNKNOWN_KID_COOLDOWN);
+                let may_refetch = (*lock(&self.last_fetch)).is_none_or(|t| t.elapsed() >= UNKNOWN_KID_COOLDOWN);
                 if header.kid.is_some() && may_refetch {
                     let _ = self.refresh().await;
                 }

@@ -9,7 +9,8 @@ pub mod jwt;
 pub mod prm;
 
 use crate::config::Config;
-use crate::config::auth::{AuthConfig, AuthMode, CallerConfig, Rate};
+use crate::config::auth::{AuthConfig, AuthMode, CallerConfig};
+use crate::config::limits::Rate;
 use crate::policy::Grants;
 use crate::upstream::HttpClient;
 use http::{HeaderMap, StatusCode};

@@ -4,52 +4,12 @@
 //! silently shadowed (the first upstream in config order keeps the name), and the order is
 //! deterministic (config order, then the upstream's own order). Every other field is kept verbatim.
 
-use super::{names, uris};
+use super::{Kind, names, uris};
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::xheader::{self, HeaderPlan};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Tool,
-    Prompt,
-    Resource,
-    Template,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template];
-
-    /// The member holding the items in a list result.
-    pub fn list_key(self) -> &'static str {
-        match self {
-            Kind::Tool => "tools",
-            Kind::Prompt => "prompts",
-            Kind::Resource => "resources",
-            Kind::Template => "resourceTemplates",
-        }
-    }
-
-    /// The member that identifies one item.
-    pub fn id_key(self) -> &'static str {
-        match self {
-            Kind::Tool | Kind::Prompt => "name",
-            Kind::Resource => "uri",
-            Kind::Template => "uriTemplate",
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Kind::Tool => "tool",
-            Kind::Prompt => "prompt",
-            Kind::Resource => "resource",
-            Kind::Template => "resource template",
-        }
-    }
-}
 
 /// One upstream's contribution to a rebuild.
 pub struct UpstreamLists<'a> {

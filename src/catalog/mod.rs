@@ -4,8 +4,10 @@
 //! rebuilt off the request path and swapped atomically by the caller.
 
 pub mod cursor;
+pub mod kind;
 pub mod merge;
 pub mod names;
 pub mod uris;
 
-pub use merge::{Catalog, Entry, Kind, Problem, UpstreamLists};
+pub use kind::Kind;
+pub use merge::{Catalog, Entry, Problem, UpstreamLists};

@@ -5,7 +5,8 @@
 //! the unprefixed upstream whose templates match it, else to the first unprefixed upstream that
 //! serves resources.
 
-use super::merge::{Catalog, Kind};
+use super::Kind;
+use super::merge::Catalog;
 
 pub fn to_gateway(prefix: &str, uri: &str) -> String {
     if prefix.is_empty() { uri.to_string() } else { format!("{prefix}+{uri}") }

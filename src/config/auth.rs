@@ -1,7 +1,8 @@
-//! The `[auth]`, `[[caller]]`, `[[rate_limit]]` and `[audit]` parts of `gateway.toml`: how
-//! callers prove who they are (none, API keys stored as SHA-256 hashes, or JWTs checked against a
-//! JWKS), what each named caller may see and call, and how fast.
+//! The `[auth]` and `[[caller]]` parts of `gateway.toml`: how callers prove who they are (none,
+//! API keys stored as SHA-256 hashes, or JWTs checked against a JWKS) and what each named caller
+//! may see and call, at which rate (see `limits`).
 
+use super::limits::{Rate, parse_rate};
 use super::{ConfigError, Locator};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -50,20 +51,6 @@ pub struct CallerSection {
     pub rate_limit: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RateLimitSection {
-    pub tools: String,
-    pub limit: Spanned<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuditSection {
-    #[serde(default)]
-    pub include_arguments: bool,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthMode {
     None,
@@ -84,13 +71,6 @@ pub struct JwtConfig {
     pub jwks: JwksSource,
     pub refresh: Duration,
     pub subject_claim: String,
-}
-
-/// A rate: `count` requests per `per`, with bursts up to `count`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Rate {
-    pub count: u32,
-    pub per: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -117,32 +97,6 @@ pub struct CallerConfig {
     pub allow: Vec<String>,
     pub deny: Vec<String>,
     pub rate_limit: Option<Rate>,
-}
-
-#[derive(Debug, Clone)]
-pub struct ToolRateLimit {
-    pub tools: String,
-    pub rate: Rate,
-}
-
-/// Parses `"10/s"`, `"100/min"`, `"5/2s"`, `"1000/h"`.
-pub fn parse_rate(text: &str) -> Result<Rate, String> {
-    let (count, per) = text.split_once('/').ok_or("write it as COUNT/PERIOD, e.g. \"10/s\" or \"100/min\"")?;
-    let count: u32 = count.trim().parse().map_err(|_| format!("'{}' is not a whole number", count.trim()))?;
-    if count == 0 {
-        return Err("the count must be at least 1".into());
-    }
-    let per = per.trim();
-    let per = match per {
-        "s" | "sec" | "second" => Duration::from_secs(1),
-        "m" | "min" | "minute" => Duration::from_secs(60),
-        "h" | "hour" => Duration::from_secs(3600),
-        other => humantime::parse_duration(other).map_err(|e| format!("'{other}' is not a period ({e})"))?,
-    };
-    if per.is_zero() {
-        return Err("the period must be longer than zero".into());
-    }
-    Ok(Rate { count, per })
 }
 
 fn hex32(text: &str) -> Option<[u8; 32]> {
@@ -295,30 +249,9 @@ pub(super) fn resolve_callers(at: &Locator, callers: Vec<CallerSection>, mode: A
     Ok(out)
 }
 
-pub(super) fn resolve_rate_limits(at: &Locator, limits: Vec<RateLimitSection>) -> Result<Vec<ToolRateLimit>, ConfigError> {
-    limits
-        .into_iter()
-        .map(|l| {
-            let rate = parse_rate(l.limit.get_ref())
-                .map_err(|e| at.err(&l.limit, "rate_limit.limit", format!("'{}': {e}", l.limit.get_ref()), "write e.g. \"5/s\""))?;
-            Ok(ToolRateLimit { tools: l.tools, rate })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_rates() {
-        assert_eq!(parse_rate("10/s").unwrap(), Rate { count: 10, per: Duration::from_secs(1) });
-        assert_eq!(parse_rate("100/min").unwrap().per, Duration::from_secs(60));
-        assert_eq!(parse_rate("5/2s").unwrap().per, Duration::from_secs(2));
-        assert!(parse_rate("0/s").is_err());
-        assert!(parse_rate("ten/s").is_err());
-        assert!(parse_rate("10").is_err());
-    }
 
     #[test]
     fn parses_key_hashes() {

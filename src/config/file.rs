@@ -19,9 +19,9 @@ pub struct FileConfig {
     #[serde(default, rename = "caller")]
     pub callers: Vec<super::auth::CallerSection>,
     #[serde(default, rename = "rate_limit")]
-    pub rate_limits: Vec<super::auth::RateLimitSection>,
+    pub rate_limits: Vec<super::limits::RateLimitSection>,
     #[serde(default)]
-    pub audit: super::auth::AuditSection,
+    pub audit: super::limits::AuditSection,
 }
 
 #[derive(Debug, Default, Deserialize)]

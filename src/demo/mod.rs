@@ -5,9 +5,9 @@
 mod tools;
 
 use crate::dispatch::{BoxFuture, Request, Service};
-use crate::flow::{Event, EventStream, Outcome, Reply};
 use crate::protocol::errors::RpcError;
 use crate::protocol::{SUPPORTED_VERSIONS, jsonrpc, keys, xheader};
+use crate::reply::{Event, EventStream, Outcome, Reply};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc;

@@ -4,11 +4,11 @@
 
 use super::Request;
 use crate::catalog::Kind;
-use crate::flow::{Outcome, Reply};
 use crate::gateway::Gateway;
 use crate::policy::{self, view};
 use crate::protocol::errors::RpcError;
 use crate::protocol::{SUPPORTED_VERSIONS, keys};
+use crate::reply::{Outcome, Reply};
 use crate::upstream::Status;
 use serde_json::{Map, Value, json};
 

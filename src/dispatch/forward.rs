@@ -8,12 +8,12 @@
 use super::{Request, rate_limited};
 use crate::audit;
 use crate::catalog::{Kind, uris};
-use crate::flow::{Outcome, Reply};
 use crate::gateway::Gateway;
 use crate::policy::{self, Item, view};
 use crate::protocol::errors::RpcError;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::xheader;
+use crate::reply::{Outcome, Reply};
 use crate::upstream::Call;
 use serde_json::{Value, json};
 use std::time::Instant;

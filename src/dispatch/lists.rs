@@ -3,12 +3,12 @@
 
 use super::Request;
 use crate::catalog::{Kind, cursor};
-use crate::flow::{Outcome, Reply};
 use crate::gateway::Gateway;
 use crate::policy::view;
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::json_string;
 use crate::protocol::keys;
+use crate::reply::{Outcome, Reply};
 use serde_json::value::RawValue;
 
 pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {

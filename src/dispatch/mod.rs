@@ -9,11 +9,11 @@ mod lists;
 
 use crate::auth::Principal;
 use crate::catalog::Kind;
-use crate::flow::Reply;
 use crate::gateway::Gateway;
 use crate::protocol::errors::RpcError;
 use crate::protocol::meta::RequestMeta;
 use crate::protocol::rawobj::RawObject;
+use crate::reply::Reply;
 use serde_json::value::RawValue;
 use std::future::Future;
 use std::pin::Pin;

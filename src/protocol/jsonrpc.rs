@@ -99,6 +99,11 @@ pub fn error_message(id: Option<&RawValue>, error: &RpcError) -> Vec<u8> {
     envelope(id, "error", &error.to_value().to_string())
 }
 
+/// A notification without params (`{"jsonrpc":"2.0","method":...}`).
+pub fn bare_notification(method: &str) -> Vec<u8> {
+    format!(r#"{{"jsonrpc":"2.0","method":{}}}"#, json_string(method)).into_bytes()
+}
+
 /// `{"jsonrpc":"2.0","method":<method>,"params":<raw>}`
 pub fn notification_message(method: &str, params: &RawValue) -> Vec<u8> {
     method_message(None, method, params)

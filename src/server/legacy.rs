@@ -7,12 +7,13 @@
 use super::era::LEGACY_VERSIONS;
 use crate::auth::Principal;
 use crate::dispatch::{Request, Service};
-use crate::flow::{Outcome, Reply};
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::meta::{LOG_LEVELS, RequestMeta};
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::{MODERN_VERSION, keys};
+use crate::reply::{Outcome, Reply};
+use crate::sync::lock;
 use crate::token::Sealer;
 use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
@@ -80,29 +81,31 @@ impl LegacyState {
             .sealer
             .open(SESSION_PURPOSE, token, self.ttl)
             .ok_or_else(|| RpcError::invalid_request("Session not found: initialize a new session").with_status(StatusCode::NOT_FOUND))?;
-        if self.ended.lock().is_ok_and(|e| e.contains_key(&session.sid)) {
+        if lock(&self.ended).contains_key(&session.sid) {
             return Err(RpcError::invalid_request("Session ended: initialize a new session").with_status(StatusCode::NOT_FOUND));
         }
         Ok(session)
     }
 
     pub fn is_ended(&self, sid: &str) -> bool {
-        self.ended.lock().is_ok_and(|e| e.contains_key(sid))
+        lock(&self.ended).contains_key(sid)
     }
 
     pub fn end(&self, s: &Session) {
-        if let Ok(mut e) = self.ended.lock() {
+        {
+            let mut e = lock(&self.ended);
             // A session older than the TTL no longer opens anyway: forget it.
             prune(&mut e, self.ttl, |at| *at);
             e.insert(s.sid.clone(), Instant::now());
         }
-        if let Ok(mut l) = self.levels.lock() {
+        {
+            let mut l = lock(&self.levels);
             l.remove(&s.sid);
         }
     }
 
     fn level(&self, s: &Session) -> Option<String> {
-        self.levels.lock().ok()?.get(&s.sid).map(|(l, _)| l.clone())
+        lock(&self.levels).get(&s.sid).map(|(l, _)| l.clone())
     }
 
     /// Answers `initialize`: the result, the session and its token for `Mcp-Session-Id`.
@@ -122,9 +125,8 @@ impl LegacyState {
     pub fn request(&self, session: &Session, msg: Message, caller: Arc<Principal>) -> Result<Action, RpcError> {
         let level = self.level(session);
         let action = convert(session, level.as_deref(), msg, caller)?;
-        if let Action::SetLevel(level) = &action
-            && let Ok(mut l) = self.levels.lock()
-        {
+        if let Action::SetLevel(level) = &action {
+            let mut l = lock(&self.levels);
             prune(&mut l, self.ttl, |(_, at)| *at);
             l.insert(session.sid.clone(), (level.clone(), Instant::now()));
         }

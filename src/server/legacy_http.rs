@@ -126,12 +126,7 @@ impl Live {
 }
 
 fn notification(kind: Kind) -> Bytes {
-    let method = match kind {
-        Kind::Tool => "notifications/tools/list_changed",
-        Kind::Prompt => "notifications/prompts/list_changed",
-        Kind::Resource | Kind::Template => "notifications/resources/list_changed",
-    };
-    render::sse_event(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes())
+    render::sse_event(crate::protocol::jsonrpc::bare_notification(kind.list_changed_method()))
 }
 
 fn stream(changes: Option<broadcast::Receiver<Kind>>, live: Live) -> Response<Body> {

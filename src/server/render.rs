@@ -3,10 +3,10 @@
 //! per message, `X-Accel-Buffering: no`). Upstream error objects are relayed verbatim, except that
 //! release-candidate error codes are renumbered to the final ones (never emitted as is).
 
-use crate::flow::{Event, EventStream, Outcome, Reply};
 use crate::protocol::errors::{self, RpcError};
 use crate::protocol::jsonrpc;
 use crate::protocol::rawobj::RawObject;
+use crate::reply::{Event, EventStream, Outcome, Reply};
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use http::{Response, StatusCode};

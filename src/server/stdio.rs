@@ -11,9 +11,10 @@ use super::{modern, render};
 use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::dispatch::{Request, Service};
-use crate::flow::{Event, Reply};
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
+use crate::reply::{Event, Reply};
+use crate::sync::lock;
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -142,7 +143,7 @@ pub async fn serve(
 fn cancel(inflight: &Inflight, msg: &Message) {
     let target =
         msg.params.as_ref().and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok()).map(|v| v["requestId"].to_string());
-    if let Some(token) = target.and_then(|t| inflight.lock().ok().and_then(|mut m| m.remove(&t))) {
+    if let Some(token) = target.and_then(|t| lock(inflight).remove(&t)) {
         token.cancel();
     }
 }
@@ -159,7 +160,8 @@ fn spawn(
 ) {
     let key = request.id.get().to_string();
     let token = CancellationToken::new();
-    if let Ok(mut m) = inflight.lock() {
+    {
+        let mut m = lock(inflight);
         if m.contains_key(&key) {
             // Ids must be unique among requests in flight: a duplicate would make cancellation
             // hit the wrong request.
@@ -195,7 +197,8 @@ fn spawn(
             // Cancelled: nothing more is sent for this request, and dropping the work cancels upstream.
             _ = token.cancelled() => {}
         }
-        if let Ok(mut m) = map.lock() {
+        {
+            let mut m = lock(&map);
             m.remove(&key);
         }
     });
@@ -209,14 +212,13 @@ fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Vec<u8>>) {
     tokio::spawn(async move {
         loop {
             let method = match rx.recv().await {
-                Ok(Kind::Tool) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => "notifications/tools/list_changed",
-                Ok(Kind::Prompt) => "notifications/prompts/list_changed",
-                Ok(Kind::Resource) => "notifications/resources/list_changed",
                 Ok(Kind::Template) => continue,
+                Ok(kind) => kind.list_changed_method(),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Kind::Tool.list_changed_method(),
                 Err(_) => return,
             };
             let Some(tx) = tx.upgrade() else { return };
-            if tx.send(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes()).await.is_err() {
+            if tx.send(crate::protocol::jsonrpc::bare_notification(method)).await.is_err() {
                 return;
             }
         }

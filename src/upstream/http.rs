@@ -1,25 +1,28 @@
-//! The Streamable HTTP upstream transport (modern protocol): one pooled hyper client (HTTP/1.1
-//! and h2, rustls for https) shared by all upstreams; each call is one POST carrying the headers
-//! a modern server requires, answered by JSON or by an SSE stream that is relayed event by event.
-//! Client credentials never appear here: only the upstream's configured headers are sent.
+//! The Streamable HTTP upstream transport. It only moves messages: a POST carries one JSON-RPC
+//! message and is answered by JSON or by an SSE stream relayed event by event; a GET opens a
+//! standalone SSE stream. It knows nothing of protocol eras: the era adapters give it the
+//! [`Envelope`] (version, session, modern headers), and every request is built by [`Outbound`].
+//! Messages the upstream sends unasked go to [`Inbound`], and answers to its requests are posted
+//! back on the same envelope. One pooled hyper client (HTTP/1.1 and h2, rustls) serves all
+//! upstreams.
 
+use super::error::UpstreamError;
+use super::inbound::Inbound;
+use super::outbound::{Envelope, Outbound};
 use super::sse::SseDecoder;
-use super::{Call, Wire, rejected, timed_out, unavailable};
-use crate::config::UpstreamConfig;
-use crate::flow::{Event, EventStream, Outcome, Reply};
-use crate::protocol::headers;
 use crate::protocol::jsonrpc::{Kind, Message};
+use crate::reply::{Event, EventStream, Outcome, Reply};
+use crate::tasks::Background;
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE};
-use http::{HeaderName, HeaderValue, Request, StatusCode};
+use http::header::CONTENT_TYPE;
+use http::{HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
@@ -44,204 +47,149 @@ pub fn new_http_client() -> HttpClient {
     Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).build(connector)
 }
 
-pub struct HttpTransport {
+/// One endpoint of an HTTP upstream (cheap to clone).
+#[derive(Clone)]
+pub struct HttpTransport(Arc<Inner>);
+
+struct Inner {
     id: String,
-    url: http::Uri,
+    out: Outbound,
     client: HttpClient,
-    headers: Vec<(HeaderName, HeaderValue)>,
-    caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
-    oauth: Option<Arc<super::oauth::OAuthClient>>,
     max_bytes: usize,
     timeout: Duration,
-    /// The legacy session (`Mcp-Session-Id`) the upstream gave us, if any.
-    session: Arc<Mutex<Option<HeaderValue>>>,
-    /// The legacy handshake was done on this endpoint (stateless legacy servers give no session).
-    initialized: std::sync::atomic::AtomicBool,
-    changed: Arc<Notify>,
+    inbound: Arc<Inbound>,
+    tasks: Background,
+}
+
+/// The answer to a POST: the reply, and the `Mcp-Session-Id` the upstream sent with it.
+pub struct Posted {
+    pub reply: Reply,
+    pub session: Option<HeaderValue>,
 }
 
 impl HttpTransport {
     pub fn new(
-        cfg: &UpstreamConfig,
-        url: http::Uri,
+        id: &str,
+        out: Outbound,
         client: HttpClient,
-        changed: Arc<Notify>,
-        oauth: Option<Arc<super::oauth::OAuthClient>>,
+        max_bytes: usize,
+        timeout: Duration,
+        inbound: Arc<Inbound>,
+        tasks: Background,
     ) -> Self {
-        HttpTransport {
-            oauth,
-            id: cfg.id.clone(),
-            url,
-            client,
-            headers: cfg.headers.clone(),
-            caller_headers: cfg.caller_headers.clone(),
-            max_bytes: cfg.max_message_bytes,
-            timeout: cfg.timeout,
-            session: Arc::default(),
-            initialized: Default::default(),
-            changed,
-        }
+        HttpTransport(Arc::new(Inner { id: id.to_string(), out, client, max_bytes, timeout, inbound, tasks }))
     }
 
-    pub fn has_session(&self) -> bool {
-        self.session.lock().is_ok_and(|s| s.is_some())
+    pub fn url(&self) -> String {
+        self.0.out.url.to_string()
     }
 
-    pub fn clear_session(&self) {
-        if let Ok(mut s) = self.session.lock() {
-            *s = None;
-        }
-        self.initialized.store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    pub fn session_of(&self) -> Option<HeaderValue> {
-        self.session.lock().ok().and_then(|s| s.clone())
-    }
-
-    pub fn is_initialized(&self) -> bool {
-        self.initialized.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    pub fn mark_initialized(&self) {
-        self.initialized.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// A POST to the upstream with its configured headers, the version and the session.
-    fn post(&self, wire: Wire<'_>) -> http::request::Builder {
-        let mut b = Request::post(self.url.clone());
-        for (k, v) in &self.headers {
-            b = b.header(k, v);
-        }
-        b = b.header(CONTENT_TYPE, "application/json").header(ACCEPT, "application/json, text/event-stream");
-        if let Some(v) = wire.version {
-            b = b.header("MCP-Protocol-Version", v);
-        }
-        if let Some(sid) = self.session.lock().ok().and_then(|s| s.clone()) {
-            b = b.header("Mcp-Session-Id", sid);
-        }
-        b
-    }
-
-    /// Posts a notification (legacy handshake); a 2xx is success.
-    pub async fn notify(&self, method: &str, wire: Wire<'_>) -> Result<(), String> {
-        let body = format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes();
-        let mut b = self.post(wire);
-        if let Some(oauth) = &self.oauth {
-            let token = oauth.token().await?;
-            b = b.header(http::header::AUTHORIZATION, bearer_value(&token)?);
-        }
-        let req = b.body(Full::new(Bytes::from(body))).map_err(|e| e.to_string())?;
-        let resp = tokio::time::timeout(self.timeout, self.client.request(req))
-            .await
-            .map_err(|_| "timed out".to_string())?
-            .map_err(|e| describe_client_error(&e))?;
-        if resp.status().is_success() { Ok(()) } else { Err(format!("{method} got HTTP {}", resp.status())) }
-    }
-
-    fn request(
-        &self,
-        id: u64,
-        call: &Call,
-        wire: Wire<'_>,
-        bearer: Option<&str>,
-    ) -> Result<Request<Full<Bytes>>, crate::protocol::errors::RpcError> {
-        let body = call.encode(id)?;
-        let mut b = self.post(wire);
-        if let (Some(token), Some(h)) = (bearer, b.headers_mut())
-            && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {token}"))
-        {
-            v.set_sensitive(true);
-            h.insert(http::header::AUTHORIZATION, v);
-        }
-        // Credentials for the caller this call is made for replace the upstream-wide ones.
-        if let Some((_, set)) = self.caller_headers.iter().find(|(c, _)| call.on_behalf_of.contains(c))
-            && let Some(h) = b.headers_mut()
-        {
-            for (k, v) in set {
-                h.insert(k, v.clone());
-            }
-        }
-        if wire.modern {
-            b = b.header("Mcp-Method", call.method.as_str());
-            if let Some(name) = &call.name {
-                b = b.header("Mcp-Name", headers::encode(name));
-            }
-            for (k, v) in &call.param_headers {
-                b = b.header(k.as_str(), v.as_str());
-            }
-        }
-        b.body(Full::new(Bytes::from(body))).map_err(|e| unavailable(&self.id, format!("cannot build the request: {e}")))
-    }
-
-    /// The upstream's own OAuth token, when it has one configured.
-    async fn bearer(&self, deadline: Instant) -> Result<Option<String>, crate::protocol::errors::RpcError> {
-        let Some(oauth) = &self.oauth else { return Ok(None) };
-        match timeout_at(deadline, oauth.token()).await {
-            Err(_) => Err(timed_out(&self.id, self.timeout)),
-            Ok(Err(e)) => Err(unavailable(&self.id, format!("cannot get an access token: {e}"))),
-            Ok(Ok(t)) => Ok(Some(t)),
-        }
-    }
-
-    pub async fn send(&self, id: u64, call: &Call, wire: Wire<'_>, deadline: Instant) -> Reply {
+    /// Sends a request whose id is `want_id` and waits for the answer's head; a 401 renews the
+    /// upstream's own token and retries once. A 404 to a request that carried a session is
+    /// [`UpstreamError::SessionExpired`].
+    pub async fn post(&self, body: Vec<u8>, want_id: u64, env: &Envelope, deadline: Instant) -> Result<Posted, UpstreamError> {
+        let me = &self.0;
         let mut retried = false;
         let resp = loop {
-            let bearer = match self.bearer(deadline).await {
-                Ok(b) => b,
-                Err(e) => return Reply::error(e),
-            };
-            let req = match self.request(id, call, wire, bearer.as_deref()) {
-                Ok(r) => r,
-                Err(e) => return Reply::error(e),
-            };
-            let resp = match timeout_at(deadline, self.client.request(req)).await {
-                Err(_) => return Reply::error(timed_out(&self.id, self.timeout)),
-                Ok(Err(e)) => return Reply::error(unavailable(&self.id, describe_client_error(&e))),
+            let req = me.out.post(body.clone(), env, deadline).await?;
+            let resp = match timeout_at(deadline, me.client.request(req)).await {
+                Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
+                Ok(Err(e)) => return Err(UpstreamError::Unreachable(describe_client_error(&e))),
                 Ok(Ok(r)) => r,
             };
-            // A refused token (revoked, rotated) is fetched again, once.
-            if let (StatusCode::UNAUTHORIZED, Some(oauth), false) = (resp.status(), &self.oauth, retried) {
-                oauth.invalidate().await;
+            if resp.status() == StatusCode::UNAUTHORIZED && !retried && me.out.renew_token().await {
                 retried = true;
                 continue;
             }
             break resp;
         };
         let status = resp.status();
-        if let Some(sid) = resp.headers().get("mcp-session-id").filter(|_| call.method == "initialize")
-            && let Ok(mut s) = self.session.lock()
-        {
-            *s = Some(sid.clone());
-        }
+        let session = resp.headers().get("mcp-session-id").cloned();
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status.is_success() && ctype.starts_with("text/event-stream") {
-            return Reply::Stream(self.relay(resp.into_body(), id, wire.version.map(str::to_string)));
+            return Ok(Posted { reply: Reply::Stream(self.relay(resp.into_body(), want_id, env)), session });
         }
-        let bytes = match timeout_at(deadline, Limited::new(resp.into_body(), self.max_bytes).collect()).await {
-            Err(_) => return Reply::error(timed_out(&self.id, self.timeout)),
-            Ok(Err(e)) => {
-                return Reply::error(unavailable(&self.id, format!("reading the response failed: {e}")));
-            }
+        let bytes = match timeout_at(deadline, Limited::new(resp.into_body(), me.max_bytes).collect()).await {
+            Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => return Err(UpstreamError::TooLarge { limit: me.max_bytes }),
+            Ok(Err(e)) => return Err(UpstreamError::Unreachable(format!("reading the response failed: {e}"))),
             Ok(Ok(c)) => c.to_bytes(),
         };
-        if status == StatusCode::NOT_FOUND && !wire.modern && self.has_session() {
-            // The legacy session is gone (the upstream restarted or expired it).
-            return Reply::error(rejected(&self.id, 404, "session not found"));
+        if status == StatusCode::NOT_FOUND && env.session.is_some() {
+            return Err(UpstreamError::SessionExpired);
         }
         match Message::parse(&bytes) {
-            Ok(m) if m.result.is_some() || m.error.is_some() => Reply::Single(final_outcome(m)),
-            _ => Reply::error(rejected(&self.id, status.as_u16(), describe_status(status, &bytes))),
+            Ok(m) if m.result.is_some() || m.error.is_some() => Ok(Posted { reply: Reply::Single(final_outcome(m)), session }),
+            _ => {
+                log_body(status, &bytes);
+                Err(UpstreamError::Status { status: status.as_u16() })
+            }
         }
     }
 
-    /// Relays an SSE response: notifications as they come, then the response to `id`.
-    fn relay(&self, mut body: hyper::body::Incoming, id: u64, version: Option<String>) -> EventStream {
-        let answerer = self.answerer(version);
+    /// Posts a notification; any 2xx is success.
+    pub async fn notify(&self, body: Vec<u8>, env: &Envelope) -> Result<(), UpstreamError> {
+        let me = &self.0;
+        let deadline = Instant::now() + me.timeout;
+        let req = me.out.post(body, env, deadline).await?;
+        let resp = match timeout_at(deadline, me.client.request(req)).await {
+            Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
+            Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
+        };
+        if resp.status().is_success() { Ok(()) } else { Err(UpstreamError::Status { status: resp.status().as_u16() }) }
+    }
+
+    /// Opens the standalone GET stream and hands every message on it to [`Inbound`] (answering
+    /// the upstream's requests) until it ends. A refusal is [`UpstreamError::Status`].
+    pub async fn pump_get(&self, env: &Envelope) -> Result<(), UpstreamError> {
+        let me = &self.0;
+        let req = me.out.get(env, Instant::now() + me.timeout).await?;
+        let resp = match tokio::time::timeout(me.timeout, me.client.request(req)).await {
+            Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
+            Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
+        };
+        if !resp.status().is_success() {
+            return Err(UpstreamError::Status { status: resp.status().as_u16() });
+        }
+        let mut body = resp.into_body();
+        let mut decoder = SseDecoder::new(me.max_bytes);
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| UpstreamError::Unreachable(format!("the stream failed: {e}")))?;
+            let Ok(chunk) = frame.into_data() else { continue };
+            for data in decoder.push(&chunk).map_err(|e| UpstreamError::TooLarge { limit: e.0 })? {
+                let Ok(msg) = Message::parse(&data) else { continue };
+                match msg.kind() {
+                    Ok(Kind::Notification) => me.inbound.notification(&msg),
+                    Ok(Kind::Request) => self.answer(&msg, env),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers a request the upstream sent, by a POST on the same envelope (in the background).
+    fn answer(&self, msg: &Message, env: &Envelope) {
+        let Some(reply) = self.0.inbound.answer(msg) else { return };
+        let me = self.clone();
+        let env = Envelope { mcp: None, ..env.clone() };
+        self.0.tasks.spawn(async move {
+            if let Err(e) = me.notify(reply, &env).await {
+                tracing::debug!(upstream = %me.0.id, error = %e, "answering the upstream's request failed");
+            }
+        });
+    }
+
+    /// Relays an SSE response: notifications as they come, then the response to `want_id`.
+    fn relay(&self, mut body: hyper::body::Incoming, want_id: u64, env: &Envelope) -> EventStream {
         let (tx, rx) = mpsc::channel(32);
-        let upstream = self.id.clone();
-        let mut decoder = SseDecoder::new(self.max_bytes);
-        let want_id = id.to_string();
-        tokio::spawn(async move {
+        let me = self.clone();
+        let env = env.clone();
+        let want_id = want_id.to_string();
+        self.0.tasks.spawn(async move {
+            let upstream = me.0.id.clone();
+            let fail = |e: UpstreamError| Event::Done(Outcome::Error(e.into_rpc(&upstream)));
+            let mut decoder = SseDecoder::new(me.0.max_bytes);
             loop {
                 let frame = tokio::select! {
                     f = body.frame() => f,
@@ -250,8 +198,7 @@ impl HttpTransport {
                 let chunk = match frame {
                     None => break,
                     Some(Err(e)) => {
-                        let _ =
-                            tx.send(Event::Done(Outcome::Error(unavailable(&upstream, format!("the response stream failed: {e}"))))).await;
+                        let _ = tx.send(fail(UpstreamError::Unreachable(format!("the response stream failed: {e}")))).await;
                         return;
                     }
                     Some(Ok(f)) => match f.into_data() {
@@ -262,9 +209,7 @@ impl HttpTransport {
                 let events = match decoder.push(&chunk) {
                     Ok(ev) => ev,
                     Err(e) => {
-                        let _ = tx
-                            .send(Event::Done(Outcome::Error(unavailable(&upstream, format!("an SSE event exceeded {} bytes", e.0)))))
-                            .await;
+                        let _ = tx.send(fail(UpstreamError::TooLarge { limit: e.0 })).await;
                         return;
                     }
                 };
@@ -286,157 +231,18 @@ impl HttpTransport {
                                 return;
                             }
                         }
-                        Ok(Kind::Request) => answerer.answer(&msg),
-                        _ => {
-                            tracing::warn!(upstream = %upstream, method = ?msg.method, "ignoring an unexpected message on a response stream")
-                        }
+                        Ok(Kind::Request) => me.answer(&msg, &env),
+                        _ => tracing::warn!(upstream = %upstream, method = ?msg.method, "ignoring an unexpected message on a response stream"),
                     }
                 }
             }
-            let _ = tx.send(Event::Done(Outcome::Error(unavailable(&upstream, "the response stream ended before the response")))).await;
+            let _ = tx.send(fail(UpstreamError::Protocol("the response stream ended before the response".into()))).await;
         });
         EventStream::new(rx)
     }
 }
 
-/// Answers the requests a legacy upstream sends on its streams: `ping` with `{}`, anything else
-/// (sampling, elicitation, roots: never declared by the gateway) with an error.
-#[derive(Clone)]
-struct Answerer {
-    id: String,
-    url: http::Uri,
-    client: HttpClient,
-    headers: Vec<(HeaderName, HeaderValue)>,
-    session: Arc<Mutex<Option<HeaderValue>>>,
-    version: Option<String>,
-    oauth: Option<Arc<super::oauth::OAuthClient>>,
-}
-
-/// `Authorization: Bearer <token>`, marked sensitive.
-fn bearer_value(token: &str) -> Result<HeaderValue, String> {
-    let mut v =
-        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| "the access token is not a valid header value".to_string())?;
-    v.set_sensitive(true);
-    Ok(v)
-}
-
-impl HttpTransport {
-    fn answerer(&self, version: Option<String>) -> Answerer {
-        Answerer {
-            id: self.id.clone(),
-            url: self.url.clone(),
-            client: self.client.clone(),
-            headers: self.headers.clone(),
-            session: self.session.clone(),
-            version,
-            oauth: self.oauth.clone(),
-        }
-    }
-
-    /// Opens the legacy standalone GET stream, to hear `list_changed` (and answer pings), for
-    /// as long as the session lasts; reconnects with a backoff.
-    pub fn start_listening(&self, version: String) {
-        let a = self.answerer(Some(version));
-        let changed = self.changed.clone();
-        let max = self.max_bytes;
-        tokio::spawn(async move {
-            let started = a.session.lock().ok().and_then(|s| s.clone());
-            let mut backoff = Duration::from_secs(1);
-            loop {
-                let current = a.session.lock().ok().and_then(|s| s.clone());
-                if current.is_none() || current != started {
-                    return;
-                }
-                match a.listen_once(&changed, max).await {
-                    Ok(()) => backoff = Duration::from_secs(1),
-                    Err(true) => return,
-                    Err(false) => {}
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(60));
-            }
-        });
-    }
-}
-
-impl Answerer {
-    async fn builder(&self, method: http::Method) -> http::request::Builder {
-        let mut b = Request::builder().method(method).uri(self.url.clone());
-        for (k, v) in &self.headers {
-            b = b.header(k, v);
-        }
-        if let Some(oauth) = &self.oauth
-            && let Ok(v) = oauth.token().await.and_then(|t| bearer_value(&t))
-        {
-            b = b.header(http::header::AUTHORIZATION, v);
-        }
-        if let Some(v) = &self.version {
-            b = b.header("MCP-Protocol-Version", v.as_str());
-        }
-        if let Some(sid) = self.session.lock().ok().and_then(|s| s.clone()) {
-            b = b.header("Mcp-Session-Id", sid);
-        }
-        b
-    }
-
-    fn answer(&self, msg: &Message) {
-        let Some(id) = msg.id.as_ref() else { return };
-        let reply = if msg.method.as_deref() == Some("ping") {
-            format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, id.get()).into_bytes()
-        } else {
-            let e = crate::protocol::errors::RpcError::method_not_found(msg.method.as_deref().unwrap_or(""));
-            crate::protocol::jsonrpc::error_message(Some(id), &e)
-        };
-        let me = self.clone();
-        tokio::spawn(async move {
-            let Ok(req) = me.builder(http::Method::POST).await.header(CONTENT_TYPE, "application/json").body(Full::new(Bytes::from(reply)))
-            else {
-                return;
-            };
-            let _ = tokio::time::timeout(Duration::from_secs(10), me.client.request(req)).await;
-        });
-    }
-
-    /// One GET stream; `Err(true)` means the upstream has none (405) or the session is gone.
-    async fn listen_once(&self, changed: &Notify, max: usize) -> Result<(), bool> {
-        let req =
-            self.builder(http::Method::GET).await.header(ACCEPT, "text/event-stream").body(Full::new(Bytes::new())).map_err(|_| true)?;
-        let resp = self.client.request(req).await.map_err(|_| false)?;
-        // No stream (405), no session (404/400), or refused credentials (401/403): stop trying.
-        if matches!(
-            resp.status(),
-            StatusCode::METHOD_NOT_ALLOWED
-                | StatusCode::NOT_FOUND
-                | StatusCode::BAD_REQUEST
-                | StatusCode::UNAUTHORIZED
-                | StatusCode::FORBIDDEN
-        ) {
-            return Err(true);
-        }
-        if !resp.status().is_success() {
-            return Err(false);
-        }
-        let mut body = resp.into_body();
-        let mut decoder = SseDecoder::new(max);
-        while let Some(frame) = body.frame().await {
-            let Ok(chunk) = frame.map_err(|_| false)?.into_data() else { continue };
-            for data in decoder.push(&chunk).map_err(|_| false)? {
-                let Ok(msg) = Message::parse(&data) else { continue };
-                match msg.kind() {
-                    Ok(Kind::Notification) if msg.method.as_deref().is_some_and(|m| m.ends_with("/list_changed")) => {
-                        tracing::debug!(upstream = %self.id, method = ?msg.method, "upstream list changed");
-                        changed.notify_one();
-                    }
-                    Ok(Kind::Request) => self.answer(&msg),
-                    _ => {}
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn final_outcome(m: Message) -> Outcome {
+pub fn final_outcome(m: Message) -> Outcome {
     match (m.result, m.error) {
         (Some(r), _) => Outcome::Result(r),
         (None, Some(e)) => Outcome::UpstreamError(e),
@@ -444,12 +250,11 @@ fn final_outcome(m: Message) -> Outcome {
     }
 }
 
-/// What a client is told about an upstream's non-JSON-RPC answer: the status only. The body
-/// (which may hold upstream details a caller should not see) goes to the gateway's log.
-fn describe_status(status: StatusCode, body: &[u8]) -> String {
+/// An upstream's non-JSON-RPC answer goes to the gateway's log only: it may hold details a
+/// caller should not see.
+fn log_body(status: StatusCode, body: &[u8]) {
     let text: String = String::from_utf8_lossy(body).chars().take(200).collect();
     tracing::debug!(%status, body = %text.trim(), "upstream answered without a JSON-RPC response");
-    format!("HTTP {status} without a JSON-RPC response")
 }
 
 fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {

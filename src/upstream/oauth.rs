@@ -5,6 +5,7 @@
 //! answers 401. The client's own credentials are never involved.
 
 use super::HttpClient;
+use super::error::UpstreamError;
 use crate::config::OAuthConfig;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -48,7 +49,7 @@ impl OAuthClient {
     }
 
     /// A valid access token: the cached one, or a fresh one.
-    pub async fn token(&self) -> Result<String, String> {
+    pub async fn token(&self) -> Result<String, UpstreamError> {
         let mut cached = self.cached.lock().await;
         if let Some((token, until)) = cached.as_ref()
             && Instant::now() < *until
@@ -56,7 +57,9 @@ impl OAuthClient {
             return Ok(token.clone());
         }
         let (token, lifetime) = self.fetch().await?;
-        *cached = Some((token.clone(), Instant::now() + lifetime.saturating_sub(EARLY)));
+        // An absurd `expires_in` must not overflow the clock: cap the lifetime at a day.
+        let lifetime = lifetime.saturating_sub(EARLY).min(Duration::from_secs(86_400));
+        *cached = Some((token.clone(), Instant::now() + lifetime));
         Ok(token)
     }
 
@@ -65,7 +68,8 @@ impl OAuthClient {
         *self.cached.lock().await = None;
     }
 
-    async fn fetch(&self) -> Result<(String, Duration), String> {
+    async fn fetch(&self) -> Result<(String, Duration), UpstreamError> {
+        use UpstreamError::Credentials as Fail;
         let mut body = format!("grant_type=client_credentials&client_id={}", form(&self.cfg.client_id));
         if let Some(scope) = &self.cfg.scope {
             body.push_str(&format!("&scope={}", form(scope)));
@@ -82,29 +86,30 @@ impl OAuthClient {
             .header("accept", "application/json")
             .header("authorization", format!("Basic {basic}"))
             .body(Full::new(Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Fail(e.to_string()))?;
         let url = &self.cfg.token_url;
         let resp = tokio::time::timeout(Duration::from_secs(10), self.client.request(req))
             .await
-            .map_err(|_| format!("the token endpoint {url} did not answer within 10 s"))?
-            .map_err(|e| format!("the token endpoint {url} is unreachable: {e}"))?;
+            .map_err(|_| Fail(format!("the token endpoint {url} did not answer within 10 s")))?
+            .map_err(|e| Fail(format!("the token endpoint {url} is unreachable: {e}")))?;
         let status = resp.status();
         let bytes = tokio::time::timeout(Duration::from_secs(10), Limited::new(resp.into_body(), 64 * 1024).collect())
             .await
-            .map_err(|_| "reading the token response timed out".to_string())?
-            .map_err(|e| format!("reading the token response failed: {e}"))?
+            .map_err(|_| Fail("reading the token response timed out".into()))?
+            .map_err(|e| Fail(format!("reading the token response failed: {e}")))?
             .to_bytes();
         if !status.is_success() {
             // The body of an error response may echo request details: it goes to the log only.
             tracing::warn!(%status, body = %String::from_utf8_lossy(&bytes[..bytes.len().min(300)]), "token request refused");
-            return Err(format!("the token endpoint {url} refused the request (HTTP {status})"));
+            return Err(Fail(format!("the token endpoint {url} refused the request (HTTP {status})")));
         }
-        let t: TokenResponse = serde_json::from_slice(&bytes).map_err(|e| format!("the token endpoint {url} sent no usable token: {e}"))?;
+        let t: TokenResponse =
+            serde_json::from_slice(&bytes).map_err(|e| Fail(format!("the token endpoint {url} sent no usable token: {e}")))?;
         if t.token_type.as_deref().is_some_and(|k| !k.eq_ignore_ascii_case("bearer")) {
-            return Err(format!("the token endpoint {url} issued a non-bearer token"));
+            return Err(Fail(format!("the token endpoint {url} issued a non-bearer token")));
         }
         if t.access_token.is_empty() || t.access_token.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
-            return Err(format!("the token endpoint {url} issued an unusable access token"));
+            return Err(Fail(format!("the token endpoint {url} issued an unusable access token")));
         }
         Ok((t.access_token, Duration::from_secs(t.expires_in.unwrap_or(300).max(1))))
     }

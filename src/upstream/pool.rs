@@ -5,10 +5,7 @@
 //! feeds the catalogue. A plain `url` upstream is a pool of one.
 
 use super::http::HttpTransport;
-use super::{Call, Wire};
 use crate::config::EndpointConfig;
-use crate::flow::Reply;
-use tokio::time::Instant;
 
 pub struct Pool {
     endpoints: Vec<(EndpointConfig, HttpTransport)>,
@@ -21,6 +18,13 @@ pub fn pick(rules: &[&[(String, String)]], values: &[(String, String)]) -> Optio
     let matches =
         |when: &[(String, String)]| !when.is_empty() && when.iter().all(|(name, want)| values.iter().any(|(n, v)| n == name && v == want));
     rules.iter().position(|w| matches(w)).or_else(|| rules.iter().position(|w| w.is_empty()))
+}
+
+/// Why no endpoint fits a call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("no endpoint matches {shown} and the pool has no default endpoint")]
+pub struct NoRoute {
+    shown: String,
 }
 
 impl Pool {
@@ -41,57 +45,26 @@ impl Pool {
         self.default
     }
 
+    /// The index a call's endpoint choice stands for (`None` or out of range: the default).
+    pub fn index(&self, i: Option<usize>) -> usize {
+        i.filter(|i| *i < self.endpoints.len()).unwrap_or(self.default)
+    }
+
     pub fn url(&self, i: usize) -> String {
-        self.endpoints.get(i).map(|(e, _)| e.url.to_string()).unwrap_or_default()
+        self.endpoints.get(i).map(|(_, t)| t.url()).unwrap_or_default()
     }
 
-    fn at(&self, i: Option<usize>) -> &HttpTransport {
-        let i = i.filter(|i| *i < self.endpoints.len()).unwrap_or(self.default);
-        &self.endpoints[i].1
+    pub fn at(&self, i: Option<usize>) -> &HttpTransport {
+        &self.endpoints[self.index(i)].1
     }
 
-    /// The endpoint for a call's mirrored values; `Err` says why none fits.
-    pub fn route(&self, values: &[(String, String)]) -> Result<usize, String> {
+    /// The endpoint for a call's mirrored values.
+    pub fn route(&self, values: &[(String, String)]) -> Result<usize, NoRoute> {
         let rules: Vec<&[(String, String)]> = self.endpoints.iter().map(|(e, _)| e.when.as_slice()).collect();
         pick(&rules, values).ok_or_else(|| {
             let shown: Vec<String> = values.iter().map(|(n, v)| format!("{n}={v}")).collect();
-            format!(
-                "no endpoint matches {} and the pool has no default endpoint",
-                if shown.is_empty() { "a call without routing values".into() } else { shown.join(", ") }
-            )
+            NoRoute { shown: if shown.is_empty() { "a call without routing values".into() } else { shown.join(", ") } }
         })
-    }
-
-    pub async fn send(&self, id: u64, call: &Call, wire: Wire<'_>, deadline: Instant) -> Reply {
-        self.at(call.endpoint).send(id, call, wire, deadline).await
-    }
-
-    pub async fn notify(&self, method: &str, wire: Wire<'_>, endpoint: Option<usize>) -> Result<(), String> {
-        self.at(endpoint).notify(method, wire).await
-    }
-
-    pub fn has_session(&self, endpoint: Option<usize>) -> bool {
-        self.at(endpoint).has_session()
-    }
-
-    pub fn clear_session(&self, endpoint: Option<usize>) {
-        self.at(endpoint).clear_session()
-    }
-
-    pub fn session_of(&self, endpoint: Option<usize>) -> Option<http::HeaderValue> {
-        self.at(endpoint).session_of()
-    }
-
-    pub fn is_initialized(&self, endpoint: Option<usize>) -> bool {
-        self.at(endpoint).is_initialized()
-    }
-
-    pub fn mark_initialized(&self, endpoint: Option<usize>) {
-        self.at(endpoint).mark_initialized()
-    }
-
-    pub fn start_listening(&self, version: String, endpoint: Option<usize>) {
-        self.at(endpoint).start_listening(version)
     }
 }
 

@@ -3,30 +3,31 @@
 //! `initialize` handshake, brief §9.3), then every list it declares, page by page up to the
 //! configured limit. The verdict is cached in the upstream's state until the next refresh.
 
-use super::{Call, Status, Upstream, UpstreamState, Wire, gateway_meta, legacy_wire};
+use super::legacy::describe;
+use super::{Call, Status, Transport, Upstream, UpstreamError, UpstreamState, gateway_meta, modern};
 use crate::catalog::Kind;
-use crate::flow::Outcome;
 use crate::protocol::errors;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::{LEGACY_VERSIONS, MODERN_VERSION, keys};
+use crate::reply::Outcome;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 use tokio::time::Instant;
 
 /// What `server/discover` or `initialize` told us.
 pub(super) struct Identity {
-    version: String,
-    capabilities: Value,
-    instructions: Option<String>,
-    server_info: Option<Value>,
+    pub version: String,
+    pub capabilities: Value,
+    pub instructions: Option<String>,
+    pub server_info: Option<Value>,
 }
 
 impl Upstream {
     /// Probes the upstream and reloads its lists; the state is updated either way (a failed
     /// refresh keeps the previous lists, so the upstream's items still route and fail clearly).
-    pub async fn refresh(&self) -> Result<(), String> {
+    pub async fn refresh(&self) -> Result<(), UpstreamError> {
         let started = Instant::now();
         let result = self.probe_and_list().await;
         let mut next = (*self.state.load_full()).clone();
@@ -37,7 +38,7 @@ impl Upstream {
                 next.status = Status::Ready;
             }
             Err(reason) => {
-                next.status = Status::Down(reason.clone());
+                next.status = Status::Down(reason.to_string());
                 next.latency = None;
             }
         }
@@ -45,7 +46,7 @@ impl Upstream {
         result.map(|_| ())
     }
 
-    async fn probe_and_list(&self) -> Result<UpstreamState, String> {
+    async fn probe_and_list(&self) -> Result<UpstreamState, UpstreamError> {
         let known_legacy = self.state.load().version.as_deref().is_some_and(crate::protocol::is_legacy_version);
         let identity = if known_legacy && self.has_session(None) && self.state.load().status == Status::Ready {
             // Keep the live session; its lists are re-read below.
@@ -101,7 +102,7 @@ impl Upstream {
     async fn compare_pool(&self, state: &UpstreamState) -> Vec<String> {
         let urls = self.endpoints();
         let default = match &self.transport {
-            super::Transport::Http(p) if p.len() > 1 => p.default_index(),
+            Transport::Http(p) if p.len() > 1 => p.default_index(),
             _ => return Vec::new(),
         };
         let tools_of = |items: &[Box<RawValue>]| -> std::collections::BTreeMap<String, Value> {
@@ -134,22 +135,21 @@ impl Upstream {
     }
 
     /// The era probe: `server/discover`, else the legacy handshake.
-    async fn identify(&self) -> Result<Identity, String> {
-        let params = RawObject::default();
-        let call = Call {
-            method: "server/discover".into(),
-            params,
-            meta: gateway_meta(),
-            name: None,
-            param_headers: Vec::new(),
-            on_behalf_of: Vec::new(),
-            endpoint: None,
+    async fn identify(&self) -> Result<Identity, UpstreamError> {
+        let call = Call::internal("server/discover", RawObject::default(), gateway_meta(), None);
+        let env = modern::envelope(&call, MODERN_VERSION);
+        let outcome = match self.exchange_outcome(&call, env).await {
+            Ok((o, _)) => o,
+            // A legacy HTTP server refuses the unknown method with a plain HTTP error; a legacy
+            // stdio server may say nothing at all.
+            Err(UpstreamError::Status { .. }) => return self.handshake(None).await,
+            Err(UpstreamError::Timeout { .. }) if matches!(self.transport, Transport::Stdio(_)) => return self.handshake(None).await,
+            Err(e) => return Err(e),
         };
-        let outcome = self.send(call, Wire { version: Some(MODERN_VERSION), modern: true }).await.outcome().await;
         match outcome {
             Outcome::Result(raw) => {
-                let d: Announcement =
-                    serde_json::from_str(raw.get()).map_err(|e| format!("server/discover returned an unexpected result: {e}"))?;
+                let d: Announcement = serde_json::from_str(raw.get())
+                    .map_err(|e| UpstreamError::Protocol(format!("server/discover returned an unexpected result: {e}")))?;
                 if d.supported_versions.iter().any(|v| v == MODERN_VERSION) {
                     let server_info = d.meta.as_ref().and_then(|m| m.get(keys::SERVER_INFO)).cloned().or(d.server_info);
                     return Ok(Identity {
@@ -163,7 +163,7 @@ impl Upstream {
                     // A legacy stateless server ran an unknown method's default handler.
                     return self.handshake(None).await;
                 }
-                Err(format!("it supports protocol versions {:?}, not {MODERN_VERSION}", d.supported_versions))
+                Err(UpstreamError::Protocol(format!("it supports protocol versions {:?}, not {MODERN_VERSION}", d.supported_versions)))
             }
             Outcome::UpstreamError(raw) => {
                 let v: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
@@ -173,70 +173,21 @@ impl Upstream {
                     if supported.iter().any(|s| LEGACY_VERSIONS.contains(&s.as_str())) {
                         return self.handshake(None).await;
                     }
-                    return Err(format!("it supports protocol versions {supported:?} only"));
+                    return Err(UpstreamError::Protocol(format!("it supports protocol versions {supported:?} only")));
                 }
                 if code == errors::HEADER_MISMATCH || code == errors::MISSING_CAPABILITY {
-                    return Err(format!("it is modern but refused the probe: {}", v["message"]));
+                    return Err(UpstreamError::Protocol(format!("it is modern but refused the probe: {}", v["message"])));
                 }
                 // Modern servers implement discover; any other error means a legacy server.
                 self.handshake(None).await
             }
-            Outcome::Error(e) => {
-                let plain_http_error = e.data.as_ref().and_then(|d| d.get("status")).is_some();
-                let stdio_silence =
-                    matches!(self.cfg.transport, crate::config::TransportConfig::Stdio { .. }) && e.message.contains("did not answer");
-                if plain_http_error || stdio_silence { self.handshake(None).await } else { Err(e.message) }
-            }
-        }
-    }
-
-    /// The legacy `initialize` handshake (also used to renew an expired session).
-    pub(super) async fn handshake(&self, endpoint: Option<usize>) -> Result<Identity, String> {
-        let mut params = RawObject::default();
-        let init = json!({ "protocolVersion": LEGACY_VERSIONS[0], "capabilities": {}, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } });
-        for (k, v) in init.as_object().into_iter().flatten() {
-            params.set_json(k, v).map_err(|e| e.to_string())?;
-        }
-        let call = Call {
-            method: "initialize".into(),
-            params,
-            meta: Map::new(),
-            name: None,
-            param_headers: Vec::new(),
-            on_behalf_of: Vec::new(),
-            endpoint,
-        };
-        let raw = match self.send(call, Wire { version: None, modern: false }).await.outcome().await {
-            Outcome::Result(r) => r,
-            other => return Err(format!("it answers neither server/discover nor initialize: {}", describe(&other))),
-        };
-        let r: Announcement = serde_json::from_str(raw.get()).map_err(|e| format!("initialize returned an unexpected result: {e}"))?;
-        if !crate::protocol::is_legacy_version(&r.protocol_version) {
-            return Err(format!(
-                "initialize answered with protocol version {:?}, which is not a legacy version mcpgate speaks",
-                r.protocol_version
-            ));
-        }
-        self.notify("notifications/initialized", legacy_wire(&r.protocol_version), endpoint).await?;
-        self.remember_handshake(&r.protocol_version, endpoint);
-        tracing::info!(upstream = %self.id(), version = %r.protocol_version, "legacy upstream: initialized a session");
-        Ok(Identity { version: r.protocol_version, capabilities: r.capabilities, instructions: r.instructions, server_info: r.server_info })
-    }
-
-    fn remember_handshake(&self, version: &str, endpoint: Option<usize>) {
-        if let super::Transport::Stdio(t) = &self.transport {
-            t.set_legacy(Some(version.to_string()));
-        }
-        if let super::Transport::Http(t) = &self.transport {
-            t.mark_initialized(endpoint);
-            if t.has_session(endpoint) {
-                t.start_listening(version.to_string(), endpoint);
-            }
+            Outcome::Error(e) => Err(UpstreamError::Protocol(e.message)),
         }
     }
 
     /// Reads one whole list, following `nextCursor` up to the configured page limit.
-    async fn list_all(&self, kind: Kind, state: &mut UpstreamState, endpoint: Option<usize>) -> Result<(), String> {
+    async fn list_all(&self, kind: Kind, state: &mut UpstreamState, endpoint: Option<usize>) -> Result<(), UpstreamError> {
+        use UpstreamError::Protocol;
         let method = match kind {
             Kind::Tool => "tools/list",
             Kind::Prompt => "prompts/list",
@@ -253,13 +204,14 @@ impl Upstream {
             }
             let mut params = RawObject::default();
             if let Some(c) = &cursor {
-                params.set_json("cursor", c).map_err(|e| e.to_string())?;
+                params.set_json("cursor", c).map_err(|e| Protocol(e.to_string()))?;
             }
-            let raw = self.internal(method, params, endpoint).await.map_err(|o| format!("{method} failed: {}", describe(&o)))?;
-            let page: RawObject = serde_json::from_str(raw.get()).map_err(|e| format!("{method} returned an unexpected result: {e}"))?;
+            let raw = self.internal(method, params, endpoint).await.map_err(|o| Protocol(format!("{method} failed: {}", describe(&o))))?;
+            let page: RawObject =
+                serde_json::from_str(raw.get()).map_err(|e| Protocol(format!("{method} returned an unexpected result: {e}")))?;
             match page.parse::<Vec<Box<RawValue>>>(kind.list_key()) {
                 Some(Ok(list)) => items.extend(list),
-                Some(Err(e)) => return Err(format!("{method} returned an invalid \"{}\": {e}", kind.list_key())),
+                Some(Err(e)) => return Err(Protocol(format!("{method} returned an invalid \"{}\": {e}", kind.list_key()))),
                 None => {}
             }
             let ttl = page.parse::<i64>("ttlMs").and_then(Result::ok).unwrap_or(0).max(0) as u64;
@@ -275,22 +227,11 @@ impl Upstream {
     }
 }
 
-fn describe(o: &Outcome) -> String {
-    match o {
-        Outcome::Result(_) => "ok".into(),
-        Outcome::Error(e) => e.message.clone(),
-        Outcome::UpstreamError(raw) => match serde_json::from_str::<Value>(raw.get()) {
-            Ok(v) => format!("error {} {}", v["code"], v["message"].as_str().unwrap_or("")),
-            Err(_) => raw.get().chars().take(200).collect(),
-        },
-    }
-}
-
 /// What a server announces about itself: a `server/discover` result or an `initialize` result.
 #[derive(Deserialize)]
-struct Announcement {
+pub(super) struct Announcement {
     #[serde(rename = "protocolVersion", default)]
-    protocol_version: String,
+    pub protocol_version: String,
     #[serde(rename = "supportedVersions", default)]
     supported_versions: Vec<String>,
     #[serde(rename = "resultType", default)]
@@ -303,4 +244,15 @@ struct Announcement {
     server_info: Option<Value>,
     #[serde(rename = "_meta", default)]
     meta: Option<Map<String, Value>>,
+}
+
+impl Announcement {
+    pub(super) fn into_identity(self) -> Identity {
+        Identity {
+            version: self.protocol_version,
+            capabilities: self.capabilities,
+            instructions: self.instructions,
+            server_info: self.server_info,
+        }
+    }
 }

@@ -1,15 +1,21 @@
-//! The stdio upstream transport: one child process per upstream, shared by every caller. Request
-//! ids are allocated by the gateway and progress tokens are rewritten to gateway-unique ones (and
-//! back on the way out), so concurrent callers never collide. stderr goes to the gateway's log
-//! with the upstream id; if the process dies, its in-flight calls fail at once with an error
-//! naming it, and the next call starts a new process.
+//! The stdio upstream transport: one child process per upstream, shared by every caller. It only
+//! moves messages and knows no protocol era: request ids are allocated by the gateway and
+//! progress tokens are rewritten to gateway-unique ones (and back on the way out), so concurrent
+//! callers never collide; messages the child sends unasked go to [`Inbound`]. stderr goes to the
+//! gateway's log with the upstream id; if the process dies, its in-flight calls fail at once with
+//! an error naming it, and the next call starts a new process, which first replays the
+//! [`Preamble`] an era adapter registered (the legacy handshake).
 
-use super::{Call, unavailable};
+use super::Call;
+use super::error::UpstreamError;
+use super::inbound::Inbound;
 use crate::config::UpstreamConfig;
-use crate::flow::{Event, EventStream, Outcome, Reply};
 use crate::protocol::jsonrpc::{self, Kind, Message};
 use crate::protocol::keys;
 use crate::protocol::rawobj::RawObject;
+use crate::reply::{Event, EventStream, Outcome, Reply};
+use crate::sync::lock;
+use crate::tasks::Background;
 use futures_util::StreamExt;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -36,7 +42,8 @@ struct Proc {
     id: String,
     /// The child's process id (and process group), to kill it when it is unusable.
     pid: Option<u32>,
-    changed: Arc<tokio::sync::Notify>,
+    inbound: Arc<Inbound>,
+    tasks: Background,
     tx: mpsc::Sender<Vec<u8>>,
     pending: Mutex<HashMap<u64, Pending>>,
     alive: AtomicBool,
@@ -44,7 +51,7 @@ struct Proc {
 
 impl Proc {
     fn take(&self, id: u64) -> Option<Pending> {
-        self.pending.lock().ok()?.remove(&id)
+        lock(&self.pending).remove(&id)
     }
 
     /// Kills the process group of the child.
@@ -54,17 +61,22 @@ impl Proc {
         }
     }
 
+    /// Delivers a request's final event without ever waiting: one slow caller must not stall
+    /// the upstream's other callers, and a caller whose channel is full of progress still gets it.
+    fn finish(&self, p: Pending, outcome: Outcome) {
+        if let Err(mpsc::error::TrySendError::Full(ev)) = p.events.try_send(Event::Done(outcome)) {
+            self.tasks.spawn(async move {
+                let _ = p.events.send(ev).await;
+            });
+        }
+    }
+
     fn fail_all(&self, reason: &str) {
         self.alive.store(false, Ordering::SeqCst);
-        let drained: Vec<Pending> = match self.pending.lock() {
-            Ok(mut p) => p.drain().map(|(_, v)| v).collect(),
-            Err(_) => return,
-        };
+        let drained: Vec<Pending> = lock(&self.pending).drain().map(|(_, v)| v).collect();
         for p in drained {
-            let err = unavailable(&self.id, reason);
-            tokio::spawn(async move {
-                let _ = p.events.send(Event::Done(Outcome::Error(err))).await;
-            });
+            let err = UpstreamError::Unreachable(reason.to_string()).into_rpc(&self.id);
+            self.finish(p, Outcome::Error(err));
         }
     }
 }
@@ -88,6 +100,14 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// What every freshly started process is sent before any call: a request with id 0 (answered
+/// before anything else is written) and then a notification.
+#[derive(Debug, Clone)]
+pub struct Preamble {
+    pub request: Vec<u8>,
+    pub then: Vec<u8>,
+}
+
 pub struct StdioTransport {
     id: String,
     program: Result<PathBuf, String>,
@@ -96,10 +116,10 @@ pub struct StdioTransport {
     cwd: Option<PathBuf>,
     max_line: usize,
     proc: tokio::sync::Mutex<Option<Arc<Proc>>>,
-    /// The legacy version to re-initialize a restarted process with.
-    legacy: Mutex<Option<String>>,
-    changed: Arc<tokio::sync::Notify>,
+    preamble: Mutex<Option<Preamble>>,
+    inbound: Arc<Inbound>,
     timeout: std::time::Duration,
+    tasks: Background,
 }
 
 impl StdioTransport {
@@ -108,7 +128,8 @@ impl StdioTransport {
         command: Vec<String>,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
-        changed: Arc<tokio::sync::Notify>,
+        inbound: Arc<Inbound>,
+        tasks: Background,
     ) -> Self {
         StdioTransport {
             id: cfg.id.clone(),
@@ -118,100 +139,81 @@ impl StdioTransport {
             cwd,
             max_line: cfg.max_message_bytes,
             proc: tokio::sync::Mutex::new(None),
-            legacy: Mutex::new(None),
-            changed,
+            preamble: Mutex::new(None),
+            inbound,
             timeout: cfg.timeout,
+            tasks,
         }
     }
 
-    /// After a legacy handshake: every restarted process gets the same handshake first.
-    pub fn set_legacy(&self, version: Option<String>) {
-        if let Ok(mut l) = self.legacy.lock() {
-            *l = version;
-        }
+    /// Every process started from now on gets `preamble` first.
+    pub fn set_preamble(&self, preamble: Option<Preamble>) {
+        *lock(&self.preamble) = preamble;
     }
 
-    /// Whether a live process has completed the legacy handshake.
-    pub fn has_session(&self) -> bool {
-        let legacy = self.legacy.lock().is_ok_and(|l| l.is_some());
-        legacy && self.proc.try_lock().is_ok_and(|p| p.as_ref().is_some_and(|p| p.alive.load(Ordering::SeqCst)))
+    /// Whether a process is running now (without starting one).
+    pub fn is_live(&self) -> bool {
+        self.proc.try_lock().is_ok_and(|p| p.as_ref().is_some_and(|p| p.alive.load(Ordering::SeqCst)))
     }
 
-    /// Writes a notification to the process.
-    pub async fn notify(&self, method: &str) -> Result<(), String> {
+    /// Writes one message (a notification) to the process, starting it if needed.
+    pub async fn write(&self, line: Vec<u8>) -> Result<(), UpstreamError> {
         let proc = self.ensure().await?;
-        proc.tx
-            .send(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).into_bytes())
-            .await
-            .map_err(|_| "the process is not accepting input".to_string())
+        proc.tx.send(line).await.map_err(|_| not_accepting())
     }
 
-    /// The legacy handshake on a freshly started process (request id 0 is reserved for it).
-    async fn reinitialize(&self, proc: &Arc<Proc>, version: &str) -> Result<(), String> {
+    /// Replays the preamble on a freshly started process (request id 0 is reserved for it).
+    async fn replay(&self, proc: &Arc<Proc>, preamble: Preamble) -> Result<(), UpstreamError> {
         let (tx, mut rx) = mpsc::channel(4);
-        if let Ok(mut p) = proc.pending.lock() {
-            p.insert(0, Pending { events: tx, client_token: None, wants_logs: false });
-        }
-        let init = serde_json::json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": {}, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } } });
-        proc.tx.send(init.to_string().into_bytes()).await.map_err(|_| "the process is not accepting input".to_string())?;
+        lock(&proc.pending).insert(0, Pending { events: tx, client_token: None, wants_logs: false });
+        proc.tx.send(preamble.request).await.map_err(|_| not_accepting())?;
         match tokio::time::timeout(self.timeout, rx.recv()).await {
             Ok(Some(Event::Done(Outcome::Result(_)))) => {}
-            _ => return Err("the restarted process did not complete initialize".into()),
+            Err(_) => return Err(UpstreamError::Timeout { after: self.timeout }),
+            Ok(_) => return Err(UpstreamError::Protocol("the restarted process refused the preamble".into())),
         }
-        proc.tx
-            .send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec())
-            .await
-            .map_err(|_| "the process is not accepting input".to_string())?;
-        tracing::info!(upstream = %self.id, "re-initialized the restarted legacy process");
+        proc.tx.send(preamble.then).await.map_err(|_| not_accepting())?;
+        tracing::info!(upstream = %self.id, "replayed the handshake on the restarted process");
         Ok(())
     }
 
-    pub async fn send(&self, id: u64, call: &Call, deadline: Instant) -> Reply {
-        let proc = match self.ensure().await {
-            Ok(p) => p,
-            Err(e) => return Reply::error(unavailable(&self.id, e)),
-        };
+    pub async fn send(&self, id: u64, call: &Call, deadline: Instant) -> Result<Reply, UpstreamError> {
+        let proc = self.ensure().await?;
         let mut call = call.clone();
         let client_token = call.meta.get(keys::PROGRESS_TOKEN).cloned();
         if client_token.is_some() {
             call.meta.insert(keys::PROGRESS_TOKEN.into(), Value::String(format!("{TOKEN_PREFIX}{id}")));
         }
-        let line = match call.encode(id) {
-            Ok(l) => l,
-            Err(e) => return Reply::error(e),
-        };
+        let line = call.encode(id)?;
         let (etx, erx) = mpsc::channel(32);
-        if let Ok(mut p) = proc.pending.lock() {
-            p.insert(id, Pending { events: etx, client_token, wants_logs: call.meta.contains_key(keys::LOG_LEVEL) });
-        }
+        lock(&proc.pending).insert(id, Pending { events: etx, client_token, wants_logs: call.meta.contains_key(keys::LOG_LEVEL) });
         let sent = tokio::time::timeout_at(deadline, proc.tx.send(line)).await;
         if !matches!(sent, Ok(Ok(()))) {
             proc.take(id);
-            return Reply::error(unavailable(&self.id, "the process is not accepting input"));
+            return Err(not_accepting());
         }
-        Reply::Stream(EventStream::new(erx).with_guard(CancelOnDrop { proc: Arc::downgrade(&proc), id }))
+        Ok(Reply::Stream(EventStream::new(erx).with_guard(CancelOnDrop { proc: Arc::downgrade(&proc), id })))
     }
 
-    async fn ensure(&self) -> Result<Arc<Proc>, String> {
+    async fn ensure(&self) -> Result<Arc<Proc>, UpstreamError> {
         let mut slot = self.proc.lock().await;
         if let Some(p) = slot.as_ref()
             && p.alive.load(Ordering::SeqCst)
         {
             return Ok(p.clone());
         }
-        let p = self.spawn()?;
+        let p = self.spawn().map_err(UpstreamError::Unreachable)?;
         *slot = Some(p.clone());
-        let legacy = self.legacy.lock().ok().and_then(|l| l.clone());
-        if let Some(version) = legacy
-            && let Err(e) = self.reinitialize(&p, &version).await
+        let preamble = lock(&self.preamble).clone();
+        if let Some(preamble) = preamble
+            && let Err(e) = self.replay(&p, preamble).await
         {
-            // Not usable uninitialised: kill it (its exit releases every task it holds); the
-            // next call starts a fresh process.
+            // Not usable without its handshake: kill it (its exit releases every task it holds);
+            // the next call starts a fresh process.
             p.alive.store(false, Ordering::SeqCst);
             p.kill();
             *slot = None;
-            return Err(e);
+            return Err(UpstreamError::Handshake(Box::new(e)));
         }
         Ok(p)
     }
@@ -238,13 +240,14 @@ impl StdioTransport {
         let proc = Arc::new(Proc {
             id: self.id.clone(),
             pid: child.id(),
-            changed: self.changed.clone(),
+            inbound: self.inbound.clone(),
+            tasks: self.tasks.clone(),
             tx,
             pending: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
         });
 
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             while let Some(mut line) = rx.recv().await {
                 line.push(b'\n');
                 if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
@@ -254,7 +257,7 @@ impl StdioTransport {
         });
 
         let id = self.id.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 let line: String = line.chars().take(4096).collect();
@@ -264,11 +267,11 @@ impl StdioTransport {
 
         let reader = proc.clone();
         let max_line = self.max_line;
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             let mut frames = FramedRead::new(stdout, LinesCodec::new_with_max_length(max_line));
             while let Some(item) = frames.next().await {
                 match item {
-                    Ok(line) => on_line(&reader, line.as_bytes()).await,
+                    Ok(line) => on_line(&reader, line.as_bytes()),
                     Err(e) => {
                         tracing::warn!(upstream = %reader.id, error = %e, "dropping an unreadable line from stdout")
                     }
@@ -285,6 +288,10 @@ impl StdioTransport {
     }
 }
 
+fn not_accepting() -> UpstreamError {
+    UpstreamError::Unreachable("the process is not accepting input".into())
+}
+
 /// The program to start: `mcpgate` means this very binary, resolved once at startup so that a
 /// binary replaced on disk later (an upgrade, a rebuild) does not break restarts.
 fn resolve(command: &[String]) -> Result<PathBuf, String> {
@@ -295,7 +302,7 @@ fn resolve(command: &[String]) -> Result<PathBuf, String> {
     }
 }
 
-async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
+fn on_line(proc: &Arc<Proc>, line: &[u8]) {
     if line.iter().all(u8::is_ascii_whitespace) {
         return;
     }
@@ -312,36 +319,16 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
                 return;
             };
             if let Some(p) = proc.take(id) {
-                let outcome = match (msg.result, msg.error) {
-                    (Some(r), _) => Outcome::Result(r),
-                    (_, Some(e)) => Outcome::UpstreamError(e),
-                    _ => return,
-                };
-                // Never wait here: one slow caller must not stall the upstream's other callers.
-                if let Err(tokio::sync::mpsc::error::TrySendError::Full(ev)) = p.events.try_send(Event::Done(outcome)) {
-                    tokio::spawn(async move {
-                        let _ = p.events.send(ev).await;
-                    });
-                }
+                proc.finish(p, super::http::final_outcome(msg));
             }
         }
         Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/progress") => relay_progress(proc, &msg),
         Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/message") => relay_log(proc, line),
-        Ok(Kind::Notification) => {
-            if msg.method.as_deref().is_some_and(|m| m.ends_with("/list_changed")) {
-                proc.changed.notify_one();
-            }
-            tracing::debug!(upstream = %proc.id, method = ?msg.method, "notification from stdio upstream");
-        }
+        Ok(Kind::Notification) => proc.inbound.notification(&msg),
         Ok(Kind::Request) => {
-            // Modern servers never send requests; legacy ones may ping. Answer so they don't wait.
-            let Some(id) = msg.id.as_ref() else { return };
-            let reply = if msg.method.as_deref() == Some("ping") {
-                format!(r#"{{"jsonrpc":"2.0","id":{},"result":{{}}}}"#, id.get()).into_bytes()
-            } else {
-                jsonrpc::error_message(Some(id), &crate::protocol::errors::RpcError::method_not_found(msg.method.as_deref().unwrap_or("")))
-            };
-            let _ = proc.tx.try_send(reply);
+            if let Some(reply) = proc.inbound.answer(&msg) {
+                let _ = proc.tx.try_send(reply);
+            }
         }
         Err(_) => {
             tracing::warn!(upstream = %proc.id, "ignoring an invalid JSON-RPC message on stdout")
@@ -352,7 +339,7 @@ async fn on_line(proc: &Arc<Proc>, line: &[u8]) {
 /// stdio carries no request id on log messages: one goes to the caller only when exactly one
 /// in-flight request asked for logs, so a message can never reach a caller it was not meant for.
 fn relay_log(proc: &Arc<Proc>, line: &[u8]) {
-    let Ok(pending) = proc.pending.lock() else { return };
+    let pending = lock(&proc.pending);
     let mut wanting = pending.values().filter(|p| p.wants_logs);
     match (wanting.next(), wanting.next()) {
         (Some(p), None) => {
@@ -377,9 +364,7 @@ fn relay_progress(proc: &Arc<Proc>, msg: &Message) {
     let Some(id) = token.strip_prefix(TOKEN_PREFIX).and_then(|n| n.parse::<u64>().ok()) else {
         return;
     };
-    let Ok(pending) = proc.pending.lock() else {
-        return;
-    };
+    let pending = lock(&proc.pending);
     let Some(p) = pending.get(&id) else { return };
     let Some(client) = &p.client_token else {
         return;

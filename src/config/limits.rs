@@ -1,0 +1,80 @@
+//! The `[[rate_limit]]` and `[audit]` parts of `gateway.toml`, and the rate syntax shared with
+//! `[[caller]] rate_limit`: `COUNT/PERIOD` (`"10/s"`, `"100/min"`, `"5/2s"`).
+
+use super::{ConfigError, Locator};
+use serde::Deserialize;
+use std::time::Duration;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitSection {
+    pub tools: String,
+    pub limit: Spanned<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSection {
+    #[serde(default)]
+    pub include_arguments: bool,
+}
+
+/// A rate: `count` requests per `per`, with bursts up to `count`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    pub count: u32,
+    pub per: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolRateLimit {
+    pub tools: String,
+    pub rate: Rate,
+}
+
+/// Parses `"10/s"`, `"100/min"`, `"5/2s"`, `"1000/h"`.
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let (count, per) = text.split_once('/').ok_or("write it as COUNT/PERIOD, e.g. \"10/s\" or \"100/min\"")?;
+    let count: u32 = count.trim().parse().map_err(|_| format!("'{}' is not a whole number", count.trim()))?;
+    if count == 0 {
+        return Err("the count must be at least 1".into());
+    }
+    let per = per.trim();
+    let per = match per {
+        "s" | "sec" | "second" => Duration::from_secs(1),
+        "m" | "min" | "minute" => Duration::from_secs(60),
+        "h" | "hour" => Duration::from_secs(3600),
+        other => humantime::parse_duration(other).map_err(|e| format!("'{other}' is not a period ({e})"))?,
+    };
+    if per.is_zero() {
+        return Err("the period must be longer than zero".into());
+    }
+    Ok(Rate { count, per })
+}
+
+pub(super) fn resolve_rate_limits(at: &Locator, limits: Vec<RateLimitSection>) -> Result<Vec<ToolRateLimit>, ConfigError> {
+    limits
+        .into_iter()
+        .map(|l| {
+            let rate = parse_rate(l.limit.get_ref())
+                .map_err(|e| at.err(&l.limit, "rate_limit.limit", format!("'{}': {e}", l.limit.get_ref()), "write e.g. \"5/s\""))?;
+            Ok(ToolRateLimit { tools: l.tools, rate })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rates() {
+        assert_eq!(parse_rate("10/s").unwrap(), Rate { count: 10, per: Duration::from_secs(1) });
+        assert_eq!(parse_rate("100/min").unwrap().per, Duration::from_secs(60));
+        assert_eq!(parse_rate("5/2s").unwrap().per, Duration::from_secs(2));
+        assert!(parse_rate("0/s").is_err());
+        assert!(parse_rate("ten/s").is_err());
+        assert!(parse_rate("10").is_err());
+    }
+}

@@ -1,0 +1,287 @@
+//! The `[[upstream]]` part of `gateway.toml`: transports (Streamable HTTP with one URL or a pool of
+//! `[[upstream.endpoint]]`s, or a stdio command), prefixes, deadlines and limits, and the upstream's
+//! own credentials (static headers whose secrets come from the environment or a file, per-caller
+//! headers, or `[upstream.oauth]` client credentials).
+
+use super::*;
+
+pub(super) fn upstream(
+    at: &Locator,
+    u: UpstreamSection,
+    sep: &str,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<UpstreamConfig, ConfigError> {
+    let id = u.id.get_ref().clone();
+    if !valid_id(&id) {
+        return Err(at.err(
+            &u.id,
+            "upstream.id",
+            format!("'{id}' is not a valid id"),
+            "use lowercase letters, digits and '-', e.g. \"github\"",
+        ));
+    }
+    if id.contains(sep) {
+        return Err(at.err(
+            &u.id,
+            "upstream.id",
+            format!("'{id}' contains the name separator '{sep}'"),
+            "pick an id without it, so that prefixed names split unambiguously",
+        ));
+    }
+    let prefix = match &u.prefix {
+        None => id.clone(),
+        Some(p) => {
+            let v = p.get_ref();
+            if !v.is_empty() && (!v.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) || v.contains(sep)) {
+                return Err(at.err(
+                    p,
+                    "upstream.prefix",
+                    format!("'{v}' is not a valid prefix"),
+                    &format!("use A-Z a-z 0-9 _ . - without the separator '{sep}', or \"\" for no prefix"),
+                ));
+            }
+            v.clone()
+        }
+    };
+    let transport = match (&u.url, &u.command) {
+        (_, None) if !u.endpoints.is_empty() || u.url.is_some() => {
+            if u.url.is_some() && !u.endpoints.is_empty() {
+                return Err(at.err(
+                    &u.id,
+                    "upstream.endpoint",
+                    format!("upstream '{id}' has both url and [[upstream.endpoint]]"),
+                    "keep one of them",
+                ));
+            }
+            let endpoints = match &u.url {
+                Some(url) => vec![EndpointConfig { url: parse_url(at, url, "upstream.url")?, when: Vec::new() }],
+                None => u.endpoints.iter().map(|e| endpoint(at, e)).collect::<Result<Vec<_>, _>>()?,
+            };
+            if endpoints.iter().filter(|e| e.when.is_empty()).count() > 1 {
+                return Err(at.err(
+                    &u.id,
+                    "upstream.endpoint",
+                    format!("upstream '{id}' has more than one endpoint without `when`"),
+                    "keep one default endpoint",
+                ));
+            }
+            if !u.env.is_empty() || u.cwd.is_some() {
+                return Err(at.err(
+                    &u.id,
+                    "upstream.env/cwd",
+                    format!("upstream '{id}' has a url: env and cwd apply only to command upstreams"),
+                    "remove env/cwd",
+                ));
+            }
+            TransportConfig::Http { endpoints }
+        }
+        (None, Some(cmd)) => {
+            if !u.endpoints.is_empty() {
+                return Err(at.err(
+                    cmd,
+                    "upstream.command",
+                    format!("upstream '{id}' has both a command and [[upstream.endpoint]]"),
+                    "keep one of them",
+                ));
+            }
+            if cmd.get_ref().is_empty() || cmd.get_ref()[0].trim().is_empty() {
+                return Err(at.err(
+                    cmd,
+                    "upstream.command",
+                    "the command is empty".into(),
+                    "write the program and its arguments, e.g. [\"python3\", \"server.py\"]",
+                ));
+            }
+            if !u.headers.is_empty() {
+                return Err(at.err(
+                    &u.id,
+                    "upstream.headers",
+                    format!("upstream '{id}' is a command: headers apply only to url upstreams"),
+                    "pass credentials to a command upstream through env",
+                ));
+            }
+            let cwd = u.cwd.as_ref().map(|c| if Path::new(c).is_absolute() { PathBuf::from(c) } else { base.join(c) });
+            TransportConfig::Stdio { command: cmd.get_ref().clone(), env: u.env.clone(), cwd }
+        }
+        (Some(_), Some(_)) => {
+            return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has both url and command"), "keep exactly one of them"));
+        }
+        (_, None) => {
+            return Err(at.err(
+                &u.id,
+                "upstream",
+                format!("upstream '{id}' has neither url nor command"),
+                "add url = \"http://…\" or command = [\"program\", \"arg\"]",
+            ));
+        }
+    };
+    let mut headers = Vec::new();
+    for (name, src) in &u.headers {
+        headers.push(header(at, &id, name, src, base, env)?);
+    }
+    let mut caller_headers = Vec::new();
+    for (caller, set) in &u.caller_headers {
+        let mut list = Vec::new();
+        for (name, src) in set {
+            list.push(header(at, &id, name, src, base, env)?);
+        }
+        caller_headers.push((caller.clone(), list));
+    }
+    let oauth = match &u.oauth {
+        None => None,
+        Some(o) => {
+            if !matches!(transport, TransportConfig::Http { .. }) {
+                return Err(at.err(
+                    &o.token_url,
+                    "upstream.oauth",
+                    format!("upstream '{id}' is a command: oauth applies only to url upstreams"),
+                    "remove it",
+                ));
+            }
+            let token_url = parse_url(at, &o.token_url, "upstream.oauth.token_url")?;
+            let loopback =
+                token_url.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+            if token_url.scheme_str() != Some("https") && !loopback {
+                return Err(at.err(
+                    &o.token_url,
+                    "upstream.oauth.token_url",
+                    "client secrets are only sent over https".into(),
+                    "use an https URL (http is allowed for loopback only)",
+                ));
+            }
+            let (_, secret) = header(at, &id, "client_secret", &o.client_secret, base, env)?;
+            let client_secret = secret
+                .to_str()
+                .map_err(|_| ConfigError(format!("{}: upstream '{id}' oauth client_secret: not text", at.file)))?
+                .to_string();
+            let resource = o.resource.clone().or_else(|| match &transport {
+                TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
+                TransportConfig::Stdio { .. } => None,
+            });
+            Some(OAuthConfig { token_url, client_id: o.client_id.clone(), client_secret, scope: o.scope.clone(), resource })
+        }
+    };
+    if !caller_headers.is_empty() && !matches!(transport, TransportConfig::Http { .. }) {
+        return Err(at.err(
+            &u.id,
+            "upstream.caller_headers",
+            format!("upstream '{id}' is a command: caller_headers apply only to url upstreams"),
+            "remove them",
+        ));
+    }
+    Ok(UpstreamConfig {
+        timeout: at.duration(u.timeout.as_ref(), "upstream.timeout", Duration::from_secs(30))?,
+        id,
+        prefix,
+        transport,
+        headers,
+        oauth,
+        caller_headers,
+        max_pages: u.max_pages.unwrap_or(100).max(1),
+        max_message_bytes: u.max_message_bytes.unwrap_or(64 * 1024 * 1024),
+    })
+}
+
+fn parse_url(at: &Locator, url: &Spanned<String>, key: &str) -> Result<http::Uri, ConfigError> {
+    let parsed: http::Uri = url
+        .get_ref()
+        .parse()
+        .map_err(|e| at.err(url, key, format!("'{}' is not a URL ({e})", url.get_ref()), "write e.g. \"http://127.0.0.1:3000/mcp\""))?;
+    if !matches!(parsed.scheme_str(), Some("http" | "https")) || parsed.host().is_none() {
+        return Err(at.err(
+            url,
+            key,
+            format!("'{}' is not an http(s) URL with a host", url.get_ref()),
+            "write e.g. \"https://mcp.example.com/mcp\"",
+        ));
+    }
+    Ok(parsed)
+}
+
+fn endpoint(at: &Locator, e: &file::EndpointSection) -> Result<EndpointConfig, ConfigError> {
+    let url = parse_url(at, &e.url, "upstream.endpoint.url")?;
+    let mut when = Vec::new();
+    if let Some(w) = &e.when {
+        for (name, value) in w.get_ref() {
+            let value = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(at.err(
+                        w,
+                        "upstream.endpoint.when",
+                        format!("'{name}' has a {} value", other.type_str()),
+                        "use a string, an integer or a boolean",
+                    ));
+                }
+            };
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)) {
+                return Err(at.err(
+                    w,
+                    "upstream.endpoint.when",
+                    format!("'{name}' is not an x-mcp-header name"),
+                    "use the name the tool's schema gives in x-mcp-header, e.g. Region",
+                ));
+            }
+            when.push((name.to_ascii_lowercase(), value));
+        }
+    }
+    Ok(EndpointConfig { url, when })
+}
+
+fn header(
+    at: &Locator,
+    id: &str,
+    name: &str,
+    src: &HeaderSource,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(HeaderName, HeaderValue), ConfigError> {
+    let key = format!("upstream '{id}' header '{name}'");
+    let hname: HeaderName = name.parse().map_err(|_| ConfigError(format!("{}: {key}: not a valid header name", at.file)))?;
+    let reserved = [
+        "host",
+        "content-type",
+        "content-length",
+        "accept",
+        "connection",
+        "transfer-encoding",
+        "te",
+        "upgrade",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+    ];
+    if reserved.contains(&hname.as_str()) || hname.as_str().starts_with("mcp-param-") {
+        return Err(ConfigError(format!(
+            "{}: {key}: the gateway sets this header itself. Fix: remove it from the upstream's headers.",
+            at.file
+        )));
+    }
+    let secret = match (&src.env, &src.file) {
+        (Some(var), None) => env(var).ok_or_else(|| {
+            ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file))
+        })?,
+        (None, Some(f)) => {
+            let p = if Path::new(f).is_absolute() { PathBuf::from(f) } else { base.join(f) };
+            std::fs::read_to_string(&p)
+                .map_err(|e| ConfigError(format!("{}: {key}: cannot read secret file {}: {e}", at.file, p.display())))?
+                .trim_end_matches(['\n', '\r'])
+                .to_string()
+        }
+        _ => {
+            return Err(ConfigError(format!(
+                "{}: {key}: give exactly one of env = \"VAR\" or file = \"path\" (literal secrets are not allowed in the file)",
+                at.file
+            )));
+        }
+    };
+    let full = format!("{}{secret}", src.prefix.as_deref().unwrap_or(""));
+    let mut value = HeaderValue::from_str(&full)
+        .map_err(|_| ConfigError(format!("{}: {key}: the value contains characters not allowed in a header", at.file)))?;
+    value.set_sensitive(true);
+    Ok((hname, value))
+}

@@ -1,0 +1,76 @@
+//! Typed upstream failures. Transports and era adapters return [`UpstreamError`] and decide on its
+//! variants (a session that expired is renewed, silence on stdio means a legacy server); the one
+//! conversion into the client-visible [`RpcError`] is [`UpstreamError::into_rpc`], which always
+//! names the upstream and never carries an upstream's response body.
+
+use crate::protocol::errors::RpcError;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UpstreamError {
+    /// No complete answer within the upstream's deadline.
+    #[error("did not answer within {}", humantime::format_duration(*after))]
+    Timeout { after: Duration },
+    /// The connection could not be made, broke, or the process is not running.
+    #[error("{0}")]
+    Unreachable(String),
+    /// An HTTP answer without a JSON-RPC response (the body stays in the gateway's log).
+    #[error("HTTP {status} without a JSON-RPC response")]
+    Status { status: u16 },
+    /// The upstream no longer knows the session the request carried (HTTP 404).
+    #[error("session not found")]
+    SessionExpired,
+    /// A message or SSE event over the configured size limit.
+    #[error("a message exceeded {limit} bytes")]
+    TooLarge { limit: usize },
+    /// The upstream broke the protocol (a reply that is not JSON-RPC, a stream that ended early).
+    #[error("{0}")]
+    Protocol(String),
+    /// The upstream's own access token could not be obtained.
+    #[error("cannot get an access token: {0}")]
+    Credentials(String),
+    /// The legacy handshake failed, for the reason inside.
+    #[error("initializing a session failed: {0}")]
+    Handshake(Box<UpstreamError>),
+    /// The upstream refused a request the gateway built (a header mismatch or version error):
+    /// about the gateway's request, never the client's.
+    #[error("refused the gateway's request: {message}")]
+    Refused { code: Value, message: String },
+}
+
+impl UpstreamError {
+    /// The error a client sees, naming the upstream `id`.
+    pub fn into_rpc(self, id: &str) -> RpcError {
+        match self {
+            UpstreamError::Timeout { .. } => RpcError::internal(format!("Upstream '{id}' {self}")).with_data(json!({ "upstream": id })),
+            UpstreamError::Status { status } => RpcError::internal(format!("Upstream '{id}' refused the request: {self}"))
+                .with_data(json!({ "upstream": id, "status": status })),
+            UpstreamError::SessionExpired => RpcError::internal(format!("Upstream '{id}' refused the request: {self}"))
+                .with_data(json!({ "upstream": id, "status": 404 })),
+            UpstreamError::Refused { ref code, ref message } => {
+                let data = json!({ "upstream": id, "upstreamError": { "code": code, "message": message } });
+                RpcError::internal(format!("Upstream '{id}' {self}")).with_data(data)
+            }
+            other => RpcError::internal(format!("Upstream '{id}' is unavailable: {other}")).with_data(json!({ "upstream": id })),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_errors_name_the_upstream_and_keep_their_data() {
+        let e = UpstreamError::Timeout { after: Duration::from_secs(2) }.into_rpc("slow");
+        assert_eq!(e.message, "Upstream 'slow' did not answer within 2s");
+        assert_eq!(e.data, Some(json!({ "upstream": "slow" })));
+        let e = UpstreamError::Status { status: 502 }.into_rpc("a");
+        assert_eq!(e.data, Some(json!({ "upstream": "a", "status": 502 })));
+        let e = UpstreamError::Handshake(Box::new(UpstreamError::Unreachable("connection refused".into()))).into_rpc("b");
+        assert_eq!(e.message, "Upstream 'b' is unavailable: initializing a session failed: connection refused");
+        let e = UpstreamError::Refused { code: json!(-32020), message: "Header mismatch".into() }.into_rpc("c");
+        assert_eq!(e.data.as_ref().map(|d| d["upstreamError"]["code"].clone()), Some(json!(-32020)));
+    }
+}

@@ -1,0 +1,247 @@
+//! The legacy-era adapter (2025-11-25, 2025-06-18, 2025-03-26) on the upstream side. It owns
+//! everything a legacy upstream needs and a modern one does not: the `initialize` handshake and
+//! its `notifications/initialized`, the session (`Mcp-Session-Id`, one per pool endpoint),
+//! renewing it once when the upstream forgets it (single-flight), the standalone GET stream that
+//! carries `list_changed` and pings, the handshake a restarted stdio process must replay, and the
+//! modernisation of legacy results (`resultType`, read cache hints). Requests lose the modern
+//! `_meta` fields and headers.
+
+use super::outbound::Envelope;
+use super::probe::{Announcement, Identity};
+use super::stdio::Preamble;
+use super::{Call, Transport, Upstream, UpstreamError};
+use crate::protocol::rawobj::RawObject;
+use crate::protocol::{LEGACY_VERSIONS, is_legacy_version, keys};
+use crate::reply::{Outcome, Reply};
+use crate::sync::lock;
+use http::HeaderValue;
+use serde_json::{Map, Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The legacy session state of each endpoint.
+pub(super) struct Sessions {
+    slots: Vec<Slot>,
+    /// Held while a session is (re)initialized, so concurrent calls do it once.
+    renewal: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// The `Mcp-Session-Id` the upstream gave us, if any (stateless servers give none).
+    id: Arc<Mutex<Option<HeaderValue>>>,
+    /// The handshake was done on this endpoint.
+    initialized: AtomicBool,
+}
+
+impl Sessions {
+    pub(super) fn new(endpoints: usize) -> Self {
+        Sessions { slots: (0..endpoints.max(1)).map(|_| Slot::default()).collect(), renewal: tokio::sync::Mutex::new(()) }
+    }
+
+    fn slot(&self, i: usize) -> &Slot {
+        &self.slots[i.min(self.slots.len() - 1)]
+    }
+}
+
+impl Slot {
+    fn id(&self) -> Option<HeaderValue> {
+        lock(&self.id).clone()
+    }
+
+    fn clear(&self) {
+        *lock(&self.id) = None;
+        self.initialized.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The version header of a legacy request; 2025-03-26 predates it.
+fn version_header(version: &str) -> Option<String> {
+    (version != "2025-03-26").then(|| version.to_string())
+}
+
+impl Upstream {
+    /// The session slot of a call's endpoint.
+    fn slot(&self, endpoint: Option<usize>) -> &Slot {
+        let i = match &self.transport {
+            Transport::Http(p) => p.index(endpoint),
+            Transport::Stdio(_) => 0,
+        };
+        self.sessions.slot(i)
+    }
+
+    /// Whether the endpoint has a live session (a stdio one: a running, initialized process).
+    pub(super) fn has_session(&self, endpoint: Option<usize>) -> bool {
+        match &self.transport {
+            Transport::Http(_) => self.slot(endpoint).id().is_some(),
+            Transport::Stdio(t) => self.slot(endpoint).initialized.load(Ordering::SeqCst) && t.is_live(),
+        }
+    }
+
+    fn envelope(&self, call: &Call, version: Option<String>) -> Envelope {
+        Envelope { version, session: self.slot(call.endpoint).id(), mcp: None, on_behalf_of: call.on_behalf_of.clone() }
+    }
+
+    /// Sends a call in the legacy wire form: the session is opened on first use and renewed once
+    /// if the upstream has forgotten it; results gain the modern fields they lack.
+    pub(super) async fn call_legacy(&self, mut call: Call, version: &str) -> Result<Reply, UpstreamError> {
+        for key in [keys::PROTOCOL_VERSION, keys::CLIENT_CAPABILITIES, keys::CLIENT_INFO, keys::LOG_LEVEL] {
+            call.meta.remove(key);
+        }
+        let slot = self.slot(call.endpoint);
+        if !slot.initialized.load(Ordering::SeqCst) {
+            // A pool endpoint other than the probed one gets its session on first use; one
+            // handshake at a time, and none if another call got there first.
+            let _renewing = self.sessions.renewal.lock().await;
+            if !slot.initialized.load(Ordering::SeqCst) {
+                self.handshake(call.endpoint).await.map_err(|e| UpstreamError::Handshake(Box::new(e)))?;
+            }
+        }
+        let sent_with = slot.id();
+        let method = call.method.clone();
+        let reply = match self.exchange_reply(&call, self.envelope(&call, version_header(version))).await {
+            Err(UpstreamError::SessionExpired) if sent_with.is_some() => {
+                let _renewing = self.sessions.renewal.lock().await;
+                // Renew only if no concurrent call has already replaced the session it used.
+                if slot.id() == sent_with {
+                    tracing::info!(upstream = %self.id(), "upstream session expired; initializing a new one");
+                    slot.clear();
+                    self.handshake(call.endpoint).await.map_err(|e| UpstreamError::Handshake(Box::new(e)))?;
+                }
+                self.exchange_reply(&call, self.envelope(&call, version_header(version))).await?
+            }
+            other => other?,
+        };
+        Ok(reply.map_outcome(move |o| modernise(&method, o)))
+    }
+
+    /// The `initialize` handshake on an endpoint (also used to renew an expired session).
+    pub(super) async fn handshake(&self, endpoint: Option<usize>) -> Result<Identity, UpstreamError> {
+        let call = Call::internal("initialize", initialize_params(LEGACY_VERSIONS[0])?, Map::new(), endpoint);
+        let (outcome, session) = self.exchange_outcome(&call, Envelope::default()).await?;
+        let raw = match outcome {
+            Outcome::Result(r) => r,
+            other => {
+                return Err(UpstreamError::Protocol(format!("it answers neither server/discover nor initialize: {}", describe(&other))));
+            }
+        };
+        let r: Announcement = serde_json::from_str(raw.get())
+            .map_err(|e| UpstreamError::Protocol(format!("initialize returned an unexpected result: {e}")))?;
+        if !is_legacy_version(&r.protocol_version) {
+            return Err(UpstreamError::Protocol(format!(
+                "initialize answered with protocol version {:?}, which is not a legacy version mcpgate speaks",
+                r.protocol_version
+            )));
+        }
+        let slot = self.slot(endpoint);
+        *lock(&slot.id) = session.clone();
+        let initialized = crate::protocol::jsonrpc::bare_notification("notifications/initialized");
+        match &self.transport {
+            Transport::Http(p) => {
+                let env = Envelope { session: session.clone(), ..self.envelope(&call, version_header(&r.protocol_version)) };
+                p.at(endpoint).notify(initialized, &env).await?;
+            }
+            Transport::Stdio(t) => {
+                t.write(initialized.clone()).await?;
+                let request = crate::protocol::jsonrpc::request_message(
+                    "0",
+                    "initialize",
+                    &initialize_params(&r.protocol_version)?.to_raw().map_err(|e| UpstreamError::Protocol(e.to_string()))?,
+                );
+                t.set_preamble(Some(Preamble { request, then: initialized }));
+            }
+        }
+        slot.initialized.store(true, Ordering::SeqCst);
+        if session.is_some() {
+            self.start_get_stream(endpoint, r.protocol_version.clone());
+        }
+        tracing::info!(upstream = %self.id(), version = %r.protocol_version, "legacy upstream: initialized a session");
+        Ok(r.into_identity())
+    }
+
+    /// Keeps the standalone GET stream of a session open, to hear `list_changed` and answer
+    /// pings, for as long as the session lasts; reconnects with a backoff. An upstream without
+    /// one (405), a session it no longer knows (404, 400) or refused credentials (401, 403) end it.
+    fn start_get_stream(&self, endpoint: Option<usize>, version: String) {
+        let Transport::Http(pool) = &self.transport else { return };
+        let transport = pool.at(endpoint).clone();
+        let Some(started) = self.slot(endpoint).id() else { return };
+        let env = Envelope { version: version_header(&version), session: Some(started.clone()), mcp: None, on_behalf_of: Vec::new() };
+        let upstream = self.id().to_string();
+        let current = self.slot(endpoint).id.clone();
+        self.tasks.spawn(async move {
+            let mut backoff = Duration::from_secs(1);
+            loop {
+                if lock(&current).as_ref() != Some(&started) {
+                    return;
+                }
+                match transport.pump_get(&env).await {
+                    Ok(()) => backoff = Duration::from_secs(1),
+                    Err(UpstreamError::Status { status: 405 | 404 | 400 | 401 | 403 }) => return,
+                    Err(e) => tracing::debug!(%upstream, error = %e, "upstream GET stream dropped"),
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(60));
+            }
+        });
+    }
+}
+
+/// The params of an `initialize` request.
+fn initialize_params(version: &str) -> Result<RawObject, UpstreamError> {
+    let init = json!({ "protocolVersion": version, "capabilities": {}, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } });
+    let mut params = RawObject::default();
+    for (k, v) in init.as_object().into_iter().flatten() {
+        params.set_json(k, v).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+    }
+    Ok(params)
+}
+
+pub(super) fn describe(o: &Outcome) -> String {
+    match o {
+        Outcome::Result(_) => "ok".into(),
+        Outcome::Error(e) => e.message.clone(),
+        Outcome::UpstreamError(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(v) => format!("error {} {}", v["code"], v["message"].as_str().unwrap_or("")),
+            Err(_) => raw.get().chars().take(200).collect(),
+        },
+    }
+}
+
+/// Gives a legacy result the fields modern clients rely on: `resultType`, and for a read the
+/// cache hints (`ttlMs: 0`, `cacheScope: "private"`: a legacy server promises nothing).
+fn modernise(method: &str, o: Outcome) -> Outcome {
+    let Outcome::Result(raw) = o else { return o };
+    let Ok(mut obj) = serde_json::from_str::<RawObject>(raw.get()) else { return Outcome::Result(raw) };
+    let mut changed = false;
+    if obj.get("resultType").is_none() {
+        changed |= obj.set_json("resultType", "complete").is_ok();
+    }
+    if method == "resources/read" {
+        if obj.get("ttlMs").is_none() {
+            changed |= obj.set_json("ttlMs", &0).is_ok();
+        }
+        if obj.get("cacheScope").is_none() {
+            changed |= obj.set_json("cacheScope", "private").is_ok();
+        }
+    }
+    match changed.then(|| obj.to_raw()) {
+        Some(Ok(r)) => Outcome::Result(r),
+        _ => Outcome::Result(raw),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_results_gain_modern_fields_without_losing_their_own() {
+        let raw = serde_json::value::RawValue::from_string(r#"{"contents":[]}"#.into()).unwrap();
+        let Outcome::Result(r) = modernise("resources/read", Outcome::Result(raw)) else { panic!() };
+        assert_eq!(r.get(), r#"{"contents":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}"#);
+        assert_eq!(version_header("2025-03-26"), None);
+        assert_eq!(version_header("2025-11-25").as_deref(), Some("2025-11-25"));
+    }
+}

@@ -1,0 +1,178 @@
+//! The one builder of every HTTP request the gateway sends an upstream: calls and notifications
+//! (POST), the legacy GET stream, and answers to an upstream's own requests. The credential rules
+//! live here and nowhere else: the upstream's configured headers first, then its OAuth token
+//! *replacing* any configured `Authorization`, then the credentials configured for the caller the
+//! request is made for replacing both; the protocol headers are set last and never duplicated.
+//! Nothing of the client's own request is ever copied in.
+
+use super::error::UpstreamError;
+use super::oauth::OAuthClient;
+use crate::protocol::headers;
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
+use http_body_util::Full;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::{Instant, timeout_at};
+
+/// Where and with which credentials one endpoint is reached.
+pub struct Outbound {
+    pub url: http::Uri,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
+    oauth: Option<Arc<OAuthClient>>,
+    timeout: Duration,
+}
+
+/// The modern per-request headers (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`).
+#[derive(Debug, Clone, Default)]
+pub struct McpHeaders {
+    pub method: String,
+    /// The unencoded value `Mcp-Name` mirrors.
+    pub name: Option<String>,
+    /// Already encoded `Mcp-Param-*` headers.
+    pub params: Vec<(String, String)>,
+}
+
+/// What surrounds a message on the wire: the protocol version header, the legacy session, the
+/// modern headers, and the callers the request is made for (per-caller credentials).
+#[derive(Debug, Clone, Default)]
+pub struct Envelope {
+    pub version: Option<String>,
+    pub session: Option<HeaderValue>,
+    pub mcp: Option<McpHeaders>,
+    pub on_behalf_of: Vec<String>,
+}
+
+impl Outbound {
+    pub fn new(
+        url: http::Uri,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
+        oauth: Option<Arc<OAuthClient>>,
+        timeout: Duration,
+    ) -> Self {
+        Outbound { url, headers, caller_headers, oauth, timeout }
+    }
+
+    /// A POST carrying `body` (a JSON-RPC message).
+    pub async fn post(&self, body: Vec<u8>, env: &Envelope, deadline: Instant) -> Result<Request<Full<Bytes>>, UpstreamError> {
+        self.build(Method::POST, Bytes::from(body), env, deadline).await
+    }
+
+    /// The GET that opens a standalone SSE stream.
+    pub async fn get(&self, env: &Envelope, deadline: Instant) -> Result<Request<Full<Bytes>>, UpstreamError> {
+        self.build(Method::GET, Bytes::new(), env, deadline).await
+    }
+
+    /// Forgets the OAuth token after the upstream refused it; `false` when there is none to renew.
+    pub async fn renew_token(&self) -> bool {
+        match &self.oauth {
+            Some(o) => {
+                o.invalidate().await;
+                true
+            }
+            None => false,
+        }
+    }
+
+    async fn build(&self, method: Method, body: Bytes, env: &Envelope, deadline: Instant) -> Result<Request<Full<Bytes>>, UpstreamError> {
+        let mut h = HeaderMap::new();
+        for (k, v) in &self.headers {
+            h.append(k, v.clone());
+        }
+        if let Some(oauth) = &self.oauth {
+            let token = match timeout_at(deadline, oauth.token()).await {
+                Err(_) => return Err(UpstreamError::Timeout { after: self.timeout }),
+                Ok(t) => t?,
+            };
+            h.insert(AUTHORIZATION, bearer(&token)?);
+        }
+        if let Some((_, set)) = self.caller_headers.iter().find(|(c, _)| env.on_behalf_of.contains(c)) {
+            for (k, v) in set {
+                h.insert(k, v.clone());
+            }
+        }
+        if method == Method::GET {
+            h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        } else {
+            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            h.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        }
+        if let Some(v) = &env.version {
+            h.insert("mcp-protocol-version", value(v)?);
+        }
+        if let Some(sid) = &env.session {
+            h.insert("mcp-session-id", sid.clone());
+        }
+        if let Some(mcp) = &env.mcp {
+            h.insert("mcp-method", value(&mcp.method)?);
+            if let Some(name) = &mcp.name {
+                h.insert("mcp-name", value(&headers::encode(name))?);
+            }
+            for (k, v) in &mcp.params {
+                let name =
+                    HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name {k:?}")))?;
+                h.insert(name, value(v)?);
+            }
+        }
+        let mut req = Request::builder().method(method).uri(self.url.clone());
+        if let Some(slot) = req.headers_mut() {
+            *slot = h;
+        }
+        req.body(Full::new(body)).map_err(|e| UpstreamError::Protocol(format!("cannot build the request: {e}")))
+    }
+}
+
+fn value(v: &str) -> Result<HeaderValue, UpstreamError> {
+    HeaderValue::from_str(v).map_err(|_| UpstreamError::Protocol(format!("{v:?} is not a valid header value")))
+}
+
+/// `Authorization: Bearer <token>`, marked sensitive so it is never logged.
+fn bearer(token: &str) -> Result<HeaderValue, UpstreamError> {
+    let mut v = HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| UpstreamError::Credentials("the access token is not a valid header value".into()))?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hv(s: &str) -> HeaderValue {
+        HeaderValue::from_str(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn caller_credentials_replace_the_upstream_wide_ones_and_protocol_headers_are_single() {
+        let out = Outbound::new(
+            "http://127.0.0.1:1/mcp".parse().unwrap(),
+            vec![(AUTHORIZATION, hv("Bearer static")), (HeaderName::from_static("x-team"), hv("a")), (ACCEPT, hv("text/plain"))],
+            vec![("alice".into(), vec![(AUTHORIZATION, hv("Bearer alice"))])],
+            None,
+            Duration::from_secs(1),
+        );
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let env = Envelope {
+            version: Some("2025-11-25".into()),
+            session: Some(hv("s1")),
+            mcp: Some(McpHeaders {
+                method: "tools/call".into(),
+                name: Some("t".into()),
+                params: vec![("Mcp-Param-Region".into(), "eu".into())],
+            }),
+            on_behalf_of: vec!["alice".into()],
+        };
+        let req = out.post(b"{}".to_vec(), &env, deadline).await.unwrap();
+        let h = req.headers();
+        assert_eq!(h.get_all(AUTHORIZATION).iter().collect::<Vec<_>>(), vec!["Bearer alice"]);
+        assert_eq!(h.get_all(ACCEPT).iter().count(), 1);
+        assert_eq!(h["mcp-session-id"], "s1");
+        assert_eq!(h["mcp-param-region"], "eu");
+        let get = out.get(&Envelope::default(), deadline).await.unwrap();
+        assert_eq!(get.headers().get_all(AUTHORIZATION).iter().collect::<Vec<_>>(), vec!["Bearer static"]);
+        assert_eq!(get.headers()[ACCEPT], "text/event-stream");
+    }
+}
