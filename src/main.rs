@@ -220,10 +220,10 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
         tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use every upstream !!!");
     }
     let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
-    gw.auth.start().await.map_err(|e| anyhow::anyhow!("authentication setup failed: {e}"))?;
+    gw.auth.start(&gw.tasks).await.map_err(|e| anyhow::anyhow!("authentication setup failed: {e}"))?;
     tracing::info!("mcpgate {} listening on http://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
     let refresher = gw.clone();
-    tokio::spawn(async move {
+    gw.tasks.spawn(async move {
         refresher.refresh_all().await;
         let cat = refresher.catalog();
         tracing::info!(tools = cat.tools().len(), problems = cat.problems.len(), "catalogue ready");
@@ -231,8 +231,13 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
     });
     let legacy = Arc::new(LegacyState::new(Arc::new(sealer), server_cfg.session_ttl));
     let auth = Some(gw.auth.clone());
+    let tasks = gw.tasks.clone();
     let svc: Arc<dyn Service> = gw;
     mcpgate::server::http::serve(listener, svc, server_cfg, legacy, auth, shutdown_signal()).await?;
+    // Background loops end (and stdio children with them) before the process exits.
+    if !tasks.shutdown(std::time::Duration::from_secs(5)).await {
+        tracing::warn!("some background tasks did not stop within 5 s");
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -39,11 +39,13 @@ pub struct EventStream {
     timeout_error: Option<RpcError>,
     _guards: Vec<Box<dyn Guard>>,
     finished: bool,
+    /// A notification already taken off the channel, yielded first.
+    first: Option<Vec<u8>>,
 }
 
 impl EventStream {
     pub fn new(rx: mpsc::Receiver<Event>) -> Self {
-        EventStream { rx, map: None, deadline: None, timeout_error: None, _guards: Vec::new(), finished: false }
+        EventStream { rx, map: None, deadline: None, timeout_error: None, _guards: Vec::new(), finished: false, first: None }
     }
 
     /// Ends the stream with `error` if it has not finished by `deadline`.
@@ -63,6 +65,9 @@ impl EventStream {
     pub async fn next(&mut self) -> Option<Event> {
         if self.finished {
             return None;
+        }
+        if let Some(n) = self.first.take() {
+            return Some(Event::Notification(n));
         }
         let got = match self.deadline {
             Some(d) => match tokio::time::timeout_at(d, self.rx.recv()).await {
@@ -156,33 +161,9 @@ impl Reply {
 
 impl EventStream {
     /// Puts an already received notification back in front of the stream.
-    fn prepend(self, first: Vec<u8>) -> EventStream {
-        let (tx, rx) = mpsc::channel(16);
-        let mut inner = self;
-        let deadline = inner.deadline;
-        let timeout_error = inner.timeout_error.clone();
-        tokio::spawn(async move {
-            if tx.send(Event::Notification(first)).await.is_err() {
-                return;
-            }
-            loop {
-                let ev = tokio::select! {
-                    ev = inner.next() => ev,
-                    // The client went away: dropping `inner` cancels the work behind it now.
-                    _ = tx.closed() => return,
-                };
-                let Some(ev) = ev else { return };
-                tokio::select! {
-                    sent = tx.send(ev) => if sent.is_err() { return },
-                    _ = tx.closed() => return,
-                }
-            }
-        });
-        let mut s = EventStream::new(rx);
-        s.map = None;
-        s.deadline = deadline;
-        s.timeout_error = timeout_error;
-        s
+    fn prepend(mut self, first: Vec<u8>) -> EventStream {
+        self.first = Some(first);
+        self
     }
 }
 

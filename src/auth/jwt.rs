@@ -55,12 +55,12 @@ impl JwtVerifier {
     }
 
     /// Loads the keys once (an error here stops the gateway from starting) and keeps them fresh.
-    pub async fn start(&self) -> Result<(), String> {
+    pub async fn start(&self, tasks: &crate::tasks::Background) -> Result<(), String> {
         self.refresh().await?;
         let keys = self.keys.clone();
         let cfg = self.cfg.clone();
         let client = self.client.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             loop {
                 tokio::time::sleep(cfg.refresh).await;
                 match load(&cfg.jwks, &client).await {

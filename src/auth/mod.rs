@@ -75,9 +75,9 @@ impl Authenticator {
     }
 
     /// Loads the JWKS (and starts its refresh); call once at startup.
-    pub async fn start(&self) -> Result<(), String> {
+    pub async fn start(&self, tasks: &crate::tasks::Background) -> Result<(), String> {
         match &self.jwt {
-            Some(j) => j.start().await,
+            Some(j) => j.start(tasks).await,
             None => Ok(()),
         }
     }

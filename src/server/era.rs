@@ -49,7 +49,17 @@ pub fn classify(method: &Method, headers: &HeaderMap, body: BodyFacts) -> Era {
         // A legacy version with modern `_meta` is a modern client whose header is wrong (-32020).
         return if is_legacy_version(v.trim()) && !body.has_modern_meta { Era::Legacy } else { Era::Modern };
     }
-    if session || body.is_batch || body.is_response || body.method == Some("initialize") {
+    if session {
+        return Era::Legacy;
+    }
+    classify_message(body)
+}
+
+/// The era of one message where no header speaks (the rest of an HTTP request's rules, and every
+/// line of `mcpgate stdio`): an `initialize`, a response or a batch is legacy; otherwise modern
+/// `_meta` decides.
+pub fn classify_message(body: BodyFacts) -> Era {
+    if body.is_batch || body.is_response || body.method == Some("initialize") {
         return Era::Legacy;
     }
     if body.has_modern_meta { Era::Modern } else { Era::Legacy }

@@ -6,6 +6,7 @@
 //! EOF the in-flight requests are finished before the server returns. The local client is
 //! trusted: it is served as the anonymous caller, without authentication.
 
+use super::era::Era;
 use super::legacy::{self, Action, Session};
 use super::{modern, render};
 use crate::auth::Principal;
@@ -16,6 +17,7 @@ use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
 use crate::reply::{Event, Reply};
 use crate::sync::lock;
 use futures_util::StreamExt;
+use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -89,44 +91,41 @@ pub async fn serve(
             }
             MsgKind::Request => {
                 let id = msg.id.clone();
-                let modern_meta = super::era::BodyFacts::of(&msg).has_modern_meta;
-                let request = if modern_meta {
-                    modern::to_request(msg, None, Principal::anonymous())
-                } else if msg.method.as_deref() == Some("initialize") && conn.session.is_none() {
-                    match legacy::handshake(svc.as_ref(), &msg, "stdio".into(), Principal::anonymous()).await {
-                        Ok((result, session)) => {
-                            let _ = out_tx
-                                .send(jsonrpc::result_message(msg.id.as_deref().unwrap_or(serde_json::value::RawValue::NULL), &result))
-                                .await;
-                            conn.session = Some(session);
-                            relay_changes(svc.as_ref(), out_tx.clone());
+                let era = super::era::classify_message(super::era::BodyFacts::of(&msg));
+                let request = match (era, &conn.session) {
+                    (Era::Modern, _) => modern::to_request(msg, None, Principal::anonymous()),
+                    (Era::Legacy, None) if msg.method.as_deref() == Some("initialize") => {
+                        match legacy::handshake(svc.as_ref(), &msg, "stdio".into(), Principal::anonymous()).await {
+                            Ok((result, session)) => {
+                                let _ = out_tx.send(jsonrpc::result_message(msg.id.as_deref().unwrap_or(RawValue::NULL), &result)).await;
+                                conn.session = Some(session);
+                                relay_changes(svc.as_ref(), out_tx.clone());
+                            }
+                            Err(e) => {
+                                let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
+                            }
                         }
-                        Err(e) => {
-                            let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
-                        }
+                        continue;
                     }
-                    continue;
-                } else if let Some(session) = &conn.session {
-                    match legacy::convert(session, conn.level.as_deref(), msg, Principal::anonymous()) {
+                    (Era::Legacy, Some(session)) => match legacy::convert(session, conn.level.as_deref(), msg, Principal::anonymous()) {
                         Ok(Action::Forward(r)) => Ok(r),
                         Ok(answered) => {
                             if let Action::SetLevel(l) = &answered {
                                 conn.level = Some(l.clone());
                             }
-                            let result = answered.answer().unwrap_or_else(|| serde_json::value::RawValue::NULL.to_owned());
-                            let _ = out_tx
-                                .send(jsonrpc::result_message(id.as_deref().unwrap_or(serde_json::value::RawValue::NULL), &result))
-                                .await;
+                            let result = answered.answer().unwrap_or_else(|| RawValue::NULL.to_owned());
+                            let _ = out_tx.send(jsonrpc::result_message(id.as_deref().unwrap_or(RawValue::NULL), &result)).await;
                             continue;
                         }
                         Err(e) => Err(e),
-                    }
-                } else {
-                    modern::to_request(msg, None, Principal::anonymous())
+                    },
+                    (Era::Legacy, None) => Err(RpcError::invalid_request(
+                        "send initialize first (a legacy client), or give every request the modern _meta (a 2026-07-28 client)",
+                    )),
                 };
                 match request {
                     // The reply's shape follows the request's era, not the connection's.
-                    Ok(r) => spawn(&mut tasks, &inflight, svc.clone(), r, conn.session.is_some() && !modern_meta, out_tx.clone()),
+                    Ok(r) => spawn(&mut tasks, &inflight, svc.clone(), r, era == Era::Legacy, out_tx.clone()),
                     Err(e) => {
                         let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
                     }

@@ -110,7 +110,7 @@ pub struct Preamble {
 
 pub struct StdioTransport {
     id: String,
-    program: Result<PathBuf, String>,
+    program: Result<PathBuf, UpstreamError>,
     command: Vec<String>,
     env: BTreeMap<String, String>,
     cwd: Option<PathBuf>,
@@ -202,7 +202,7 @@ impl StdioTransport {
         {
             return Ok(p.clone());
         }
-        let p = self.spawn().map_err(UpstreamError::Unreachable)?;
+        let p = self.spawn()?;
         *slot = Some(p.clone());
         let preamble = lock(&self.preamble).clone();
         if let Some(preamble) = preamble
@@ -218,7 +218,7 @@ impl StdioTransport {
         Ok(p)
     }
 
-    fn spawn(&self) -> Result<Arc<Proc>, String> {
+    fn spawn(&self) -> Result<Arc<Proc>, UpstreamError> {
         let program = self.program.clone()?;
         let mut cmd = Command::new(&program);
         cmd.args(&self.command[1..])
@@ -231,9 +231,9 @@ impl StdioTransport {
         if let Some(cwd) = &self.cwd {
             cmd.current_dir(cwd);
         }
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", self.command.join(" ")))?;
+        let mut child = cmd.spawn().map_err(|e| UpstreamError::Unreachable(format!("cannot start {:?}: {e}", self.command.join(" "))))?;
         let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
-            return Err("the child process has no stdio pipes".into());
+            return Err(UpstreamError::Unreachable("the child process has no stdio pipes".into()));
         };
         tracing::info!(upstream = %self.id, pid = child.id().unwrap_or(0), command = %self.command.join(" "), "started stdio upstream");
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
@@ -294,11 +294,13 @@ fn not_accepting() -> UpstreamError {
 
 /// The program to start: `mcpgate` means this very binary, resolved once at startup so that a
 /// binary replaced on disk later (an upgrade, a rebuild) does not break restarts.
-fn resolve(command: &[String]) -> Result<PathBuf, String> {
+fn resolve(command: &[String]) -> Result<PathBuf, UpstreamError> {
     match command.first().map(String::as_str) {
-        Some("mcpgate") => std::env::current_exe().map_err(|e| format!("cannot locate the mcpgate binary: {e}")),
+        Some("mcpgate") => {
+            std::env::current_exe().map_err(|e| UpstreamError::Unreachable(format!("cannot locate the mcpgate binary: {e}")))
+        }
         Some(p) => Ok(PathBuf::from(p)),
-        None => Err("the command is empty".into()),
+        None => Err(UpstreamError::Unreachable("the command is empty".into())),
     }
 }
 

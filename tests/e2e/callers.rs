@@ -315,7 +315,7 @@ async fn uri_grants_cannot_be_stretched_and_logs_cannot_be_forged() {
 }
 
 /// A token endpoint on loopback: checks the client-credentials request and counts tokens issued.
-async fn token_endpoint(
+pub async fn token_endpoint(
     expires_in: u64,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
