@@ -232,8 +232,14 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
     let legacy = Arc::new(LegacyState::new(Arc::new(sealer), server_cfg.session_ttl));
     let auth = Some(gw.auth.clone());
     let tasks = gw.tasks.clone();
+    let closing = gw.closing.clone();
     let svc: Arc<dyn Service> = gw;
-    mcpgate::server::http::serve(listener, svc, server_cfg, legacy, auth, shutdown_signal()).await?;
+    let shutdown = async move {
+        shutdown_signal().await;
+        // Listen and GET streams end now, with their final message, so connections can drain.
+        closing.cancel();
+    };
+    mcpgate::server::http::serve(listener, svc, server_cfg, legacy, auth, shutdown).await?;
     // Background loops end (and stdio children with them) before the process exits.
     if !tasks.shutdown(std::time::Duration::from_secs(5)).await {
         tracing::warn!("some background tasks did not stop within 5 s");

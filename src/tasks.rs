@@ -34,6 +34,15 @@ impl Background {
         });
     }
 
+    /// Runs `fut` to its end, tracked but not cancelled: for work that must finish on its own
+    /// terms at shutdown (a stream sending its final message when [`Self::token`] is cancelled).
+    pub fn track<F>(&self, fut: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.tracker.spawn(fut);
+    }
+
     /// A token cancelled at shutdown, for loops that want to end on their own terms.
     pub fn token(&self) -> CancellationToken {
         self.cancel.clone()
@@ -60,9 +69,49 @@ impl Background {
     }
 }
 
+/// Exponential backoff with full jitter: each wait is a random time up to the current ceiling,
+/// which doubles from `start` to `max`; [`Backoff::reset`] after a success.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    start: Duration,
+    max: Duration,
+    ceiling: Duration,
+}
+
+impl Backoff {
+    pub fn new(start: Duration, max: Duration) -> Self {
+        Backoff { start, max, ceiling: start }
+    }
+
+    pub fn reset(&mut self) {
+        self.ceiling = self.start;
+    }
+
+    /// The next wait: between half the ceiling and the ceiling, so retries spread out but never
+    /// come back at once.
+    pub fn next_wait(&mut self) -> Duration {
+        use aws_lc_rs::rand::SecureRandom;
+        let mut b = [0u8; 4];
+        let r = aws_lc_rs::rand::SystemRandom::new().fill(&mut b).map(|_| u32::from_le_bytes(b)).unwrap_or(u32::MAX / 2);
+        let wait = self.ceiling.mul_f64(0.5 + 0.5 * f64::from(r) / f64::from(u32::MAX));
+        self.ceiling = (self.ceiling * 2).min(self.max);
+        wait
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backoff_grows_with_jitter_up_to_its_maximum() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(400));
+        let waits: Vec<Duration> = (0..5).map(|_| b.next_wait()).collect();
+        assert!(waits[0] >= Duration::from_millis(50) && waits[0] <= Duration::from_millis(100), "{waits:?}");
+        assert!(waits[4] >= Duration::from_millis(200) && waits[4] <= Duration::from_millis(400), "{waits:?}");
+        b.reset();
+        assert!(b.next_wait() <= Duration::from_millis(100));
+    }
 
     #[tokio::test]
     async fn shutdown_cancels_and_waits_for_every_task() {

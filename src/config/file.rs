@@ -48,6 +48,9 @@ pub struct CatalogSection {
     pub separator: Option<Spanned<String>>,
     pub page_size: Option<usize>,
     pub refresh_interval: Option<Spanned<String>>,
+    pub debounce: Option<Spanned<String>>,
+    pub ttl_min: Option<Spanned<String>>,
+    pub ttl_max: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

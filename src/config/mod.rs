@@ -55,6 +55,13 @@ pub struct CatalogConfig {
     pub separator: String,
     pub page_size: usize,
     pub refresh_interval: Duration,
+    /// How long list changes are collected before clients are told (and before an upstream's
+    /// announced change is re-read), so a burst costs one notification.
+    pub debounce: Duration,
+    /// Bounds on re-listing an upstream that announces no list changes, on the schedule its
+    /// `ttlMs` implies.
+    pub ttl_min: Duration,
+    pub ttl_max: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -197,7 +204,12 @@ impl Config {
             separator: sep.clone(),
             page_size: c.page_size.unwrap_or(1000).max(1),
             refresh_interval: at.duration(c.refresh_interval.as_ref(), "catalog.refresh_interval", Duration::from_secs(300))?,
+            debounce: at.duration(c.debounce.as_ref(), "catalog.debounce", Duration::from_millis(100))?,
+            ttl_min: at.duration(c.ttl_min.as_ref(), "catalog.ttl_min", Duration::from_secs(2))?,
+            ttl_max: Duration::ZERO,
         };
+        let mut catalog = catalog;
+        catalog.ttl_max = at.duration(c.ttl_max.as_ref(), "catalog.ttl_max", catalog.refresh_interval)?.max(catalog.ttl_min);
 
         let mut upstreams: Vec<UpstreamConfig> = Vec::new();
         for u in file.upstreams {

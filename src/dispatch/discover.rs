@@ -1,6 +1,8 @@
 //! `server/discover` for the gateway itself: the versions it speaks, the union of what the
 //! upstreams the caller may use offer (limited to what the gateway serves), and their
-//! instructions merged into one labelled section per upstream.
+//! instructions merged into one labelled section per upstream. Every list it serves declares
+//! `listChanged` (the gateway announces changes of its own catalogue, whatever its upstreams do),
+//! and `resources.subscribe` is declared when an upstream the caller may use can report updates.
 
 use super::Request;
 use crate::catalog::Kind;
@@ -34,7 +36,7 @@ fn usable(gw: &Gateway, req: &Request, index: usize) -> bool {
 pub fn discover(gw: &Gateway, req: &Request) -> Reply {
     let restricted = !req.caller.grants.is_unrestricted();
     let mut capabilities = Map::new();
-    capabilities.insert("tools".into(), json!({}));
+    capabilities.insert("tools".into(), json!({ "listChanged": true }));
     let mut sections = Vec::new();
     if let Some(own) = &gw.config.server.instructions {
         sections.push(own.trim().to_string());
@@ -46,10 +48,18 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
         if st.status != Status::Ready || !usable(gw, req, up.index) {
             continue;
         }
-        for cap in ["logging", "prompts", "resources", "completions"] {
+        for cap in ["logging", "completions"] {
             if st.offers(cap) {
                 capabilities.insert(cap.into(), json!({}));
             }
+        }
+        if st.offers("prompts") {
+            capabilities.insert("prompts".into(), json!({ "listChanged": true }));
+        }
+        if st.offers("resources") {
+            let subscribe = st.declares("resources", "subscribe")
+                || capabilities.get("resources").and_then(|r| r.get("subscribe")).and_then(Value::as_bool) == Some(true);
+            capabilities.insert("resources".into(), json!({ "listChanged": true, "subscribe": subscribe }));
         }
         if let Some(text) = st.instructions.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
             let label = if up.cfg.prefix.is_empty() {

@@ -144,7 +144,7 @@ fn tool_error(text: &str) -> Reply {
 /// A caller with restricted grants reaches only listed resources, or URIs that expand a template
 /// it may see and that carry no path tricks (`..`, encoded dots or slashes, backslashes, empty
 /// segments): a grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
-fn route_uri(gw: &Gateway, req: &Request, uri: &str) -> Option<(usize, String)> {
+pub(super) fn route_uri(gw: &Gateway, req: &Request, uri: &str) -> Option<(usize, String)> {
     let cat = gw.catalog();
     let (upstream, original) = cat.route_uri(uri)?;
     let id = gw.upstream_id(upstream);

@@ -4,9 +4,12 @@
 //! through the caller's view (policy) → check scopes and mirrored headers → forward, audited.
 
 mod discover;
+pub mod fanout;
 mod forward;
+mod listen;
 mod lists;
 
+use self::fanout::{Filter, Subscription, UriSet};
 use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::gateway::Gateway;
@@ -45,8 +48,17 @@ pub trait Service: Send + Sync + 'static {
         true
     }
 
-    /// List-changed events, for legacy clients' streams.
-    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Kind>> {
+    /// A change subscription for `caller` (a legacy GET stream or stdio connection), following
+    /// the resource URIs in `uris`; `None` when the service announces no changes.
+    fn subscribe(&self, _caller: Arc<Principal>, _filter: Filter, _uris: UriSet) -> Option<Subscription> {
+        None
+    }
+
+    /// A legacy session's followed URIs changed.
+    fn follows_changed(&self) {}
+
+    /// Cancelled when the service starts shutting down (open streams end then).
+    fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {
         None
     }
 }
@@ -66,6 +78,8 @@ pub const RATE_LIMITED: i64 = 429;
 impl Service for Gateway {
     fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {
         Box::pin(async move {
+            // A client that connects at once sees every upstream that is ready by then.
+            self.wait_ready().await;
             let offered = |cap: &str| self.offers(cap);
             if let Some(rate) = req.caller.rate
                 && let Err(wait) = self.limiter.check(&format!("caller:{}", req.caller.id), rate)
@@ -82,6 +96,9 @@ impl Service for Gateway {
                 "resources/templates/list" if offered("resources") => lists::list(self, &req, Kind::Template),
                 "resources/read" if offered("resources") => forward::read_resource(self, req).await,
                 "completion/complete" if offered("completions") => forward::complete(self, req).await,
+                "subscriptions/listen" => listen::listen(self, req),
+                // Only legacy sessions reach this (the modern edge refuses the method).
+                "resources/subscribe" if offered("resources") => listen::follow(self, &req),
                 other => Reply::error(RpcError::method_not_found(other)),
             }
         })
@@ -91,7 +108,15 @@ impl Service for Gateway {
         self.is_ready()
     }
 
-    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Kind>> {
-        Some(self.subscribe_changes())
+    fn subscribe(&self, caller: Arc<Principal>, filter: Filter, uris: UriSet) -> Option<Subscription> {
+        Some(self.hub.subscribe(caller, filter, uris))
+    }
+
+    fn follows_changed(&self) {
+        self.hub.follows.notify_one();
+    }
+
+    fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {
+        Some(self.closing.clone())
     }
 }

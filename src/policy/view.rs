@@ -11,7 +11,7 @@ pub fn item<'a>(kind: Kind, e: &'a Entry, upstream_id: &'a dyn Fn(usize) -> &'a 
 }
 
 /// The entries of `kind` the caller may see, in catalogue order.
-pub fn visible<'a>(cat: &'a Catalog, kind: Kind, grants: &'a Grants, upstream_id: &'a dyn Fn(usize) -> &'a str) -> Vec<&'a Entry> {
+pub fn visible<'a>(cat: &'a Catalog, kind: Kind, grants: &Grants, upstream_id: &'a dyn Fn(usize) -> &'a str) -> Vec<&'a Entry> {
     cat.section(kind).entries.iter().filter(|e| allows(grants, &item(kind, e, upstream_id))).collect()
 }
 

@@ -31,6 +31,7 @@ pub mod keys {
     pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
     pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
     pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+    pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
     pub const PROGRESS_TOKEN: &str = "progressToken";
 }
 

@@ -123,7 +123,7 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
         Err(r) => return *r,
     };
     if req.method() != Method::POST && classify(req.method(), req.headers(), BodyFacts::default()) == Era::Legacy {
-        return legacy_http::get_or_delete(st.svc.as_ref(), &st.legacy, req.method(), req.headers());
+        return legacy_http::get_or_delete(st.svc.as_ref(), &st.legacy, req.method(), req.headers(), caller);
     }
     if req.method() != Method::POST {
         let mut r = render::error(

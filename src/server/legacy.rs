@@ -6,7 +6,9 @@
 
 use super::era::LEGACY_VERSIONS;
 use crate::auth::Principal;
+use crate::dispatch::fanout::{Change, UriSet};
 use crate::dispatch::{Request, Service};
+use crate::protocol::jsonrpc;
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::meta::{LOG_LEVELS, RequestMeta};
@@ -45,6 +47,8 @@ pub struct LegacyState {
     pub ttl: Duration,
     levels: Mutex<HashMap<String, (String, Instant)>>,
     ended: Mutex<HashMap<String, Instant>>,
+    /// The resource URIs each session follows (`resources/subscribe`), shared with its GET stream.
+    follows: Mutex<HashMap<String, (UriSet, Instant)>>,
 }
 
 /// Keeps a per-session map bounded: entries older than the session TTL are dropped (scanned only
@@ -69,7 +73,7 @@ pub fn negotiate(requested: &str) -> &'static str {
 
 impl LegacyState {
     pub fn new(sealer: Arc<Sealer>, ttl: Duration) -> Self {
-        LegacyState { sealer, ttl, levels: Mutex::default(), ended: Mutex::default() }
+        LegacyState { sealer, ttl, levels: Mutex::default(), ended: Mutex::default(), follows: Mutex::default() }
     }
 
     /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.
@@ -91,7 +95,17 @@ impl LegacyState {
         lock(&self.ended).contains_key(sid)
     }
 
+    /// The URIs session `sid` follows on this replica.
+    pub fn follows(&self, sid: &str) -> UriSet {
+        let mut f = lock(&self.follows);
+        prune(&mut f, self.ttl, |(_, at)| *at);
+        f.entry(sid.to_string()).or_insert_with(|| (UriSet::default(), Instant::now())).0.clone()
+    }
+
     pub fn end(&self, s: &Session) {
+        if let Some((set, _)) = lock(&self.follows).remove(&s.sid) {
+            lock(&set).clear();
+        }
         {
             let mut e = lock(&self.ended);
             // A session older than the TTL no longer opens anyway: forget it.
@@ -185,6 +199,10 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
             return Ok(Action::SetLevel(level));
         }
         "initialize" => return Err(RpcError::invalid_request("this session is already initialized")),
+        "resources/unsubscribe" => {
+            let uri = params.parse::<String>("uri").and_then(Result::ok).ok_or_else(|| RpcError::invalid_params("uri must be a string"))?;
+            return Ok(Action::Unfollow(uri));
+        }
         _ => {}
     }
     let mut fields: Map<String, Value> = params.remove("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
@@ -203,7 +221,43 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
         fields.insert(keys::LOG_LEVEL.into(), level.into());
     }
     let meta = RequestMeta { protocol_version: MODERN_VERSION.into(), fields };
+    if method == "resources/subscribe" {
+        let uri = params.parse::<String>("uri").and_then(Result::ok).ok_or_else(|| RpcError::invalid_params("uri must be a string"))?;
+        return Ok(Action::Follow(uri, Request { id, method, params, meta, param_headers: None, caller }));
+    }
     Ok(Action::Forward(Request { id, method, params, meta, param_headers: None, caller }))
+}
+
+/// Runs a `resources/subscribe` (the service checks the URI) or `resources/unsubscribe` of a
+/// session whose followed URIs are `set`; `None` for other actions.
+pub async fn follow(svc: &dyn Service, set: &UriSet, action: Action) -> Result<Reply, Action> {
+    match action {
+        Action::Follow(uri, req) => {
+            let reply = svc.handle(req).await;
+            let Reply::Single(Outcome::Result(r)) = reply else { return Ok(reply) };
+            lock(set).insert(uri);
+            svc.follows_changed();
+            Ok(Reply::Single(Outcome::Result(r)))
+        }
+        Action::Unfollow(uri) => {
+            lock(set).remove(&uri);
+            svc.follows_changed();
+            Ok(Reply::Single(Outcome::Result(empty())))
+        }
+        other => Err(other),
+    }
+}
+
+/// A change as the notification a legacy client expects (`None`: the stream must end).
+pub fn change_message(change: &Change) -> Option<Vec<u8>> {
+    match change {
+        Change::List(kind) => Some(jsonrpc::bare_notification(kind.list_changed_method())),
+        Change::Updated(uri) => {
+            let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok()?;
+            Some(jsonrpc::notification_message("notifications/resources/updated", &params))
+        }
+        Change::TooSlow => None,
+    }
 }
 
 /// What to do with a legacy session request.
@@ -213,6 +267,10 @@ pub enum Action {
     /// `logging/setLevel`: remember the level for the session, answer `{}`.
     SetLevel(String),
     Forward(Request),
+    /// `resources/subscribe`: check the URI with the service, then follow it.
+    Follow(String, Request),
+    /// `resources/unsubscribe`: stop following the URI, answer `{}`.
+    Unfollow(String),
 }
 
 impl Action {
@@ -221,7 +279,7 @@ impl Action {
         match self {
             Action::Answer(r) => Some(r.clone()),
             Action::SetLevel(_) => Some(empty()),
-            Action::Forward(_) => None,
+            Action::Forward(_) | Action::Follow(..) | Action::Unfollow(_) => None,
         }
     }
 }

@@ -1,14 +1,15 @@
 //! Legacy Streamable HTTP (2025-xx) on the same endpoint: POSTs within a session (and the
-//! `initialize` that opens one), the standalone GET stream that carries list-changed
-//! notifications, and DELETE to end a session. Session rules and result shapes come from
-//! `legacy`; the internal requests go to the same era-free service as modern ones.
+//! `initialize` that opens one), the standalone GET stream that carries the changes the caller
+//! may see (list changes, updates of the resources the session follows), and DELETE to end a
+//! session. Session rules and result shapes come from `legacy`; the internal requests go to the
+//! same era-free service as modern ones.
 
 use super::era::is_legacy_version;
-use super::legacy::{Action, LegacyState, downgrade_reply};
+use super::legacy::{self, Action, LegacyState, downgrade_reply};
 use super::render::{self, Body};
 use crate::auth::Principal;
-use crate::catalog::Kind;
 use crate::dispatch::Service;
+use crate::dispatch::fanout::{Filter, Subscription};
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
 use bytes::Bytes;
@@ -18,10 +19,7 @@ use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::broadcast;
 
-const KEEPALIVE: Duration = Duration::from_secs(15);
 
 fn accepted() -> Response<Body> {
     let mut r = Response::new(render::full(Bytes::new()));
@@ -68,10 +66,14 @@ pub async fn post(
             let id = msg.id.clone();
             match st.request(&session, msg, caller) {
                 Err(e) => render::error(id.as_deref(), &e),
-                Ok(Action::Forward(req)) => {
-                    let id = req.id.clone();
-                    let reply = downgrade_reply(svc.handle(req).await);
-                    let mut r = render::reply(id, reply);
+                Ok(action @ (Action::Forward(_) | Action::Follow(..) | Action::Unfollow(_))) => {
+                    let rid = id.clone().unwrap_or_else(|| RawNull::get().to_owned());
+                    let reply = match legacy::follow(svc, &st.follows(&session.sid), action).await {
+                        Ok(reply) => reply,
+                        Err(Action::Forward(req)) => svc.handle(req).await,
+                        Err(_) => return render::error(id.as_deref(), &RpcError::internal("unexpected session action")),
+                    };
+                    let mut r = render::reply(rid, downgrade_reply(reply));
                     // For a legacy client 404 means "session gone, initialize again": a JSON-RPC
                     // error such as an unknown method travels with 200.
                     if r.status() == StatusCode::NOT_FOUND {
@@ -89,7 +91,7 @@ pub async fn post(
 }
 
 /// GET (the standalone server-to-client stream) or DELETE (end of session).
-pub fn get_or_delete(svc: &dyn Service, st: &Arc<LegacyState>, method: &Method, headers: &HeaderMap) -> Response<Body> {
+pub fn get_or_delete(svc: &dyn Service, st: &Arc<LegacyState>, method: &Method, headers: &HeaderMap, caller: Arc<Principal>) -> Response<Body> {
     let session = match st.session(headers) {
         Ok(s) => s,
         Err(e) => return render::error(None, &e),
@@ -109,7 +111,9 @@ pub fn get_or_delete(svc: &dyn Service, st: &Arc<LegacyState>, method: &Method, 
             &RpcError::invalid_request("GET needs Accept: text/event-stream").with_status(StatusCode::NOT_ACCEPTABLE),
         );
     }
-    stream(svc.changes(), Live { state: st.clone(), sid: session.sid, until: tokio::time::Instant::now() + st.ttl })
+    let sub = svc.subscribe(caller, Filter::ALL, st.follows(&session.sid));
+    let closing = svc.closing().unwrap_or_default();
+    stream(sub, Live { state: st.clone(), sid: session.sid, until: tokio::time::Instant::now() + st.ttl, closing })
 }
 
 /// What keeps a GET stream open: its session not ended on this replica, and within its TTL.
@@ -117,41 +121,41 @@ struct Live {
     state: Arc<LegacyState>,
     sid: String,
     until: tokio::time::Instant,
+    /// Cancelled when the gateway shuts down.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 impl Live {
     fn still(&self) -> bool {
-        tokio::time::Instant::now() < self.until && !self.state.is_ended(&self.sid)
+        tokio::time::Instant::now() < self.until && !self.state.is_ended(&self.sid) && !self.closing.is_cancelled()
     }
 }
 
-fn notification(kind: Kind) -> Bytes {
-    render::sse_event(crate::protocol::jsonrpc::bare_notification(kind.list_changed_method()))
-}
-
-fn stream(changes: Option<broadcast::Receiver<Kind>>, live: Live) -> Response<Body> {
+fn stream(sub: Option<Subscription>, live: Live) -> Response<Body> {
     // An opening comment, so the response (and its headers) reach the client at once.
     let opening = futures_util::stream::once(async { Ok::<_, Infallible>(Frame::data(Bytes::from_static(b": stream open\n\n"))) });
-    let events = futures_util::stream::unfold((changes, live), |(mut rx, live)| async move {
+    let events = futures_util::stream::unfold((sub, live), |(mut sub, live)| async move {
         if !live.still() {
             return None;
         }
-        let frame = match rx.as_mut() {
-            Some(r) => tokio::select! {
-                got = r.recv() => match got {
-                    Ok(Kind::Template) => Bytes::from_static(b": templates changed\n\n"),
-                    Ok(kind) => notification(kind),
-                    Err(broadcast::error::RecvError::Lagged(_)) => notification(Kind::Tool),
-                    Err(broadcast::error::RecvError::Closed) => return None,
+        let frame = match sub.as_mut() {
+            Some(s) => tokio::select! {
+                change = s.next() => match legacy::change_message(&change) {
+                    Some(msg) => render::sse_event(msg),
+                    None => {
+                        tracing::warn!(sid = %live.sid, "ending a GET stream whose client does not keep up");
+                        return None;
+                    }
                 },
-                _ = tokio::time::sleep(KEEPALIVE) => Bytes::from_static(b": keepalive\n\n"),
+                _ = tokio::time::sleep(render::KEEPALIVE) => Bytes::from_static(b": keepalive\n\n"),
+                _ = live.closing.cancelled() => return None,
             },
-            None => {
-                tokio::time::sleep(KEEPALIVE).await;
-                Bytes::from_static(b": keepalive\n\n")
-            }
+            None => tokio::select! {
+                _ = tokio::time::sleep(render::KEEPALIVE) => Bytes::from_static(b": keepalive\n\n"),
+                _ = live.closing.cancelled() => return None,
+            },
         };
-        Some((Ok::<_, Infallible>(Frame::data(frame)), (rx, live)))
+        Some((Ok::<_, Infallible>(Frame::data(frame)), (sub, live)))
     });
     let mut r = Response::new(BodyExt::boxed(StreamBody::new(futures_util::StreamExt::chain(opening, events))));
     let h = r.headers_mut();

@@ -108,10 +108,20 @@ pub fn reply(id: Box<RawValue>, reply: Reply) -> Response<Body> {
     }
 }
 
+/// How often an SSE stream that has nothing to say sends a comment, so that proxies and clients
+/// keep it open.
+pub const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
 fn sse(id: Box<RawValue>, stream: EventStream) -> Response<Body> {
     let events = futures_util::stream::unfold(Some((stream, id)), |state| async move {
         let (mut stream, id) = state?;
-        match stream.next().await {
+        let next = tokio::select! {
+            ev = stream.next() => ev,
+            _ = tokio::time::sleep(KEEPALIVE) => {
+                return Some((Ok(Frame::data(Bytes::from_static(b": keepalive\n\n"))), Some((stream, id))));
+            }
+        };
+        match next {
             Some(Event::Notification(n)) => Some((Ok::<_, Infallible>(Frame::data(sse_event(n))), Some((stream, id)))),
             Some(Event::Done(o)) => {
                 let (_, bytes) = outcome_message(&id, &o);

@@ -1,6 +1,7 @@
 //! Serving one client over stdin/stdout (newline-delimited JSON-RPC), in either era: a request
-//! carrying modern `_meta` is served statelessly; an `initialize` opens a legacy session for this
-//! process (then `ping`, `logging/setLevel` and list-changed notifications work as legacy clients
+//! carrying modern `_meta` is served statelessly (`subscriptions/listen` included, cancelled by
+//! its id); an `initialize` opens a legacy session for this process (then `ping`,
+//! `logging/setLevel`, `resources/subscribe` and the change notifications work as legacy clients
 //! expect). stdout carries protocol messages only, written by one writer task; requests run
 //! concurrently; `notifications/cancelled` cancels the named request (and its upstream call). At
 //! EOF the in-flight requests are finished before the server returns. The local client is
@@ -10,7 +11,7 @@ use super::era::Era;
 use super::legacy::{self, Action, Session};
 use super::{modern, render};
 use crate::auth::Principal;
-use crate::catalog::Kind;
+use crate::dispatch::fanout::{Filter, UriSet};
 use crate::dispatch::{Request, Service};
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
@@ -27,13 +28,16 @@ use tokio_util::sync::CancellationToken;
 
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
-type Inflight = Arc<Mutex<HashMap<String, CancellationToken>>>;
+/// Requests in flight by id: their cancellation token, and whether they are listen streams
+/// (which only end when cancelled).
+type Inflight = Arc<Mutex<HashMap<String, (CancellationToken, bool)>>>;
 
 /// The legacy session of this stdio connection, once `initialize` arrived.
 #[derive(Default)]
 struct Conn {
     session: Option<Session>,
     level: Option<String>,
+    follows: UriSet,
 }
 
 pub async fn serve(
@@ -52,6 +56,7 @@ pub async fn serve(
         }
     });
     let inflight: Inflight = Arc::default();
+    let stop = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     let mut conn = Conn::default();
     let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(MAX_LINE));
@@ -99,7 +104,7 @@ pub async fn serve(
                             Ok((result, session)) => {
                                 let _ = out_tx.send(jsonrpc::result_message(msg.id.as_deref().unwrap_or(RawValue::NULL), &result)).await;
                                 conn.session = Some(session);
-                                relay_changes(svc.as_ref(), out_tx.clone());
+                                relay_changes(svc.as_ref(), out_tx.clone(), conn.follows.clone(), stop.clone());
                             }
                             Err(e) => {
                                 let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
@@ -109,6 +114,13 @@ pub async fn serve(
                     }
                     (Era::Legacy, Some(session)) => match legacy::convert(session, conn.level.as_deref(), msg, Principal::anonymous()) {
                         Ok(Action::Forward(r)) => Ok(r),
+                        Ok(action @ (Action::Follow(..) | Action::Unfollow(_))) => {
+                            let rid = id.clone().unwrap_or_else(|| RawValue::NULL.to_owned());
+                            if let Ok(reply) = legacy::follow(svc.as_ref(), &conn.follows, action).await {
+                                let _ = out_tx.send(render::outcome_message(&rid, &legacy::downgrade(reply.outcome().await)).1).await;
+                            }
+                            continue;
+                        }
                         Ok(answered) => {
                             if let Action::SetLevel(l) = &answered {
                                 conn.level = Some(l.clone());
@@ -133,6 +145,13 @@ pub async fn serve(
             }
         }
     }
+    // The client is gone: its listen streams end (other requests are finished first).
+    for (token, listen) in lock(&inflight).values() {
+        if *listen {
+            token.cancel();
+        }
+    }
+    stop.cancel();
     while tasks.join_next().await.is_some() {}
     drop(out_tx);
     let _ = writer.await;
@@ -142,7 +161,7 @@ pub async fn serve(
 fn cancel(inflight: &Inflight, msg: &Message) {
     let target =
         msg.params.as_ref().and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok()).map(|v| v["requestId"].to_string());
-    if let Some(token) = target.and_then(|t| lock(inflight).remove(&t)) {
+    if let Some((token, _)) = target.and_then(|t| lock(inflight).remove(&t)) {
         token.cancel();
     }
 }
@@ -168,7 +187,7 @@ fn spawn(
             let _ = tx.try_send(jsonrpc::error_message(Some(&request.id), &e));
             return;
         }
-        m.insert(key.clone(), token.clone());
+        m.insert(key.clone(), (token.clone(), request.method == "subscriptions/listen"));
     }
     let map = inflight.clone();
     tasks.spawn(async move {
@@ -203,21 +222,17 @@ fn spawn(
     });
 }
 
-/// Sends list-changed notifications to a legacy client for as long as the connection lives.
-fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Vec<u8>>) {
-    let Some(mut rx) = svc.changes() else { return };
-    // A weak handle: the relay must not keep the output open once the input has ended.
-    let tx = tx.downgrade();
+/// Sends the changes the client may see to a legacy client until the connection ends.
+fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Vec<u8>>, follows: UriSet, stop: CancellationToken) {
+    let Some(mut sub) = svc.subscribe(Principal::anonymous(), Filter::ALL, follows) else { return };
     tokio::spawn(async move {
         loop {
-            let method = match rx.recv().await {
-                Ok(Kind::Template) => continue,
-                Ok(kind) => kind.list_changed_method(),
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Kind::Tool.list_changed_method(),
-                Err(_) => return,
+            let change = tokio::select! {
+                c = sub.next() => c,
+                _ = stop.cancelled() => return,
             };
-            let Some(tx) = tx.upgrade() else { return };
-            if tx.send(crate::protocol::jsonrpc::bare_notification(method)).await.is_err() {
+            let Some(msg) = legacy::change_message(&change) else { return };
+            if tx.send(msg).await.is_err() {
                 return;
             }
         }

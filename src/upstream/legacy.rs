@@ -153,6 +153,9 @@ impl Upstream {
             }
         }
         slot.initialized.store(true, Ordering::SeqCst);
+        // A new session has no resource subscriptions yet: they are made again.
+        lock(&self.subscribed).clear();
+        self.refollow.notify_one();
         if session.is_some() {
             self.start_get_stream(endpoint, r.protocol_version.clone());
         }
@@ -170,6 +173,7 @@ impl Upstream {
         let env = Envelope { version: version_header(&version), session: Some(started.clone()), mcp: None, on_behalf_of: Vec::new() };
         let upstream = self.id().to_string();
         let current = self.slot(endpoint).id.clone();
+        let inbound = self.inbound.clone();
         self.tasks.spawn(async move {
             let mut backoff = Duration::from_secs(1);
             loop {
@@ -181,10 +185,41 @@ impl Upstream {
                     Err(UpstreamError::Status { status: 405 | 404 | 400 | 401 | 403 }) => return,
                     Err(e) => tracing::debug!(%upstream, error = %e, "upstream GET stream dropped"),
                 }
+                // Changes may have been missed, or the upstream may be gone: re-read its lists.
+                inbound.channel_lost();
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(60));
             }
         });
+    }
+}
+
+impl Upstream {
+    /// Brings the legacy session's resource subscriptions in line with the followed URIs, when the
+    /// upstream supports them.
+    pub(super) async fn sync_legacy_subscriptions(&self) {
+        if !self.state().declares("resources", "subscribe") {
+            return;
+        }
+        let want = lock(&self.followed).clone();
+        let have = lock(&self.subscribed).clone();
+        for (method, uri) in want.difference(&have).map(|u| ("resources/subscribe", u)).chain(have.difference(&want).map(|u| ("resources/unsubscribe", u))) {
+            let mut params = RawObject::default();
+            if params.set_json("uri", uri).is_err() {
+                continue;
+            }
+            match self.internal(method, params, None).await {
+                Ok(_) => {
+                    let mut s = lock(&self.subscribed);
+                    if method == "resources/subscribe" {
+                        s.insert(uri.clone());
+                    } else {
+                        s.remove(uri);
+                    }
+                }
+                Err(o) => tracing::warn!(upstream = %self.id(), %uri, error = %describe(&o), "{method} failed"),
+            }
+        }
     }
 }
 

@@ -94,8 +94,10 @@ pub struct UpstreamState {
     pub server_info: Option<Value>,
     /// The upstream's items per kind, in [`Kind::ALL`] order.
     pub lists: [Arc<Vec<Box<RawValue>>>; 4],
-    /// The smallest `ttlMs` of its lists.
+    /// The smallest `ttlMs` of its lists (0 when a list gave none).
     pub ttl_ms: u64,
+    /// The smallest `ttlMs` its lists gave, if any did (what its re-listing schedule follows).
+    pub ttl_hint: Option<u64>,
     /// Any of its lists was not `cacheScope: "public"`.
     pub private: bool,
     pub latency: Option<Duration>,
@@ -118,6 +120,20 @@ impl UpstreamState {
     pub fn offers(&self, capability: &str) -> bool {
         self.capabilities.as_ref().is_some_and(|c| c.get(capability).is_some_and(|v| !v.is_null()))
     }
+
+    /// Whether a capability declares a flag (`tools.listChanged`, `resources.subscribe`).
+    pub fn declares(&self, capability: &str, flag: &str) -> bool {
+        self.capabilities.as_ref().and_then(|c| c.get(capability)).and_then(|c| c.get(flag)).and_then(Value::as_bool) == Some(true)
+    }
+
+    /// Whether the upstream announces changes to its tool list (so polling can be rare).
+    pub fn announces_changes(&self) -> bool {
+        self.declares("tools", "listChanged")
+    }
+
+    pub fn is_modern(&self) -> bool {
+        self.version.as_deref().is_some_and(|v| !is_legacy_version(v))
+    }
 }
 
 enum Transport {
@@ -135,6 +151,14 @@ pub struct Upstream {
     pub changed: Arc<tokio::sync::Notify>,
     /// Legacy sessions, one slot per endpoint.
     sessions: legacy::Sessions,
+    /// The resource URIs (upstream form) some client follows, and a signal when they change.
+    followed: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// The URIs the legacy upstream's current session is subscribed to.
+    subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    refollow: tokio::sync::Notify,
+    /// Signalled after every refresh.
+    refreshed: tokio::sync::Notify,
+    inbound: Arc<inbound::Inbound>,
     tasks: Background,
 }
 
@@ -147,13 +171,15 @@ struct Sent {
 }
 
 impl Upstream {
-    pub fn new(index: usize, cfg: UpstreamConfig, client: HttpClient, tasks: Background) -> Upstream {
+    /// A handle; resource updates the upstream announces go to `updated` (its URI form).
+    pub fn new(index: usize, cfg: UpstreamConfig, client: HttpClient, tasks: Background, updated: tokio::sync::mpsc::Sender<String>) -> Upstream {
         let changed = Arc::new(tokio::sync::Notify::new());
-        let inbound = Arc::new(inbound::Inbound::new(&cfg.id, changed.clone()));
+        let inbound = Arc::new(inbound::Inbound::new(&cfg.id, changed.clone(), updated));
         let transport = match &cfg.transport {
             TransportConfig::Http { endpoints } => {
                 // One token for the whole upstream, shared by its endpoints.
                 let oauth = cfg.oauth.clone().map(|o| Arc::new(oauth::OAuthClient::new(o, client.clone())));
+                let inbound = inbound.clone();
                 let endpoint = |url: &::http::Uri| {
                     let out =
                         outbound::Outbound::new(url.clone(), cfg.headers.clone(), cfg.caller_headers.clone(), oauth.clone(), cfg.timeout);
@@ -174,7 +200,7 @@ impl Upstream {
                 command.clone(),
                 env.clone(),
                 cwd.clone(),
-                inbound,
+                inbound.clone(),
                 tasks.clone(),
             ))),
         };
@@ -190,6 +216,11 @@ impl Upstream {
             next_id: AtomicU64::new(1),
             changed,
             sessions: legacy::Sessions::new(slots),
+            followed: Default::default(),
+            subscribed: Default::default(),
+            refollow: tokio::sync::Notify::new(),
+            refreshed: tokio::sync::Notify::new(),
+            inbound,
             tasks,
         }
     }
@@ -200,6 +231,37 @@ impl Upstream {
 
     pub fn state(&self) -> Arc<UpstreamState> {
         self.state.load_full()
+    }
+
+    /// Sets the resource URIs (upstream form) clients follow: a modern upstream gets them on its
+    /// listen stream, a legacy one by `resources/subscribe` and `resources/unsubscribe`.
+    pub fn follow(&self, uris: std::collections::BTreeSet<String>) {
+        let previous = {
+            let mut f = crate::sync::lock(&self.followed);
+            if *f == uris {
+                return;
+            }
+            std::mem::replace(&mut *f, uris.clone())
+        };
+        tracing::debug!(upstream = %self.id(), before = previous.len(), now = uris.len(), "followed resources changed");
+        self.refollow.notify_one();
+    }
+
+    /// Keeps the upstream telling the gateway about changes, in its era: a modern upstream's
+    /// listen stream, a legacy upstream's resource subscriptions. Runs until its owner stops it.
+    pub async fn keep_following(self: Arc<Self>) {
+        loop {
+            let st = self.state();
+            if st.status == Status::Ready && st.is_modern() {
+                self.clone().keep_listening().await;
+            } else if st.status == Status::Ready {
+                self.sync_legacy_subscriptions().await;
+            }
+            tokio::select! {
+                _ = self.refreshed.notified() => {}
+                _ = self.refollow.notified() => {}
+            }
+        }
     }
 
     /// Sends one request in the upstream's era; the reply is JSON or a stream exactly as the

@@ -43,6 +43,7 @@ impl Upstream {
             }
         }
         self.state.store(Arc::new(next));
+        self.refreshed.notify_one();
         result.map(|_| ())
     }
 
@@ -214,8 +215,11 @@ impl Upstream {
                 Some(Err(e)) => return Err(Protocol(format!("{method} returned an invalid \"{}\": {e}", kind.list_key()))),
                 None => {}
             }
-            let ttl = page.parse::<i64>("ttlMs").and_then(Result::ok).unwrap_or(0).max(0) as u64;
-            state.ttl_ms = state.ttl_ms.min(ttl);
+            let ttl = page.parse::<i64>("ttlMs").and_then(Result::ok).map(|t| t.max(0) as u64);
+            state.ttl_ms = state.ttl_ms.min(ttl.unwrap_or(0));
+            if let Some(t) = ttl {
+                state.ttl_hint = Some(state.ttl_hint.map_or(t, |h| h.min(t)));
+            }
             state.private |= page.parse::<String>("cacheScope").and_then(Result::ok).as_deref() != Some("public");
             match page.parse::<Option<String>>("nextCursor") {
                 Some(Ok(Some(c))) => cursor = Some(c),

@@ -283,6 +283,7 @@ impl StdioTransport {
             };
             tracing::warn!(upstream = %reader.id, %status, "stdio upstream exited");
             reader.fail_all(&format!("the process exited ({status})"));
+            reader.inbound.channel_lost();
         });
         Ok(proc)
     }

@@ -1,22 +1,30 @@
 //! The gateway's shared state: the resolved config, one [`Upstream`] handle per configured
-//! upstream, and the catalogue snapshot (an `Arc` swapped atomically). Refreshing happens off the
-//! request path: each upstream is probed on its own schedule (backing off while it is down) and
-//! the catalogue is rebuilt from the latest state of all of them after each refresh. An upstream
-//! that goes down keeps its last tool list, so its tools still route and fail with an error that
-//! names it instead of turning into "Unknown tool".
+//! upstream, the catalogue snapshot (an `Arc` swapped atomically) and the change-notification
+//! [`Hub`]. The catalogue is built from the upstreams that are up: one that goes down leaves the
+//! lists (and every client that could see its items is told), and comes back when it answers
+//! again. Keeping everything fresh happens off the request path (see `maintain`). Until the first
+//! probe round has finished, requests wait for it, bounded by the upstream timeouts, so a client
+//! that connects at once sees every upstream that is ready.
+
+mod maintain;
 
 use crate::auth::Authenticator;
 use crate::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
 use crate::config::Config;
+use crate::dispatch::fanout::Hub;
 use crate::ratelimit::Limiter;
 use crate::sync::lock;
 use crate::tasks::Background;
 use crate::upstream::{HttpClient, Status, Upstream, new_http_client};
 use arc_swap::ArcSwap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::broadcast;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// Resource updates an upstream may announce faster than they are fanned out.
+const UPDATE_QUEUE: usize = 256;
 
 pub struct Gateway {
     pub config: Config,
@@ -25,10 +33,15 @@ pub struct Gateway {
     pub limiter: Limiter,
     catalog: ArcSwap<Catalog>,
     rebuild_lock: Mutex<()>,
-    ready: AtomicBool,
-    changes: broadcast::Sender<Kind>,
+    ready: watch::Sender<bool>,
+    /// Every open change subscription (listen streams, legacy GET streams).
+    pub hub: Arc<Hub>,
     /// Owns every background loop and stream (see [`Background`]).
     pub tasks: Background,
+    /// Cancelled when the gateway starts shutting down: open streams end with their final message.
+    pub closing: CancellationToken,
+    /// Each upstream's announced resource updates, until maintenance takes them.
+    updates: Mutex<Vec<Option<mpsc::Receiver<String>>>>,
 }
 
 impl Gateway {
@@ -38,13 +51,15 @@ impl Gateway {
 
     pub fn with_client(config: Config, client: HttpClient) -> Result<Arc<Gateway>, String> {
         let tasks = Background::new();
-        let upstreams = config
-            .upstreams
-            .iter()
-            .enumerate()
-            .map(|(i, u)| Arc::new(Upstream::new(i, u.clone(), client.clone(), tasks.clone())))
-            .collect();
+        let mut updates = Vec::new();
+        let mut upstreams = Vec::new();
+        for (i, u) in config.upstreams.iter().enumerate() {
+            let (tx, rx) = mpsc::channel(UPDATE_QUEUE);
+            updates.push(Some(rx));
+            upstreams.push(Arc::new(Upstream::new(i, u.clone(), client.clone(), tasks.clone(), tx)));
+        }
         let auth = Arc::new(Authenticator::new(&config, client)?);
+        let hub = Hub::new(config.catalog.debounce);
         Ok(Arc::new(Gateway {
             config,
             upstreams,
@@ -52,9 +67,11 @@ impl Gateway {
             limiter: Limiter::default(),
             catalog: ArcSwap::from_pointee(Catalog::default()),
             rebuild_lock: Mutex::new(()),
-            ready: AtomicBool::new(false),
-            changes: broadcast::channel(64).0,
+            ready: watch::channel(false).0,
+            hub,
             tasks,
+            closing: CancellationToken::new(),
+            updates: Mutex::new(updates),
         }))
     }
 
@@ -69,19 +86,32 @@ impl Gateway {
 
     /// Ready once the first refresh round has finished (each upstream answered or failed).
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        *self.ready.borrow()
     }
 
-    /// Events for every list whose contents changed in a rebuild.
-    pub fn subscribe_changes(&self) -> broadcast::Receiver<Kind> {
-        self.changes.subscribe()
+    /// Waits for the first refresh round, at most as long as the slowest upstream may take.
+    pub async fn wait_ready(&self) {
+        if self.is_ready() {
+            return;
+        }
+        let longest = self.upstreams.iter().map(|u| u.cfg.timeout).max().unwrap_or_default();
+        let mut rx = self.ready.subscribe();
+        let _ = tokio::time::timeout(longest + Duration::from_secs(1), rx.wait_for(|r| *r)).await;
     }
 
-    /// Whether any live upstream declared the server capability `cap` (`prompts`, ...).
+    /// Whether any upstream that is up declared the server capability `cap` (`prompts`, ...).
     pub fn offers(&self, cap: &str) -> bool {
         self.upstreams.iter().any(|u| {
             let st = u.state();
-            (st.status == Status::Ready || st.has_items()) && st.offers(cap)
+            st.status == Status::Ready && st.offers(cap)
+        })
+    }
+
+    /// Whether any upstream that is up declares a capability flag (`resources.subscribe`).
+    pub fn declares(&self, cap: &str, flag: &str) -> bool {
+        self.upstreams.iter().any(|u| {
+            let st = u.state();
+            st.status == Status::Ready && st.declares(cap, flag)
         })
     }
 
@@ -89,7 +119,7 @@ impl Gateway {
     pub async fn refresh_all(&self) {
         let tasks = self.upstreams.iter().map(|u| self.refresh_one(u));
         futures_util::future::join_all(tasks).await;
-        self.ready.store(true, Ordering::SeqCst);
+        self.ready.send_replace(true);
     }
 
     async fn refresh_one(&self, up: &Arc<Upstream>) {
@@ -110,7 +140,8 @@ impl Gateway {
         self.rebuild();
     }
 
-    /// Rebuilds the catalogue from every upstream's latest tool list and swaps it in.
+    /// Rebuilds the catalogue from every ready upstream's lists, swaps it in and tells every
+    /// subscription whose caller's view changed.
     pub fn rebuild(&self) {
         let _guard = lock(&self.rebuild_lock);
         let states: Vec<_> = self.upstreams.iter().map(|u| u.state()).collect();
@@ -118,7 +149,7 @@ impl Gateway {
             .upstreams
             .iter()
             .zip(&states)
-            .filter(|(_, st)| st.status == Status::Ready || st.has_items())
+            .filter(|(_, st)| st.status == Status::Ready)
             .map(|(u, st)| UpstreamLists {
                 upstream: u.index,
                 id: u.id(),
@@ -129,48 +160,29 @@ impl Gateway {
                 has_resources: st.offers("resources"),
             })
             .collect();
-        let next = catalog::merge::build(&inputs, &self.config.catalog.separator);
-        let prev = self.catalog.load();
+        let next = Arc::new(catalog::merge::build(&inputs, &self.config.catalog.separator));
+        let prev = self.catalog.load_full();
         for p in next.problems.iter().filter(|p| !prev.problems.contains(p)) {
             log_problem(p);
         }
-        for kind in Kind::ALL {
-            let before: Vec<&str> = prev.section(kind).entries.iter().map(|e| e.json.get()).collect();
-            let after: Vec<&str> = next.section(kind).entries.iter().map(|e| e.json.get()).collect();
-            if before != after {
-                let _ = self.changes.send(kind);
-            }
-        }
-        self.catalog.store(Arc::new(next));
+        self.catalog.store(next.clone());
+        let id_of = |i: usize| self.upstream_id(i);
+        self.hub.catalog_changed(&prev, &next, &id_of);
+        // A followed URI may now route to an upstream that just came up.
+        self.hub.follows.notify_one();
     }
 
-    /// Keeps every upstream fresh: on the configured interval while it is up, and with a backoff
-    /// from 1 s to the interval while it is down.
-    pub fn spawn_maintenance(self: &Arc<Self>) {
+    /// Tells each upstream which of its resources clients follow (from every open subscription).
+    pub fn sync_follows(&self) {
+        let cat = self.catalog();
+        let mut per: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+        for uri in self.hub.followed_uris() {
+            if let Some((upstream, original)) = cat.route_uri(&uri) {
+                per.entry(upstream).or_default().insert(original);
+            }
+        }
         for up in &self.upstreams {
-            let gw = Arc::downgrade(self);
-            let up = up.clone();
-            let interval = self.config.catalog.refresh_interval;
-            self.tasks.spawn(async move {
-                let mut backoff = Duration::from_secs(1);
-                loop {
-                    let wait = if up.state().status == Status::Ready {
-                        backoff = Duration::from_secs(1);
-                        interval
-                    } else {
-                        let w = backoff;
-                        backoff = (backoff * 2).min(interval.max(Duration::from_secs(1)));
-                        w
-                    };
-                    tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        // The upstream said a list changed: re-read it now.
-                        _ = up.changed.notified() => {}
-                    }
-                    let Some(gw) = gw.upgrade() else { return };
-                    gw.refresh_one(&up).await;
-                }
-            });
+            up.follow(per.remove(&up.index).unwrap_or_default());
         }
     }
 }

@@ -1,0 +1,243 @@
+//! Change notifications, per caller and exactly once. Every open subscription (a modern client's
+//! `subscriptions/listen`, a legacy session's GET stream, `mcpgate stdio`'s legacy connection) is
+//! registered in one concurrent map, the [`Hub`]. When the catalogue is rebuilt, the hub compares
+//! each caller's *filtered* view before and after (callers with the same grants share the work),
+//! so a caller hears only about a list it can see that really changed, and a caller whose policy
+//! hides the changed item hears nothing. A resource update goes only to the subscriptions that
+//! asked for that URI (or a parent of it), in the gateway's URI form.
+//!
+//! Delivery is bounded and coalescing: a subscription holds one bit per list kind and a small
+//! queue of updated URIs; a burst of changes within the debounce interval becomes one
+//! notification per kind. A subscription whose URI queue overflows (a client that does not keep
+//! up) is ended with a log line instead of buffering without limit.
+
+use crate::auth::Principal;
+use crate::catalog::{Catalog, Kind};
+use crate::policy::view;
+use crate::sync::lock;
+use dashmap::DashMap;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// The list kinds a subscription can ask for (templates count as resources).
+pub const LIST_KINDS: [Kind; 3] = [Kind::Tool, Kind::Prompt, Kind::Resource];
+
+/// Updated URIs a subscription may hold undelivered before it is ended as too slow.
+const MAX_QUEUED_UPDATES: usize = 256;
+
+/// Which list changes a subscription wants.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+}
+
+impl Filter {
+    pub const ALL: Filter = Filter { tools: true, prompts: true, resources: true };
+
+    fn wants(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Tool => self.tools,
+            Kind::Prompt => self.prompts,
+            Kind::Resource | Kind::Template => self.resources,
+        }
+    }
+}
+
+/// The resource URIs (gateway form) a subscription follows; shared with whoever may change it
+/// (a legacy session's `resources/subscribe`).
+pub type UriSet = Arc<Mutex<BTreeSet<String>>>;
+
+/// What a subscription is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The caller's view of this list changed.
+    List(Kind),
+    /// A subscribed resource (or a sub-resource of it) changed; the URI in gateway form.
+    Updated(String),
+    /// The subscription fell too far behind and is ended.
+    TooSlow,
+}
+
+fn bit(kind: Kind) -> u8 {
+    match kind {
+        Kind::Tool => 1,
+        Kind::Prompt => 2,
+        Kind::Resource | Kind::Template => 4,
+    }
+}
+
+struct Sub {
+    caller: Arc<Principal>,
+    filter: Filter,
+    uris: UriSet,
+    pending: AtomicU8,
+    updates: Mutex<VecDeque<String>>,
+    overflow: AtomicBool,
+    wake: Notify,
+}
+
+pub struct Hub {
+    subs: DashMap<u64, Arc<Sub>>,
+    next: AtomicU64,
+    debounce: Duration,
+    /// Signalled when the set of followed URIs may have changed.
+    pub follows: Notify,
+}
+
+/// One registered subscription; dropping it unregisters it.
+pub struct Subscription {
+    hub: Arc<Hub>,
+    id: u64,
+    sub: Arc<Sub>,
+    ready: VecDeque<Change>,
+}
+
+impl Hub {
+    pub fn new(debounce: Duration) -> Arc<Hub> {
+        Arc::new(Hub { subs: DashMap::new(), next: AtomicU64::new(1), debounce, follows: Notify::new() })
+    }
+
+    pub fn subscribe(self: &Arc<Self>, caller: Arc<Principal>, filter: Filter, uris: UriSet) -> Subscription {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let sub = Arc::new(Sub {
+            caller,
+            filter,
+            uris,
+            pending: AtomicU8::new(0),
+            updates: Mutex::default(),
+            overflow: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
+        let follows_any = !lock(&sub.uris).is_empty();
+        self.subs.insert(id, sub.clone());
+        if follows_any {
+            self.follows.notify_one();
+        }
+        Subscription { hub: self.clone(), id, sub, ready: VecDeque::new() }
+    }
+
+    /// The number of open subscriptions.
+    pub fn len(&self) -> usize {
+        self.subs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.subs.is_empty()
+    }
+
+    /// Every resource URI (gateway form) some subscription follows.
+    pub fn followed_uris(&self) -> BTreeSet<String> {
+        let mut all = BTreeSet::new();
+        for s in self.subs.iter() {
+            all.extend(lock(&s.uris).iter().cloned());
+        }
+        all
+    }
+
+    /// Tells every subscription whose caller's view of a list differs between `old` and `new`.
+    pub fn catalog_changed<'a>(&self, old: &'a Catalog, new: &'a Catalog, upstream_id: &'a dyn Fn(usize) -> &'a str) {
+        // Callers with the same [[caller]] rules have the same grants: compare their view once.
+        let mut verdicts: HashMap<(bool, Vec<String>), u8> = HashMap::new();
+        for s in self.subs.iter() {
+            let key = (s.caller.grants.is_unrestricted(), s.caller.rules.clone());
+            let changed = *verdicts.entry(key).or_insert_with(|| changed_kinds(old, new, &s.caller, upstream_id));
+            let wanted: u8 = LIST_KINDS.iter().filter(|k| s.filter.wants(**k)).map(|k| bit(*k)).fold(0, |a, b| a | b);
+            let hit = changed & wanted;
+            if hit != 0 {
+                s.pending.fetch_or(hit, Ordering::SeqCst);
+                s.wake.notify_one();
+            }
+        }
+    }
+
+    /// Tells the subscriptions following `uri` (gateway form), or a resource it lies under.
+    pub fn resource_updated(&self, uri: &str) {
+        for s in self.subs.iter() {
+            if !lock(&s.uris).iter().any(|followed| covers(followed, uri)) {
+                continue;
+            }
+            let mut q = lock(&s.updates);
+            if q.len() >= MAX_QUEUED_UPDATES {
+                s.overflow.store(true, Ordering::SeqCst);
+            } else if !q.iter().any(|u| u == uri) {
+                q.push_back(uri.to_string());
+            }
+            drop(q);
+            s.wake.notify_one();
+        }
+    }
+}
+
+/// Whether a subscription to `followed` covers an update of `uri` (the same resource, or a
+/// sub-resource below it).
+pub fn covers(followed: &str, uri: &str) -> bool {
+    uri == followed
+        || uri.strip_prefix(followed).is_some_and(|rest| followed.ends_with('/') || rest.starts_with(['/', '#', '?']))
+}
+
+/// The list kinds whose caller-visible contents differ between two catalogues, as bits.
+fn changed_kinds<'a>(old: &'a Catalog, new: &'a Catalog, caller: &Principal, upstream_id: &'a dyn Fn(usize) -> &'a str) -> u8 {
+    let mut bits = 0;
+    for kind in [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template] {
+        if fingerprint(old, kind, caller, upstream_id) != fingerprint(new, kind, caller, upstream_id) {
+            bits |= bit(kind);
+        }
+    }
+    bits
+}
+
+fn fingerprint<'a>(cat: &'a Catalog, kind: Kind, caller: &Principal, upstream_id: &'a dyn Fn(usize) -> &'a str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for e in view::visible(cat, kind, &caller.grants, upstream_id) {
+        e.json.get().hash(&mut h);
+    }
+    h.finish()
+}
+
+impl Subscription {
+    /// The next change for this subscriber: list changes are collected for the debounce
+    /// interval after the first one, so a burst costs one notification per kind.
+    pub async fn next(&mut self) -> Change {
+        loop {
+            if let Some(c) = self.ready.pop_front() {
+                return c;
+            }
+            if self.sub.overflow.load(Ordering::SeqCst) {
+                return Change::TooSlow;
+            }
+            let updates: Vec<String> = lock(&self.sub.updates).drain(..).collect();
+            self.ready.extend(updates.into_iter().map(Change::Updated));
+            if self.sub.pending.load(Ordering::SeqCst) != 0 {
+                tokio::time::sleep(self.hub.debounce).await;
+                let bits = self.sub.pending.swap(0, Ordering::SeqCst);
+                self.ready.extend(LIST_KINDS.iter().filter(|k| bits & bit(**k) != 0).map(|k| Change::List(*k)));
+            }
+            if self.ready.is_empty() {
+                self.sub.wake.notified().await;
+            }
+        }
+    }
+
+    /// The URIs this subscription follows.
+    pub fn uris(&self) -> &UriSet {
+        &self.sub.uris
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.hub.subs.remove(&self.id);
+        if !lock(&self.sub.uris).is_empty() {
+            self.hub.follows.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,81 @@
+#[cfg(test)] // test-only module: unwrap/expect below are on test data
+use super::*;
+use crate::catalog::merge::{UpstreamLists, build};
+use crate::policy::Grants;
+use serde_json::value::RawValue;
+
+fn catalog(tools: &[&str]) -> Catalog {
+    let raws: Vec<Box<RawValue>> =
+        tools.iter().map(|n| RawValue::from_string(format!(r#"{{"name":"{n}","inputSchema":{{"type":"object"}}}}"#)).unwrap()).collect();
+    build(
+        &[UpstreamLists { upstream: 0, id: "calc", prefix: "calc", items: [&raws, &[], &[], &[]], ttl_ms: 0, private: false, has_resources: false }],
+        "__",
+    )
+}
+
+fn caller(rule: &str, allow: &[&str]) -> Arc<Principal> {
+    Arc::new(Principal {
+        id: rule.into(),
+        rules: vec![rule.into()],
+        grants: Grants::from_patterns(allow, &[]),
+        scopes: Vec::new(),
+        rate: None,
+    })
+}
+
+async fn next(s: &mut Subscription) -> Option<Change> {
+    tokio::time::timeout(Duration::from_millis(300), s.next()).await.ok()
+}
+
+#[tokio::test]
+async fn only_callers_whose_view_changed_are_told_once_per_burst() {
+    let hub = Hub::new(Duration::from_millis(20));
+    let id = |_: usize| "calc";
+    let mut all = hub.subscribe(Principal::anonymous(), Filter::ALL, UriSet::default());
+    let mut adder = hub.subscribe(caller("adder", &["calc__add"]), Filter::ALL, UriSet::default());
+    let mut prompts_only = hub.subscribe(Principal::anonymous(), Filter { prompts: true, ..Filter::default() }, UriSet::default());
+    let v1 = catalog(&["add"]);
+    let v2 = catalog(&["add", "secret"]);
+    let v3 = catalog(&["add", "secret", "more"]);
+    // Two rebuilds in a burst: one notification.
+    hub.catalog_changed(&v1, &v2, &id);
+    hub.catalog_changed(&v2, &v3, &id);
+    assert_eq!(next(&mut all).await, Some(Change::List(Kind::Tool)));
+    assert_eq!(next(&mut all).await, None, "coalesced");
+    assert_eq!(next(&mut adder).await, None, "a caller that cannot see the new tools hears nothing");
+    assert_eq!(next(&mut prompts_only).await, None, "the filter is honoured");
+    // A change the restricted caller can see reaches it.
+    hub.catalog_changed(&v3, &catalog(&["secret", "more"]), &id);
+    assert_eq!(next(&mut adder).await, Some(Change::List(Kind::Tool)));
+    assert_eq!(hub.len(), 3);
+    drop(all);
+    assert_eq!(hub.len(), 2, "dropping a subscription unregisters it");
+}
+
+#[tokio::test]
+async fn resource_updates_reach_only_their_subscribers_and_slow_ones_are_ended() {
+    let hub = Hub::new(Duration::from_millis(10));
+    let uris: UriSet = Arc::new(Mutex::new(["docs+file:///a".to_string()].into_iter().collect()));
+    let mut follower = hub.subscribe(Principal::anonymous(), Filter::default(), uris.clone());
+    let mut other = hub.subscribe(Principal::anonymous(), Filter::ALL, UriSet::default());
+    hub.resource_updated("docs+file:///a/b.txt");
+    hub.resource_updated("docs+file:///ab");
+    assert_eq!(next(&mut follower).await, Some(Change::Updated("docs+file:///a/b.txt".into())));
+    assert_eq!(next(&mut follower).await, None, "file:///ab is not under file:///a");
+    assert_eq!(next(&mut other).await, None);
+    assert_eq!(hub.followed_uris().into_iter().collect::<Vec<_>>(), vec!["docs+file:///a".to_string()]);
+    for i in 0..=MAX_QUEUED_UPDATES {
+        hub.resource_updated(&format!("docs+file:///a/{i}"));
+    }
+    assert_eq!(next(&mut follower).await, Some(Change::TooSlow));
+}
+
+#[test]
+fn sub_resources_are_covered() {
+    assert!(covers("file:///a", "file:///a"));
+    assert!(covers("file:///a", "file:///a/b"));
+    assert!(covers("file:///a/", "file:///a/b"));
+    assert!(covers("file:///a", "file:///a#frag"));
+    assert!(!covers("file:///a", "file:///ab"));
+    assert!(!covers("file:///a/b", "file:///a"));
+}

@@ -1,0 +1,138 @@
+//! `subscriptions/listen` for modern clients (brief §5), and following a resource for legacy
+//! sessions (`resources/subscribe`). A listen request becomes one streamed reply: the
+//! acknowledgement with the subset of the filter the gateway honours comes first, then every
+//! change the caller may see (from the [`fanout`](super::fanout) hub), each tagged with the
+//! subscription id (the listen request's id), and, when the gateway shuts down, the final result.
+//! The client ends it by closing the stream (HTTP) or cancelling the listen id (stdio). A
+//! resource URI is honoured only when the caller may read it and its upstream can report
+//! updates; the others are left out of the acknowledgement, exactly as for a URI that does not
+//! exist.
+
+use super::Request;
+use super::fanout::{Change, Filter, Subscription};
+use crate::gateway::Gateway;
+use crate::protocol::errors::RpcError;
+use crate::protocol::jsonrpc;
+use crate::protocol::keys;
+use crate::reply::{Event, EventStream, Outcome, Reply};
+use serde_json::value::{RawValue, to_raw_value};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// How long a listen stream may wait for its client to take a notification before it is ended.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether the caller may follow `uri` and its upstream can report updates of it.
+pub fn followable(gw: &Gateway, req: &Request, uri: &str) -> bool {
+    match super::forward::route_uri(gw, req, uri) {
+        Some((upstream, _)) => gw.upstreams.get(upstream).is_some_and(|u| {
+            let st = u.state();
+            st.declares("resources", "subscribe")
+        }),
+        None => false,
+    }
+}
+
+/// The legacy `resources/subscribe`: `{}` when the URI can be followed, else "Resource not found".
+pub fn follow(gw: &Gateway, req: &Request) -> Reply {
+    let uri = req.params.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
+    if !followable(gw, req, &uri) {
+        return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
+    }
+    match to_raw_value(&json!({})) {
+        Ok(r) => Reply::Single(Outcome::Result(r)),
+        Err(e) => Reply::error(RpcError::internal(e.to_string())),
+    }
+}
+
+pub fn listen(gw: &Gateway, req: Request) -> Reply {
+    let asked: Map<String, Value> = match req.params.parse::<Map<String, Value>>("notifications") {
+        Some(Ok(m)) => m,
+        _ => return Reply::error(RpcError::invalid_params("subscriptions/listen needs params.notifications (an object)")),
+    };
+    let wants = |field: &str| asked.get(field).and_then(Value::as_bool) == Some(true);
+    let filter = Filter {
+        tools: wants("toolsListChanged"),
+        prompts: wants("promptsListChanged") && gw.offers("prompts"),
+        resources: wants("resourcesListChanged") && gw.offers("resources"),
+    };
+    let uris: BTreeSet<String> = match asked.get("resourceSubscriptions") {
+        None | Some(Value::Null) => BTreeSet::new(),
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).filter(|u| followable(gw, &req, u)).map(str::to_string).collect(),
+        Some(_) => return Reply::error(RpcError::invalid_params("notifications.resourceSubscriptions must be an array of URIs")),
+    };
+    let mut honoured = Map::new();
+    for (on, field) in [(filter.tools, "toolsListChanged"), (filter.prompts, "promptsListChanged"), (filter.resources, "resourcesListChanged")] {
+        if on {
+            honoured.insert(field.into(), Value::Bool(true));
+        }
+    }
+    if !uris.is_empty() {
+        honoured.insert("resourceSubscriptions".into(), json!(uris));
+    }
+    let ack = json!({ "_meta": { keys::SUBSCRIPTION_ID: id_value(&req.id) }, "notifications": honoured });
+    let sub = gw.hub.subscribe(req.caller.clone(), filter, Arc::new(Mutex::new(uris)));
+    let (tx, rx) = mpsc::channel(8);
+    let id = req.id.clone();
+    let closing = gw.closing.clone();
+    // Tracked, not cancelled by the owner: at shutdown it ends the stream with its final result.
+    gw.tasks.track(relay(sub, ack, id, tx, closing));
+    Reply::Stream(EventStream::new(rx))
+}
+
+fn id_value(id: &RawValue) -> Value {
+    serde_json::from_str(id.get()).unwrap_or(Value::Null)
+}
+
+/// One notification of a subscription.
+fn message(method: &str, sub_id: &RawValue, extra: Option<(&str, &str)>) -> Vec<u8> {
+    let mut params = json!({ "_meta": { keys::SUBSCRIPTION_ID: id_value(sub_id) } });
+    if let Some((k, v)) = extra {
+        params[k] = Value::String(v.to_string());
+    }
+    match to_raw_value(&params) {
+        Ok(raw) => jsonrpc::notification_message(method, &raw),
+        Err(_) => jsonrpc::bare_notification(method),
+    }
+}
+
+async fn relay(mut sub: Subscription, ack: Value, id: Box<RawValue>, tx: mpsc::Sender<Event>, closing: CancellationToken) {
+    let send = |ev: Event| {
+        let tx = tx.clone();
+        async move { matches!(tokio::time::timeout(WRITE_TIMEOUT, tx.send(ev)).await, Ok(Ok(()))) }
+    };
+    let Ok(ack) = to_raw_value(&ack) else { return };
+    if !send(Event::Notification(jsonrpc::notification_message("notifications/subscriptions/acknowledged", &ack))).await {
+        return;
+    }
+    loop {
+        let change = tokio::select! {
+            c = sub.next() => c,
+            _ = closing.cancelled() => {
+                let done = json!({ "resultType": "complete", "_meta": { keys::SUBSCRIPTION_ID: id_value(&id) } });
+                if let Ok(raw) = to_raw_value(&done) {
+                    let _ = send(Event::Done(Outcome::Result(raw))).await;
+                }
+                return;
+            }
+            _ = tx.closed() => return,
+        };
+        let msg = match change {
+            Change::List(kind) => message(kind.list_changed_method(), &id, None),
+            Change::Updated(uri) => message("notifications/resources/updated", &id, Some(("uri", &uri))),
+            Change::TooSlow => {
+                tracing::warn!(subscription = %id.get(), "ending a listen stream whose client does not keep up");
+                let _ = tx.try_send(Event::Done(Outcome::Error(RpcError::internal("The subscription ended: the client did not keep up"))));
+                return;
+            }
+        };
+        if !send(Event::Notification(msg)).await {
+            tracing::warn!(subscription = %id.get(), "ending a listen stream whose client stopped reading");
+            return;
+        }
+    }
+}

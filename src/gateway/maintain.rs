@@ -1,0 +1,91 @@
+//! Keeping the catalogue fresh and the upstreams following what clients want, off the request
+//! path. Per upstream: a refresh loop (at once, after a short debounce, when the upstream
+//! announces a change or a notification channel drops; on the schedule its `ttlMs` implies,
+//! within `catalog.ttl_min`..`ttl_max`, when it announces nothing; every `refresh_interval`
+//! otherwise; with jittered backoff while it is down), the era's change channel
+//! (`Upstream::keep_following`), and the relay of its resource updates to the hub in the
+//! gateway's URI form. One more loop hands followed resource URIs to their upstreams.
+
+use super::Gateway;
+use crate::catalog::uris;
+use crate::sync::lock;
+use crate::tasks::Backoff;
+use crate::upstream::{Status, Upstream};
+use futures_util::FutureExt;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+impl Gateway {
+    /// Starts every background loop (after the first refresh round).
+    pub fn spawn_maintenance(self: &Arc<Self>) {
+        let receivers: Vec<_> = lock(&self.updates).iter_mut().map(Option::take).collect();
+        for (up, updates) in self.upstreams.iter().zip(receivers) {
+            self.tasks.spawn(refresh_loop(Arc::downgrade(self), up.clone()));
+            self.tasks.spawn(up.clone().keep_following());
+            if let Some(mut rx) = updates {
+                let gw = Arc::downgrade(self);
+                let prefix = up.cfg.prefix.clone();
+                self.tasks.spawn(async move {
+                    while let Some(uri) = rx.recv().await {
+                        let Some(gw) = gw.upgrade() else { return };
+                        gw.hub.resource_updated(&uris::to_gateway(&prefix, &uri));
+                    }
+                });
+            }
+        }
+        let gw = Arc::downgrade(self);
+        let hub = self.hub.clone();
+        self.tasks.spawn(async move {
+            loop {
+                hub.follows.notified().await;
+                let Some(gw) = gw.upgrade() else { return };
+                gw.sync_follows();
+            }
+        });
+    }
+}
+
+/// How long an upstream that is up may go without being re-listed.
+fn schedule(gw: &Gateway, up: &Upstream) -> Duration {
+    let c = &gw.config.catalog;
+    let st = up.state();
+    if st.announces_changes() {
+        return c.refresh_interval;
+    }
+    match st.ttl_hint {
+        Some(ms) => Duration::from_millis(ms).clamp(c.ttl_min, c.ttl_max),
+        None => c.refresh_interval,
+    }
+}
+
+async fn refresh_loop(gw: Weak<Gateway>, up: Arc<Upstream>) {
+    let (interval, debounce) = match gw.upgrade() {
+        Some(g) => (g.config.catalog.refresh_interval, g.config.catalog.debounce),
+        None => return,
+    };
+    let mut backoff = Backoff::new(Duration::from_secs(1), interval.max(Duration::from_secs(1)));
+    loop {
+        if up.state().status == Status::Ready {
+            backoff.reset();
+            let wait = match gw.upgrade() {
+                Some(g) => schedule(&g, &up),
+                None => return,
+            };
+            let announced = tokio::select! {
+                _ = tokio::time::sleep(wait) => false,
+                _ = up.changed.notified() => true,
+            };
+            if announced {
+                // A burst of announcements costs one refresh.
+                tokio::time::sleep(debounce).await;
+                let _ = up.changed.notified().now_or_never();
+            }
+        } else {
+            // Down: retry on the backoff only, so a crash-looping upstream is not hammered.
+            tokio::time::sleep(backoff.next_wait()).await;
+            let _ = up.changed.notified().now_or_never();
+        }
+        let Some(g) = gw.upgrade() else { return };
+        g.refresh_one(&up).await;
+    }
+}
