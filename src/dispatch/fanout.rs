@@ -177,8 +177,7 @@ impl Hub {
 /// Whether a subscription to `followed` covers an update of `uri` (the same resource, or a
 /// sub-resource below it).
 pub fn covers(followed: &str, uri: &str) -> bool {
-    uri == followed
-        || uri.strip_prefix(followed).is_some_and(|rest| followed.ends_with('/') || rest.starts_with(['/', '#', '?']))
+    uri == followed || uri.strip_prefix(followed).is_some_and(|rest| followed.ends_with('/') || rest.starts_with(['/', '#', '?']))
 }
 
 /// The list kinds whose caller-visible contents differ between two catalogues, as bits.

@@ -66,7 +66,9 @@ pub fn listen(gw: &Gateway, req: Request) -> Reply {
         Some(_) => return Reply::error(RpcError::invalid_params("notifications.resourceSubscriptions must be an array of URIs")),
     };
     let mut honoured = Map::new();
-    for (on, field) in [(filter.tools, "toolsListChanged"), (filter.prompts, "promptsListChanged"), (filter.resources, "resourcesListChanged")] {
+    for (on, field) in
+        [(filter.tools, "toolsListChanged"), (filter.prompts, "promptsListChanged"), (filter.resources, "resourcesListChanged")]
+    {
         if on {
             honoured.insert(field.into(), Value::Bool(true));
         }

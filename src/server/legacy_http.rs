@@ -20,7 +20,6 @@ use http_body_util::{BodyExt, StreamBody};
 use std::convert::Infallible;
 use std::sync::Arc;
 
-
 fn accepted() -> Response<Body> {
     let mut r = Response::new(render::full(Bytes::new()));
     *r.status_mut() = StatusCode::ACCEPTED;
@@ -91,7 +90,13 @@ pub async fn post(
 }
 
 /// GET (the standalone server-to-client stream) or DELETE (end of session).
-pub fn get_or_delete(svc: &dyn Service, st: &Arc<LegacyState>, method: &Method, headers: &HeaderMap, caller: Arc<Principal>) -> Response<Body> {
+pub fn get_or_delete(
+    svc: &dyn Service,
+    st: &Arc<LegacyState>,
+    method: &Method,
+    headers: &HeaderMap,
+    caller: Arc<Principal>,
+) -> Response<Body> {
     let session = match st.session(headers) {
         Ok(s) => s,
         Err(e) => return render::error(None, &e),

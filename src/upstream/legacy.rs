@@ -203,7 +203,9 @@ impl Upstream {
         }
         let want = lock(&self.followed).clone();
         let have = lock(&self.subscribed).clone();
-        for (method, uri) in want.difference(&have).map(|u| ("resources/subscribe", u)).chain(have.difference(&want).map(|u| ("resources/unsubscribe", u))) {
+        for (method, uri) in
+            want.difference(&have).map(|u| ("resources/subscribe", u)).chain(have.difference(&want).map(|u| ("resources/unsubscribe", u)))
+        {
             let mut params = RawObject::default();
             if params.set_json("uri", uri).is_err() {
                 continue;

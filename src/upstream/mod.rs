@@ -172,7 +172,13 @@ struct Sent {
 
 impl Upstream {
     /// A handle; resource updates the upstream announces go to `updated` (its URI form).
-    pub fn new(index: usize, cfg: UpstreamConfig, client: HttpClient, tasks: Background, updated: tokio::sync::mpsc::Sender<String>) -> Upstream {
+    pub fn new(
+        index: usize,
+        cfg: UpstreamConfig,
+        client: HttpClient,
+        tasks: Background,
+        updated: tokio::sync::mpsc::Sender<String>,
+    ) -> Upstream {
         let changed = Arc::new(tokio::sync::Notify::new());
         let inbound = Arc::new(inbound::Inbound::new(&cfg.id, changed.clone(), updated));
         let transport = match &cfg.transport {

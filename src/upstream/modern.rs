@@ -132,10 +132,7 @@ mod tests {
         };
         assert_eq!(listen_filter(&st, &BTreeSet::new()), Some(json!({ "toolsListChanged": true })));
         let followed: BTreeSet<String> = ["file:///a".to_string()].into();
-        assert_eq!(
-            listen_filter(&st, &followed),
-            Some(json!({ "toolsListChanged": true, "resourceSubscriptions": ["file:///a"] }))
-        );
+        assert_eq!(listen_filter(&st, &followed), Some(json!({ "toolsListChanged": true, "resourceSubscriptions": ["file:///a"] })));
         st.capabilities = Some(json!({ "tools": {} }));
         assert_eq!(listen_filter(&st, &followed), None);
     }

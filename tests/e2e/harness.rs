@@ -189,6 +189,15 @@ pub fn gateway(config: &str) -> Gateway {
 
 /// [`gateway`] with extra environment variables for the gateway process.
 pub fn gateway_with_env(config: &str, env: &[(&str, &str)]) -> Gateway {
+    start_gateway(config, env, true)
+}
+
+/// Starts the gateway and returns as soon as it listens, before its upstreams are probed.
+pub fn gateway_listening(config: &str) -> Gateway {
+    start_gateway(config, &[], false)
+}
+
+fn start_gateway(config: &str, env: &[(&str, &str)], wait_ready: bool) -> Gateway {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, config).expect("write config");
@@ -220,6 +229,9 @@ pub fn gateway_with_env(config: &str, env: &[(&str, &str)]) -> Gateway {
     };
     let base = url.trim_end_matches("/mcp").to_string();
     let gw = Gateway { proc, url, base, _dir: dir };
+    if !wait_ready {
+        return gw;
+    }
     let addr = gw.base.trim_start_matches("http://").to_string();
     while Instant::now() < deadline {
         if raw_get_status(&addr, "/readyz") == Some(200) {

@@ -5,13 +5,15 @@ mod harness;
 mod callers;
 mod cli;
 mod conformance;
-mod credentials;
 mod interop;
 mod legacy;
 mod malformed;
+mod notifications;
 mod pools;
 mod resilience;
 mod routing;
+mod scripted;
+mod streams;
 mod validation;
 
 use harness::*;

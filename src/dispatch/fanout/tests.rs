@@ -8,7 +8,15 @@ fn catalog(tools: &[&str]) -> Catalog {
     let raws: Vec<Box<RawValue>> =
         tools.iter().map(|n| RawValue::from_string(format!(r#"{{"name":"{n}","inputSchema":{{"type":"object"}}}}"#)).unwrap()).collect();
     build(
-        &[UpstreamLists { upstream: 0, id: "calc", prefix: "calc", items: [&raws, &[], &[], &[]], ttl_ms: 0, private: false, has_resources: false }],
+        &[UpstreamLists {
+            upstream: 0,
+            id: "calc",
+            prefix: "calc",
+            items: [&raws, &[], &[], &[]],
+            ttl_ms: 0,
+            private: false,
+            has_resources: false,
+        }],
         "__",
     )
 }
