@@ -104,6 +104,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    raise_open_files_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -117,6 +118,23 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Every client stream and upstream connection is a file descriptor: raise the soft limit to the
+/// hard one, as most servers do (a 1,024 soft limit would cap a gateway at about a thousand clients).
+fn raise_open_files_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!(soft, hard, error = %e, "cannot raise the open-files limit");
+            } else {
+                tracing::debug!(from = soft, to = hard, "raised the open-files limit");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read the open-files limit"),
     }
 }
 

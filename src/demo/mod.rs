@@ -1,6 +1,7 @@
 //! The built-in demo upstream (`mcpgate demo-server`): a small, real, modern (2026-07-28) MCP
 //! server over stdio or Streamable HTTP, built on the same edge adapter as the gateway. Two
-//! profiles share the tool name `echo`, so the gateway's prefixing is visible out of the box.
+//! profiles share the tool name `echo`, so the gateway's prefixing is visible out of the box. The
+//! `dynamic` profile's list changes, and it announces that on `subscriptions/listen` streams.
 
 mod tools;
 
@@ -20,11 +21,19 @@ pub struct Demo {
     page_size: usize,
     /// The dynamic profile's `bonus` tool is listed.
     bonus: std::sync::atomic::AtomicBool,
+    /// Bumped on every change of the tool list (what listen streams wait for).
+    generation: tokio::sync::watch::Sender<u64>,
 }
 
 impl Demo {
     pub fn new(profile: Profile) -> Demo {
-        Demo { profile, tools: tools::for_profile(profile), page_size: 0, bonus: Default::default() }
+        Demo {
+            profile,
+            tools: tools::for_profile(profile),
+            page_size: 0,
+            bonus: Default::default(),
+            generation: tokio::sync::watch::channel(0).0,
+        }
     }
 
     pub fn with_page_size(mut self, page_size: usize) -> Demo {
@@ -79,6 +88,7 @@ impl Demo {
         };
         if name == "toggle_bonus" {
             let now = !self.bonus.fetch_xor(true, std::sync::atomic::Ordering::SeqCst);
+            self.generation.send_modify(|g| *g += 1);
             return self
                 .result(json!({ "content": [{ "type": "text", "text": format!("bonus tool {}", if now { "on" } else { "off" }) }] }));
         }
@@ -99,6 +109,43 @@ impl Demo {
             return self.countdown(&args, token);
         }
         self.result((tool.run)(&args))
+    }
+
+    /// `subscriptions/listen` (dynamic profile): the acknowledgement, then one
+    /// `tools/list_changed` per change of the list, tagged with the subscription id.
+    fn listen(&self, req: Request) -> Reply {
+        let asked = req.params.parse::<Value>("notifications").and_then(Result::ok).unwrap_or(Value::Null);
+        let tools = self.profile == Profile::Dynamic && asked["toolsListChanged"] == true;
+        let id: Value = serde_json::from_str(req.id.get()).unwrap_or(Value::Null);
+        let meta = json!({ keys::SUBSCRIPTION_ID: id });
+        let honoured = if tools { json!({ "toolsListChanged": true }) } else { json!({}) };
+        let (tx, rx) = mpsc::channel(4);
+        let mut changes = self.generation.subscribe();
+        tokio::spawn(async move {
+            let message = |method: &str, params: Value| {
+                serde_json::value::to_raw_value(&params).map(|raw| Event::Notification(jsonrpc::notification_message(method, &raw)))
+            };
+            let Ok(ack) = message("notifications/subscriptions/acknowledged", json!({ "_meta": meta, "notifications": honoured })) else {
+                return;
+            };
+            if tx.send(ack).await.is_err() {
+                return;
+            }
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    _ = tx.closed() => return,
+                }
+                if !tools {
+                    continue;
+                }
+                let Ok(n) = message("notifications/tools/list_changed", json!({ "_meta": meta })) else { return };
+                if tx.send(n).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Reply::Stream(EventStream::new(rx))
     }
 
     /// `countdown` with a progress token: one progress notification per step, then the result.
@@ -133,13 +180,14 @@ impl Service for Demo {
             match req.method.as_str() {
                 "server/discover" => self.result(json!({
                     "supportedVersions": SUPPORTED_VERSIONS,
-                    "capabilities": { "tools": {} },
+                    "capabilities": { "tools": { "listChanged": self.profile == Profile::Dynamic } },
                     "instructions": self.profile.instructions(),
                     "ttlMs": 60000,
                     "cacheScope": "public",
                 })),
                 "tools/list" => self.list(&req),
                 "tools/call" => self.call(req),
+                "subscriptions/listen" => self.listen(req),
                 other => Reply::error(RpcError::method_not_found(other)),
             }
         })

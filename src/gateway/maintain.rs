@@ -8,9 +8,10 @@
 
 use super::Gateway;
 use crate::catalog::uris;
+use crate::config::CatalogConfig;
 use crate::sync::lock;
 use crate::tasks::Backoff;
-use crate::upstream::{Status, Upstream};
+use crate::upstream::{Status, Upstream, UpstreamState};
 use futures_util::FutureExt;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -45,10 +46,9 @@ impl Gateway {
     }
 }
 
-/// How long an upstream that is up may go without being re-listed.
-fn schedule(gw: &Gateway, up: &Upstream) -> Duration {
-    let c = &gw.config.catalog;
-    let st = up.state();
+/// How long an upstream that is up may go without being re-listed: the refresh interval when it
+/// announces its changes (or gives no `ttlMs`), else what its `ttlMs` says, within bounds.
+fn relist_after(st: &UpstreamState, c: &CatalogConfig) -> Duration {
     if st.announces_changes() {
         return c.refresh_interval;
     }
@@ -68,7 +68,7 @@ async fn refresh_loop(gw: Weak<Gateway>, up: Arc<Upstream>) {
         if up.state().status == Status::Ready {
             backoff.reset();
             let wait = match gw.upgrade() {
-                Some(g) => schedule(&g, &up),
+                Some(g) => relist_after(&up.state(), &g.config.catalog),
                 None => return,
             };
             let announced = tokio::select! {
@@ -87,5 +87,34 @@ async fn refresh_loop(gw: Weak<Gateway>, up: Arc<Upstream>) {
         }
         let Some(g) = gw.upgrade() else { return };
         g.refresh_one(&up).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn upstreams_that_announce_nothing_are_relisted_as_their_ttl_says() {
+        let c = CatalogConfig {
+            separator: "__".into(),
+            page_size: 100,
+            refresh_interval: Duration::from_secs(300),
+            debounce: Duration::from_millis(100),
+            ttl_min: Duration::from_secs(2),
+            ttl_max: Duration::from_secs(60),
+        };
+        let mut st = UpstreamState { ttl_hint: Some(10_000), ..Default::default() };
+        assert_eq!(relist_after(&st, &c), Duration::from_secs(10));
+        st.ttl_hint = Some(0);
+        assert_eq!(relist_after(&st, &c), Duration::from_secs(2), "bounded below");
+        st.ttl_hint = Some(3_600_000);
+        assert_eq!(relist_after(&st, &c), Duration::from_secs(60), "bounded above");
+        st.ttl_hint = None;
+        assert_eq!(relist_after(&st, &c), Duration::from_secs(300));
+        st.ttl_hint = Some(0);
+        st.capabilities = Some(json!({ "tools": { "listChanged": true } }));
+        assert_eq!(relist_after(&st, &c), Duration::from_secs(300), "it tells us when it changes");
     }
 }

@@ -230,7 +230,7 @@ async fn an_upstream_restart_is_noticed_and_recovered() {
 async fn list_changes_reach_legacy_clients_on_their_get_stream() {
     use http_body_util::BodyExt;
     let gw = gateway(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\n[catalog]\nrefresh_interval = \"1s\"\n\n[[upstream]]\nid = \"dyn\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"dynamic\"]\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"dyn\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"dynamic\"]\n",
     );
     let session = initialize(&gw.url).await;
     let req = http::Request::get(&gw.url)
@@ -244,7 +244,8 @@ async fn list_changes_reach_legacy_clients_on_their_get_stream() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("text/event-stream"));
     let mut body = resp.into_body();
-    // Change the upstream's list; the gateway notices on its next refresh and tells the client.
+    // Change the upstream's list: it announces that on its listen stream (stdio), and the gateway
+    // re-reads its list and tells the client.
     let toggled = legacy_call(&gw.url, &session, "tools/call", json!({ "name": "dyn__toggle_bonus", "arguments": {} })).await.message();
     assert_eq!(text_of(&toggled), "bonus tool on");
     let mut seen = String::new();

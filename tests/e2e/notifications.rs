@@ -161,3 +161,79 @@ async fn a_client_that_lists_at_once_sees_a_slow_starting_upstream() {
     let names = tool_names(&gw.url).await;
     assert!(names.contains(&"slow__base".to_string()), "{names:?}\n{}", gw.proc.log());
 }
+
+/// `mcpgate stdio` with one client that speaks both eras on one connection: a modern listen
+/// (cancelled by its id) and a legacy session's notifications.
+#[test]
+fn mcpgate_stdio_delivers_changes_to_both_eras() {
+    use std::io::{BufRead, BufReader, Write};
+    let (_up, url) = py_script_http(CHANGING, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, format!("[[upstream]]\nid = \"chg\"\nurl = \"{url}\"\n")).expect("config");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+        .args(["stdio", "-c"])
+        .arg(&path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mcpgate stdio");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let mut send = |v: Value| writeln!(stdin, "{v}").expect("write");
+    let mut seen: Vec<Value> = Vec::new();
+    let wait = |pred: &dyn Fn(&Value) -> bool, seen: &mut Vec<Value>| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = rx.recv_timeout(left).unwrap_or_else(|_| panic!("nothing matching; seen {seen:#?}"));
+            seen.push(v.clone());
+            if pred(&v) {
+                return v;
+            }
+        }
+    };
+    send(
+        json!({ "jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen", "params": { "_meta": meta(), "notifications": { "toolsListChanged": true } } }),
+    );
+    let ack = wait(&|v| v["method"] == ACK, &mut seen);
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L");
+    send(
+        json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } }),
+    );
+    wait(&|v| v["id"] == 1, &mut seen);
+    send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    send(
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "_meta": meta(), "name": "chg__add_tool", "arguments": { "name": "viastdio" } } }),
+    );
+    wait(&|v| v["id"] == 2, &mut seen);
+    let tagged = wait(&|v| v["method"] == CHANGED && !v["params"]["_meta"].is_null(), &mut seen);
+    assert_eq!(tagged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L");
+    wait(&|v| v["method"] == CHANGED && v["params"]["_meta"].is_null(), &mut seen);
+    // Cancelling the listen id ends that subscription; the legacy session still hears changes.
+    send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": "L" } }));
+    std::thread::sleep(Duration::from_millis(300));
+    send(
+        json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "_meta": meta(), "name": "chg__add_tool", "arguments": { "name": "again" } } }),
+    );
+    wait(&|v| v["id"] == 3, &mut seen);
+    wait(&|v| v["method"] == CHANGED && v["params"]["_meta"].is_null(), &mut seen);
+    std::thread::sleep(Duration::from_millis(500));
+    while let Ok(v) = rx.try_recv() {
+        seen.push(v);
+    }
+    let tagged = seen.iter().filter(|v| v["method"] == CHANGED && !v["params"]["_meta"].is_null()).count();
+    assert_eq!(tagged, 1, "nothing more on the cancelled subscription: {seen:#?}");
+    drop(stdin);
+    let status = child.wait().expect("exit");
+    assert!(status.success(), "mcpgate stdio ends at EOF even with a listen stream once open");
+}
