@@ -40,6 +40,7 @@ pub struct ServerSection {
     pub instructions: Option<String>,
     pub token_key_file: Option<String>,
     pub session_ttl: Option<Spanned<String>>,
+    pub input_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

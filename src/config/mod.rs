@@ -48,6 +48,9 @@ pub struct ServerConfig {
     pub token_key_file: Option<PathBuf>,
     /// How long a legacy session stays valid after `initialize`.
     pub session_ttl: Duration,
+    /// How long the gateway waits for a client to answer an input request (elicitation,
+    /// sampling, roots), and how long a legacy upstream's call that asked one stays parked.
+    pub input_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -186,6 +189,7 @@ impl Config {
             allowed_hosts: s.allowed_hosts,
             token_key_file: s.token_key_file.as_ref().map(|f| if Path::new(f).is_absolute() { PathBuf::from(f) } else { base_dir.join(f) }),
             session_ttl: at.duration(s.session_ttl.as_ref(), "server.session_ttl", Duration::from_secs(24 * 3600))?,
+            input_timeout: at.duration(s.input_timeout.as_ref(), "server.input_timeout", Duration::from_secs(300))?,
             instructions: s.instructions,
         };
 

@@ -23,7 +23,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 /// One client request, whatever the wire it came on.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Request {
     pub id: Box<RawValue>,
     pub method: String,
@@ -56,6 +56,11 @@ pub trait Service: Send + Sync + 'static {
 
     /// A legacy session's followed URIs changed.
     fn follows_changed(&self) {}
+
+    /// How long a client may take to answer an input request.
+    fn input_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(300)
+    }
 
     /// Cancelled when the service starts shutting down (open streams end then).
     fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {
@@ -118,5 +123,9 @@ impl Service for Gateway {
 
     fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {
         Some(self.closing.clone())
+    }
+
+    fn input_timeout(&self) -> std::time::Duration {
+        self.config.server.input_timeout
     }
 }

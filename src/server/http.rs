@@ -190,7 +190,7 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
         }
     };
     if classify(&Method::POST, &parts.headers, BodyFacts::of(&msg)) == Era::Legacy {
-        return legacy_http::post(st.svc.as_ref(), &st.legacy, &parts.headers, msg, kind, caller).await;
+        return legacy_http::post(&st.svc, &st.legacy, &parts.headers, msg, kind, caller).await;
     }
     match kind {
         Kind::Response => render::error(

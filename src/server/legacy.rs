@@ -49,6 +49,8 @@ pub struct LegacyState {
     ended: Mutex<HashMap<String, Instant>>,
     /// The resource URIs each session follows (`resources/subscribe`), shared with its GET stream.
     follows: Mutex<HashMap<String, (UriSet, Instant)>>,
+    /// Input requests sent to sessions' clients that wait for their answers.
+    pub waiting: Arc<super::bridge::Waiting>,
 }
 
 /// Keeps a per-session map bounded: entries older than the session TTL are dropped (scanned only
@@ -73,7 +75,7 @@ pub fn negotiate(requested: &str) -> &'static str {
 
 impl LegacyState {
     pub fn new(sealer: Arc<Sealer>, ttl: Duration) -> Self {
-        LegacyState { sealer, ttl, levels: Mutex::default(), ended: Mutex::default(), follows: Mutex::default() }
+        LegacyState { sealer, ttl, levels: Mutex::default(), ended: Mutex::default(), follows: Mutex::default(), waiting: Arc::default() }
     }
 
     /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.
@@ -207,12 +209,11 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
     }
     let mut fields: Map<String, Value> = params.remove("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
     fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
-    // Until input requests are bridged between eras, upstreams must not ask legacy callers for
-    // input: the capabilities that would allow it are withheld.
+    // The client's own capabilities: an upstream may ask it for input (elicitation, sampling,
+    // roots), which `bridge` turns into requests the legacy client understands. Tasks are a
+    // 2026-07-28 extension a legacy client cannot use.
     let mut caps = session.caps.as_object().cloned().unwrap_or_default();
-    for withheld in ["elicitation", "sampling", "roots", "tasks"] {
-        caps.remove(withheld);
-    }
+    caps.remove("tasks");
     fields.insert(keys::CLIENT_CAPABILITIES.into(), Value::Object(caps));
     if !session.info.is_null() {
         fields.insert(keys::CLIENT_INFO.into(), session.info.clone());

@@ -4,6 +4,7 @@
 //! session. Session rules and result shapes come from `legacy`; the internal requests go to the
 //! same era-free service as modern ones.
 
+use super::bridge;
 use super::era::is_legacy_version;
 use super::legacy::{self, Action, LegacyState, downgrade_reply};
 use super::render::{self, Body};
@@ -27,7 +28,7 @@ fn accepted() -> Response<Body> {
 }
 
 pub async fn post(
-    svc: &dyn Service,
+    svc: &Arc<dyn Service>,
     st: &LegacyState,
     headers: &HeaderMap,
     msg: Message,
@@ -40,7 +41,7 @@ pub async fn post(
         return render::error(msg.id.as_deref(), &RpcError::invalid_request(format!("Unsupported MCP-Protocol-Version: {v}")));
     }
     if kind == MsgKind::Request && msg.method.as_deref() == Some("initialize") {
-        return match st.initialize(svc, &msg, caller).await {
+        return match st.initialize(svc.as_ref(), &msg, caller).await {
             Ok((result, session, token)) => {
                 let id = msg.id.as_deref().unwrap_or(RawNull::get());
                 let mut r = render::json(StatusCode::OK, jsonrpc::result_message(id, &result));
@@ -58,18 +59,27 @@ pub async fn post(
         Err(e) => return render::error(msg.id.as_deref(), &e),
     };
     match kind {
-        // Notifications (initialized, cancelled, roots changes) and responses to requests the
-        // gateway never sends need no answer.
-        MsgKind::Notification | MsgKind::Response => accepted(),
+        // Notifications (initialized, cancelled, roots changes) need no answer; a response answers
+        // an input request the gateway sent this session's client.
+        MsgKind::Notification => accepted(),
+        MsgKind::Response => {
+            if !st.waiting.deliver(&session.sid, msg) {
+                tracing::debug!(sid = %session.sid, "a response to no question of the gateway's");
+            }
+            accepted()
+        }
         MsgKind::Request => {
             let id = msg.id.clone();
             match st.request(&session, msg, caller) {
                 Err(e) => render::error(id.as_deref(), &e),
                 Ok(action @ (Action::Forward(_) | Action::Follow(..) | Action::Unfollow(_))) => {
                     let rid = id.clone().unwrap_or_else(|| RawNull::get().to_owned());
-                    let reply = match legacy::follow(svc, &st.follows(&session.sid), action).await {
+                    let reply = match legacy::follow(svc.as_ref(), &st.follows(&session.sid), action).await {
                         Ok(reply) => reply,
-                        Err(Action::Forward(req)) => svc.handle(req).await,
+                        Err(Action::Forward(req)) => {
+                            let reply = svc.handle(req.clone()).await;
+                            bridge::bridge(svc.clone(), req, reply, st.waiting.clone(), session.sid.clone(), svc.input_timeout())
+                        }
                         Err(_) => return render::error(id.as_deref(), &RpcError::internal("unexpected session action")),
                     };
                     let mut r = render::reply(rid, downgrade_reply(reply));

@@ -1,8 +1,9 @@
 //! Serving clients: the Streamable HTTP listener (`http`), the stdio server (`stdio`), era
 //! classification (`era`), the modern and legacy edge adapters (`modern`, `legacy`,
-//! `legacy_http`), DNS-rebinding protection (`origin`) and reply rendering
-//! (`render`).
+//! `legacy_http`), input requests bridged to legacy clients (`bridge`), DNS-rebinding protection
+//! (`origin`) and reply rendering (`render`).
 
+pub mod bridge;
 pub mod era;
 pub mod http;
 pub mod legacy;

@@ -7,6 +7,7 @@
 //! EOF the in-flight requests are finished before the server returns. The local client is
 //! trusted: it is served as the anonymous caller, without authentication.
 
+use super::bridge::{self, Waiting};
 use super::era::Era;
 use super::legacy::{self, Action, Session};
 use super::{modern, render};
@@ -28,6 +29,9 @@ use tokio_util::sync::CancellationToken;
 
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
+/// The one connection of `mcpgate stdio`, as input requests name it.
+const STDIO_SCOPE: &str = "stdio";
+
 /// Requests in flight by id: their cancellation token, and whether they are listen streams
 /// (which only end when cancelled).
 type Inflight = Arc<Mutex<HashMap<String, (CancellationToken, bool)>>>;
@@ -38,6 +42,8 @@ struct Conn {
     session: Option<Session>,
     level: Option<String>,
     follows: UriSet,
+    /// Input requests sent to the (legacy) client that wait for its answers.
+    waiting: Arc<Waiting>,
 }
 
 pub async fn serve(
@@ -88,7 +94,11 @@ pub async fn serve(
             }
         };
         match kind {
-            MsgKind::Response => {}
+            MsgKind::Response => {
+                if !conn.waiting.deliver(STDIO_SCOPE, msg) {
+                    tracing::debug!("a response to no question of the gateway's");
+                }
+            }
             MsgKind::Notification => {
                 if msg.method.as_deref() == Some("notifications/cancelled") {
                     cancel(&inflight, &msg);
@@ -137,7 +147,10 @@ pub async fn serve(
                 };
                 match request {
                     // The reply's shape follows the request's era, not the connection's.
-                    Ok(r) => spawn(&mut tasks, &inflight, svc.clone(), r, era == Era::Legacy, out_tx.clone()),
+                    Ok(r) => {
+                        let legacy_client = (era == Era::Legacy).then(|| conn.waiting.clone());
+                        spawn(&mut tasks, &inflight, svc.clone(), r, legacy_client, out_tx.clone())
+                    }
                     Err(e) => {
                         let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
                     }
@@ -173,7 +186,7 @@ fn spawn(
     inflight: &Inflight,
     svc: Arc<dyn Service>,
     request: Request,
-    legacy_client: bool,
+    legacy_client: Option<Arc<Waiting>>,
     tx: mpsc::Sender<Vec<u8>>,
 ) {
     let key = request.id.get().to_string();
@@ -193,8 +206,14 @@ fn spawn(
     tasks.spawn(async move {
         let id = request.id.clone();
         let work = async {
-            let reply = svc.handle(request).await;
-            let reply = if legacy_client { legacy::downgrade_reply(reply) } else { reply };
+            let reply = match legacy_client {
+                Some(waiting) => {
+                    let reply = svc.handle(request.clone()).await;
+                    let timeout = svc.input_timeout();
+                    legacy::downgrade_reply(bridge::bridge(svc.clone(), request, reply, waiting, STDIO_SCOPE.into(), timeout))
+                }
+                None => svc.handle(request).await,
+            };
             match reply {
                 Reply::Single(o) => {
                     let _ = tx.send(render::outcome_message(&id, &o).1).await;
