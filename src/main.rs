@@ -222,9 +222,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 
 async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
     // The token key is checked before anything starts, so a bad key fails fast.
-    let sealer =
-        Sealer::load(std::env::var(mcpgate::token::KEY_ENV).ok(), cfg.server.token_key_file.as_deref()).map_err(anyhow::Error::msg)?;
-    if sealer.source == KeySource::Random {
+    let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
+    let cfg = &gw.config;
+    if gw.sealer.source == KeySource::Random {
         tracing::warn!(
             "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set {} or server.token_key_file)",
             mcpgate::token::KEY_ENV
@@ -237,7 +237,6 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() && cfg.auth.mode == AuthMode::None {
         tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use every upstream !!!");
     }
-    let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
     gw.auth.start(&gw.tasks).await.map_err(|e| anyhow::anyhow!("authentication setup failed: {e}"))?;
     tracing::info!("mcpgate {} listening on http://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
     let refresher = gw.clone();
@@ -247,7 +246,7 @@ async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
         tracing::info!(tools = cat.tools().len(), problems = cat.problems.len(), "catalogue ready");
         refresher.spawn_maintenance();
     });
-    let legacy = Arc::new(LegacyState::new(Arc::new(sealer), server_cfg.session_ttl));
+    let legacy = Arc::new(LegacyState::new(gw.sealer.clone(), server_cfg.session_ttl));
     let auth = Some(gw.auth.clone());
     let tasks = gw.tasks.clone();
     let closing = gw.closing.clone();

@@ -101,6 +101,12 @@ impl Sealer {
 
     /// Opens a token sealed for `purpose` no longer than `max_age` ago.
     pub fn open<T: DeserializeOwned>(&self, purpose: &str, token: &str, max_age: Duration) -> Option<T> {
+        let (payload, age) = self.open_aged(purpose, token)?;
+        (age <= max_age).then_some(payload)
+    }
+
+    /// Opens a token sealed for `purpose`, whatever its age; the payload and its age.
+    pub fn open_aged<T: DeserializeOwned>(&self, purpose: &str, token: &str) -> Option<(T, Duration)> {
         let raw = URL_SAFE_NO_PAD.decode(token.trim()).ok()?;
         if raw.len() < NONCE_LEN + 16 {
             return None;
@@ -110,8 +116,7 @@ impl Sealer {
         let mut buf = sealed.to_vec();
         let plain = self.key.open_in_place(nonce, Aad::from(purpose.as_bytes()), &mut buf).ok()?;
         let env: OwnedEnvelope<T> = serde_json::from_slice(plain).ok()?;
-        let age = now_secs().saturating_sub(env.iat);
-        (age <= max_age.as_secs()).then_some(env.p)
+        Some((env.p, Duration::from_secs(now_secs().saturating_sub(env.iat))))
     }
 }
 

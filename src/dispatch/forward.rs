@@ -5,12 +5,13 @@
 //! exactly like a missing one; every forwarded request is audited. The item's name or URI is
 //! rewritten to the upstream's own; everything else passes through.
 
-use super::{Request, rate_limited};
+use super::{Request, rate_limited, state};
 use crate::audit;
 use crate::catalog::{Kind, uris};
 use crate::gateway::Gateway;
 use crate::policy::{self, Item, view};
 use crate::protocol::errors::RpcError;
+use crate::protocol::may_ask_input as may_ask;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::xheader;
 use crate::reply::{Outcome, Reply};
@@ -48,6 +49,14 @@ async fn forward(
     };
     let mut params = req.params;
     params.remove("_meta");
+    let max_age = gw.config.server.input_timeout;
+    let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: &req.method, item };
+    if let Err(e) = state::open(&gw.sealer, &mut params, &bind, max_age) {
+        audit::refused(&req.caller.id, &req.method, item, "invalid_request_state");
+        return Reply::error(e);
+    }
+    let (sealer, caller, upstream_id, method, item_name) =
+        (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string());
     let mut name = None;
     if let Some((key, original)) = rewrite {
         if params.set_json(key, original).is_err() {
@@ -60,7 +69,16 @@ async fn forward(
     let pending = audit::Pending::new(entry);
     up.call(call).await.map_outcome(move |o| {
         pending.finish(&o);
-        o
+        let bind = state::Binding { caller: &caller, upstream: &upstream_id, method: &method, item: &item_name };
+        if !state::asks_input(&o) {
+            o
+        } else if may_ask(&method) {
+            state::seal(&sealer, o, &bind)
+        } else {
+            Outcome::Error(RpcError::internal(format!(
+                "Upstream '{upstream_id}' answered {method} with input_required, which only tools/call, prompts/get and resources/read may carry"
+            )))
+        }
     })
 }
 

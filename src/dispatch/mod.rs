@@ -8,6 +8,7 @@ pub mod fanout;
 mod forward;
 mod listen;
 mod lists;
+pub mod state;
 
 use self::fanout::{Filter, Subscription, UriSet};
 use crate::auth::Principal;

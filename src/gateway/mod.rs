@@ -15,6 +15,7 @@ use crate::dispatch::fanout::Hub;
 use crate::ratelimit::Limiter;
 use crate::sync::lock;
 use crate::tasks::Background;
+use crate::token::Sealer;
 use crate::upstream::{HttpClient, Status, Upstream, new_http_client};
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,6 +41,8 @@ pub struct Gateway {
     pub tasks: Background,
     /// Cancelled when the gateway starts shutting down: open streams end with their final message.
     pub closing: CancellationToken,
+    /// Seals the tokens the gateway hands out (request state; legacy sessions use it too).
+    pub sealer: Arc<Sealer>,
     /// Each upstream's announced resource updates, until maintenance takes them.
     updates: Mutex<Vec<Option<mpsc::Receiver<String>>>>,
 }
@@ -60,6 +63,7 @@ impl Gateway {
         }
         let auth = Arc::new(Authenticator::new(&config, client)?);
         let hub = Hub::new(config.catalog.debounce);
+        let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), config.server.token_key_file.as_deref())?);
         Ok(Arc::new(Gateway {
             config,
             upstreams,
@@ -71,6 +75,7 @@ impl Gateway {
             hub,
             tasks,
             closing: CancellationToken::new(),
+            sealer,
             updates: Mutex::new(updates),
         }))
     }

@@ -36,6 +36,11 @@ pub mod keys {
 }
 
 /// Methods the modern protocol defines for clients to send.
+/// Whether `method`'s result may ask for input with `input_required` (brief §6.1).
+pub fn may_ask_input(method: &str) -> bool {
+    matches!(method, "tools/call" | "prompts/get" | "resources/read")
+}
+
 pub const MODERN_METHODS: &[&str] = &[
     "server/discover",
     "completion/complete",

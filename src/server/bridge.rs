@@ -69,10 +69,7 @@ impl Waiting {
     }
 }
 
-/// Whether `method`'s result may ask for input (brief §6.1).
-pub fn may_ask(method: &str) -> bool {
-    matches!(method, "tools/call" | "prompts/get" | "resources/read")
-}
+pub use crate::protocol::may_ask_input as may_ask;
 
 /// The questions of an `input_required` result, and the state to echo.
 struct Asked {

@@ -1,0 +1,164 @@
+//! The `requestState` the gateway hands its clients (brief §6.3 and §6.5). When an upstream
+//! answers `input_required`, the client gets, instead of the upstream's own state, a token the
+//! gateway seals (`token.rs`, AES-256-GCM): who asked (the caller), which upstream, method and
+//! item it is for, when it was issued, and the upstream's state inside, kept byte for byte. On the
+//! retry the token is opened and checked, and only the upstream's own state goes on. A token that
+//! was altered or not issued here, is too old, belongs to another caller, or is for another
+//! request is refused with a clear error and never forwarded, so one caller cannot replay
+//! another's state, and a state cannot be moved to a different tool.
+
+use crate::auth::Principal;
+use crate::protocol::errors::RpcError;
+use crate::protocol::rawobj::RawObject;
+use crate::reply::Outcome;
+use crate::token::Sealer;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::time::Duration;
+
+const PURPOSE: &str = "mcpgate/request-state/v1";
+
+/// What a sealed state says.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Sealed {
+    /// The caller's id and the `[[caller]]` rules it matched.
+    c: String,
+    r: Vec<String>,
+    u: String,
+    m: String,
+    n: String,
+    /// The upstream's own `requestState`, as the JSON text it sent (absent when it sent none).
+    s: Option<String>,
+}
+
+/// What a request is, for binding and checking its state.
+pub struct Binding<'a> {
+    pub caller: &'a Principal,
+    pub upstream: &'a str,
+    pub method: &'a str,
+    pub item: &'a str,
+}
+
+impl Binding<'_> {
+    fn sealed(&self, inner: Option<String>) -> Sealed {
+        Sealed {
+            c: self.caller.id.clone(),
+            r: self.caller.rules.clone(),
+            u: self.upstream.to_string(),
+            m: self.method.to_string(),
+            n: self.item.to_string(),
+            s: inner,
+        }
+    }
+}
+
+fn invalid(why: &str) -> RpcError {
+    RpcError::invalid_params(format!("Invalid requestState: {why}; send the request again without inputResponses and requestState"))
+}
+
+/// Replaces the client's `requestState` in `params` with the upstream's own, after checking it.
+pub fn open(sealer: &Sealer, params: &mut RawObject, bind: &Binding, max_age: Duration) -> Result<(), RpcError> {
+    let Some(raw) = params.get("requestState") else { return Ok(()) };
+    let token: String = serde_json::from_str(raw.get()).map_err(|_| invalid("it must be a string"))?;
+    let (sealed, age) =
+        sealer.open_aged::<Sealed>(PURPOSE, &token).ok_or_else(|| invalid("it was not issued by this gateway or was changed"))?;
+    if age > max_age {
+        return Err(invalid("it has expired"));
+    }
+    if sealed.c != bind.caller.id || sealed.r != bind.caller.rules {
+        return Err(invalid("it was issued to another caller"));
+    }
+    if sealed.u != bind.upstream || sealed.m != bind.method || sealed.n != bind.item {
+        return Err(invalid("it was issued for another request"));
+    }
+    match sealed.s {
+        Some(text) => params.set("requestState", RawValue::from_string(text).map_err(|_| invalid("it holds no valid state"))?),
+        None => {
+            params.remove("requestState");
+        }
+    }
+    Ok(())
+}
+
+/// Seals the `requestState` of an `input_required` result for the client; other outcomes pass.
+pub fn seal(sealer: &Sealer, outcome: Outcome, bind: &Binding) -> Outcome {
+    let Outcome::Result(raw) = &outcome else { return outcome };
+    let Ok(mut obj) = serde_json::from_str::<RawObject>(raw.get()) else { return outcome };
+    if obj.parse::<String>("resultType").and_then(Result::ok).as_deref() != Some("input_required") {
+        return outcome;
+    }
+    let inner = obj.get("requestState").map(|s| s.get().to_string());
+    let token = match sealer.seal(PURPOSE, &bind.sealed(inner)) {
+        Ok(t) => t,
+        Err(e) => return Outcome::Error(RpcError::internal(format!("cannot seal the request state: {e}"))),
+    };
+    match obj.set_json("requestState", &token).map_err(|e| e.to_string()).and_then(|_| obj.to_raw().map_err(|e| e.to_string())) {
+        Ok(r) => Outcome::Result(r),
+        Err(e) => Outcome::Error(RpcError::internal(format!("cannot seal the request state: {e}"))),
+    }
+}
+
+/// Whether an outcome is an `input_required` result.
+pub fn asks_input(outcome: &Outcome) -> bool {
+    let Outcome::Result(raw) = outcome else { return false };
+    serde_json::from_str::<RawObject>(raw.get())
+        .ok()
+        .and_then(|o| o.parse::<String>("resultType").and_then(Result::ok))
+        .is_some_and(|t| t == "input_required")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Grants;
+    use crate::token::KeySource;
+    use std::sync::Arc;
+
+    fn caller(id: &str) -> Arc<Principal> {
+        Arc::new(Principal { id: id.into(), rules: vec![id.into()], grants: Grants::unrestricted(), scopes: vec![], rate: None })
+    }
+
+    fn result(text: &str) -> Outcome {
+        Outcome::Result(RawValue::from_string(text.into()).unwrap())
+    }
+
+    #[test]
+    fn the_upstreams_state_goes_back_byte_for_byte_and_only_for_its_request() {
+        let sealer = Sealer::from_material(&[3u8; 32], KeySource::Env).unwrap();
+        let alice = caller("alice");
+        let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask" };
+        let inner = r#""  odd \u00e9 state ""#;
+        let out = seal(&sealer, result(&format!(r#"{{"resultType":"input_required","requestState":{inner}}}"#)), &bind);
+        let Outcome::Result(raw) = out else { panic!() };
+        let v: serde_json::Value = serde_json::from_str(raw.get()).unwrap();
+        let token = v["requestState"].as_str().unwrap().to_string();
+        assert!(!token.contains("odd"), "the client sees only the sealed token");
+        let retry = || -> RawObject { serde_json::from_str(&format!(r#"{{"name":"fx__ask","requestState":"{token}"}}"#)).unwrap() };
+        let mut p = retry();
+        open(&sealer, &mut p, &bind, Duration::from_secs(60)).unwrap();
+        assert_eq!(p.get("requestState").unwrap().get(), inner, "byte for byte");
+        let bob = caller("bob");
+        let mut p = retry();
+        let e = open(&sealer, &mut p, &Binding { caller: &bob, ..bind }, Duration::from_secs(60)).unwrap_err();
+        assert!(e.message.contains("another caller"), "{}", e.message);
+        let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask" };
+        let mut p = retry();
+        let e = open(&sealer, &mut p, &Binding { item: "fx__other", ..bind }, Duration::from_secs(60)).unwrap_err();
+        assert!(e.message.contains("another request"), "{}", e.message);
+        let mut tampered: RawObject = serde_json::from_str(&format!(r#"{{"requestState":"{}A"}}"#, &token[..token.len() - 1])).unwrap();
+        let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask" };
+        assert!(open(&sealer, &mut tampered, &bind, Duration::from_secs(60)).unwrap_err().message.contains("changed"));
+        let mut p = retry();
+        std::thread::sleep(Duration::from_millis(1100));
+        assert!(open(&sealer, &mut p, &bind, Duration::ZERO).unwrap_err().message.contains("expired"));
+        // A complete result passes untouched; an input_required without state still gets one.
+        assert!(
+            matches!(seal(&sealer, result(r#"{"resultType":"complete"}"#), &bind), Outcome::Result(r) if r.get() == r#"{"resultType":"complete"}"#)
+        );
+        let Outcome::Result(r) = seal(&sealer, result(r#"{"resultType":"input_required","inputRequests":{}}"#), &bind) else { panic!() };
+        let token = serde_json::from_str::<serde_json::Value>(r.get()).unwrap()["requestState"].as_str().unwrap().to_string();
+        let mut p: RawObject = serde_json::from_str(&format!(r#"{{"requestState":"{token}"}}"#)).unwrap();
+        open(&sealer, &mut p, &bind, Duration::from_secs(60)).unwrap();
+        assert!(p.get("requestState").is_none(), "none is added where the upstream gave none");
+    }
+}
