@@ -23,6 +23,9 @@ pub enum Outcome {
 pub enum Event {
     /// A complete JSON-RPC notification message, ready to relay.
     Notification(Vec<u8>),
+    /// A request the upstream sent the client during the call (a legacy server asking for
+    /// input), as the upstream wrote it. Only a stream made [`EventStream::with_asks`] yields it.
+    Ask(Vec<u8>),
     Done(Outcome),
 }
 
@@ -39,19 +42,27 @@ pub struct EventStream {
     timeout_error: Option<RpcError>,
     _guards: Vec<Box<dyn Guard>>,
     finished: bool,
-    /// A notification already taken off the channel, yielded first.
-    first: Option<Vec<u8>>,
+    /// An event already taken off the channel, yielded first.
+    first: Option<Event>,
+    /// Whether [`Event::Ask`] is yielded (else it is dropped: nobody would answer it).
+    asks: bool,
 }
 
 impl EventStream {
     pub fn new(rx: mpsc::Receiver<Event>) -> Self {
-        EventStream { rx, map: None, deadline: None, timeout_error: None, _guards: Vec::new(), finished: false, first: None }
+        EventStream { rx, map: None, deadline: None, timeout_error: None, _guards: Vec::new(), finished: false, first: None, asks: false }
     }
 
     /// Ends the stream with `error` if it has not finished by `deadline`.
     pub fn with_deadline(mut self, deadline: Instant, error: RpcError) -> Self {
         self.deadline = Some(deadline);
         self.timeout_error = Some(error);
+        self
+    }
+
+    /// Yields the upstream's requests ([`Event::Ask`]) to the reader, who answers them.
+    pub fn with_asks(mut self) -> Self {
+        self.asks = true;
         self
     }
 
@@ -66,9 +77,18 @@ impl EventStream {
         if self.finished {
             return None;
         }
-        if let Some(n) = self.first.take() {
-            return Some(Event::Notification(n));
+        if let Some(ev) = self.first.take() {
+            return Some(ev);
         }
+        loop {
+            match self.next_raw().await {
+                Some(Event::Ask(_)) if !self.asks => tracing::warn!("dropping a request from an upstream that nobody can answer"),
+                other => return other,
+            }
+        }
+    }
+
+    async fn next_raw(&mut self) -> Option<Event> {
         let got = match self.deadline {
             Some(d) => match tokio::time::timeout_at(d, self.rx.recv()).await {
                 Ok(v) => v,
@@ -101,7 +121,7 @@ impl EventStream {
         loop {
             match self.next().await {
                 Some(Event::Done(o)) => return o,
-                Some(Event::Notification(_)) => continue,
+                Some(_) => continue,
                 None => {
                     return Outcome::Error(RpcError::internal("the reply stream ended without a response"));
                 }
@@ -127,7 +147,7 @@ impl Reply {
         match self {
             Reply::Stream(mut s) => match s.next().await {
                 Some(Event::Done(o)) => Reply::Single(o),
-                Some(Event::Notification(n)) => Reply::Stream(s.prepend(n)),
+                Some(ev) => Reply::Stream(s.prepend(ev)),
                 None => Reply::error(RpcError::internal("empty reply stream")),
             },
             single => single,
@@ -160,8 +180,8 @@ impl Reply {
 }
 
 impl EventStream {
-    /// Puts an already received notification back in front of the stream.
-    fn prepend(mut self, first: Vec<u8>) -> EventStream {
+    /// Puts an already received event back in front of the stream.
+    fn prepend(mut self, first: Event) -> EventStream {
         self.first = Some(first);
         self
     }

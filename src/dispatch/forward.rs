@@ -64,8 +64,16 @@ async fn forward(
         }
         name = Some(original.to_string());
     }
-    let call =
-        Call { method: req.method, params, meta: req.meta.fields, name, param_headers, on_behalf_of: req.caller.rules.clone(), endpoint };
+    let call = Call {
+        method: req.method,
+        params,
+        meta: req.meta.fields,
+        name,
+        param_headers,
+        on_behalf_of: req.caller.rules.clone(),
+        endpoint,
+        accepts_input: Vec::new(),
+    };
     let pending = audit::Pending::new(entry);
     up.call(call).await.map_outcome(move |o| {
         pending.finish(&o);

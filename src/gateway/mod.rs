@@ -16,7 +16,7 @@ use crate::ratelimit::Limiter;
 use crate::sync::lock;
 use crate::tasks::Background;
 use crate::token::Sealer;
-use crate::upstream::{HttpClient, Status, Upstream, new_http_client};
+use crate::upstream::{HttpClient, Shared, Status, Upstream, new_http_client};
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -59,7 +59,8 @@ impl Gateway {
         for (i, u) in config.upstreams.iter().enumerate() {
             let (tx, rx) = mpsc::channel(UPDATE_QUEUE);
             updates.push(Some(rx));
-            upstreams.push(Arc::new(Upstream::new(i, u.clone(), client.clone(), tasks.clone(), tx)));
+            let shared = Shared { client: client.clone(), tasks: tasks.clone(), input_timeout: config.server.input_timeout };
+            upstreams.push(Arc::new(Upstream::new(i, u.clone(), shared, tx)));
         }
         let auth = Arc::new(Authenticator::new(&config, client)?);
         let hub = Hub::new(config.catalog.debounce);

@@ -126,6 +126,7 @@ async fn rounds(
                         }
                     }
                     Some(Event::Done(o)) => break o,
+                    Some(Event::Ask(_)) => continue,
                     None => break Outcome::Error(RpcError::internal("the reply stream ended without a response")),
                 }
             },
@@ -172,7 +173,7 @@ async fn ask(
         }
         let id = format!("\"mcpgate-input-{}\"", NEXT_ID.fetch_add(1, Ordering::Relaxed));
         let rx = waiting.expect(format!("{scope}/{id}")).ok_or_else(|| RpcError::internal("Too many input requests are waiting"))?;
-        let params = ask.get("params").map(|p| p.to_owned()).unwrap_or_else(|| empty_object());
+        let params = ask.get("params").map(|p| p.to_owned()).unwrap_or_else(empty_object);
         let message = jsonrpc::request_message(&id, &method, &params);
         tx.send(Event::Notification(message)).await.map_err(|_| RpcError::internal("the client went away"))?;
         pending.push((key, method, rx));

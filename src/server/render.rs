@@ -127,6 +127,8 @@ fn sse(id: Box<RawValue>, stream: EventStream) -> Response<Body> {
                 let (_, bytes) = outcome_message(&id, &o);
                 Some((Ok(Frame::data(sse_event(bytes))), None))
             }
+            // Never yielded to a client's stream (see `EventStream::with_asks`).
+            Some(Event::Ask(_)) => Some((Ok(Frame::data(Bytes::new())), Some((stream, id)))),
             None => None,
         }
     });

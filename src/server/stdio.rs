@@ -223,6 +223,7 @@ fn spawn(
                         let msg = match ev {
                             Event::Notification(n) => n,
                             Event::Done(o) => render::outcome_message(&id, &o).1,
+                            Event::Ask(_) => continue,
                         };
                         let _ = tx.send(msg).await;
                     }

@@ -33,6 +33,12 @@ pub enum UpstreamError {
     /// The legacy handshake failed, for the reason inside.
     #[error("initializing a session failed: {0}")]
     Handshake(Box<UpstreamError>),
+    /// A retry names a parked call (a legacy upstream asking for input) that is not here: it
+    /// expired, or the retry reached another replica.
+    #[error(
+        "the call that asked for input is not waiting on this gateway replica (it expired, or the retry reached another replica); send the request again without inputResponses and requestState"
+    )]
+    NotParked,
     /// The upstream refused a request the gateway built (a header mismatch or version error):
     /// about the gateway's request, never the client's.
     #[error("refused the gateway's request: {message}")]
@@ -52,6 +58,7 @@ impl UpstreamError {
                 let data = json!({ "upstream": id, "upstreamError": { "code": code, "message": message } });
                 RpcError::internal(format!("Upstream '{id}' {self}")).with_data(data)
             }
+            UpstreamError::NotParked => RpcError::invalid_params(format!("Upstream '{id}': {self}")).with_data(json!({ "upstream": id })),
             other => RpcError::internal(format!("Upstream '{id}' is unavailable: {other}")).with_data(json!({ "upstream": id })),
         }
     }

@@ -61,6 +61,15 @@ struct Inner {
     tasks: Background,
 }
 
+/// How to relay a POST's SSE answer: the response to wait for, the caller's progress token (put
+/// back into the upstream's progress notifications, which carry the gateway's token for
+/// `want_id`), and the upstream requests to hand to the reader instead of refusing them.
+pub struct Relay {
+    pub want_id: u64,
+    pub progress: Option<serde_json::Value>,
+    pub accepts: Vec<String>,
+}
+
 /// The answer to a POST: the reply, and the `Mcp-Session-Id` the upstream sent with it.
 pub struct Posted {
     pub reply: Reply,
@@ -87,7 +96,7 @@ impl HttpTransport {
     /// Sends a request whose id is `want_id` and waits for the answer's head; a 401 renews the
     /// upstream's own token and retries once. A 404 to a request that carried a session is
     /// [`UpstreamError::SessionExpired`].
-    pub async fn post(&self, body: Vec<u8>, want_id: u64, env: &Envelope, deadline: Instant) -> Result<Posted, UpstreamError> {
+    pub async fn post(&self, body: Vec<u8>, relay: Relay, env: &Envelope, deadline: Instant) -> Result<Posted, UpstreamError> {
         let me = &self.0;
         let mut retried = false;
         let resp = loop {
@@ -107,7 +116,7 @@ impl HttpTransport {
         let session = resp.headers().get("mcp-session-id").cloned();
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status.is_success() && ctype.starts_with("text/event-stream") {
-            return Ok(Posted { reply: Reply::Stream(self.relay(resp.into_body(), want_id, env)), session });
+            return Ok(Posted { reply: Reply::Stream(self.relay(resp.into_body(), relay, env)), session });
         }
         let bytes = match timeout_at(deadline, Limited::new(resp.into_body(), me.max_bytes).collect()).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
@@ -181,10 +190,12 @@ impl HttpTransport {
     }
 
     /// Relays an SSE response: notifications as they come, then the response to `want_id`.
-    fn relay(&self, mut body: hyper::body::Incoming, want_id: u64, env: &Envelope) -> EventStream {
+    fn relay(&self, mut body: hyper::body::Incoming, relay: Relay, env: &Envelope) -> EventStream {
+        let Relay { want_id, progress, accepts } = relay;
         let (tx, rx) = mpsc::channel(32);
         let me = self.clone();
         let env = env.clone();
+        let want = want_id;
         let want_id = want_id.to_string();
         self.0.tasks.spawn(async move {
             let upstream = me.0.id.clone();
@@ -227,7 +238,18 @@ impl HttpTransport {
                             return;
                         }
                         Ok(Kind::Notification) => {
+                            let data = match (&progress, msg.method.as_deref()) {
+                                (Some(client), Some("notifications/progress")) if super::progress::request_of(&msg) == Some(want) => {
+                                    super::progress::restore(&msg, client).unwrap_or(data)
+                                }
+                                _ => data,
+                            };
                             if tx.send(Event::Notification(data)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(Kind::Request) if msg.method.as_ref().is_some_and(|m| accepts.contains(m)) => {
+                            if tx.send(Event::Ask(data)).await.is_err() {
                                 return;
                             }
                         }

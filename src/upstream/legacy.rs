@@ -57,7 +57,7 @@ impl Slot {
 }
 
 /// The version header of a legacy request; 2025-03-26 predates it.
-fn version_header(version: &str) -> Option<String> {
+pub(super) fn version_header(version: &str) -> Option<String> {
     (version != "2025-03-26").then(|| version.to_string())
 }
 
@@ -79,6 +79,11 @@ impl Upstream {
         }
     }
 
+    /// The session id in use on an endpoint.
+    pub(super) fn session_id(&self, endpoint: Option<usize>) -> Option<HeaderValue> {
+        self.slot(endpoint).id()
+    }
+
     fn envelope(&self, call: &Call, version: Option<String>) -> Envelope {
         Envelope { version, session: self.slot(call.endpoint).id(), mcp: None, on_behalf_of: call.on_behalf_of.clone() }
     }
@@ -86,8 +91,15 @@ impl Upstream {
     /// Sends a call in the legacy wire form: the session is opened on first use and renewed once
     /// if the upstream has forgotten it; results gain the modern fields they lack.
     pub(super) async fn call_legacy(&self, mut call: Call, version: &str) -> Result<Reply, UpstreamError> {
+        // What the caller can answer if the upstream asks during the call (see `parked`).
+        call.accepts_input = super::parked::answerable(&call.meta);
         for key in [keys::PROTOCOL_VERSION, keys::CLIENT_CAPABILITIES, keys::CLIENT_INFO, keys::LOG_LEVEL] {
             call.meta.remove(key);
+        }
+        if let Some(id) = super::parked::parked_id(&call.params) {
+            let method = call.method.clone();
+            let reply = self.resume(&id, &call.params, version, &call.on_behalf_of).await?;
+            return Ok(reply.map_outcome(move |o| modernise(&method, o)));
         }
         let slot = self.slot(call.endpoint);
         if !slot.initialized.load(Ordering::SeqCst) {
@@ -113,6 +125,7 @@ impl Upstream {
             }
             other => other?,
         };
+        let reply = if call.accepts_input.is_empty() { reply } else { self.watch(reply, call.endpoint).settle().await };
         Ok(reply.map_outcome(move |o| modernise(&method, o)))
     }
 
@@ -227,7 +240,11 @@ impl Upstream {
 
 /// The params of an `initialize` request.
 fn initialize_params(version: &str) -> Result<RawObject, UpstreamError> {
-    let init = json!({ "protocolVersion": version, "capabilities": {}, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } });
+    // Elicitation and sampling reach a caller that can answer them (modern callers through
+    // `input_required`, legacy ones as requests); roots are not declared, since a legacy server
+    // may ask for them outside any call, where no caller is there to answer.
+    let capabilities = json!({ "elicitation": {}, "sampling": {} });
+    let init = json!({ "protocolVersion": version, "capabilities": capabilities, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } });
     let mut params = RawObject::default();
     for (k, v) in init.as_object().into_iter().flatten() {
         params.set_json(k, v).map_err(|e| UpstreamError::Protocol(e.to_string()))?;

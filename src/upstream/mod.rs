@@ -13,8 +13,10 @@ mod legacy;
 mod modern;
 mod oauth;
 mod outbound;
+mod parked;
 pub mod pool;
 mod probe;
+mod progress;
 mod sse;
 mod stdio;
 
@@ -53,12 +55,24 @@ pub struct Call {
     pub on_behalf_of: Vec<String>,
     /// The pool endpoint to use; `None` means the default one.
     pub endpoint: Option<usize>,
+    /// The requests (`elicitation/create`, ...) the upstream may send the caller during this call,
+    /// yielded as [`crate::reply::Event::Ask`]; any other request of the upstream's is refused.
+    pub accepts_input: Vec<String>,
 }
 
 impl Call {
     /// A request the gateway makes on its own behalf, with `meta` as its `_meta`.
     pub fn internal(method: &str, params: RawObject, meta: Map<String, Value>, endpoint: Option<usize>) -> Call {
-        Call { method: method.into(), params, meta, name: None, param_headers: Vec::new(), on_behalf_of: Vec::new(), endpoint }
+        Call {
+            method: method.into(),
+            params,
+            meta,
+            name: None,
+            param_headers: Vec::new(),
+            on_behalf_of: Vec::new(),
+            endpoint,
+            accepts_input: Vec::new(),
+        }
     }
 
     /// The JSON-RPC request line for upstream id `id`.
@@ -159,7 +173,20 @@ pub struct Upstream {
     /// Signalled after every refresh.
     refreshed: tokio::sync::Notify,
     inbound: Arc<inbound::Inbound>,
+    /// Calls of a legacy upstream that wait for their caller's input.
+    parked: Arc<parked::Parked>,
+    /// How long a parked call waits.
+    input_timeout: Duration,
     tasks: Background,
+}
+
+/// What every upstream handle shares with the gateway.
+#[derive(Clone)]
+pub struct Shared {
+    pub client: HttpClient,
+    pub tasks: Background,
+    /// How long a call of a legacy upstream that asked for input waits for the caller.
+    pub input_timeout: Duration,
 }
 
 /// A message put on the transport: the reply as soon as its head arrived, the session id the
@@ -172,13 +199,8 @@ struct Sent {
 
 impl Upstream {
     /// A handle; resource updates the upstream announces go to `updated` (its URI form).
-    pub fn new(
-        index: usize,
-        cfg: UpstreamConfig,
-        client: HttpClient,
-        tasks: Background,
-        updated: tokio::sync::mpsc::Sender<String>,
-    ) -> Upstream {
+    pub fn new(index: usize, cfg: UpstreamConfig, shared: Shared, updated: tokio::sync::mpsc::Sender<String>) -> Upstream {
+        let Shared { client, tasks, input_timeout } = shared;
         let changed = Arc::new(tokio::sync::Notify::new());
         let inbound = Arc::new(inbound::Inbound::new(&cfg.id, changed.clone(), updated));
         let transport = match &cfg.transport {
@@ -227,6 +249,8 @@ impl Upstream {
             refollow: tokio::sync::Notify::new(),
             refreshed: tokio::sync::Notify::new(),
             inbound,
+            parked: Arc::default(),
+            input_timeout,
             tasks,
         }
     }
@@ -291,7 +315,16 @@ impl Upstream {
         let deadline = Instant::now() + self.cfg.timeout;
         let (reply, session) = match &self.transport {
             Transport::Http(p) => {
-                let posted = p.at(call.endpoint).post(call.encode(id)?, id, &env, deadline).await?;
+                let (body, progress) = match call.meta.contains_key(keys::PROGRESS_TOKEN) {
+                    true => {
+                        let mut call = call.clone();
+                        let client = progress::swap(&mut call.meta, id);
+                        (call.encode(id)?, client)
+                    }
+                    false => (call.encode(id)?, None),
+                };
+                let relay = http::Relay { want_id: id, progress, accepts: call.accepts_input.clone() };
+                let posted = p.at(call.endpoint).post(body, relay, &env, deadline).await?;
                 (posted.reply, posted.session)
             }
             Transport::Stdio(t) => (t.send(id, call, deadline).await?, None),
@@ -306,7 +339,9 @@ impl Upstream {
         let reply = match sent.reply {
             Reply::Stream(s) => {
                 let late = UpstreamError::Timeout { after: self.cfg.timeout }.into_rpc(self.id());
-                Reply::Stream(s.with_deadline(sent.deadline, late))
+                let s = s.with_deadline(sent.deadline, late);
+                // Requests the caller can answer stay in the stream for the era adapter.
+                Reply::Stream(if call.accepts_input.is_empty() { s } else { s.with_asks() })
             }
             single => single,
         };

@@ -111,6 +111,7 @@ impl Upstream {
                             self.inbound.notification(&msg);
                         }
                     }
+                    Some(Event::Ask(_)) => {}
                     Some(Event::Done(o)) => return Ended::Dropped(format!("it ended: {}", super::legacy::describe(&o))),
                     None => return Ended::Dropped("it ended".into()),
                 },

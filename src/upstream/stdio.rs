@@ -9,10 +9,10 @@
 use super::Call;
 use super::error::UpstreamError;
 use super::inbound::Inbound;
+use super::progress;
 use crate::config::UpstreamConfig;
-use crate::protocol::jsonrpc::{self, Kind, Message};
+use crate::protocol::jsonrpc::{Kind, Message};
 use crate::protocol::keys;
-use crate::protocol::rawobj::RawObject;
 use crate::reply::{Event, EventStream, Outcome, Reply};
 use crate::sync::lock;
 use crate::tasks::Background;
@@ -29,13 +29,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
-const TOKEN_PREFIX: &str = "mcpgate-";
-
 struct Pending {
     events: mpsc::Sender<Event>,
     client_token: Option<Value>,
     /// The request opted into `notifications/message` (its `_meta` has a log level).
     wants_logs: bool,
+    /// The upstream requests its caller can answer (see `Call::accepts_input`).
+    accepts: Vec<String>,
 }
 
 struct Proc {
@@ -165,7 +165,7 @@ impl StdioTransport {
     /// Replays the preamble on a freshly started process (request id 0 is reserved for it).
     async fn replay(&self, proc: &Arc<Proc>, preamble: Preamble) -> Result<(), UpstreamError> {
         let (tx, mut rx) = mpsc::channel(4);
-        lock(&proc.pending).insert(0, Pending { events: tx, client_token: None, wants_logs: false });
+        lock(&proc.pending).insert(0, Pending { events: tx, client_token: None, wants_logs: false, accepts: Vec::new() });
         proc.tx.send(preamble.request).await.map_err(|_| not_accepting())?;
         match tokio::time::timeout(self.timeout, rx.recv()).await {
             Ok(Some(Event::Done(Outcome::Result(_)))) => {}
@@ -180,13 +180,11 @@ impl StdioTransport {
     pub async fn send(&self, id: u64, call: &Call, deadline: Instant) -> Result<Reply, UpstreamError> {
         let proc = self.ensure().await?;
         let mut call = call.clone();
-        let client_token = call.meta.get(keys::PROGRESS_TOKEN).cloned();
-        if client_token.is_some() {
-            call.meta.insert(keys::PROGRESS_TOKEN.into(), Value::String(format!("{TOKEN_PREFIX}{id}")));
-        }
+        let client_token = progress::swap(&mut call.meta, id);
         let line = call.encode(id)?;
         let (etx, erx) = mpsc::channel(32);
-        lock(&proc.pending).insert(id, Pending { events: etx, client_token, wants_logs: call.meta.contains_key(keys::LOG_LEVEL) });
+        let wants_logs = call.meta.contains_key(keys::LOG_LEVEL);
+        lock(&proc.pending).insert(id, Pending { events: etx, client_token, wants_logs, accepts: call.accepts_input.clone() });
         let sent = tokio::time::timeout_at(deadline, proc.tx.send(line)).await;
         if !matches!(sent, Ok(Ok(()))) {
             proc.take(id);
@@ -329,13 +327,28 @@ fn on_line(proc: &Arc<Proc>, line: &[u8]) {
         Ok(Kind::Notification) if msg.method.as_deref() == Some("notifications/message") => relay_log(proc, line),
         Ok(Kind::Notification) => proc.inbound.notification(&msg),
         Ok(Kind::Request) => {
-            if let Some(reply) = proc.inbound.answer(&msg) {
+            if !ask(proc, &msg, line)
+                && let Some(reply) = proc.inbound.answer(&msg)
+            {
                 let _ = proc.tx.try_send(reply);
             }
         }
         Err(_) => {
             tracing::warn!(upstream = %proc.id, "ignoring an invalid JSON-RPC message on stdout")
         }
+    }
+}
+
+/// Hands a request the upstream sent (asking for input) to the call it belongs to. stdio does not
+/// say which call that is: it goes to the one call in flight whose caller can answer it, and when
+/// there is not exactly one, it is refused (`false`), so it can never reach the wrong caller.
+fn ask(proc: &Arc<Proc>, msg: &Message, line: &[u8]) -> bool {
+    let Some(method) = msg.method.as_deref() else { return false };
+    let pending = lock(&proc.pending);
+    let mut able = pending.values().filter(|p| p.accepts.iter().any(|a| a == method));
+    match (able.next(), able.next()) {
+        (Some(p), None) => p.events.try_send(Event::Ask(line.to_vec())).is_ok(),
+        _ => false,
     }
 }
 
@@ -355,27 +368,11 @@ fn relay_log(proc: &Arc<Proc>, line: &[u8]) {
 /// Routes a progress notification to the caller whose request carries the token, with the
 /// caller's own token put back.
 fn relay_progress(proc: &Arc<Proc>, msg: &Message) {
-    let Some(params) = msg.params.as_ref() else {
-        return;
-    };
-    let Ok(mut obj) = serde_json::from_str::<RawObject>(params.get()) else {
-        return;
-    };
-    let Some(Ok(token)) = obj.parse::<String>(keys::PROGRESS_TOKEN) else {
-        return;
-    };
-    let Some(id) = token.strip_prefix(TOKEN_PREFIX).and_then(|n| n.parse::<u64>().ok()) else {
-        return;
-    };
+    let Some(id) = progress::request_of(msg) else { return };
     let pending = lock(&proc.pending);
     let Some(p) = pending.get(&id) else { return };
-    let Some(client) = &p.client_token else {
-        return;
-    };
-    if obj.set_json(keys::PROGRESS_TOKEN, client).is_err() {
-        return;
-    }
-    let Ok(raw) = obj.to_raw() else { return };
+    let Some(client) = &p.client_token else { return };
+    let Some(restored) = progress::restore(msg, client) else { return };
     // Progress is advisory: a caller that does not keep up loses some, never blocks the others.
-    let _ = p.events.try_send(Event::Notification(jsonrpc::notification_message("notifications/progress", &raw)));
+    let _ = p.events.try_send(Event::Notification(restored));
 }

@@ -22,6 +22,10 @@ Actions (each prints JSON objects, one per line, on stdout):
 
 Options: --mode 2026-07-28|auto|legacy, --progress, --no-list (`call` skips the tools/list it normally
 runs first, so the SDK's HEADER_MISMATCH -> relist -> retry recovery path is exercised), --timeout SECONDS.
+Input requests (elicitation, sampling, roots) are answered when asked for: --elicit JSON accepts every
+elicitation with that content, --sample TEXT answers every sampling request with that text, --roots URI
+(repeatable) lists those roots. Each question prints {"asked": METHOD, "params": {...}} first; the
+client declares exactly the capabilities given.
 
 Exit status: 0 on success. 2 when the server answered with a JSON-RPC error: {"error": {code, message,
 data}} goes to stdout and a message to stderr. 1 on any other failure (a message goes to stderr).
@@ -37,6 +41,7 @@ import sys
 from typing import Any
 
 import anyio
+import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -65,13 +70,43 @@ async def do_call(client: Client, name: str, arguments: dict[str, Any], progress
     emit(dump(result))
 
 
+def answerers(opts: argparse.Namespace) -> dict[str, Any]:
+    """The SDK callbacks for the input requests this run answers."""
+    out: dict[str, Any] = {}
+    if opts.elicit is not None:
+        content = json.loads(opts.elicit)
+
+        async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            emit({"asked": "elicitation/create", "params": dump(params)})
+            return types.ElicitResult(action="accept", content=content)
+
+        out["elicitation_callback"] = on_elicit
+    if opts.sample is not None:
+
+        async def on_sample(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+            emit({"asked": "sampling/createMessage", "params": dump(params)})
+            return types.CreateMessageResult(
+                role="assistant", content=types.TextContent(type="text", text=opts.sample), model="test-model", stop_reason="endTurn"
+            )
+
+        out["sampling_callback"] = on_sample
+    if opts.roots:
+
+        async def on_roots(context: Any) -> types.ListRootsResult:
+            emit({"asked": "roots/list", "params": {}})
+            return types.ListRootsResult(roots=[types.Root(uri=u, name=u.rsplit("/", 1)[-1]) for u in opts.roots])
+
+        out["list_roots_callback"] = on_roots
+    return out
+
+
 async def run(opts: argparse.Namespace) -> int:
     if opts.stdio:
         argv = shlex.split(opts.stdio)
         target: Any = StdioServerParameters(command=argv[0], args=argv[1:])
     else:
         target = opts.url
-    async with Client(target, mode=opts.mode, read_timeout_seconds=opts.timeout) as client:
+    async with Client(target, mode=opts.mode, read_timeout_seconds=opts.timeout, **answerers(opts)) as client:
         action = opts.action
         if action == "list":
             emit({"tools": [t.name for t in (await client.list_tools()).tools]})
@@ -133,6 +168,9 @@ def main() -> int:
     ap.add_argument("--progress", action="store_true", help="request progress and print progress lines")
     ap.add_argument("--no-list", action="store_true", help="call: do not run tools/list first")
     ap.add_argument("--timeout", type=float, default=60.0, help="per-request read timeout, seconds")
+    ap.add_argument("--elicit", metavar="JSON", help="accept every elicitation with this content")
+    ap.add_argument("--sample", metavar="TEXT", help="answer every sampling request with this text")
+    ap.add_argument("--roots", metavar="URI", action="append", default=[], help="answer roots/list with these roots")
     ap.add_argument("rest", nargs=argparse.REMAINDER, help="[URL] ACTION [ARGS...]")
     opts = ap.parse_args()
     rest = list(opts.rest)
