@@ -191,42 +191,41 @@ fn mcpgate_stdio_delivers_changes_to_both_eras() {
     });
     let mut send = |v: Value| writeln!(stdin, "{v}").expect("write");
     let mut seen: Vec<Value> = Vec::new();
-    let wait = |pred: &dyn Fn(&Value) -> bool, seen: &mut Vec<Value>| -> Value {
+    // Waits until `n` of the messages received so far match (in any order); the last match.
+    let wait = |pred: &dyn Fn(&Value) -> bool, n: usize, seen: &mut Vec<Value>| -> Value {
         let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        while seen.iter().filter(|v| pred(v)).count() < n {
             let left = deadline.saturating_duration_since(Instant::now());
             let v = rx.recv_timeout(left).unwrap_or_else(|_| panic!("nothing matching; seen {seen:#?}"));
-            seen.push(v.clone());
-            if pred(&v) {
-                return v;
-            }
+            seen.push(v);
         }
+        seen.iter().filter(|v| pred(v)).last().cloned().unwrap_or_default()
     };
     send(
         json!({ "jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen", "params": { "_meta": meta(), "notifications": { "toolsListChanged": true } } }),
     );
-    let ack = wait(&|v| v["method"] == ACK, &mut seen);
+    let ack = wait(&|v| v["method"] == ACK, 1, &mut seen);
     assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L");
     send(
         json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } }),
     );
-    wait(&|v| v["id"] == 1, &mut seen);
+    wait(&|v| v["id"] == 1, 1, &mut seen);
     send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
     send(
         json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "_meta": meta(), "name": "chg__add_tool", "arguments": { "name": "viastdio" } } }),
     );
-    wait(&|v| v["id"] == 2, &mut seen);
-    let tagged = wait(&|v| v["method"] == CHANGED && !v["params"]["_meta"].is_null(), &mut seen);
+    wait(&|v| v["id"] == 2, 1, &mut seen);
+    let tagged = wait(&|v| v["method"] == CHANGED && !v["params"]["_meta"].is_null(), 1, &mut seen);
     assert_eq!(tagged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L");
-    wait(&|v| v["method"] == CHANGED && v["params"]["_meta"].is_null(), &mut seen);
+    wait(&|v| v["method"] == CHANGED && v["params"]["_meta"].is_null(), 1, &mut seen);
     // Cancelling the listen id ends that subscription; the legacy session still hears changes.
     send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": "L" } }));
     std::thread::sleep(Duration::from_millis(300));
     send(
         json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "_meta": meta(), "name": "chg__add_tool", "arguments": { "name": "again" } } }),
     );
-    wait(&|v| v["id"] == 3, &mut seen);
-    wait(&|v| v["method"] == CHANGED && v["params"]["_meta"].is_null(), &mut seen);
+    wait(&|v| v["id"] == 3, 1, &mut seen);
+    wait(&|v| v["method"] == CHANGED && v["params"]["_meta"].is_null(), 2, &mut seen);
     std::thread::sleep(Duration::from_millis(500));
     while let Ok(v) = rx.try_recv() {
         seen.push(v);
