@@ -28,8 +28,7 @@ from typing import Any
 import anyio
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
-from serving import serve_asgi
-from upstream_server import legacy_only
+from serving import serve_mcp_app
 
 mcp = MCPServer("changing", instructions="A server whose tool list changes at runtime.")
 
@@ -104,9 +103,7 @@ def doc() -> str:
 
 async def serve_http(port: int, legacy: bool) -> None:
     app = mcp.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")
-    if legacy:
-        app = legacy_only(app)
-    await serve_asgi(app, port, "changing_server")
+    await serve_mcp_app(app, port, "changing_server", legacy=legacy)
 
 
 def main() -> None:

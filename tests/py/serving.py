@@ -1,5 +1,6 @@
 """Shared HTTP serving for the test servers: binds 127.0.0.1 only (port 0 = ephemeral), runs an
-ASGI app under uvicorn, and prints one flushed `LISTENING <port>` line on stdout once ready."""
+ASGI app under uvicorn, and prints one flushed `LISTENING <port>` line on stdout once ready.
+`serve_mcp_app` can make an SDK app answer like a server that predates 2026-07-28."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import json
 
 import anyio
 
@@ -41,3 +44,30 @@ async def serve_asgi(app: Any, port: int, prog: str, background: Callable[[], Aw
             await anyio.sleep(0.01)
         sys.stdout.write(f"LISTENING {bound_port}\n")
         sys.stdout.flush()
+
+
+LEGACY_VERSIONS = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+
+def legacy_only(app: Any) -> Any:
+    """ASGI wrapper that makes the SDK answer like a server that predates 2026-07-28: any request
+    with a modern MCP-Protocol-Version header gets the reply legacy SDKs give a request outside a
+    session (400, -32000), so clients must fall back to `initialize`."""
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+            version = headers.get("mcp-protocol-version")
+            if version is not None and version not in LEGACY_VERSIONS:
+                body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "Bad Request: Server not initialized"}}).encode()
+                await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+async def serve_mcp_app(app: Any, port: int, prog: str, *, legacy: bool = False) -> None:
+    """Serves an SDK app at /mcp; `legacy` refuses the 2026-07-28 era (see `legacy_only`)."""
+    await serve_asgi(legacy_only(app) if legacy else app, port, prog)

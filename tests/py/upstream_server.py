@@ -29,7 +29,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from serving import serve_asgi
+from serving import serve_mcp_app
 from mcp.shared.exceptions import MCPError
 
 # ---------------------------------------------------------------------------------------------
@@ -209,33 +209,9 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-LEGACY_VERSIONS = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-
-def legacy_only(app: Any) -> Any:
-    """ASGI wrapper that makes the SDK answer like a server that predates 2026-07-28: any request
-    with a modern MCP-Protocol-Version header gets the reply legacy SDKs give a request outside a
-    session (400, -32000), so clients must fall back to `initialize`."""
-
-    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope.get("type") == "http":
-            headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-            version = headers.get("mcp-protocol-version")
-            if version is not None and version not in LEGACY_VERSIONS:
-                body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "Bad Request: Server not initialized"}}).encode()
-                await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await app(scope, receive, send)
-
-    return wrapped
-
-
 async def serve_http(server: Server[Any], port: int, json_response: bool, legacy: bool = False) -> None:
     app = server.streamable_http_app(streamable_http_path="/mcp", json_response=json_response, host="127.0.0.1")
-    if legacy:
-        app = legacy_only(app)
-    await serve_asgi(app, port, "upstream_server")
+    await serve_mcp_app(app, port, "upstream_server", legacy=legacy)
 
 
 def main() -> None:
