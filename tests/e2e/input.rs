@@ -56,9 +56,11 @@ fn asked_and_answered(lines: &[Value], method: &str, expect: &str, label: &str) 
 fn input_requests_work_in_every_era_pairing() {
     let (_fixture, fixture_url) = py_script_http("tests/py/conformance_fixture.py", &[]);
     let (_everything, everything_url) = everything_http();
+    let (_legacy_py, legacy_py_url) = py_script_http("tests/py/changing_server.py", &["--legacy-only"]);
     let config = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"fx\"\nurl = \"{fixture_url}\"\n\n\
-         [[upstream]]\nid = \"ev\"\ncommand = {}\n\n[[upstream]]\nid = \"evh\"\nurl = \"{everything_url}\"\n",
+         [[upstream]]\nid = \"ev\"\ncommand = {}\n\n[[upstream]]\nid = \"evh\"\nurl = \"{everything_url}\"\n\n\
+         [[upstream]]\nid = \"py\"\nurl = \"{legacy_py_url}\"\n",
         everything_stdio_command()
     );
     let gw = gateway(&config);
@@ -84,6 +86,8 @@ fn input_requests_work_in_every_era_pairing() {
         asked_and_answered(&lines, "elicitation/create", "Name: octo", &format!("{mode} client, legacy stdio upstream"));
         let lines = sdk_client(&http, mode, &elicit, &["call", "evh__trigger-elicitation-request"]);
         asked_and_answered(&lines, "elicitation/create", "Name: octo", &format!("{mode} client, legacy HTTP upstream"));
+        let lines = sdk_client(&http, mode, &elicit, &["call", "py__confirm", r#"{"question":"Who are you?"}"#]);
+        asked_and_answered(&lines, "elicitation/create", "answered: octo", &format!("{mode} client, legacy Python SDK upstream"));
         let lines = sdk_client(&http, mode, &sample, &["call", "ev__trigger-sampling-request", r#"{"prompt":"capital?"}"#]);
         asked_and_answered(&lines, "sampling/createMessage", "Paris", &format!("{mode} client, legacy upstream, sampling"));
     }

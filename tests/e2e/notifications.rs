@@ -236,3 +236,15 @@ fn mcpgate_stdio_delivers_changes_to_both_eras() {
     let status = child.wait().expect("exit");
     assert!(status.success(), "mcpgate stdio ends at EOF even with a listen stream once open");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listen_streams_end_with_their_final_result_when_the_gateway_stops() {
+    let gw = gateway("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\"]\n");
+    let l = listen(&gw.url, "bye", json!({ "toolsListChanged": true }), &[]).await;
+    assert_eq!(l.wait_for(ACK, 1, Duration::from_secs(5)).await, 1);
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(gw.proc.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let done = l.wait_until(|m| m["id"] == "bye", Duration::from_secs(5)).await.expect("the final result");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(done["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "bye", "{done}");
+}

@@ -23,6 +23,20 @@ impl Inbox {
         self.all().iter().filter(|m| m["method"] == method).count()
     }
 
+    /// Waits for the first message `pred` accepts (or `within` to pass).
+    pub async fn wait_until(&self, pred: impl Fn(&Value) -> bool, within: Duration) -> Option<Value> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(m) = self.all().into_iter().find(|m| pred(m)) {
+                return Some(m);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits until `n` messages with `method` arrived (or `within` passed); their number.
     pub async fn wait_for(&self, method: &str, n: usize, within: Duration) -> usize {
         let deadline = Instant::now() + within;

@@ -6,6 +6,7 @@ Tools:
   add_tool(name)  adds a tool `name` (returning its name), then announces tools/list_changed
   add_many(n)     adds n tools one by one, announcing each (a burst of n announcements)
   touch(uri)      announces notifications/resources/updated for `uri`
+  confirm(question) asks the client (elicitation) for a name and returns it
 Resource: memo://changing/doc (clients may subscribe to it).
 
 Announcements reach 2026-07-28 clients on their `subscriptions/listen` streams; for a legacy
@@ -28,6 +29,7 @@ from typing import Any
 import anyio
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
 from serving import serve_mcp_app
 
 mcp = MCPServer("changing", instructions="A server whose tool list changes at runtime.")
@@ -93,6 +95,19 @@ async def touch(uri: str, ctx: Context) -> str:
     if _is_legacy(ctx):
         await ctx.request_context.session.send_resource_updated(uri)
     return f"touched {uri}"
+
+
+class Answer(BaseModel):
+    name: str
+
+
+@mcp.tool()
+async def confirm(question: str, ctx: Context) -> str:
+    """Asks the client for a name (elicitation) and returns what it said."""
+    result = await ctx.elicit(question, schema=Answer)
+    if result.action != "accept":
+        return f"no answer ({result.action})"
+    return f"answered: {result.data.name}"
 
 
 @mcp.resource("memo://changing/doc")
