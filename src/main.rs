@@ -88,6 +88,13 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         page_size: usize,
     },
+    /// Internal: runs a stdio upstream's command and takes its whole process group down when the
+    /// gateway goes (see `upstream::child`).
+    #[command(hide = true)]
+    Supervise {
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
 }
 
 fn init_logging(format: LogFormat) {
@@ -202,6 +209,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             println!("{}", mcpgate::auth::hash_key(&key));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Supervise { command } => Ok(mcpgate::upstream::supervise(command).await),
         Command::DemoServer { profile, http, page_size } => {
             let svc: Arc<dyn Service> = Arc::new(Demo::new(profile).with_page_size(page_size));
             match http {

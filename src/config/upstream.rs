@@ -179,7 +179,7 @@ pub(super) fn upstream(
         oauth,
         caller_headers,
         max_pages: u.max_pages.unwrap_or(100).max(1),
-        max_message_bytes: u.max_message_bytes.unwrap_or(64 * 1024 * 1024),
+        max_message_bytes: u.max_message_bytes.unwrap_or(16 * 1024 * 1024),
     })
 }
 

@@ -6,10 +6,12 @@
 //! message is handled by `inbound`, and every failure is an [`UpstreamError`] turned into a
 //! client-visible error in one place.
 
+mod child;
 mod error;
 mod http;
 mod inbound;
 mod legacy;
+mod lines;
 mod modern;
 mod oauth;
 mod outbound;
@@ -20,6 +22,7 @@ mod progress;
 mod sse;
 mod stdio;
 
+pub use self::child::supervise;
 pub use self::error::UpstreamError;
 pub use self::http::{HttpClient, new_http_client};
 

@@ -7,8 +7,10 @@
 //! [`Preamble`] an era adapter registered (the legacy handshake).
 
 use super::Call;
+use super::child;
 use super::error::UpstreamError;
 use super::inbound::Inbound;
+use super::lines::{Line, LineReader};
 use super::progress;
 use crate::config::UpstreamConfig;
 use crate::protocol::jsonrpc::{Kind, Message};
@@ -16,18 +18,14 @@ use crate::protocol::keys;
 use crate::reply::{Event, EventStream, Outcome, Reply};
 use crate::sync::lock;
 use crate::tasks::Background;
-use futures_util::StreamExt;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::codec::{FramedRead, LinesCodec};
 
 struct Pending {
     events: mpsc::Sender<Event>,
@@ -40,8 +38,8 @@ struct Pending {
 
 struct Proc {
     id: String,
-    /// The child's process id (and process group), to kill it when it is unusable.
-    pid: Option<u32>,
+    /// The child's process group, stopped when the child is unusable or the reader ends.
+    group: Mutex<child::Group>,
     inbound: Arc<Inbound>,
     tasks: Background,
     tx: mpsc::Sender<Vec<u8>>,
@@ -54,11 +52,9 @@ impl Proc {
         lock(&self.pending).remove(&id)
     }
 
-    /// Kills the process group of the child.
+    /// Stops the child's process group (SIGTERM, then SIGKILL after a grace period).
     fn kill(&self) {
-        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
-            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-        }
+        lock(&self.group).stop();
     }
 
     /// Delivers a request's final event without ever waiting: one slow caller must not stall
@@ -120,6 +116,7 @@ pub struct StdioTransport {
     inbound: Arc<Inbound>,
     timeout: std::time::Duration,
     tasks: Background,
+    restarts: Arc<Mutex<child::Restarts>>,
 }
 
 impl StdioTransport {
@@ -143,6 +140,7 @@ impl StdioTransport {
             inbound,
             timeout: cfg.timeout,
             tasks,
+            restarts: Arc::default(),
         }
     }
 
@@ -200,7 +198,16 @@ impl StdioTransport {
         {
             return Ok(p.clone());
         }
+        let restarts = lock(&self.restarts).may_start();
+        if let Err(wait) = restarts {
+            let crashes = lock(&self.restarts).crashes();
+            return Err(UpstreamError::Unreachable(format!(
+                "the process exited {crashes} times soon after starting; next start in {} ms",
+                wait.as_millis()
+            )));
+        }
         let p = self.spawn()?;
+        lock(&self.restarts).started();
         *slot = Some(p.clone());
         let preamble = lock(&self.preamble).clone();
         if let Some(preamble) = preamble
@@ -210,6 +217,7 @@ impl StdioTransport {
             // the next call starts a fresh process.
             p.alive.store(false, Ordering::SeqCst);
             p.kill();
+            lock(&self.restarts).exited();
             *slot = None;
             return Err(UpstreamError::Handshake(Box::new(e)));
         }
@@ -218,26 +226,12 @@ impl StdioTransport {
 
     fn spawn(&self) -> Result<Arc<Proc>, UpstreamError> {
         let program = self.program.clone()?;
-        let mut cmd = Command::new(&program);
-        cmd.args(&self.command[1..])
-            .envs(&self.env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
-        if let Some(cwd) = &self.cwd {
-            cmd.current_dir(cwd);
-        }
-        let mut child = cmd.spawn().map_err(|e| UpstreamError::Unreachable(format!("cannot start {:?}: {e}", self.command.join(" "))))?;
-        let (Some(mut stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
-            return Err(UpstreamError::Unreachable("the child process has no stdio pipes".into()));
-        };
-        tracing::info!(upstream = %self.id, pid = child.id().unwrap_or(0), command = %self.command.join(" "), "started stdio upstream");
+        let spec = child::Spec { id: &self.id, program: &program, args: &self.command[1..], env: &self.env, cwd: self.cwd.as_ref() };
+        let child::Started { mut child, mut stdin, stdout, group } = child::start(&spec, &self.tasks)?;
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
         let proc = Arc::new(Proc {
             id: self.id.clone(),
-            pid: child.id(),
+            group: Mutex::new(group),
             inbound: self.inbound.clone(),
             tasks: self.tasks.clone(),
             tx,
@@ -254,24 +248,23 @@ impl StdioTransport {
             }
         });
 
-        let id = self.id.clone();
-        self.tasks.spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let line: String = line.chars().take(4096).collect();
-                tracing::info!(upstream = %id, "stderr: {line}");
-            }
-        });
-
         let reader = proc.clone();
         let max_line = self.max_line;
+        let restarts = self.restarts.clone();
         self.tasks.spawn(async move {
-            let mut frames = FramedRead::new(stdout, LinesCodec::new_with_max_length(max_line));
-            while let Some(item) = frames.next().await {
-                match item {
-                    Ok(line) => on_line(&reader, line.as_bytes()),
+            // However this task ends (the child exited, or the gateway stops), the group goes.
+            let _stop = StopOnDrop(reader.clone());
+            let mut lines = LineReader::new(stdout, max_line);
+            loop {
+                match lines.next_line().await {
+                    Ok(Some(Line::Full(line))) => on_line(&reader, &line),
+                    Ok(Some(Line::TooLong(n))) => {
+                        tracing::warn!(upstream = %reader.id, bytes = n, limit = max_line, "skipping a stdout line over the size limit")
+                    }
+                    Ok(None) => break,
                     Err(e) => {
-                        tracing::warn!(upstream = %reader.id, error = %e, "dropping an unreadable line from stdout")
+                        tracing::warn!(upstream = %reader.id, error = %e, "reading stdout failed");
+                        break;
                     }
                 }
             }
@@ -280,10 +273,20 @@ impl StdioTransport {
                 Err(e) => e.to_string(),
             };
             tracing::warn!(upstream = %reader.id, %status, "stdio upstream exited");
+            lock(&restarts).exited();
             reader.fail_all(&format!("the process exited ({status})"));
             reader.inbound.channel_lost();
         });
         Ok(proc)
+    }
+}
+
+/// Stops a child's process group when dropped.
+struct StopOnDrop(Arc<Proc>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.kill();
     }
 }
 

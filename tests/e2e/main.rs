@@ -15,6 +15,7 @@ mod resilience;
 mod routing;
 mod scripted;
 mod streams;
+mod supervision;
 mod validation;
 
 use harness::*;

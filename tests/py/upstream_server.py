@@ -15,7 +15,9 @@ HTTP binds only to 127.0.0.1. The endpoint is /mcp, and `--port 0` (the default)
 Once the server is ready it prints `LISTENING <port>` on stdout, as a single flushed line. Over
 stdio, stdout carries nothing but protocol messages, and logs go to stderr.
 
-Tools: echo, whoami, big, fail, structured, schema_zoo, execute_sql, meta, calls, headers, slow, progress (see TOOLS).
+Tools: echo, whoami, big, fail, structured, schema_zoo, execute_sql, meta, calls, headers, slow, progress, and for the
+supervision tests: noise (writes a non-UTF-8 line, a `size`-byte line and binary stderr straight to the file
+descriptors), env (the names of its environment variables), pid, crash (exits at once) (see TOOLS).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -122,6 +125,16 @@ TOOLS: list[types.Tool] = [
         input_schema={"type": "object", "properties": {"steps": {"type": "integer"}}, "required": ["steps"]},
     ),
 ]
+TOOLS += [
+    types.Tool(
+        name="noise",
+        description="Writes garbage to stdout (a non-UTF-8 line, then a line of `size` bytes) and binary stderr, then returns ok.",
+        input_schema={"type": "object", "properties": {"size": {"type": "integer"}}},
+    ),
+    types.Tool(name="env", description="Returns the names of its environment variables, as JSON.", input_schema={"type": "object"}),
+    types.Tool(name="pid", description="Returns its process id.", input_schema={"type": "object"}),
+    types.Tool(name="crash", description="Exits the process at once.", input_schema={"type": "object"}),
+]
 TOOL_SCHEMAS = {t.name: t.input_schema for t in TOOLS}
 
 
@@ -152,6 +165,22 @@ def build_server(label: str, *, param_validation: bool = True) -> Server[Any]:
         served["calls"] += 1
         if name == "calls":
             return _text(str(served["calls"] - 1))
+        if name == "noise":
+            # Over stdio the SDK moves the protocol stream off fd 1 (which then goes to stderr):
+            # write where the protocol goes, as a buggy server would.
+            import mcp.server.stdio as sdk_stdio
+
+            claim = sdk_stdio._claims.get(1)  # noqa: SLF001 - test-only: find the wire's real descriptor
+            wire = claim.private_fd if claim is not None and claim.private_fd is not None else 1
+            os.write(wire, b"\xff\xfe\x00 not UTF-8\n" + b"x" * int(args.get("size", 2 * 1024 * 1024)) + b"\n")
+            os.write(2, b"\x00\xff\xfe binary stderr\n" * 3)
+            return _text("ok")
+        if name == "env":
+            return _text(json.dumps(sorted(os.environ)))
+        if name == "pid":
+            return _text(str(os.getpid()))
+        if name == "crash":
+            os._exit(3)
         if name == "echo":
             return _text(str(args.get("text", "")))
         if name == "whoami":

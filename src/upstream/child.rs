@@ -1,0 +1,242 @@
+//! The stdio upstream's child process and its supervision. A child starts with a clean
+//! environment: a short allowlist of the gateway's variables (what the official SDKs pass) plus
+//! the upstream's own `env`, so no gateway secret (the token key, other upstreams' credentials)
+//! reaches it. It runs in its own process group under `mcpgate supervise`, a small process that
+//! gets SIGTERM when the gateway dies, even by SIGKILL (`PR_SET_PDEATHSIG`), and then takes the
+//! whole group down (SIGTERM, a grace period, SIGKILL), so neither the server nor what it started
+//! (`npx`, `uvx`, `sh -c`) outlives the gateway. The gateway stops a group the same way. A child
+//! that keeps dying soon after it starts is restarted with exponential backoff and jitter. Its
+//! stderr is read as bytes, each line capped, and logged at a bounded rate.
+
+use super::error::UpstreamError;
+use super::lines::{Line, LineReader};
+use crate::tasks::{Background, Backoff};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::time::Instant;
+
+/// The gateway's environment variables a child may see.
+pub const ENV_ALLOWLIST: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ"];
+/// How long a child may take to exit after SIGTERM.
+const GRACE: Duration = Duration::from_secs(3);
+/// A child that lived shorter than this counts as crashing.
+const STABLE_AFTER: Duration = Duration::from_secs(10);
+/// The longest stderr line logged, and how many lines a second at most.
+const STDERR_LINE: usize = 4096;
+const STDERR_PER_SECOND: u32 = 50;
+
+/// What to start.
+pub struct Spec<'a> {
+    pub id: &'a str,
+    pub program: &'a PathBuf,
+    pub args: &'a [String],
+    pub env: &'a BTreeMap<String, String>,
+    pub cwd: Option<&'a PathBuf>,
+}
+
+/// The child's process group: dropping it stops the group (SIGTERM, then SIGKILL after a grace).
+pub struct Group {
+    pid: Option<i32>,
+}
+
+impl Group {
+    /// SIGTERM to the group now, SIGKILL after the grace period to what is left.
+    pub fn stop(&mut self) {
+        let Some(pid) = self.pid.take() else { return };
+        if killpg(Pid::from_raw(pid), Signal::SIGTERM).is_err() {
+            return; // already gone
+        }
+        std::thread::spawn(move || {
+            std::thread::sleep(GRACE);
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        });
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub struct Started {
+    pub child: Child,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub group: Group,
+}
+
+/// Starts the child; its stderr goes to the log (see the module comment).
+pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> {
+    let (mut cmd, death) = match supervisor() {
+        Some(me) => {
+            let mut c = Command::new(me);
+            c.arg("supervise").arg("--").arg(spec.program).args(spec.args);
+            (c, Signal::SIGTERM)
+        }
+        // Embedded in another program (a benchmark): the child itself dies with the gateway.
+        None => {
+            let mut c = Command::new(spec.program);
+            c.args(spec.args);
+            (c, Signal::SIGKILL)
+        }
+    };
+    cmd.env_clear();
+    for key in ENV_ALLOWLIST {
+        if let Some(v) = std::env::var_os(key) {
+            cmd.env(key, v);
+        }
+    }
+    cmd.envs(spec.env).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    if let Some(cwd) = spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
+    // async-signal-safe; it allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from));
+    }
+    let what = || format!("{} {}", spec.program.display(), spec.args.join(" "));
+    let mut child = cmd.spawn().map_err(|e| UpstreamError::Unreachable(format!("cannot start {:?}: {e}", what())))?;
+    let group = Group { pid: child.id().and_then(|p| i32::try_from(p).ok()) };
+    let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+        return Err(UpstreamError::Unreachable("the child process has no stdio pipes".into()));
+    };
+    tracing::info!(upstream = %spec.id, pid = child.id().unwrap_or(0), command = %what(), "started stdio upstream");
+    let id = spec.id.to_string();
+    tasks.spawn(async move {
+        let mut lines = LineReader::new(stderr, STDERR_LINE);
+        let (mut window, mut logged, mut dropped) = (Instant::now(), 0u32, 0u64);
+        while let Ok(Some(line)) = lines.next_line().await {
+            if window.elapsed() >= Duration::from_secs(1) {
+                if dropped > 0 {
+                    tracing::warn!(upstream = %id, dropped, "stderr lines not logged (too many)");
+                }
+                (window, logged, dropped) = (Instant::now(), 0, 0);
+            }
+            if logged >= STDERR_PER_SECOND {
+                dropped += 1;
+                continue;
+            }
+            logged += 1;
+            match line {
+                Line::Full(bytes) => tracing::info!(upstream = %id, "stderr: {}", String::from_utf8_lossy(&bytes)),
+                Line::TooLong(n) => tracing::info!(upstream = %id, "stderr: (a line of {n} bytes, not shown)"),
+            }
+        }
+    });
+    Ok(Started { child, stdin, stdout, group })
+}
+
+/// This binary, when it is mcpgate (it then runs `mcpgate supervise`).
+fn supervisor() -> Option<PathBuf> {
+    static ME: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    ME.get_or_init(|| {
+        let me = std::env::current_exe().ok()?;
+        me.file_name()?.to_str()?.starts_with("mcpgate").then_some(me)
+    })
+    .clone()
+}
+
+/// `mcpgate supervise -- COMMAND...`: runs COMMAND with this process's stdio, in this process's
+/// group, and exits with its status; on SIGTERM (the gateway stopped the group, or died), the
+/// whole group gets SIGTERM, then SIGKILL after the grace period.
+pub async fn supervise(command: Vec<String>) -> std::process::ExitCode {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Some((program, args)) = command.split_first() else { return std::process::ExitCode::from(2) };
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        return std::process::ExitCode::from(2);
+    };
+    let mut child = match Command::new(program).args(args).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcpgate supervise: cannot start {program:?}: {e}");
+            return std::process::ExitCode::from(127);
+        }
+    };
+    let status = tokio::select! {
+        s = child.wait() => s,
+        _ = term.recv() => return take_down_group(&mut child).await,
+        _ = int.recv() => return take_down_group(&mut child).await,
+    };
+    let code = status.ok().and_then(|s| s.code()).unwrap_or(1);
+    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+async fn take_down_group(child: &mut Child) -> std::process::ExitCode {
+    let group = nix::unistd::getpgrp();
+    let _ = killpg(group, Signal::SIGTERM);
+    let _ = tokio::time::timeout(GRACE, child.wait()).await;
+    let _ = killpg(group, Signal::SIGKILL);
+    std::process::ExitCode::from(143)
+}
+
+/// When a crashing child may be started again.
+pub struct Restarts {
+    backoff: Backoff,
+    started: Option<Instant>,
+    not_before: Option<Instant>,
+    crashes: u32,
+}
+
+impl Default for Restarts {
+    fn default() -> Self {
+        Restarts { backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(60)), started: None, not_before: None, crashes: 0 }
+    }
+}
+
+impl Restarts {
+    /// `Err` with the wait left while the backoff holds.
+    pub fn may_start(&self) -> Result<(), Duration> {
+        match self.not_before {
+            Some(t) if t > Instant::now() => Err(t - Instant::now()),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn started(&mut self) {
+        self.started = Some(Instant::now());
+    }
+
+    /// The child exited (or was unusable): a short life makes the next start wait.
+    pub fn exited(&mut self) {
+        if self.started.is_some_and(|s| s.elapsed() >= STABLE_AFTER) {
+            self.backoff.reset();
+            self.crashes = 0;
+            self.not_before = None;
+            return;
+        }
+        self.crashes += 1;
+        self.not_before = Some(Instant::now() + self.backoff.next_wait());
+    }
+
+    pub fn crashes(&self) -> u32 {
+        self.crashes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_crashing_child_waits_longer_each_time() {
+        let mut r = Restarts::default();
+        assert!(r.may_start().is_ok());
+        r.started();
+        r.exited();
+        let first = r.may_start().unwrap_err();
+        r.started();
+        r.exited();
+        r.started();
+        r.exited();
+        let third = r.may_start().unwrap_err();
+        assert!(third > first / 2 && third <= Duration::from_secs(2), "{first:?} then {third:?}");
+        assert_eq!(r.crashes(), 3);
+    }
+}
