@@ -128,6 +128,28 @@ fn main() -> ExitCode {
     }
 }
 
+/// The open-files limit in effect (0: unknown).
+static OPEN_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Keeps `server.max_connections` below the open-files limit, with room for upstream
+/// connections, children's pipes and files, so the listener never fails to accept.
+fn fit_connections(cfg: &mut Config) {
+    let limit = OPEN_FILES.load(std::sync::atomic::Ordering::Relaxed);
+    if limit == 0 {
+        return;
+    }
+    let room = usize::try_from(limit.saturating_sub(128)).unwrap_or(usize::MAX).max(16);
+    if cfg.server.max_connections > room {
+        tracing::info!(
+            configured = cfg.server.max_connections,
+            max = room,
+            open_files = limit,
+            "max_connections lowered to fit the open-files limit"
+        );
+        cfg.server.max_connections = room;
+    }
+}
+
 /// Every client stream and upstream connection is a file descriptor: raise the soft limit to the
 /// hard one, as most servers do (a 1,024 soft limit would cap a gateway at about a thousand clients).
 fn raise_open_files_limit() {
@@ -142,6 +164,9 @@ fn raise_open_files_limit() {
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot read the open-files limit"),
+    }
+    if let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        OPEN_FILES.store(soft, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -228,7 +253,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn serve_gateway(cfg: Config) -> anyhow::Result<()> {
+async fn serve_gateway(mut cfg: Config) -> anyhow::Result<()> {
+    fit_connections(&mut cfg);
     // The token key is checked before anything starts, so a bad key fails fast.
     let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
     let cfg = &gw.config;

@@ -41,6 +41,10 @@ pub struct ServerSection {
     pub token_key_file: Option<String>,
     pub session_ttl: Option<Spanned<String>>,
     pub input_timeout: Option<Spanned<String>>,
+    pub idle_timeout: Option<Spanned<String>>,
+    pub max_connections: Option<usize>,
+    pub max_in_flight: Option<usize>,
+    pub max_in_flight_per_caller: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -51,6 +51,12 @@ pub struct ServerConfig {
     /// How long the gateway waits for a client to answer an input request (elicitation,
     /// sampling, roots), and how long a legacy upstream's call that asked one stays parked.
     pub input_timeout: Duration,
+    /// A connection without a request in progress for this long is closed.
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+    /// Requests in progress, in total (then 503) and per caller (then 429).
+    pub max_in_flight: usize,
+    pub max_in_flight_per_caller: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -190,6 +196,10 @@ impl Config {
             token_key_file: s.token_key_file.as_ref().map(|f| if Path::new(f).is_absolute() { PathBuf::from(f) } else { base_dir.join(f) }),
             session_ttl: at.duration(s.session_ttl.as_ref(), "server.session_ttl", Duration::from_secs(24 * 3600))?,
             input_timeout: at.duration(s.input_timeout.as_ref(), "server.input_timeout", Duration::from_secs(300))?,
+            idle_timeout: at.duration(s.idle_timeout.as_ref(), "server.idle_timeout", Duration::from_secs(120))?,
+            max_connections: s.max_connections.unwrap_or(10_000).max(1),
+            max_in_flight: s.max_in_flight.unwrap_or(1024).max(1),
+            max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),
             instructions: s.instructions,
         };
 

@@ -5,6 +5,7 @@
 //! adapter in front of the service. Header size
 //! (431) and header read timeouts are enforced by hyper before any of this runs.
 
+use super::conns::{Conn, Conns, Holding, InFlight};
 use super::era::{BodyFacts, Era, classify};
 use super::legacy::LegacyState;
 use super::origin::OriginPolicy;
@@ -35,6 +36,8 @@ struct State {
     origin: OriginPolicy,
     legacy: Arc<LegacyState>,
     auth: Option<Arc<Authenticator>>,
+    conns: Conns,
+    in_flight: InFlight,
 }
 
 /// Serves until `shutdown` completes, then drains open connections (for up to 10 s).
@@ -47,14 +50,21 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let origin = OriginPolicy::new(listener.local_addr()?, &cfg.allowed_origins, &cfg.allowed_hosts);
-    let state = Arc::new(State { svc, cfg, origin, legacy, auth });
+    let conns = Conns::new(cfg.max_connections);
+    let in_flight = InFlight::new(cfg.max_in_flight, cfg.max_in_flight_per_caller);
+    let state = Arc::new(State { svc, cfg, origin, legacy, auth, conns, in_flight });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(state.cfg.header_read_timeout)
         .max_buf_size(state.cfg.max_header_bytes.max(8192));
-    builder.http2().timer(TokioTimer::new()).max_header_list_size(state.cfg.max_header_bytes.min(u32::MAX as usize) as u32);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(state.cfg.max_header_bytes.min(u32::MAX as usize) as u32)
+        .keep_alive_interval(Some(std::time::Duration::from_secs(30)))
+        .keep_alive_timeout(std::time::Duration::from_secs(20));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -69,15 +79,28 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        let Some((conn_id, tracked)) = state.conns.admit() else {
+            tracing::warn!(%peer, max = state.cfg.max_connections, "refusing a connection: every open connection is busy");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let st = state.clone();
-        let svc = service_fn(move |req| handle(st.clone(), req));
+        let this = tracked.clone();
+        let svc = service_fn(move |req| {
+            let active = this.begin();
+            let st = st.clone();
+            async move {
+                let resp = handle(st, req).await?;
+                // The connection counts as busy until the response has been sent.
+                Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Holding::new(b, active))))
+            }
+        });
         let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
         let conn = graceful.watch(conn);
+        let st = state.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
+            watch_connection(conn, &tracked, &st.cfg, peer).await;
+            st.conns.remove(conn_id);
         });
     }
     tokio::select! {
@@ -85,6 +108,38 @@ pub async fn serve(
         _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => tracing::warn!("connections still open after 10 s; closing them"),
     }
     Ok(())
+}
+
+/// Drives a connection until it ends, or until it has been silent, idle or shed for too long.
+async fn watch_connection<F, E>(conn: F, tracked: &Conn, cfg: &ServerConfig, peer: std::net::SocketAddr)
+where
+    F: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    tokio::pin!(conn);
+    loop {
+        let deadline = tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout);
+        let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + std::time::Duration::from_secs(3600));
+        tokio::select! {
+            r = &mut conn => {
+                if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            _ = tracked.close.cancelled() => {
+                tracing::debug!(%peer, "closing the longest-idle connection to make room");
+                return;
+            }
+            _ = tracked.changed.notified() => {}
+            _ = tokio::time::sleep_until(wake) => {
+                if tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout).is_some_and(|d| d <= tokio::time::Instant::now()) {
+                    tracing::debug!(%peer, "closing a connection that sent no request in time, or sat idle");
+                    return;
+                }
+            }
+        }
+    }
 }
 
 async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
@@ -189,6 +244,20 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
             return render::error(id, &e);
         }
     };
+    // Change streams live long and are bounded by the connection limit instead.
+    if kind == Kind::Request && msg.method.as_deref() != Some("subscriptions/listen") {
+        let permit = match st.in_flight.admit(&caller.id) {
+            Ok(p) => p,
+            Err(e) => return render::error(msg.id.as_deref(), &e),
+        };
+        let resp = message(st, parts, msg, kind, caller).await;
+        return resp.map(|b| BodyExt::boxed(Holding::new(b, permit)));
+    }
+    message(st, parts, msg, kind, caller).await
+}
+
+/// One JSON-RPC message of a POST, in its era.
+async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Kind, caller: Arc<Principal>) -> Response<Body> {
     if classify(&Method::POST, &parts.headers, BodyFacts::of(&msg)) == Era::Legacy {
         return legacy_http::post(&st.svc, &st.legacy, &parts.headers, msg, kind, caller).await;
     }

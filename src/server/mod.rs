@@ -4,6 +4,7 @@
 //! (`origin`) and reply rendering (`render`).
 
 pub mod bridge;
+pub mod conns;
 pub mod era;
 pub mod http;
 pub mod legacy;

@@ -197,11 +197,22 @@ pub fn gateway_listening(config: &str) -> Gateway {
     start_gateway(config, &[], false)
 }
 
+/// [`gateway`] started with its open-files limit (soft and hard) set to `limit`.
+pub fn gateway_with_open_files(config: &str, limit: u32) -> Gateway {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\""), env!("CARGO_BIN_EXE_mcpgate")]);
+    launch(cmd, config, &[], true)
+}
+
 fn start_gateway(config: &str, env: &[(&str, &str)], wait_ready: bool) -> Gateway {
+    launch(Command::new(env!("CARGO_BIN_EXE_mcpgate")), config, env, wait_ready)
+}
+
+fn launch(mut cmd: Command, config: &str, env: &[(&str, &str)], wait_ready: bool) -> Gateway {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, config).expect("write config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+    let mut child = cmd
         .args(["run", "-c"])
         .arg(&path)
         .args(["--listen", "127.0.0.1:0"])

@@ -5,6 +5,7 @@ mod harness;
 mod callers;
 mod cli;
 mod conformance;
+mod edge;
 mod input;
 mod interop;
 mod legacy;

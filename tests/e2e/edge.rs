@@ -1,0 +1,86 @@
+//! Edge limits (Part 8): connections that never send a request (or half an HTTP/2 preface) are
+//! closed in time; a flood of silent sockets cannot starve a real client, even under a 1,024
+//! open-files limit; requests in progress are limited per caller (429) and in total (503).
+
+use crate::harness::*;
+use serde_json::json;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+fn addr(gw: &Gateway) -> String {
+    gw.base.trim_start_matches("http://").to_string()
+}
+
+/// How long until the server closes a socket that sent `first` (and then nothing).
+fn closed_after(addr: &str, first: &[u8]) -> Duration {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    s.write_all(first).expect("write");
+    let started = Instant::now();
+    let mut buf = [0u8; 512];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return started.elapsed(),
+            Ok(_) => continue,
+        }
+    }
+}
+
+#[test]
+fn silent_and_half_sent_connections_are_closed_in_time() {
+    let gw = gateway(
+        "[server]\nlisten = \"127.0.0.1:0\"\nheader_read_timeout = \"1s\"\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\"]\n",
+    );
+    let a = addr(&gw);
+    for (what, first) in [
+        ("nothing", &b""[..]),
+        ("half an HTTP/2 preface", &b"PRI * HTTP/2.0\r\n"[..]),
+        ("half a request head", &b"POST /mcp HTTP/1.1\r\nHost: x\r\n"[..]),
+    ] {
+        let took = closed_after(&a, first);
+        assert!(took < Duration::from_secs(4), "{what}: open for {took:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_silent_sockets_does_not_starve_a_real_client() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+    let config = "[server]\nlisten = \"127.0.0.1:0\"\nheader_read_timeout = \"60s\"\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\"]\n";
+    let gw = gateway_with_open_files(config, 1024);
+    let a = addr(&gw);
+    let silent: Vec<TcpStream> = (0..1100).filter_map(|_| TcpStream::connect(&a).ok()).collect();
+    assert!(silent.len() >= 1000, "the test itself could open only {} sockets", silent.len());
+    let started = Instant::now();
+    let names = tokio::time::timeout(Duration::from_secs(10), tool_names(&gw.url)).await.expect("answered in time");
+    assert!(names.contains(&"calc__add".to_string()), "{names:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(gw.proc.log().contains("max_connections lowered to fit the open-files limit"), "{}", gw.proc.log());
+    drop(silent);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_in_progress_are_limited_per_caller_and_in_total() {
+    let (_up, url) = py_http("alpha", &[]);
+    for (limits, refused_status, code) in [("max_in_flight_per_caller = 2", 429, 429), ("max_in_flight = 2", 503, -32603)] {
+        let gw = gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n{limits}\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n"));
+        let slow = || {
+            let url = gw.url.clone();
+            async move { rpc(&url, "tools/call", json!({ "name": "alpha__slow", "arguments": { "seconds": 1.5 } })).await }
+        };
+        let (a, b) = (tokio::spawn(slow()), tokio::spawn(slow()));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let refused = rpc(&gw.url, "tools/call", json!({ "name": "alpha__whoami", "arguments": {} })).await;
+        assert_eq!(refused.status, refused_status, "{limits}: {}", String::from_utf8_lossy(&refused.body));
+        assert_eq!(refused.json()["error"]["code"], code, "{limits}");
+        assert!(refused.headers.get("retry-after").is_some(), "{limits}: Retry-After");
+        for h in [a, b] {
+            assert_eq!(text_of(&h.await.expect("join").message()), "done");
+        }
+        // The places are free again once the responses have been sent.
+        assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha");
+    }
+}
