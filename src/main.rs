@@ -311,9 +311,20 @@ async fn shutdown_signal() {
             Err(_) => std::future::pending::<()>().await,
         }
     };
+    // SIGHUP must not kill the gateway (its default action). Applying a new configuration
+    // without a restart is not implemented yet: say so instead.
+    let hup = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            while s.recv().await.is_some() {
+                tracing::warn!("SIGHUP: configuration reload is not supported yet; restart mcpgate to apply a new configuration");
+            }
+        }
+        std::future::pending::<()>().await
+    };
     tokio::select! {
         _ = ctrl_c => {},
         _ = term => {},
+        _ = hup => {},
     }
     tracing::info!("shutting down");
 }

@@ -152,8 +152,22 @@ pub(super) fn resolve_auth(at: &Locator, a: AuthSection, base: &Path) -> Result<
                         "write e.g. \"https://issuer.example.com/.well-known/jwks.json\"",
                     )
                 })?;
-                if !matches!(uri.scheme_str(), Some("https" | "http")) {
-                    return Err(at.err(u, "auth.jwks_url", "only http(s) URLs are supported".into(), "use an https URL"));
+                // Keys fetched over plain http could be swapped in transit, and then any token forged.
+                let loopback = uri
+                    .host()
+                    .is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || h == "[::1]");
+                match uri.scheme_str() {
+                    Some("https") => {}
+                    Some("http") if loopback => {}
+                    Some("http") => {
+                        return Err(at.err(
+                            u,
+                            "auth.jwks_url",
+                            "plain http would let anyone on the path swap the keys and forge tokens".into(),
+                            "use an https URL (http is accepted for loopback addresses only)",
+                        ));
+                    }
+                    _ => return Err(at.err(u, "auth.jwks_url", "only https URLs are supported".into(), "use an https URL")),
                 }
                 JwksSource::Url(uri)
             }

@@ -45,6 +45,7 @@ pub struct ServerSection {
     pub max_connections: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub max_in_flight_per_caller: Option<usize>,
+    pub ready_when: Option<super::ReadyWhen>,
 }
 
 #[derive(Debug, Default, Deserialize)]

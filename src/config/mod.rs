@@ -57,6 +57,19 @@ pub struct ServerConfig {
     /// Requests in progress, in total (then 503) and per caller (then 429).
     pub max_in_flight: usize,
     pub max_in_flight_per_caller: usize,
+    /// What `/readyz` needs: any upstream ready, or all of them.
+    pub ready_when: ReadyWhen,
+}
+
+/// When `/readyz` answers 200 (after the first probe round).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadyWhen {
+    /// At least one upstream is ready (or none is configured).
+    #[default]
+    Any,
+    /// Every upstream is ready.
+    All,
 }
 
 #[derive(Debug, Clone)]
@@ -200,6 +213,7 @@ impl Config {
             max_connections: s.max_connections.unwrap_or(10_000).max(1),
             max_in_flight: s.max_in_flight.unwrap_or(1024).max(1),
             max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),
+            ready_when: s.ready_when.unwrap_or_default(),
             instructions: s.instructions,
         };
 

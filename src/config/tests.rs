@@ -120,3 +120,22 @@ fn oauth_client_credentials_are_checked() {
     let e = parse("[[upstream]]\nid = \"gh\"\ncommand = [\"x\"]\n[upstream.oauth]\ntoken_url = \"https://a/t\"\nclient_id = \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n").unwrap_err().0;
     assert!(e.contains("only to url upstreams"), "{e}");
 }
+
+#[test]
+fn jwks_must_come_over_https_except_from_loopback() {
+    let jwt =
+        |url: &str| parse(&format!("[auth]\nmode = \"jwt\"\nissuer = \"https://i\"\naudience = [\"https://gw\"]\njwks_url = \"{url}\"\n"));
+    assert!(jwt("https://issuer.example.com/jwks.json").is_ok(), "{:?}", jwt("https://issuer.example.com/jwks.json").err());
+    assert!(jwt("http://127.0.0.1:8080/jwks.json").is_ok());
+    assert!(jwt("http://localhost/jwks.json").is_ok());
+    let e = jwt("http://issuer.example.com/jwks.json").unwrap_err().0;
+    assert!(e.contains("forge") && e.contains("https"), "{e}");
+}
+
+#[test]
+fn readiness_follows_the_configured_rule() {
+    let cfg = parse("[server]\nready_when = \"all\"\n").unwrap();
+    assert_eq!(cfg.server.ready_when, ReadyWhen::All);
+    assert_eq!(parse("").unwrap().server.ready_when, ReadyWhen::Any);
+    assert!(parse("[server]\nready_when = \"most\"\n").is_err());
+}

@@ -111,7 +111,7 @@ impl Service for Gateway {
     }
 
     fn ready(&self) -> bool {
-        self.is_ready()
+        self.is_ready() && self.upstreams_ready()
     }
 
     fn subscribe(&self, caller: Arc<Principal>, filter: Filter, uris: UriSet) -> Option<Subscription> {

@@ -95,6 +95,16 @@ impl Gateway {
         *self.ready.borrow()
     }
 
+    /// Whether the upstreams `/readyz` needs are ready (`server.ready_when`).
+    pub fn upstreams_ready(&self) -> bool {
+        let ready = |u: &Arc<Upstream>| u.state().status == Status::Ready;
+        match self.config.server.ready_when {
+            _ if self.upstreams.is_empty() => true,
+            crate::config::ReadyWhen::Any => self.upstreams.iter().any(ready),
+            crate::config::ReadyWhen::All => self.upstreams.iter().all(ready),
+        }
+    }
+
     /// Waits for the first refresh round, at most as long as the slowest upstream may take.
     pub async fn wait_ready(&self) {
         if self.is_ready() {

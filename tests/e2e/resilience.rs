@@ -70,3 +70,32 @@ async fn a_call_the_client_abandons_is_audited_as_abandoned() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn readyz_reflects_the_upstreams() {
+    let (mut alpha, url) = py_http("alpha", &[]);
+    let config = |rule: &str| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nready_when = \"{rule}\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\ntimeout = \"2s\"\n\n[[upstream]]\nid = \"gone\"\nurl = \"http://127.0.0.1:9/mcp\"\ntimeout = \"1s\"\n"
+        )
+    };
+    let readyz = |gw: &Gateway| raw_get_status(gw.base.trim_start_matches("http://"), "/readyz");
+    let any = gateway(&config("any"));
+    assert_eq!(readyz(&any), Some(200), "one upstream is up");
+    let all = gateway_listening(&config("all"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !all.proc.log().contains("catalogue ready") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(readyz(&all), Some(503), "not every upstream is up");
+    // When the last upstream goes, `any` is not ready either; SIGHUP does not kill it.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(any.proc.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    alpha.kill();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while readyz(&any) != Some(503) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(readyz(&any), Some(503), "{}", any.proc.log());
+    assert!(any.proc.log().contains("SIGHUP"), "the gateway lives on after SIGHUP");
+}
