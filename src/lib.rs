@@ -21,5 +21,6 @@ pub mod reply;
 pub mod server;
 pub mod sync;
 pub mod tasks;
+pub mod telemetry;
 pub mod token;
 pub mod upstream;

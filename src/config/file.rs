@@ -46,6 +46,8 @@ pub struct ServerSection {
     pub max_in_flight: Option<usize>,
     pub max_in_flight_per_caller: Option<usize>,
     pub ready_when: Option<super::ReadyWhen>,
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]

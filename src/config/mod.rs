@@ -59,6 +59,8 @@ pub struct ServerConfig {
     pub max_in_flight_per_caller: usize,
     /// What `/readyz` needs: any upstream ready, or all of them.
     pub ready_when: ReadyWhen,
+    /// `/metrics` answers every client, not only loopback ones.
+    pub metrics_public: bool,
 }
 
 /// When `/readyz` answers 200 (after the first probe round).
@@ -214,6 +216,7 @@ impl Config {
             max_in_flight: s.max_in_flight.unwrap_or(1024).max(1),
             max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),
             ready_when: s.ready_when.unwrap_or_default(),
+            metrics_public: s.metrics_public,
             instructions: s.instructions,
         };
 

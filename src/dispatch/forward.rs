@@ -19,6 +19,12 @@ use crate::upstream::Call;
 use serde_json::{Value, json};
 use std::time::Instant;
 
+/// Audits and counts a request refused before it reached an upstream.
+fn refuse(gw: &Gateway, req: &Request, item: &str, reason: &str) {
+    audit::refused(&req.caller.id, &req.method, item, reason);
+    gw.metrics.refused(reason);
+}
+
 fn string_param(req: &Request, key: &str) -> Result<String, RpcError> {
     match req.params.parse::<String>(key) {
         Some(Ok(n)) => Ok(n),
@@ -53,10 +59,12 @@ async fn forward(
     let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: &req.method, item };
     if let Err(e) = state::open(&gw.sealer, &mut params, &bind, max_age) {
         audit::refused(&req.caller.id, &req.method, item, "invalid_request_state");
+        gw.metrics.refused("invalid_request_state");
         return Reply::error(e);
     }
     let (sealer, caller, upstream_id, method, item_name) =
         (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string());
+    let (metrics, started) = (gw.metrics.clone(), Instant::now());
     let mut name = None;
     if let Some((key, original)) = rewrite {
         if params.set_json(key, original).is_err() {
@@ -77,6 +85,7 @@ async fn forward(
     let pending = audit::Pending::new(entry);
     up.call(call).await.map_outcome(move |o| {
         pending.finish(&o);
+        metrics.call(&method, &upstream_id, &audit::outcome_label(&o), started.elapsed());
         let bind = state::Binding { caller: &caller, upstream: &upstream_id, method: &method, item: &item_name };
         if !state::asks_input(&o) {
             o
@@ -98,12 +107,12 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     let cat = gw.catalog();
     let id_of = |i: usize| gw.upstream_id(i);
     let Some(tool) = view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of) else {
-        audit::refused(&req.caller.id, &req.method, &name, "unknown_or_denied");
+        refuse(gw, &req, &name, "unknown_or_denied");
         return Reply::error(RpcError::unknown_tool(&name));
     };
     let needed = gw.auth.tool_scopes(&name);
     if !req.caller.has_scopes(&needed) {
-        audit::refused(&req.caller.id, &req.method, &name, "insufficient_scope");
+        refuse(gw, &req, &name, "insufficient_scope");
         let metadata = gw.auth.config().resource.as_deref().map(crate::auth::prm::metadata_url);
         let (status, challenge) = gw.auth.challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), metadata.as_deref());
         return Reply::error(
@@ -114,7 +123,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     }
     for (index, limit) in gw.config.rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, &name)) {
         if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate) {
-            audit::refused(&req.caller.id, &req.method, &name, "rate_limited");
+            refuse(gw, &req, &name, "rate_limited");
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
         }
     }
@@ -134,7 +143,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     let endpoint = match gw.upstreams.get(upstream).map(|u| u.route(&values)) {
         Some(Ok(e)) => e,
         Some(Err(why)) => {
-            audit::refused(&req.caller.id, &req.method, &name, "no_route");
+            refuse(gw, &req, &name, "no_route");
             return tool_error(&format!("Upstream '{}' cannot take this call: {why}", gw.upstream_id(upstream)));
         }
         None => None,

@@ -58,6 +58,11 @@ pub trait Service: Send + Sync + 'static {
     /// A legacy session's followed URIs changed.
     fn follows_changed(&self) {}
 
+    /// The metrics text (`/metrics`), with what the edge knows; `None`: no metrics.
+    fn metrics(&self, _edge: crate::telemetry::EdgeStats) -> Option<String> {
+        None
+    }
+
     /// How long a client may take to answer an input request.
     fn input_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(300)
@@ -90,6 +95,7 @@ impl Service for Gateway {
             if let Some(rate) = req.caller.rate
                 && let Err(wait) = self.limiter.check(&format!("caller:{}", req.caller.id), rate)
             {
+                self.metrics.refused("rate_limited");
                 return Reply::error(rate_limited(&req.caller.id, wait));
             }
             match req.method.as_str() {
@@ -128,5 +134,15 @@ impl Service for Gateway {
 
     fn input_timeout(&self) -> std::time::Duration {
         self.config.server.input_timeout
+    }
+
+    fn metrics(&self, edge: crate::telemetry::EdgeStats) -> Option<String> {
+        let cat = self.catalog();
+        let snapshot = crate::telemetry::Snapshot {
+            upstreams: self.upstreams.iter().map(|u| (u.id().to_string(), u.state().status == crate::upstream::Status::Ready)).collect(),
+            catalog: Kind::ALL.iter().map(|k| (k.list_key(), cat.section(*k).entries.len())).collect(),
+            streams: self.hub.len(),
+        };
+        Some(self.metrics.render(&snapshot, edge))
     }
 }

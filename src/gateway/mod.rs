@@ -41,6 +41,7 @@ pub struct Gateway {
     pub tasks: Background,
     /// Cancelled when the gateway starts shutting down: open streams end with their final message.
     pub closing: CancellationToken,
+    pub metrics: Arc<crate::telemetry::Metrics>,
     /// Seals the tokens the gateway hands out (request state; legacy sessions use it too).
     pub sealer: Arc<Sealer>,
     /// Each upstream's announced resource updates, until maintenance takes them.
@@ -77,6 +78,7 @@ impl Gateway {
             tasks,
             closing: CancellationToken::new(),
             sealer,
+            metrics: Arc::default(),
             updates: Mutex::new(updates),
         }))
     }

@@ -115,7 +115,7 @@ async fn rounds(
     timeout: Duration,
     tx: &mpsc::Sender<Event>,
 ) -> Outcome {
-    for _ in 0..MAX_ROUNDS {
+    for round in 0..=MAX_ROUNDS {
         let outcome = match reply {
             Reply::Single(o) => o,
             Reply::Stream(mut s) => loop {
@@ -132,6 +132,9 @@ async fn rounds(
             },
         };
         let Some(asked) = asked(&outcome) else { return outcome };
+        if round == MAX_ROUNDS {
+            break;
+        }
         let responses = match ask(asked.requests, waiting, scope, timeout, tx).await {
             Ok(r) => r,
             Err(e) => return Outcome::Error(e),

@@ -90,7 +90,7 @@ pub async fn serve(
             let active = this.begin();
             let st = st.clone();
             async move {
-                let resp = handle(st, req).await?;
+                let resp = handle(st, req, peer).await?;
                 // The connection counts as busy until the response has been sent.
                 Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Holding::new(b, active))))
             }
@@ -142,8 +142,17 @@ where
     }
 }
 
-async fn handle(st: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::net::SocketAddr) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path();
+    if path == "/metrics" && (peer.ip().is_loopback() || st.cfg.metrics_public) {
+        let edge = crate::telemetry::EdgeStats { connections: st.conns.len(), in_flight: st.in_flight.in_progress() };
+        if let Some(text) = st.svc.metrics(edge) {
+            let mut r = Response::new(render::full(text));
+            r.headers_mut()
+                .insert(CONTENT_TYPE, http::HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"));
+            return Ok(r);
+        }
+    }
     if path == "/healthz" {
         return Ok(render::plain(StatusCode::OK, "ok\n"));
     }

@@ -10,6 +10,7 @@ mod input;
 mod interop;
 mod legacy;
 mod malformed;
+mod metrics;
 mod notifications;
 mod pools;
 mod resilience;

@@ -1,0 +1,156 @@
+//! The gateway's metrics, in the Prometheus/OpenMetrics text format (`prometheus-client`, one
+//! registry per gateway): forwarded calls by method, upstream and outcome with their latency,
+//! requests refused before any upstream (by reason), and, read when scraped, upstream health,
+//! catalogue size, open change streams, requests in progress and open connections. Labels never
+//! carry tool names or callers, only methods, upstream ids and fixed reasons.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::time::Duration;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Call {
+    method: String,
+    upstream: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Route {
+    method: String,
+    upstream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamId {
+    upstream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+type Histograms = Family<Route, Histogram, fn() -> Histogram>;
+
+/// What the edge knows at scrape time.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EdgeStats {
+    pub connections: usize,
+    pub in_flight: usize,
+}
+
+/// What the gateway knows at scrape time.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Each upstream's id and whether it is ready.
+    pub upstreams: Vec<(String, bool)>,
+    /// Items served per kind label.
+    pub catalog: Vec<(&'static str, usize)>,
+    pub streams: usize,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    calls: Family<Call, Counter>,
+    latency: Histograms,
+    refused: Family<Reason, Counter>,
+    up: Family<UpstreamId, Gauge>,
+    items: Family<KindLabel, Gauge>,
+    streams: Gauge,
+    in_flight: Gauge,
+    connections: Gauge,
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 ms to about 65 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("mcpgate");
+        let calls = Family::<Call, Counter>::default();
+        let latency = Histograms::new_with_constructor(latency_histogram);
+        let refused = Family::<Reason, Counter>::default();
+        let up = Family::<UpstreamId, Gauge>::default();
+        let items = Family::<KindLabel, Gauge>::default();
+        let (streams, in_flight, connections) = (Gauge::default(), Gauge::default(), Gauge::default());
+        registry.register("calls", "Requests forwarded to an upstream, by method, upstream and outcome", calls.clone());
+        registry.register("call_duration_seconds", "Time to the final answer of forwarded requests", latency.clone());
+        registry.register("refused", "Requests refused before reaching an upstream, by reason", refused.clone());
+        registry.register("upstream_up", "1 when the upstream answered its last probe", up.clone());
+        registry.register("catalog_items", "Items served, by kind", items.clone());
+        registry.register("change_streams", "Open change streams (listen and legacy GET streams)", streams.clone());
+        registry.register("requests_in_flight", "Requests in progress at the edge", in_flight.clone());
+        registry.register("connections", "Open client connections", connections.clone());
+        Metrics { registry, calls, latency, refused, up, items, streams, in_flight, connections }
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// A forwarded request ended with `outcome` (an audit outcome label) after `took`.
+    pub fn call(&self, method: &str, upstream: &str, outcome: &str, took: Duration) {
+        let (method, upstream) = (method.to_string(), upstream.to_string());
+        self.calls.get_or_create(&Call { method: method.clone(), upstream: upstream.clone(), outcome: outcome.to_string() }).inc();
+        self.latency.get_or_create(&Route { method, upstream }).observe(took.as_secs_f64());
+    }
+
+    /// A request refused before any upstream (rate limit, policy, scope, no route, bad state).
+    pub fn refused(&self, reason: &str) {
+        self.refused.get_or_create(&Reason { reason: reason.to_string() }).inc();
+    }
+
+    /// The text exposition, with the gauges set from `now` and `edge`.
+    pub fn render(&self, now: &Snapshot, edge: EdgeStats) -> String {
+        for (id, ready) in &now.upstreams {
+            self.up.get_or_create(&UpstreamId { upstream: id.clone() }).set(i64::from(*ready));
+        }
+        for (kind, n) in &now.catalog {
+            self.items.get_or_create(&KindLabel { kind: kind.to_string() }).set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        let gauge = |g: &Gauge, n: usize| g.set(i64::try_from(n).unwrap_or(i64::MAX));
+        gauge(&self.streams, now.streams);
+        gauge(&self.in_flight, edge.in_flight);
+        gauge(&self.connections, edge.connections);
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_series() {
+        let m = Metrics::default();
+        m.call("tools/call", "calc", "ok", Duration::from_millis(3));
+        m.refused("rate_limited");
+        let text =
+            m.render(&Snapshot { upstreams: vec![("calc".into(), true)], catalog: vec![("tools", 4)], streams: 2 }, EdgeStats::default());
+        assert!(text.contains(r#"mcpgate_calls_total{method="tools/call",upstream="calc",outcome="ok"} 1"#), "{text}");
+        assert!(text.contains(r#"mcpgate_upstream_up{upstream="calc"} 1"#), "{text}");
+        assert!(text.contains("mcpgate_change_streams 2"), "{text}");
+        assert!(text.contains(r#"mcpgate_refused_total{reason="rate_limited"} 1"#), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}

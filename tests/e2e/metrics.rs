@@ -1,0 +1,75 @@
+//! `/metrics` (Part 8): after a few calls, the OpenMetrics text the gateway serves parses strictly
+//! and shows the series: calls by method, upstream and outcome with their latency, refusals,
+//! upstream health, catalogue size, change streams and connections. Only loopback may read it.
+
+use crate::demo_gateway;
+use crate::harness::*;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+type Sample = (String, BTreeMap<String, String>, f64);
+
+/// A strict reader of the text format: `# TYPE|HELP|UNIT` lines, samples `name{k="v",...} value`,
+/// and a final `# EOF`. Any other line fails the test.
+fn parse(text: &str) -> Vec<Sample> {
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.last(), Some(&"# EOF"), "the exposition ends with # EOF");
+    let mut typed = Vec::new();
+    let mut samples = Vec::new();
+    for line in &lines[..lines.len() - 1] {
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut parts = rest.splitn(3, ' ');
+            let (kind, name) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            assert!(matches!(kind, "TYPE" | "HELP" | "UNIT") && !name.is_empty(), "bad comment line: {line}");
+            if kind == "TYPE" {
+                typed.push(name.to_string());
+            }
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad sample line: {line}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line}"));
+        let (name, labels) = match series.split_once('{') {
+            None => (series.to_string(), BTreeMap::new()),
+            Some((name, rest)) => {
+                let body = rest.strip_suffix('}').unwrap_or_else(|| panic!("unclosed labels: {line}"));
+                let mut labels = BTreeMap::new();
+                for pair in body.split("\",").filter(|p| !p.is_empty()) {
+                    let (k, v) = pair.split_once("=\"").unwrap_or_else(|| panic!("bad label in {line}"));
+                    labels.insert(k.to_string(), v.trim_end_matches('"').to_string());
+                }
+                (name.to_string(), labels)
+            }
+        };
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "bad metric name in {line}");
+        assert!(typed.iter().any(|t| name.starts_with(t.as_str())), "{name} has no # TYPE before it");
+        samples.push((name, labels, value));
+    }
+    samples
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    samples.iter().find(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))).map(|s| s.2)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_show_the_series_after_a_few_calls() {
+    let gw = demo_gateway("");
+    for _ in 0..3 {
+        assert!(!text_of(&call(&gw.url, "calc__add", json!({ "a": 1, "b": 2 })).await).is_empty());
+    }
+    let refused = call(&gw.url, "calc__nope", json!({})).await;
+    assert_eq!(refused["error"]["code"], -32602);
+    let r = get(&format!("{}/metrics", gw.base)).await.expect("metrics");
+    assert_eq!(r.status, 200);
+    assert!(r.content_type().starts_with("application/openmetrics-text"), "{}", r.content_type());
+    let samples = parse(&String::from_utf8_lossy(&r.body));
+    let ok = [("method", "tools/call"), ("upstream", "calc"), ("outcome", "ok")];
+    assert_eq!(value(&samples, "mcpgate_calls_total", &ok), Some(3.0), "{samples:#?}");
+    let route = [("method", "tools/call"), ("upstream", "calc")];
+    assert_eq!(value(&samples, "mcpgate_call_duration_seconds_count", &route), Some(3.0));
+    assert_eq!(value(&samples, "mcpgate_refused_total", &[("reason", "unknown_or_denied")]), Some(1.0));
+    assert_eq!(value(&samples, "mcpgate_upstream_up", &[("upstream", "calc")]), Some(1.0));
+    assert!(value(&samples, "mcpgate_catalog_items", &[("kind", "tools")]).is_some_and(|n| n >= 4.0));
+    assert!(value(&samples, "mcpgate_connections", &[]).is_some_and(|n| n >= 1.0));
+    assert!(value(&samples, "mcpgate_change_streams", &[]).is_some());
+}
