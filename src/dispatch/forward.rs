@@ -45,6 +45,9 @@ async fn forward(
     let Some(up) = gw.upstreams.get(upstream).cloned() else {
         return Reply::error(RpcError::internal("catalogue points at a missing upstream"));
     };
+    let span = tracing::Span::current();
+    span.record("item", item);
+    span.record("upstream", up.id());
     let entry = audit::Entry {
         caller: req.caller.id.clone(),
         method: req.method.clone(),

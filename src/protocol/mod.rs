@@ -7,6 +7,7 @@ pub mod headers;
 pub mod jsonrpc;
 pub mod meta;
 pub mod rawobj;
+pub mod trace;
 pub mod xheader;
 
 /// The modern protocol revision this gateway speaks on both sides.

@@ -21,14 +21,17 @@ use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use render::Body;
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
 
 struct State {
     svc: Arc<dyn Service>,
@@ -66,6 +69,7 @@ pub async fn serve(
         .keep_alive_interval(Some(std::time::Duration::from_secs(30)))
         .keep_alive_timeout(std::time::Duration::from_secs(20));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let request_ids = RequestIds::default();
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -86,7 +90,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let st = state.clone();
         let this = tracked.clone();
-        let svc = service_fn(move |req| {
+        let inner = tower::service_fn(move |req| {
             let active = this.begin();
             let st = st.clone();
             async move {
@@ -95,7 +99,26 @@ pub async fn serve(
                 Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Holding::new(b, active))))
             }
         });
-        let conn = builder.serve_connection(TokioIo::new(stream), svc).into_owned();
+        // The edge's policy at a glance, outermost first: every request gets an id (kept from
+        // the client's `x-request-id` when it sent one, and returned), runs in a span that
+        // carries it (and, as they become known, the caller, method, item and upstream), and a
+        // panic becomes a 500 JSON-RPC error instead of a dropped connection. Limits on
+        // connections and requests in progress are enforced around and inside (see `conns`).
+        let svc = tower::ServiceBuilder::new()
+            .layer(SetRequestIdLayer::x_request_id(request_ids.clone()))
+            .layer(PropagateRequestIdLayer::x_request_id())
+            .layer(
+                TraceLayer::new_for_http()
+                    .make_span_with(request_span)
+                    .on_request(())
+                    .on_response(())
+                    .on_body_chunk(())
+                    .on_eos(())
+                    .on_failure(()),
+            )
+            .layer(CatchPanicLayer::custom(panic_response))
+            .service(inner);
+        let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)).into_owned();
         let conn = graceful.watch(conn);
         let st = state.clone();
         tokio::spawn(async move {
@@ -108,6 +131,52 @@ pub async fn serve(
         _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => tracing::warn!("connections still open after 10 s; closing them"),
     }
     Ok(())
+}
+
+/// Request ids: a per-process random prefix and a counter (cheap, unique, not guessable across runs).
+#[derive(Clone)]
+struct RequestIds {
+    prefix: Arc<str>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Default for RequestIds {
+    fn default() -> Self {
+        use aws_lc_rs::rand::SecureRandom;
+        let mut b = [0u8; 4];
+        let _ = aws_lc_rs::rand::SystemRandom::new().fill(&mut b);
+        let prefix: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        RequestIds { prefix: prefix.into(), next: Arc::default() }
+    }
+}
+
+impl MakeRequestId for RequestIds {
+    fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<RequestId> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        http::HeaderValue::from_str(&format!("{}-{n}", self.prefix)).ok().map(RequestId::new)
+    }
+}
+
+/// The span of one request; the caller, method, item and upstream are recorded as they are known.
+fn request_span<B>(req: &Request<B>) -> tracing::Span {
+    let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+    tracing::info_span!(
+        "request",
+        id = %id,
+        caller = tracing::field::Empty,
+        method = tracing::field::Empty,
+        item = tracing::field::Empty,
+        upstream = tracing::field::Empty
+    )
+}
+
+/// A handler that panicked: the client gets a JSON-RPC internal error, the log the panic.
+fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+    let what = err.downcast_ref::<String>().map(String::as_str).or_else(|| err.downcast_ref::<&str>().copied()).unwrap_or("(no message)");
+    tracing::error!(panic = %what, "a request handler panicked");
+    let mut r = render::error(None, &RpcError::internal("Internal error"));
+    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    r
 }
 
 /// Drives a connection until it ends, or until it has been silent, idle or shed for too long.
@@ -186,6 +255,7 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
         Ok(p) => p,
         Err(r) => return *r,
     };
+    tracing::Span::current().record("caller", caller.id.as_str());
     if req.method() != Method::POST && classify(req.method(), req.headers(), BodyFacts::default()) == Era::Legacy {
         return legacy_http::get_or_delete(st.svc.as_ref(), &st.legacy, req.method(), req.headers(), caller);
     }
@@ -285,7 +355,9 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
             let id = msg.id.clone();
             match modern::to_request(msg, Some(&parts.headers), caller) {
                 Err(e) => render::error(id.as_deref(), &e),
-                Ok(request) => {
+                Ok(mut request) => {
+                    crate::protocol::trace::adopt(&parts.headers, &mut request.meta.fields);
+                    tracing::Span::current().record("method", request.method.as_str());
                     let id = request.id.clone();
                     let reply = st.svc.handle(request).await;
                     render::reply(id, reply)

@@ -76,7 +76,8 @@ pub async fn post(
                     let rid = id.clone().unwrap_or_else(|| RawNull::get().to_owned());
                     let reply = match legacy::follow(svc.as_ref(), &st.follows(&session.sid), action).await {
                         Ok(reply) => reply,
-                        Err(Action::Forward(req)) => {
+                        Err(Action::Forward(mut req)) => {
+                            crate::protocol::trace::adopt(headers, &mut req.meta.fields);
                             let reply = svc.handle(req.clone()).await;
                             bridge::bridge(svc.clone(), req, reply, st.waiting.clone(), session.sid.clone(), svc.input_timeout())
                         }

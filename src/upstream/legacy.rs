@@ -85,7 +85,13 @@ impl Upstream {
     }
 
     fn envelope(&self, call: &Call, version: Option<String>) -> Envelope {
-        Envelope { version, session: self.slot(call.endpoint).id(), mcp: None, on_behalf_of: call.on_behalf_of.clone() }
+        Envelope {
+            version,
+            session: self.slot(call.endpoint).id(),
+            mcp: None,
+            on_behalf_of: call.on_behalf_of.clone(),
+            traceparent: call.traceparent(),
+        }
     }
 
     /// Sends a call in the legacy wire form: the session is opened on first use and renewed once
@@ -183,7 +189,13 @@ impl Upstream {
         let Transport::Http(pool) = &self.transport else { return };
         let transport = pool.at(endpoint).clone();
         let Some(started) = self.slot(endpoint).id() else { return };
-        let env = Envelope { version: version_header(&version), session: Some(started.clone()), mcp: None, on_behalf_of: Vec::new() };
+        let env = Envelope {
+            version: version_header(&version),
+            session: Some(started.clone()),
+            mcp: None,
+            on_behalf_of: Vec::new(),
+            traceparent: None,
+        };
         let upstream = self.id().to_string();
         let current = self.slot(endpoint).id.clone();
         let inbound = self.inbound.clone();

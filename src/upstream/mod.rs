@@ -88,6 +88,11 @@ impl Call {
         Ok(jsonrpc::request_message(&id.to_string(), &self.method, &raw))
     }
 
+    /// The caller's trace context, from `_meta`.
+    fn traceparent(&self) -> Option<String> {
+        self.meta.get("traceparent").and_then(Value::as_str).map(str::to_string)
+    }
+
     fn mcp_headers(&self) -> McpHeaders {
         McpHeaders { method: self.method.clone(), name: self.name.clone(), params: self.param_headers.clone() }
     }

@@ -23,7 +23,13 @@ use tokio::time::Instant;
 
 /// The wire envelope of a modern request.
 pub(super) fn envelope(call: &Call, version: &str) -> Envelope {
-    Envelope { version: Some(version.into()), session: None, mcp: Some(call.mcp_headers()), on_behalf_of: call.on_behalf_of.clone() }
+    Envelope {
+        version: Some(version.into()),
+        session: None,
+        mcp: Some(call.mcp_headers()),
+        on_behalf_of: call.on_behalf_of.clone(),
+        traceparent: call.traceparent(),
+    }
 }
 
 /// The `notifications` filter to ask an upstream for: the list kinds it announces and the

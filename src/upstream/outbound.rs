@@ -43,6 +43,8 @@ pub struct Envelope {
     pub session: Option<HeaderValue>,
     pub mcp: Option<McpHeaders>,
     pub on_behalf_of: Vec<String>,
+    /// The caller's W3C trace context, sent as the `traceparent` header.
+    pub traceparent: Option<String>,
 }
 
 impl Outbound {
@@ -106,6 +108,11 @@ impl Outbound {
         if let Some(sid) = &env.session {
             h.insert("mcp-session-id", sid.clone());
         }
+        if let Some(tp) = &env.traceparent
+            && crate::protocol::trace::valid_traceparent(tp)
+        {
+            h.insert("traceparent", value(tp)?);
+        }
         if let Some(mcp) = &env.mcp {
             h.insert("mcp-method", value(&mcp.method)?);
             if let Some(name) = &mcp.name {
@@ -164,6 +171,7 @@ mod tests {
                 params: vec![("Mcp-Param-Region".into(), "eu".into())],
             }),
             on_behalf_of: vec!["alice".into()],
+            traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
         };
         let req = out.post(b"{}".to_vec(), &env, deadline).await.unwrap();
         let h = req.headers();
@@ -171,6 +179,7 @@ mod tests {
         assert_eq!(h.get_all(ACCEPT).iter().count(), 1);
         assert_eq!(h["mcp-session-id"], "s1");
         assert_eq!(h["mcp-param-region"], "eu");
+        assert_eq!(h["traceparent"], "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
         let get = out.get(&Envelope::default(), deadline).await.unwrap();
         assert_eq!(get.headers().get_all(AUTHORIZATION).iter().collect::<Vec<_>>(), vec!["Bearer static"]);
         assert_eq!(get.headers()[ACCEPT], "text/event-stream");

@@ -131,6 +131,7 @@ impl Upstream {
                     session: self.session_id(entry.endpoint),
                     mcp: None,
                     on_behalf_of: on_behalf_of.to_vec(),
+                    traceparent: None,
                 };
                 p.at(entry.endpoint).notify(body, &env).await?
             }

@@ -1,6 +1,8 @@
-//! `/metrics` (Part 8): after a few calls, the OpenMetrics text the gateway serves parses strictly
-//! and shows the series: calls by method, upstream and outcome with their latency, refusals,
-//! upstream health, catalogue size, change streams and connections. Only loopback may read it.
+//! Observability (Part 8). `/metrics`: after a few calls, the OpenMetrics text the gateway serves
+//! parses strictly and shows the series: calls by method, upstream and outcome with their latency,
+//! refusals, upstream health, catalogue size, change streams and connections. Request ids and
+//! trace context: every request gets an `x-request-id` (the client's, when it sent one) that the
+//! audit line carries, and a W3C `traceparent` reaches HTTP upstreams as a header and in `_meta`.
 
 use crate::demo_gateway;
 use crate::harness::*;
@@ -72,4 +74,26 @@ async fn metrics_show_the_series_after_a_few_calls() {
     assert!(value(&samples, "mcpgate_catalog_items", &[("kind", "tools")]).is_some_and(|n| n >= 4.0));
     assert!(value(&samples, "mcpgate_connections", &[]).is_some_and(|n| n >= 1.0));
     assert!(value(&samples, "mcpgate_change_streams", &[]).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_carry_an_id_and_their_trace_context_upstream() {
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let (_up, url) = py_http("alpha", &[]);
+    let gw = gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n"));
+    let extra = [("x-request-id", "client-req-42"), ("traceparent", TP)];
+    let r = rpc_with(&gw.url, "tools/call", json!({ "name": "alpha__headers", "arguments": {} }), &extra).await;
+    assert_eq!(r.headers.get("x-request-id").and_then(|v| v.to_str().ok()), Some("client-req-42"), "the client's id is kept");
+    let seen: serde_json::Value = serde_json::from_str(&text_of(&r.message())).expect("headers JSON");
+    assert_eq!(seen["traceparent"], TP, "the trace context goes upstream as a header: {seen}");
+    let r = rpc_with(&gw.url, "tools/call", json!({ "name": "alpha__meta", "arguments": {} }), &extra).await;
+    let meta: serde_json::Value = serde_json::from_str(&text_of(&r.message())).expect("meta JSON");
+    assert_eq!(meta["traceparent"], TP, "and in _meta: {meta}");
+    let r = rpc(&gw.url, "tools/list", json!({})).await;
+    assert!(r.headers.get("x-request-id").is_some_and(|v| !v.is_empty()), "every response has an id");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !gw.proc.log().lines().any(|l| l.contains("mcpgate::audit") && l.contains("client-req-42") && l.contains("caller=anonymous")) {
+        assert!(std::time::Instant::now() < deadline, "the audit line carries the request id: {}", gw.proc.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
