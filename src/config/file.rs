@@ -42,6 +42,7 @@ pub struct ServerSection {
     pub session_ttl: Option<Spanned<String>>,
     pub input_timeout: Option<Spanned<String>>,
     pub idle_timeout: Option<Spanned<String>>,
+    pub drain_timeout: Option<Spanned<String>>,
     pub max_connections: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub max_in_flight_per_caller: Option<usize>,

@@ -43,7 +43,7 @@ struct State {
     in_flight: InFlight,
 }
 
-/// Serves until `shutdown` completes, then drains open connections (for up to 10 s).
+/// Serves until `shutdown` completes, then lets requests in progress finish (for up to `server.drain_timeout`).
 pub async fn serve(
     listener: TcpListener,
     svc: Arc<dyn Service>,
@@ -128,7 +128,9 @@ pub async fn serve(
     }
     tokio::select! {
         _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => tracing::warn!("connections still open after 10 s; closing them"),
+        _ = tokio::time::sleep(state.cfg.drain_timeout) => {
+            tracing::warn!(after = ?state.cfg.drain_timeout, "requests still in progress at the end of the drain time; closing them")
+        }
     }
     Ok(())
 }

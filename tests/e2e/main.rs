@@ -3,6 +3,7 @@
 mod harness;
 
 mod callers;
+mod chaos;
 mod cli;
 mod conformance;
 mod edge;
