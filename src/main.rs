@@ -272,7 +272,8 @@ async fn serve_gateway(mut cfg: Config) -> anyhow::Result<()> {
         tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use every upstream !!!");
     }
     gw.auth.start(&gw.tasks).await.map_err(|e| anyhow::anyhow!("authentication setup failed: {e}"))?;
-    tracing::info!("mcpgate {} listening on http://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
+    let scheme = if server_cfg.tls.is_some() { "https" } else { "http" };
+    tracing::info!("mcpgate {} listening on {scheme}://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
     let refresher = gw.clone();
     gw.tasks.spawn(async move {
         refresher.refresh_all().await;

@@ -49,6 +49,17 @@ pub struct ServerSection {
     pub ready_when: Option<super::ReadyWhen>,
     #[serde(default)]
     pub metrics_public: bool,
+    pub tls: Option<TlsSection>,
+}
+
+/// `[server.tls]` (cert, key, client_ca) and `[upstream.tls]` (ca, cert, key): PEM file paths.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    pub cert: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
+    pub ca: Option<Spanned<String>>,
+    pub client_ca: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -83,6 +94,7 @@ pub struct UpstreamSection {
     /// Per-caller upstream credentials: caller id → header → source.
     #[serde(default)]
     pub caller_headers: BTreeMap<String, BTreeMap<String, HeaderSource>>,
+    pub tls: Option<TlsSection>,
     pub max_pages: Option<usize>,
     pub max_message_bytes: Option<usize>,
 }

@@ -6,6 +6,7 @@
 pub mod auth;
 mod file;
 pub mod limits;
+mod tls;
 mod upstream;
 
 use file::{FileConfig, HeaderSource, UpstreamSection};
@@ -63,6 +64,25 @@ pub struct ServerConfig {
     pub ready_when: ReadyWhen,
     /// `/metrics` answers every client, not only loopback ones.
     pub metrics_public: bool,
+    /// HTTPS on the listener.
+    pub tls: Option<ListenerTls>,
+}
+
+/// The listener's certificate and key (PEM files, re-read when they change), and the CA whose
+/// client certificates it requires, if any (mTLS).
+#[derive(Debug, Clone)]
+pub struct ListenerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
+}
+
+/// How the gateway reaches an https upstream: its own CA instead of the system roots, and a
+/// client certificate for mTLS.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamTls {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<(PathBuf, PathBuf)>,
 }
 
 /// When `/readyz` answers 200 (after the first probe round).
@@ -103,6 +123,7 @@ pub struct UpstreamConfig {
     pub caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
     pub max_pages: usize,
     pub max_message_bytes: usize,
+    pub tls: Option<UpstreamTls>,
 }
 
 #[derive(Debug, Clone)]
@@ -220,6 +241,7 @@ impl Config {
             max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),
             ready_when: s.ready_when.unwrap_or_default(),
             metrics_public: s.metrics_public,
+            tls: tls::listener(&at, s.tls.as_ref(), &base_dir)?,
             instructions: s.instructions,
         };
 

@@ -60,7 +60,11 @@ impl Gateway {
         for (i, u) in config.upstreams.iter().enumerate() {
             let (tx, rx) = mpsc::channel(UPDATE_QUEUE);
             updates.push(Some(rx));
-            let shared = Shared { client: client.clone(), tasks: tasks.clone(), input_timeout: config.server.input_timeout };
+            let client = match &u.tls {
+                Some(t) => crate::upstream::new_http_client_tls(t).map_err(|e| format!("upstream {}: {e}", u.id))?,
+                None => client.clone(),
+            };
+            let shared = Shared { client, tasks: tasks.clone(), input_timeout: config.server.input_timeout };
             upstreams.push(Arc::new(Upstream::new(i, u.clone(), shared, tx)));
         }
         let auth = Arc::new(Authenticator::new(&config, client)?);

@@ -5,9 +5,10 @@
 //! adapter in front of the service. Header size
 //! (431) and header read timeouts are enforced by hyper before any of this runs.
 
-use super::conns::{Conn, Conns, Holding, InFlight};
+use super::conns::{Conns, Holding, InFlight};
 use super::era::{BodyFacts, Era, classify};
 use super::legacy::LegacyState;
+use super::listener::Edge;
 use super::origin::OriginPolicy;
 use super::{legacy_http, modern, render};
 use crate::auth::{AuthError, Authenticator, Principal, prm};
@@ -21,29 +22,24 @@ use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use render::Body;
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 
-struct State {
+pub(super) struct State {
     svc: Arc<dyn Service>,
-    cfg: ServerConfig,
+    pub(super) cfg: ServerConfig,
     origin: OriginPolicy,
     legacy: Arc<LegacyState>,
     auth: Option<Arc<Authenticator>>,
-    conns: Conns,
+    pub(super) conns: Conns,
     in_flight: InFlight,
 }
 
-/// Serves until `shutdown` completes, then lets requests in progress finish (for up to `server.drain_timeout`).
+/// Serves until `shutdown` completes, then lets requests in progress finish (for up to
+/// `server.drain_timeout`). With `server.tls`, every connection is HTTPS.
 pub async fn serve(
     listener: TcpListener,
     svc: Arc<dyn Service>,
@@ -55,21 +51,12 @@ pub async fn serve(
     let origin = OriginPolicy::new(listener.local_addr()?, &cfg.allowed_origins, &cfg.allowed_hosts);
     let conns = Conns::new(cfg.max_connections);
     let in_flight = InFlight::new(cfg.max_in_flight, cfg.max_in_flight_per_caller);
+    let tls = match &cfg.tls {
+        Some(t) => Some(super::tls::Listener::load(t).map_err(std::io::Error::other)?),
+        None => None,
+    };
     let state = Arc::new(State { svc, cfg, origin, legacy, auth, conns, in_flight });
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(state.cfg.header_read_timeout)
-        .max_buf_size(state.cfg.max_header_bytes.max(8192));
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(state.cfg.max_header_bytes.min(u32::MAX as usize) as u32)
-        .keep_alive_interval(Some(std::time::Duration::from_secs(30)))
-        .keep_alive_timeout(std::time::Duration::from_secs(20));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let request_ids = RequestIds::default();
+    let edge = Edge::new(state.clone(), tls);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -83,137 +70,13 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        let Some((conn_id, tracked)) = state.conns.admit() else {
-            tracing::warn!(%peer, max = state.cfg.max_connections, "refusing a connection: every open connection is busy");
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let st = state.clone();
-        let this = tracked.clone();
-        let inner = tower::service_fn(move |req| {
-            let active = this.begin();
-            let st = st.clone();
-            async move {
-                let resp = handle(st, req, peer).await?;
-                // The connection counts as busy until the response has been sent.
-                Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Holding::new(b, active))))
-            }
-        });
-        // The edge's policy at a glance, outermost first: every request gets an id (kept from
-        // the client's `x-request-id` when it sent one, and returned), runs in a span that
-        // carries it (and, as they become known, the caller, method, item and upstream), and a
-        // panic becomes a 500 JSON-RPC error instead of a dropped connection. Limits on
-        // connections and requests in progress are enforced around and inside (see `conns`).
-        let svc = tower::ServiceBuilder::new()
-            .layer(SetRequestIdLayer::x_request_id(request_ids.clone()))
-            .layer(PropagateRequestIdLayer::x_request_id())
-            .layer(
-                TraceLayer::new_for_http()
-                    .make_span_with(request_span)
-                    .on_request(())
-                    .on_response(())
-                    .on_body_chunk(())
-                    .on_eos(())
-                    .on_failure(()),
-            )
-            .layer(CatchPanicLayer::custom(panic_response))
-            .service(inner);
-        let conn = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(svc)).into_owned();
-        let conn = graceful.watch(conn);
-        let st = state.clone();
-        tokio::spawn(async move {
-            watch_connection(conn, &tracked, &st.cfg, peer).await;
-            st.conns.remove(conn_id);
-        });
+        edge.accept(stream, peer);
     }
-    tokio::select! {
-        _ = graceful.shutdown() => {}
-        _ = tokio::time::sleep(state.cfg.drain_timeout) => {
-            tracing::warn!(after = ?state.cfg.drain_timeout, "requests still in progress at the end of the drain time; closing them")
-        }
-    }
+    edge.drain(state.cfg.drain_timeout).await;
     Ok(())
 }
 
-/// Request ids: a per-process random prefix and a counter (cheap, unique, not guessable across runs).
-#[derive(Clone)]
-struct RequestIds {
-    prefix: Arc<str>,
-    next: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Default for RequestIds {
-    fn default() -> Self {
-        use aws_lc_rs::rand::SecureRandom;
-        let mut b = [0u8; 4];
-        let _ = aws_lc_rs::rand::SystemRandom::new().fill(&mut b);
-        let prefix: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        RequestIds { prefix: prefix.into(), next: Arc::default() }
-    }
-}
-
-impl MakeRequestId for RequestIds {
-    fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<RequestId> {
-        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        http::HeaderValue::from_str(&format!("{}-{n}", self.prefix)).ok().map(RequestId::new)
-    }
-}
-
-/// The span of one request; the caller, method, item and upstream are recorded as they are known.
-fn request_span<B>(req: &Request<B>) -> tracing::Span {
-    let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
-    tracing::info_span!(
-        "request",
-        id = %id,
-        caller = tracing::field::Empty,
-        method = tracing::field::Empty,
-        item = tracing::field::Empty,
-        upstream = tracing::field::Empty
-    )
-}
-
-/// A handler that panicked: the client gets a JSON-RPC internal error, the log the panic.
-fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
-    let what = err.downcast_ref::<String>().map(String::as_str).or_else(|| err.downcast_ref::<&str>().copied()).unwrap_or("(no message)");
-    tracing::error!(panic = %what, "a request handler panicked");
-    let mut r = render::error(None, &RpcError::internal("Internal error"));
-    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-    r
-}
-
-/// Drives a connection until it ends, or until it has been silent, idle or shed for too long.
-async fn watch_connection<F, E>(conn: F, tracked: &Conn, cfg: &ServerConfig, peer: std::net::SocketAddr)
-where
-    F: Future<Output = Result<(), E>>,
-    E: std::fmt::Display,
-{
-    tokio::pin!(conn);
-    loop {
-        let deadline = tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout);
-        let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + std::time::Duration::from_secs(3600));
-        tokio::select! {
-            r = &mut conn => {
-                if let Err(e) = r {
-                    tracing::debug!(%peer, error = %e, "connection ended with an error");
-                }
-                return;
-            }
-            _ = tracked.close.cancelled() => {
-                tracing::debug!(%peer, "closing the longest-idle connection to make room");
-                return;
-            }
-            _ = tracked.changed.notified() => {}
-            _ = tokio::time::sleep_until(wake) => {
-                if tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout).is_some_and(|d| d <= tokio::time::Instant::now()) {
-                    tracing::debug!(%peer, "closing a connection that sent no request in time, or sat idle");
-                    return;
-                }
-            }
-        }
-    }
-}
-
-async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::net::SocketAddr) -> Result<Response<Body>, Infallible> {
+pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::net::SocketAddr) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path();
     if path == "/metrics" && (peer.ip().is_loopback() || st.cfg.metrics_public) {
         let edge = crate::telemetry::EdgeStats { connections: st.conns.len(), in_flight: st.in_flight.in_progress() };

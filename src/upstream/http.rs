@@ -47,6 +47,41 @@ pub fn new_http_client() -> HttpClient {
     Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).build(connector)
 }
 
+/// A client for upstreams with their own TLS settings: their CA instead of the system roots,
+/// and a client certificate (mTLS).
+pub fn new_http_client_tls(tls: &crate::config::UpstreamTls) -> Result<HttpClient, String> {
+    use crate::server::tls::{certs, key, roots};
+    let roots = match &tls.ca {
+        Some(ca) => roots(ca)?,
+        None => {
+            let mut store = rustls::RootCertStore::empty();
+            for c in rustls_native_certs::load_native_certs().certs {
+                let _ = store.add(c);
+            }
+            store
+        }
+    };
+    let builder = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots);
+    let config = match &tls.cert {
+        Some((cert, k)) => builder.with_client_auth_cert(certs(cert)?, key(k)?).map_err(|e| format!("upstream.tls: {e}"))?,
+        None => builder.with_no_client_auth(),
+    };
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_secs(10)));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).build(connector))
+}
+
 /// One endpoint of an HTTP upstream (cheap to clone).
 #[derive(Clone)]
 pub struct HttpTransport(Arc<Inner>);

@@ -24,7 +24,7 @@ mod stdio;
 
 pub use self::child::supervise;
 pub use self::error::UpstreamError;
-pub use self::http::{HttpClient, new_http_client};
+pub use self::http::{HttpClient, new_http_client, new_http_client_tls};
 
 use self::outbound::{Envelope, McpHeaders};
 use crate::catalog::Kind;

@@ -231,7 +231,7 @@ fn launch(mut cmd: Command, config: &str, env: &[(&str, &str)], wait_ready: bool
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
             Ok(line) => {
-                if let Some(i) = line.find("listening on http://") {
+                if let Some(i) = line.find("listening on http") {
                     break line[i + "listening on ".len()..].trim().to_string();
                 }
             }

@@ -19,6 +19,7 @@ mod routing;
 mod scripted;
 mod streams;
 mod supervision;
+mod tls;
 mod validation;
 
 use harness::*;

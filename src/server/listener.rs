@@ -1,0 +1,221 @@
+//! The connection layer of the listener: accepting (over TLS when configured), the hyper
+//! builder (HTTP/1.1 and h2 on one port, header limits, h2 keep-alive pings), the tower stack
+//! every request goes through, and watching each connection (first request in time, idle
+//! timeout, shed when the connection limit needs room), then draining at shutdown.
+
+use super::conns::{Conn, Holding};
+use super::http::{State, handle};
+use super::render::{self, Body};
+use super::tls;
+use crate::config::ServerConfig;
+use crate::protocol::errors::RpcError;
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+pub(super) struct Edge {
+    state: Arc<State>,
+    builder: auto::Builder<TokioExecutor>,
+    graceful: GracefulShutdown,
+    request_ids: RequestIds,
+    tls: Option<Arc<tls::Listener>>,
+}
+
+impl Edge {
+    pub(super) fn new(state: Arc<State>, tls: Option<Arc<tls::Listener>>) -> Self {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(state.cfg.header_read_timeout)
+            .max_buf_size(state.cfg.max_header_bytes.max(8192));
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(state.cfg.max_header_bytes.min(u32::MAX as usize) as u32)
+            .keep_alive_interval(Some(Duration::from_secs(30)))
+            .keep_alive_timeout(Duration::from_secs(20));
+        if let Some(t) = &tls {
+            t.clone().keep_fresh();
+        }
+        Edge { state, builder, graceful: GracefulShutdown::new(), request_ids: RequestIds::default(), tls }
+    }
+
+    /// Takes an accepted connection: admitted (or refused when every connection is busy), then
+    /// served, after the TLS handshake when the listener is HTTPS.
+    pub(super) fn accept(&self, stream: TcpStream, peer: SocketAddr) {
+        let Some((conn_id, tracked)) = self.state.conns.admit() else {
+            tracing::warn!(%peer, max = self.state.cfg.max_connections, "refusing a connection: every open connection is busy");
+            return;
+        };
+        let _ = stream.set_nodelay(true);
+        let (state, builder, watcher, ids) = (self.state.clone(), self.builder.clone(), self.graceful.watcher(), self.request_ids.clone());
+        match &self.tls {
+            None => {
+                tokio::spawn(async move {
+                    serve_connection(TokioIo::new(stream), &state, &builder, watcher, ids, &tracked, peer).await;
+                    state.conns.remove(conn_id);
+                });
+            }
+            Some(tls) => {
+                let acceptor = tls.acceptor();
+                tokio::spawn(async move {
+                    // The handshake counts against the time to the first request head.
+                    match tokio::time::timeout(state.cfg.header_read_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => serve_connection(TokioIo::new(tls), &state, &builder, watcher, ids, &tracked, peer).await,
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                    state.conns.remove(conn_id);
+                });
+            }
+        }
+    }
+
+    /// Waits for the connections to finish their requests, at most `limit`.
+    pub(super) async fn drain(self, limit: Duration) {
+        tokio::select! {
+            _ = self.graceful.shutdown() => {}
+            _ = tokio::time::sleep(limit) => {
+                tracing::warn!(after = ?limit, "requests still in progress at the end of the drain time; closing them")
+            }
+        }
+    }
+}
+
+/// Serves one connection through the tower stack until it ends (see [`watch_connection`]).
+async fn serve_connection<I>(
+    io: TokioIo<I>,
+    state: &Arc<State>,
+    builder: &auto::Builder<TokioExecutor>,
+    watcher: hyper_util::server::graceful::Watcher,
+    ids: RequestIds,
+    tracked: &Arc<Conn>,
+    peer: SocketAddr,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let st = state.clone();
+    let this = tracked.clone();
+    let inner = tower::service_fn(move |req| {
+        let active = this.begin();
+        let st = st.clone();
+        async move {
+            let resp = handle(st, req, peer).await?;
+            // The connection counts as busy until the response has been sent.
+            Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Holding::new(b, active))))
+        }
+    });
+    // The edge's policy at a glance, outermost first: every request gets an id (kept from the
+    // client's `x-request-id` when it sent one, and returned), runs in a span that carries it
+    // (and, as they become known, the caller, method, item and upstream), and a panic becomes a
+    // 500 JSON-RPC error instead of a dropped connection. Limits on connections and requests in
+    // progress are enforced around and inside (see `conns`).
+    let svc = tower::ServiceBuilder::new()
+        .layer(SetRequestIdLayer::x_request_id(ids))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(())
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
+        .layer(CatchPanicLayer::custom(panic_response))
+        .service(inner);
+    let conn = builder.serve_connection(io, TowerToHyperService::new(svc)).into_owned();
+    watch_connection(watcher.watch(conn), tracked, &state.cfg, peer).await;
+}
+
+/// Request ids: a per-process random prefix and a counter (cheap, unique, not guessable across runs).
+#[derive(Clone)]
+struct RequestIds {
+    prefix: Arc<str>,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Default for RequestIds {
+    fn default() -> Self {
+        use aws_lc_rs::rand::SecureRandom;
+        let mut b = [0u8; 4];
+        let _ = aws_lc_rs::rand::SystemRandom::new().fill(&mut b);
+        let prefix: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        RequestIds { prefix: prefix.into(), next: Arc::default() }
+    }
+}
+
+impl MakeRequestId for RequestIds {
+    fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<RequestId> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        http::HeaderValue::from_str(&format!("{}-{n}", self.prefix)).ok().map(RequestId::new)
+    }
+}
+
+/// The span of one request; the caller, method, item and upstream are recorded as they are known.
+fn request_span<B>(req: &Request<B>) -> tracing::Span {
+    let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+    tracing::info_span!(
+        "request",
+        id = %id,
+        caller = tracing::field::Empty,
+        method = tracing::field::Empty,
+        item = tracing::field::Empty,
+        upstream = tracing::field::Empty
+    )
+}
+
+/// A handler that panicked: the client gets a JSON-RPC internal error, the log the panic.
+fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+    let what = err.downcast_ref::<String>().map(String::as_str).or_else(|| err.downcast_ref::<&str>().copied()).unwrap_or("(no message)");
+    tracing::error!(panic = %what, "a request handler panicked");
+    let mut r = render::error(None, &RpcError::internal("Internal error"));
+    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    r
+}
+
+/// Drives a connection until it ends, or until it has been silent, idle or shed for too long.
+async fn watch_connection<F, E>(conn: F, tracked: &Conn, cfg: &ServerConfig, peer: SocketAddr)
+where
+    F: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    tokio::pin!(conn);
+    loop {
+        let deadline = tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout);
+        let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + std::time::Duration::from_secs(3600));
+        tokio::select! {
+            r = &mut conn => {
+                if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            _ = tracked.close.cancelled() => {
+                tracing::debug!(%peer, "closing the longest-idle connection to make room");
+                return;
+            }
+            _ = tracked.changed.notified() => {}
+            _ = tokio::time::sleep_until(wake) => {
+                if tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout).is_some_and(|d| d <= tokio::time::Instant::now()) {
+                    tracing::debug!(%peer, "closing a connection that sent no request in time, or sat idle");
+                    return;
+                }
+            }
+        }
+    }
+}
