@@ -13,7 +13,7 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     let mut all_ok = true;
     let mut notes = Vec::new();
     let mut warnings = Vec::new();
-    for up in &gw.upstreams {
+    for up in gw.live_upstreams().iter() {
         let st = up.state();
         let (status, era) = match &st.status {
             Status::Ready => (
@@ -71,7 +71,7 @@ pub fn report(gw: &Gateway) -> (String, bool) {
             let _ = writeln!(out, "  {} / {} {}: {}", p.upstream, p.kind.label(), p.item, p.reason);
         }
     }
-    let _ = writeln!(out, "\n{} tools served from {} upstreams.", cat.tools().len(), gw.upstreams.len());
+    let _ = writeln!(out, "\n{} tools served from {} upstreams.", cat.tools().len(), gw.live_upstreams().len());
     (out, all_ok)
 }
 

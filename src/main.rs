@@ -189,7 +189,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run { config, listen } => {
             let cfg = load(&config, listen.as_deref())?;
-            serve_gateway(cfg).await?;
+            serve_gateway(cfg, Source { path: config, listen }).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Stdio { config } => {
@@ -253,11 +253,57 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn serve_gateway(mut cfg: Config) -> anyhow::Result<()> {
+/// Where the configuration comes from, to read it again on reload.
+struct Source {
+    path: std::path::PathBuf,
+    listen: Option<String>,
+}
+
+/// Reloads the configuration on SIGHUP, and when the file changes if `server.watch_config` is
+/// set. A configuration that does not load or apply is refused with a log line; the previous
+/// one keeps serving.
+fn reload_on_signal_or_change(gw: Arc<Gateway>, source: Source) {
+    let tasks = gw.tasks.clone();
+    tasks.spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+        let fingerprint = || std::fs::read(&source.path).ok();
+        let mut seen = fingerprint();
+        loop {
+            let why = tokio::select! {
+                _ = hup.recv() => "SIGHUP",
+                _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {
+                    if !gw.config().server.watch_config {
+                        continue;
+                    }
+                    let now = fingerprint();
+                    if now == seen || now.is_none() {
+                        continue;
+                    }
+                    "the configuration file changed"
+                }
+            };
+            seen = fingerprint();
+            tracing::info!(trigger = why, path = %source.path.display(), "reloading the configuration");
+            let loaded = load(&source.path, source.listen.as_deref()).map_err(|e| format!("{e:#}"));
+            let applied = match loaded {
+                Ok(mut cfg) => {
+                    fit_connections(&mut cfg);
+                    gw.reload(cfg).await
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = applied {
+                tracing::warn!(error = %e, "reload refused; the previous configuration keeps serving");
+            }
+        }
+    });
+}
+
+async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
     fit_connections(&mut cfg);
     // The token key is checked before anything starts, so a bad key fails fast.
     let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
-    let cfg = &gw.config;
+    let cfg = gw.config();
     if gw.sealer.source == KeySource::Random {
         tracing::warn!(
             "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set {} or server.token_key_file)",
@@ -271,7 +317,7 @@ async fn serve_gateway(mut cfg: Config) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() && cfg.auth.mode == AuthMode::None {
         tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use every upstream !!!");
     }
-    gw.auth.start(&gw.tasks).await.map_err(|e| anyhow::anyhow!("authentication setup failed: {e}"))?;
+    gw.start_auth().await.map_err(|e| anyhow::anyhow!("authentication setup failed: {e}"))?;
     let scheme = if server_cfg.tls.is_some() { "https" } else { "http" };
     tracing::info!("mcpgate {} listening on {scheme}://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
     let refresher = gw.clone();
@@ -282,7 +328,8 @@ async fn serve_gateway(mut cfg: Config) -> anyhow::Result<()> {
         refresher.spawn_maintenance();
     });
     let legacy = Arc::new(LegacyState::new(gw.sealer.clone(), server_cfg.session_ttl));
-    let auth = Some(gw.auth.clone());
+    let auth = Some(gw.auth());
+    reload_on_signal_or_change(gw.clone(), source);
     let tasks = gw.tasks.clone();
     let closing = gw.closing.clone();
     let svc: Arc<dyn Service> = gw;
@@ -312,13 +359,10 @@ async fn shutdown_signal() {
             Err(_) => std::future::pending::<()>().await,
         }
     };
-    // SIGHUP must not kill the gateway (its default action). Applying a new configuration
-    // without a restart is not implemented yet: say so instead.
+    // SIGHUP must not kill the process (its default action): `run` reloads on it.
     let hup = async {
         if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-            while s.recv().await.is_some() {
-                tracing::warn!("SIGHUP: configuration reload is not supported yet; restart mcpgate to apply a new configuration");
-            }
+            while s.recv().await.is_some() {}
         }
         std::future::pending::<()>().await
     };

@@ -43,6 +43,17 @@ impl Background {
         self.tracker.spawn(fut);
     }
 
+    /// An owner for a part of the work (one upstream's loops): tracked with the rest, stopped
+    /// with the rest at shutdown, and on its own by [`Self::stop`].
+    pub fn child(&self) -> Background {
+        Background { tracker: self.tracker.clone(), cancel: self.cancel.child_token() }
+    }
+
+    /// Stops this owner's tasks (and its children's), not the rest.
+    pub fn stop(&self) {
+        self.cancel.cancel();
+    }
+
     /// A token cancelled at shutdown, for loops that want to end on their own terms.
     pub fn token(&self) -> CancellationToken {
         self.cancel.clone()

@@ -49,6 +49,8 @@ pub struct ServerSection {
     pub ready_when: Option<super::ReadyWhen>,
     #[serde(default)]
     pub metrics_public: bool,
+    #[serde(default)]
+    pub watch_config: bool,
     pub tls: Option<TlsSection>,
 }
 

@@ -66,6 +66,8 @@ pub struct ServerConfig {
     pub metrics_public: bool,
     /// HTTPS on the listener.
     pub tls: Option<ListenerTls>,
+    /// Reload when the configuration file changes (SIGHUP always reloads).
+    pub watch_config: bool,
 }
 
 /// The listener's certificate and key (PEM files, re-read when they change), and the CA whose
@@ -79,7 +81,7 @@ pub struct ListenerTls {
 
 /// How the gateway reaches an https upstream: its own CA instead of the system roots, and a
 /// client certificate for mTLS.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UpstreamTls {
     pub ca: Option<PathBuf>,
     pub cert: Option<(PathBuf, PathBuf)>,
@@ -110,7 +112,7 @@ pub struct CatalogConfig {
     pub ttl_max: Duration,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamConfig {
     pub id: String,
     pub prefix: String,
@@ -126,7 +128,7 @@ pub struct UpstreamConfig {
     pub tls: Option<UpstreamTls>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum TransportConfig {
     /// One or more endpoints serving the same tools; the default one (or the first) feeds the
     /// catalogue.
@@ -141,7 +143,7 @@ pub enum TransportConfig {
 }
 
 /// OAuth 2.0 client credentials for one upstream (see `upstream::oauth`).
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct OAuthConfig {
     pub token_url: http::Uri,
     pub client_id: String,
@@ -158,7 +160,7 @@ impl std::fmt::Debug for OAuthConfig {
 }
 
 /// One endpoint of an HTTP upstream and the mirrored values that select it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EndpointConfig {
     pub url: http::Uri,
     /// `(header name, lower-cased; value)` pairs that must all match; empty for the default.
@@ -241,6 +243,7 @@ impl Config {
             max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),
             ready_when: s.ready_when.unwrap_or_default(),
             metrics_public: s.metrics_public,
+            watch_config: s.watch_config,
             tls: tls::listener(&at, s.tls.as_ref(), &base_dir)?,
             instructions: s.instructions,
         };

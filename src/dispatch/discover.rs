@@ -38,10 +38,10 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
     let mut capabilities = Map::new();
     capabilities.insert("tools".into(), json!({ "listChanged": true }));
     let mut sections = Vec::new();
-    if let Some(own) = &gw.config.server.instructions {
+    if let Some(own) = &gw.config().server.instructions {
         sections.push(own.trim().to_string());
     }
-    for up in &gw.upstreams {
+    for up in gw.live_upstreams().iter() {
         let st = up.state();
         // Only the upstreams this caller may use contribute: instructions and capabilities can
         // tell what an upstream is, which a caller without grants on it must not learn.
@@ -65,7 +65,7 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
             let label = if up.cfg.prefix.is_empty() {
                 format!("## {} (tools without prefix)", up.id())
             } else {
-                format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config.catalog.separator)
+                format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config().catalog.separator)
             };
             sections.push(format!("{label}\n{text}"));
         }

@@ -42,7 +42,7 @@ async fn forward(
     param_headers: Vec<(String, String)>,
     endpoint: Option<usize>,
 ) -> Reply {
-    let Some(up) = gw.upstreams.get(upstream).cloned() else {
+    let Some(up) = gw.upstream(upstream) else {
         return Reply::error(RpcError::internal("catalogue points at a missing upstream"));
     };
     let span = tracing::Span::current();
@@ -54,11 +54,11 @@ async fn forward(
         item: item.to_string(),
         upstream: up.id().to_string(),
         started: Instant::now(),
-        arguments: gw.config.audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
+        arguments: gw.config().audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
     };
     let mut params = req.params;
     params.remove("_meta");
-    let max_age = gw.config.server.input_timeout;
+    let max_age = gw.config().server.input_timeout;
     let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: &req.method, item };
     if let Err(e) = state::open(&gw.sealer, &mut params, &bind, max_age) {
         audit::refused(&req.caller.id, &req.method, item, "invalid_request_state");
@@ -113,18 +113,18 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
         refuse(gw, &req, &name, "unknown_or_denied");
         return Reply::error(RpcError::unknown_tool(&name));
     };
-    let needed = gw.auth.tool_scopes(&name);
+    let needed = gw.auth().tool_scopes(&name);
     if !req.caller.has_scopes(&needed) {
         refuse(gw, &req, &name, "insufficient_scope");
-        let metadata = gw.auth.config().resource.as_deref().map(crate::auth::prm::metadata_url);
-        let (status, challenge) = gw.auth.challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), metadata.as_deref());
+        let metadata = gw.auth().config().resource.as_deref().map(crate::auth::prm::metadata_url);
+        let (status, challenge) = gw.auth().challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), metadata.as_deref());
         return Reply::error(
             RpcError::invalid_request(format!("Forbidden: calling {name} needs scope {}", needed.join(" ")))
                 .with_status(status)
                 .with_header("www-authenticate", challenge),
         );
     }
-    for (index, limit) in gw.config.rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, &name)) {
+    for (index, limit) in gw.config().rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, &name)) {
         if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate) {
             refuse(gw, &req, &name, "rate_limited");
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
@@ -143,7 +143,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     let (upstream, original, headers) = (tool.upstream, tool.original.clone(), xheader::outbound(&tool.headers, &args));
     let values = xheader::mirrored_values(&tool.headers, &args);
     drop(cat);
-    let endpoint = match gw.upstreams.get(upstream).map(|u| u.route(&values)) {
+    let endpoint = match gw.upstream(upstream).map(|u| u.route(&values)) {
         Some(Ok(e)) => e,
         Some(Err(why)) => {
             refuse(gw, &req, &name, "no_route");
@@ -209,7 +209,7 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
     let Some((upstream, original)) = route_uri(gw, &req, &uri) else {
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     };
-    let prefix = gw.upstreams.get(upstream).map(|u| u.cfg.prefix.clone()).unwrap_or_default();
+    let prefix = gw.upstream(upstream).map(|u| u.cfg.prefix.clone()).unwrap_or_default();
     let reply = forward(gw, upstream, req, &uri, Some(("uri", &original)), Vec::new(), None).await;
     if prefix.is_empty() {
         return reply;

@@ -29,7 +29,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Whether the caller may follow `uri` and its upstream can report updates of it.
 pub fn followable(gw: &Gateway, req: &Request, uri: &str) -> bool {
     match super::forward::route_uri(gw, req, uri) {
-        Some((upstream, _)) => gw.upstreams.get(upstream).is_some_and(|u| {
+        Some((upstream, _)) => gw.upstream(upstream).is_some_and(|u| {
             let st = u.state();
             st.declares("resources", "subscribe")
         }),

@@ -28,7 +28,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
         },
         Some(Err(_)) => return Reply::error(RpcError::invalid_params("cursor must be a string")),
     };
-    let end = (offset + gw.config.catalog.page_size).min(entries.len());
+    let end = (offset + gw.config().catalog.page_size).min(entries.len());
     let page = &entries[offset..end];
     let mut body = String::with_capacity(256 + page.iter().map(|t| t.json.get().len() + 1).sum::<usize>());
     body.push_str("{\"resultType\":\"complete\",\"");

@@ -63,6 +63,11 @@ pub trait Service: Send + Sync + 'static {
         None
     }
 
+    /// The authenticator in effect (a reload may replace it); `None`: use the listener's own.
+    fn authenticator(&self) -> Option<Arc<crate::auth::Authenticator>> {
+        None
+    }
+
     /// How long a client may take to answer an input request.
     fn input_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(300)
@@ -133,13 +138,21 @@ impl Service for Gateway {
     }
 
     fn input_timeout(&self) -> std::time::Duration {
-        self.config.server.input_timeout
+        self.config().server.input_timeout
+    }
+
+    fn authenticator(&self) -> Option<Arc<crate::auth::Authenticator>> {
+        Some(self.auth())
     }
 
     fn metrics(&self, edge: crate::telemetry::EdgeStats) -> Option<String> {
         let cat = self.catalog();
         let snapshot = crate::telemetry::Snapshot {
-            upstreams: self.upstreams.iter().map(|u| (u.id().to_string(), u.state().status == crate::upstream::Status::Ready)).collect(),
+            upstreams: self
+                .live_upstreams()
+                .iter()
+                .map(|u| (u.id().to_string(), u.state().status == crate::upstream::Status::Ready))
+                .collect(),
             catalog: Kind::ALL.iter().map(|k| (k.list_key(), cat.section(*k).entries.len())).collect(),
             streams: self.hub.len(),
         };

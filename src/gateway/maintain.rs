@@ -20,19 +20,8 @@ impl Gateway {
     /// Starts every background loop (after the first refresh round).
     pub fn spawn_maintenance(self: &Arc<Self>) {
         let receivers: Vec<_> = lock(&self.updates).iter_mut().map(Option::take).collect();
-        for (up, updates) in self.upstreams.iter().zip(receivers) {
-            self.tasks.spawn(refresh_loop(Arc::downgrade(self), up.clone()));
-            self.tasks.spawn(up.clone().keep_following());
-            if let Some(mut rx) = updates {
-                let gw = Arc::downgrade(self);
-                let prefix = up.cfg.prefix.clone();
-                self.tasks.spawn(async move {
-                    while let Some(uri) = rx.recv().await {
-                        let Some(gw) = gw.upgrade() else { return };
-                        gw.hub.resource_updated(&uris::to_gateway(&prefix, &uri));
-                    }
-                });
-            }
+        for (up, updates) in self.upstreams().iter().zip(receivers) {
+            self.maintain(up, updates);
         }
         let gw = Arc::downgrade(self);
         let hub = self.hub.clone();
@@ -43,6 +32,24 @@ impl Gateway {
                 gw.sync_follows();
             }
         });
+    }
+}
+
+impl Gateway {
+    /// Starts one upstream's loops, owned by the upstream (a reload that removes it stops them).
+    pub(super) fn maintain(self: &Arc<Self>, up: &Arc<Upstream>, updates: Option<tokio::sync::mpsc::Receiver<String>>) {
+        up.tasks().spawn(refresh_loop(Arc::downgrade(self), up.clone()));
+        up.tasks().spawn(up.clone().keep_following());
+        if let Some(mut rx) = updates {
+            let gw = Arc::downgrade(self);
+            let prefix = up.cfg.prefix.clone();
+            up.tasks().spawn(async move {
+                while let Some(uri) = rx.recv().await {
+                    let Some(gw) = gw.upgrade() else { return };
+                    gw.hub.resource_updated(&uris::to_gateway(&prefix, &uri));
+                }
+            });
+        }
     }
 }
 
@@ -60,7 +67,7 @@ fn relist_after(st: &UpstreamState, c: &CatalogConfig) -> Duration {
 
 async fn refresh_loop(gw: Weak<Gateway>, up: Arc<Upstream>) {
     let (interval, debounce) = match gw.upgrade() {
-        Some(g) => (g.config.catalog.refresh_interval, g.config.catalog.debounce),
+        Some(g) => (g.config().catalog.refresh_interval, g.config().catalog.debounce),
         None => return,
     };
     let mut backoff = Backoff::new(Duration::from_secs(1), interval.max(Duration::from_secs(1)));
@@ -68,7 +75,7 @@ async fn refresh_loop(gw: Weak<Gateway>, up: Arc<Upstream>) {
         if up.state().status == Status::Ready {
             backoff.reset();
             let wait = match gw.upgrade() {
-                Some(g) => relist_after(&up.state(), &g.config.catalog),
+                Some(g) => relist_after(&up.state(), &g.config().catalog),
                 None => return,
             };
             let announced = tokio::select! {

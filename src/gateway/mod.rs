@@ -7,6 +7,9 @@
 //! that connects at once sees every upstream that is ready.
 
 mod maintain;
+mod reload;
+
+pub use reload::Report;
 
 use crate::auth::Authenticator;
 use crate::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
@@ -28,9 +31,19 @@ use tokio_util::sync::CancellationToken;
 const UPDATE_QUEUE: usize = 256;
 
 pub struct Gateway {
-    pub config: Config,
-    pub upstreams: Vec<Arc<Upstream>>,
-    pub auth: Arc<Authenticator>,
+    config: ArcSwap<Config>,
+    /// Every upstream ever configured, by index: one removed by a reload stays, retired, so the
+    /// indices the catalogue holds never point at another upstream.
+    upstreams: ArcSwap<Vec<Arc<Upstream>>>,
+    /// The id of each index (never changes once given).
+    ids: ArcSwap<Vec<&'static str>>,
+    auth: ArcSwap<Authenticator>,
+    /// The shared upstream HTTP client (upstreams added by a reload get it too).
+    client: HttpClient,
+    /// Held while a reload is applied.
+    reload_lock: tokio::sync::Mutex<()>,
+    /// Owns the authenticator's background work (replaced with it by a reload).
+    auth_tasks: Mutex<Background>,
     pub limiter: Limiter,
     catalog: ArcSwap<Catalog>,
     rebuild_lock: Mutex<()>,
@@ -58,22 +71,22 @@ impl Gateway {
         let mut updates = Vec::new();
         let mut upstreams = Vec::new();
         for (i, u) in config.upstreams.iter().enumerate() {
-            let (tx, rx) = mpsc::channel(UPDATE_QUEUE);
+            let (up, rx) = make_upstream(i, u, &client, &tasks, &config)?;
             updates.push(Some(rx));
-            let client = match &u.tls {
-                Some(t) => crate::upstream::new_http_client_tls(t).map_err(|e| format!("upstream {}: {e}", u.id))?,
-                None => client.clone(),
-            };
-            let shared = Shared { client, tasks: tasks.clone(), input_timeout: config.server.input_timeout };
-            upstreams.push(Arc::new(Upstream::new(i, u.clone(), shared, tx)));
+            upstreams.push(up);
         }
-        let auth = Arc::new(Authenticator::new(&config, client)?);
+        let ids = upstreams.iter().map(|u| leak(u.id())).collect();
+        let auth = Authenticator::new(&config, client.clone())?;
         let hub = Hub::new(config.catalog.debounce);
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), config.server.token_key_file.as_deref())?);
         Ok(Arc::new(Gateway {
-            config,
-            upstreams,
-            auth,
+            config: ArcSwap::from_pointee(config),
+            upstreams: ArcSwap::from_pointee(upstreams),
+            ids: ArcSwap::from_pointee(ids),
+            auth: ArcSwap::from_pointee(auth),
+            client,
+            reload_lock: tokio::sync::Mutex::new(()),
+            auth_tasks: Mutex::new(tasks.child()),
             limiter: Limiter::default(),
             catalog: ArcSwap::from_pointee(Catalog::default()),
             rebuild_lock: Mutex::new(()),
@@ -88,8 +101,31 @@ impl Gateway {
     }
 
     /// The id of upstream `index` (for policy decisions).
-    pub fn upstream_id(&self, index: usize) -> &str {
-        self.upstreams.get(index).map(|u| u.id()).unwrap_or("")
+    pub fn upstream_id(&self, index: usize) -> &'static str {
+        self.ids.load().get(index).copied().unwrap_or("")
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// Every upstream by index, retired ones included (they are never ready).
+    pub fn upstreams(&self) -> Arc<Vec<Arc<Upstream>>> {
+        self.upstreams.load_full()
+    }
+
+    /// The configured upstreams (not retired by a reload).
+    pub fn live_upstreams(&self) -> Vec<Arc<Upstream>> {
+        self.upstreams.load().iter().filter(|u| !u.is_retired()).cloned().collect()
+    }
+
+    pub fn upstream(&self, index: usize) -> Option<Arc<Upstream>> {
+        self.upstreams.load().get(index).cloned()
+    }
+
+    pub fn auth(&self) -> Arc<Authenticator> {
+        self.auth.load_full()
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -104,10 +140,11 @@ impl Gateway {
     /// Whether the upstreams `/readyz` needs are ready (`server.ready_when`).
     pub fn upstreams_ready(&self) -> bool {
         let ready = |u: &Arc<Upstream>| u.state().status == Status::Ready;
-        match self.config.server.ready_when {
-            _ if self.upstreams.is_empty() => true,
-            crate::config::ReadyWhen::Any => self.upstreams.iter().any(ready),
-            crate::config::ReadyWhen::All => self.upstreams.iter().all(ready),
+        let live = self.live_upstreams();
+        match self.config().server.ready_when {
+            _ if live.is_empty() => true,
+            crate::config::ReadyWhen::Any => live.iter().any(ready),
+            crate::config::ReadyWhen::All => live.iter().all(ready),
         }
     }
 
@@ -116,14 +153,14 @@ impl Gateway {
         if self.is_ready() {
             return;
         }
-        let longest = self.upstreams.iter().map(|u| u.cfg.timeout).max().unwrap_or_default();
+        let longest = self.upstreams().iter().map(|u| u.cfg.timeout).max().unwrap_or_default();
         let mut rx = self.ready.subscribe();
         let _ = tokio::time::timeout(longest + Duration::from_secs(1), rx.wait_for(|r| *r)).await;
     }
 
     /// Whether any upstream that is up declared the server capability `cap` (`prompts`, ...).
     pub fn offers(&self, cap: &str) -> bool {
-        self.upstreams.iter().any(|u| {
+        self.upstreams().iter().any(|u| {
             let st = u.state();
             st.status == Status::Ready && st.offers(cap)
         })
@@ -131,7 +168,7 @@ impl Gateway {
 
     /// Whether any upstream that is up declares a capability flag (`resources.subscribe`).
     pub fn declares(&self, cap: &str, flag: &str) -> bool {
-        self.upstreams.iter().any(|u| {
+        self.upstreams().iter().any(|u| {
             let st = u.state();
             st.status == Status::Ready && st.declares(cap, flag)
         })
@@ -139,7 +176,8 @@ impl Gateway {
 
     /// Refreshes every upstream concurrently; each one updates the catalogue as soon as it is done.
     pub async fn refresh_all(&self) {
-        let tasks = self.upstreams.iter().map(|u| self.refresh_one(u));
+        let all = self.upstreams();
+        let tasks = all.iter().map(|u| self.refresh_one(u));
         futures_util::future::join_all(tasks).await;
         self.ready.send_replace(true);
     }
@@ -166,9 +204,9 @@ impl Gateway {
     /// subscription whose caller's view changed.
     pub fn rebuild(&self) {
         let _guard = lock(&self.rebuild_lock);
-        let states: Vec<_> = self.upstreams.iter().map(|u| u.state()).collect();
-        let inputs: Vec<UpstreamLists> = self
-            .upstreams
+        let all = self.upstreams();
+        let states: Vec<_> = all.iter().map(|u| u.state()).collect();
+        let inputs: Vec<UpstreamLists> = all
             .iter()
             .zip(&states)
             .filter(|(_, st)| st.status == Status::Ready)
@@ -182,7 +220,7 @@ impl Gateway {
                 has_resources: st.offers("resources"),
             })
             .collect();
-        let next = Arc::new(catalog::merge::build(&inputs, &self.config.catalog.separator));
+        let next = Arc::new(catalog::merge::build(&inputs, &self.config().catalog.separator));
         let prev = self.catalog.load_full();
         for p in next.problems.iter().filter(|p| !prev.problems.contains(p)) {
             log_problem(p);
@@ -203,10 +241,32 @@ impl Gateway {
                 per.entry(upstream).or_default().insert(original);
             }
         }
-        for up in &self.upstreams {
+        for up in self.upstreams().iter() {
             up.follow(per.remove(&up.index).unwrap_or_default());
         }
     }
+}
+
+/// Makes the handle of upstream `index`, with its own owner for background work.
+pub(super) fn make_upstream(
+    index: usize,
+    u: &crate::config::UpstreamConfig,
+    client: &HttpClient,
+    tasks: &Background,
+    config: &Config,
+) -> Result<(Arc<Upstream>, mpsc::Receiver<String>), String> {
+    let (tx, rx) = mpsc::channel(UPDATE_QUEUE);
+    let client = match &u.tls {
+        Some(t) => crate::upstream::new_http_client_tls(t).map_err(|e| format!("upstream {}: {e}", u.id))?,
+        None => client.clone(),
+    };
+    let shared = Shared { client, tasks: tasks.child(), input_timeout: config.server.input_timeout };
+    Ok((Arc::new(Upstream::new(index, u.clone(), shared, tx)), rx))
+}
+
+/// An upstream id that lives as long as the process (ids are never reused or changed).
+fn leak(id: &str) -> &'static str {
+    Box::leak(id.to_string().into_boxed_str())
 }
 
 pub fn log_problem(p: &Problem) {

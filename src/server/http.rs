@@ -76,6 +76,13 @@ pub async fn serve(
     Ok(())
 }
 
+impl State {
+    /// The authenticator in effect: the service's (a reload may replace it), else the listener's.
+    fn authenticator(&self) -> Option<Arc<Authenticator>> {
+        self.svc.authenticator().or_else(|| self.auth.clone())
+    }
+}
+
 pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::net::SocketAddr) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path();
     if path == "/metrics" && (peer.ip().is_loopback() || st.cfg.metrics_public) {
@@ -234,7 +241,7 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
 
 /// Authenticates the caller; a failure is the finished 401/403 response (RFC 6750/9728).
 async fn authenticate(st: &State, req: &Request<Incoming>, host: Option<&str>) -> Result<Arc<Principal>, Box<Response<Body>>> {
-    let Some(auth) = &st.auth else { return Ok(Principal::anonymous()) };
+    let Some(auth) = st.authenticator() else { return Ok(Principal::anonymous()) };
     match auth.authenticate(req.headers()).await {
         Ok(p) => Ok(p),
         Err(e) => {
@@ -254,7 +261,7 @@ async fn authenticate(st: &State, req: &Request<Incoming>, host: Option<&str>) -
 
 /// `/.well-known/oauth-protected-resource[/<path>]` (RFC 9728), served when tokens are JWTs.
 fn protected_resource_metadata(st: &State, req: &Request<Incoming>) -> Option<Response<Body>> {
-    let auth = st.auth.as_ref().filter(|a| a.mode() == AuthMode::Jwt)?;
+    let auth = st.authenticator().filter(|a| a.mode() == AuthMode::Jwt)?;
     let path = req.uri().path();
     let base = "/.well-known/oauth-protected-resource";
     if path != base && path != format!("{base}{}", st.cfg.path) {

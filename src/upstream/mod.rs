@@ -186,6 +186,8 @@ pub struct Upstream {
     /// How long a parked call waits.
     input_timeout: Duration,
     tasks: Background,
+    /// Removed from the configuration by a reload.
+    retired: std::sync::atomic::AtomicBool,
 }
 
 /// What every upstream handle shares with the gateway.
@@ -260,11 +262,32 @@ impl Upstream {
             parked: Arc::default(),
             input_timeout,
             tasks,
+            retired: Default::default(),
         }
     }
 
     pub fn id(&self) -> &str {
         &self.cfg.id
+    }
+
+    /// The owner of this upstream's background work.
+    pub fn tasks(&self) -> &Background {
+        &self.tasks
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::SeqCst)
+    }
+
+    /// Takes the upstream out of service (a reload removed or replaced it): its items leave the
+    /// catalogue at the next rebuild, its loops stop, and a stdio child is stopped. Calls in
+    /// flight finish on their own.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::SeqCst);
+        let mut st = (*self.state()).clone();
+        st.status = Status::Down("removed from the configuration".into());
+        self.state.store(Arc::new(st));
+        self.tasks.stop();
     }
 
     pub fn state(&self) -> Arc<UpstreamState> {

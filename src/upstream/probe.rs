@@ -28,6 +28,9 @@ impl Upstream {
     /// Probes the upstream and reloads its lists; the state is updated either way (a failed
     /// refresh keeps the previous lists, so the upstream's items still route and fail clearly).
     pub async fn refresh(&self) -> Result<(), UpstreamError> {
+        if self.is_retired() {
+            return Err(UpstreamError::Unreachable("removed from the configuration".into()));
+        }
         let started = Instant::now();
         let result = self.probe_and_list().await;
         let mut next = (*self.state.load_full()).clone();

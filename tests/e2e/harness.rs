@@ -178,6 +178,8 @@ pub struct Gateway {
     pub proc: Proc,
     pub url: String,
     pub base: String,
+    /// The configuration file the gateway was started with (tests may rewrite it).
+    pub config_path: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -239,7 +241,7 @@ fn launch(mut cmd: Command, config: &str, env: &[(&str, &str)], wait_ready: bool
         }
     };
     let base = url.trim_end_matches("/mcp").to_string();
-    let gw = Gateway { proc, url, base, _dir: dir };
+    let gw = Gateway { proc, url, base, config_path: path, _dir: dir };
     if !wait_ready {
         return gw;
     }

@@ -14,6 +14,7 @@ mod malformed;
 mod notifications;
 mod observability;
 mod pools;
+mod reload;
 mod resilience;
 mod routing;
 mod scripted;

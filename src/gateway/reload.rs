@@ -1,0 +1,106 @@
+//! Applying a new configuration without a restart (SIGHUP, or a watched config file). The new
+//! file is validated first: a bad one (or one whose authentication cannot start) is refused and
+//! the old configuration keeps serving. A good one is applied as a diff: upstreams whose settings
+//! did not change keep their handles, sessions and calls in flight; added and changed ones are
+//! probed *before* they go live, so a changed upstream's tools do not flicker; removed and
+//! replaced ones are retired (their loops and children stop; calls in flight finish). The
+//! catalogue is then rebuilt once, and listeners hear about what they can see that changed.
+//! Policy, callers, rate limits and catalogue settings take effect at once; listener settings
+//! (`[server]`) need a restart, which the report says.
+
+use super::{Gateway, make_upstream};
+use crate::auth::Authenticator;
+use crate::config::Config;
+use std::sync::Arc;
+
+/// What a reload changed.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+    /// `[server]` changed: it applies at the next restart only.
+    pub server_needs_restart: bool,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "added {:?}, changed {:?}, removed {:?}", self.added, self.changed, self.removed)?;
+        if self.server_needs_restart {
+            write!(f, "; [server] changes apply after a restart")?;
+        }
+        Ok(())
+    }
+}
+
+impl Gateway {
+    /// Starts the authenticator in effect (JWKS loading and refresh), owned apart from the rest so
+    /// that a reload can replace it.
+    pub async fn start_auth(&self) -> Result<(), String> {
+        let owner = crate::sync::lock(&self.auth_tasks).clone();
+        self.auth().start(&owner).await
+    }
+
+    /// Applies `new` (already parsed and validated) as a diff; `Err` leaves everything as it was.
+    pub async fn reload(self: &Arc<Self>, new: Config) -> Result<Report, String> {
+        let _one_at_a_time = self.reload_lock.lock().await;
+        let old = self.config();
+        let auth = Authenticator::new(&new, self.client.clone())?;
+        let auth_owner = self.tasks.child();
+        if let Err(e) = auth.start(&auth_owner).await {
+            auth_owner.stop();
+            return Err(format!("authentication setup failed: {e}"));
+        }
+        let current = self.upstreams();
+        let live: Vec<_> = current.iter().filter(|u| !u.is_retired()).cloned().collect();
+        let mut report = Report { server_needs_restart: format!("{:?}", old.server) != format!("{:?}", new.server), ..Default::default() };
+        // New handles first: a configuration that cannot be applied changes nothing.
+        let mut fresh = Vec::new();
+        for (n, c) in new.upstreams.iter().filter(|c| !live.iter().any(|u| u.cfg == **c)).enumerate() {
+            match make_upstream(current.len() + n, c, &self.client, &self.tasks, &new) {
+                Ok(made) => fresh.push(made),
+                Err(e) => {
+                    for (up, _) in &fresh {
+                        up.retire();
+                    }
+                    auth_owner.stop();
+                    return Err(e);
+                }
+            }
+            if live.iter().any(|u| u.cfg.id == c.id) {
+                report.changed.push(c.id.clone());
+            } else {
+                report.added.push(c.id.clone());
+            }
+        }
+        // Probed before they go live, so their tools are there from the first list.
+        futures_util::future::join_all(fresh.iter().map(|(up, _)| up.refresh())).await;
+        let retiring: Vec<_> = live.iter().filter(|u| !new.upstreams.iter().any(|c| *c == u.cfg)).cloned().collect();
+        for up in &retiring {
+            if !new.upstreams.iter().any(|c| c.id == up.cfg.id) {
+                report.removed.push(up.cfg.id.clone());
+            }
+        }
+        let mut next = current.to_vec();
+        let mut ids = self.ids.load().to_vec();
+        for (up, _) in &fresh {
+            next.push(up.clone());
+            ids.push(super::leak(up.id()));
+        }
+        self.ids.store(Arc::new(ids));
+        self.upstreams.store(Arc::new(next));
+        self.config.store(Arc::new(new));
+        self.auth.store(Arc::new(auth));
+        let previous_auth = std::mem::replace(&mut *crate::sync::lock(&self.auth_tasks), auth_owner);
+        previous_auth.stop();
+        for up in &retiring {
+            up.retire();
+        }
+        self.rebuild();
+        for (up, rx) in fresh {
+            self.maintain(&up, Some(rx));
+        }
+        tracing::info!(%report, "configuration reloaded");
+        Ok(report)
+    }
+}

@@ -1,0 +1,83 @@
+//! Reload (Part 8): SIGHUP, or a change of a watched configuration file, applies the new
+//! configuration as a diff: a broken one is refused and the old keeps serving; upstreams are
+//! added and removed under steady load with no failed call to the ones that did not change, and
+//! listeners are told.
+
+use crate::harness::*;
+use crate::streams::listen;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn sighup(gw: &Gateway) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(gw.proc.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+}
+
+async fn wait_log(gw: &Gateway, needle: &str, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while gw.proc.log().matches(needle).count() < n {
+        assert!(Instant::now() < deadline, "no {needle:?} in the log:\n{}", gw.proc.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const DEMO: &str = "command = [\"mcpgate\", \"demo-server\"";
+
+fn config(upstreams: &[(&str, &str)], watch: bool) -> String {
+    let mut c = format!("[server]\nlisten = \"127.0.0.1:0\"\nwatch_config = {watch}\n");
+    for (id, profile) in upstreams {
+        c.push_str(&format!("\n[[upstream]]\nid = \"{id}\"\n{DEMO}, \"--profile\", \"{profile}\"]\n"));
+    }
+    c
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_configuration_is_refused_and_the_old_keeps_serving() {
+    let gw = gateway(&config(&[("calc", "calc")], false));
+    std::fs::write(&gw.config_path, "[server\nthis is not toml").expect("write");
+    sighup(&gw);
+    wait_log(&gw, "reload refused", 1).await;
+    assert_eq!(text_of(&call(&gw.url, "calc__add", json!({ "a": 2, "b": 3 })).await), "5");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstreams_come_and_go_under_load_without_failing_the_others() {
+    let gw = gateway(&config(&[("calc", "calc"), ("old", "text")], true));
+    let l = listen(&gw.url, "L", json!({ "toolsListChanged": true }), &[]).await;
+    assert_eq!(l.wait_for("notifications/subscriptions/acknowledged", 1, Duration::from_secs(5)).await, 1);
+    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (url, ok, failed, stop) = (gw.url.clone(), ok.clone(), failed.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let r = call(&url, "calc__add", json!({ "a": 1, "b": 1 })).await;
+                if r["result"]["content"][0]["text"] == "2" {
+                    ok.fetch_add(1, Ordering::SeqCst)
+                } else {
+                    failed.fetch_add(1, Ordering::SeqCst)
+                };
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Written, not signalled: the watched file changes.
+    std::fs::write(&gw.config_path, config(&[("calc", "calc"), ("fresh", "dynamic")], true)).expect("write");
+    wait_log(&gw, "configuration reloaded", 1).await;
+    let names = tool_names(&gw.url).await;
+    assert!(names.iter().any(|n| n.starts_with("fresh__")) && !names.iter().any(|n| n.starts_with("old__")), "{names:?}");
+    assert!(l.wait_for("notifications/tools/list_changed", 1, Duration::from_secs(3)).await >= 1, "listeners are told");
+    // And back, by SIGHUP.
+    std::fs::write(&gw.config_path, config(&[("calc", "calc"), ("old", "text")], false)).expect("write");
+    sighup(&gw);
+    wait_log(&gw, "configuration reloaded", 2).await;
+    let names = tool_names(&gw.url).await;
+    assert!(names.iter().any(|n| n.starts_with("old__")) && !names.iter().any(|n| n.starts_with("fresh__")), "{names:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::SeqCst);
+    load.await.expect("load");
+    assert!(ok.load(Ordering::SeqCst) > 20, "the load ran: {}", ok.load(Ordering::SeqCst));
+    assert_eq!(failed.load(Ordering::SeqCst), 0, "calls to the unchanged upstream failed during the reloads");
+}
