@@ -188,7 +188,12 @@ pub struct Upstream {
     tasks: Background,
     /// Removed from the configuration by a reload.
     retired: std::sync::atomic::AtomicBool,
+    /// Consecutive calls that did not reach the upstream.
+    failures: AtomicU64,
 }
+
+/// How many calls in a row may fail to reach an upstream before it is probed out of turn.
+const FAILURES_BEFORE_PROBE: u64 = 3;
 
 /// What every upstream handle shares with the gateway.
 #[derive(Clone)]
@@ -263,6 +268,7 @@ impl Upstream {
             input_timeout,
             tasks,
             retired: Default::default(),
+            failures: AtomicU64::new(0),
         }
     }
 
@@ -335,8 +341,27 @@ impl Upstream {
         };
         let id = self.id().to_string();
         match sent {
-            Ok(reply) => reply.map_outcome(move |o| hop_error(&id, o)),
-            Err(e) => Reply::error(e.into_rpc(self.id())),
+            Ok(reply) => {
+                self.failures.store(0, Ordering::Relaxed);
+                reply.map_outcome(move |o| hop_error(&id, o))
+            }
+            Err(e) => {
+                self.failed(&e);
+                Reply::error(e.into_rpc(self.id()))
+            }
+        }
+    }
+
+    /// Passive outlier detection: consecutive calls that could not reach the upstream at all
+    /// make the gateway probe it at once; if the probe fails too, the upstream is down (its
+    /// items leave the lists) until a later probe, on the backoff, finds it back.
+    fn failed(&self, e: &UpstreamError) {
+        if !matches!(e, UpstreamError::Unreachable(_) | UpstreamError::Timeout { .. } | UpstreamError::Status { status: 500..=599 }) {
+            return;
+        }
+        if self.failures.fetch_add(1, Ordering::Relaxed) + 1 == FAILURES_BEFORE_PROBE {
+            tracing::warn!(upstream = %self.id(), failures = FAILURES_BEFORE_PROBE, "calls keep failing; probing the upstream");
+            self.inbound.channel_lost();
         }
     }
 

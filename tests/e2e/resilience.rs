@@ -99,3 +99,23 @@ async fn readyz_reflects_the_upstreams() {
     assert_eq!(readyz(&any), Some(503), "{}", any.proc.log());
     assert!(any.proc.log().contains("SIGHUP"), "the gateway lives on after SIGHUP");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_that_keep_failing_take_a_dead_upstream_out_of_the_lists() {
+    // Re-listing is rare here and alpha announces nothing: only failing calls can reveal it.
+    let (mut alpha, url) = py_http("alpha", &[]);
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[catalog]\nttl_min = \"5m\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\ntimeout = \"2s\"\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\"]\n"
+    ));
+    alpha.kill();
+    for _ in 0..3 {
+        let r = call(&gw.url, "alpha__whoami", json!({})).await;
+        assert!(r["error"]["message"].as_str().unwrap_or("").contains("'alpha'"), "{r}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while tool_names(&gw.url).await.contains(&"alpha__whoami".to_string()) {
+        assert!(Instant::now() < deadline, "the dead upstream stays listed\n{}", gw.proc.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gw.proc.log().contains("calls keep failing"), "{}", gw.proc.log());
+}
