@@ -43,6 +43,7 @@ pub struct ServerSection {
     pub input_timeout: Option<Spanned<String>>,
     pub idle_timeout: Option<Spanned<String>>,
     pub drain_timeout: Option<Spanned<String>>,
+    pub write_timeout: Option<Spanned<String>>,
     pub max_connections: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub max_in_flight_per_caller: Option<usize>,

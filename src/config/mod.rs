@@ -56,6 +56,8 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// At shutdown, how long requests in progress may take to finish.
     pub drain_timeout: Duration,
+    /// How long a write to a client may stay pending (a client that stops reading is cut off).
+    pub write_timeout: Duration,
     pub max_connections: usize,
     /// Requests in progress, in total (then 503) and per caller (then 429).
     pub max_in_flight: usize,
@@ -238,6 +240,7 @@ impl Config {
             input_timeout: at.duration(s.input_timeout.as_ref(), "server.input_timeout", Duration::from_secs(300))?,
             idle_timeout: at.duration(s.idle_timeout.as_ref(), "server.idle_timeout", Duration::from_secs(120))?,
             drain_timeout: at.duration(s.drain_timeout.as_ref(), "server.drain_timeout", Duration::from_secs(30))?,
+            write_timeout: at.duration(s.write_timeout.as_ref(), "server.write_timeout", Duration::from_secs(30))?,
             max_connections: s.max_connections.unwrap_or(10_000).max(1),
             max_in_flight: s.max_in_flight.unwrap_or(1024).max(1),
             max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),

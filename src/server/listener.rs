@@ -6,6 +6,7 @@
 use super::conns::{Conn, Holding};
 use super::http::{State, handle};
 use super::render::{self, Body};
+use super::slow::WriteDeadline;
 use super::tls;
 use crate::config::ServerConfig;
 use crate::protocol::errors::RpcError;
@@ -66,7 +67,8 @@ impl Edge {
         match &self.tls {
             None => {
                 tokio::spawn(async move {
-                    serve_connection(TokioIo::new(stream), &state, &builder, watcher, ids, &tracked, peer).await;
+                    let io = WriteDeadline::new(stream, state.cfg.write_timeout);
+                    serve_connection(TokioIo::new(io), &state, &builder, watcher, ids, &tracked, peer).await;
                     state.conns.remove(conn_id);
                 });
             }
@@ -75,7 +77,10 @@ impl Edge {
                 tokio::spawn(async move {
                     // The handshake counts against the time to the first request head.
                     match tokio::time::timeout(state.cfg.header_read_timeout, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => serve_connection(TokioIo::new(tls), &state, &builder, watcher, ids, &tracked, peer).await,
+                        Ok(Ok(tls)) => {
+                            let io = WriteDeadline::new(tls, state.cfg.write_timeout);
+                            serve_connection(TokioIo::new(io), &state, &builder, watcher, ids, &tracked, peer).await
+                        }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                     }

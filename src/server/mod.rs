@@ -13,5 +13,6 @@ mod listener;
 pub mod modern;
 pub mod origin;
 pub mod render;
+mod slow;
 pub mod stdio;
 pub mod tls;

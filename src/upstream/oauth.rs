@@ -58,7 +58,7 @@ impl OAuthClient {
         }
         let (token, lifetime) = self.fetch().await?;
         // An absurd `expires_in` must not overflow the clock: cap the lifetime at a day.
-        let lifetime = lifetime.saturating_sub(EARLY).min(Duration::from_secs(86_400));
+        let lifetime = cache_for(lifetime);
         *cached = Some((token.clone(), Instant::now() + lifetime));
         Ok(token)
     }
@@ -115,9 +115,25 @@ impl OAuthClient {
     }
 }
 
+/// How long a token with this lifetime is used: until shortly before it expires, and never more
+/// than a day (an absurd `expires_in` must not overflow the clock).
+fn cache_for(lifetime: Duration) -> Duration {
+    lifetime.saturating_sub(EARLY).min(Duration::from_secs(86_400))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::form;
+    use super::{cache_for, form};
+    use std::time::Duration;
+
+    #[test]
+    fn token_lifetimes_never_overflow_the_clock() {
+        assert_eq!(cache_for(Duration::from_secs(3600)), Duration::from_secs(3570));
+        assert_eq!(cache_for(Duration::from_secs(5)), Duration::ZERO);
+        let huge = cache_for(Duration::from_secs(u64::MAX));
+        assert_eq!(huge, Duration::from_secs(86_400));
+        let _ = tokio::time::Instant::now() + huge;
+    }
 
     #[test]
     fn form_encodes() {

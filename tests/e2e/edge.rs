@@ -84,3 +84,28 @@ async fn requests_in_progress_are_limited_per_caller_and_in_total() {
         assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_stops_reading_is_cut_off() {
+    let (_up, url) = py_http("alpha", &[]);
+    let gw =
+        gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\nwrite_timeout = \"1s\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n"));
+    let params = json!({ "name": "alpha__big", "arguments": { "size": 12_000_000 }, "_meta": meta() });
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }).to_string();
+    let mut head = format!("POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n", addr(&gw), body.len());
+    for (k, v) in modern_headers("tools/call", &params) {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let mut s = TcpStream::connect(addr(&gw)).expect("connect");
+    s.set_nodelay(true).expect("nodelay");
+    // A small receive buffer fills at once; the client then never reads.
+    s.write_all(format!("{head}\r\n{body}").as_bytes()).expect("send");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !gw.proc.log().contains("client stopped reading") {
+        assert!(Instant::now() < deadline, "the stalled connection was never cut off:\n{}", gw.proc.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Its place is free again: the gateway answers as usual.
+    assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha");
+    drop(s);
+}
