@@ -62,6 +62,9 @@ pub enum Change {
     Updated(String),
     /// The subscription fell too far behind and is ended.
     TooSlow,
+    /// The gateway ended the subscription (its callers or policy were reloaded): the client
+    /// subscribes again, and is then judged by the new rules.
+    Ended,
 }
 
 fn bit(kind: Kind) -> u8 {
@@ -79,6 +82,7 @@ struct Sub {
     pending: AtomicU8,
     updates: Mutex<VecDeque<String>>,
     overflow: AtomicBool,
+    ended: AtomicBool,
     wake: Notify,
 }
 
@@ -112,6 +116,7 @@ impl Hub {
             pending: AtomicU8::new(0),
             updates: Mutex::default(),
             overflow: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
             wake: Notify::new(),
         });
         let follows_any = !lock(&sub.uris).is_empty();
@@ -153,6 +158,14 @@ impl Hub {
                 s.pending.fetch_or(hit, Ordering::SeqCst);
                 s.wake.notify_one();
             }
+        }
+    }
+
+    /// Ends every open subscription (callers and policy changed: each was judged by the old rules).
+    pub fn end_all(&self) {
+        for s in self.subs.iter() {
+            s.ended.store(true, Ordering::SeqCst);
+            s.wake.notify_one();
         }
     }
 
@@ -209,6 +222,9 @@ impl Subscription {
             }
             if self.sub.overflow.load(Ordering::SeqCst) {
                 return Change::TooSlow;
+            }
+            if self.sub.ended.load(Ordering::SeqCst) {
+                return Change::Ended;
             }
             let updates: Vec<String> = lock(&self.sub.updates).drain(..).collect();
             self.ready.extend(updates.into_iter().map(Change::Updated));

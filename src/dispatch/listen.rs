@@ -111,21 +111,24 @@ async fn relay(mut sub: Subscription, ack: Value, id: Box<RawValue>, tx: mpsc::S
     if !send(Event::Notification(jsonrpc::notification_message("notifications/subscriptions/acknowledged", &ack))).await {
         return;
     }
+    let done = json!({ "resultType": "complete", "_meta": { keys::SUBSCRIPTION_ID: id_value(&id) } });
+    let finish = |done: &Value| to_raw_value(done).map(|raw| Event::Done(Outcome::Result(raw)));
     loop {
         let change = tokio::select! {
             c = sub.next() => c,
-            _ = closing.cancelled() => {
-                let done = json!({ "resultType": "complete", "_meta": { keys::SUBSCRIPTION_ID: id_value(&id) } });
-                if let Ok(raw) = to_raw_value(&done) {
-                    let _ = send(Event::Done(Outcome::Result(raw))).await;
-                }
-                return;
-            }
+            _ = closing.cancelled() => Change::Ended,
             _ = tx.closed() => return,
         };
         let msg = match change {
             Change::List(kind) => message(kind.list_changed_method(), &id, None),
             Change::Updated(uri) => message("notifications/resources/updated", &id, Some(("uri", &uri))),
+            Change::Ended => {
+                // Graceful end: the final result, after which the client may listen again.
+                if let Ok(ev) = finish(&done) {
+                    let _ = send(ev).await;
+                }
+                return;
+            }
             Change::TooSlow => {
                 tracing::warn!(subscription = %id.get(), "ending a listen stream whose client does not keep up");
                 let _ = tx.try_send(Event::Done(Outcome::Error(RpcError::internal("The subscription ended: the client did not keep up"))));

@@ -96,6 +96,12 @@ impl Gateway {
         for up in &retiring {
             up.retire();
         }
+        // Open subscriptions were judged by the old callers and policy: they end gracefully and
+        // are judged by the new rules when their clients listen again.
+        let new_cfg = self.config();
+        if format!("{:?}{:?}", old.callers, old.auth) != format!("{:?}{:?}", new_cfg.callers, new_cfg.auth) {
+            self.hub.end_all();
+        }
         self.rebuild();
         for (up, rx) in fresh {
             self.maintain(&up, Some(rx));

@@ -257,7 +257,7 @@ pub fn change_message(change: &Change) -> Option<Vec<u8>> {
             let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok()?;
             Some(jsonrpc::notification_message("notifications/resources/updated", &params))
         }
-        Change::TooSlow => None,
+        Change::TooSlow | Change::Ended => None,
     }
 }
 

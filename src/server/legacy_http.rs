@@ -159,7 +159,9 @@ fn stream(sub: Option<Subscription>, live: Live) -> Response<Body> {
                 change = s.next() => match legacy::change_message(&change) {
                     Some(msg) => render::sse_event(msg),
                     None => {
-                        tracing::warn!(sid = %live.sid, "ending a GET stream whose client does not keep up");
+                        if change == crate::dispatch::fanout::Change::TooSlow {
+                            tracing::warn!(sid = %live.sid, "ending a GET stream whose client does not keep up");
+                        }
                         return None;
                     }
                 },

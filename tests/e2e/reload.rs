@@ -81,3 +81,27 @@ async fn upstreams_come_and_go_under_load_without_failing_the_others() {
     assert!(ok.load(Ordering::SeqCst) > 20, "the load ran: {}", ok.load(Ordering::SeqCst));
     assert_eq!(failed.load(Ordering::SeqCst), 0, "calls to the unchanged upstream failed during the reloads");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_change_ends_open_subscriptions_so_they_are_judged_anew() {
+    let with_policy = |allow: &str| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n[[caller]]\nid = \"a\"\nkey_sha256 = \"{}\"\nallow = [{allow}]\n\n[[upstream]]\nid = \"calc\"\n{DEMO}]\n",
+            crate::callers::hash("a-key")
+        )
+    };
+    let gw = gateway(&with_policy("\"*\""));
+    let key = [("Authorization", "Bearer a-key")];
+    let l = listen(&gw.url, "L", json!({ "toolsListChanged": true }), &key).await;
+    assert_eq!(l.wait_for("notifications/subscriptions/acknowledged", 1, Duration::from_secs(5)).await, 1);
+    std::fs::write(&gw.config_path, with_policy("\"calc__add\"")).expect("write");
+    sighup(&gw);
+    wait_log(&gw, "configuration reloaded", 1).await;
+    let done = l.wait_until(|m| m["id"] == "L", Duration::from_secs(5)).await.expect("the subscription ends");
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let names: Vec<String> = {
+        let r = rpc_with(&gw.url, "tools/list", json!({}), &key).await.json();
+        r["result"]["tools"].as_array().map(|t| t.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect()).unwrap_or_default()
+    };
+    assert_eq!(names, vec!["calc__add".to_string()], "the new policy applies at once");
+}

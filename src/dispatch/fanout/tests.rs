@@ -76,6 +76,8 @@ async fn resource_updates_reach_only_their_subscribers_and_slow_ones_are_ended()
         hub.resource_updated(&format!("docs+file:///a/{i}"));
     }
     assert_eq!(next(&mut follower).await, Some(Change::TooSlow));
+    hub.end_all();
+    assert_eq!(next(&mut other).await, Some(Change::Ended));
 }
 
 #[test]
