@@ -52,8 +52,8 @@ pub struct EdgeStats {
 /// What the gateway knows at scrape time.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    /// Each upstream's id and whether it is ready.
-    pub upstreams: Vec<(String, bool)>,
+    /// Each upstream's id and whether it is ready (`None`: removed by a reload).
+    pub upstreams: Vec<(String, Option<bool>)>,
     /// Items served per kind label.
     pub catalog: Vec<(&'static str, usize)>,
     pub streams: usize,
@@ -119,7 +119,15 @@ impl Metrics {
     /// The text exposition, with the gauges set from `now` and `edge`.
     pub fn render(&self, now: &Snapshot, edge: EdgeStats) -> String {
         for (id, ready) in &now.upstreams {
-            self.up.get_or_create(&UpstreamId { upstream: id.clone() }).set(i64::from(*ready));
+            let labels = UpstreamId { upstream: id.clone() };
+            match ready {
+                Some(r) => {
+                    self.up.get_or_create(&labels).set(i64::from(*r));
+                }
+                None => {
+                    self.up.remove(&labels);
+                }
+            }
         }
         for (kind, n) in &now.catalog {
             self.items.get_or_create(&KindLabel { kind: kind.to_string() }).set(i64::try_from(*n).unwrap_or(i64::MAX));
@@ -145,11 +153,14 @@ mod tests {
         let m = Metrics::default();
         m.call("tools/call", "calc", "ok", Duration::from_millis(3));
         m.refused("rate_limited");
-        let text =
-            m.render(&Snapshot { upstreams: vec![("calc".into(), true)], catalog: vec![("tools", 4)], streams: 2 }, EdgeStats::default());
+        let text = m.render(
+            &Snapshot { upstreams: vec![("calc".into(), Some(true)), ("gone".into(), None)], catalog: vec![("tools", 4)], streams: 2 },
+            EdgeStats::default(),
+        );
         assert!(text.contains(r#"mcpgate_calls_total{method="tools/call",upstream="calc",outcome="ok"} 1"#), "{text}");
         assert!(text.contains(r#"mcpgate_upstream_up{upstream="calc"} 1"#), "{text}");
         assert!(text.contains("mcpgate_change_streams 2"), "{text}");
+        assert!(!text.contains("gone"), "a removed upstream has no series: {text}");
         assert!(text.contains(r#"mcpgate_refused_total{reason="rate_limited"} 1"#), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }

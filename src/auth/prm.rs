@@ -6,14 +6,14 @@ use crate::config::auth::AuthConfig;
 use serde_json::json;
 
 /// The canonical resource URI: `[auth] resource`, else derived from the request's Host.
-pub fn resource(cfg: &AuthConfig, host: Option<&str>, path: &str) -> String {
+pub fn resource(cfg: &AuthConfig, host: Option<&str>, path: &str, tls: bool) -> String {
     match &cfg.resource {
         Some(r) => r.clone(),
         // The Host header is client input: keep only characters a host:port can have.
         None => {
             let host: String =
                 host.unwrap_or("127.0.0.1").chars().filter(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(*c)).take(255).collect();
-            format!("http://{host}{path}")
+            format!("{}://{host}{path}", if tls { "https" } else { "http" })
         }
     }
 }

@@ -149,9 +149,9 @@ impl Service for Gateway {
         let cat = self.catalog();
         let snapshot = crate::telemetry::Snapshot {
             upstreams: self
-                .live_upstreams()
+                .upstreams()
                 .iter()
-                .map(|u| (u.id().to_string(), u.state().status == crate::upstream::Status::Ready))
+                .map(|u| (u.id().to_string(), (!u.is_retired()).then(|| u.state().status == crate::upstream::Status::Ready)))
                 .collect(),
             catalog: Kind::ALL.iter().map(|k| (k.list_key(), cat.section(*k).entries.len())).collect(),
             streams: self.hub.len(),

@@ -145,7 +145,11 @@ mod tests {
         let mut p = retry();
         let e = open(&sealer, &mut p, &Binding { item: "fx__other", ..bind }, Duration::from_secs(60)).unwrap_err();
         assert!(e.message.contains("another request"), "{}", e.message);
-        let mut tampered: RawObject = serde_json::from_str(&format!(r#"{{"requestState":"{}A"}}"#, &token[..token.len() - 1])).unwrap();
+        let mut bytes = token.clone().into_bytes();
+        let mid = bytes.len() / 2;
+        bytes[mid] = if bytes[mid] == b'A' { b'B' } else { b'A' };
+        let altered = String::from_utf8(bytes).unwrap();
+        let mut tampered: RawObject = serde_json::from_str(&format!(r#"{{"requestState":"{altered}"}}"#)).unwrap();
         let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask" };
         assert!(open(&sealer, &mut tampered, &bind, Duration::from_secs(60)).unwrap_err().message.contains("changed"));
         let mut p = retry();

@@ -245,7 +245,8 @@ async fn authenticate(st: &State, req: &Request<Incoming>, host: Option<&str>) -
     match auth.authenticate(req.headers()).await {
         Ok(p) => Ok(p),
         Err(e) => {
-            let metadata = (auth.mode() == AuthMode::Jwt).then(|| prm::metadata_url(&prm::resource(auth.config(), host, &st.cfg.path)));
+            let metadata = (auth.mode() == AuthMode::Jwt)
+                .then(|| prm::metadata_url(&prm::resource(auth.config(), host, &st.cfg.path, st.cfg.tls.is_some())));
             let (status, challenge) = auth.challenge(&e, metadata.as_deref());
             let message = match &e {
                 AuthError::Missing => "Unauthorized: send Authorization: Bearer <credential>".to_string(),
@@ -268,7 +269,7 @@ fn protected_resource_metadata(st: &State, req: &Request<Incoming>) -> Option<Re
         return None;
     }
     let host = req.headers().get(HOST).and_then(|v| v.to_str().ok());
-    let resource = prm::resource(auth.config(), host, &st.cfg.path);
+    let resource = prm::resource(auth.config(), host, &st.cfg.path, st.cfg.tls.is_some());
     let body = prm::document(auth.config(), &resource).to_string().into_bytes();
     Some(render::json(StatusCode::OK, body))
 }

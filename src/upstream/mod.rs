@@ -286,14 +286,18 @@ impl Upstream {
     }
 
     /// Takes the upstream out of service (a reload removed or replaced it): its items leave the
-    /// catalogue at the next rebuild, its loops stop, and a stdio child is stopped. Calls in
-    /// flight finish on their own.
+    /// catalogue at the next rebuild and no new call reaches it. Calls in flight may finish:
+    /// only after its deadline are its loops and streams stopped (a stdio child with them).
     pub fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
         let mut st = (*self.state()).clone();
         st.status = Status::Down("removed from the configuration".into());
         self.state.store(Arc::new(st));
-        self.tasks.stop();
+        let (tasks, grace) = (self.tasks.clone(), self.cfg.timeout + Duration::from_secs(1));
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            tasks.stop();
+        });
     }
 
     pub fn state(&self) -> Arc<UpstreamState> {

@@ -209,9 +209,10 @@ async fn request_state_is_bound_to_its_caller_and_request_and_the_upstreams_byte
     };
     refused(&ask(&gw.url, "st__ask", "bob-key", Some(&state)).await, "another caller");
     refused(&ask(&gw.url, "st__ask2", "alice-key", Some(&state)).await, "another request");
-    let mut tampered = state.clone();
-    let last = tampered.pop().expect("a char");
-    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let mut bytes = state.clone().into_bytes();
+    let mid = bytes.len() / 2;
+    bytes[mid] = if bytes[mid] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(bytes).expect("ASCII");
     refused(&ask(&gw.url, "st__ask", "alice-key", Some(&tampered)).await, "changed");
     assert_eq!(retries.load(Ordering::SeqCst), 0, "no refused state reached the upstream");
     let done = ask(&gw.url, "st__ask", "alice-key", Some(&state)).await;
