@@ -132,6 +132,13 @@ struct OwnedEnvelope<T> {
     p: T,
 }
 
+/// `bytes` random bytes from the system RNG, as lowercase hex (ids nobody can guess).
+pub fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    let _ = SystemRandom::new().fill(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }

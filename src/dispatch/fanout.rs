@@ -92,7 +92,13 @@ pub struct Hub {
     debounce: Duration,
     /// Signalled when the set of followed URIs may have changed.
     pub follows: Notify,
+    /// Open subscriptions per caller id.
+    per_caller: DashMap<String, usize>,
 }
+
+/// The most change streams one caller may hold open, and URIs one subscription may follow.
+pub const MAX_STREAMS_PER_CALLER: usize = 64;
+pub const MAX_FOLLOWED: usize = 64;
 
 /// One registered subscription; dropping it unregisters it.
 pub struct Subscription {
@@ -104,10 +110,19 @@ pub struct Subscription {
 
 impl Hub {
     pub fn new(debounce: Duration) -> Arc<Hub> {
-        Arc::new(Hub { subs: DashMap::new(), next: AtomicU64::new(1), debounce, follows: Notify::new() })
+        Arc::new(Hub { subs: DashMap::new(), next: AtomicU64::new(1), debounce, follows: Notify::new(), per_caller: DashMap::new() })
     }
 
-    pub fn subscribe(self: &Arc<Self>, caller: Arc<Principal>, filter: Filter, uris: UriSet) -> Subscription {
+    /// Registers a subscription; `None` when the caller already holds
+    /// [`MAX_STREAMS_PER_CALLER`] of them.
+    pub fn subscribe(self: &Arc<Self>, caller: Arc<Principal>, filter: Filter, uris: UriSet) -> Option<Subscription> {
+        {
+            let mut n = self.per_caller.entry(caller.id.clone()).or_insert(0);
+            if *n >= MAX_STREAMS_PER_CALLER {
+                return None;
+            }
+            *n += 1;
+        }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let sub = Arc::new(Sub {
             caller,
@@ -124,7 +139,7 @@ impl Hub {
         if follows_any {
             self.follows.notify_one();
         }
-        Subscription { hub: self.clone(), id, sub, ready: VecDeque::new() }
+        Some(Subscription { hub: self.clone(), id, sub, ready: VecDeque::new() })
     }
 
     /// The number of open subscriptions.
@@ -169,10 +184,11 @@ impl Hub {
         }
     }
 
-    /// Tells the subscriptions following `uri` (gateway form), or a resource it lies under.
-    pub fn resource_updated(&self, uri: &str) {
+    /// Tells the subscriptions following `uri` (gateway form), or a resource it lies under,
+    /// whose caller may read it now (`allowed`: the policy, with the current rules).
+    pub fn resource_updated(&self, uri: &str, allowed: &dyn Fn(&Principal) -> bool) {
         for s in self.subs.iter() {
-            if !lock(&s.uris).iter().any(|followed| covers(followed, uri)) {
+            if !lock(&s.uris).iter().any(|followed| covers(followed, uri)) || !allowed(&s.caller) {
                 continue;
             }
             let mut q = lock(&s.updates);
@@ -248,6 +264,10 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.hub.subs.remove(&self.id);
+        if let Some(mut n) = self.hub.per_caller.get_mut(&self.sub.caller.id) {
+            *n = n.saturating_sub(1);
+        }
+        self.hub.per_caller.remove_if(&self.sub.caller.id, |_, n| *n == 0);
         if !lock(&self.sub.uris).is_empty() {
             self.hub.follows.notify_one();
         }

@@ -182,11 +182,11 @@ fn tool_error(text: &str) -> Reply {
 /// A caller with restricted grants reaches only listed resources, or URIs that expand a template
 /// it may see and that carry no path tricks (`..`, encoded dots or slashes, backslashes, empty
 /// segments): a grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
-pub(super) fn route_uri(gw: &Gateway, req: &Request, uri: &str) -> Option<(usize, String)> {
+pub(super) fn route_uri(gw: &Gateway, caller: &crate::auth::Principal, uri: &str) -> Option<(usize, String)> {
     let cat = gw.catalog();
     let (upstream, original) = cat.route_uri(uri)?;
     let id = gw.upstream_id(upstream);
-    let grants = &req.caller.grants;
+    let grants = &caller.grants;
     if !policy::allows(grants, &Item { kind: Kind::Resource, name: uri, upstream: id }) {
         return None;
     }
@@ -206,7 +206,7 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let Some((upstream, original)) = route_uri(gw, &req, &uri) else {
+    let Some((upstream, original)) = route_uri(gw, &req.caller, &uri) else {
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     };
     let prefix = gw.upstream(upstream).map(|u| u.cfg.prefix.clone()).unwrap_or_default();
@@ -251,7 +251,7 @@ pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
             let uri = reference.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
             let template =
                 view::find(&gw.catalog(), Kind::Template, &uri, &req.caller.grants, &id_of).map(|t| (t.upstream, t.original.clone()));
-            ("uri", template.or_else(|| route_uri(gw, &req, &uri)).map(|(up, orig)| (up, orig, uri)))
+            ("uri", template.or_else(|| route_uri(gw, &req.caller, &uri)).map(|(up, orig)| (up, orig, uri)))
         }
         _ => return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}"))),
     };

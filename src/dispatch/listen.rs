@@ -9,7 +9,7 @@
 //! exist.
 
 use super::Request;
-use super::fanout::{Change, Filter, Subscription};
+use super::fanout::{Change, Filter, MAX_FOLLOWED, Subscription};
 use crate::gateway::Gateway;
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc;
@@ -28,7 +28,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether the caller may follow `uri` and its upstream can report updates of it.
 pub fn followable(gw: &Gateway, req: &Request, uri: &str) -> bool {
-    match super::forward::route_uri(gw, req, uri) {
+    match super::forward::route_uri(gw, &req.caller, uri) {
         Some((upstream, _)) => gw.upstream(upstream).is_some_and(|u| {
             let st = u.state();
             st.declares("resources", "subscribe")
@@ -62,6 +62,9 @@ pub fn listen(gw: &Gateway, req: Request) -> Reply {
     };
     let uris: BTreeSet<String> = match asked.get("resourceSubscriptions") {
         None | Some(Value::Null) => BTreeSet::new(),
+        Some(Value::Array(list)) if list.len() > MAX_FOLLOWED => {
+            return Reply::error(RpcError::invalid_params(format!("at most {MAX_FOLLOWED} resourceSubscriptions per subscription")));
+        }
         Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).filter(|u| followable(gw, &req, u)).map(str::to_string).collect(),
         Some(_) => return Reply::error(RpcError::invalid_params("notifications.resourceSubscriptions must be an array of URIs")),
     };
@@ -77,7 +80,9 @@ pub fn listen(gw: &Gateway, req: Request) -> Reply {
         honoured.insert("resourceSubscriptions".into(), json!(uris));
     }
     let ack = json!({ "_meta": { keys::SUBSCRIPTION_ID: id_value(&req.id) }, "notifications": honoured });
-    let sub = gw.hub.subscribe(req.caller.clone(), filter, Arc::new(Mutex::new(uris)));
+    let Some(sub) = gw.hub.subscribe(req.caller.clone(), filter, Arc::new(Mutex::new(uris))) else {
+        return Reply::error(super::rate_limited(&format!("{} (change streams)", req.caller.id), Duration::from_secs(5)));
+    };
     let (tx, rx) = mpsc::channel(8);
     let id = req.id.clone();
     let closing = gw.closing.clone();

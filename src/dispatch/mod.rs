@@ -51,8 +51,9 @@ pub trait Service: Send + Sync + 'static {
 
     /// A change subscription for `caller` (a legacy GET stream or stdio connection), following
     /// the resource URIs in `uris`; `None` when the service announces no changes.
-    fn subscribe(&self, _caller: Arc<Principal>, _filter: Filter, _uris: UriSet) -> Option<Subscription> {
-        None
+    /// `Err` when the caller may not open another one.
+    fn subscribe(&self, _caller: Arc<Principal>, _filter: Filter, _uris: UriSet) -> Result<Option<Subscription>, RpcError> {
+        Ok(None)
     }
 
     /// A legacy session's followed URIs changed.
@@ -77,6 +78,11 @@ pub trait Service: Send + Sync + 'static {
     fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {
         None
     }
+}
+
+/// Whether `caller` may read `uri` now (a resource update is delivered only then).
+pub fn may_read(gw: &Gateway, caller: &Principal, uri: &str) -> bool {
+    forward::route_uri(gw, caller, uri).is_some()
 }
 
 /// HTTP 429 with `Retry-After` (whole seconds, at least 1) and the wait in `data.retryAfterMs`.
@@ -125,8 +131,12 @@ impl Service for Gateway {
         self.is_ready() && self.upstreams_ready()
     }
 
-    fn subscribe(&self, caller: Arc<Principal>, filter: Filter, uris: UriSet) -> Option<Subscription> {
-        Some(self.hub.subscribe(caller, filter, uris))
+    fn subscribe(&self, caller: Arc<Principal>, filter: Filter, uris: UriSet) -> Result<Option<Subscription>, RpcError> {
+        let who = format!("{} (change streams)", caller.id);
+        match self.hub.subscribe(caller, filter, uris) {
+            Some(s) => Ok(Some(s)),
+            None => Err(rate_limited(&who, std::time::Duration::from_secs(5))),
+        }
     }
 
     fn follows_changed(&self) {

@@ -46,7 +46,8 @@ impl Gateway {
             up.tasks().spawn(async move {
                 while let Some(uri) = rx.recv().await {
                     let Some(gw) = gw.upgrade() else { return };
-                    gw.hub.resource_updated(&uris::to_gateway(&prefix, &uri));
+                    let uri = uris::to_gateway(&prefix, &uri);
+                    gw.hub.resource_updated(&uri, &|caller| crate::dispatch::may_read(&gw, caller, &uri));
                 }
             });
         }

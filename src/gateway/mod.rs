@@ -162,7 +162,7 @@ impl Gateway {
     pub fn offers(&self, cap: &str) -> bool {
         self.upstreams().iter().any(|u| {
             let st = u.state();
-            st.status == Status::Ready && st.offers(cap)
+            st.status == Status::Ready && !u.is_retired() && st.offers(cap)
         })
     }
 
@@ -170,7 +170,7 @@ impl Gateway {
     pub fn declares(&self, cap: &str, flag: &str) -> bool {
         self.upstreams().iter().any(|u| {
             let st = u.state();
-            st.status == Status::Ready && st.declares(cap, flag)
+            st.status == Status::Ready && !u.is_retired() && st.declares(cap, flag)
         })
     }
 
@@ -209,7 +209,7 @@ impl Gateway {
         let inputs: Vec<UpstreamLists> = all
             .iter()
             .zip(&states)
-            .filter(|(_, st)| st.status == Status::Ready)
+            .filter(|(u, st)| st.status == Status::Ready && !u.is_retired())
             .map(|(u, st)| UpstreamLists {
                 upstream: u.index,
                 id: u.id(),

@@ -7,9 +7,11 @@
 //! `requestState` it was given, untouched, for as many rounds as the server needs. The legacy
 //! client sees an ordinary call that asked it a question.
 //!
-//! The ids of the requests sent to the client are the gateway's own (`mcpgate-input-<n>`), unique
-//! per process; the client's answers come back through [`Waiting`], keyed by the client's
-//! connection (its session) and that id.
+//! The ids of the requests sent to the client are the gateway's own (`mcpgate-input-<random>`),
+//! unguessable; the client's answers come back through [`Waiting`], keyed by the client's
+//! connection (its session, which only its own caller may use) and that id. At most
+//! [`MAX_PER_ROUND`] questions per round and [`MAX_PER_SCOPE`] waiting per session; one deadline
+//! covers a round.
 
 use crate::dispatch::{Request, Service};
 use crate::protocol::errors::RpcError;
@@ -26,8 +28,11 @@ use tokio::sync::{mpsc, oneshot};
 
 /// How many times one call may ask for input before the gateway gives up.
 const MAX_ROUNDS: usize = 16;
-/// Questions waiting for an answer, per replica.
+/// Questions waiting for an answer, per replica, and per session.
 const MAX_WAITING: usize = 10_000;
+const MAX_PER_SCOPE: usize = 32;
+/// Questions one round may ask.
+const MAX_PER_ROUND: usize = 8;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -48,7 +53,8 @@ impl Waiting {
     fn expect(&self, key: String) -> Option<oneshot::Receiver<Answer>> {
         let mut m = lock(&self.map);
         m.retain(|_, tx| !tx.is_closed());
-        if m.len() >= MAX_WAITING {
+        let scope = key.split_once('/').map(|(s, _)| s).unwrap_or("");
+        if m.len() >= MAX_WAITING || m.keys().filter(|k| k.split_once('/').is_some_and(|(s, _)| s == scope)).count() >= MAX_PER_SCOPE {
             return None;
         }
         let (tx, rx) = oneshot::channel();
@@ -166,6 +172,13 @@ async fn ask(
     timeout: Duration,
     tx: &mpsc::Sender<Event>,
 ) -> Result<RawObject, RpcError> {
+    if requests.len() > MAX_PER_ROUND {
+        return Err(RpcError::internal(format!(
+            "The server asked for {} inputs at once; at most {MAX_PER_ROUND} are relayed",
+            requests.len()
+        )));
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
     let mut pending = Vec::new();
     for (key, request) in requests {
         let ask: RawObject =
@@ -174,7 +187,8 @@ async fn ask(
         if !matches!(method.as_str(), "elicitation/create" | "sampling/createMessage" | "roots/list") {
             return Err(RpcError::internal(format!("The server asked for unsupported input {method:?}")));
         }
-        let id = format!("\"mcpgate-input-{}\"", NEXT_ID.fetch_add(1, Ordering::Relaxed));
+        // Unguessable, so no other client can answer it.
+        let id = format!("\"mcpgate-input-{}\"", crate::token::random_hex(12));
         let rx = waiting.expect(format!("{scope}/{id}")).ok_or_else(|| RpcError::internal("Too many input requests are waiting"))?;
         let params = ask.get("params").map(|p| p.to_owned()).unwrap_or_else(empty_object);
         let message = jsonrpc::request_message(&id, &method, &params);
@@ -183,7 +197,7 @@ async fn ask(
     }
     let mut responses = RawObject::default();
     for (key, method, rx) in pending {
-        match tokio::time::timeout(timeout, rx).await {
+        match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(Answer::Result(r))) => responses.set(&key, r),
             Ok(Ok(Answer::Error(e))) => {
                 return Err(RpcError::internal(format!("The client refused the {method} request: {}", e.get())));

@@ -38,6 +38,11 @@ pub struct Session {
     pub caps: Value,
     #[serde(default)]
     pub info: Value,
+    /// The caller that opened the session (id and matched rules): nobody else may use it.
+    #[serde(default)]
+    pub c: String,
+    #[serde(default)]
+    pub r: Vec<String>,
 }
 
 /// Replica-wide legacy state: the token sealer and what a session may change after the
@@ -79,7 +84,9 @@ impl LegacyState {
     }
 
     /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.
-    pub fn session(&self, headers: &HeaderMap) -> Result<Session, RpcError> {
+    /// The session named by `Mcp-Session-Id`, if `caller` opened it (another caller's session
+    /// answers exactly like an unknown one).
+    pub fn session(&self, headers: &HeaderMap, caller: &Principal) -> Result<Session, RpcError> {
         let Some(token) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
             return Err(RpcError::invalid_request("Bad Request: missing Mcp-Session-Id header (send initialize first)"));
         };
@@ -87,6 +94,9 @@ impl LegacyState {
             .sealer
             .open(SESSION_PURPOSE, token, self.ttl)
             .ok_or_else(|| RpcError::invalid_request("Session not found: initialize a new session").with_status(StatusCode::NOT_FOUND))?;
+        if session.c != caller.id || session.r != caller.rules {
+            return Err(RpcError::invalid_request("Session not found: initialize a new session").with_status(StatusCode::NOT_FOUND));
+        }
         if lock(&self.ended).contains_key(&session.sid) {
             return Err(RpcError::invalid_request("Session ended: initialize a new session").with_status(StatusCode::NOT_FOUND));
         }
@@ -161,7 +171,14 @@ pub async fn handshake(
     let requested =
         params["protocolVersion"].as_str().ok_or_else(|| RpcError::invalid_params("initialize needs params.protocolVersion"))?;
     let version = negotiate(requested);
-    let session = Session { sid, v: version.to_string(), caps: params["capabilities"].clone(), info: params["clientInfo"].clone() };
+    let session = Session {
+        sid,
+        v: version.to_string(),
+        caps: params["capabilities"].clone(),
+        info: params["clientInfo"].clone(),
+        c: caller.id.clone(),
+        r: caller.rules.clone(),
+    };
     let discover = internal(svc, "server/discover", caller).await?;
     let mut capabilities = discover["capabilities"].clone();
     if let Some(caps) = capabilities.as_object_mut() {
@@ -234,6 +251,13 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
 pub async fn follow(svc: &dyn Service, set: &UriSet, action: Action) -> Result<Reply, Action> {
     match action {
         Action::Follow(uri, req) => {
+            if lock(set).len() >= crate::dispatch::fanout::MAX_FOLLOWED && !lock(set).contains(&uri) {
+                let e = RpcError::invalid_params(format!(
+                    "at most {} resource subscriptions per session",
+                    crate::dispatch::fanout::MAX_FOLLOWED
+                ));
+                return Ok(Reply::error(e));
+            }
             let reply = svc.handle(req).await;
             let Reply::Single(Outcome::Result(r)) = reply else { return Ok(reply) };
             lock(set).insert(uri);
@@ -377,15 +401,18 @@ mod tests {
         let key = [9u8; 32];
         let a = LegacyState::new(Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()), Duration::from_secs(60));
         let b = LegacyState::new(Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()), Duration::from_secs(60));
-        let s = Session { sid: "s1".into(), v: "2025-11-25".into(), caps: json!({}), info: json!({}) };
+        let me = Principal::anonymous();
+        let s = Session { sid: "s1".into(), v: "2025-11-25".into(), caps: json!({}), info: json!({}), c: me.id.clone(), r: vec![] };
         let token = a.sealer.seal(SESSION_PURPOSE, &s).unwrap();
         let mut h = HeaderMap::new();
         h.insert("mcp-session-id", token.parse().unwrap());
-        assert_eq!(b.session(&h).unwrap().sid, "s1");
+        assert_eq!(b.session(&h, &me).unwrap().sid, "s1");
+        let other = Principal { id: "mallory".into(), ..(*me).clone() };
+        assert_eq!(b.session(&h, &other).unwrap_err().status, StatusCode::NOT_FOUND, "another caller's session is unknown to it");
         a.end(&s);
-        assert_eq!(a.session(&h).unwrap_err().status, StatusCode::NOT_FOUND);
+        assert_eq!(a.session(&h, &me).unwrap_err().status, StatusCode::NOT_FOUND);
         h.insert("mcp-session-id", "forged".parse().unwrap());
-        assert_eq!(b.session(&h).unwrap_err().status, StatusCode::NOT_FOUND);
-        assert_eq!(b.session(&HeaderMap::new()).unwrap_err().status, StatusCode::BAD_REQUEST);
+        assert_eq!(b.session(&h, &me).unwrap_err().status, StatusCode::NOT_FOUND);
+        assert_eq!(b.session(&HeaderMap::new(), &me).unwrap_err().status, StatusCode::BAD_REQUEST);
     }
 }

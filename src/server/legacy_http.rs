@@ -54,7 +54,7 @@ pub async fn post(
             Err(e) => render::error(msg.id.as_deref(), &e),
         };
     }
-    let session = match st.session(headers) {
+    let session = match st.session(headers, &caller) {
         Ok(s) => s,
         Err(e) => return render::error(msg.id.as_deref(), &e),
     };
@@ -108,7 +108,7 @@ pub fn get_or_delete(
     headers: &HeaderMap,
     caller: Arc<Principal>,
 ) -> Response<Body> {
-    let session = match st.session(headers) {
+    let session = match st.session(headers, &caller) {
         Ok(s) => s,
         Err(e) => return render::error(None, &e),
     };
@@ -127,7 +127,10 @@ pub fn get_or_delete(
             &RpcError::invalid_request("GET needs Accept: text/event-stream").with_status(StatusCode::NOT_ACCEPTABLE),
         );
     }
-    let sub = svc.subscribe(caller, Filter::ALL, st.follows(&session.sid));
+    let sub = match svc.subscribe(caller, Filter::ALL, st.follows(&session.sid)) {
+        Ok(s) => s,
+        Err(e) => return render::error(None, &e),
+    };
     let closing = svc.closing().unwrap_or_default();
     stream(sub, Live { state: st.clone(), sid: session.sid, until: tokio::time::Instant::now() + st.ttl, closing })
 }

@@ -76,7 +76,15 @@ impl Edge {
                 let acceptor = tls.acceptor();
                 tokio::spawn(async move {
                     // The handshake counts against the time to the first request head.
-                    match tokio::time::timeout(state.cfg.header_read_timeout, acceptor.accept(stream)).await {
+                    let handshake = tokio::select! {
+                        h = tokio::time::timeout(state.cfg.header_read_timeout, acceptor.accept(stream)) => h,
+                        // Shed to make room for another connection while still handshaking.
+                        _ = tracked.close.cancelled() => {
+                            state.conns.remove(conn_id);
+                            return;
+                        }
+                    };
+                    match handshake {
                         Ok(Ok(tls)) => {
                             let io = WriteDeadline::new(tls, state.cfg.write_timeout);
                             serve_connection(TokioIo::new(io), &state, &builder, watcher, ids, &tracked, peer).await

@@ -244,7 +244,7 @@ fn spawn(
 
 /// Sends the changes the client may see to a legacy client until the connection ends.
 fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Vec<u8>>, follows: UriSet, stop: CancellationToken) {
-    let Some(mut sub) = svc.subscribe(Principal::anonymous(), Filter::ALL, follows) else { return };
+    let Ok(Some(mut sub)) = svc.subscribe(Principal::anonymous(), Filter::ALL, follows) else { return };
     tokio::spawn(async move {
         loop {
             let change = tokio::select! {

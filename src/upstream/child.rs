@@ -101,13 +101,14 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
     unsafe {
         cmd.pre_exec(move || nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from));
     }
-    let what = || format!("{} {}", spec.program.display(), spec.args.join(" "));
-    let mut child = cmd.spawn().map_err(|e| UpstreamError::Unreachable(format!("cannot start {:?}: {e}", what())))?;
+    // Only the program is named: arguments may carry secrets (`--token ...`).
+    let program = spec.program.display().to_string();
+    let mut child = cmd.spawn().map_err(|e| UpstreamError::Unreachable(format!("cannot start {program:?}: {e}")))?;
     let group = Group { pid: child.id().and_then(|p| i32::try_from(p).ok()) };
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
         return Err(UpstreamError::Unreachable("the child process has no stdio pipes".into()));
     };
-    tracing::info!(upstream = %spec.id, pid = child.id().unwrap_or(0), command = %what(), "started stdio upstream");
+    tracing::info!(upstream = %spec.id, pid = child.id().unwrap_or(0), %program, "started stdio upstream");
     let id = spec.id.to_string();
     tasks.spawn(async move {
         let mut lines = LineReader::new(stderr, STDERR_LINE);

@@ -293,9 +293,10 @@ impl Upstream {
         let mut st = (*self.state()).clone();
         st.status = Status::Down("removed from the configuration".into());
         self.state.store(Arc::new(st));
-        let (tasks, grace) = (self.tasks.clone(), self.cfg.timeout + Duration::from_secs(1));
+        let (tasks, parked, grace) = (self.tasks.clone(), self.parked.clone(), self.cfg.timeout + Duration::from_secs(1));
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
+            parked.clear();
             tasks.stop();
         });
     }

@@ -42,7 +42,15 @@ impl Parked {
     pub(super) fn take(&self, id: &str) -> Option<Entry> {
         lock(&self.map).remove(id)
     }
+
+    /// Drops every parked call (the upstream was removed), which cancels them upstream.
+    pub(super) fn clear(&self) {
+        lock(&self.map).clear();
+    }
 }
+
+/// Calls one upstream may keep parked at once.
+const MAX_PARKED: usize = 1024;
 
 /// The upstream requests a caller can answer, from the capabilities in its `_meta`.
 pub(super) fn answerable(meta: &Map<String, Value>) -> Vec<String> {
@@ -89,14 +97,26 @@ impl Upstream {
                 let Ok(msg) = Message::parse(&ask) else { continue };
                 let (Some(ask_id), Some(method)) = (msg.id.clone(), msg.method.clone()) else { continue };
                 let params: Value = msg.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(json!({}));
-                let key = hex_id();
+                let key = crate::token::random_hex(16);
                 let result = json!({
                     "resultType": "input_required",
                     "inputRequests": { KEY: { "method": method, "params": params } },
                     "requestState": format!("{MARK}{key}"),
                 });
                 let Ok(raw) = serde_json::value::to_raw_value(&result) else { return };
-                lock(&parked.map).insert(key.clone(), Entry { stream: inner, ask_id, endpoint });
+                let full = {
+                    let mut map = lock(&parked.map);
+                    let full = map.len() >= MAX_PARKED;
+                    if !full {
+                        map.insert(key.clone(), Entry { stream: inner, ask_id, endpoint });
+                    }
+                    full
+                };
+                if full {
+                    let busy = crate::protocol::errors::RpcError::internal("Too many calls are waiting for their callers' input");
+                    let _ = tx.send(Event::Done(Outcome::Error(busy))).await;
+                    return;
+                }
                 tracing::debug!(upstream = %id, %method, "parked a call that asks its caller for input");
                 let parked = parked.clone();
                 tasks.spawn(async move {
@@ -120,9 +140,10 @@ impl Upstream {
         version: &str,
         on_behalf_of: &[String],
     ) -> Result<Reply, UpstreamError> {
-        let entry = self.parked.take(id).ok_or(UpstreamError::NotParked)?;
+        // A malformed retry leaves the parked call waiting for a good one.
         let responses: RawObject = params.parse("inputResponses").and_then(Result::ok).unwrap_or_default();
         let answer = responses.get(KEY).ok_or_else(|| UpstreamError::Protocol(format!("the retry carries no inputResponses.{KEY}")))?;
+        let entry = self.parked.take(id).ok_or(UpstreamError::NotParked)?;
         let body = format!(r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#, entry.ask_id.get(), answer.get()).into_bytes();
         match &self.transport {
             Transport::Http(p) => {
@@ -141,13 +162,6 @@ impl Upstream {
         let stream = entry.stream.with_deadline(Instant::now() + self.cfg.timeout, late);
         Ok(self.watch(Reply::Stream(stream), entry.endpoint).settle().await)
     }
-}
-
-fn hex_id() -> String {
-    use aws_lc_rs::rand::SecureRandom;
-    let mut b = [0u8; 16];
-    let _ = aws_lc_rs::rand::SystemRandom::new().fill(&mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -45,6 +45,10 @@ impl Upstream {
                 next.latency = None;
             }
         }
+        if self.is_retired() {
+            // Retired while the probe ran: it stays out of service.
+            next.status = Status::Down("removed from the configuration".into());
+        }
         self.state.store(Arc::new(next));
         self.refreshed.notify_one();
         result.map(|_| ())

@@ -342,26 +342,35 @@ fn on_line(proc: &Arc<Proc>, line: &[u8]) {
     }
 }
 
-/// Hands a request the upstream sent (asking for input) to the call it belongs to. stdio does not
-/// say which call that is: it goes to the one call in flight whose caller can answer it, and when
-/// there is not exactly one, it is refused (`false`), so it can never reach the wrong caller.
+/// The one request in flight on the child, when there is exactly one (the handshake aside).
+/// stdio does not say which request a server's own request or log line belongs to: it can only
+/// be attributed when no other request could have caused it.
+fn only_request(pending: &HashMap<u64, Pending>) -> Option<&Pending> {
+    let mut calls = pending.iter().filter(|(id, _)| **id != 0).map(|(_, p)| p);
+    match (calls.next(), calls.next()) {
+        (Some(p), None) => Some(p),
+        _ => None,
+    }
+}
+
+/// Hands a request the upstream sent (asking for input) to the call it belongs to: the only
+/// request in flight, if its caller can answer it; otherwise it is refused (`false`), so it can
+/// never reach a caller it was not meant for.
 fn ask(proc: &Arc<Proc>, msg: &Message, line: &[u8]) -> bool {
     let Some(method) = msg.method.as_deref() else { return false };
     let pending = lock(&proc.pending);
-    let mut able = pending.values().filter(|p| p.accepts.iter().any(|a| a == method));
-    match (able.next(), able.next()) {
-        (Some(p), None) => p.events.try_send(Event::Ask(line.to_vec())).is_ok(),
+    match only_request(&pending) {
+        Some(p) if p.accepts.iter().any(|a| a == method) => p.events.try_send(Event::Ask(line.to_vec())).is_ok(),
         _ => false,
     }
 }
 
-/// stdio carries no request id on log messages: one goes to the caller only when exactly one
-/// in-flight request asked for logs, so a message can never reach a caller it was not meant for.
+/// A log message goes to the caller only when its request is the only one in flight and asked
+/// for logs, so it can never reach a caller it was not meant for.
 fn relay_log(proc: &Arc<Proc>, line: &[u8]) {
     let pending = lock(&proc.pending);
-    let mut wanting = pending.values().filter(|p| p.wants_logs);
-    match (wanting.next(), wanting.next()) {
-        (Some(p), None) => {
+    match only_request(&pending) {
+        Some(p) if p.wants_logs => {
             let _ = p.events.try_send(Event::Notification(line.to_vec()));
         }
         _ => tracing::debug!(upstream = %proc.id, "log message from stdio upstream not attributable to one request"),

@@ -382,3 +382,39 @@ async fn upstream_tokens_come_from_client_credentials_and_are_cached() {
         assert!(!gw.proc.log().contains("s3cret") && !gw.proc.log().contains("tok-1"), "no secret or token in the log");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_legacy_session_serves_only_the_caller_that_opened_it() {
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
+         [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n[[caller]]\nid = \"bob\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\"]\n",
+        hash("alice-key"),
+        hash("bob-key")
+    );
+    let gw = gateway(&config);
+    let alice = [("Authorization", "Bearer alice-key")];
+    let bob = [("Authorization", "Bearer bob-key")];
+    let session = crate::streams::legacy_session(&gw.url, &alice).await;
+    let mine = crate::streams::legacy_request(&gw.url, &session, "tools/list", json!({}), &alice).await;
+    assert!(mine["result"]["tools"].is_array(), "{mine}");
+    // Bob holds Alice's session id: it is unknown to him (404), for POSTs and the GET stream.
+    let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {} }).to_string();
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("Mcp-Session-Id", session.as_str()),
+        bob[0],
+    ];
+    let theirs = post_raw(&gw.url, &headers, body).await;
+    assert_eq!(theirs.status, 404, "{}", String::from_utf8_lossy(&theirs.body));
+    let req = http::Request::get(&gw.url)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("Authorization", "Bearer bob-key")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    let r = send(req).await.expect("GET");
+    assert_eq!(r.status, 404);
+}

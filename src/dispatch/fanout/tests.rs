@@ -39,9 +39,9 @@ async fn next(s: &mut Subscription) -> Option<Change> {
 async fn only_callers_whose_view_changed_are_told_once_per_burst() {
     let hub = Hub::new(Duration::from_millis(20));
     let id = |_: usize| "calc";
-    let mut all = hub.subscribe(Principal::anonymous(), Filter::ALL, UriSet::default());
-    let mut adder = hub.subscribe(caller("adder", &["calc__add"]), Filter::ALL, UriSet::default());
-    let mut prompts_only = hub.subscribe(Principal::anonymous(), Filter { prompts: true, ..Filter::default() }, UriSet::default());
+    let mut all = hub.subscribe(Principal::anonymous(), Filter::ALL, UriSet::default()).unwrap();
+    let mut adder = hub.subscribe(caller("adder", &["calc__add"]), Filter::ALL, UriSet::default()).unwrap();
+    let mut prompts_only = hub.subscribe(Principal::anonymous(), Filter { prompts: true, ..Filter::default() }, UriSet::default()).unwrap();
     let v1 = catalog(&["add"]);
     let v2 = catalog(&["add", "secret"]);
     let v3 = catalog(&["add", "secret", "more"]);
@@ -64,16 +64,18 @@ async fn only_callers_whose_view_changed_are_told_once_per_burst() {
 async fn resource_updates_reach_only_their_subscribers_and_slow_ones_are_ended() {
     let hub = Hub::new(Duration::from_millis(10));
     let uris: UriSet = Arc::new(Mutex::new(["docs+file:///a".to_string()].into_iter().collect()));
-    let mut follower = hub.subscribe(Principal::anonymous(), Filter::default(), uris.clone());
-    let mut other = hub.subscribe(Principal::anonymous(), Filter::ALL, UriSet::default());
-    hub.resource_updated("docs+file:///a/b.txt");
-    hub.resource_updated("docs+file:///ab");
+    let mut follower = hub.subscribe(Principal::anonymous(), Filter::default(), uris.clone()).unwrap();
+    let mut other = hub.subscribe(Principal::anonymous(), Filter::ALL, UriSet::default()).unwrap();
+    let anyone = |_: &Principal| true;
+    hub.resource_updated("docs+file:///a/b.txt", &anyone);
+    hub.resource_updated("docs+file:///ab", &anyone);
+    hub.resource_updated("docs+file:///a/secret", &|_| false);
     assert_eq!(next(&mut follower).await, Some(Change::Updated("docs+file:///a/b.txt".into())));
     assert_eq!(next(&mut follower).await, None, "file:///ab is not under file:///a");
     assert_eq!(next(&mut other).await, None);
     assert_eq!(hub.followed_uris().into_iter().collect::<Vec<_>>(), vec!["docs+file:///a".to_string()]);
     for i in 0..=MAX_QUEUED_UPDATES {
-        hub.resource_updated(&format!("docs+file:///a/{i}"));
+        hub.resource_updated(&format!("docs+file:///a/{i}"), &anyone);
     }
     assert_eq!(next(&mut follower).await, Some(Change::TooSlow));
     hub.end_all();
@@ -88,4 +90,15 @@ fn sub_resources_are_covered() {
     assert!(covers("file:///a", "file:///a#frag"));
     assert!(!covers("file:///a", "file:///ab"));
     assert!(!covers("file:///a/b", "file:///a"));
+}
+
+#[test]
+fn one_caller_may_hold_only_so_many_streams() {
+    let hub = Hub::new(Duration::from_millis(10));
+    let held: Vec<_> =
+        (0..MAX_STREAMS_PER_CALLER).map(|_| hub.subscribe(caller("a", &["*"]), Filter::ALL, UriSet::default()).unwrap()).collect();
+    assert!(hub.subscribe(caller("a", &["*"]), Filter::ALL, UriSet::default()).is_none());
+    assert!(hub.subscribe(caller("b", &["*"]), Filter::ALL, UriSet::default()).is_some(), "others are not affected");
+    drop(held);
+    assert!(hub.subscribe(caller("a", &["*"]), Filter::ALL, UriSet::default()).is_some());
 }
