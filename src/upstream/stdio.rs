@@ -34,6 +34,9 @@ struct Pending {
     wants_logs: bool,
     /// The upstream requests its caller can answer (see `Call::accepts_input`).
     accepts: Vec<String>,
+    /// The gateway's own `subscriptions/listen`: open for as long as the child lives, and never
+    /// the cause of the child's requests or logs.
+    listen: bool,
 }
 
 struct Proc {
@@ -163,7 +166,7 @@ impl StdioTransport {
     /// Replays the preamble on a freshly started process (request id 0 is reserved for it).
     async fn replay(&self, proc: &Arc<Proc>, preamble: Preamble) -> Result<(), UpstreamError> {
         let (tx, mut rx) = mpsc::channel(4);
-        lock(&proc.pending).insert(0, Pending { events: tx, client_token: None, wants_logs: false, accepts: Vec::new() });
+        lock(&proc.pending).insert(0, Pending { events: tx, client_token: None, wants_logs: false, accepts: Vec::new(), listen: false });
         proc.tx.send(preamble.request).await.map_err(|_| not_accepting())?;
         match tokio::time::timeout(self.timeout, rx.recv()).await {
             Ok(Some(Event::Done(Outcome::Result(_)))) => {}
@@ -182,7 +185,8 @@ impl StdioTransport {
         let line = call.encode(id)?;
         let (etx, erx) = mpsc::channel(32);
         let wants_logs = call.meta.contains_key(keys::LOG_LEVEL);
-        lock(&proc.pending).insert(id, Pending { events: etx, client_token, wants_logs, accepts: call.accepts_input.clone() });
+        let listen = call.method == "subscriptions/listen";
+        lock(&proc.pending).insert(id, Pending { events: etx, client_token, wants_logs, accepts: call.accepts_input.clone(), listen });
         let sent = tokio::time::timeout_at(deadline, proc.tx.send(line)).await;
         if !matches!(sent, Ok(Ok(()))) {
             proc.take(id);
@@ -342,11 +346,12 @@ fn on_line(proc: &Arc<Proc>, line: &[u8]) {
     }
 }
 
-/// The one request in flight on the child, when there is exactly one (the handshake aside).
+/// The one request in flight on the child, when there is exactly one (the handshake and the
+/// gateway's listen stream aside).
 /// stdio does not say which request a server's own request or log line belongs to: it can only
 /// be attributed when no other request could have caused it.
 fn only_request(pending: &HashMap<u64, Pending>) -> Option<&Pending> {
-    let mut calls = pending.iter().filter(|(id, _)| **id != 0).map(|(_, p)| p);
+    let mut calls = pending.iter().filter(|(id, p)| **id != 0 && !p.listen).map(|(_, p)| p);
     match (calls.next(), calls.next()) {
         (Some(p), None) => Some(p),
         _ => None,
