@@ -33,6 +33,15 @@ fn usable(gw: &Gateway, req: &Request, index: usize) -> bool {
     })
 }
 
+/// Whether an upstream that is up and that the caller may use declares capability `cap` (what
+/// the caller may be told the gateway offers).
+pub fn offered_to(gw: &Gateway, req: &Request, cap: &str) -> bool {
+    gw.upstreams().iter().any(|up| {
+        let st = up.state();
+        st.status == Status::Ready && !up.is_retired() && st.offers(cap) && usable(gw, req, up.index)
+    })
+}
+
 pub fn discover(gw: &Gateway, req: &Request) -> Reply {
     let restricted = !req.caller.grants.is_unrestricted();
     let mut capabilities = Map::new();

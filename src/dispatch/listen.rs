@@ -57,8 +57,8 @@ pub fn listen(gw: &Gateway, req: Request) -> Reply {
     let wants = |field: &str| asked.get(field).and_then(Value::as_bool) == Some(true);
     let filter = Filter {
         tools: wants("toolsListChanged"),
-        prompts: wants("promptsListChanged") && gw.offers("prompts"),
-        resources: wants("resourcesListChanged") && gw.offers("resources"),
+        prompts: wants("promptsListChanged") && super::discover::offered_to(gw, &req, "prompts"),
+        resources: wants("resourcesListChanged") && super::discover::offered_to(gw, &req, "resources"),
     };
     let uris: BTreeSet<String> = match asked.get("resourceSubscriptions") {
         None | Some(Value::Null) => BTreeSet::new(),

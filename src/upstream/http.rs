@@ -272,6 +272,14 @@ impl HttpTransport {
                             let _ = tx.send(Event::Done(final_outcome(msg))).await;
                             return;
                         }
+                        // Change notifications concern every caller, not this call: they go
+                        // where the gateway's own change tracking hears them, never raw to the
+                        // caller (upstream URIs, items it may not see).
+                        Ok(Kind::Notification)
+                            if msg.method.as_deref().is_some_and(|m| m.ends_with("/list_changed") || m == "notifications/resources/updated") =>
+                        {
+                            me.0.inbound.notification(&msg);
+                        }
                         Ok(Kind::Notification) => {
                             let data = match (&progress, msg.method.as_deref()) {
                                 (Some(client), Some("notifications/progress")) if super::progress::request_of(&msg) == Some(want) => {
