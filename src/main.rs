@@ -97,21 +97,52 @@ enum Command {
     },
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs on stderr (text or JSON, filtered by `MCPGATE_LOG`) and, in a build with `--features
+/// otlp` when `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` is set, spans exported over OTLP.
+fn init_logging(format: LogFormat, runtime: &tokio::runtime::Handle) -> Option<Telemetry> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("MCPGATE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(fmt).with(filter);
+    #[cfg(feature = "otlp")]
+    {
+        match mcpgate::telemetry::otlp::start(runtime.clone()) {
+            Ok(Some((export, tracer))) => {
+                registry.with(tracing_opentelemetry::layer().with_tracer(tracer)).init();
+                return Some(export);
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("warning: {e}; traces are not exported"),
+        }
     }
+    #[cfg(not(feature = "otlp"))]
+    {
+        let _ = runtime;
+        if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() || std::env::var_os("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some() {
+            eprintln!(
+                "warning: OTEL_EXPORTER_OTLP_*ENDPOINT is set but this mcpgate was built without trace export (cargo build --features otlp)"
+            );
+        }
+    }
+    registry.init();
+    None
 }
+
+#[cfg(feature = "otlp")]
+type Telemetry = mcpgate::telemetry::otlp::Export;
+#[cfg(not(feature = "otlp"))]
+type Telemetry = std::convert::Infallible;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    raise_open_files_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -119,13 +150,22 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    let telemetry = init_logging(cli.log_format, runtime.handle());
+    raise_open_files_limit();
+    let code = match runtime.block_on(run(cli.command)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    };
+    #[cfg(feature = "otlp")]
+    if let Some(export) = telemetry {
+        export.shutdown();
     }
+    #[cfg(not(feature = "otlp"))]
+    let _ = telemetry;
+    code
 }
 
 /// The open-files limit in effect (0: unknown).

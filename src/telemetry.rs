@@ -4,6 +4,30 @@
 //! catalogue size, open change streams, requests in progress and open connections. Labels never
 //! carry tool names or callers, only methods, upstream ids and fixed reasons.
 
+#[cfg(feature = "otlp")]
+pub mod otlp;
+
+/// The span a JSON-RPC request is handled in when traces are exported (`--features otlp`), which
+/// also makes the `traceparent` going upstream point at it; otherwise no span of its own and the
+/// caller's trace context passes through unchanged.
+pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) -> tracing::Span {
+    #[cfg(feature = "otlp")]
+    return otlp::hop(meta, method);
+    #[cfg(not(feature = "otlp"))]
+    {
+        let _ = (meta, method);
+        tracing::Span::none()
+    }
+}
+
+/// Parents the request span on the client's `traceparent` header when traces are exported.
+pub fn adopt_remote_parent(span: &tracing::Span, headers: &http::HeaderMap) {
+    #[cfg(feature = "otlp")]
+    otlp::adopt_remote_parent(span, headers);
+    #[cfg(not(feature = "otlp"))]
+    let _ = (span, headers);
+}
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -230,8 +230,9 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
                 Ok(mut request) => {
                     crate::protocol::trace::adopt(&parts.headers, &mut request.meta.fields);
                     tracing::Span::current().record("method", request.method.as_str());
+                    let span = crate::telemetry::hop(&mut request.meta.fields, request.method.as_str());
                     let id = request.id.clone();
-                    let reply = st.svc.handle(request).await;
+                    let reply = tracing::Instrument::instrument(st.svc.handle(request), span).await;
                     render::reply(id, reply)
                 }
             }

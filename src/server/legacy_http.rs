@@ -78,7 +78,8 @@ pub async fn post(
                         Ok(reply) => reply,
                         Err(Action::Forward(mut req)) => {
                             crate::protocol::trace::adopt(headers, &mut req.meta.fields);
-                            let reply = svc.handle(req.clone()).await;
+                            let span = crate::telemetry::hop(&mut req.meta.fields, req.method.as_str());
+                            let reply = tracing::Instrument::instrument(svc.handle(req.clone()), span).await;
                             bridge::bridge(svc.clone(), req, reply, st.waiting.clone(), session.sid.clone(), svc.input_timeout())
                         }
                         Err(_) => return render::error(id.as_deref(), &RpcError::internal("unexpected session action")),

@@ -182,14 +182,16 @@ impl MakeRequestId for RequestIds {
 /// The span of one request; the caller, method, item and upstream are recorded as they are known.
 fn request_span<B>(req: &Request<B>) -> tracing::Span {
     let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "request",
         id = %id,
         caller = tracing::field::Empty,
         method = tracing::field::Empty,
         item = tracing::field::Empty,
         upstream = tracing::field::Empty
-    )
+    );
+    crate::telemetry::adopt_remote_parent(&span, req.headers());
+    span
 }
 
 /// A handler that panicked: the client gets a JSON-RPC internal error, the log the panic.

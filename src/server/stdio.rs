@@ -203,7 +203,9 @@ fn spawn(
         m.insert(key.clone(), (token.clone(), request.method == "subscriptions/listen"));
     }
     let map = inflight.clone();
-    tasks.spawn(async move {
+    let mut request = request;
+    let span = crate::telemetry::hop(&mut request.meta.fields, request.method.as_str());
+    let task = async move {
         let id = request.id.clone();
         let work = async {
             let reply = match legacy_client {
@@ -239,7 +241,8 @@ fn spawn(
             let mut m = lock(&map);
             m.remove(&key);
         }
-    });
+    };
+    tasks.spawn(tracing::Instrument::instrument(task, span));
 }
 
 /// Sends the changes the client may see to a legacy client until the connection ends.

@@ -13,6 +13,8 @@ mod legacy;
 mod malformed;
 mod notifications;
 mod observability;
+#[cfg(feature = "otlp")]
+mod otlp;
 mod pools;
 mod reload;
 mod resilience;

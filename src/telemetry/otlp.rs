@@ -1,0 +1,156 @@
+//! Trace export over OTLP/HTTP (protobuf), built only with `--features otlp` and switched on by
+//! the standard environment variables (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` plus `/v1/traces`; `OTEL_SERVICE_NAME`, default `mcpgate`; the
+//! SDK's `OTEL_BSP_*` batching settings). It owns the exporter's HTTP client (the gateway's own
+//! hyper + rustls client, run on the gateway's runtime: the SDK exports from its own thread, so
+//! each export is spawned onto the runtime and awaited), the request span's remote parent (the
+//! client's `traceparent` header), and the hop: every JSON-RPC request runs in an `mcp` span
+//! whose context replaces the `traceparent` that goes upstream, so the upstream's spans hang
+//! under the gateway's instead of beside them.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{TraceContextExt, TracerProvider};
+use opentelemetry_http::{HeaderExtractor, HttpError};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{SdkTracerProvider, Tracer};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// Whether spans are exported (decided once, at start).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// A collector's answer larger than this is cut off (it carries only a partial-success note).
+const MAX_ANSWER: usize = 64 * 1024;
+/// One export attempt, connection included.
+const EXPORT_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The running exporter; [`Export::shutdown`] flushes what is still batched.
+pub struct Export {
+    provider: SdkTracerProvider,
+}
+
+impl Export {
+    /// Flushes the spans still batched and stops the exporter (call before the runtime goes).
+    pub fn shutdown(self) {
+        if let Err(e) = self.provider.shutdown_with_timeout(Duration::from_secs(5)) {
+            eprintln!("warning: OTLP trace export did not finish cleanly: {e}");
+        }
+    }
+}
+
+/// The collector's traces URL from the environment, if export is asked for.
+pub fn endpoint_from_env() -> Option<String> {
+    let var = |k: &str| std::env::var(k).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT").map(|base| format!("{}/v1/traces", base.trim_end_matches('/'))))
+}
+
+/// Starts the exporter when the environment asks for one; the tracer goes into the
+/// `tracing-opentelemetry` layer.
+pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>, String> {
+    let Some(endpoint) = endpoint_from_env() else { return Ok(None) };
+    let uri: http::Uri = endpoint.parse().map_err(|e| format!("OTLP endpoint {endpoint:?} is not a URL: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(format!("OTLP endpoint {endpoint:?} must be an http:// or https:// URL"));
+    }
+    let client = {
+        let _entered = runtime.enter();
+        Collector { client: crate::upstream::new_http_client(), runtime: runtime.clone() }
+    };
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_endpoint(endpoint.clone())
+        .with_timeout(EXPORT_DEADLINE)
+        .with_http_client(client)
+        .build()
+        .map_err(|e| format!("cannot set up OTLP export to {endpoint}: {e}"))?;
+    let service = std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "mcpgate".into());
+    let resource = opentelemetry_sdk::Resource::builder_empty()
+        .with_service_name(service)
+        .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .build();
+    let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build();
+    let tracer = provider.tracer("mcpgate");
+    ACTIVE.store(true, Ordering::Relaxed);
+    tracing::info!(%endpoint, "exporting traces over OTLP/HTTP");
+    Ok(Some((Export { provider }, tracer)))
+}
+
+/// The exporter's HTTP client: the gateway's hyper client, each export run on the gateway's runtime.
+#[derive(Debug, Clone)]
+struct Collector {
+    client: crate::upstream::HttpClient,
+    runtime: tokio::runtime::Handle,
+}
+
+type Exchange<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<http::Response<Bytes>, HttpError>> + Send + 'a>>;
+
+impl opentelemetry_http::HttpClient for Collector {
+    // The trait is declared with `async_trait`; this is its expanded form.
+    fn send_bytes<'life0, 'async_trait>(&'life0 self, request: http::Request<Bytes>) -> Exchange<'async_trait>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        let client = self.client.clone();
+        let task = self.runtime.spawn(async move {
+            let exchange = async {
+                let response = client.request(request.map(Full::new)).await?;
+                let (parts, body) = response.into_parts();
+                let body = Limited::new(body, MAX_ANSWER).collect().await?.to_bytes();
+                Ok::<_, HttpError>(http::Response::from_parts(parts, body))
+            };
+            match tokio::time::timeout(EXPORT_DEADLINE, exchange).await {
+                Ok(r) => r,
+                Err(_) => Err("the OTLP collector did not answer in time".into()),
+            }
+        });
+        Box::pin(async move { task.await.map_err(|e| HttpError::from(format!("OTLP export task failed: {e}")))? })
+    }
+}
+
+/// Makes the request span a child of the client's trace when it sent a `traceparent` header.
+pub fn adopt_remote_parent(span: &tracing::Span, headers: &http::HeaderMap) {
+    if !ACTIVE.load(Ordering::Relaxed) || !headers.contains_key("traceparent") {
+        return;
+    }
+    let cx = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+    if cx.span().span_context().is_valid() {
+        let _ = span.set_parent(cx);
+    }
+}
+
+/// The span one JSON-RPC request is handled in, and the hop: the `traceparent` in `_meta` (where
+/// it goes upstream from) becomes this span's own context. Its parent is the request span, or the
+/// trace context in `_meta` when that names another trace than the header did.
+pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) -> tracing::Span {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return tracing::Span::none();
+    }
+    // `item` and `upstream` are recorded when the request is routed (see `dispatch::forward`).
+    let span = tracing::info_span!("mcp", rpc.method = %method, otel.kind = "server", item = tracing::field::Empty, upstream = tracing::field::Empty);
+    let text = |k: &str| meta.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    if let Some(tp) = text("traceparent").filter(|tp| crate::protocol::trace::valid_traceparent(tp)) {
+        let mut carrier = HashMap::from([("traceparent".to_string(), tp)]);
+        if let Some(ts) = text("tracestate") {
+            carrier.insert("tracestate".into(), ts);
+        }
+        let remote = TraceContextPropagator::new().extract(&carrier);
+        let here = tracing::Span::current().context();
+        if remote.span().span_context().trace_id() != here.span().span_context().trace_id() {
+            let _ = span.set_parent(remote);
+        }
+    }
+    let own = span.context();
+    let sc = own.span().span_context().clone();
+    if sc.is_valid() {
+        let traceparent = format!("00-{:032x}-{:016x}-{:02x}", sc.trace_id(), sc.span_id(), sc.trace_flags().to_u8());
+        meta.insert("traceparent".into(), traceparent.into());
+    }
+    span
+}

@@ -1,0 +1,121 @@
+//! Trace export over OTLP (`--features otlp`): a gateway told where a collector is (the standard
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`) posts protobuf span batches to `/v1/traces` that carry the
+//! caller's trace id, the caller's span as the parent of the gateway's request span, and the
+//! gateway's own span, which is what the upstream receives as its parent in `traceparent`, both
+//! from the HTTP header and from `_meta`. Without the variable nothing is exported and the caller's
+//! trace context passes through unchanged (see `observability`).
+
+use crate::harness::*;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use serde_json::json;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What a collector received: path, content type and body of each POST.
+type Received = Arc<Mutex<Vec<(String, String, Bytes)>>>;
+
+/// A minimal OTLP/HTTP collector on loopback that records every request and answers 200.
+async fn collector() -> (String, Received) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind collector");
+    let addr = listener.local_addr().expect("collector address");
+    let received: Received = Arc::default();
+    let log = received.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let log = log.clone();
+                    async move {
+                        let path = req.uri().path().to_string();
+                        let ctype = req.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+                        let body = req.into_body().collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+                        log.lock().expect("collector log").push((path, ctype, body));
+                        let answer =
+                            http::Response::builder().header("content-type", "application/x-protobuf").body(Full::new(Bytes::new()));
+                        Ok::<_, Infallible>(answer.expect("collector answer"))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), svc).await;
+            });
+        }
+    });
+    (format!("http://{addr}"), received)
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The three parts of a `traceparent`: trace id, parent span id, flags.
+fn parts(tp: &str) -> (String, String, String) {
+    let p: Vec<&str> = tp.split('-').collect();
+    assert_eq!(p.len(), 4, "a traceparent: {tp}");
+    (p[1].to_string(), p[2].to_string(), p[3].to_string())
+}
+
+/// Waits until the collector has received spans holding every one of `needles`.
+async fn exported(received: &Received, needles: &[Vec<u8>], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let all: Vec<u8> = received.lock().expect("collector log").iter().flat_map(|(_, _, b)| b.to_vec()).collect();
+        if needles.iter().all(|n| contains(&all, n)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the collector never received {what} ({} bytes so far)", all.len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spans_are_exported_and_the_upstream_hangs_under_the_gateway() {
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const META_TP: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let (endpoint, received) = collector().await;
+    let (_up, url) = py_http("alpha", &[]);
+    let config = format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_SERVICE_NAME", "mcpgate-under-test"),
+    ];
+    let gw = gateway_with_env(&config, &env);
+
+    // The trace context in the HTTP header.
+    let r = rpc_with(&gw.url, "tools/call", json!({ "name": "alpha__headers", "arguments": {} }), &[("traceparent", TP)]).await;
+    let seen: serde_json::Value = serde_json::from_str(&text_of(&r.message())).expect("headers JSON");
+    let upstream_tp = seen["traceparent"].as_str().unwrap_or_else(|| panic!("the upstream gets a traceparent: {seen}"));
+    let (trace, hop, flags) = parts(upstream_tp);
+    let (client_trace, client_span, _) = parts(TP);
+    assert_eq!(trace, client_trace, "the upstream stays in the caller's trace");
+    assert_ne!(hop, client_span, "the upstream's parent is the gateway's span, not the caller's");
+    assert_eq!(flags, "01", "the sampled flag is kept");
+    let needles =
+        [unhex(&trace), unhex(&hop), unhex(&client_span), b"mcpgate-under-test".to_vec(), b"tools/call".to_vec(), b"alpha".to_vec()];
+    exported(&received, &needles, "the caller's trace, the caller's span as parent and the gateway's span").await;
+    {
+        let got = received.lock().expect("collector log");
+        assert!(
+            got.iter().all(|(path, ctype, _)| path == "/v1/traces" && ctype == "application/x-protobuf"),
+            "OTLP/HTTP protobuf posts to /v1/traces"
+        );
+    }
+
+    // The trace context only in `_meta` (another trace): the gateway's span joins that trace.
+    let mut params = json!({ "name": "alpha__meta", "arguments": {} });
+    params["_meta"] = meta();
+    params["_meta"]["traceparent"] = META_TP.into();
+    let r = rpc(&gw.url, "tools/call", params).await;
+    let meta_seen: serde_json::Value = serde_json::from_str(&text_of(&r.message())).expect("meta JSON");
+    let (trace, hop, _) = parts(meta_seen["traceparent"].as_str().unwrap_or_else(|| panic!("_meta carries a traceparent: {meta_seen}")));
+    let (meta_trace, meta_span, _) = parts(META_TP);
+    assert_eq!(trace, meta_trace, "the trace named in _meta is kept");
+    assert_ne!(hop, meta_span, "and the upstream's parent is the gateway's span");
+    exported(&received, &[unhex(&meta_trace), unhex(&hop), unhex(&meta_span)], "the span joined to the trace named in _meta").await;
+}
