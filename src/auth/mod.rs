@@ -122,18 +122,18 @@ impl Authenticator {
     async fn jwt(&self, token: &str) -> Result<Principal, AuthError> {
         let verifier = self.jwt.as_ref().ok_or_else(|| AuthError::Unauthorized("JWT authentication is not configured".into()))?;
         let claims = verifier.verify(token).await.map_err(AuthError::Unauthorized)?;
-        let subject = claims.get(verifier.subject_claim()).and_then(Value::as_str).unwrap_or("").to_string();
+        // A token must name its bearer: without one, every such token would share one identity
+        // (legacy sessions, rate limits, logs). Tokens naming the client elsewhere (`client_id`,
+        // `azp`) are accepted by setting `[auth] subject_claim` to that claim.
+        let subject = match claims.get(verifier.subject_claim()).and_then(Value::as_str) {
+            Some(s) if !s.trim().is_empty() => s.to_string(),
+            _ => return Err(AuthError::Unauthorized(format!("the token has no `{}` claim naming its subject", verifier.subject_claim()))),
+        };
         let scopes = token_scopes(&claims);
         let matched: Vec<&CallerConfig> = self.callers.iter().filter(|c| caller_matches(c, &subject, &claims, &scopes)).collect();
         let grants = if self.callers.is_empty() { Grants::unrestricted() } else { Grants::from_rules(matched.iter().copied()) };
         let rate = matched.iter().find_map(|c| c.rate_limit);
-        Ok(Principal {
-            id: if subject.is_empty() { "unknown-subject".into() } else { subject },
-            rules: matched.iter().map(|c| c.id.clone()).collect(),
-            grants,
-            scopes,
-            rate,
-        })
+        Ok(Principal { id: subject, rules: matched.iter().map(|c| c.id.clone()).collect(), grants, scopes, rate })
     }
 
     /// The scopes calling `tool` needs (from `[auth] tool_scopes`).

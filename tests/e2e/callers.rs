@@ -188,6 +188,11 @@ async fn jwt_tokens_are_checked_and_scopes_challenged() {
     let mut wrong_iss = claims("alice", "mcp");
     wrong_iss["iss"] = json!("https://evil.test");
     let forged = sign(&issuer("k1"), "k1", claims("alice", "mcp"));
+    // Without a subject every such token would share one identity (sessions, rate limits, logs).
+    let mut no_subject = claims("alice", "mcp");
+    no_subject.as_object_mut().map(|c| c.remove("sub"));
+    let mut empty_subject = claims("", "mcp");
+    empty_subject["groups"] = json!(["ops"]);
     let hs = jsonwebtoken::encode(
         &jsonwebtoken::Header::default(),
         &claims("alice", "mcp"),
@@ -199,6 +204,8 @@ async fn jwt_tokens_are_checked_and_scopes_challenged() {
         ("wrong audience", sign(&iss, "k1", wrong_aud)),
         ("wrong issuer", sign(&iss, "k1", wrong_iss)),
         ("badly signed", forged),
+        ("no subject", sign(&iss, "k1", no_subject)),
+        ("empty subject", sign(&iss, "k1", empty_subject)),
         ("symmetric algorithm", hs),
         ("not a JWT", "garbage".to_string()),
     ] {
