@@ -7,6 +7,9 @@
 //! (`server.max_in_flight_per_caller`, then 429), both with `Retry-After`; a request counts until
 //! its response body has been sent (a streamed tool call included), but not the long-lived
 //! change streams (`subscriptions/listen`, the legacy GET stream), which the connection limit bounds.
+//! A response whose last frame the client has not taken for `server.write_timeout` closes its
+//! connection: that covers an HTTP/2 client that never opens its flow-control window, which
+//! the socket-level write deadline (`slow`) cannot see.
 
 use crate::protocol::errors::RpcError;
 use crate::sync::lock;
@@ -14,6 +17,7 @@ use bytes::Bytes;
 use dashmap::DashMap;
 use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,6 +34,9 @@ pub struct Conn {
     active: AtomicUsize,
     served: AtomicBool,
     idle_since: Mutex<Instant>,
+    /// Responses whose last frame has not been taken by the client yet, since when.
+    waiting: Mutex<HashMap<u64, Instant>>,
+    next_request: AtomicU64,
     pub close: CancellationToken,
     /// Signalled when a request ends (the idle clock starts).
     pub changed: tokio::sync::Notify,
@@ -40,30 +47,97 @@ impl Conn {
     pub fn begin(self: &Arc<Self>) -> Active {
         self.served.store(true, Ordering::SeqCst);
         self.active.fetch_add(1, Ordering::SeqCst);
-        Active(self.clone())
+        Active { conn: self.clone(), id: self.next_request.fetch_add(1, Ordering::Relaxed) }
     }
 
     fn idle_for(&self) -> Option<Duration> {
         (self.active.load(Ordering::SeqCst) == 0).then(|| lock(&self.idle_since).elapsed())
     }
 
-    /// When this connection must close unless something happens first.
-    pub fn deadline(&self, first_request: Duration, idle: Duration) -> Option<Instant> {
+    /// When this connection must close unless something happens first: no first request in
+    /// time, idle too long, or a response the client has stopped taking.
+    pub fn deadline(&self, first_request: Duration, idle: Duration, write: Duration) -> Option<Instant> {
         if !self.served.load(Ordering::SeqCst) {
             return Some(self.accepted + first_request);
         }
-        (self.active.load(Ordering::SeqCst) == 0).then(|| *lock(&self.idle_since) + idle)
+        if self.active.load(Ordering::SeqCst) == 0 {
+            return Some(*lock(&self.idle_since) + idle);
+        }
+        lock(&self.waiting).values().min().map(|since| *since + write)
     }
 }
 
 /// A request in progress on a connection.
-pub struct Active(Arc<Conn>);
+pub struct Active {
+    conn: Arc<Conn>,
+    id: u64,
+}
+
+impl Active {
+    /// The response handed the client a frame: the clock runs until the client asks for more.
+    fn delivered(&self) {
+        let mut waiting = lock(&self.conn.waiting);
+        let first = waiting.is_empty();
+        waiting.insert(self.id, Instant::now());
+        drop(waiting);
+        if first {
+            self.conn.changed.notify_one();
+        }
+    }
+
+    /// The client asked for the next frame (or the response is waiting on the gateway).
+    fn taken(&self) {
+        let mut waiting = lock(&self.conn.waiting);
+        if !waiting.is_empty() {
+            waiting.remove(&self.id);
+        }
+    }
+}
 
 impl Drop for Active {
     fn drop(&mut self) {
-        *lock(&self.0.idle_since) = Instant::now();
-        self.0.active.fetch_sub(1, Ordering::SeqCst);
-        self.0.changed.notify_one();
+        lock(&self.conn.waiting).remove(&self.id);
+        *lock(&self.conn.idle_since) = Instant::now();
+        self.conn.active.fetch_sub(1, Ordering::SeqCst);
+        self.conn.changed.notify_one();
+    }
+}
+
+/// A response on a connection: the request counts as in progress until it has been sent, and
+/// the time the client leaves a frame untaken is watched (see [`Conn::deadline`]).
+pub struct Sending<B> {
+    inner: B,
+    active: Active,
+}
+
+impl<B> Sending<B> {
+    /// The clock starts with the response head: an HTTP/2 client with no window for this
+    /// stream never lets its body be polled at all.
+    pub fn new(inner: B, active: Active) -> Self {
+        active.delivered();
+        Sending { inner, active }
+    }
+}
+
+impl<B: Body<Data = Bytes, Error = Infallible> + Unpin> Body for Sending<B> {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) if frame.is_data() => self.active.delivered(),
+            _ => self.active.taken(),
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -94,6 +168,8 @@ impl Conns {
             active: AtomicUsize::new(0),
             served: AtomicBool::new(false),
             idle_since: Mutex::new(now),
+            waiting: Mutex::default(),
+            next_request: AtomicU64::new(0),
             close: CancellationToken::new(),
             changed: tokio::sync::Notify::new(),
         });

@@ -3,7 +3,7 @@
 //! every request goes through, and watching each connection (first request in time, idle
 //! timeout, shed when the connection limit needs room), then draining at shutdown.
 
-use super::conns::{Conn, Holding};
+use super::conns::{Conn, Sending};
 use super::http::{State, handle};
 use super::render::{self, Body};
 use super::slow::WriteDeadline;
@@ -129,7 +129,7 @@ async fn serve_connection<I>(
         async move {
             let resp = handle(st, req, peer).await?;
             // The connection counts as busy until the response has been sent.
-            Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Holding::new(b, active))))
+            Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Sending::new(b, active))))
         }
     });
     // The edge's policy at a glance, outermost first: every request gets an id (kept from the
@@ -211,7 +211,7 @@ where
 {
     tokio::pin!(conn);
     loop {
-        let deadline = tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout);
+        let deadline = tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout);
         let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + std::time::Duration::from_secs(3600));
         tokio::select! {
             r = &mut conn => {
@@ -226,8 +226,8 @@ where
             }
             _ = tracked.changed.notified() => {}
             _ = tokio::time::sleep_until(wake) => {
-                if tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout).is_some_and(|d| d <= tokio::time::Instant::now()) {
-                    tracing::debug!(%peer, "closing a connection that sent no request in time, or sat idle");
+                if tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout).is_some_and(|d| d <= tokio::time::Instant::now()) {
+                    tracing::debug!(%peer, "closing a connection that sent no request in time, sat idle, or stopped taking its response");
                     return;
                 }
             }
