@@ -115,7 +115,12 @@ fn init_logging(format: LogFormat, runtime: &tokio::runtime::Handle) -> Option<T
     {
         match mcpgate::telemetry::otlp::start(runtime.clone()) {
             Ok(Some((export, tracer))) => {
-                registry.with(tracing_opentelemetry::layer().with_tracer(tracer)).init();
+                // Only the gateway's own spans: the exporter's HTTP client (h2, hyper) traced
+                // and exported would feed itself. Export failures are logged (target
+                // `opentelemetry_sdk`).
+                let own = tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("mcpgate"));
+                registry.with(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(own)).init();
+                tracing::info!(endpoint = %export.endpoint(), "exporting traces over OTLP/HTTP");
                 return Some(export);
             }
             Ok(None) => {}

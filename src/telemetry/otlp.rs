@@ -32,9 +32,15 @@ const EXPORT_DEADLINE: Duration = Duration::from_secs(10);
 /// The running exporter; [`Export::shutdown`] flushes what is still batched.
 pub struct Export {
     provider: SdkTracerProvider,
+    endpoint: String,
 }
 
 impl Export {
+    /// Where spans go (without credentials).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
     /// Flushes the spans still batched and stops the exporter (call before the runtime goes).
     pub fn shutdown(self) {
         if let Err(e) = self.provider.shutdown_with_timeout(Duration::from_secs(5)) {
@@ -54,10 +60,14 @@ pub fn endpoint_from_env() -> Option<String> {
 /// `tracing-opentelemetry` layer.
 pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>, String> {
     let Some(endpoint) = endpoint_from_env() else { return Ok(None) };
-    let uri: http::Uri = endpoint.parse().map_err(|e| format!("OTLP endpoint {endpoint:?} is not a URL: {e}"))?;
+    // The URL may carry credentials: errors and logs never show it whole.
+    let uri: http::Uri = endpoint.parse().map_err(|e| format!("the OTLP endpoint is not a URL: {e}"))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err(format!("OTLP endpoint {endpoint:?} must be an http:// or https:// URL"));
+        return Err("the OTLP endpoint must be an http:// or https:// URL".into());
     }
+    let host = uri.host().unwrap_or("");
+    let port = uri.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let shown = format!("{}://{host}{port}{}", uri.scheme_str().unwrap_or("http"), uri.path());
     let client = {
         let _entered = runtime.enter();
         Collector { client: crate::upstream::new_http_client(), runtime: runtime.clone() }
@@ -68,7 +78,7 @@ pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>
         .with_timeout(EXPORT_DEADLINE)
         .with_http_client(client)
         .build()
-        .map_err(|e| format!("cannot set up OTLP export to {endpoint}: {e}"))?;
+        .map_err(|e| format!("cannot set up OTLP export to {shown}: {e}"))?;
     let service = std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "mcpgate".into());
     let resource = opentelemetry_sdk::Resource::builder_empty()
         .with_service_name(service)
@@ -77,8 +87,7 @@ pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>
     let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build();
     let tracer = provider.tracer("mcpgate");
     ACTIVE.store(true, Ordering::Relaxed);
-    tracing::info!(%endpoint, "exporting traces over OTLP/HTTP");
-    Ok(Some((Export { provider }, tracer)))
+    Ok(Some((Export { provider, endpoint: shown }, tracer)))
 }
 
 /// The exporter's HTTP client: the gateway's hyper client, each export run on the gateway's runtime.

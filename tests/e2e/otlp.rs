@@ -119,3 +119,20 @@ async fn spans_are_exported_and_the_upstream_hangs_under_the_gateway() {
     assert_ne!(hop, meta_span, "and the upstream's parent is the gateway's span");
     exported(&received, &[unhex(&meta_trace), unhex(&hop), unhex(&meta_span)], "the span joined to the trace named in _meta").await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_collector_that_is_down_is_reported_and_calls_go_on() {
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address");
+    let endpoint = format!("http://{closed}");
+    let (_up, url) = py_http("alpha", &[]);
+    let config = format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n");
+    let gw = gateway_with_env(&config, &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")]);
+    assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !gw.proc.log().contains("ExportError") {
+        assert!(Instant::now() < deadline, "a failed export is never logged:\n{}", gw.proc.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha", "calls go on");
+}
