@@ -104,18 +104,31 @@ impl Drop for Active {
 }
 
 /// A response on a connection: the request counts as in progress until it has been sent, and
-/// the time the client leaves a frame untaken is watched (see [`Conn::deadline`]).
+/// the time the client leaves a frame untaken is watched (see [`Conn::deadline`]). Data goes out
+/// in pieces of at most [`PIECE`] bytes: HTTP/2 takes a whole frame from the body once the stream
+/// has *any* window and queues what does not fit, so a large frame would be handed over (and the
+/// clock stopped) while the client still withholds its window.
 pub struct Sending<B> {
     inner: B,
     active: Active,
+    rest: Bytes,
 }
+
+/// The largest piece of a response body handed to the connection at once.
+const PIECE: usize = 16 * 1024;
 
 impl<B> Sending<B> {
     /// The clock starts with the response head: an HTTP/2 client with no window for this
     /// stream never lets its body be polled at all.
     pub fn new(inner: B, active: Active) -> Self {
         active.delivered();
-        Sending { inner, active }
+        Sending { inner, active, rest: Bytes::new() }
+    }
+
+    fn piece(&mut self) -> Frame<Bytes> {
+        let n = self.rest.len().min(PIECE);
+        self.active.delivered();
+        Frame::data(self.rest.split_to(n))
     }
 }
 
@@ -124,20 +137,41 @@ impl<B: Body<Data = Bytes, Error = Infallible> + Unpin> Body for Sending<B> {
     type Error = Infallible;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) if frame.is_data() => self.active.delivered(),
-            _ => self.active.taken(),
+        if !self.rest.is_empty() {
+            return Poll::Ready(Some(Ok(self.piece())));
         }
-        polled
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match polled {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => {
+                    self.rest = data;
+                    Poll::Ready(Some(Ok(self.piece())))
+                }
+                Err(frame) => {
+                    self.active.taken();
+                    Poll::Ready(Some(Ok(frame)))
+                }
+            },
+            other => {
+                self.active.taken();
+                other
+            }
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.rest.is_empty() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let inner = self.inner.size_hint();
+        let extra = self.rest.len() as u64;
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower().saturating_add(extra));
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(extra));
+        }
+        hint
     }
 }
 
@@ -303,5 +337,26 @@ mod tests {
         assert!(full.headers.iter().any(|(k, _)| *k == "retry-after"));
         drop(a1);
         assert!(f.admit("c").is_ok(), "a finished request frees its place");
+    }
+
+    #[tokio::test]
+    async fn responses_go_out_in_pieces_with_their_exact_length() {
+        use http_body_util::{BodyExt, Full};
+        let conns = Conns::new(4);
+        let (_, conn) = conns.admit().unwrap();
+        let body = Bytes::from(vec![7u8; 2 * PIECE + 5]);
+        let mut sending = Sending::new(Full::new(body.clone()), conn.begin());
+        assert_eq!(sending.size_hint().exact(), Some(body.len() as u64));
+        let mut sizes = Vec::new();
+        let mut got = Vec::new();
+        while let Some(frame) = sending.frame().await {
+            let data = frame.unwrap().into_data().unwrap();
+            sizes.push(data.len());
+            got.extend_from_slice(&data);
+            assert_eq!(sending.size_hint().exact(), Some((body.len() - got.len()) as u64), "the length left stays exact");
+        }
+        assert_eq!(sizes, [PIECE, PIECE, 5]);
+        assert_eq!(got, body);
+        assert!(sending.is_end_stream());
     }
 }

@@ -118,26 +118,29 @@ async fn an_http2_client_that_never_opens_its_window_is_cut_off() {
     let (_up, url) = py_http("alpha", &[]);
     let gw =
         gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\nwrite_timeout = \"1s\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n"));
-    let tcp = tokio::net::TcpStream::connect(addr(&gw)).await.expect("connect");
-    // HTTP/2 with prior knowledge and a window of 0 for every stream: the gateway may send the
-    // response head but no byte of its body, and the client never grants more.
-    let (mut client, connection) =
-        h2::client::Builder::new().initial_window_size(0).handshake::<_, Bytes>(tcp).await.expect("h2 handshake");
-    let connection = tokio::spawn(connection);
-    let params = json!({ "name": "alpha__big", "arguments": { "size": 200_000 }, "_meta": meta() });
-    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }).to_string();
-    let mut req = http::Request::post(format!("http://{}/mcp", addr(&gw)));
-    for (k, v) in modern_headers("tools/call", &params) {
-        req = req.header(k, v);
+    // HTTP/2 with prior knowledge. A window of 0 lets the gateway send the response head but no
+    // byte of its body; the default window (64 KiB) lets it send the start of a 200 kB result.
+    // Either way the client never grants more.
+    for window in [0, 65_535] {
+        let tcp = tokio::net::TcpStream::connect(addr(&gw)).await.expect("connect");
+        let (mut client, connection) =
+            h2::client::Builder::new().initial_window_size(window).handshake::<_, Bytes>(tcp).await.expect("h2 handshake");
+        let connection = tokio::spawn(connection);
+        let params = json!({ "name": "alpha__big", "arguments": { "size": 200_000 }, "_meta": meta() });
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }).to_string();
+        let mut req = http::Request::post(format!("http://{}/mcp", addr(&gw)));
+        for (k, v) in modern_headers("tools/call", &params) {
+            req = req.header(k, v);
+        }
+        let (response, mut send) = client.send_request(req.body(()).expect("request"), false).expect("send request");
+        send.send_data(Bytes::from(body), true).expect("send body");
+        let head = tokio::time::timeout(Duration::from_secs(20), response).await.expect("a response head in time").expect("response");
+        assert_eq!(head.status(), 200);
+        let _unread = head.into_body();
+        // The gateway closes the connection once the body has waited for the client for 1 s.
+        let ended = tokio::time::timeout(Duration::from_secs(15), connection).await;
+        assert!(ended.is_ok(), "window {window}: the stalled HTTP/2 connection was never closed:\n{}", gw.proc.log());
     }
-    let (response, mut send) = client.send_request(req.body(()).expect("request"), false).expect("send request");
-    send.send_data(Bytes::from(body), true).expect("send body");
-    let head = tokio::time::timeout(Duration::from_secs(20), response).await.expect("a response head in time").expect("response");
-    assert_eq!(head.status(), 200);
-    let _unread = head.into_body();
-    // The gateway closes the connection once the body has waited for the client for 1 s.
-    let ended = tokio::time::timeout(Duration::from_secs(15), connection).await;
-    assert!(ended.is_ok(), "the stalled HTTP/2 connection was never closed:\n{}", gw.proc.log());
     // Its place is free again: the gateway answers as usual.
     assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha");
 }
