@@ -110,15 +110,22 @@ fn init_logging(format: LogFormat, runtime: &tokio::runtime::Handle) -> Option<T
         LogFormat::Text => fmt.boxed(),
         LogFormat::Json => fmt.json().boxed(),
     };
-    let registry = tracing_subscriber::registry().with(fmt).with(filter);
+    // `MCPGATE_LOG` filters the log lines only, not what is exported. The OpenTelemetry crates
+    // log request URLs (and a collector's answers) at debug: they stay at info and above, so a
+    // credential in the collector's URL never reaches the log.
+    use tracing_subscriber::filter::FilterExt;
+    let quiet_exporter =
+        tracing_subscriber::filter::filter_fn(|m| !m.target().starts_with("opentelemetry") || *m.level() <= tracing::Level::INFO);
+    let registry = tracing_subscriber::registry().with(fmt.with_filter(filter.and(quiet_exporter)));
     #[cfg(feature = "otlp")]
     {
         match mcpgate::telemetry::otlp::start(runtime.clone()) {
             Ok(Some((export, tracer))) => {
-                // Only the gateway's own spans: the exporter's HTTP client (h2, hyper) traced
-                // and exported would feed itself. Export failures are logged (target
-                // `opentelemetry_sdk`).
-                let own = tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("mcpgate"));
+                // Only the gateway's own spans, at info (the request and mcp spans) whatever
+                // `MCPGATE_LOG` says: the exporter's HTTP client (h2, hyper) traced and exported
+                // would feed itself. Export failures are logged (target `opentelemetry_sdk`).
+                let own =
+                    tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("mcpgate") && *m.level() <= tracing::Level::INFO);
                 registry.with(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(own)).init();
                 tracing::info!(endpoint = %export.endpoint(), "exporting traces over OTLP/HTTP");
                 return Some(export);

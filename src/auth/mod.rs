@@ -125,8 +125,10 @@ impl Authenticator {
         // A token must name its bearer: without one, every such token would share one identity
         // (legacy sessions, rate limits, logs). Tokens naming the client elsewhere (`client_id`,
         // `azp`) are accepted by setting `[auth] subject_claim` to that claim.
-        let subject = match claims.get(verifier.subject_claim()).and_then(Value::as_str) {
-            Some(s) if !s.trim().is_empty() => s.to_string(),
+        let subject = match claims.get(verifier.subject_claim()) {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+            // A numeric id (`uid`, `user_id`) names its bearer as well as a string.
+            Some(Value::Number(n)) => n.to_string(),
             _ => return Err(AuthError::Unauthorized(format!("the token has no `{}` claim naming its subject", verifier.subject_claim()))),
         };
         let scopes = token_scopes(&claims);

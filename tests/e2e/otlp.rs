@@ -2,8 +2,9 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT`) posts protobuf span batches to `/v1/traces` that carry the
 //! caller's trace id, the caller's span as the parent of the gateway's request span, and the
 //! gateway's own span, which is what the upstream receives as its parent in `traceparent`, both
-//! from the HTTP header and from `_meta`. Without the variable nothing is exported and the caller's
-//! trace context passes through unchanged (see `observability`).
+//! from the HTTP header and from `_meta`. A collector that is down is logged, without the
+//! credential in its URL, and calls go on. Without the variable nothing is exported and the
+//! caller's trace context passes through unchanged (see `observability`).
 
 use crate::harness::*;
 use bytes::Bytes;
@@ -49,10 +50,6 @@ fn unhex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 /// The three parts of a `traceparent`: trace id, parent span id, flags.
 fn parts(tp: &str) -> (String, String, String) {
     let p: Vec<&str> = tp.split('-').collect();
@@ -60,15 +57,82 @@ fn parts(tp: &str) -> (String, String, String) {
     (p[1].to_string(), p[2].to_string(), p[3].to_string())
 }
 
-/// Waits until the collector has received spans holding every one of `needles`.
-async fn exported(received: &Received, needles: &[Vec<u8>], what: &str) {
+/// One exported span, as the collector decoded it.
+#[derive(Debug, Clone)]
+struct Span {
+    trace: Vec<u8>,
+    id: Vec<u8>,
+    parent: Vec<u8>,
+    name: String,
+}
+
+/// The length-delimited fields of one protobuf message, as `(field number, bytes)`.
+fn fields(mut buf: &[u8]) -> Vec<(u64, &[u8])> {
+    fn varint(buf: &mut &[u8]) -> u64 {
+        let (mut v, mut shift) = (0u64, 0);
+        while let Some((&b, rest)) = buf.split_first() {
+            *buf = rest;
+            v |= u64::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        v
+    }
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        let key = varint(&mut buf);
+        match key & 7 {
+            0 => {
+                varint(&mut buf);
+            }
+            1 => buf = &buf[8..],
+            5 => buf = &buf[4..],
+            2 => {
+                let n = varint(&mut buf) as usize;
+                out.push((key >> 3, &buf[..n]));
+                buf = &buf[n..];
+            }
+            t => panic!("unexpected protobuf wire type {t}"),
+        }
+    }
+    out
+}
+
+/// The spans of an OTLP `ExportTraceServiceRequest`: resource_spans (1), scope_spans (2),
+/// spans (2) with trace_id (1), span_id (2), parent_span_id (4) and name (5).
+fn spans(body: &[u8]) -> Vec<Span> {
+    let mut out = Vec::new();
+    for (_, rs) in fields(body).into_iter().filter(|(f, _)| *f == 1) {
+        for (_, ss) in fields(rs).into_iter().filter(|(f, _)| *f == 2) {
+            for (_, sp) in fields(ss).into_iter().filter(|(f, _)| *f == 2) {
+                let mut span = Span { trace: vec![], id: vec![], parent: vec![], name: String::new() };
+                for (f, v) in fields(sp) {
+                    match f {
+                        1 => span.trace = v.to_vec(),
+                        2 => span.id = v.to_vec(),
+                        4 => span.parent = v.to_vec(),
+                        5 => span.name = String::from_utf8_lossy(v).into_owned(),
+                        _ => {}
+                    }
+                }
+                out.push(span);
+            }
+        }
+    }
+    out
+}
+
+/// Waits until the collector has received a span that `wanted` accepts, and returns it.
+async fn exported(received: &Received, what: &str, wanted: impl Fn(&Span) -> bool) -> Span {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let all: Vec<u8> = received.lock().expect("collector log").iter().flat_map(|(_, _, b)| b.to_vec()).collect();
-        if needles.iter().all(|n| contains(&all, n)) {
-            return;
+        let all: Vec<Span> = received.lock().expect("collector log").iter().flat_map(|(_, _, b)| spans(b)).collect();
+        if let Some(found) = all.iter().find(|s| wanted(s)) {
+            return found.clone();
         }
-        assert!(Instant::now() < deadline, "the collector never received {what} ({} bytes so far)", all.len());
+        assert!(Instant::now() < deadline, "the collector never received {what}: {all:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -96,15 +160,25 @@ async fn spans_are_exported_and_the_upstream_hangs_under_the_gateway() {
     assert_eq!(trace, client_trace, "the upstream stays in the caller's trace");
     assert_ne!(hop, client_span, "the upstream's parent is the gateway's span, not the caller's");
     assert_eq!(flags, "01", "the sampled flag is kept");
-    let needles =
-        [unhex(&trace), unhex(&hop), unhex(&client_span), b"mcpgate-under-test".to_vec(), b"tools/call".to_vec(), b"alpha".to_vec()];
-    exported(&received, &needles, "the caller's trace, the caller's span as parent and the gateway's span").await;
+    let (trace, hop, client_span) = (unhex(&trace), unhex(&hop), unhex(&client_span));
+    // The request span hangs under the caller's span, and the mcp span (the upstream's parent)
+    // under the request span, all in the caller's trace.
+    let request = exported(&received, "the request span under the caller's span", |s| {
+        s.name == "request" && s.trace == trace && s.parent == client_span
+    })
+    .await;
+    exported(&received, "the mcp span under the request span", |s| {
+        s.name == "mcp" && s.id == hop && s.trace == trace && s.parent == request.id
+    })
+    .await;
     {
         let got = received.lock().expect("collector log");
         assert!(
             got.iter().all(|(path, ctype, _)| path == "/v1/traces" && ctype == "application/x-protobuf"),
             "OTLP/HTTP protobuf posts to /v1/traces"
         );
+        let all: Vec<u8> = got.iter().flat_map(|(_, _, b)| b.to_vec()).collect();
+        assert!(all.windows(18).any(|w| w == b"mcpgate-under-test"), "the service name is OTEL_SERVICE_NAME");
     }
 
     // The trace context only in `_meta` (another trace): the gateway's span joins that trace.
@@ -117,17 +191,23 @@ async fn spans_are_exported_and_the_upstream_hangs_under_the_gateway() {
     let (meta_trace, meta_span, _) = parts(META_TP);
     assert_eq!(trace, meta_trace, "the trace named in _meta is kept");
     assert_ne!(hop, meta_span, "and the upstream's parent is the gateway's span");
-    exported(&received, &[unhex(&meta_trace), unhex(&hop), unhex(&meta_span)], "the span joined to the trace named in _meta").await;
+    let (trace, hop, meta_span) = (unhex(&trace), unhex(&hop), unhex(&meta_span));
+    exported(&received, "the mcp span joined to the trace named in _meta", |s| {
+        s.name == "mcp" && s.id == hop && s.trace == trace && s.parent == meta_span
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_collector_that_is_down_is_reported_and_calls_go_on() {
     // A port nothing listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address");
-    let endpoint = format!("http://{closed}");
+    // With a credential in the URL and the log at debug, the credential still never shows.
+    let endpoint = format!("http://user:sekrit-in-url@{closed}");
     let (_up, url) = py_http("alpha", &[]);
     let config = format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n");
-    let gw = gateway_with_env(&config, &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")]);
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100"), ("MCPGATE_LOG", "debug")];
+    let gw = gateway_with_env(&config, &env);
     assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha");
     let deadline = Instant::now() + Duration::from_secs(15);
     while !gw.proc.log().contains("ExportError") {
@@ -135,4 +215,5 @@ async fn a_collector_that_is_down_is_reported_and_calls_go_on() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha", "calls go on");
+    assert!(!gw.proc.log().contains("sekrit"), "the collector's credential reached the log");
 }
