@@ -20,6 +20,15 @@ pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) 
     }
 }
 
+/// Keeps a request's span open until its streamed reply ends (an SSE tool call, a change
+/// stream), so the exported span lasts as long as the work it names.
+pub fn keep_span(reply: crate::reply::Reply, span: tracing::Span) -> crate::reply::Reply {
+    match reply {
+        crate::reply::Reply::Stream(s) if !span.is_none() => crate::reply::Reply::Stream(s.with_guard(span)),
+        other => other,
+    }
+}
+
 /// Parents the request span on the client's `traceparent` header when traces are exported.
 pub fn adopt_remote_parent(span: &tracing::Span, headers: &http::HeaderMap) {
     #[cfg(feature = "otlp")]

@@ -232,7 +232,8 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
                     tracing::Span::current().record("method", request.method.as_str());
                     let span = crate::telemetry::hop(&mut request.meta.fields, request.method.as_str());
                     let id = request.id.clone();
-                    let reply = tracing::Instrument::instrument(st.svc.handle(request), span).await;
+                    let reply = tracing::Instrument::instrument(st.svc.handle(request), span.clone()).await;
+                    let reply = crate::telemetry::keep_span(reply, span);
                     render::reply(id, reply)
                 }
             }

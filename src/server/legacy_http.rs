@@ -79,8 +79,10 @@ pub async fn post(
                         Err(Action::Forward(mut req)) => {
                             crate::protocol::trace::adopt(headers, &mut req.meta.fields);
                             let span = crate::telemetry::hop(&mut req.meta.fields, req.method.as_str());
-                            let reply = tracing::Instrument::instrument(svc.handle(req.clone()), span).await;
-                            bridge::bridge(svc.clone(), req, reply, st.waiting.clone(), session.sid.clone(), svc.input_timeout())
+                            let reply = tracing::Instrument::instrument(svc.handle(req.clone()), span.clone()).await;
+                            let reply =
+                                bridge::bridge(svc.clone(), req, reply, st.waiting.clone(), session.sid.clone(), svc.input_timeout());
+                            crate::telemetry::keep_span(reply, span)
                         }
                         Err(_) => return render::error(id.as_deref(), &RpcError::internal("unexpected session action")),
                     };
