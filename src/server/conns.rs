@@ -54,6 +54,11 @@ impl Conn {
         (self.active.load(Ordering::SeqCst) == 0).then(|| lock(&self.idle_since).elapsed())
     }
 
+    /// Whether a request is in progress (so a deadline that runs out means a stalled response).
+    pub fn busy(&self) -> bool {
+        self.active.load(Ordering::SeqCst) > 0
+    }
+
     /// When this connection must close unless something happens first: no first request in
     /// time, idle too long, or a response the client has stopped taking.
     pub fn deadline(&self, first_request: Duration, idle: Duration, write: Duration) -> Option<Instant> {

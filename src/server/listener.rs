@@ -227,7 +227,11 @@ where
             _ = tracked.changed.notified() => {}
             _ = tokio::time::sleep_until(wake) => {
                 if tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout).is_some_and(|d| d <= tokio::time::Instant::now()) {
-                    tracing::debug!(%peer, "closing a connection that sent no request in time, sat idle, or stopped taking its response");
+                    if tracked.busy() {
+                        tracing::debug!(%peer, "closing a connection whose client stopped reading (a response waited for it)");
+                    } else {
+                        tracing::debug!(%peer, "closing a connection that sent no request in time, or sat idle");
+                    }
                     return;
                 }
             }
