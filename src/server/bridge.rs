@@ -50,7 +50,7 @@ pub struct Waiting {
 }
 
 impl Waiting {
-    fn expect(&self, key: String) -> Option<oneshot::Receiver<Answer>> {
+    fn await_answer(&self, key: String) -> Option<oneshot::Receiver<Answer>> {
         let mut m = lock(&self.map);
         m.retain(|_, tx| !tx.is_closed());
         let scope = key.split_once('/').map(|(s, _)| s).unwrap_or("");
@@ -189,7 +189,7 @@ async fn ask(
         }
         // Unguessable, so no other client can answer it.
         let id = format!("\"mcpgate-input-{}\"", crate::token::random_hex(12));
-        let rx = waiting.expect(format!("{scope}/{id}")).ok_or_else(|| RpcError::internal("Too many input requests are waiting"))?;
+        let rx = waiting.await_answer(format!("{scope}/{id}")).ok_or_else(|| RpcError::internal("Too many input requests are waiting"))?;
         let params = ask.get("params").map(|p| p.to_owned()).unwrap_or_else(empty_object);
         let message = jsonrpc::request_message(&id, &method, &params);
         tx.send(Event::Notification(message)).await.map_err(|_| RpcError::internal("the client went away"))?;
@@ -232,7 +232,7 @@ mod tests {
     #[tokio::test]
     async fn answers_reach_the_question_they_answer() {
         let w = Waiting::default();
-        let rx = w.expect(r#"s1/"mcpgate-input-1""#.into()).unwrap();
+        let rx = w.await_answer(r#"s1/"mcpgate-input-1""#.into()).unwrap();
         let other = Message::parse(br#"{"jsonrpc":"2.0","id":"mcpgate-input-1","result":{}}"#).unwrap();
         assert!(!w.deliver("s2", other), "another session cannot answer it");
         let msg = Message::parse(br#"{"jsonrpc":"2.0","id":"mcpgate-input-1","result":{"action":"accept"}}"#).unwrap();
