@@ -47,7 +47,7 @@ impl Conn {
     pub fn begin(self: &Arc<Self>) -> Active {
         self.served.store(true, Ordering::SeqCst);
         self.active.fetch_add(1, Ordering::SeqCst);
-        Active { conn: self.clone(), id: self.next_request.fetch_add(1, Ordering::Relaxed) }
+        Active { conn: self.clone(), id: self.next_request.fetch_add(1, Ordering::Relaxed), listed: false }
     }
 
     fn idle_for(&self) -> Option<Duration> {
@@ -76,11 +76,15 @@ impl Conn {
 pub struct Active {
     conn: Arc<Conn>,
     id: u64,
+    /// Whether this request is in the connection's `waiting` map (so a poll that finds the
+    /// response waiting on the gateway costs no lock).
+    listed: bool,
 }
 
 impl Active {
     /// The response handed the client a frame: the clock runs until the client asks for more.
-    fn delivered(&self) {
+    fn delivered(&mut self) {
+        self.listed = true;
         let mut waiting = lock(&self.conn.waiting);
         let first = waiting.is_empty();
         waiting.insert(self.id, Instant::now());
@@ -91,17 +95,16 @@ impl Active {
     }
 
     /// The client asked for the next frame (or the response is waiting on the gateway).
-    fn taken(&self) {
-        let mut waiting = lock(&self.conn.waiting);
-        if !waiting.is_empty() {
-            waiting.remove(&self.id);
+    fn taken(&mut self) {
+        if std::mem::take(&mut self.listed) {
+            lock(&self.conn.waiting).remove(&self.id);
         }
     }
 }
 
 impl Drop for Active {
     fn drop(&mut self) {
-        lock(&self.conn.waiting).remove(&self.id);
+        self.taken();
         *lock(&self.conn.idle_since) = Instant::now();
         self.conn.active.fetch_sub(1, Ordering::SeqCst);
         self.conn.changed.notify_one();
@@ -125,7 +128,7 @@ const PIECE: usize = 16 * 1024;
 impl<B> Sending<B> {
     /// The clock starts with the response head: an HTTP/2 client with no window for this
     /// stream never lets its body be polled at all.
-    pub fn new(inner: B, active: Active) -> Self {
+    pub fn new(inner: B, mut active: Active) -> Self {
         active.delivered();
         Sending { inner, active, rest: Bytes::new() }
     }
