@@ -3,7 +3,7 @@
 //! and an optional guard whose drop cancels the work (a client hanging up cancels the upstream).
 
 use crate::protocol::errors::RpcError;
-use serde_json::value::RawValue;
+use crate::protocol::json::Json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -11,9 +11,9 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub enum Outcome {
     /// A `result` object, passed through verbatim.
-    Result(Box<RawValue>),
+    Result(Json),
     /// An `error` object from an upstream, passed through verbatim.
-    UpstreamError(Box<RawValue>),
+    UpstreamError(Json),
     /// An error the gateway itself reports.
     Error(RpcError),
 }

@@ -33,7 +33,7 @@ pub struct Entry {
     pub original: String,
     /// Tools only: the mirrored arguments.
     pub headers: HeaderPlan,
-    pub json: Box<RawValue>,
+    pub json: crate::protocol::json::Json,
 }
 
 #[derive(Debug, Default)]
@@ -176,7 +176,7 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, sep: &str, section: 
     if name != original {
         obj.set_json(key, &name).map_err(|e| problem(&original, e.to_string()))?;
     }
-    let json = obj.to_raw().map_err(|e| problem(&original, e.to_string()))?;
+    let json = obj.to_json();
     Ok(Entry { name, upstream: input.upstream, original, headers, json })
 }
 

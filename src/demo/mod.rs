@@ -7,6 +7,7 @@ mod tools;
 
 use crate::dispatch::{BoxFuture, Request, Service};
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::{SUPPORTED_VERSIONS, jsonrpc, keys, xheader};
 use crate::reply::{Event, EventStream, Outcome, Reply};
 use serde_json::{Value, json};
@@ -71,7 +72,7 @@ impl Demo {
     fn result(&self, mut v: Value) -> Reply {
         v["resultType"] = json!("complete");
         v["_meta"] = json!({ keys::SERVER_INFO: self.info() });
-        match serde_json::value::to_raw_value(&v) {
+        match Json::to_json(&v) {
             Ok(raw) => Reply::Single(Outcome::Result(raw)),
             Err(e) => Reply::error(RpcError::internal(e.to_string())),
         }
@@ -123,7 +124,7 @@ impl Demo {
         let mut changes = self.generation.subscribe();
         tokio::spawn(async move {
             let message = |method: &str, params: Value| {
-                serde_json::value::to_raw_value(&params).map(|raw| Event::Notification(jsonrpc::notification_message(method, &raw)))
+                Json::to_json(&params).map(|raw| Event::Notification(jsonrpc::notification_message(method, &raw)))
             };
             let Ok(ack) = message("notifications/subscriptions/acknowledged", json!({ "_meta": meta, "notifications": honoured })) else {
                 return;
@@ -161,7 +162,7 @@ impl Demo {
             for i in 1..=steps {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 let params = json!({ "progressToken": token, "progress": i, "total": steps, "message": format!("step {i} of {steps}") });
-                let Ok(raw) = serde_json::value::to_raw_value(&params) else {
+                let Ok(raw) = Json::to_json(&params) else {
                     return;
                 };
                 if tx.send(Event::Notification(jsonrpc::notification_message("notifications/progress", &raw))).await.is_err() {

@@ -9,6 +9,7 @@ use crate::catalog::Kind;
 use crate::gateway::Gateway;
 use crate::policy::{self, view};
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::{SUPPORTED_VERSIONS, keys};
 use crate::reply::{Outcome, Reply};
 use crate::upstream::Status;
@@ -90,7 +91,7 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
     if !sections.is_empty() {
         result["instructions"] = Value::String(sections.join("\n\n"));
     }
-    match serde_json::value::to_raw_value(&result) {
+    match Json::to_json(&result) {
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(e.to_string())),
     }

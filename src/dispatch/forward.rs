@@ -11,6 +11,7 @@ use crate::catalog::{Kind, uris};
 use crate::gateway::Gateway;
 use crate::policy::{self, Item, view};
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::may_ask_input as may_ask;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::xheader;
@@ -171,7 +172,7 @@ pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
 /// A `CallToolResult` with `isError: true`: a failure the model can read and act on.
 fn tool_error(text: &str) -> Reply {
     let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": true });
-    match serde_json::value::to_raw_value(&result) {
+    match Json::to_json(&result) {
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(e.to_string())),
     }
@@ -221,8 +222,8 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
 }
 
 /// Gives every `contents[].uri` of a read result the upstream's gateway prefix.
-fn prefix_contents(raw: &serde_json::value::RawValue, prefix: &str) -> Option<Box<serde_json::value::RawValue>> {
-    let mut obj: RawObject = serde_json::from_str(raw.get()).ok()?;
+fn prefix_contents(raw: &Json, prefix: &str) -> Option<Json> {
+    let mut obj = RawObject::from_json(raw).ok()?;
     let mut contents: Vec<RawObject> = obj.parse("contents")?.ok()?;
     for c in &mut contents {
         if let Some(Ok(uri)) = c.parse::<String>("uri") {
@@ -230,7 +231,7 @@ fn prefix_contents(raw: &serde_json::value::RawValue, prefix: &str) -> Option<Bo
         }
     }
     obj.set_json("contents", &contents).ok()?;
-    obj.to_raw().ok()
+    Some(obj.to_json())
 }
 
 pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {

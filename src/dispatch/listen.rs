@@ -12,10 +12,10 @@ use super::Request;
 use super::fanout::{Change, Filter, MAX_FOLLOWED, Subscription};
 use crate::gateway::Gateway;
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::jsonrpc;
 use crate::protocol::keys;
 use crate::reply::{Event, EventStream, Outcome, Reply};
-use serde_json::value::{RawValue, to_raw_value};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -43,7 +43,7 @@ pub fn follow(gw: &Gateway, req: &Request) -> Reply {
     if !followable(gw, req, &uri) {
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     }
-    match to_raw_value(&json!({})) {
+    match Json::to_json(&json!({})) {
         Ok(r) => Reply::Single(Outcome::Result(r)),
         Err(e) => Reply::error(RpcError::internal(e.to_string())),
     }
@@ -91,33 +91,33 @@ pub fn listen(gw: &Gateway, req: Request) -> Reply {
     Reply::Stream(EventStream::new(rx))
 }
 
-fn id_value(id: &RawValue) -> Value {
+fn id_value(id: &Json) -> Value {
     serde_json::from_str(id.get()).unwrap_or(Value::Null)
 }
 
 /// One notification of a subscription.
-fn message(method: &str, sub_id: &RawValue, extra: Option<(&str, &str)>) -> Vec<u8> {
+fn message(method: &str, sub_id: &Json, extra: Option<(&str, &str)>) -> Vec<u8> {
     let mut params = json!({ "_meta": { keys::SUBSCRIPTION_ID: id_value(sub_id) } });
     if let Some((k, v)) = extra {
         params[k] = Value::String(v.to_string());
     }
-    match to_raw_value(&params) {
+    match Json::to_json(&params) {
         Ok(raw) => jsonrpc::notification_message(method, &raw),
         Err(_) => jsonrpc::bare_notification(method),
     }
 }
 
-async fn relay(mut sub: Subscription, ack: Value, id: Box<RawValue>, tx: mpsc::Sender<Event>, closing: CancellationToken) {
+async fn relay(mut sub: Subscription, ack: Value, id: Json, tx: mpsc::Sender<Event>, closing: CancellationToken) {
     let send = |ev: Event| {
         let tx = tx.clone();
         async move { matches!(tokio::time::timeout(WRITE_TIMEOUT, tx.send(ev)).await, Ok(Ok(()))) }
     };
-    let Ok(ack) = to_raw_value(&ack) else { return };
+    let Ok(ack) = Json::to_json(&ack) else { return };
     if !send(Event::Notification(jsonrpc::notification_message("notifications/subscriptions/acknowledged", &ack))).await {
         return;
     }
     let done = json!({ "resultType": "complete", "_meta": { keys::SUBSCRIPTION_ID: id_value(&id) } });
-    let finish = |done: &Value| to_raw_value(done).map(|raw| Event::Done(Outcome::Result(raw)));
+    let finish = |done: &Value| Json::to_json(done).map(|raw| Event::Done(Outcome::Result(raw)));
     loop {
         let change = tokio::select! {
             c = sub.next() => c,

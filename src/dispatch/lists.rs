@@ -6,10 +6,10 @@ use crate::catalog::{Kind, cursor};
 use crate::gateway::Gateway;
 use crate::policy::view;
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::jsonrpc::json_string;
 use crate::protocol::keys;
 use crate::reply::{Outcome, Reply};
-use serde_json::value::RawValue;
 
 pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
     let cat = gw.catalog();
@@ -52,7 +52,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
         keys::SERVER_INFO,
         super::discover::server_info()
     ));
-    match RawValue::from_string(body) {
+    match Json::from_string(body) {
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(format!("cannot render {}: {e}", kind.list_key()))),
     }

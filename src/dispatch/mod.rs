@@ -15,10 +15,10 @@ use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::gateway::Gateway;
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::meta::RequestMeta;
 use crate::protocol::rawobj::RawObject;
 use crate::reply::Reply;
-use serde_json::value::RawValue;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use std::sync::Arc;
 /// One client request, whatever the wire it came on.
 #[derive(Debug, Clone)]
 pub struct Request {
-    pub id: Box<RawValue>,
+    pub id: Json,
     pub method: String,
     /// The params, `_meta` included, kept raw.
     pub params: RawObject,

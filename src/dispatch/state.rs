@@ -9,11 +9,11 @@
 
 use crate::auth::Principal;
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;
 use crate::reply::Outcome;
 use crate::token::Sealer;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use std::time::Duration;
 
 const PURPOSE: &str = "mcpgate/request-state/v1";
@@ -72,7 +72,7 @@ pub fn open(sealer: &Sealer, params: &mut RawObject, bind: &Binding, max_age: Du
         return Err(invalid("it was issued for another request"));
     }
     match sealed.s {
-        Some(text) => params.set("requestState", RawValue::from_string(text).map_err(|_| invalid("it holds no valid state"))?),
+        Some(text) => params.set("requestState", Json::from_string(text).map_err(|_| invalid("it holds no valid state"))?),
         None => {
             params.remove("requestState");
         }
@@ -83,7 +83,7 @@ pub fn open(sealer: &Sealer, params: &mut RawObject, bind: &Binding, max_age: Du
 /// Seals the `requestState` of an `input_required` result for the client; other outcomes pass.
 pub fn seal(sealer: &Sealer, outcome: Outcome, bind: &Binding) -> Outcome {
     let Outcome::Result(raw) = &outcome else { return outcome };
-    let Ok(mut obj) = serde_json::from_str::<RawObject>(raw.get()) else { return outcome };
+    let Ok(mut obj) = RawObject::from_json(raw) else { return outcome };
     if obj.parse::<String>("resultType").and_then(Result::ok).as_deref() != Some("input_required") {
         return outcome;
     }
@@ -92,8 +92,8 @@ pub fn seal(sealer: &Sealer, outcome: Outcome, bind: &Binding) -> Outcome {
         Ok(t) => t,
         Err(e) => return Outcome::Error(RpcError::internal(format!("cannot seal the request state: {e}"))),
     };
-    match obj.set_json("requestState", &token).map_err(|e| e.to_string()).and_then(|_| obj.to_raw().map_err(|e| e.to_string())) {
-        Ok(r) => Outcome::Result(r),
+    match obj.set_json("requestState", &token) {
+        Ok(()) => Outcome::Result(obj.to_json()),
         Err(e) => Outcome::Error(RpcError::internal(format!("cannot seal the request state: {e}"))),
     }
 }
@@ -119,7 +119,7 @@ mod tests {
     }
 
     fn result(text: &str) -> Outcome {
-        Outcome::Result(RawValue::from_string(text.into()).unwrap())
+        Outcome::Result(Json::from_string(text.into()).unwrap())
     }
 
     #[test]

@@ -1,31 +1,45 @@
-//! JSON-RPC 2.0 envelopes. Incoming messages are read into [`Message`], whose `params`, `result`
-//! and `error` stay raw JSON; outgoing messages are written with the caller's id spliced in front
-//! of a raw payload, so tool results are never parsed or rebuilt on their way through.
+//! JSON-RPC 2.0 envelopes. Incoming messages are read into [`Message`], whose `id`, `params`,
+//! `result` and `error` stay raw JSON slices of the buffer they arrived in; outgoing messages are
+//! [`Rope`]s with the caller's id spliced in front of a raw payload, so tool results are never
+//! parsed, rebuilt or copied on their way through.
 
 use super::errors::RpcError;
+use super::json::{Json, Rope};
+use bytes::Bytes;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 /// Any JSON-RPC message: request, notification or response.
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 pub struct Message {
-    #[serde(default)]
     pub jsonrpc: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    pub id: Option<Box<RawValue>>,
-    #[serde(default)]
+    pub id: Option<Json>,
     pub method: Option<String>,
+    pub params: Option<Json>,
+    pub result: Option<Json>,
+    pub error: Option<Json>,
+}
+
+/// The message as parsed, its raw members borrowed from the buffer.
+#[derive(Deserialize)]
+struct Parsed<'a> {
     #[serde(default)]
-    pub params: Option<Box<RawValue>>,
-    #[serde(default, deserialize_with = "present")]
-    pub result: Option<Box<RawValue>>,
-    #[serde(default, deserialize_with = "present")]
-    pub error: Option<Box<RawValue>>,
+    jsonrpc: Option<String>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
 }
 
 /// Keeps a member that is present, even when it is `null` (plain `Option` would turn it into None).
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Box<RawValue>>, D::Error> {
-    Box::<RawValue>::deserialize(d).map(Some)
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(d).map(Some)
 }
 
 /// What kind of message a parsed [`Message`] is.
@@ -37,7 +51,13 @@ pub enum Kind {
 }
 
 impl Message {
+    /// Parses a message from a buffer of its own (copied once, then sliced).
     pub fn parse(bytes: &[u8]) -> Result<Message, RpcError> {
+        Message::parse_bytes(&Bytes::copy_from_slice(bytes))
+    }
+
+    /// Parses a message whose raw members become slices of `bytes` (no copy).
+    pub fn parse_bytes(bytes: &Bytes) -> Result<Message, RpcError> {
         let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
         match first {
             None => return Err(RpcError::parse_error("empty body")),
@@ -52,8 +72,17 @@ impl Message {
                 return Err(RpcError::invalid_request("a JSON-RPC message must be a JSON object"));
             }
         }
-        serde_json::from_slice(bytes).map_err(|e| {
+        let parsed: Parsed = serde_json::from_slice(bytes).map_err(|e| {
             if e.is_data() { RpcError::invalid_request(format!("not a valid JSON-RPC message: {e}")) } else { RpcError::parse_error(e) }
+        })?;
+        let own = |raw: Option<&RawValue>| raw.map(|r| Json::slice_of(bytes, r));
+        Ok(Message {
+            id: own(parsed.id),
+            params: own(parsed.params),
+            result: own(parsed.result),
+            error: own(parsed.error),
+            jsonrpc: parsed.jsonrpc,
+            method: parsed.method,
         })
     }
 
@@ -75,7 +104,7 @@ impl Message {
 }
 
 /// A request id must be a string or an integer (never null, never fractional).
-pub fn valid_id(id: &RawValue) -> Result<(), RpcError> {
+pub fn valid_id(id: &Json) -> Result<(), RpcError> {
     let text = id.get();
     let ok = match text.as_bytes().first() {
         Some(b'"') => true,
@@ -86,17 +115,17 @@ pub fn valid_id(id: &RawValue) -> Result<(), RpcError> {
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"result":<raw>}`
-pub fn result_message(id: &RawValue, result: &RawValue) -> Vec<u8> {
-    envelope(Some(id), "result", result.get())
+pub fn result_message(id: &Json, result: &Json) -> Rope {
+    envelope(Some(id), "result", result.as_bytes().clone())
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"error":<raw>}`; without an id when the request's id was unreadable.
-pub fn error_message_raw(id: Option<&RawValue>, error: &RawValue) -> Vec<u8> {
-    envelope(id, "error", error.get())
+pub fn error_message_raw(id: Option<&Json>, error: &Json) -> Rope {
+    envelope(id, "error", error.as_bytes().clone())
 }
 
-pub fn error_message(id: Option<&RawValue>, error: &RpcError) -> Vec<u8> {
-    envelope(id, "error", &error.to_value().to_string())
+pub fn error_message(id: Option<&Json>, error: &RpcError) -> Vec<u8> {
+    envelope(id, "error", Bytes::from(error.to_value().to_string())).into_vec()
 }
 
 /// A notification without params (`{"jsonrpc":"2.0","method":...}`).
@@ -105,16 +134,30 @@ pub fn bare_notification(method: &str) -> Vec<u8> {
 }
 
 /// `{"jsonrpc":"2.0","method":<method>,"params":<raw>}`
-pub fn notification_message(method: &str, params: &RawValue) -> Vec<u8> {
+pub fn notification_message(method: &str, params: &Json) -> Vec<u8> {
     method_message(None, method, params)
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"method":<method>,"params":<raw>}`
-pub fn request_message(id: &str, method: &str, params: &RawValue) -> Vec<u8> {
+pub fn request_message(id: &str, method: &str, params: &Json) -> Vec<u8> {
     method_message(Some(id), method, params)
 }
 
-fn method_message(id: Option<&str>, method: &str, params: &RawValue) -> Vec<u8> {
+/// A request whose params object is written straight into the message (the one copy its
+/// members make on their way to the upstream).
+pub fn request_message_obj(id: &str, method: &str, params: &super::rawobj::RawObject) -> Vec<u8> {
+    let mut out = Vec::with_capacity(params.written_len() + method.len() + id.len() + 48);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b",\"method\":");
+    out.extend_from_slice(json_string(method).as_bytes());
+    out.extend_from_slice(b",\"params\":");
+    params.write_to(&mut out);
+    out.push(b'}');
+    out
+}
+
+fn method_message(id: Option<&str>, method: &str, params: &Json) -> Vec<u8> {
     let mut out = Vec::with_capacity(params.get().len() + method.len() + 48);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",");
     if let Some(id) = id {
@@ -130,16 +173,19 @@ fn method_message(id: Option<&str>, method: &str, params: &RawValue) -> Vec<u8> 
     out
 }
 
-fn envelope(id: Option<&RawValue>, member: &str, payload: &str) -> Vec<u8> {
-    let id = id.map(RawValue::get).unwrap_or("null");
-    let mut out = Vec::with_capacity(payload.len() + id.len() + 36);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.as_bytes());
-    out.extend_from_slice(b",\"");
-    out.extend_from_slice(member.as_bytes());
-    out.extend_from_slice(b"\":");
-    out.extend_from_slice(payload.as_bytes());
-    out.push(b'}');
+/// The envelope in two small pieces around the payload, which is not copied.
+fn envelope(id: Option<&Json>, member: &str, payload: Bytes) -> Rope {
+    let id = id.map(Json::get).unwrap_or("null");
+    let mut head = Vec::with_capacity(id.len() + member.len() + 28);
+    head.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    head.extend_from_slice(id.as_bytes());
+    head.extend_from_slice(b",\"");
+    head.extend_from_slice(member.as_bytes());
+    head.extend_from_slice(b"\":");
+    let mut out = Rope::new();
+    out.push(head);
+    out.push(payload);
+    out.push(Bytes::from_static(b"}"));
     out
 }
 
@@ -179,8 +225,10 @@ mod tests {
 
     #[test]
     fn splices_raw_payloads_verbatim() {
-        let id = RawValue::from_string("\"abc\"".into()).unwrap();
-        let res = RawValue::from_string("{\"content\":[ ]}".into()).unwrap();
-        assert_eq!(result_message(&id, &res), br#"{"jsonrpc":"2.0","id":"abc","result":{"content":[ ]}}"#.to_vec());
+        let msg = Message::parse_bytes(&Bytes::from_static(br#"{"jsonrpc":"2.0","id":"abc","result":{"content":[ ]}}"#)).unwrap();
+        let (id, res) = (msg.id.unwrap(), msg.result.unwrap());
+        let out = result_message(&id, &res);
+        assert_eq!(out.pieces()[1].as_ptr(), res.as_bytes().as_ptr(), "the result is relayed, not copied");
+        assert_eq!(out.into_vec(), br#"{"jsonrpc":"2.0","id":"abc","result":{"content":[ ]}}"#.to_vec());
     }
 }

@@ -42,13 +42,13 @@ impl RequestMeta {
 }
 
 /// Splits a modern request's params into the raw params object and its checked `_meta`.
-pub fn split_params(params: Option<&serde_json::value::RawValue>) -> Result<(RawObject, RequestMeta), RpcError> {
+pub fn split_params(params: Option<&super::json::Json>) -> Result<(RawObject, RequestMeta), RpcError> {
     let Some(params) = params else {
         return Err(RpcError::malformed_meta(
             "Missing params._meta: every request must carry _meta with protocolVersion and clientCapabilities",
         ));
     };
-    let obj: RawObject = serde_json::from_str(params.get()).map_err(|e| {
+    let obj = RawObject::from_json(params).map_err(|e| {
         RpcError::invalid_params(format!("params must be a JSON object without duplicate members ({e})"))
             .with_status(http::StatusCode::BAD_REQUEST)
     })?;
@@ -100,10 +100,10 @@ pub fn check_meta(fields: Map<String, Value>) -> Result<RequestMeta, RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::value::RawValue;
+    use crate::protocol::json::Json;
 
-    fn raw(s: &str) -> Box<RawValue> {
-        RawValue::from_string(s.into()).unwrap()
+    fn raw(s: &str) -> Json {
+        Json::from_string(s.into()).unwrap()
     }
 
     #[test]

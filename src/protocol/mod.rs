@@ -4,6 +4,7 @@
 
 pub mod errors;
 pub mod headers;
+pub mod json;
 pub mod jsonrpc;
 pub mod meta;
 pub mod rawobj;

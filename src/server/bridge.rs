@@ -15,11 +15,11 @@
 
 use crate::dispatch::{Request, Service};
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::jsonrpc::{self, Message};
 use crate::protocol::rawobj::RawObject;
 use crate::reply::{Event, EventStream, Outcome, Reply};
 use crate::sync::lock;
-use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,8 +39,8 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// A client's answer to one of the gateway's requests.
 #[derive(Debug)]
 pub enum Answer {
-    Result(Box<RawValue>),
-    Error(Box<RawValue>),
+    Result(Json),
+    Error(Json),
 }
 
 /// The questions sent to legacy clients that still wait for an answer.
@@ -79,8 +79,8 @@ pub use crate::protocol::may_ask_input as may_ask;
 
 /// The questions of an `input_required` result, and the state to echo.
 struct Asked {
-    requests: Vec<(String, Box<RawValue>)>,
-    state: Option<Box<RawValue>>,
+    requests: Vec<(String, Json)>,
+    state: Option<Json>,
 }
 
 fn asked(outcome: &Outcome) -> Option<Asked> {
@@ -156,7 +156,7 @@ async fn rounds(
                 params.remove("requestState");
             }
         }
-        let Ok(id) = RawValue::from_string(format!("\"mcpgate-retry-{}\"", NEXT_ID.fetch_add(1, Ordering::Relaxed))) else {
+        let Ok(id) = Json::from_string(format!("\"mcpgate-retry-{}\"", NEXT_ID.fetch_add(1, Ordering::Relaxed))) else {
             return Outcome::Error(RpcError::internal("cannot make a request id"));
         };
         reply = svc.handle(Request { id, params, ..req.clone() }).await;
@@ -166,7 +166,7 @@ async fn rounds(
 
 /// Sends each question to the client and collects the answers under their keys.
 async fn ask(
-    requests: Vec<(String, Box<RawValue>)>,
+    requests: Vec<(String, Json)>,
     waiting: &Waiting,
     scope: &str,
     timeout: Duration,
@@ -190,7 +190,7 @@ async fn ask(
         // Unguessable, so no other client can answer it.
         let id = format!("\"mcpgate-input-{}\"", crate::token::random_hex(12));
         let rx = waiting.await_answer(format!("{scope}/{id}")).ok_or_else(|| RpcError::internal("Too many input requests are waiting"))?;
-        let params = ask.get("params").map(|p| p.to_owned()).unwrap_or_else(empty_object);
+        let params = ask.get("params").map(|p| p.to_owned()).unwrap_or(Json::EMPTY_OBJECT);
         let message = jsonrpc::request_message(&id, &method, &params);
         tx.send(Event::Notification(message)).await.map_err(|_| RpcError::internal("the client went away"))?;
         pending.push((key, method, rx));
@@ -208,24 +208,20 @@ async fn ask(
     Ok(responses)
 }
 
-fn empty_object() -> Box<RawValue> {
-    RawValue::from_string("{}".into()).unwrap_or_else(|_| RawValue::NULL.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn input_required_results_are_recognised() {
-        let raw = RawValue::from_string(
+        let raw = Json::from_string(
             r#"{"resultType":"input_required","inputRequests":{"k":{"method":"roots/list"}},"requestState":"s1"}"#.into(),
         )
         .unwrap();
         let a = asked(&Outcome::Result(raw)).unwrap();
         assert_eq!(a.requests[0].0, "k");
         assert_eq!(a.state.unwrap().get(), r#""s1""#);
-        let done = RawValue::from_string(r#"{"resultType":"complete","content":[]}"#.into()).unwrap();
+        let done = Json::from_string(r#"{"resultType":"complete","content":[]}"#.into()).unwrap();
         assert!(asked(&Outcome::Result(done)).is_none());
     }
 

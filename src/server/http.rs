@@ -184,14 +184,14 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
         }
         Ok(Ok(c)) => c.to_bytes(),
     };
-    let msg = match Message::parse(&bytes) {
+    let msg = match Message::parse_bytes(&bytes) {
         Ok(m) => m,
         Err(e) => return render::error(None, &e),
     };
     let kind = match msg.kind() {
         Ok(k) => k,
         Err(e) => {
-            let id = msg.id.as_deref().filter(|i| crate::protocol::jsonrpc::valid_id(i).is_ok());
+            let id = msg.id.as_ref().filter(|i| crate::protocol::jsonrpc::valid_id(i).is_ok());
             return render::error(id, &e);
         }
     };
@@ -199,7 +199,7 @@ async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
     if kind == Kind::Request && msg.method.as_deref() != Some("subscriptions/listen") {
         let permit = match st.in_flight.admit(&caller.id) {
             Ok(p) => p,
-            Err(e) => return render::error(msg.id.as_deref(), &e),
+            Err(e) => return render::error(msg.id.as_ref(), &e),
         };
         let resp = message(st, parts, msg, kind, caller).await;
         return resp.map(|b| BodyExt::boxed(Holding::new(b, permit)));
@@ -214,7 +214,7 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
     }
     match kind {
         Kind::Response => render::error(
-            msg.id.as_deref(),
+            msg.id.as_ref(),
             &RpcError::invalid_request("A client must not POST a JSON-RPC response: this server sends no requests"),
         ),
         Kind::Notification => {
@@ -226,7 +226,7 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
         Kind::Request => {
             let id = msg.id.clone();
             match modern::to_request(msg, Some(&parts.headers), caller) {
-                Err(e) => render::error(id.as_deref(), &e),
+                Err(e) => render::error(id.as_ref(), &e),
                 Ok(mut request) => {
                     crate::protocol::trace::adopt(&parts.headers, &mut request.meta.fields);
                     tracing::Span::current().record("method", request.method.as_str());

@@ -9,6 +9,7 @@ use crate::auth::Principal;
 use crate::dispatch::fanout::{Change, UriSet};
 use crate::dispatch::{Request, Service};
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::jsonrpc;
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::meta::{LOG_LEVELS, RequestMeta};
@@ -19,7 +20,6 @@ use crate::sync::lock;
 use crate::token::Sealer;
 use http::{HeaderMap, StatusCode};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -135,12 +135,7 @@ impl LegacyState {
     }
 
     /// Answers `initialize`: the result, the session and its token for `Mcp-Session-Id`.
-    pub async fn initialize(
-        &self,
-        svc: &dyn Service,
-        msg: &Message,
-        caller: Arc<Principal>,
-    ) -> Result<(Box<RawValue>, Session, String), RpcError> {
+    pub async fn initialize(&self, svc: &dyn Service, msg: &Message, caller: Arc<Principal>) -> Result<(Json, Session, String), RpcError> {
         let (result, session) = handshake(svc, msg, self.sealer.random_id(), caller).await?;
         let token = self.sealer.seal(SESSION_PURPOSE, &session).map_err(RpcError::internal)?;
         Ok((result, session, token))
@@ -161,12 +156,7 @@ impl LegacyState {
 }
 
 /// The `initialize` handshake, answered from the service's own `server/discover`.
-pub async fn handshake(
-    svc: &dyn Service,
-    msg: &Message,
-    sid: String,
-    caller: Arc<Principal>,
-) -> Result<(Box<RawValue>, Session), RpcError> {
+pub async fn handshake(svc: &dyn Service, msg: &Message, sid: String, caller: Arc<Principal>) -> Result<(Json, Session), RpcError> {
     let params: Value = msg.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
     let requested =
         params["protocolVersion"].as_str().ok_or_else(|| RpcError::invalid_params("initialize needs params.protocolVersion"))?;
@@ -196,7 +186,7 @@ pub async fn handshake(
     if let Some(text) = discover.get("instructions") {
         result["instructions"] = text.clone();
     }
-    let raw = serde_json::value::to_raw_value(&result).map_err(|e| RpcError::internal(e.to_string()))?;
+    let raw = Json::to_json(&result).map_err(|e| RpcError::internal(e.to_string()))?;
     Ok((raw, session))
 }
 
@@ -211,7 +201,7 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
         None => RawObject::default(),
     };
     match method.as_str() {
-        "ping" => return Ok(Action::Answer(empty())),
+        "ping" => return Ok(Action::Answer(Json::EMPTY_OBJECT)),
         "logging/setLevel" => {
             let level = params.parse::<String>("level").and_then(Result::ok).filter(|l| LOG_LEVELS.contains(&l.as_str()));
             let level = level.ok_or_else(|| RpcError::invalid_params(format!("level must be one of {}", LOG_LEVELS.join(", "))))?;
@@ -267,7 +257,7 @@ pub async fn follow(svc: &dyn Service, set: &UriSet, action: Action) -> Result<R
         Action::Unfollow(uri) => {
             lock(set).remove(&uri);
             svc.follows_changed();
-            Ok(Reply::Single(Outcome::Result(empty())))
+            Ok(Reply::Single(Outcome::Result(Json::EMPTY_OBJECT)))
         }
         other => Err(other),
     }
@@ -278,7 +268,7 @@ pub fn change_message(change: &Change) -> Option<Vec<u8>> {
     match change {
         Change::List(kind) => Some(jsonrpc::bare_notification(kind.list_changed_method())),
         Change::Updated(uri) => {
-            let params = serde_json::value::to_raw_value(&json!({ "uri": uri })).ok()?;
+            let params = Json::to_json(&json!({ "uri": uri })).ok()?;
             Some(jsonrpc::notification_message("notifications/resources/updated", &params))
         }
         Change::TooSlow | Change::Ended => None,
@@ -288,7 +278,7 @@ pub fn change_message(change: &Change) -> Option<Vec<u8>> {
 /// What to do with a legacy session request.
 pub enum Action {
     /// Answered at the edge with this result.
-    Answer(Box<RawValue>),
+    Answer(Json),
     /// `logging/setLevel`: remember the level for the session, answer `{}`.
     SetLevel(String),
     Forward(Request),
@@ -300,17 +290,13 @@ pub enum Action {
 
 impl Action {
     /// The result of an action answered at the edge.
-    pub fn answer(&self) -> Option<Box<RawValue>> {
+    pub fn answer(&self) -> Option<Json> {
         match self {
             Action::Answer(r) => Some(r.clone()),
-            Action::SetLevel(_) => Some(empty()),
+            Action::SetLevel(_) => Some(Json::EMPTY_OBJECT),
             Action::Forward(_) | Action::Follow(..) | Action::Unfollow(_) => None,
         }
     }
-}
-
-fn empty() -> Box<RawValue> {
-    serde_json::value::to_raw_value(&json!({})).unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
 /// Asks the service itself (the era-free core) for a method's result, as a modern client would.
@@ -319,7 +305,7 @@ async fn internal(svc: &dyn Service, method: &str, caller: Arc<Principal>) -> Re
     fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
     fields.insert(keys::CLIENT_CAPABILITIES.into(), json!({}));
     let req = Request {
-        id: RawValue::from_string("0".into()).map_err(|e| RpcError::internal(e.to_string()))?,
+        id: Json::from_string("0".into()).map_err(|e| RpcError::internal(e.to_string()))?,
         method: method.into(),
         params: RawObject::default(),
         meta: RequestMeta { protocol_version: MODERN_VERSION.into(), fields },
@@ -358,10 +344,7 @@ pub fn downgrade(outcome: Outcome) -> Outcome {
     if !changed {
         return Outcome::Result(raw);
     }
-    match obj.to_raw() {
-        Ok(r) => Outcome::Result(r),
-        Err(_) => Outcome::Result(raw),
-    }
+    Outcome::Result(obj.to_json())
 }
 
 /// [`downgrade`] applied to a whole reply.
@@ -383,16 +366,15 @@ mod tests {
 
     #[test]
     fn downgrades_modern_results() {
-        let raw = RawValue::from_string(
-            r#"{"resultType":"complete","content":[],"structuredContent":[1,2],"ttlMs":0,"cacheScope":"public"}"#.into(),
-        )
-        .unwrap();
+        let raw =
+            Json::from_string(r#"{"resultType":"complete","content":[],"structuredContent":[1,2],"ttlMs":0,"cacheScope":"public"}"#.into())
+                .unwrap();
         let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else { panic!() };
         assert_eq!(out.get(), r#"{"content":[]}"#);
-        let raw = RawValue::from_string(r#"{"content":[],"structuredContent":{"a":1}}"#.into()).unwrap();
+        let raw = Json::from_string(r#"{"content":[],"structuredContent":{"a":1}}"#.into()).unwrap();
         let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else { panic!() };
         assert_eq!(out.get(), r#"{"content":[],"structuredContent":{"a":1}}"#);
-        let raw = RawValue::from_string(r#"{"resultType":"input_required","requestState":"x"}"#.into()).unwrap();
+        let raw = Json::from_string(r#"{"resultType":"input_required","requestState":"x"}"#.into()).unwrap();
         assert!(matches!(downgrade(Outcome::Result(raw)), Outcome::Error(_)));
     }
 

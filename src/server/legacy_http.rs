@@ -12,6 +12,7 @@ use crate::auth::Principal;
 use crate::dispatch::Service;
 use crate::dispatch::fanout::{Filter, Subscription};
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
 use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
 use bytes::Bytes;
 use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
@@ -38,12 +39,13 @@ pub async fn post(
     if let Some(v) = headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok())
         && !is_legacy_version(v.trim())
     {
-        return render::error(msg.id.as_deref(), &RpcError::invalid_request(format!("Unsupported MCP-Protocol-Version: {v}")));
+        return render::error(msg.id.as_ref(), &RpcError::invalid_request(format!("Unsupported MCP-Protocol-Version: {v}")));
     }
     if kind == MsgKind::Request && msg.method.as_deref() == Some("initialize") {
         return match st.initialize(svc.as_ref(), &msg, caller).await {
             Ok((result, session, token)) => {
-                let id = msg.id.as_deref().unwrap_or(RawNull::get());
+                let null = Json::NULL;
+                let id = msg.id.as_ref().unwrap_or(&null);
                 let mut r = render::json(StatusCode::OK, jsonrpc::result_message(id, &result));
                 if let Ok(v) = token.parse() {
                     r.headers_mut().insert("mcp-session-id", v);
@@ -51,12 +53,12 @@ pub async fn post(
                 tracing::debug!(sid = %session.sid, version = %session.v, "legacy session started");
                 r
             }
-            Err(e) => render::error(msg.id.as_deref(), &e),
+            Err(e) => render::error(msg.id.as_ref(), &e),
         };
     }
     let session = match st.session(headers, &caller) {
         Ok(s) => s,
-        Err(e) => return render::error(msg.id.as_deref(), &e),
+        Err(e) => return render::error(msg.id.as_ref(), &e),
     };
     match kind {
         // Notifications (initialized, cancelled, roots changes) need no answer; a response answers
@@ -71,9 +73,9 @@ pub async fn post(
         MsgKind::Request => {
             let id = msg.id.clone();
             match st.request(&session, msg, caller) {
-                Err(e) => render::error(id.as_deref(), &e),
+                Err(e) => render::error(id.as_ref(), &e),
                 Ok(action @ (Action::Forward(_) | Action::Follow(..) | Action::Unfollow(_))) => {
-                    let rid = id.clone().unwrap_or_else(|| RawNull::get().to_owned());
+                    let rid = id.clone().unwrap_or(Json::NULL);
                     let reply = match legacy::follow(svc.as_ref(), &st.follows(&session.sid), action).await {
                         Ok(reply) => reply,
                         Err(Action::Forward(mut req)) => {
@@ -84,7 +86,7 @@ pub async fn post(
                                 bridge::bridge(svc.clone(), req, reply, st.waiting.clone(), session.sid.clone(), svc.input_timeout());
                             crate::telemetry::keep_span(reply, span)
                         }
-                        Err(_) => return render::error(id.as_deref(), &RpcError::internal("unexpected session action")),
+                        Err(_) => return render::error(id.as_ref(), &RpcError::internal("unexpected session action")),
                     };
                     let mut r = render::reply(rid, downgrade_reply(reply));
                     // For a legacy client 404 means "session gone, initialize again": a JSON-RPC
@@ -95,8 +97,8 @@ pub async fn post(
                     r
                 }
                 Ok(answered) => {
-                    let result = answered.answer().unwrap_or_else(|| RawNull::get().to_owned());
-                    render::json(StatusCode::OK, jsonrpc::result_message(id.as_deref().unwrap_or(RawNull::get()), &result))
+                    let result = answered.answer().unwrap_or(Json::NULL);
+                    render::json(StatusCode::OK, jsonrpc::result_message(id.as_ref().unwrap_or(&Json::NULL), &result))
                 }
             }
         }
@@ -163,7 +165,7 @@ fn stream(sub: Option<Subscription>, live: Live) -> Response<Body> {
         let frame = match sub.as_mut() {
             Some(s) => tokio::select! {
                 change = s.next() => match legacy::change_message(&change) {
-                    Some(msg) => render::sse_event(msg),
+                    Some(msg) => render::sse_bytes(msg),
                     None => {
                         if change == crate::dispatch::fanout::Change::TooSlow {
                             tracing::warn!(sid = %live.sid, "ending a GET stream whose client does not keep up");
@@ -187,12 +189,4 @@ fn stream(sub: Option<Subscription>, live: Live) -> Response<Body> {
     h.insert(CACHE_CONTROL, http::HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
     r
-}
-
-/// A JSON `null` id for replies to requests whose id could not be read.
-struct RawNull;
-impl RawNull {
-    fn get() -> &'static serde_json::value::RawValue {
-        serde_json::value::RawValue::NULL
-    }
 }

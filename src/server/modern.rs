@@ -30,7 +30,7 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>, caller: Arc<Princip
     if !MODERN_METHODS.contains(&method.as_str()) {
         return Err(RpcError::method_not_found(&method));
     }
-    let (params, meta) = split_params(msg.params.as_deref())?;
+    let (params, meta) = split_params(msg.params.as_ref())?;
     if let Some(h) = headers {
         let header_version =
             single(h, "mcp-protocol-version")?.ok_or_else(|| RpcError::header_mismatch("missing MCP-Protocol-Version header"))?;

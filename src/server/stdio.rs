@@ -15,11 +15,12 @@ use crate::auth::Principal;
 use crate::dispatch::fanout::{Filter, UriSet};
 use crate::dispatch::{Request, Service};
 use crate::protocol::errors::RpcError;
+use crate::protocol::json::{Json, Rope};
 use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
 use crate::reply::{Event, Reply};
 use crate::sync::lock;
+use bytes::Bytes;
 use futures_util::StreamExt;
-use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -51,10 +52,10 @@ pub async fn serve(
     input: impl AsyncRead + Unpin,
     mut output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> std::io::Result<()> {
-    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(256);
+    let (out_tx, mut out_rx) = mpsc::channel::<Rope>(256);
     let writer = tokio::spawn(async move {
         while let Some(msg) = out_rx.recv().await {
-            let mut line = render::one_line(msg);
+            let mut line = msg.one_line().into_vec();
             line.push(b'\n');
             if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
                 break;
@@ -72,24 +73,26 @@ pub async fn serve(
         let line = match line {
             Ok(l) => l,
             Err(e) => {
-                let _ = out_tx.send(jsonrpc::error_message(None, &RpcError::invalid_request(format!("unreadable input line: {e}")))).await;
+                let _ = out_tx
+                    .send(jsonrpc::error_message(None, &RpcError::invalid_request(format!("unreadable input line: {e}"))).into())
+                    .await;
                 continue;
             }
         };
         if line.trim().is_empty() {
             continue;
         }
-        let msg = match Message::parse(line.as_bytes()) {
+        let msg = match Message::parse_bytes(&Bytes::from(line.into_bytes())) {
             Ok(m) => m,
             Err(e) => {
-                let _ = out_tx.send(jsonrpc::error_message(None, &e)).await;
+                let _ = out_tx.send(jsonrpc::error_message(None, &e).into()).await;
                 continue;
             }
         };
         let kind = match msg.kind() {
             Ok(k) => k,
             Err(e) => {
-                let _ = out_tx.send(jsonrpc::error_message(msg.id.as_deref().filter(|i| jsonrpc::valid_id(i).is_ok()), &e)).await;
+                let _ = out_tx.send(jsonrpc::error_message(msg.id.as_ref().filter(|i| jsonrpc::valid_id(i).is_ok()), &e).into()).await;
                 continue;
             }
         };
@@ -112,12 +115,12 @@ pub async fn serve(
                     (Era::Legacy, None) if msg.method.as_deref() == Some("initialize") => {
                         match legacy::handshake(svc.as_ref(), &msg, "stdio".into(), Principal::anonymous()).await {
                             Ok((result, session)) => {
-                                let _ = out_tx.send(jsonrpc::result_message(msg.id.as_deref().unwrap_or(RawValue::NULL), &result)).await;
+                                let _ = out_tx.send(jsonrpc::result_message(msg.id.as_ref().unwrap_or(&Json::NULL), &result)).await;
                                 conn.session = Some(session);
                                 relay_changes(svc.as_ref(), out_tx.clone(), conn.follows.clone(), stop.clone());
                             }
                             Err(e) => {
-                                let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
+                                let _ = out_tx.send(jsonrpc::error_message(id.as_ref(), &e).into()).await;
                             }
                         }
                         continue;
@@ -125,7 +128,7 @@ pub async fn serve(
                     (Era::Legacy, Some(session)) => match legacy::convert(session, conn.level.as_deref(), msg, Principal::anonymous()) {
                         Ok(Action::Forward(r)) => Ok(r),
                         Ok(action @ (Action::Follow(..) | Action::Unfollow(_))) => {
-                            let rid = id.clone().unwrap_or_else(|| RawValue::NULL.to_owned());
+                            let rid = id.clone().unwrap_or(Json::NULL);
                             if let Ok(reply) = legacy::follow(svc.as_ref(), &conn.follows, action).await {
                                 let _ = out_tx.send(render::outcome_message(&rid, &legacy::downgrade(reply.outcome().await)).1).await;
                             }
@@ -135,8 +138,8 @@ pub async fn serve(
                             if let Action::SetLevel(l) = &answered {
                                 conn.level = Some(l.clone());
                             }
-                            let result = answered.answer().unwrap_or_else(|| RawValue::NULL.to_owned());
-                            let _ = out_tx.send(jsonrpc::result_message(id.as_deref().unwrap_or(RawValue::NULL), &result)).await;
+                            let result = answered.answer().unwrap_or(Json::NULL);
+                            let _ = out_tx.send(jsonrpc::result_message(id.as_ref().unwrap_or(&Json::NULL), &result)).await;
                             continue;
                         }
                         Err(e) => Err(e),
@@ -152,7 +155,7 @@ pub async fn serve(
                         spawn(&mut tasks, &inflight, svc.clone(), r, legacy_client, out_tx.clone())
                     }
                     Err(e) => {
-                        let _ = out_tx.send(jsonrpc::error_message(id.as_deref(), &e)).await;
+                        let _ = out_tx.send(jsonrpc::error_message(id.as_ref(), &e).into()).await;
                     }
                 }
             }
@@ -187,7 +190,7 @@ fn spawn(
     svc: Arc<dyn Service>,
     request: Request,
     legacy_client: Option<Arc<Waiting>>,
-    tx: mpsc::Sender<Vec<u8>>,
+    tx: mpsc::Sender<Rope>,
 ) {
     let key = request.id.get().to_string();
     let token = CancellationToken::new();
@@ -197,7 +200,7 @@ fn spawn(
             // Ids must be unique among requests in flight: a duplicate would make cancellation
             // hit the wrong request.
             let e = RpcError::invalid_request(format!("request id {key} is already in flight"));
-            let _ = tx.try_send(jsonrpc::error_message(Some(&request.id), &e));
+            let _ = tx.try_send(jsonrpc::error_message(Some(&request.id), &e).into());
             return;
         }
         m.insert(key.clone(), (token.clone(), request.method == "subscriptions/listen"));
@@ -223,7 +226,7 @@ fn spawn(
                 Reply::Stream(mut s) => {
                     while let Some(ev) = s.next().await {
                         let msg = match ev {
-                            Event::Notification(n) => n,
+                            Event::Notification(n) => n.into(),
                             Event::Done(o) => render::outcome_message(&id, &o).1,
                             Event::Ask(_) => continue,
                         };
@@ -246,7 +249,7 @@ fn spawn(
 }
 
 /// Sends the changes the client may see to a legacy client until the connection ends.
-fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Vec<u8>>, follows: UriSet, stop: CancellationToken) {
+fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Rope>, follows: UriSet, stop: CancellationToken) {
     let Ok(Some(mut sub)) = svc.subscribe(Principal::anonymous(), Filter::ALL, follows) else { return };
     tokio::spawn(async move {
         loop {
@@ -255,7 +258,7 @@ fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Vec<u8>>, follows: UriSet, 
                 _ = stop.cancelled() => return,
             };
             let Some(msg) = legacy::change_message(&change) else { return };
-            if tx.send(msg).await.is_err() {
+            if tx.send(msg.into()).await.is_err() {
                 return;
             }
         }

@@ -162,7 +162,7 @@ impl HttpTransport {
         if status == StatusCode::NOT_FOUND && env.session.is_some() {
             return Err(UpstreamError::SessionExpired);
         }
-        match Message::parse(&bytes) {
+        match Message::parse_bytes(&bytes) {
             Ok(m) if m.result.is_some() || m.error.is_some() => Ok(Posted { reply: Reply::Single(final_outcome(m)), session }),
             _ => {
                 log_body(status, &bytes);
@@ -263,7 +263,9 @@ impl HttpTransport {
                     if data.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
-                    let Ok(msg) = Message::parse(&data) else {
+                    // The event's own buffer: a final result is relayed from it without a copy.
+                    let event = Bytes::from(data);
+                    let Ok(msg) = Message::parse_bytes(&event) else {
                         tracing::warn!(upstream = %upstream, "ignoring an SSE event that is not a JSON-RPC message");
                         continue;
                     };
@@ -283,16 +285,16 @@ impl HttpTransport {
                         Ok(Kind::Notification) => {
                             let data = match (&progress, msg.method.as_deref()) {
                                 (Some(client), Some("notifications/progress")) if super::progress::request_of(&msg) == Some(want) => {
-                                    super::progress::restore(&msg, client).unwrap_or(data)
+                                    super::progress::restore(&msg, client).unwrap_or_else(|| event.to_vec())
                                 }
-                                _ => data,
+                                _ => event.to_vec(),
                             };
                             if tx.send(Event::Notification(data)).await.is_err() {
                                 return;
                             }
                         }
                         Ok(Kind::Request) if msg.method.as_ref().is_some_and(|m| accepts.contains(m)) => {
-                            if tx.send(Event::Ask(data)).await.is_err() {
+                            if tx.send(Event::Ask(event.to_vec())).await.is_err() {
                                 return;
                             }
                         }

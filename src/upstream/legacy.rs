@@ -163,11 +163,8 @@ impl Upstream {
             }
             Transport::Stdio(t) => {
                 t.write(initialized.clone()).await?;
-                let request = crate::protocol::jsonrpc::request_message(
-                    "0",
-                    "initialize",
-                    &initialize_params(&r.protocol_version)?.to_raw().map_err(|e| UpstreamError::Protocol(e.to_string()))?,
-                );
+                let request =
+                    crate::protocol::jsonrpc::request_message("0", "initialize", &initialize_params(&r.protocol_version)?.to_json());
                 t.set_preamble(Some(Preamble { request, then: initialized }));
             }
         }
@@ -279,7 +276,7 @@ pub(super) fn describe(o: &Outcome) -> String {
 /// cache hints (`ttlMs: 0`, `cacheScope: "private"`: a legacy server promises nothing).
 fn modernise(method: &str, o: Outcome) -> Outcome {
     let Outcome::Result(raw) = o else { return o };
-    let Ok(mut obj) = serde_json::from_str::<RawObject>(raw.get()) else { return Outcome::Result(raw) };
+    let Ok(mut obj) = RawObject::from_json(&raw) else { return Outcome::Result(raw) };
     let mut changed = false;
     if obj.get("resultType").is_none() {
         changed |= obj.set_json("resultType", "complete").is_ok();
@@ -292,10 +289,7 @@ fn modernise(method: &str, o: Outcome) -> Outcome {
             changed |= obj.set_json("cacheScope", "private").is_ok();
         }
     }
-    match changed.then(|| obj.to_raw()) {
-        Some(Ok(r)) => Outcome::Result(r),
-        _ => Outcome::Result(raw),
-    }
+    Outcome::Result(if changed { obj.to_json() } else { raw })
 }
 
 #[cfg(test)]
@@ -304,7 +298,7 @@ mod tests {
 
     #[test]
     fn legacy_results_gain_modern_fields_without_losing_their_own() {
-        let raw = serde_json::value::RawValue::from_string(r#"{"contents":[]}"#.into()).unwrap();
+        let raw = crate::protocol::json::Json::from_string(r#"{"contents":[]}"#.into()).unwrap();
         let Outcome::Result(r) = modernise("resources/read", Outcome::Result(raw)) else { panic!() };
         assert_eq!(r.get(), r#"{"contents":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}"#);
         assert_eq!(version_header("2025-03-26"), None);

@@ -30,6 +30,7 @@ use self::outbound::{Envelope, McpHeaders};
 use crate::catalog::Kind;
 use crate::config::{TransportConfig, UpstreamConfig};
 use crate::protocol::errors::HEADER_MISMATCH;
+use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::{MODERN_VERSION, is_legacy_version, jsonrpc, keys};
 use crate::reply::{Outcome, Reply};
@@ -84,8 +85,7 @@ impl Call {
         if !self.meta.is_empty() {
             params.set_json("_meta", &self.meta).map_err(|e| UpstreamError::Protocol(format!("cannot encode _meta: {e}")))?;
         }
-        let raw = params.to_raw().map_err(|e| UpstreamError::Protocol(format!("cannot encode params: {e}")))?;
-        Ok(jsonrpc::request_message(&id.to_string(), &self.method, &raw))
+        Ok(jsonrpc::request_message_obj(&id.to_string(), &self.method, &params))
     }
 
     /// The caller's trace context, from `_meta`.
@@ -436,7 +436,7 @@ impl Upstream {
     }
 
     /// A request the gateway makes on its own behalf (lists), in the upstream's era.
-    async fn internal(&self, method: &str, params: RawObject, endpoint: Option<usize>) -> Result<Box<RawValue>, Outcome> {
+    async fn internal(&self, method: &str, params: RawObject, endpoint: Option<usize>) -> Result<Json, Outcome> {
         match self.call(Call::internal(method, params, gateway_meta(), endpoint)).await.outcome().await {
             Outcome::Result(r) => Ok(r),
             other => Err(other),

@@ -9,12 +9,12 @@
 //! the upstream request.
 
 use super::{Transport, Upstream, UpstreamError};
+use crate::protocol::json::Json;
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::keys;
 use crate::protocol::rawobj::RawObject;
 use crate::reply::{Event, EventStream, Outcome, Reply};
 use crate::sync::lock;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,7 +29,7 @@ const KEY: &str = "input";
 pub(super) struct Entry {
     stream: EventStream,
     /// The id of the upstream's request, to answer it.
-    ask_id: Box<RawValue>,
+    ask_id: Json,
     pub(super) endpoint: Option<usize>,
 }
 
@@ -103,7 +103,7 @@ impl Upstream {
                     "inputRequests": { KEY: { "method": method, "params": params } },
                     "requestState": format!("{MARK}{key}"),
                 });
-                let Ok(raw) = serde_json::value::to_raw_value(&result) else { return };
+                let Ok(raw) = Json::to_json(&result) else { return };
                 let full = {
                     let mut map = lock(&parked.map);
                     let full = map.len() >= MAX_PARKED;

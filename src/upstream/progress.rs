@@ -28,7 +28,7 @@ pub fn request_of(msg: &Message) -> Option<u64> {
 pub fn restore(msg: &Message, client: &Value) -> Option<Vec<u8>> {
     let mut params: RawObject = serde_json::from_str(msg.params.as_ref()?.get()).ok()?;
     params.set_json(keys::PROGRESS_TOKEN, client).ok()?;
-    Some(jsonrpc::notification_message("notifications/progress", &params.to_raw().ok()?))
+    Some(jsonrpc::notification_message("notifications/progress", &params.to_json()))
 }
 
 #[cfg(test)]
