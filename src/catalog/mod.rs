@@ -5,6 +5,7 @@
 
 pub mod cursor;
 pub mod kind;
+pub mod links;
 pub mod merge;
 pub mod names;
 pub mod uris;

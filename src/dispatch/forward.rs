@@ -7,7 +7,7 @@
 
 use super::{Request, rate_limited, state};
 use crate::audit;
-use crate::catalog::{Kind, uris};
+use crate::catalog::{Kind, links, uris};
 use crate::gateway::Gateway;
 use crate::policy::{self, Item, view};
 use crate::protocol::errors::RpcError;
@@ -68,6 +68,7 @@ async fn forward(
     }
     let (sealer, caller, upstream_id, method, item_name) =
         (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string());
+    let prefix = up.cfg.prefix.clone();
     let (metrics, started) = (gw.metrics.clone(), Instant::now());
     let mut name = None;
     if let Some((key, original)) = rewrite {
@@ -92,7 +93,10 @@ async fn forward(
         metrics.call(&method, &upstream_id, &audit::outcome_label(&o), started.elapsed());
         let bind = state::Binding { caller: &caller, upstream: &upstream_id, method: &method, item: &item_name };
         if !state::asks_input(&o) {
-            o
+            match o {
+                Outcome::Result(raw) => Outcome::Result(links::to_gateway(&method, &raw, &prefix).unwrap_or(raw)),
+                other => other,
+            }
         } else if may_ask(&method) {
             state::seal(&sealer, o, &bind)
         } else {
@@ -210,28 +214,7 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
     let Some((upstream, original)) = route_uri(gw, &req.caller, &uri) else {
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     };
-    let prefix = gw.upstream(upstream).map(|u| u.cfg.prefix.clone()).unwrap_or_default();
-    let reply = forward(gw, upstream, req, &uri, Some(("uri", &original)), Vec::new(), None).await;
-    if prefix.is_empty() {
-        return reply;
-    }
-    reply.map_outcome(move |o| match o {
-        Outcome::Result(raw) => Outcome::Result(prefix_contents(&raw, &prefix).unwrap_or(raw)),
-        other => other,
-    })
-}
-
-/// Gives every `contents[].uri` of a read result the upstream's gateway prefix.
-fn prefix_contents(raw: &Json, prefix: &str) -> Option<Json> {
-    let mut obj = RawObject::from_json(raw).ok()?;
-    let mut contents: Vec<RawObject> = obj.parse("contents")?.ok()?;
-    for c in &mut contents {
-        if let Some(Ok(uri)) = c.parse::<String>("uri") {
-            c.set_json("uri", &uris::to_gateway(prefix, &uri)).ok()?;
-        }
-    }
-    obj.set_json("contents", &contents).ok()?;
-    Some(obj.to_json())
+    forward(gw, upstream, req, &uri, Some(("uri", &original)), Vec::new(), None).await
 }
 
 pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {

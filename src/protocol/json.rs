@@ -67,6 +67,27 @@ impl Json {
         serde_json::from_slice(&self.0)
     }
 
+    /// The items of an array, as slices of this value's buffer (no copy).
+    pub fn items(&self) -> Result<Vec<Json>, serde_json::Error> {
+        let raws: Vec<&RawValue> = serde_json::from_slice(&self.0)?;
+        Ok(raws.into_iter().map(|r| Json::slice_of(&self.0, r)).collect())
+    }
+
+    /// The array of `items`, written verbatim.
+    pub fn array(items: &[Json]) -> Json {
+        let mut out = Vec::with_capacity(2 + items.iter().map(|i| i.0.len() + 1).sum::<usize>());
+        out.push(b'[');
+        for (n, item) in items.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&item.0);
+        }
+        out.push(b']');
+        // invariant: every item is UTF-8, and so are the brackets and commas around them.
+        Json::from_utf8(out).unwrap_or(Json::NULL)
+    }
+
     /// Whether the text holds a line break (JSON whitespace that one-line framings must replace).
     pub fn has_line_break(&self) -> bool {
         self.0.iter().any(|b| *b == b'\n' || *b == b'\r')

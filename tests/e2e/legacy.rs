@@ -101,6 +101,21 @@ async fn legacy_upstreams_serve_modern_and_legacy_clients() {
     let read = rpc(&gw.url, "resources/read", json!({ "uri": "every+demo://resource/static/document/architecture.md" })).await.message();
     assert_eq!(read["result"]["contents"][0]["uri"], "every+demo://resource/static/document/architecture.md", "URIs map back: {read}");
     assert_eq!(read["result"]["cacheScope"], "private");
+    // The resource links a tool returns are in the gateway's URI space, so they read back.
+    for tool in ["every__get-resource-links", "everyhttp__get-resource-links"] {
+        let msg = call(&gw.url, tool, json!({ "count": 2 })).await;
+        let links: Vec<String> = msg["result"]["content"]
+            .as_array()
+            .map(|c| c.iter().filter(|b| b["type"] == "resource_link").filter_map(|b| b["uri"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        assert_eq!(links.len(), 2, "{tool}: {msg}");
+        let prefix = tool.split("__").next().unwrap_or_default();
+        for uri in links {
+            assert!(uri.starts_with(&format!("{prefix}+demo://")), "{uri}");
+            let read = rpc(&gw.url, "resources/read", json!({ "uri": uri })).await.message();
+            assert_eq!(read["result"]["contents"][0]["uri"], uri.as_str(), "a link reads back: {read}");
+        }
+    }
     // Progress from a legacy upstream reaches a modern client.
     let mut m = meta();
     m["progressToken"] = json!("p-1");

@@ -1,0 +1,118 @@
+//! Resource URIs inside results, mapped into the gateway's URI space: the `uri` of every
+//! `resource_link` and embedded `resource` in a tool result's `content` or a prompt's `messages`,
+//! and every `contents[].uri` of a read. A client can then `resources/read` what a prefixed
+//! upstream pointed it at, and the read routes back by the prefix. Only the blocks that carry a
+//! URI are rewritten (member by member); every other byte of the result is kept.
+
+use super::uris;
+use crate::protocol::json::Json;
+use crate::protocol::rawobj::RawObject;
+
+/// The result with its resource URIs in gateway form, or `None` when nothing changes.
+pub fn to_gateway(method: &str, result: &Json, prefix: &str) -> Option<Json> {
+    if prefix.is_empty() || (method != "resources/read" && !result.get().contains("\"resource")) {
+        return None;
+    }
+    let mut obj = RawObject::from_json(result).ok()?;
+    match method {
+        "tools/call" => {
+            let content = map_items(obj.get("content")?, |b| block(b, prefix))?;
+            obj.set("content", content);
+        }
+        "prompts/get" => {
+            let messages = map_items(obj.get("messages")?, |m| {
+                let mut msg = RawObject::from_json(m).ok()?;
+                let content = block(msg.get("content")?, prefix)?;
+                msg.set("content", content);
+                Some(msg.to_json())
+            })?;
+            obj.set("messages", messages);
+        }
+        "resources/read" => {
+            let contents = map_items(obj.get("contents")?, |c| with_uri(c, prefix))?;
+            obj.set("contents", contents);
+        }
+        _ => return None,
+    }
+    Some(obj.to_json())
+}
+
+/// A content block with its URI mapped, or `None` when it carries none.
+fn block(b: &Json, prefix: &str) -> Option<Json> {
+    if !b.get().contains("\"resource") {
+        return None;
+    }
+    let mut obj = RawObject::from_json(b).ok()?;
+    match obj.parse::<String>("type")?.ok()?.as_str() {
+        "resource_link" => with_uri(b, prefix),
+        "resource" => {
+            let resource = with_uri(obj.get("resource")?, prefix)?;
+            obj.set("resource", resource);
+            Some(obj.to_json())
+        }
+        _ => None,
+    }
+}
+
+/// An object with its string `uri` member in gateway form.
+fn with_uri(item: &Json, prefix: &str) -> Option<Json> {
+    let mut obj = RawObject::from_json(item).ok()?;
+    let uri = obj.parse::<String>("uri")?.ok()?;
+    obj.set_json("uri", &uris::to_gateway(prefix, &uri)).ok()?;
+    Some(obj.to_json())
+}
+
+/// The array with `f` applied to each item (items it returns `None` for are kept as they are),
+/// or `None` when no item changed.
+fn map_items(array: &Json, f: impl Fn(&Json) -> Option<Json>) -> Option<Json> {
+    let mut items = array.items().ok()?;
+    let mut changed = false;
+    for item in &mut items {
+        if let Some(new) = f(item) {
+            *item = new;
+            changed = true;
+        }
+    }
+    changed.then(|| Json::array(&items))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(s: &str) -> Json {
+        Json::from_string(s.into()).unwrap()
+    }
+
+    #[test]
+    fn tool_results_get_gateway_uris_and_keep_everything_else() {
+        let r = json(
+            r#"{"content":[{"type":"text","text":"see \"resource\""},{"type":"resource_link","uri":"file:///a b","name":"a"},{"type":"resource","resource":{"uri":"mem://x","text":"t"}, "annotations":{"p":1}}],"isError":false}"#,
+        );
+        let out = to_gateway("tools/call", &r, "fs").unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"content":[{"type":"text","text":"see \"resource\""},{"type":"resource_link","uri":"fs+file:///a b","name":"a"},{"type":"resource","resource":{"uri":"fs+mem://x","text":"t"},"annotations":{"p":1}}],"isError":false}"#
+        );
+    }
+
+    #[test]
+    fn prompt_messages_and_reads_are_mapped() {
+        let r = json(r#"{"messages":[{"role":"user","content":{"type":"resource","resource":{"uri":"test://static-text","text":"x"}}}]}"#);
+        let out = to_gateway("prompts/get", &r, "fx").unwrap();
+        assert!(out.get().contains(r#""uri":"fx+test://static-text""#), "{out}");
+        let read = json(r#"{"contents":[{"uri":"test://a","text":"x"}],"ttlMs":0}"#);
+        assert_eq!(
+            to_gateway("resources/read", &read, "fx").unwrap().get(),
+            r#"{"contents":[{"uri":"fx+test://a","text":"x"}],"ttlMs":0}"#
+        );
+    }
+
+    #[test]
+    fn nothing_changes_without_a_prefix_or_a_link() {
+        let r = json(r#"{"content":[{"type":"resource_link","uri":"file:///a"}]}"#);
+        assert!(to_gateway("tools/call", &r, "").is_none());
+        assert!(to_gateway("tools/call", &json(r#"{"content":[{"type":"text","text":"hi"}]}"#), "fs").is_none());
+        assert!(to_gateway("tools/call", &json(r#"{"content":"resource"}"#), "fs").is_none(), "malformed results pass as they are");
+    }
+}
