@@ -99,6 +99,7 @@ pub struct Metrics {
     refused: Family<Reason, Counter>,
     up: Family<UpstreamId, Gauge>,
     items: Family<KindLabel, Gauge>,
+    stale: Family<UpstreamId, Counter>,
     streams: Gauge,
     in_flight: Gauge,
     connections: Gauge,
@@ -117,16 +118,18 @@ impl Default for Metrics {
         let refused = Family::<Reason, Counter>::default();
         let up = Family::<UpstreamId, Gauge>::default();
         let items = Family::<KindLabel, Gauge>::default();
+        let stale = Family::<UpstreamId, Counter>::default();
         let (streams, in_flight, connections) = (Gauge::default(), Gauge::default(), Gauge::default());
         registry.register("calls", "Requests forwarded to an upstream, by method, upstream and outcome", calls.clone());
         registry.register("call_duration_seconds", "Time to the final answer of forwarded requests", latency.clone());
         registry.register("refused", "Requests refused before reaching an upstream, by reason", refused.clone());
         registry.register("upstream_up", "1 when the upstream answered its last probe", up.clone());
         registry.register("catalog_items", "Items served, by kind", items.clone());
+        registry.register("stale_lists", "Lists an upstream could not re-read, served from its previous answer", stale.clone());
         registry.register("change_streams", "Open change streams (listen and legacy GET streams)", streams.clone());
         registry.register("requests_in_flight", "Requests in progress at the edge", in_flight.clone());
         registry.register("connections", "Open client connections", connections.clone());
-        Metrics { registry, calls, latency, refused, up, items, streams, in_flight, connections }
+        Metrics { registry, calls, latency, refused, up, items, stale, streams, in_flight, connections }
     }
 }
 
@@ -147,6 +150,11 @@ impl Metrics {
     /// A request refused before any upstream (rate limit, policy, scope, no route, bad state).
     pub fn refused(&self, reason: &str) {
         self.refused.get_or_create(&Reason { reason: reason.to_string() }).inc();
+    }
+
+    /// A refresh of `upstream` kept `lists` previous lists because re-reading them failed.
+    pub fn stale_lists(&self, upstream: &str, lists: u32) {
+        self.stale.get_or_create(&UpstreamId { upstream: upstream.to_string() }).inc_by(u64::from(lists));
     }
 
     /// The text exposition, with the gauges set from `now` and `edge`.
@@ -186,6 +194,7 @@ mod tests {
         let m = Metrics::default();
         m.call("tools/call", "calc", "ok", Duration::from_millis(3));
         m.refused("rate_limited");
+        m.stale_lists("calc", 2);
         let text = m.render(
             &Snapshot { upstreams: vec![("calc".into(), Some(true)), ("gone".into(), None)], catalog: vec![("tools", 4)], streams: 2 },
             EdgeStats::default(),
@@ -195,6 +204,7 @@ mod tests {
         assert!(text.contains("mcpgate_change_streams 2"), "{text}");
         assert!(!text.contains("gone"), "a removed upstream has no series: {text}");
         assert!(text.contains(r#"mcpgate_refused_total{reason="rate_limited"} 1"#), "{text}");
+        assert!(text.contains(r#"mcpgate_stale_lists_total{upstream="calc"} 2"#), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -10,6 +10,7 @@ use crate::protocol::xheader::{self, HeaderPlan};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// One upstream's contribution to a rebuild.
 pub struct UpstreamLists<'a> {
@@ -18,8 +19,12 @@ pub struct UpstreamLists<'a> {
     pub prefix: &'a str,
     /// Items per kind, in [`Kind::ALL`] order.
     pub items: [&'a [Box<RawValue>]; 4],
-    pub ttl_ms: u64,
-    pub private: bool,
+    /// Per kind: the list's `ttlMs`, `None` when the upstream was not asked for it.
+    pub ttl_ms: [Option<u64>; 4],
+    /// When these lists were requested (their `ttlMs` counts from then).
+    pub listed_at: Option<Instant>,
+    /// Per kind: whether the list was not `cacheScope: "public"`.
+    pub private: [bool; 4],
     pub has_resources: bool,
 }
 
@@ -73,14 +78,25 @@ pub struct UriOwner {
 pub struct Catalog {
     sections: [Section; 4],
     pub problems: Vec<Problem>,
-    /// The smallest `ttlMs` any contributing upstream gave its lists.
-    pub ttl_ms: u64,
-    /// Any contributing list was `cacheScope: "private"`.
-    pub private: bool,
+    /// Per kind: until when every contributing list is fresh (the earliest `listed_at + ttlMs`);
+    /// `None` when no upstream contributed that list.
+    pub fresh_until: [Option<Instant>; 4],
+    /// Per kind: whether any contributing list was not `cacheScope: "public"`.
+    pub private: [bool; 4],
     pub owners: Vec<UriOwner>,
 }
 
 impl Catalog {
+    /// The `ttlMs` to serve for a list at `now`: what remains of the smallest contributing TTL.
+    pub fn ttl_ms(&self, kind: Kind, now: Instant) -> u64 {
+        self.fresh_until[kind as usize].map_or(0, |t| u64::try_from(t.saturating_duration_since(now).as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Whether a list holds anything an upstream did not mark `cacheScope: "public"`.
+    pub fn is_private(&self, kind: Kind) -> bool {
+        self.private[kind as usize]
+    }
+
     pub fn section(&self, kind: Kind) -> &Section {
         &self.sections[kind as usize]
     }
@@ -107,10 +123,16 @@ impl Catalog {
 }
 
 pub fn build(inputs: &[UpstreamLists], sep: &str) -> Catalog {
-    let mut cat = Catalog { ttl_ms: u64::MAX, ..Default::default() };
+    let mut cat = Catalog::default();
     for input in inputs {
-        cat.ttl_ms = cat.ttl_ms.min(input.ttl_ms);
-        cat.private |= input.private;
+        for kind in Kind::ALL {
+            let k = kind as usize;
+            let Some(ttl) = input.ttl_ms[k] else { continue };
+            // A list with no known fetch time promises nothing.
+            let until = input.listed_at.map_or_else(Instant::now, |at| at + Duration::from_millis(ttl));
+            cat.fresh_until[k] = Some(cat.fresh_until[k].map_or(until, |t| t.min(until)));
+            cat.private[k] |= input.private[k];
+        }
         cat.owners.push(UriOwner { upstream: input.upstream, prefix: input.prefix.to_string(), has_resources: input.has_resources });
         for kind in Kind::ALL {
             for raw in input.items[kind as usize] {
@@ -124,9 +146,6 @@ pub fn build(inputs: &[UpstreamLists], sep: &str) -> Catalog {
                 }
             }
         }
-    }
-    if cat.ttl_ms == u64::MAX {
-        cat.ttl_ms = 0;
     }
     cat
 }

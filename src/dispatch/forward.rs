@@ -69,6 +69,8 @@ async fn forward(
     let (sealer, caller, upstream_id, method, item_name) =
         (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string());
     let prefix = up.cfg.prefix.clone();
+    // What a caller with narrowed grants reads must not be shared with callers policy denies.
+    let narrowed = !req.caller.grants.is_unrestricted();
     let (metrics, started) = (gw.metrics.clone(), Instant::now());
     let mut name = None;
     if let Some((key, original)) = rewrite {
@@ -94,7 +96,10 @@ async fn forward(
         let bind = state::Binding { caller: &caller, upstream: &upstream_id, method: &method, item: &item_name };
         if !state::asks_input(&o) {
             match o {
-                Outcome::Result(raw) => Outcome::Result(links::to_gateway(&method, &raw, &prefix).unwrap_or(raw)),
+                Outcome::Result(raw) => {
+                    let raw = links::to_gateway(&method, &raw, &prefix).unwrap_or(raw);
+                    Outcome::Result(if narrowed && method == "resources/read" { private_scope(&raw).unwrap_or(raw) } else { raw })
+                }
                 other => other,
             }
         } else if may_ask(&method) {
@@ -171,6 +176,16 @@ pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
         return Reply::error(RpcError::invalid_params(format!("Unknown prompt: {name}")));
     };
     forward(gw, upstream, req, &name, Some(("name", &original)), Vec::new(), None).await
+}
+
+/// The result with `cacheScope: "private"`, or `None` when it already says so (or is no object).
+fn private_scope(raw: &Json) -> Option<Json> {
+    let mut obj = RawObject::from_json(raw).ok()?;
+    if obj.parse::<String>("cacheScope").and_then(Result::ok).as_deref() == Some("private") {
+        return None;
+    }
+    obj.set_json("cacheScope", "private").ok()?;
+    Some(obj.to_json())
 }
 
 /// A `CallToolResult` with `isError: true`: a failure the model can read and act on.

@@ -16,7 +16,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
     let id_of = |i: usize| gw.upstream_id(i);
     let entries = view::visible(&cat, kind, &req.caller.grants, &id_of);
     // A list filtered for this caller must not be shared with other callers.
-    let private = cat.private || !req.caller.grants.is_unrestricted();
+    let private = cat.is_private(kind) || !req.caller.grants.is_unrestricted();
     let offset = match req.params.parse::<Option<String>>("cursor") {
         None | Some(Ok(None)) => 0,
         Some(Ok(Some(c))) => match cursor::decode(&c) {
@@ -47,7 +47,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
     }
     body.push_str(&format!(
         ",\"ttlMs\":{},\"cacheScope\":\"{}\",\"_meta\":{{\"{}\":{}}}}}",
-        cat.ttl_ms,
+        cat.ttl_ms(kind, std::time::Instant::now()),
         if private { "private" } else { "public" },
         keys::SERVER_INFO,
         super::discover::server_info()

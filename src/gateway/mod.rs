@@ -186,6 +186,10 @@ impl Gateway {
         let before = up.state().status.clone();
         match up.refresh().await {
             Ok(()) => {
+                let stale = up.state().stale_lists;
+                if stale > 0 {
+                    self.metrics.stale_lists(up.id(), stale);
+                }
                 if before != Status::Ready {
                     let st = up.state();
                     tracing::info!(upstream = %up.id(), tools = st.items(Kind::Tool).len(), latency_ms = st.latency.map(|l| l.as_millis() as u64).unwrap_or(0), "upstream ready");
@@ -216,6 +220,7 @@ impl Gateway {
                 prefix: &u.cfg.prefix,
                 items: [st.items(Kind::Tool), st.items(Kind::Prompt), st.items(Kind::Resource), st.items(Kind::Template)],
                 ttl_ms: st.ttl_ms,
+                listed_at: st.listed_at,
                 private: st.private,
                 has_resources: st.offers("resources"),
             })

@@ -116,12 +116,17 @@ pub struct UpstreamState {
     pub server_info: Option<Value>,
     /// The upstream's items per kind, in [`Kind::ALL`] order.
     pub lists: [Arc<Vec<Box<RawValue>>>; 4],
-    /// The smallest `ttlMs` of its lists (0 when a list gave none).
-    pub ttl_ms: u64,
+    /// Per kind, the smallest `ttlMs` of the list's pages (0 when a page gave none); `None` for a
+    /// list it was not asked for.
+    pub ttl_ms: [Option<u64>; 4],
     /// The smallest `ttlMs` its lists gave, if any did (what its re-listing schedule follows).
     pub ttl_hint: Option<u64>,
-    /// Any of its lists was not `cacheScope: "public"`.
-    pub private: bool,
+    /// Per kind, whether a page of the list was not `cacheScope: "public"`.
+    pub private: [bool; 4],
+    /// When the lists were requested (their `ttlMs` counts from then).
+    pub listed_at: Option<std::time::Instant>,
+    /// How many lists the last refresh could not re-read, so the previous ones are served.
+    pub stale_lists: u32,
     pub latency: Option<Duration>,
     /// Set when the page limit cut a list short.
     pub truncated: bool,

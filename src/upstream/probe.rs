@@ -38,6 +38,7 @@ impl Upstream {
             Ok(fresh) => {
                 next = fresh.clone();
                 next.latency = Some(started.elapsed());
+                next.listed_at = Some(started.into_std());
                 next.status = Status::Ready;
             }
             Err(reason) => {
@@ -68,6 +69,7 @@ impl Upstream {
         } else {
             self.identify().await?
         };
+        let previous = self.state.load_full();
         let mut state = UpstreamState {
             version: Some(identity.version),
             capabilities: Some(identity.capabilities),
@@ -81,7 +83,6 @@ impl Upstream {
             lists: self.state.load().lists.clone(),
             ..state.clone()
         }));
-        state.ttl_ms = u64::MAX;
         for (kind, capability) in
             [(Kind::Tool, "tools"), (Kind::Prompt, "prompts"), (Kind::Resource, "resources"), (Kind::Template, "resources")]
         {
@@ -90,14 +91,20 @@ impl Upstream {
             }
             match self.list_all(kind, &mut state, None).await {
                 Ok(()) => {}
+                // The upstream answered but its list did not come: the list it gave last time
+                // is served, stale (no freshness promised), rather than nothing.
+                Err(e) if previous.status == Status::Ready && !previous.items(kind).is_empty() => {
+                    tracing::warn!(upstream = %self.id(), error = %e, "{} could not be re-read; serving the previous one", kind.list_key());
+                    state.lists[kind as usize] = previous.lists[kind as usize].clone();
+                    state.stale_lists += 1;
+                    state.ttl_ms[kind as usize] = Some(0);
+                    state.private[kind as usize] = previous.private[kind as usize];
+                }
                 // Without its tools an upstream is not usable; a broken secondary list only
                 // leaves that list empty.
                 Err(e) if kind == Kind::Tool => return Err(e),
                 Err(e) => tracing::warn!(upstream = %self.id(), error = %e, "{} not served", kind.list_key()),
             }
-        }
-        if state.ttl_ms == u64::MAX {
-            state.ttl_ms = 0;
         }
         state.pool_problems = self.compare_pool(&state).await;
         for p in &state.pool_problems {
@@ -123,7 +130,7 @@ impl Upstream {
         let reference = tools_of(state.items(Kind::Tool));
         let mut problems = Vec::new();
         for (i, url) in urls.iter().enumerate().filter(|(i, _)| *i != default) {
-            let mut other = UpstreamState { ttl_ms: u64::MAX, ..Default::default() };
+            let mut other = UpstreamState::default();
             if let Err(e) = self.list_all(Kind::Tool, &mut other, Some(i)).await {
                 problems.push(format!("endpoint {} ({url}) could not be listed: {e}", i + 1));
                 continue;
@@ -223,11 +230,12 @@ impl Upstream {
                 None => {}
             }
             let ttl = page.parse::<i64>("ttlMs").and_then(Result::ok).map(|t| t.max(0) as u64);
-            state.ttl_ms = state.ttl_ms.min(ttl.unwrap_or(0));
+            let k = kind as usize;
+            state.ttl_ms[k] = Some(state.ttl_ms[k].unwrap_or(u64::MAX).min(ttl.unwrap_or(0)));
             if let Some(t) = ttl {
                 state.ttl_hint = Some(state.ttl_hint.map_or(t, |h| h.min(t)));
             }
-            state.private |= page.parse::<String>("cacheScope").and_then(Result::ok).as_deref() != Some("public");
+            state.private[k] |= page.parse::<String>("cacheScope").and_then(Result::ok).as_deref() != Some("public");
             match page.parse::<Option<String>>("nextCursor") {
                 Some(Ok(Some(c))) => cursor = Some(c),
                 _ => break,

@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod caching;
 mod callers;
 mod chaos;
 mod cli;

@@ -11,8 +11,9 @@ fn input<'a>(i: usize, id: &'a str, prefix: &'a str, tools: &'a [Box<RawValue>],
         id,
         prefix,
         items: [tools, &[], resources, &[]],
-        ttl_ms: 1000 * (i as u64 + 1),
-        private: false,
+        ttl_ms: [Some(1000 * (i as u64 + 1)), None, Some(0), None],
+        listed_at: Some(std::time::Instant::now()),
+        private: [false, false, i == 1, false],
         has_resources: !resources.is_empty(),
     }
 }
@@ -29,7 +30,11 @@ fn prefixes_orders_and_keeps_fields_verbatim() {
         r#"{"name":"calc__echo","inputSchema":{"type":"object","$defs":{"x":{"$anchor":"y"}}},"annotations":{"readOnlyHint":true}}"#
     );
     assert_eq!(cat.tool("text__now").unwrap().original, "now");
-    assert_eq!(cat.ttl_ms, 1000);
+    let ttl = cat.ttl_ms(Kind::Tool, std::time::Instant::now());
+    assert!(ttl <= 1000 && ttl > 900, "the smallest TTL, less the lists' age: {ttl}");
+    assert_eq!(cat.ttl_ms(Kind::Tool, std::time::Instant::now() + std::time::Duration::from_secs(5)), 0, "never negative");
+    assert_eq!(cat.ttl_ms(Kind::Prompt, std::time::Instant::now()), 0, "no contributing list promises nothing");
+    assert!(!cat.is_private(Kind::Tool) && cat.is_private(Kind::Resource), "scope is per list");
     assert!(cat.problems.is_empty());
 }
 

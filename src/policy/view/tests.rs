@@ -38,8 +38,9 @@ proptest! {
                 id: IDS[i],
                 prefix: if prefixed { IDS[i] } else { "" },
                 items: [t, &[], &[], &[]],
-                ttl_ms: 0,
-                private: false,
+                ttl_ms: [Some(0); 4],
+                listed_at: None,
+                private: [false; 4],
                 has_resources: false,
             })
             .collect();
