@@ -182,8 +182,15 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, sep: &str, section: 
     }
     let headers = if kind == Kind::Tool {
         match obj.parse::<Value>("inputSchema") {
-            Some(Ok(schema)) => {
+            // Arguments are always an object, so the schema must say so at its root.
+            Some(Ok(schema)) if schema.get("type").and_then(Value::as_str) == Some("object") => {
                 xheader::plan(&schema).map_err(|reason| problem(&original, format!("invalid x-mcp-header annotation: {reason}")))?
+            }
+            Some(Ok(_)) => {
+                return Err(problem(
+                    &original,
+                    "the tool's \"inputSchema\" is not an object schema (\"type\": \"object\" at its root)".into(),
+                ));
             }
             Some(Err(_)) | None => {
                 return Err(problem(&original, "the tool has no valid \"inputSchema\"".into()));

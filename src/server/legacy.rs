@@ -325,7 +325,7 @@ pub fn downgrade(outcome: Outcome) -> Outcome {
     let Outcome::Result(raw) = outcome else {
         return outcome;
     };
-    let Ok(mut obj) = serde_json::from_str::<RawObject>(raw.get()) else {
+    let Ok(mut obj) = RawObject::from_json(&raw) else {
         return Outcome::Result(raw);
     };
     if obj.parse::<String>("resultType").and_then(Result::ok).as_deref() == Some("input_required") {
@@ -341,10 +341,36 @@ pub fn downgrade(outcome: Outcome) -> Outcome {
         obj.remove("structuredContent");
         changed = true;
     }
+    // Legacy tools may only promise object output (as only object `structuredContent` reaches
+    // legacy clients): any other `outputSchema` is left out of the tools they are shown.
+    if raw.get().contains("\"outputSchema\"")
+        && let Some(tools) = obj.get("tools").and_then(legacy_output_schemas)
+    {
+        obj.set("tools", tools);
+        changed = true;
+    }
     if !changed {
         return Outcome::Result(raw);
     }
     Outcome::Result(obj.to_json())
+}
+
+/// The tools with every `outputSchema` whose root is not `"type": "object"` removed, or `None`
+/// when none is.
+fn legacy_output_schemas(tools: &Json) -> Option<Json> {
+    let mut items = tools.items().ok()?;
+    let mut changed = false;
+    for tool in &mut items {
+        let Ok(mut t) = RawObject::from_json(tool) else { continue };
+        let object =
+            t.parse::<serde_json::Value>("outputSchema").map(|s| s.is_ok_and(|s| s.get("type").and_then(|v| v.as_str()) == Some("object")));
+        if object == Some(false) {
+            t.remove("outputSchema");
+            *tool = t.to_json();
+            changed = true;
+        }
+    }
+    changed.then(|| Json::array(&items))
 }
 
 /// [`downgrade`] applied to a whole reply.
@@ -371,6 +397,16 @@ mod tests {
                 .unwrap();
         let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else { panic!() };
         assert_eq!(out.get(), r#"{"content":[]}"#);
+        let raw = Json::from_string(
+            r#"{"resultType":"complete","tools":[{"name":"a","inputSchema":{"type":"object"},"outputSchema":{"type":"array"}},{"name":"b","outputSchema":{"type":"object"}}]}"#.into(),
+        )
+        .unwrap();
+        let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else { panic!() };
+        assert_eq!(
+            out.get(),
+            r#"{"tools":[{"name":"a","inputSchema":{"type":"object"}},{"name":"b","outputSchema":{"type":"object"}}]}"#,
+            "a legacy client is never promised output it will not be given"
+        );
         let raw = Json::from_string(r#"{"content":[],"structuredContent":{"a":1}}"#.into()).unwrap();
         let Outcome::Result(out) = downgrade(Outcome::Result(raw)) else { panic!() };
         assert_eq!(out.get(), r#"{"content":[],"structuredContent":{"a":1}}"#);

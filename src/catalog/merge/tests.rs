@@ -46,6 +46,8 @@ fn reports_collisions_bad_names_and_bad_annotations() {
         r#"{"name":"bad name","inputSchema":{"type":"object"}}"#,
         r#"{"name":"hdr","inputSchema":{"type":"object","properties":{"n":{"type":"number","x-mcp-header":"N"}}}}"#,
         r#"{"name":"ok","inputSchema":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"R"}}}}"#,
+        r#"{"name":"nullschema","inputSchema":null}"#,
+        r#"{"name":"arrayschema","inputSchema":{"type":"array"}}"#,
     ]);
     let cat = build(&[input(0, "a", "", &a, &[]), input(1, "b", "", &b, &[])], "__");
     let names: Vec<_> = cat.tools().iter().map(|t| t.name.as_str()).collect();
@@ -53,10 +55,11 @@ fn reports_collisions_bad_names_and_bad_annotations() {
     assert_eq!(cat.tool("search").unwrap().upstream, 0);
     assert_eq!(cat.tool("ok").unwrap().headers.len(), 1);
     let items: Vec<_> = cat.problems.iter().map(|p| p.item.as_str()).collect();
-    assert_eq!(items, ["search", "bad name", "hdr"]);
+    assert_eq!(items, ["search", "bad name", "hdr", "nullschema", "arrayschema"]);
     assert!(cat.problems[0].reason.contains("collides"));
     assert!(cat.problems[1].reason.contains("not servable"));
     assert!(cat.problems[2].reason.contains("x-mcp-header"));
+    assert!(cat.problems[3].reason.contains("not an object schema") && cat.problems[4].reason.contains("not an object schema"));
     assert!(cat.problems.iter().all(|p| p.upstream == "b" && p.kind == Kind::Tool));
 }
 
