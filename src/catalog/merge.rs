@@ -1,8 +1,11 @@
 //! Building the merged catalogue from every upstream's lists: tools and prompts get prefixed
-//! names, resources and templates get prefixed URIs (see `uris`). Names are validated (tools: the
-//! tool-name rules and their `x-mcp-header` annotations), collisions are reported and never
-//! silently shadowed (the first upstream in config order keeps the name), and the order is
-//! deterministic (config order, then the upstream's own order). Every other field is kept verbatim.
+//! names (or their `rename`, fitted to the name policy, see `names`), resources and templates get
+//! prefixed URIs (see `uris`). Names are validated (tools: the tool-name rules, an object
+//! `inputSchema` and their `x-mcp-header` annotations); an item that would land in another
+//! upstream's namespace (`<its prefix><sep>...` or `<its prefix>+...`) is refused, so that grants
+//! on that namespace never reach it; collisions are reported and never silently shadowed (the
+//! first upstream in config order keeps the name); and the order is deterministic (config order,
+//! then the upstream's own order). Every other field is kept verbatim.
 
 use super::{Kind, names, uris};
 use crate::protocol::rawobj::RawObject;
@@ -26,6 +29,15 @@ pub struct UpstreamLists<'a> {
     /// Per kind: whether the list was not `cacheScope: "public"`.
     pub private: [bool; 4],
     pub has_resources: bool,
+    /// The upstream's `rename` table: its tool or prompt name → the served name.
+    pub rename: &'a [(String, String)],
+}
+
+/// What every upstream's names are fitted to: the name policy, and the namespaces of every
+/// configured upstream with a prefix (by upstream index), whether it is up or not.
+pub struct Naming<'a> {
+    pub policy: &'a names::NamePolicy,
+    pub namespaces: &'a [(usize, String)],
 }
 
 /// A served item and what routing needs to know about it.
@@ -122,7 +134,7 @@ impl Catalog {
     }
 }
 
-pub fn build(inputs: &[UpstreamLists], sep: &str) -> Catalog {
+pub fn build(inputs: &[UpstreamLists], naming: &Naming) -> Catalog {
     let mut cat = Catalog::default();
     for input in inputs {
         for kind in Kind::ALL {
@@ -136,7 +148,7 @@ pub fn build(inputs: &[UpstreamLists], sep: &str) -> Catalog {
         cat.owners.push(UriOwner { upstream: input.upstream, prefix: input.prefix.to_string(), has_resources: input.has_resources });
         for kind in Kind::ALL {
             for raw in input.items[kind as usize] {
-                match admit(kind, input, raw, sep, &cat.sections[kind as usize]) {
+                match admit(kind, input, raw, naming, &cat.sections[kind as usize]) {
                     Ok(entry) => {
                         let section = &mut cat.sections[kind as usize];
                         section.index.insert(entry.name.clone(), section.entries.len());
@@ -150,7 +162,7 @@ pub fn build(inputs: &[UpstreamLists], sep: &str) -> Catalog {
     cat
 }
 
-fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, sep: &str, section: &Section) -> Result<Entry, Problem> {
+fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, section: &Section) -> Result<Entry, Problem> {
     let problem = |item: &str, reason: String| Problem { upstream: input.id.to_string(), kind, item: item.to_string(), reason };
     let key = kind.id_key();
     let mut obj: RawObject =
@@ -161,10 +173,26 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, sep: &str, section: 
             return Err(problem("?", format!("the {} has no string \"{key}\"", kind.label())));
         }
     };
-    let name = match kind {
-        Kind::Tool | Kind::Prompt => names::join(input.prefix, sep, &original),
-        Kind::Resource | Kind::Template => uris::to_gateway(input.prefix, &original),
+    let (name, mark) = match kind {
+        Kind::Tool | Kind::Prompt => {
+            let rename = input.rename.iter().find(|(from, _)| *from == original).map(|(_, to)| to.as_str());
+            (naming.policy.gateway_name(input.prefix, &original, rename), naming.policy.separator.as_str())
+        }
+        Kind::Resource | Kind::Template => (uris::to_gateway(input.prefix, &original), "+"),
     };
+    if let Some((owner, prefix)) = naming
+        .namespaces
+        .iter()
+        .find(|(up, prefix)| *up != input.upstream && name.strip_prefix(prefix.as_str()).is_some_and(|r| r.starts_with(mark)))
+    {
+        return Err(problem(
+            &original,
+            format!(
+                "gateway {key} '{name}' lies in the namespace of upstream #{} ('{prefix}{mark}'), which it may not publish into",
+                owner + 1
+            ),
+        ));
+    }
     if kind == Kind::Tool
         && let Some(reason) = names::tool_name_problem(&name)
     {

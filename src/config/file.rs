@@ -74,6 +74,8 @@ pub struct CatalogSection {
     pub debounce: Option<Spanned<String>>,
     pub ttl_min: Option<Spanned<String>>,
     pub ttl_max: Option<Spanned<String>>,
+    pub max_name_length: Option<usize>,
+    pub name_charset: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -100,6 +102,9 @@ pub struct UpstreamSection {
     pub tls: Option<TlsSection>,
     pub max_pages: Option<usize>,
     pub max_message_bytes: Option<usize>,
+    /// Served names for some of its tools and prompts: its name → the served name.
+    #[serde(default)]
+    pub rename: BTreeMap<String, Spanned<String>>,
 }
 
 /// One endpoint of a pool: used when every `when` entry (an `x-mcp-header` name → value)

@@ -102,7 +102,8 @@ pub enum ReadyWhen {
 
 #[derive(Debug, Clone)]
 pub struct CatalogConfig {
-    pub separator: String,
+    /// The separator, the maximum name length and the charset of served names.
+    pub names: crate::catalog::names::NamePolicy,
     pub page_size: usize,
     pub refresh_interval: Duration,
     /// How long list changes are collected before clients are told (and before an upstream's
@@ -128,6 +129,8 @@ pub struct UpstreamConfig {
     pub max_pages: usize,
     pub max_message_bytes: usize,
     pub tls: Option<UpstreamTls>,
+    /// Served names for some of its tools and prompts: (its name, the served name).
+    pub rename: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -262,8 +265,30 @@ impl Config {
                 "use one or more of A-Z a-z 0-9 _ . - (the default is \"__\")",
             ));
         }
+        let max_length = c.max_name_length.unwrap_or(crate::catalog::names::MAX_TOOL_NAME);
+        if !(crate::catalog::names::MIN_NAME_LENGTH..=crate::catalog::names::MAX_TOOL_NAME).contains(&max_length) {
+            return Err(ConfigError(format!(
+                "{}: catalog.max_name_length = {max_length} is out of range. Use {}..={} (64 suits most model APIs).",
+                at.file,
+                crate::catalog::names::MIN_NAME_LENGTH,
+                crate::catalog::names::MAX_TOOL_NAME
+            )));
+        }
+        let charset = match c.name_charset.as_ref().map(|s| s.get_ref().as_str()) {
+            None | Some("mcp") => crate::catalog::names::Charset::Mcp,
+            Some("strict") => crate::catalog::names::Charset::Strict,
+            Some(other) => {
+                let span = c.name_charset.as_ref().map(|s| s.span()).unwrap_or(0..0);
+                return Err(at.err(
+                    &Spanned::new(span, other.to_string()),
+                    "catalog.name_charset",
+                    format!("'{other}' is not a charset profile"),
+                    "use \"mcp\" (A-Z a-z 0-9 _ . -, the default) or \"strict\" (no '.', for model APIs that refuse it)",
+                ));
+            }
+        };
         let catalog = CatalogConfig {
-            separator: sep.clone(),
+            names: crate::catalog::names::NamePolicy { separator: sep.clone(), max_length, charset },
             page_size: c.page_size.unwrap_or(1000).max(1),
             refresh_interval: at.duration(c.refresh_interval.as_ref(), "catalog.refresh_interval", Duration::from_secs(300))?,
             debounce: at.duration(c.debounce.as_ref(), "catalog.debounce", Duration::from_millis(100))?,
@@ -275,7 +300,7 @@ impl Config {
 
         let mut upstreams: Vec<UpstreamConfig> = Vec::new();
         for u in file.upstreams {
-            let cfg = upstream::upstream(&at, u, &catalog.separator, &base_dir, env)?;
+            let cfg = upstream::upstream(&at, u, &catalog.names.separator, &base_dir, env)?;
             if let Some(prev) = upstreams.iter().find(|p| p.id == cfg.id) {
                 return Err(ConfigError(format!(
                     "{}: upstream id '{}' is used twice. Give each [[upstream]] a unique id.",

@@ -29,7 +29,7 @@ prefix = ""
     assert_eq!(cfg.upstreams[0].prefix, "calc");
     assert_eq!(cfg.upstreams[1].prefix, "");
     assert_eq!(cfg.upstreams[1].transport.kind(), "stdio");
-    assert_eq!(cfg.catalog.separator, "__");
+    assert_eq!(cfg.catalog.names.separator, "__");
     assert_eq!(cfg.server.max_body_bytes, 4 * 1024 * 1024);
 }
 

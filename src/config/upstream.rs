@@ -170,6 +170,18 @@ pub(super) fn upstream(
             "remove them",
         ));
     }
+    let mut rename = Vec::new();
+    for (from, to) in &u.rename {
+        if let Some(problem) = crate::catalog::names::tool_name_problem(to.get_ref()) {
+            return Err(at.err(
+                to,
+                "upstream.rename",
+                format!("'{}' cannot be served: {problem}", to.get_ref()),
+                "pick a name of 1-128 characters of A-Z a-z 0-9 _ . -",
+            ));
+        }
+        rename.push((from.clone(), to.get_ref().clone()));
+    }
     Ok(UpstreamConfig {
         timeout: at.duration(u.timeout.as_ref(), "upstream.timeout", Duration::from_secs(30))?,
         id,
@@ -181,6 +193,7 @@ pub(super) fn upstream(
         max_pages: u.max_pages.unwrap_or(100).max(1),
         max_message_bytes: u.max_message_bytes.unwrap_or(16 * 1024 * 1024),
         tls: super::tls::upstream(at, u.tls.as_ref(), base)?,
+        rename,
     })
 }
 

@@ -75,7 +75,7 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
             let label = if up.cfg.prefix.is_empty() {
                 format!("## {} (tools without prefix)", up.id())
             } else {
-                format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config().catalog.separator)
+                format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config().catalog.names.separator)
             };
             sections.push(format!("{label}\n{text}"));
         }

@@ -106,7 +106,7 @@ mod tests {
     #[test]
     fn upstreams_that_announce_nothing_are_relisted_as_their_ttl_says() {
         let c = CatalogConfig {
-            separator: "__".into(),
+            names: Default::default(),
             page_size: 100,
             refresh_interval: Duration::from_secs(300),
             debounce: Duration::from_millis(100),

@@ -223,9 +223,14 @@ impl Gateway {
                 listed_at: st.listed_at,
                 private: st.private,
                 has_resources: st.offers("resources"),
+                rename: &u.cfg.rename,
             })
             .collect();
-        let next = Arc::new(catalog::merge::build(&inputs, &self.config().catalog.separator));
+        let config = self.config();
+        let namespaces: Vec<(usize, String)> =
+            all.iter().filter(|u| !u.cfg.prefix.is_empty() && !u.is_retired()).map(|u| (u.index, u.cfg.prefix.clone())).collect();
+        let naming = catalog::merge::Naming { policy: &config.catalog.names, namespaces: &namespaces };
+        let next = Arc::new(catalog::merge::build(&inputs, &naming));
         let prev = self.catalog.load_full();
         for p in next.problems.iter().filter(|p| !prev.problems.contains(p)) {
             log_problem(p);

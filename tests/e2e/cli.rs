@@ -72,6 +72,25 @@ fn tools_prints_the_merged_catalogue() {
 }
 
 #[test]
+fn renames_apply_and_nobody_publishes_into_another_namespace() {
+    let cfg = "[catalog]\nmax_name_length = 24\n\n\
+        [[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\nrename = { add = \"plus\" }\n\n\
+        [[upstream]]\nid = \"text\"\nprefix = \"text_with_a_long_prefix\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"text\"]\nrename = { upper = \"calc__upper\" }\n";
+    let (code, out, err) = mcpgate(&["tools"], Some(cfg));
+    assert_eq!(code, 0, "{err}");
+    let tools: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let names: Vec<&str> = tools.as_array().expect("array").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names[..4], ["plus", "calc__multiply", "calc__divide", "calc__echo"], "{names:?}");
+    assert!(!names.contains(&"calc__upper"), "{names:?}");
+    let long: Vec<&&str> = names.iter().filter(|n| n.starts_with("text_with_a")).collect();
+    assert_eq!(long.len(), 5, "every text tool but the one renamed away: {names:?}");
+    assert!(long.iter().all(|n| n.len() == 24), "shortened to the maximum: {long:?}");
+    let (code, out, err) = mcpgate(&["check"], Some(cfg));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("'calc__upper' lies in the namespace of upstream #1"), "{out}");
+}
+
+#[test]
 fn config_errors_name_file_line_and_key() {
     let (code, _, err) = mcpgate(&["check"], Some("[[upstream]]\nid = \"Bad_Id\"\nurl = \"http://127.0.0.1:1/mcp\"\n"));
     assert_eq!(code, 2);

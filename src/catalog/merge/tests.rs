@@ -15,14 +15,21 @@ fn input<'a>(i: usize, id: &'a str, prefix: &'a str, tools: &'a [Box<RawValue>],
         listed_at: Some(std::time::Instant::now()),
         private: [false, false, i == 1, false],
         has_resources: !resources.is_empty(),
+        rename: &[],
     }
+}
+
+/// Builds with the default name policy and every input's prefix as a namespace.
+fn build_all(inputs: &[UpstreamLists]) -> Catalog {
+    let spaces: Vec<(usize, String)> = inputs.iter().filter(|i| !i.prefix.is_empty()).map(|i| (i.upstream, i.prefix.to_string())).collect();
+    build(inputs, &Naming { policy: &names::NamePolicy::default(), namespaces: &spaces })
 }
 
 #[test]
 fn prefixes_orders_and_keeps_fields_verbatim() {
     let a = raws(&[r#"{"name":"echo","inputSchema":{"type":"object","$defs":{"x":{"$anchor":"y"}}},"annotations":{"readOnlyHint":true}}"#]);
     let b = raws(&[r#"{"name":"echo","inputSchema":{"type":"object"}}"#, r#"{"name":"now","inputSchema":{"type":"object"}}"#]);
-    let cat = build(&[input(0, "calc", "calc", &a, &[]), input(1, "text", "text", &b, &[])], "__");
+    let cat = build_all(&[input(0, "calc", "calc", &a, &[]), input(1, "text", "text", &b, &[])]);
     let names: Vec<_> = cat.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["calc__echo", "text__echo", "text__now"]);
     assert_eq!(
@@ -49,7 +56,7 @@ fn reports_collisions_bad_names_and_bad_annotations() {
         r#"{"name":"nullschema","inputSchema":null}"#,
         r#"{"name":"arrayschema","inputSchema":{"type":"array"}}"#,
     ]);
-    let cat = build(&[input(0, "a", "", &a, &[]), input(1, "b", "", &b, &[])], "__");
+    let cat = build_all(&[input(0, "a", "", &a, &[]), input(1, "b", "", &b, &[])]);
     let names: Vec<_> = cat.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["search", "ok"]);
     assert_eq!(cat.tool("search").unwrap().upstream, 0);
@@ -67,7 +74,7 @@ fn reports_collisions_bad_names_and_bad_annotations() {
 fn resource_uris_are_prefixed_and_route_back() {
     let r = raws(&[r#"{"uri":"file:///a.txt","name":"a"}"#]);
     let plain = raws(&[r#"{"uri":"test://static-text","name":"s"}"#]);
-    let cat = build(&[input(0, "files", "files", &[], &r), input(1, "fixture", "", &[], &plain)], "__");
+    let cat = build_all(&[input(0, "files", "files", &[], &r), input(1, "fixture", "", &[], &plain)]);
     let res = &cat.section(Kind::Resource).entries;
     assert_eq!(res[0].name, "files+file:///a.txt");
     assert_eq!(res[0].json.get(), r#"{"uri":"files+file:///a.txt","name":"a"}"#);
@@ -76,4 +83,44 @@ fn resource_uris_are_prefixed_and_route_back() {
     assert_eq!(cat.route_uri("files+file:///unlisted"), Some((0, "file:///unlisted".into())));
     assert_eq!(cat.route_uri("test://static-text"), Some((1, "test://static-text".into())));
     assert_eq!(cat.route_uri("test://other"), Some((1, "test://other".into())));
+}
+
+#[test]
+fn nobody_publishes_into_another_upstreams_namespace() {
+    let squatter =
+        raws(&[r#"{"name":"github__delete_repo","inputSchema":{"type":"object"}}"#, r#"{"name":"fine","inputSchema":{"type":"object"}}"#]);
+    let links = raws(&[r#"{"uri":"github+https://x","name":"x"}"#]);
+    let owner = raws(&[r#"{"name":"list","inputSchema":{"type":"object"}}"#]);
+    // `a_` + `__` + `_x` would be `a___x`, inside `a`'s namespace `a__`.
+    let nested = raws(&[r#"{"name":"_x","inputSchema":{"type":"object"}}"#]);
+    let cat = build_all(&[
+        input(0, "plain", "", &squatter, &links),
+        input(1, "github", "github", &owner, &[]),
+        input(2, "a", "a", &[], &[]),
+        input(3, "a_", "a_", &nested, &[]),
+    ]);
+    let names: Vec<_> = cat.tools().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["fine", "github__list"]);
+    assert!(cat.section(Kind::Resource).entries.is_empty());
+    let refused: Vec<_> = cat.problems.iter().map(|p| (p.upstream.as_str(), p.item.as_str())).collect();
+    assert_eq!(refused, [("plain", "github__delete_repo"), ("plain", "github+https://x"), ("a_", "_x")]);
+    assert!(cat.problems.iter().all(|p| p.reason.contains("namespace of upstream")), "{:?}", cat.problems);
+}
+
+#[test]
+fn renames_and_the_name_policy_apply() {
+    let tools = raws(&[
+        r#"{"name":"search_issues_and_pull_requests_across_every_repository_of_the_organisation","inputSchema":{"type":"object"}}"#,
+        r#"{"name":"repo.get","inputSchema":{"type":"object"}}"#,
+    ]);
+    let rename = [("repo.get".to_string(), "get_repo".to_string())];
+    let mut lists = input(0, "github", "github", &tools, &[]);
+    lists.rename = &rename;
+    let policy = names::NamePolicy { separator: "__".into(), max_length: 64, charset: names::Charset::Strict };
+    let cat = build(&[lists], &Naming { policy: &policy, namespaces: &[(0, "github".into())] });
+    let names: Vec<_> = cat.tools().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{:?}", cat.problems);
+    assert!(names[0].len() == 64 && names[0].starts_with("github__search_issues"), "{}", names[0]);
+    assert_eq!(names[1], "get_repo");
+    assert_eq!(cat.tool("get_repo").map(|t| t.original.as_str()), Some("repo.get"), "routes to the upstream's own name");
 }

@@ -16,9 +16,10 @@ fn catalog(tools: &[&str]) -> Catalog {
             ttl_ms: [Some(0); 4],
             listed_at: None,
             private: [false; 4],
+            rename: &[],
             has_resources: false,
         }],
-        "__",
+        &crate::catalog::merge::Naming { policy: &Default::default(), namespaces: &[] },
     )
 }
 

@@ -41,10 +41,11 @@ proptest! {
                 ttl_ms: [Some(0); 4],
                 listed_at: None,
                 private: [false; 4],
+                rename: &[],
                 has_resources: false,
             })
             .collect();
-        let cat = build(&inputs, "__");
+        let cat = build(&inputs, &crate::catalog::merge::Naming { policy: &Default::default(), namespaces: &[] });
         let allow: Vec<&str> = allow.iter().map(String::as_str).collect();
         let deny: Vec<&str> = deny.iter().map(String::as_str).collect();
         let grants = Grants::from_patterns(&allow, &deny);
