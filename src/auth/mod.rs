@@ -8,6 +8,7 @@
 pub mod jwt;
 pub mod prm;
 
+use crate::catalog::Kind;
 use crate::config::Config;
 use crate::config::auth::{AuthConfig, AuthMode, CallerConfig};
 use crate::config::limits::Rate;
@@ -133,20 +134,39 @@ impl Authenticator {
         };
         let scopes = token_scopes(&claims);
         let matched: Vec<&CallerConfig> = self.callers.iter().filter(|c| caller_matches(c, &subject, &claims, &scopes)).collect();
-        let grants = if self.callers.is_empty() { Grants::unrestricted() } else { Grants::from_rules(matched.iter().copied()) };
+        let mut grants = if self.callers.is_empty() { Grants::unrestricted() } else { Grants::from_rules(matched.iter().copied()) };
+        for (kinds, table) in self.scope_tables() {
+            for (pattern, needed) in table {
+                if !needed.iter().all(|s| scopes.contains(s)) {
+                    grants.lack_scopes_for(kinds, pattern);
+                }
+            }
+        }
         let rate = matched.iter().find_map(|c| c.rate_limit);
         Ok(Principal { id: subject, rules: matched.iter().map(|c| c.id.clone()).collect(), grants, scopes, rate })
     }
 
-    /// The scopes calling `tool` needs (from `[auth] tool_scopes`).
-    pub fn tool_scopes(&self, tool: &str) -> Vec<String> {
+    /// Each scope table with the kinds of item it covers.
+    fn scope_tables(&self) -> [(&'static [Kind], &[(String, Vec<String>)]); 3] {
+        [
+            (&[Kind::Tool], &self.config.tool_scopes),
+            (&[Kind::Prompt], &self.config.prompt_scopes),
+            (&[Kind::Resource, Kind::Template], &self.config.resource_scopes),
+        ]
+    }
+
+    /// The scopes using item `name` of `kind` needs (from `[auth] tool_scopes`,
+    /// `prompt_scopes` and `resource_scopes`).
+    pub fn scopes_for(&self, kind: Kind, name: &str) -> Vec<String> {
         if self.mode != AuthMode::Jwt {
             return Vec::new();
         }
         let mut out: Vec<String> = Vec::new();
-        for (pattern, scopes) in &self.config.tool_scopes {
-            if crate::policy::glob::matches(pattern, tool) {
-                out.extend(scopes.iter().filter(|s| !out.contains(s)).cloned().collect::<Vec<_>>());
+        for (kinds, table) in self.scope_tables() {
+            for (pattern, scopes) in table.iter().filter(|_| kinds.contains(&kind)) {
+                if crate::policy::glob::matches(pattern, name) {
+                    out.extend(scopes.iter().filter(|s| !out.contains(s)).cloned().collect::<Vec<_>>());
+                }
             }
         }
         out

@@ -29,6 +29,10 @@ pub struct AuthSection {
     pub required_scopes: Vec<String>,
     #[serde(default)]
     pub tool_scopes: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub prompt_scopes: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub resource_scopes: BTreeMap<String, Vec<String>>,
     pub subject_claim: Option<String>,
     #[serde(default)]
     pub allow_unauthenticated_public: bool,
@@ -82,8 +86,12 @@ pub struct AuthConfig {
     pub authorization_servers: Vec<String>,
     pub scopes_supported: Vec<String>,
     pub required_scopes: Vec<String>,
-    /// Tool name glob → scopes a JWT must carry to call matching tools.
+    /// Tool name glob → scopes a JWT must carry to see and call matching tools.
     pub tool_scopes: Vec<(String, Vec<String>)>,
+    /// Prompt name glob → scopes a JWT must carry to see and get matching prompts.
+    pub prompt_scopes: Vec<(String, Vec<String>)>,
+    /// Resource (and template) URI glob → scopes a JWT must carry to see and read them.
+    pub resource_scopes: Vec<(String, Vec<String>)>,
     pub allow_unauthenticated_public: bool,
 }
 
@@ -192,6 +200,8 @@ pub(super) fn resolve_auth(at: &Locator, a: AuthSection, base: &Path) -> Result<
         scopes_supported: a.scopes_supported,
         required_scopes: a.required_scopes,
         tool_scopes: a.tool_scopes.into_iter().collect(),
+        prompt_scopes: a.prompt_scopes.into_iter().collect(),
+        resource_scopes: a.resource_scopes.into_iter().collect(),
         allow_unauthenticated_public: a.allow_unauthenticated_public,
     })
 }

@@ -33,6 +33,33 @@ fn string_param(req: &Request, key: &str) -> Result<String, RpcError> {
     }
 }
 
+/// The 403 challenge for an item the caller's grants allow but its token lacks the scopes for
+/// (so that it can ask for them), or `None` when that is not why the item is out of view. An
+/// item the grants deny still answers exactly like a missing one.
+fn needs_scope(gw: &Gateway, req: &Request, kind: Kind, name: &str) -> Option<RpcError> {
+    let needed = gw.auth().scopes_for(kind, name);
+    if needed.is_empty() || req.caller.has_scopes(&needed) {
+        return None;
+    }
+    let id_of = |i: usize| gw.upstream_id(i);
+    let cat = gw.catalog();
+    let exists = match kind {
+        Kind::Resource => route_uri_with(gw, &req.caller.grants.ignoring_scopes(), name).is_some(),
+        _ => view::find(&cat, kind, name, &req.caller.grants.ignoring_scopes(), &id_of).is_some(),
+    };
+    if !exists {
+        return None;
+    }
+    refuse(gw, req, name, "insufficient_scope");
+    let metadata = gw.auth().config().resource.as_deref().map(crate::auth::prm::metadata_url);
+    let (status, challenge) = gw.auth().challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), metadata.as_deref());
+    Some(
+        RpcError::invalid_request(format!("Forbidden: {} {name} needs scope {}", kind.label(), needed.join(" ")))
+            .with_status(status)
+            .with_header("www-authenticate", challenge),
+    )
+}
+
 /// Sends `req` to upstream `upstream` with member `key` rewritten to `original`, and audits it.
 async fn forward(
     gw: &Gateway,
@@ -120,20 +147,12 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     let cat = gw.catalog();
     let id_of = |i: usize| gw.upstream_id(i);
     let Some(tool) = view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of) else {
+        if let Some(e) = needs_scope(gw, &req, Kind::Tool, &name) {
+            return Reply::error(e);
+        }
         refuse(gw, &req, &name, "unknown_or_denied");
         return Reply::error(RpcError::unknown_tool(&name));
     };
-    let needed = gw.auth().tool_scopes(&name);
-    if !req.caller.has_scopes(&needed) {
-        refuse(gw, &req, &name, "insufficient_scope");
-        let metadata = gw.auth().config().resource.as_deref().map(crate::auth::prm::metadata_url);
-        let (status, challenge) = gw.auth().challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), metadata.as_deref());
-        return Reply::error(
-            RpcError::invalid_request(format!("Forbidden: calling {name} needs scope {}", needed.join(" ")))
-                .with_status(status)
-                .with_header("www-authenticate", challenge),
-        );
-    }
     for (index, limit) in gw.config().rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, &name)) {
         if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate) {
             refuse(gw, &req, &name, "rate_limited");
@@ -173,6 +192,9 @@ pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
     let Some((upstream, original)) =
         view::find(&gw.catalog(), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone()))
     else {
+        if let Some(e) = needs_scope(gw, &req, Kind::Prompt, &name) {
+            return Reply::error(e);
+        }
         return Reply::error(RpcError::invalid_params(format!("Unknown prompt: {name}")));
     };
     forward(gw, upstream, req, &name, Some(("name", &original)), Vec::new(), None).await
@@ -203,10 +225,13 @@ fn tool_error(text: &str) -> Reply {
 /// it may see and that carry no path tricks (`..`, encoded dots or slashes, backslashes, empty
 /// segments): a grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
 pub(super) fn route_uri(gw: &Gateway, caller: &crate::auth::Principal, uri: &str) -> Option<(usize, String)> {
+    route_uri_with(gw, &caller.grants, uri)
+}
+
+fn route_uri_with(gw: &Gateway, grants: &policy::Grants, uri: &str) -> Option<(usize, String)> {
     let cat = gw.catalog();
     let (upstream, original) = cat.route_uri(uri)?;
     let id = gw.upstream_id(upstream);
-    let grants = &caller.grants;
     if !policy::allows(grants, &Item { kind: Kind::Resource, name: uri, upstream: id }) {
         return None;
     }
@@ -227,6 +252,9 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
         Err(e) => return Reply::error(e),
     };
     let Some((upstream, original)) = route_uri(gw, &req.caller, &uri) else {
+        if let Some(e) = needs_scope(gw, &req, Kind::Resource, &uri) {
+            return Reply::error(e);
+        }
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     };
     forward(gw, upstream, req, &uri, Some(("uri", &original)), Vec::new(), None).await

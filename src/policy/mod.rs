@@ -4,7 +4,8 @@
 //! grants are the union of every entry that matches it. Patterns are globs on the gateway name
 //! (tools, prompts) or URI (resources, templates), or `upstream:<id-glob>` for everything one
 //! upstream serves. Deny wins over allow; once any caller is configured, what no rule allows is
-//! denied.
+//! denied. Scopes join the same decision: an item whose `[auth] *_scopes` the caller's token
+//! lacks is out of its view too (lists included), whatever its grants.
 
 pub mod glob;
 pub mod view;
@@ -51,6 +52,8 @@ pub struct Grants {
     unrestricted: bool,
     allow: Vec<Pattern>,
     deny: Vec<Pattern>,
+    /// Items the caller's token lacks the scopes for: (the kinds a pattern applies to, pattern).
+    lacking: Vec<(&'static [Kind], Pattern)>,
 }
 
 impl Grants {
@@ -58,8 +61,20 @@ impl Grants {
         Grants { unrestricted: true, ..Default::default() }
     }
 
+    /// Whether the caller sees everything (no policy, no scope it lacks).
     pub fn is_unrestricted(&self) -> bool {
-        self.unrestricted
+        self.unrestricted && self.lacking.is_empty()
+    }
+
+    /// Takes the items of `kinds` matching `pattern` out of the view: the token lacks the
+    /// scopes they need.
+    pub fn lack_scopes_for(&mut self, kinds: &'static [Kind], pattern: &str) {
+        self.lacking.push((kinds, Pattern::parse(pattern)));
+    }
+
+    /// The same grants as if the token had every scope (to tell "needs a scope" from "denied").
+    pub fn ignoring_scopes(&self) -> Grants {
+        Grants { lacking: Vec::new(), ..self.clone() }
     }
 
     /// The grants of the callers `rules`.
@@ -78,12 +93,16 @@ impl Grants {
             unrestricted: false,
             allow: allow.iter().map(|p| Pattern::parse(p)).collect(),
             deny: deny.iter().map(|p| Pattern::parse(p)).collect(),
+            lacking: Vec::new(),
         }
     }
 }
 
 /// The decision.
 pub fn allows(grants: &Grants, item: &Item) -> bool {
+    if grants.lacking.iter().any(|(kinds, p)| kinds.contains(&item.kind) && p.matches(item)) {
+        return false;
+    }
     if grants.unrestricted {
         return true;
     }
@@ -110,5 +129,16 @@ mod tests {
         assert!(!allows(&g, &tool("calc__delete_x", "calc")));
         assert!(!allows(&Grants::default(), &tool("calc__add", "calc")), "default deny");
         assert!(allows(&Grants::unrestricted(), &tool("anything", "x")));
+    }
+
+    #[test]
+    fn lacking_scopes_hide_items_of_their_kinds_even_without_a_policy() {
+        let mut g = Grants::unrestricted();
+        g.lack_scopes_for(&[Kind::Tool], "admin__*");
+        assert!(!allows(&g, &tool("admin__drop", "admin")));
+        assert!(allows(&g, &Item { kind: Kind::Prompt, name: "admin__drop", upstream: "admin" }), "other kinds are not affected");
+        assert!(allows(&g, &tool("calc__add", "calc")));
+        assert!(!g.is_unrestricted(), "a filtered view is not everyone's view");
+        assert!(allows(&g.ignoring_scopes(), &tool("admin__drop", "admin")));
     }
 }

@@ -234,6 +234,23 @@ async fn jwt_tokens_are_checked_and_scopes_challenged() {
     assert_eq!(tool_scope.status, 403, "{}", String::from_utf8_lossy(&tool_scope.body));
     let challenge = tool_scope.headers.get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     assert!(challenge.contains("insufficient_scope") && challenge.contains("scope=\"calc\""), "{challenge}");
+    // Scopes join the policy decision: without `calc` the calc tools are not listed either.
+    let listed = |scope: &'static str| {
+        let (url, token) = (gw.url.clone(), sign(&iss, "k1", claims("alice", scope)));
+        async move {
+            let r = rpc_as(&url, &token, "tools/list", json!({})).await.json();
+            let names: Vec<String> = r["result"]["tools"]
+                .as_array()
+                .map(|t| t.iter().filter_map(|t| t["name"].as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
+            (names, r["result"]["cacheScope"].clone())
+        }
+    };
+    let (without, scope) = listed("mcp").await;
+    assert!(!without.is_empty() && without.iter().all(|n| !n.starts_with("calc__")), "{without:?}");
+    assert_eq!(scope, "private", "a list filtered by scope is private");
+    let (with, _) = listed("mcp calc").await;
+    assert!(with.iter().any(|n| n == "calc__add"), "{with:?}");
 
     let prm = get(&format!("{}/.well-known/oauth-protected-resource/mcp", gw.base)).await.expect("PRM");
     assert_eq!(prm.status, 200);
