@@ -1,19 +1,52 @@
-//! The gateway's own pagination cursors for merged lists: an opaque Base64url token holding the
-//! offset into the snapshot. A cursor that does not decode is answered with -32602.
+//! The gateway's own pagination cursors for merged lists: a token sealed with the token key (so
+//! a client can neither forge nor read one, and any replica can open it) that holds the list it
+//! belongs to, the offset into it, and the fingerprint of that list when the cursor was issued.
+//! A cursor that does not open, belongs to another list, or was issued for a list that has
+//! changed since is answered with -32602: the client starts again from the first page.
 
+use super::Kind;
 use crate::protocol::errors::RpcError;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use crate::token::Sealer;
+use serde::{Deserialize, Serialize};
 
-pub fn encode(offset: usize) -> String {
-    URL_SAFE_NO_PAD.encode(format!("o:{offset}"))
+const PURPOSE: &str = "mcpgate/cursor/v1";
+
+#[derive(Serialize, Deserialize)]
+struct Position {
+    /// The list (`tools`, `prompts`, ...).
+    k: String,
+    /// The offset of the next page.
+    o: usize,
+    /// The list's fingerprint (hex) when the cursor was issued.
+    v: String,
 }
 
-pub fn decode(cursor: &str) -> Result<usize, RpcError> {
-    let bad = || RpcError::invalid_params(format!("Invalid cursor: {}", crate::protocol::headers::describe(cursor)));
-    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| bad())?;
-    let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    text.strip_prefix("o:").and_then(|n| n.parse().ok()).ok_or_else(bad)
+pub fn encode(sealer: &Sealer, kind: Kind, offset: usize, fingerprint: u64) -> Result<String, String> {
+    sealer.seal(PURPOSE, &Position { k: kind.list_key().into(), o: offset, v: format!("{fingerprint:016x}") })
+}
+
+pub fn decode(sealer: &Sealer, kind: Kind, cursor: &str, fingerprint: u64) -> Result<usize, RpcError> {
+    let bad = |why: &str| RpcError::invalid_params(format!("Invalid cursor: {why}; list again from the start"));
+    let (pos, _) = sealer.open_aged::<Position>(PURPOSE, cursor).ok_or_else(|| bad("it was not issued by this gateway"))?;
+    if pos.k != kind.list_key() {
+        return Err(bad(&format!("it belongs to {}", pos.k)));
+    }
+    if pos.v != format!("{fingerprint:016x}") {
+        return Err(bad("the list has changed since it was issued"));
+    }
+    Ok(pos.o)
+}
+
+/// A stable fingerprint of a list's names in order (FNV-1a, the same on every replica).
+pub fn fingerprint<'a>(names: impl Iterator<Item = &'a str>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for name in names {
+        for b in name.bytes().chain(std::iter::once(0)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
 }
 
 #[cfg(test)]
@@ -21,10 +54,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_trips_and_rejects_garbage() {
-        assert_eq!(decode(&encode(1234)).unwrap(), 1234);
-        assert!(decode("nope!").is_err());
-        assert!(decode("").is_err());
-        assert!(decode(&URL_SAFE_NO_PAD.encode("x:1")).is_err());
+    fn round_trips_and_rejects_forged_foreign_and_stale_cursors() {
+        let sealer = Sealer::random().unwrap();
+        let v = fingerprint(["a", "b"].into_iter());
+        let c = encode(&sealer, Kind::Tool, 1234, v).unwrap();
+        assert_eq!(decode(&sealer, Kind::Tool, &c, v).unwrap(), 1234);
+        assert!(decode(&sealer, Kind::Prompt, &c, v).is_err(), "another list's cursor");
+        assert!(decode(&sealer, Kind::Tool, &c, fingerprint(["a", "c"].into_iter())).is_err(), "stale");
+        assert!(decode(&sealer, Kind::Tool, "nope!", v).is_err());
+        assert!(decode(&Sealer::random().unwrap(), Kind::Tool, &c, v).is_err(), "another key");
+        assert_ne!(fingerprint(["ab", "c"].into_iter()), fingerprint(["a", "bc"].into_iter()));
     }
 }

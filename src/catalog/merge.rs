@@ -96,6 +96,8 @@ pub struct Catalog {
     /// Per kind: whether any contributing list was not `cacheScope: "public"`.
     pub private: [bool; 4],
     pub owners: Vec<UriOwner>,
+    /// Per kind: the fingerprint of the list's names (what pagination cursors are bound to).
+    pub fingerprints: [u64; 4],
 }
 
 impl Catalog {
@@ -158,6 +160,9 @@ pub fn build(inputs: &[UpstreamLists], naming: &Naming) -> Catalog {
                 }
             }
         }
+    }
+    for kind in Kind::ALL {
+        cat.fingerprints[kind as usize] = super::cursor::fingerprint(cat.sections[kind as usize].entries.iter().map(|e| e.name.as_str()));
     }
     cat
 }

@@ -19,7 +19,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
     let private = cat.is_private(kind) || !req.caller.grants.is_unrestricted();
     let offset = match req.params.parse::<Option<String>>("cursor") {
         None | Some(Ok(None)) => 0,
-        Some(Ok(Some(c))) => match cursor::decode(&c) {
+        Some(Ok(Some(c))) => match cursor::decode(&gw.sealer, kind, &c, cat.fingerprints[kind as usize]) {
             Ok(o) if o <= entries.len() => o,
             Ok(_) => {
                 return Reply::error(RpcError::invalid_params("Invalid cursor: it points past the end of the list"));
@@ -43,7 +43,10 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
     body.push(']');
     if end < entries.len() {
         body.push_str(",\"nextCursor\":");
-        body.push_str(&json_string(&cursor::encode(end)));
+        match cursor::encode(&gw.sealer, kind, end, cat.fingerprints[kind as usize]) {
+            Ok(c) => body.push_str(&json_string(&c)),
+            Err(e) => return Reply::error(RpcError::internal(format!("cannot issue a cursor: {e}"))),
+        }
     }
     body.push_str(&format!(
         ",\"ttlMs\":{},\"cacheScope\":\"{}\",\"_meta\":{{\"{}\":{}}}}}",

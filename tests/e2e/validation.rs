@@ -161,4 +161,15 @@ async fn lists_are_paged_both_ways() {
     assert!(gw.proc.log().contains("page limit reached"), "{}", gw.proc.log());
     let bad = rpc(&gw.url, "tools/list", json!({ "cursor": "not-a-cursor" })).await.json();
     assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    // Cursors are sealed: one changed by the client is refused, not followed to another offset.
+    let first = rpc(&gw.url, "tools/list", json!({})).await.json();
+    let issued = first["result"]["nextCursor"].as_str().expect("a cursor").to_string();
+    let mut forged = issued.clone().into_bytes();
+    let last = forged.len() - 1;
+    forged[last] = if forged[last] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).expect("ascii");
+    let bad = rpc(&gw.url, "tools/list", json!({ "cursor": forged })).await.json();
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    let ok = rpc(&gw.url, "tools/list", json!({ "cursor": issued })).await.json();
+    assert_eq!(ok["result"]["tools"][0]["name"], "calc__echo", "{ok}");
 }
