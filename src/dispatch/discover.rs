@@ -77,7 +77,7 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
             } else {
                 format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config().catalog.names.separator)
             };
-            sections.push(format!("{label}\n{text}"));
+            sections.push(section(&label, text));
         }
     }
     let mut result = json!({
@@ -94,5 +94,34 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
     match Json::to_json(&result) {
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(e.to_string())),
+    }
+}
+
+/// The most of one upstream's instructions passed on: one upstream cannot crowd out the others,
+/// nor flood a model's context.
+const MAX_INSTRUCTIONS: usize = 4096;
+
+/// One upstream's labelled section of the merged instructions, cut (at a character boundary,
+/// and said so) past [`MAX_INSTRUCTIONS`] bytes.
+fn section(label: &str, text: &str) -> String {
+    if text.len() <= MAX_INSTRUCTIONS {
+        return format!("{label}\n{text}");
+    }
+    let mut cut = MAX_INSTRUCTIONS;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{label}\n{}\n[instructions cut at {MAX_INSTRUCTIONS} bytes]", &text[..cut])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_are_labelled_and_bounded() {
+        assert_eq!(section("## a", "be nice"), "## a\nbe nice");
+        let long = section("## b", &"é".repeat(5000));
+        assert!(long.len() < MAX_INSTRUCTIONS + 100 && long.ends_with("[instructions cut at 4096 bytes]"), "{}", long.len());
     }
 }
