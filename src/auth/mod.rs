@@ -18,6 +18,9 @@ use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use std::sync::Arc;
 
+/// Globs on item names or URIs, each with the scopes a token needs for the matching items.
+type ScopeTable = [(String, Vec<String>)];
+
 /// An authenticated caller.
 #[derive(Debug, Clone)]
 pub struct Principal {
@@ -147,7 +150,7 @@ impl Authenticator {
     }
 
     /// Each scope table with the kinds of item it covers.
-    fn scope_tables(&self) -> [(&'static [Kind], &[(String, Vec<String>)]); 3] {
+    fn scope_tables(&self) -> [(&'static [Kind], &ScopeTable); 3] {
         [
             (&[Kind::Tool], &self.config.tool_scopes),
             (&[Kind::Prompt], &self.config.prompt_scopes),

@@ -63,6 +63,15 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
                 capabilities.insert(cap.into(), json!({}));
             }
         }
+        // The tasks extension is routed (see `tasks`), so it is offered when an upstream has it.
+        if let Some(ext) = st.capabilities.as_ref().and_then(|c| c.get("extensions")).and_then(|e| e.get(crate::protocol::TASKS_EXTENSION))
+            && !ext.is_null()
+        {
+            let extensions = capabilities.entry("extensions").or_insert_with(|| json!({}));
+            if let Some(map) = extensions.as_object_mut() {
+                map.entry(crate::protocol::TASKS_EXTENSION).or_insert_with(|| ext.clone());
+            }
+        }
         if st.offers("prompts") {
             capabilities.insert("prompts".into(), json!({ "listChanged": true }));
         }

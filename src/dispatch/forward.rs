@@ -61,7 +61,7 @@ fn needs_scope(gw: &Gateway, req: &Request, kind: Kind, name: &str) -> Option<Rp
 }
 
 /// Sends `req` to upstream `upstream` with member `key` rewritten to `original`, and audits it.
-async fn forward(
+pub(super) async fn forward(
     gw: &Gateway,
     upstream: usize,
     req: Request,
@@ -125,7 +125,8 @@ async fn forward(
             match o {
                 Outcome::Result(raw) => {
                     let raw = links::to_gateway(&method, &raw, &prefix).unwrap_or(raw);
-                    Outcome::Result(if narrowed && method == "resources/read" { private_scope(&raw).unwrap_or(raw) } else { raw })
+                    let raw = if narrowed && method == "resources/read" { private_scope(&raw).unwrap_or(raw) } else { raw };
+                    if method == "tools/call" { super::tasks::seal_created(&sealer, Outcome::Result(raw), &caller, &upstream_id) } else { Outcome::Result(raw) }
                 }
                 other => other,
             }

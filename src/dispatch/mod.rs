@@ -9,6 +9,9 @@ mod forward;
 mod listen;
 mod lists;
 pub mod state;
+mod tasks;
+
+pub use tasks::strip_undeclared as strip_tasks_extension;
 
 use self::fanout::{Filter, Subscription, UriSet};
 use crate::auth::Principal;
@@ -120,6 +123,7 @@ impl Service for Gateway {
                 "resources/read" if offered("resources") => forward::read_resource(self, req).await,
                 "completion/complete" if offered("completions") => forward::complete(self, req).await,
                 "subscriptions/listen" => listen::listen(self, req),
+                "tasks/get" | "tasks/update" | "tasks/cancel" => tasks::forward(self, req).await,
                 // Only legacy sessions reach this (the modern edge refuses the method).
                 "resources/subscribe" if offered("resources") => listen::follow(self, &req),
                 other => Reply::error(RpcError::method_not_found(other)),

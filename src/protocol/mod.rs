@@ -54,13 +54,20 @@ pub const MODERN_METHODS: &[&str] = &[
     "subscriptions/listen",
     "tools/list",
     "tools/call",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
+
+/// The tasks extension's capability key (brief §7.10).
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// The method whose `Mcp-Name` header mirrors `params.name` or `params.uri`, if any.
 pub fn name_param_of(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     }
 }

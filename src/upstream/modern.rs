@@ -59,6 +59,14 @@ impl Upstream {
     pub(super) async fn call_modern(&self, mut call: Call, version: &str) -> Result<Reply, UpstreamError> {
         call.meta.insert(keys::PROTOCOL_VERSION.into(), Value::String(version.into()));
         call.meta.entry(keys::CLIENT_CAPABILITIES).or_insert_with(|| json!({}));
+        let declares_tasks = self
+            .state()
+            .capabilities
+            .as_ref()
+            .and_then(|c| c.get("extensions"))
+            .and_then(|e| e.get(crate::protocol::TASKS_EXTENSION))
+            .is_some();
+        crate::dispatch::strip_tasks_extension(&mut call.meta, declares_tasks);
         let env = envelope(&call, version);
         self.exchange_reply(&call, env).await
     }

@@ -2,7 +2,8 @@
 //! the gateway: the project's fixture server (tests/py/conformance_fixture.py, on the official
 //! Python SDK) sits behind mcpgate with `prefix = ""`, once over HTTP and once over stdio, and
 //! the suite's server scenarios run against the gateway for the 2026-07-28 and the 2025-11-25
-//! requirement sets. Failures must match tests/conformance/expected-failures.yml exactly.
+//! requirement sets. Failures must match tests/conformance/expected-failures.yml exactly, and no
+//! unscored scenario (the tasks extension among them) may fail.
 
 use crate::harness::*;
 use std::process::Command;
@@ -28,6 +29,14 @@ fn run_suite(gw: &Gateway, revision: &str, label: &str) {
         "conformance {revision} through the gateway ({label} fixture) failed ({}):\n{summary}\n{}\ngateway log:\n{}",
         run.status,
         String::from_utf8_lossy(&run.stderr),
+        gw.proc.log()
+    );
+    // The exit code covers scored scenarios; the unscored ones (the tasks extension,
+    // json-schema-2020-12, the header scenarios) must pass through the gateway too.
+    let failing: Vec<&str> = summary.lines().filter(|l| l.starts_with('✗')).collect();
+    assert!(
+        failing.is_empty(),
+        "unscored scenarios fail through the gateway ({label} fixture, {revision}):\n{summary}\ngateway log:\n{}",
         gw.proc.log()
     );
     println!("conformance {revision} ({label} fixture):\n{summary}");
