@@ -92,8 +92,13 @@ impl Upstream {
             match self.list_all(kind, &mut state, None).await {
                 Ok(()) => {}
                 // The upstream answered but its list did not come: the list it gave last time
-                // is served, stale (no freshness promised), rather than nothing.
-                Err(e) if previous.status == Status::Ready && !previous.items(kind).is_empty() => {
+                // is served, stale (no freshness promised), rather than nothing. An upstream
+                // that does not answer at all is down instead (its items leave the lists).
+                Err(e)
+                    if previous.status == Status::Ready
+                        && !previous.items(kind).is_empty()
+                        && !matches!(e, UpstreamError::Unreachable(_) | UpstreamError::Timeout { .. }) =>
+                {
                     tracing::warn!(upstream = %self.id(), error = %e, "{} could not be re-read; serving the previous one", kind.list_key());
                     state.lists[kind as usize] = previous.lists[kind as usize].clone();
                     state.stale_lists += 1;
@@ -221,7 +226,12 @@ impl Upstream {
             if let Some(c) = &cursor {
                 params.set_json("cursor", c).map_err(|e| Protocol(e.to_string()))?;
             }
-            let raw = self.internal(method, params, endpoint).await.map_err(|o| Protocol(format!("{method} failed: {}", describe(&o))))?;
+            let raw = self.internal(method, params, endpoint).await.map_err(|o| match o {
+                // The upstream answered, with an error.
+                Outcome::UpstreamError(_) => Protocol(format!("{method} failed: {}", describe(&o))),
+                // It did not answer (unreachable, timed out, refused at the HTTP level).
+                _ => UpstreamError::Unreachable(format!("{method} failed: {}", describe(&o))),
+            })?;
             let page: RawObject =
                 serde_json::from_str(raw.get()).map_err(|e| Protocol(format!("{method} returned an unexpected result: {e}")))?;
             match page.parse::<Vec<Box<RawValue>>>(kind.list_key()) {

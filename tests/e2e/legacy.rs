@@ -98,6 +98,9 @@ async fn legacy_upstreams_serve_modern_and_legacy_clients() {
         assert_eq!(text_of(&msg), want, "{tool}: {msg}");
         assert_eq!(msg["result"]["resultType"], "complete", "{tool}: {msg}");
     }
+    // Legacy lists promise nothing: a list they contribute to is neither fresh nor shareable.
+    let listed = rpc(&gw.url, "tools/list", json!({})).await.json();
+    assert_eq!((listed["result"]["ttlMs"].as_u64(), listed["result"]["cacheScope"].as_str()), (Some(0), Some("private")), "{listed}");
     let read = rpc(&gw.url, "resources/read", json!({ "uri": "every+demo://resource/static/document/architecture.md" })).await.message();
     assert_eq!(read["result"]["contents"][0]["uri"], "every+demo://resource/static/document/architecture.md", "URIs map back: {read}");
     assert_eq!(read["result"]["cacheScope"], "private");
