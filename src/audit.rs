@@ -1,5 +1,6 @@
 //! The audit log: one structured line per call, prompt get, resource read or completion (target
-//! `mcpgate::audit`): caller, method, item, upstream, outcome and duration. Arguments are logged
+//! `mcpgate::audit`): caller, the endpoint it came through (`-` for the root, else a virtual
+//! server's path), method, item, upstream, outcome and duration. Arguments are logged
 //! only when `[audit] include_arguments = true`; credentials never are.
 
 use crate::reply::Outcome;
@@ -7,6 +8,8 @@ use std::time::Instant;
 
 pub struct Entry {
     pub caller: String,
+    /// The virtual server's path, `-` for the root endpoint.
+    pub endpoint: String,
     pub method: String,
     pub item: String,
     pub upstream: String,
@@ -33,8 +36,8 @@ pub fn outcome_label(o: &Outcome) -> String {
 }
 
 /// A call refused before any upstream was involved (unknown or denied, rate limited, no route).
-pub fn refused(caller: &str, method: &str, item: &str, outcome: &str) {
-    tracing::info!(target: "mcpgate::audit", caller = %clean(caller), method = %clean(method), item = %clean(item), upstream = %"-", %outcome, duration_ms = 0u64, "audit");
+pub fn refused(caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
+    tracing::info!(target: "mcpgate::audit", caller = %clean(caller), %endpoint, method = %clean(method), item = %clean(item), upstream = %"-", %outcome, duration_ms = 0u64, "audit");
 }
 
 /// A client-controlled value made safe for a log line: control characters escaped (so no value
@@ -78,7 +81,7 @@ impl Drop for Pending {
         if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let e = &self.entry;
             let duration_ms = e.started.elapsed().as_millis() as u64;
-            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, outcome = %"abandoned", duration_ms, "audit");
+            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, outcome = %"abandoned", duration_ms, "audit");
         }
     }
 }
@@ -88,10 +91,10 @@ pub fn record(e: &Entry, outcome: &Outcome) {
     let outcome = outcome_label(outcome);
     match &e.arguments {
         Some(args) => {
-            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, arguments = %clean(args), "audit")
+            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, arguments = %clean(args), "audit")
         }
         None => {
-            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, "audit")
+            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, "audit")
         }
     }
 }

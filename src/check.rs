@@ -1,6 +1,8 @@
 //! The `mcpgate check` and `mcpgate tools` commands: probe every upstream once, then print a
 //! status table (upstream, transport, era, status, tool count, latency) with every tool that
-//! cannot be served and why, or the merged catalogue exactly as `tools/list` would serve it.
+//! cannot be served and why, and what each virtual server (`[[endpoint]]`) exposes with what its
+//! selection or overrides could not apply to; or the merged catalogue exactly as `tools/list`
+//! would serve it.
 
 use crate::gateway::Gateway;
 use crate::upstream::Status;
@@ -72,6 +74,22 @@ pub fn report(gw: &Gateway) -> (String, bool) {
         }
     }
     let _ = writeln!(out, "\n{} tools served from {} upstreams.", cat.tools().len(), gw.live_upstreams().len());
+    for ep in &gw.config().endpoints {
+        let Some(view) = gw.view(&ep.path) else { continue };
+        let counts: Vec<String> = crate::catalog::Kind::ALL
+            .iter()
+            .map(|k| format!("{} {}", view.section(*k).entries.len(), k.list_key()))
+            .collect();
+        let _ = writeln!(out, "\nEndpoint {}: {}", ep.path, counts.join(", "));
+        for t in view.tools() {
+            let shown = if t.policy_name() == t.name { t.name.clone() } else { format!("{} (as {})", t.policy_name(), t.name) };
+            let fixed = if t.fixed.is_empty() { String::new() } else { format!(", fixed: {}", t.fixed.keys().cloned().collect::<Vec<_>>().join(", ")) };
+            let _ = writeln!(out, "  {shown}{fixed}");
+        }
+        for p in &view.problems {
+            let _ = writeln!(out, "  problem: {} / {} {}: {}", p.upstream, p.kind.label(), p.item, p.reason);
+        }
+    }
     (out, all_ok)
 }
 

@@ -49,6 +49,8 @@ use std::time::Duration;
 struct Call {
     method: String,
     upstream: String,
+    /// The virtual server's path, `-` for the root endpoint.
+    endpoint: String,
     outcome: String,
 }
 
@@ -141,9 +143,10 @@ impl std::fmt::Debug for Metrics {
 
 impl Metrics {
     /// A forwarded request ended with `outcome` (an audit outcome label) after `took`.
-    pub fn call(&self, method: &str, upstream: &str, outcome: &str, took: Duration) {
+    pub fn call(&self, method: &str, upstream: &str, endpoint: &str, outcome: &str, took: Duration) {
         let (method, upstream) = (method.to_string(), upstream.to_string());
-        self.calls.get_or_create(&Call { method: method.clone(), upstream: upstream.clone(), outcome: outcome.to_string() }).inc();
+        let labels = Call { method: method.clone(), upstream: upstream.clone(), endpoint: endpoint.to_string(), outcome: outcome.to_string() };
+        self.calls.get_or_create(&labels).inc();
         self.latency.get_or_create(&Route { method, upstream }).observe(took.as_secs_f64());
     }
 
@@ -192,14 +195,14 @@ mod tests {
     #[test]
     fn renders_the_series() {
         let m = Metrics::default();
-        m.call("tools/call", "calc", "ok", Duration::from_millis(3));
+        m.call("tools/call", "calc", "-", "ok", Duration::from_millis(3));
         m.refused("rate_limited");
         m.stale_lists("calc", 2);
         let text = m.render(
             &Snapshot { upstreams: vec![("calc".into(), Some(true)), ("gone".into(), None)], catalog: vec![("tools", 4)], streams: 2 },
             EdgeStats::default(),
         );
-        assert!(text.contains(r#"mcpgate_calls_total{method="tools/call",upstream="calc",outcome="ok"} 1"#), "{text}");
+        assert!(text.contains(r#"mcpgate_calls_total{method="tools/call",upstream="calc",endpoint="-",outcome="ok"} 1"#), "{text}");
         assert!(text.contains(r#"mcpgate_upstream_up{upstream="calc"} 1"#), "{text}");
         assert!(text.contains("mcpgate_change_streams 2"), "{text}");
         assert!(!text.contains("gone"), "a removed upstream has no series: {text}");

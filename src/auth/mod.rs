@@ -31,12 +31,22 @@ pub struct Principal {
     pub grants: Grants,
     pub scopes: Vec<String>,
     pub rate: Option<Rate>,
+    /// The virtual server (`[[endpoint]]` path) the caller came through; `None` for the root.
+    pub endpoint: Option<Arc<str>>,
 }
 
 impl Principal {
     /// A caller of a gateway without authentication or policy (and the local stdio client).
     pub fn anonymous() -> Arc<Principal> {
-        Arc::new(Principal { id: "anonymous".into(), rules: Vec::new(), grants: Grants::unrestricted(), scopes: Vec::new(), rate: None })
+        Arc::new(Principal { id: "anonymous".into(), rules: Vec::new(), grants: Grants::unrestricted(), scopes: Vec::new(), rate: None, endpoint: None })
+    }
+
+    /// The same caller, coming through the endpoint at `path` (`None`: the root).
+    pub fn at(self: Arc<Self>, path: Option<&str>) -> Arc<Principal> {
+        if self.endpoint.as_deref() == path {
+            return self;
+        }
+        Arc::new(Principal { endpoint: path.map(Arc::from), ..(*self).clone() })
     }
 
     pub fn has_scopes(&self, needed: &[String]) -> bool {
@@ -120,6 +130,7 @@ impl Authenticator {
             grants: Grants::from_rules([c]),
             scopes: Vec::new(),
             rate: c.rate_limit,
+            endpoint: None,
         })
     }
 
@@ -146,7 +157,7 @@ impl Authenticator {
             }
         }
         let rate = matched.iter().find_map(|c| c.rate_limit);
-        Ok(Principal { id: subject, rules: matched.iter().map(|c| c.id.clone()).collect(), grants, scopes, rate })
+        Ok(Principal { id: subject, rules: matched.iter().map(|c| c.id.clone()).collect(), grants, scopes, rate, endpoint: None })
     }
 
     /// Each scope table with the kinds of item it covers.

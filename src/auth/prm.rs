@@ -18,6 +18,19 @@ pub fn resource(cfg: &AuthConfig, host: Option<&str>, path: &str, tls: bool) -> 
     }
 }
 
+/// The resource identifier of the endpoint at `path`: the root's (`[auth] resource`, or this
+/// host and `root`) with its path replaced by `path`, so each virtual server is its own resource.
+pub fn resource_at(cfg: &AuthConfig, host: Option<&str>, root: &str, path: &str, tls: bool) -> String {
+    let base = resource(cfg, host, root, tls);
+    if path == root {
+        return base;
+    }
+    match base.strip_suffix(root) {
+        Some(origin) => format!("{origin}{path}"),
+        None => format!("{}{path}", base.trim_end_matches('/')),
+    }
+}
+
 /// Where the metadata document for `resource` lives (the path-specific well-known form).
 pub fn metadata_url(resource: &str) -> String {
     match resource.split_once("://") {

@@ -41,7 +41,7 @@ pub struct Naming<'a> {
 }
 
 /// A served item and what routing needs to know about it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Entry {
     /// The gateway name (tools, prompts) or URI (resources, templates).
     pub name: String,
@@ -51,6 +51,18 @@ pub struct Entry {
     /// Tools only: the mirrored arguments.
     pub headers: HeaderPlan,
     pub json: crate::protocol::json::Json,
+    /// On an endpoint's view: the item's name in the gateway's catalogue, which policy decides on
+    /// (`name` is what the endpoint presents).
+    pub canonical: Option<String>,
+    /// On an endpoint's view: arguments injected with these values (hidden from its schema).
+    pub fixed: serde_json::Map<String, Value>,
+}
+
+impl Entry {
+    /// The name the policy decides on: the catalogue's, whatever an endpoint presents.
+    pub fn policy_name(&self) -> &str {
+        self.canonical.as_deref().unwrap_or(&self.name)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +72,16 @@ pub struct Section {
 }
 
 impl Section {
+    /// Adds an entry; when its name is taken, returns the index of the entry that has it.
+    pub(super) fn push(&mut self, entry: Entry) -> Result<(), usize> {
+        if let Some(&i) = self.index.get(&entry.name) {
+            return Err(i);
+        }
+        self.index.insert(entry.name.clone(), self.entries.len());
+        self.entries.push(entry);
+        Ok(())
+    }
+
     pub fn get(&self, name: &str) -> Option<&Entry> {
         self.index.get(name).map(|&i| &self.entries[i])
     }
@@ -88,7 +110,7 @@ pub struct UriOwner {
 
 #[derive(Debug, Default)]
 pub struct Catalog {
-    sections: [Section; 4],
+    pub(super) sections: [Section; 4],
     pub problems: Vec<Problem>,
     /// Per kind: until when every contributing list is fresh (the earliest `listed_at + ttlMs`);
     /// `None` when no upstream contributed that list.
@@ -152,19 +174,25 @@ pub fn build(inputs: &[UpstreamLists], naming: &Naming) -> Catalog {
             for raw in input.items[kind as usize] {
                 match admit(kind, input, raw, naming, &cat.sections[kind as usize]) {
                     Ok(entry) => {
-                        let section = &mut cat.sections[kind as usize];
-                        section.index.insert(entry.name.clone(), section.entries.len());
-                        section.entries.push(entry);
+                        // invariant: `admit` refused a taken name, so this push succeeds.
+                        let _ = cat.sections[kind as usize].push(entry);
                     }
                     Err(problem) => cat.problems.push(problem),
                 }
             }
         }
     }
-    for kind in Kind::ALL {
-        cat.fingerprints[kind as usize] = super::cursor::fingerprint(cat.sections[kind as usize].entries.iter().map(|e| e.name.as_str()));
-    }
+    cat.seal_fingerprints();
     cat
+}
+
+impl Catalog {
+    /// Computes every list's fingerprint (after the sections are final).
+    pub(super) fn seal_fingerprints(&mut self) {
+        for kind in Kind::ALL {
+            self.fingerprints[kind as usize] = super::cursor::fingerprint(self.sections[kind as usize].entries.iter().map(|e| e.name.as_str()));
+        }
+    }
 }
 
 fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, section: &Section) -> Result<Entry, Problem> {
@@ -236,7 +264,7 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
         obj.set_json(key, &name).map_err(|e| problem(&original, e.to_string()))?;
     }
     let json = obj.to_json();
-    Ok(Entry { name, upstream: input.upstream, original, headers, json })
+    Ok(Entry { name, upstream: input.upstream, original, headers, json, canonical: None, fixed: Default::default() })
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! rebuilt off the request path and swapped atomically by the caller.
 
 pub mod cursor;
+pub mod endpoint;
 pub mod kind;
 pub mod links;
 pub mod merge;

@@ -22,6 +22,8 @@ pub struct FileConfig {
     pub rate_limits: Vec<super::limits::RateLimitSection>,
     #[serde(default)]
     pub audit: super::limits::AuditSection,
+    #[serde(default, rename = "endpoint")]
+    pub endpoints: Vec<super::endpoint::EndpointSection>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -4,6 +4,7 @@
 //! literals in the file, and are marked sensitive so they never reach a log.
 
 pub mod auth;
+pub mod endpoint;
 mod file;
 pub mod limits;
 mod tls;
@@ -32,6 +33,8 @@ pub struct Config {
     pub callers: Vec<auth::CallerConfig>,
     pub rate_limits: Vec<limits::ToolRateLimit>,
     pub audit_arguments: bool,
+    /// Virtual servers: more endpoints, each a curated view of the catalogue.
+    pub endpoints: Vec<endpoint::EndpointConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -338,6 +341,7 @@ impl Config {
             }
         }
         let rate_limits = limits::resolve_rate_limits(&at, file.rate_limits)?;
+        let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
         Ok(Config {
             source: path.to_path_buf(),
             server,
@@ -347,6 +351,7 @@ impl Config {
             callers,
             rate_limits,
             audit_arguments: file.audit.include_arguments,
+            endpoints,
         })
     }
 }

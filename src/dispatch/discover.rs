@@ -24,10 +24,10 @@ pub fn server_info() -> Value {
 
 /// Whether the caller may use anything upstream `index` serves (all of them, when unrestricted).
 fn usable(gw: &Gateway, req: &Request, index: usize) -> bool {
-    if req.caller.grants.is_unrestricted() {
+    if req.caller.grants.is_unrestricted() && req.caller.endpoint.is_none() {
         return true;
     }
-    let cat = gw.catalog();
+    let cat = gw.catalog_for(&req.caller);
     let id_of = |i: usize| gw.upstream_id(i);
     Kind::ALL.iter().any(|&kind| {
         cat.section(kind).entries.iter().any(|e| e.upstream == index && policy::allows(&req.caller.grants, &view::item(kind, e, &id_of)))
@@ -48,7 +48,14 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
     let mut capabilities = Map::new();
     capabilities.insert("tools".into(), json!({ "listChanged": true }));
     let mut sections = Vec::new();
-    if let Some(own) = &gw.config().server.instructions {
+    let config = gw.config();
+    // A virtual server speaks for itself: its title, and its instructions before the upstreams'.
+    let endpoint = req.caller.endpoint.as_deref().and_then(|path| config.endpoints.iter().find(|e| e.path == path));
+    let own = match endpoint {
+        Some(ep) => ep.instructions.as_ref(),
+        None => config.server.instructions.as_ref(),
+    };
+    if let Some(own) = own {
         sections.push(own.trim().to_string());
     }
     for up in gw.live_upstreams().iter() {
@@ -97,6 +104,9 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
         "cacheScope": if restricted { "private" } else { "public" },
         "_meta": { keys::SERVER_INFO: server_info() },
     });
+    if let Some(title) = endpoint.and_then(|ep| ep.title.as_ref()) {
+        result["_meta"][keys::SERVER_INFO]["title"] = Value::String(title.clone());
+    }
     if !sections.is_empty() {
         result["instructions"] = Value::String(sections.join("\n\n"));
     }

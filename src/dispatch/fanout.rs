@@ -161,10 +161,11 @@ impl Hub {
     }
 
     /// Tells every subscription whose caller's view of a list differs between `old` and `new`.
-    pub fn catalog_changed<'a>(&self, old: &'a Catalog, new: &'a Catalog, upstream_id: &'a dyn Fn(usize) -> &'a str) {
+    pub fn catalog_changed<'a>(&self, old: &'a Catalog, new: &'a Catalog, upstream_id: &'a dyn Fn(usize) -> &'a str, endpoint: Option<&str>) {
         // Callers with the same [[caller]] rules have the same grants: compare their view once.
         let mut verdicts: HashMap<(bool, Vec<String>), u8> = HashMap::new();
-        for s in self.subs.iter() {
+        // Each endpoint's subscriptions hear about that endpoint's view only.
+        for s in self.subs.iter().filter(|s| s.caller.endpoint.as_deref() == endpoint) {
             let key = (s.caller.grants.is_unrestricted(), s.caller.rules.clone());
             let changed = *verdicts.entry(key).or_insert_with(|| changed_kinds(old, new, &s.caller, upstream_id));
             let wanted: u8 = LIST_KINDS.iter().filter(|k| s.filter.wants(**k)).map(|k| bit(*k)).fold(0, |a, b| a | b);

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 /// Audits and counts a request refused before it reached an upstream.
 fn refuse(gw: &Gateway, req: &Request, item: &str, reason: &str) {
-    audit::refused(&req.caller.id, &req.method, item, reason);
+    audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, reason);
     gw.metrics.refused(reason);
 }
 
@@ -42,16 +42,23 @@ fn needs_scope(gw: &Gateway, req: &Request, kind: Kind, name: &str) -> Option<Rp
         return None;
     }
     let id_of = |i: usize| gw.upstream_id(i);
-    let cat = gw.catalog();
+    let cat = gw.catalog_for(&req.caller);
     let exists = match kind {
-        Kind::Resource => route_uri_with(gw, &req.caller.grants.ignoring_scopes(), name).is_some(),
+        Kind::Resource => route_uri_with(gw, &req.caller, &req.caller.grants.ignoring_scopes(), name).is_some(),
         _ => view::find(&cat, kind, name, &req.caller.grants.ignoring_scopes(), &id_of).is_some(),
     };
     if !exists {
         return None;
     }
     refuse(gw, req, name, "insufficient_scope");
-    let metadata = gw.auth().config().resource.as_deref().map(crate::auth::prm::metadata_url);
+    let config = gw.config();
+    let at = req.caller.endpoint.as_deref().unwrap_or(&config.server.path);
+    let auth = gw.auth();
+    let metadata = auth
+        .config()
+        .resource
+        .as_ref()
+        .map(|_| crate::auth::prm::metadata_url(&crate::auth::prm::resource_at(auth.config(), None, &config.server.path, at, false)));
     let (status, challenge) = gw.auth().challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), metadata.as_deref());
     Some(
         RpcError::invalid_request(format!("Forbidden: {} {name} needs scope {}", kind.label(), needed.join(" ")))
@@ -78,6 +85,7 @@ pub(super) async fn forward(
     span.record("upstream", up.id());
     let entry = audit::Entry {
         caller: req.caller.id.clone(),
+        endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
         method: req.method.clone(),
         item: item.to_string(),
         upstream: up.id().to_string(),
@@ -89,13 +97,14 @@ pub(super) async fn forward(
     let max_age = gw.config().server.input_timeout;
     let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: &req.method, item };
     if let Err(e) = state::open(&gw.sealer, &mut params, &bind, max_age) {
-        audit::refused(&req.caller.id, &req.method, item, "invalid_request_state");
+        audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, "invalid_request_state");
         gw.metrics.refused("invalid_request_state");
         return Reply::error(e);
     }
     let (sealer, caller, upstream_id, method, item_name) =
         (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string());
     let prefix = up.cfg.prefix.clone();
+    let endpoint_label = req.caller.endpoint.clone();
     // What a caller with narrowed grants reads must not be shared with callers policy denies.
     let narrowed = !req.caller.grants.is_unrestricted();
     let (metrics, started) = (gw.metrics.clone(), Instant::now());
@@ -119,7 +128,7 @@ pub(super) async fn forward(
     let pending = audit::Pending::new(entry);
     up.call(call).await.map_outcome(move |o| {
         pending.finish(&o);
-        metrics.call(&method, &upstream_id, &audit::outcome_label(&o), started.elapsed());
+        metrics.call(&method, &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &audit::outcome_label(&o), started.elapsed());
         let bind = state::Binding { caller: &caller, upstream: &upstream_id, method: &method, item: &item_name };
         if !state::asks_input(&o) {
             match o {
@@ -145,7 +154,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let cat = gw.catalog();
+    let cat = gw.catalog_for(&req.caller);
     let id_of = |i: usize| gw.upstream_id(i);
     let Some(tool) = view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of) else {
         if let Some(e) = needs_scope(gw, &req, Kind::Tool, &name) {
@@ -165,10 +174,28 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
         Some(Ok(v @ (Value::Object(_) | Value::Null))) => v,
         Some(_) => return Reply::error(RpcError::invalid_params("tools/call arguments must be an object")),
     };
+    if let Some(fixed) = tool.fixed.keys().find(|k| args.get(k.as_str()).is_some()) {
+        return Reply::error(RpcError::invalid_params(format!("Argument '{fixed}' of {name} is fixed on this endpoint: leave it out")));
+    }
     if let Some(received) = &req.param_headers
         && let Err(e) = xheader::check_inbound(&tool.headers, &args, received)
     {
         return Reply::error(e);
+    }
+    // A virtual server's fixed arguments go in, with the values it set.
+    let mut args = args;
+    let mut req = req;
+    if !tool.fixed.is_empty() {
+        if args.is_null() {
+            args = Value::Object(Default::default());
+        }
+        let Value::Object(map) = &mut args else {
+            return Reply::error(RpcError::invalid_params("tools/call arguments must be an object"));
+        };
+        map.extend(tool.fixed.clone());
+        if req.params.set_json("arguments", &args).is_err() {
+            return Reply::error(RpcError::internal("cannot add the fixed arguments"));
+        }
     }
     let (upstream, original, headers) = (tool.upstream, tool.original.clone(), xheader::outbound(&tool.headers, &args));
     let values = xheader::mirrored_values(&tool.headers, &args);
@@ -191,7 +218,7 @@ pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
     };
     let id_of = |i: usize| gw.upstream_id(i);
     let Some((upstream, original)) =
-        view::find(&gw.catalog(), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone()))
+        view::find(&gw.catalog_for(&req.caller), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone()))
     else {
         if let Some(e) = needs_scope(gw, &req, Kind::Prompt, &name) {
             return Reply::error(e);
@@ -225,18 +252,21 @@ fn tool_error(text: &str) -> Reply {
 /// A caller with restricted grants reaches only listed resources, or URIs that expand a template
 /// it may see and that carry no path tricks (`..`, encoded dots or slashes, backslashes, empty
 /// segments): a grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
+///
+/// On a virtual server every caller is held to what the endpoint selects, the same way.
 pub(super) fn route_uri(gw: &Gateway, caller: &crate::auth::Principal, uri: &str) -> Option<(usize, String)> {
-    route_uri_with(gw, &caller.grants, uri)
+    route_uri_with(gw, caller, &caller.grants, uri)
 }
 
-fn route_uri_with(gw: &Gateway, grants: &policy::Grants, uri: &str) -> Option<(usize, String)> {
-    let cat = gw.catalog();
+fn route_uri_with(gw: &Gateway, caller: &crate::auth::Principal, grants: &policy::Grants, uri: &str) -> Option<(usize, String)> {
+    let cat = gw.catalog_for(caller);
     let (upstream, original) = cat.route_uri(uri)?;
     let id = gw.upstream_id(upstream);
     if !policy::allows(grants, &Item { kind: Kind::Resource, name: uri, upstream: id }) {
         return None;
     }
-    if grants.is_unrestricted() || cat.section(Kind::Resource).get(uri).is_some() {
+    let everything = grants.is_unrestricted() && caller.endpoint.is_none();
+    if everything || cat.section(Kind::Resource).get(uri).is_some() {
         return Some((upstream, original));
     }
     let templated = cat.section(Kind::Template).entries.iter().any(|t| {
@@ -272,13 +302,13 @@ pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
             let name = reference.parse::<String>("name").and_then(Result::ok).unwrap_or_default();
             (
                 "name",
-                view::find(&gw.catalog(), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone(), name)),
+                view::find(&gw.catalog_for(&req.caller), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone(), name)),
             )
         }
         "ref/resource" => {
             let uri = reference.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
             let template =
-                view::find(&gw.catalog(), Kind::Template, &uri, &req.caller.grants, &id_of).map(|t| (t.upstream, t.original.clone()));
+                view::find(&gw.catalog_for(&req.caller), Kind::Template, &uri, &req.caller.grants, &id_of).map(|t| (t.upstream, t.original.clone()));
             ("uri", template.or_else(|| route_uri(gw, &req.caller, &uri)).map(|(up, orig)| (up, orig, uri)))
         }
         _ => return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}"))),

@@ -12,7 +12,7 @@ use crate::protocol::keys;
 use crate::reply::{Outcome, Reply};
 
 pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
-    let cat = gw.catalog();
+    let cat = gw.catalog_for(&req.caller);
     let id_of = |i: usize| gw.upstream_id(i);
     let entries = view::visible(&cat, kind, &req.caller.grants, &id_of);
     // A list filtered for this caller must not be shared with other callers.

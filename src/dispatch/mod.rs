@@ -68,6 +68,11 @@ pub trait Service: Send + Sync + 'static {
     }
 
     /// The authenticator in effect (a reload may replace it); `None`: use the listener's own.
+    /// Whether a virtual server (`[[endpoint]]`) lives at `path`.
+    fn serves_endpoint(&self, _path: &str) -> bool {
+        false
+    }
+
     fn authenticator(&self) -> Option<Arc<crate::auth::Authenticator>> {
         None
     }
@@ -157,6 +162,10 @@ impl Service for Gateway {
 
     fn authenticator(&self) -> Option<Arc<crate::auth::Authenticator>> {
         Some(self.auth())
+    }
+
+    fn serves_endpoint(&self, path: &str) -> bool {
+        self.config().endpoints.iter().any(|e| e.path == path)
     }
 
     fn metrics(&self, edge: crate::telemetry::EdgeStats) -> Option<String> {

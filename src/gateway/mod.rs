@@ -46,6 +46,8 @@ pub struct Gateway {
     auth_tasks: Mutex<Background>,
     pub limiter: Limiter,
     catalog: ArcSwap<Catalog>,
+    /// Each virtual server's view of the catalogue, by path (rebuilt with it).
+    views: ArcSwap<Vec<(Arc<str>, Arc<Catalog>)>>,
     rebuild_lock: Mutex<()>,
     ready: watch::Sender<bool>,
     /// Every open change subscription (listen streams, legacy GET streams).
@@ -89,6 +91,7 @@ impl Gateway {
             auth_tasks: Mutex::new(tasks.child()),
             limiter: Limiter::default(),
             catalog: ArcSwap::from_pointee(Catalog::default()),
+            views: ArcSwap::from_pointee(Vec::new()),
             rebuild_lock: Mutex::new(()),
             ready: watch::channel(false).0,
             hub,
@@ -130,6 +133,20 @@ impl Gateway {
 
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.load_full()
+    }
+
+    /// The catalogue as `caller` sees it through the endpoint it came in by: the root's, or a
+    /// virtual server's view (empty when a reload removed that endpoint).
+    pub fn catalog_for(&self, caller: &crate::auth::Principal) -> Arc<Catalog> {
+        match caller.endpoint.as_deref() {
+            None => self.catalog(),
+            Some(path) => self.view(path).unwrap_or_default(),
+        }
+    }
+
+    /// The view of the virtual server at `path`.
+    pub fn view(&self, path: &str) -> Option<Arc<Catalog>> {
+        self.views.load().iter().find(|(p, _)| p.as_ref() == path).map(|(_, v)| v.clone())
     }
 
     /// Ready once the first refresh round has finished (each upstream answered or failed).
@@ -237,7 +254,21 @@ impl Gateway {
         }
         self.catalog.store(next.clone());
         let id_of = |i: usize| self.upstream_id(i);
-        self.hub.catalog_changed(&prev, &next, &id_of);
+        self.hub.catalog_changed(&prev, &next, &id_of, None);
+        let views: Vec<(Arc<str>, Arc<Catalog>)> = config
+            .endpoints
+            .iter()
+            .map(|ep| (Arc::from(ep.path.as_str()), Arc::new(catalog::endpoint::view(&next, ep, &id_of))))
+            .collect();
+        let prev_views = self.views.swap(Arc::new(views.clone()));
+        let empty = Catalog::default();
+        for (path, view) in &views {
+            let before = prev_views.iter().find(|(p, _)| p == path).map_or(&empty, |(_, v)| v.as_ref());
+            for p in view.problems.iter().filter(|p| !before.problems.contains(p)) {
+                log_problem(p);
+            }
+            self.hub.catalog_changed(before, view, &id_of, Some(path));
+        }
         // A followed URI may now route to an upstream that just came up.
         self.hub.follows.notify_one();
     }

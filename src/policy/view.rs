@@ -7,7 +7,7 @@ use crate::catalog::{Catalog, Entry, Kind};
 
 /// The policy item of a catalogue entry; `upstream_id` maps an upstream index to its id.
 pub fn item<'a>(kind: Kind, e: &'a Entry, upstream_id: &'a dyn Fn(usize) -> &'a str) -> Item<'a> {
-    Item { kind, name: &e.name, upstream: upstream_id(e.upstream) }
+    Item { kind, name: e.policy_name(), upstream: upstream_id(e.upstream) }
 }
 
 /// The entries of `kind` the caller may see, in catalogue order.

@@ -107,24 +107,30 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
     if let Some(r) = protected_resource_metadata(&st, &req) {
         return Ok(r);
     }
-    if path != st.cfg.path {
+    // The root endpoint, or a virtual server (checked against the current config, so a reload
+    // adds and removes them).
+    let endpoint = if path == st.cfg.path {
+        None
+    } else if st.svc.serves_endpoint(path) {
+        Some(path.to_string())
+    } else {
         return Ok(render::plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere\n"));
-    }
-    Ok(mcp(&st, req).await)
+    };
+    Ok(mcp(&st, req, endpoint.as_deref()).await)
 }
 
 fn header_str(req: &Request<Incoming>, name: http::HeaderName) -> Option<&str> {
     req.headers().get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"))
 }
 
-async fn mcp(st: &State, req: Request<Incoming>) -> Response<Body> {
+async fn mcp(st: &State, req: Request<Incoming>, endpoint: Option<&str>) -> Response<Body> {
     let host = header_str(&req, HOST).map(str::to_string).or_else(|| req.uri().authority().map(|a| a.to_string()));
     if let Err(reason) = st.origin.check(header_str(&req, ORIGIN), host.as_deref()) {
         tracing::warn!(%reason, "refused a request (DNS-rebinding protection)");
         return render::error(None, &RpcError::invalid_request(format!("Forbidden: {reason}")).with_status(StatusCode::FORBIDDEN));
     }
-    let caller = match authenticate(st, &req, host.as_deref()).await {
-        Ok(p) => p,
+    let caller = match authenticate(st, &req, host.as_deref(), endpoint.unwrap_or(&st.cfg.path)).await {
+        Ok(p) => p.at(endpoint),
         Err(r) => return *r,
     };
     tracing::Span::current().record("caller", caller.id.as_str());
@@ -242,13 +248,13 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
 }
 
 /// Authenticates the caller; a failure is the finished 401/403 response (RFC 6750/9728).
-async fn authenticate(st: &State, req: &Request<Incoming>, host: Option<&str>) -> Result<Arc<Principal>, Box<Response<Body>>> {
+async fn authenticate(st: &State, req: &Request<Incoming>, host: Option<&str>, path: &str) -> Result<Arc<Principal>, Box<Response<Body>>> {
     let Some(auth) = st.authenticator() else { return Ok(Principal::anonymous()) };
     match auth.authenticate(req.headers()).await {
         Ok(p) => Ok(p),
         Err(e) => {
             let metadata = (auth.mode() == AuthMode::Jwt)
-                .then(|| prm::metadata_url(&prm::resource(auth.config(), host, &st.cfg.path, st.cfg.tls.is_some())));
+                .then(|| prm::metadata_url(&prm::resource_at(auth.config(), host, &st.cfg.path, path, st.cfg.tls.is_some())));
             let (status, challenge) = auth.challenge(&e, metadata.as_deref());
             let message = match &e {
                 AuthError::Missing => "Unauthorized: send Authorization: Bearer <credential>".to_string(),
@@ -267,11 +273,13 @@ fn protected_resource_metadata(st: &State, req: &Request<Incoming>) -> Option<Re
     let auth = st.authenticator().filter(|a| a.mode() == AuthMode::Jwt)?;
     let path = req.uri().path();
     let base = "/.well-known/oauth-protected-resource";
-    if path != base && path != format!("{base}{}", st.cfg.path) {
-        return None;
-    }
+    let at = match path.strip_prefix(base) {
+        Some("") => st.cfg.path.clone(),
+        Some(p) if p == st.cfg.path || st.svc.serves_endpoint(p) => p.to_string(),
+        _ => return None,
+    };
     let host = req.headers().get(HOST).and_then(|v| v.to_str().ok());
-    let resource = prm::resource(auth.config(), host, &st.cfg.path, st.cfg.tls.is_some());
+    let resource = prm::resource_at(auth.config(), host, &st.cfg.path, &at, st.cfg.tls.is_some());
     let body = prm::document(auth.config(), &resource).to_string().into_bytes();
     Some(render::json(StatusCode::OK, body))
 }

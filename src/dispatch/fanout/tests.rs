@@ -30,6 +30,7 @@ fn caller(rule: &str, allow: &[&str]) -> Arc<Principal> {
         grants: Grants::from_patterns(allow, &[]),
         scopes: Vec::new(),
         rate: None,
+        endpoint: None,
     })
 }
 
@@ -48,14 +49,14 @@ async fn only_callers_whose_view_changed_are_told_once_per_burst() {
     let v2 = catalog(&["add", "secret"]);
     let v3 = catalog(&["add", "secret", "more"]);
     // Two rebuilds in a burst: one notification.
-    hub.catalog_changed(&v1, &v2, &id);
-    hub.catalog_changed(&v2, &v3, &id);
+    hub.catalog_changed(&v1, &v2, &id, None);
+    hub.catalog_changed(&v2, &v3, &id, None);
     assert_eq!(next(&mut all).await, Some(Change::List(Kind::Tool)));
     assert_eq!(next(&mut all).await, None, "coalesced");
     assert_eq!(next(&mut adder).await, None, "a caller that cannot see the new tools hears nothing");
     assert_eq!(next(&mut prompts_only).await, None, "the filter is honoured");
     // A change the restricted caller can see reaches it.
-    hub.catalog_changed(&v3, &catalog(&["secret", "more"]), &id);
+    hub.catalog_changed(&v3, &catalog(&["secret", "more"]), &id, None);
     assert_eq!(next(&mut adder).await, Some(Change::List(Kind::Tool)));
     assert_eq!(hub.len(), 3);
     drop(all);
