@@ -76,14 +76,16 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     let _ = writeln!(out, "\n{} tools served from {} upstreams.", cat.tools().len(), gw.live_upstreams().len());
     for ep in &gw.config().endpoints {
         let Some(view) = gw.view(&ep.path) else { continue };
-        let counts: Vec<String> = crate::catalog::Kind::ALL
-            .iter()
-            .map(|k| format!("{} {}", view.section(*k).entries.len(), k.list_key()))
-            .collect();
+        let counts: Vec<String> =
+            crate::catalog::Kind::ALL.iter().map(|k| format!("{} {}", view.section(*k).entries.len(), k.list_key())).collect();
         let _ = writeln!(out, "\nEndpoint {}: {}", ep.path, counts.join(", "));
         for t in view.tools() {
             let shown = if t.policy_name() == t.name { t.name.clone() } else { format!("{} (as {})", t.policy_name(), t.name) };
-            let fixed = if t.fixed.is_empty() { String::new() } else { format!(", fixed: {}", t.fixed.keys().cloned().collect::<Vec<_>>().join(", ")) };
+            let fixed = if t.fixed.is_empty() {
+                String::new()
+            } else {
+                format!(", fixed: {}", t.fixed.keys().cloned().collect::<Vec<_>>().join(", "))
+            };
             let _ = writeln!(out, "  {shown}{fixed}");
         }
         for p in &view.problems {

@@ -62,6 +62,9 @@ enum Command {
     Stdio {
         #[arg(short, long, default_value = "gateway.toml")]
         config: PathBuf,
+        /// Serve the virtual server (`[[endpoint]]`) with this path instead of the whole catalogue.
+        #[arg(long, value_name = "PATH")]
+        endpoint: Option<String>,
     },
     /// Print the merged tool catalogue as the gateway would serve it.
     Tools {
@@ -244,12 +247,24 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             serve_gateway(cfg, Source { path: config, listen }).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Stdio { config } => {
-            let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
+        Command::Stdio { config, endpoint } => {
+            let cfg = load(&config, None)?;
+            if let Some(path) = &endpoint
+                && !cfg.endpoints.iter().any(|e| &e.path == path)
+            {
+                let known: Vec<&str> = cfg.endpoints.iter().map(|e| e.path.as_str()).collect();
+                anyhow::bail!(
+                    "{}: no [[endpoint]] has path '{path}' (configured: {})",
+                    config.display(),
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                );
+            }
+            let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
             gw.refresh_all().await;
             gw.spawn_maintenance();
             let svc: Arc<dyn Service> = gw;
-            mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?;
+            let caller = mcpgate::auth::Principal::anonymous().at(endpoint.as_deref());
+            mcpgate::server::stdio::serve_as(svc, caller, tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { config } => {

@@ -145,7 +145,8 @@ impl Metrics {
     /// A forwarded request ended with `outcome` (an audit outcome label) after `took`.
     pub fn call(&self, method: &str, upstream: &str, endpoint: &str, outcome: &str, took: Duration) {
         let (method, upstream) = (method.to_string(), upstream.to_string());
-        let labels = Call { method: method.clone(), upstream: upstream.clone(), endpoint: endpoint.to_string(), outcome: outcome.to_string() };
+        let labels =
+            Call { method: method.clone(), upstream: upstream.clone(), endpoint: endpoint.to_string(), outcome: outcome.to_string() };
         self.calls.get_or_create(&labels).inc();
         self.latency.get_or_create(&Route { method, upstream }).observe(took.as_secs_f64());
     }

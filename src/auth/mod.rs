@@ -38,7 +38,14 @@ pub struct Principal {
 impl Principal {
     /// A caller of a gateway without authentication or policy (and the local stdio client).
     pub fn anonymous() -> Arc<Principal> {
-        Arc::new(Principal { id: "anonymous".into(), rules: Vec::new(), grants: Grants::unrestricted(), scopes: Vec::new(), rate: None, endpoint: None })
+        Arc::new(Principal {
+            id: "anonymous".into(),
+            rules: Vec::new(),
+            grants: Grants::unrestricted(),
+            scopes: Vec::new(),
+            rate: None,
+            endpoint: None,
+        })
     }
 
     /// The same caller, coming through the endpoint at `path` (`None`: the root).

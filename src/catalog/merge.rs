@@ -190,7 +190,8 @@ impl Catalog {
     /// Computes every list's fingerprint (after the sections are final).
     pub(super) fn seal_fingerprints(&mut self) {
         for kind in Kind::ALL {
-            self.fingerprints[kind as usize] = super::cursor::fingerprint(self.sections[kind as usize].entries.iter().map(|e| e.name.as_str()));
+            self.fingerprints[kind as usize] =
+                super::cursor::fingerprint(self.sections[kind as usize].entries.iter().map(|e| e.name.as_str()));
         }
     }
 }

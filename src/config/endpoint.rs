@@ -75,7 +75,9 @@ pub(super) fn resolve(at: &Locator, sections: Vec<EndpointSection>, root: &str) 
     let mut out: Vec<EndpointConfig> = Vec::new();
     for e in sections {
         let path = e.path.get_ref().clone();
-        let bad_path = |problem: String| at.err(&e.path, "endpoint.path", problem, "use an absolute path such as \"/mcp/dev\", unique among endpoints");
+        let bad_path = |problem: String| {
+            at.err(&e.path, "endpoint.path", problem, "use an absolute path such as \"/mcp/dev\", unique among endpoints")
+        };
         if !path.starts_with('/') || path.contains(['?', '#', ' ']) || path.len() < 2 {
             return Err(bad_path(format!("'{path}' is not a path")));
         }
@@ -83,20 +85,40 @@ pub(super) fn resolve(at: &Locator, sections: Vec<EndpointSection>, root: &str) 
             return Err(bad_path(format!("'{path}' is already served")));
         }
         if e.include.is_empty() {
-            return Err(at.err(&e.path, "endpoint.include", format!("endpoint '{path}' selects nothing"), "list what it serves, e.g. include = [\"github__*\", \"upstream:jira\"]"));
+            return Err(at.err(
+                &e.path,
+                "endpoint.include",
+                format!("endpoint '{path}' selects nothing"),
+                "list what it serves, e.g. include = [\"github__*\", \"upstream:jira\"]",
+            ));
         }
         let mut tools: Vec<ToolOverride> = Vec::new();
         for t in e.tools {
             let name = t.name.get_ref().clone();
             if tools.iter().any(|o| o.name == name) {
-                return Err(at.err(&t.name, "endpoint.tool.name", format!("tool '{name}' is configured twice on '{path}'"), "merge the two [[endpoint.tool]] entries"));
+                return Err(at.err(
+                    &t.name,
+                    "endpoint.tool.name",
+                    format!("tool '{name}' is configured twice on '{path}'"),
+                    "merge the two [[endpoint.tool]] entries",
+                ));
             }
             if let Some(r) = &t.rename {
                 if let Some(problem) = crate::catalog::names::tool_name_problem(r.get_ref()) {
-                    return Err(at.err(r, "endpoint.tool.rename", format!("'{}' cannot be served: {problem}", r.get_ref()), "pick a name of 1-128 characters of A-Z a-z 0-9 _ . -"));
+                    return Err(at.err(
+                        r,
+                        "endpoint.tool.rename",
+                        format!("'{}' cannot be served: {problem}", r.get_ref()),
+                        "pick a name of 1-128 characters of A-Z a-z 0-9 _ . -",
+                    ));
                 }
                 if tools.iter().any(|o| o.rename.as_deref() == Some(r.get_ref().as_str())) {
-                    return Err(at.err(r, "endpoint.tool.rename", format!("two tools of '{path}' are renamed '{}'", r.get_ref()), "give each a name of its own"));
+                    return Err(at.err(
+                        r,
+                        "endpoint.tool.rename",
+                        format!("two tools of '{path}' are renamed '{}'", r.get_ref()),
+                        "give each a name of its own",
+                    ));
                 }
             }
             tools.push(ToolOverride {

@@ -139,3 +139,33 @@ fn readiness_follows_the_configured_rule() {
     assert_eq!(parse("").unwrap().server.ready_when, ReadyWhen::Any);
     assert!(parse("[server]\nready_when = \"most\"\n").is_err());
 }
+
+#[test]
+fn endpoints_are_checked_at_load() {
+    let up = "[[upstream]]\nid = \"calc\"\nurl = \"http://127.0.0.1:3201/mcp\"\n";
+    let ok = parse(&format!(
+        "{up}[[endpoint]]\npath = \"/mcp/dev\"\ninclude = [\"calc__*\"]\n[[endpoint.tool]]\nname = \"calc__add\"\nrename = \"plus\"\nfixed = {{ b = 1 }}\n"
+    ))
+    .unwrap();
+    assert_eq!(ok.endpoints[0].path, "/mcp/dev");
+    assert_eq!(ok.endpoints[0].tools[0].rename.as_deref(), Some("plus"));
+    assert_eq!(ok.endpoints[0].tools[0].fixed["b"], 1);
+    for (bad, says) in [
+        ("[[endpoint]]\npath = \"/mcp\"\ninclude = [\"*\"]\n", "already served"),
+        ("[[endpoint]]\npath = \"/metrics\"\ninclude = [\"*\"]\n", "already served"),
+        ("[[endpoint]]\npath = \"dev\"\ninclude = [\"*\"]\n", "is not a path"),
+        ("[[endpoint]]\npath = \"/a\"\ninclude = [\"*\"]\n[[endpoint]]\npath = \"/a\"\ninclude = [\"*\"]\n", "already served"),
+        ("[[endpoint]]\npath = \"/a\"\n", "selects nothing"),
+        (
+            "[[endpoint]]\npath = \"/a\"\ninclude = [\"*\"]\n[[endpoint.tool]]\nname = \"calc__add\"\nrename = \"has space\"\n",
+            "cannot be served",
+        ),
+        (
+            "[[endpoint]]\npath = \"/a\"\ninclude = [\"*\"]\n[[endpoint.tool]]\nname = \"x\"\nrename = \"y\"\n[[endpoint.tool]]\nname = \"z\"\nrename = \"y\"\n",
+            "renamed 'y'",
+        ),
+    ] {
+        let e = parse(&format!("{up}{bad}")).unwrap_err().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}

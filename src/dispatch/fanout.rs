@@ -161,7 +161,13 @@ impl Hub {
     }
 
     /// Tells every subscription whose caller's view of a list differs between `old` and `new`.
-    pub fn catalog_changed<'a>(&self, old: &'a Catalog, new: &'a Catalog, upstream_id: &'a dyn Fn(usize) -> &'a str, endpoint: Option<&str>) {
+    pub fn catalog_changed<'a>(
+        &self,
+        old: &'a Catalog,
+        new: &'a Catalog,
+        upstream_id: &'a dyn Fn(usize) -> &'a str,
+        endpoint: Option<&str>,
+    ) {
         // Callers with the same [[caller]] rules have the same grants: compare their view once.
         let mut verdicts: HashMap<(bool, Vec<String>), u8> = HashMap::new();
         // Each endpoint's subscriptions hear about that endpoint's view only.

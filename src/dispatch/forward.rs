@@ -302,13 +302,14 @@ pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
             let name = reference.parse::<String>("name").and_then(Result::ok).unwrap_or_default();
             (
                 "name",
-                view::find(&gw.catalog_for(&req.caller), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone(), name)),
+                view::find(&gw.catalog_for(&req.caller), Kind::Prompt, &name, &req.caller.grants, &id_of)
+                    .map(|p| (p.upstream, p.original.clone(), name)),
             )
         }
         "ref/resource" => {
             let uri = reference.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
-            let template =
-                view::find(&gw.catalog_for(&req.caller), Kind::Template, &uri, &req.caller.grants, &id_of).map(|t| (t.upstream, t.original.clone()));
+            let template = view::find(&gw.catalog_for(&req.caller), Kind::Template, &uri, &req.caller.grants, &id_of)
+                .map(|t| (t.upstream, t.original.clone()));
             ("uri", template.or_else(|| route_uri(gw, &req.caller, &uri)).map(|(up, orig)| (up, orig, uri)))
         }
         _ => return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}"))),

@@ -115,7 +115,14 @@ mod tests {
     use std::sync::Arc;
 
     fn caller(id: &str) -> Arc<Principal> {
-        Arc::new(Principal { id: id.into(), rules: vec![id.into()], grants: Grants::unrestricted(), scopes: vec![], rate: None, endpoint: None })
+        Arc::new(Principal {
+            id: id.into(),
+            rules: vec![id.into()],
+            grants: Grants::unrestricted(),
+            scopes: vec![],
+            rate: None,
+            endpoint: None,
+        })
     }
 
     fn result(text: &str) -> Outcome {

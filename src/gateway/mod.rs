@@ -255,11 +255,8 @@ impl Gateway {
         self.catalog.store(next.clone());
         let id_of = |i: usize| self.upstream_id(i);
         self.hub.catalog_changed(&prev, &next, &id_of, None);
-        let views: Vec<(Arc<str>, Arc<Catalog>)> = config
-            .endpoints
-            .iter()
-            .map(|ep| (Arc::from(ep.path.as_str()), Arc::new(catalog::endpoint::view(&next, ep, &id_of))))
-            .collect();
+        let views: Vec<(Arc<str>, Arc<Catalog>)> =
+            config.endpoints.iter().map(|ep| (Arc::from(ep.path.as_str()), Arc::new(catalog::endpoint::view(&next, ep, &id_of)))).collect();
         let prev_views = self.views.swap(Arc::new(views.clone()));
         let empty = Catalog::default();
         for (path, view) in &views {

@@ -50,6 +50,16 @@ struct Conn {
 pub async fn serve(
     svc: Arc<dyn Service>,
     input: impl AsyncRead + Unpin,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+) -> std::io::Result<()> {
+    serve_as(svc, Principal::anonymous(), input, output).await
+}
+
+/// [`serve`] for `caller` (the local user, through the root or a virtual server).
+pub async fn serve_as(
+    svc: Arc<dyn Service>,
+    caller: Arc<Principal>,
+    input: impl AsyncRead + Unpin,
     mut output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> std::io::Result<()> {
     let (out_tx, mut out_rx) = mpsc::channel::<Rope>(256);
@@ -111,13 +121,13 @@ pub async fn serve(
                 let id = msg.id.clone();
                 let era = super::era::classify_message(super::era::BodyFacts::of(&msg));
                 let request = match (era, &conn.session) {
-                    (Era::Modern, _) => modern::to_request(msg, None, Principal::anonymous()),
+                    (Era::Modern, _) => modern::to_request(msg, None, caller.clone()),
                     (Era::Legacy, None) if msg.method.as_deref() == Some("initialize") => {
-                        match legacy::handshake(svc.as_ref(), &msg, "stdio".into(), Principal::anonymous()).await {
+                        match legacy::handshake(svc.as_ref(), &msg, "stdio".into(), caller.clone()).await {
                             Ok((result, session)) => {
                                 let _ = out_tx.send(jsonrpc::result_message(msg.id.as_ref().unwrap_or(&Json::NULL), &result)).await;
                                 conn.session = Some(session);
-                                relay_changes(svc.as_ref(), out_tx.clone(), conn.follows.clone(), stop.clone());
+                                relay_changes(svc.as_ref(), caller.clone(), out_tx.clone(), conn.follows.clone(), stop.clone());
                             }
                             Err(e) => {
                                 let _ = out_tx.send(jsonrpc::error_message(id.as_ref(), &e).into()).await;
@@ -125,7 +135,7 @@ pub async fn serve(
                         }
                         continue;
                     }
-                    (Era::Legacy, Some(session)) => match legacy::convert(session, conn.level.as_deref(), msg, Principal::anonymous()) {
+                    (Era::Legacy, Some(session)) => match legacy::convert(session, conn.level.as_deref(), msg, caller.clone()) {
                         Ok(Action::Forward(r)) => Ok(r),
                         Ok(action @ (Action::Follow(..) | Action::Unfollow(_))) => {
                             let rid = id.clone().unwrap_or(Json::NULL);
@@ -249,8 +259,8 @@ fn spawn(
 }
 
 /// Sends the changes the client may see to a legacy client until the connection ends.
-fn relay_changes(svc: &dyn Service, tx: mpsc::Sender<Rope>, follows: UriSet, stop: CancellationToken) {
-    let Ok(Some(mut sub)) = svc.subscribe(Principal::anonymous(), Filter::ALL, follows) else { return };
+fn relay_changes(svc: &dyn Service, caller: Arc<Principal>, tx: mpsc::Sender<Rope>, follows: UriSet, stop: CancellationToken) {
+    let Ok(Some(mut sub)) = svc.subscribe(caller, Filter::ALL, follows) else { return };
     tokio::spawn(async move {
         loop {
             let change = tokio::select! {

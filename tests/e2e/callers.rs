@@ -166,7 +166,8 @@ async fn jwt_tokens_are_checked_and_scopes_challenged() {
     let config = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"jwt\"\nissuer = \"https://issuer.test\"\nresource = \"https://gw.test/mcp\"\njwks_url = \"{jwks_url}\"\n\
          required_scopes = [\"mcp\"]\nscopes_supported = [\"mcp\", \"calc\"]\n[auth.tool_scopes]\n\"calc__*\" = [\"calc\"]\n\n\
-         [[caller]]\nid = \"ops\"\nclaims = {{ groups = \"ops\" }}\nallow = [\"*\"]\n\n[[caller]]\nid = \"viewer\"\nsubject = \"viewer\"\nallow = [\"text__echo\"]\n\n{DEMO}"
+         [[caller]]\nid = \"ops\"\nclaims = {{ groups = \"ops\" }}\nallow = [\"*\"]\n\n[[caller]]\nid = \"viewer\"\nsubject = \"viewer\"\nallow = [\"text__echo\"]\n\n{DEMO}\n\
+         [[endpoint]]\npath = \"/mcp/text\"\ninclude = [\"text__*\"]\n"
     );
     let gw = gateway(&config);
     let good = sign(&iss, "k1", claims("alice", "mcp calc"));
@@ -259,6 +260,14 @@ async fn jwt_tokens_are_checked_and_scopes_challenged() {
     assert_eq!(doc["authorization_servers"], json!(["https://issuer.test"]));
     assert_eq!(doc["scopes_supported"], json!(["mcp", "calc"]));
     assert_eq!(get(&format!("{}/.well-known/oauth-protected-resource", gw.base)).await.expect("PRM").status, 200);
+    // A virtual server is a protected resource of its own, and its challenges say so.
+    let prm = get(&format!("{}/.well-known/oauth-protected-resource/mcp/text", gw.base)).await.expect("PRM");
+    assert_eq!(prm.json()["resource"], "https://gw.test/mcp/text");
+    let r = rpc(&format!("{}/mcp/text", gw.base), "tools/list", json!({})).await;
+    assert_eq!(r.status, 401);
+    let challenge = r.headers.get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    assert!(challenge.contains("resource_metadata=\"https://gw.test/.well-known/oauth-protected-resource/mcp/text\""), "{challenge}");
+    assert_eq!(get(&format!("{}/.well-known/oauth-protected-resource/mcp/nope", gw.base)).await.expect("PRM").status, 404);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -385,3 +385,10 @@ pub async fn tool_names(url: &str) -> Vec<String> {
         .map(|t| t["name"].as_str().unwrap_or_default().to_string())
         .collect()
 }
+
+/// Writes `config` as `gateway.toml` in a new temporary directory (kept while the value lives).
+pub fn write_config(config: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("gateway.toml"), config).expect("write");
+    dir
+}

@@ -148,12 +148,6 @@ async fn legacy_upstreams_serve_modern_and_legacy_clients() {
     assert!(table.lines().any(|l| l.starts_with("calc ") && l.contains("modern (2026-07-28)")), "{table}");
 }
 
-fn write_config(config: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("gateway.toml"), config).expect("write");
-    dir
-}
-
 async fn initialize(url: &str) -> String {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
     let r =

@@ -8,6 +8,7 @@ mod chaos;
 mod cli;
 mod conformance;
 mod edge;
+mod endpoints;
 mod input;
 mod interop;
 mod legacy;
