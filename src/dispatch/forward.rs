@@ -37,17 +37,15 @@ fn string_param(req: &Request, key: &str) -> Result<String, RpcError> {
 /// (so that it can ask for them), or `None` when that is not why the item is out of view. An
 /// item the grants deny still answers exactly like a missing one.
 fn needs_scope(gw: &Gateway, req: &Request, kind: Kind, name: &str) -> Option<RpcError> {
-    let needed = gw.auth().scopes_for(kind, name);
-    if needed.is_empty() || req.caller.has_scopes(&needed) {
-        return None;
-    }
     let id_of = |i: usize| gw.upstream_id(i);
     let cat = gw.catalog_for(&req.caller);
-    let exists = match kind {
-        Kind::Resource => route_uri_with(gw, &req.caller, &req.caller.grants.ignoring_scopes(), name).is_some(),
-        _ => view::find(&cat, kind, name, &req.caller.grants.ignoring_scopes(), &id_of).is_some(),
-    };
-    if !exists {
+    // Scopes are configured on catalogue names, whatever name an endpoint presents.
+    let canonical = match kind {
+        Kind::Resource => route_uri_with(gw, &req.caller, &req.caller.grants.ignoring_scopes(), name).map(|_| name.to_string()),
+        _ => view::find(&cat, kind, name, &req.caller.grants.ignoring_scopes(), &id_of).map(|e| e.policy_name().to_string()),
+    }?;
+    let needed = gw.auth().scopes_for(kind, &canonical);
+    if needed.is_empty() || req.caller.has_scopes(&needed) {
         return None;
     }
     refuse(gw, req, name, "insufficient_scope");
@@ -163,7 +161,9 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
         refuse(gw, &req, &name, "unknown_or_denied");
         return Reply::error(RpcError::unknown_tool(&name));
     };
-    for (index, limit) in gw.config().rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, &name)) {
+    // Rate limits are configured on catalogue names, whatever name an endpoint presents.
+    let canonical = tool.policy_name();
+    for (index, limit) in gw.config().rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, canonical)) {
         if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate) {
             refuse(gw, &req, &name, "rate_limited");
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));

@@ -22,7 +22,8 @@ fn config(py: &str, chg: &str, callers: bool) -> String {
         format!(
             "[auth]\nmode = \"api_key\"\n\n\
              [[caller]]\nid = \"all\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
-             [[caller]]\nid = \"nosql\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\ndeny = [\"py__execute_sql\"]\n\n",
+             [[caller]]\nid = \"nosql\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\ndeny = [\"py__execute_sql\"]\n\n\
+             [[rate_limit]]\ntools = \"py__execute_sql\"\nlimit = \"1/s\"\n\n",
             crate::callers::hash("all-key"),
             crate::callers::hash("nosql-key"),
         )
@@ -80,6 +81,8 @@ async fn endpoints_present_curated_views_that_compose_with_policy() {
     // and the mirrored header carries it too).
     assert_eq!(text_of(&call_as(&dev, "all-key", "say", json!({})).await), "hello from dev");
     assert_eq!(text_of(&call_as(&dev, "all-key", "query_eu", json!({ "sql": "select 1" })).await), "region=eu header=eu at=alpha");
+    let limited = call_as(&dev, "all-key", "query_eu", json!({ "sql": "select 2" })).await;
+    assert_eq!(limited["error"]["code"], 429, "rate limits apply by the catalogue name: {limited}");
     let forced = call_as(&dev, "all-key", "say", json!({ "text": "something else" })).await;
     assert_eq!(forced["error"]["code"], -32602, "a fixed argument cannot be passed: {forced}");
     for (url, name) in [(&dev, "py__echo"), (&support, "say"), (&support, "py__echo")] {
