@@ -81,7 +81,10 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(bin.exists(), "{} is missing: run `cargo build --release` first", bin.display());
     let dir = tempfile::tempdir()?;
     let config = dir.path().join("gateway.toml");
-    std::fs::write(&config, "[[upstream]]\nid = \"dyn\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"dynamic\"]\n")?;
+    std::fs::write(
+        &config,
+        "[server]\nmax_streams_per_caller = 1000000\n\n[[upstream]]\nid = \"dyn\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"dynamic\"]\n",
+    )?;
     let mut gw = Command::new(&bin)
         .args(["run", "-c"])
         .arg(&config)

@@ -49,6 +49,7 @@ pub struct ServerSection {
     pub max_connections: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub max_in_flight_per_caller: Option<usize>,
+    pub max_streams_per_caller: Option<usize>,
     pub ready_when: Option<super::ReadyWhen>,
     #[serde(default)]
     pub metrics_public: bool,

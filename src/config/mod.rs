@@ -65,6 +65,8 @@ pub struct ServerConfig {
     /// Requests in progress, in total (then 503) and per caller (then 429).
     pub max_in_flight: usize,
     pub max_in_flight_per_caller: usize,
+    /// The most change streams (listen, legacy GET) one caller may hold open.
+    pub max_streams_per_caller: usize,
     /// What `/readyz` needs: any upstream ready, or all of them.
     pub ready_when: ReadyWhen,
     /// `/metrics` answers every client, not only loopback ones.
@@ -250,6 +252,7 @@ impl Config {
             max_connections: s.max_connections.unwrap_or(10_000).max(1),
             max_in_flight: s.max_in_flight.unwrap_or(1024).max(1),
             max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),
+            max_streams_per_caller: s.max_streams_per_caller.unwrap_or(crate::dispatch::fanout::MAX_STREAMS_PER_CALLER).max(1),
             ready_when: s.ready_when.unwrap_or_default(),
             metrics_public: s.metrics_public,
             watch_config: s.watch_config,

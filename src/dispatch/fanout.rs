@@ -94,9 +94,12 @@ pub struct Hub {
     pub follows: Notify,
     /// Open subscriptions per caller id.
     per_caller: DashMap<String, usize>,
+    /// The most one caller may hold (`[server] max_streams_per_caller`).
+    limit: std::sync::atomic::AtomicUsize,
 }
 
-/// The most change streams one caller may hold open, and URIs one subscription may follow.
+/// The default of the most change streams one caller may hold open, and the most URIs one
+/// subscription may follow.
 pub const MAX_STREAMS_PER_CALLER: usize = 64;
 pub const MAX_FOLLOWED: usize = 64;
 
@@ -110,15 +113,26 @@ pub struct Subscription {
 
 impl Hub {
     pub fn new(debounce: Duration) -> Arc<Hub> {
-        Arc::new(Hub { subs: DashMap::new(), next: AtomicU64::new(1), debounce, follows: Notify::new(), per_caller: DashMap::new() })
+        Arc::new(Hub {
+            subs: DashMap::new(),
+            next: AtomicU64::new(1),
+            debounce,
+            follows: Notify::new(),
+            per_caller: DashMap::new(),
+            limit: MAX_STREAMS_PER_CALLER.into(),
+        })
     }
 
-    /// Registers a subscription; `None` when the caller already holds
-    /// [`MAX_STREAMS_PER_CALLER`] of them.
+    /// Sets the most change streams one caller may hold open (a reload may change it).
+    pub fn set_limit(&self, per_caller: usize) {
+        self.limit.store(per_caller.max(1), Ordering::Relaxed);
+    }
+
+    /// Registers a subscription; `None` when the caller already holds as many as the limit.
     pub fn subscribe(self: &Arc<Self>, caller: Arc<Principal>, filter: Filter, uris: UriSet) -> Option<Subscription> {
         {
             let mut n = self.per_caller.entry(caller.id.clone()).or_insert(0);
-            if *n >= MAX_STREAMS_PER_CALLER {
+            if *n >= self.limit.load(Ordering::Relaxed) {
                 return None;
             }
             *n += 1;

@@ -80,6 +80,7 @@ impl Gateway {
         let ids = upstreams.iter().map(|u| leak(u.id())).collect();
         let auth = Authenticator::new(&config, client.clone())?;
         let hub = Hub::new(config.catalog.debounce);
+        hub.set_limit(config.server.max_streams_per_caller);
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), config.server.token_key_file.as_deref())?);
         Ok(Arc::new(Gateway {
             config: ArcSwap::from_pointee(config),

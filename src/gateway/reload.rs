@@ -99,6 +99,7 @@ impl Gateway {
         // Open subscriptions were judged by the old callers and policy: they end gracefully and
         // are judged by the new rules when their clients listen again.
         let new_cfg = self.config();
+        self.hub.set_limit(new_cfg.server.max_streams_per_caller);
         // So do those of a virtual server whose definition changed (or that is gone).
         if format!("{:?}{:?}", old.callers, old.auth) != format!("{:?}{:?}", new_cfg.callers, new_cfg.auth)
             || old.endpoints != new_cfg.endpoints
