@@ -42,7 +42,11 @@ pub fn refused(caller: &str, endpoint: &str, method: &str, item: &str, outcome: 
 
 /// A client-controlled value made safe for a log line: control characters escaped (so no value
 /// can start a forged line), at most 200 characters.
-pub fn clean(s: &str) -> String {
+pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+    // The common case (a short, plain name) is logged as it is, without a copy.
+    if s.len() <= 200 && !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
     let mut out = String::with_capacity(s.len().min(200));
     for (i, c) in s.chars().enumerate() {
         if i == 200 {
@@ -51,7 +55,7 @@ pub fn clean(s: &str) -> String {
         }
         if c.is_control() { out.extend(c.escape_default()) } else { out.push(c) }
     }
-    out
+    std::borrow::Cow::Owned(out)
 }
 
 /// The audit line of one forwarded call: written by [`Pending::finish`] with the final outcome,

@@ -20,6 +20,9 @@ struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Worker threads of the async runtime (default: one per CPU core).
+    #[arg(long, global = true, env = "MCPGATE_WORKER_THREADS", value_name = "N")]
+    worker_threads: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -102,13 +105,17 @@ enum Command {
 
 /// Logs on stderr (text or JSON, filtered by `MCPGATE_LOG`) and, in a build with `--features
 /// otlp` when `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` is set, spans exported over OTLP.
-fn init_logging(format: LogFormat, runtime: &tokio::runtime::Handle) -> Option<Telemetry> {
+fn init_logging(
+    format: LogFormat,
+    runtime: &tokio::runtime::Handle,
+    writer: mcpgate::telemetry::logwriter::LogWriter,
+) -> Option<Telemetry> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_from_env("MCPGATE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(ansi);
     let fmt = match format {
         LogFormat::Text => fmt.boxed(),
         LogFormat::Json => fmt.json().boxed(),
@@ -158,29 +165,38 @@ type Telemetry = std::convert::Infallible;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = cli.worker_threads {
+        builder.worker_threads(n.max(1));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let telemetry = init_logging(cli.log_format, runtime.handle());
+    // Log lines are written by their own thread (see `telemetry::logwriter`); the guard flushes
+    // them at exit.
+    let (writer, log_guard) = mcpgate::telemetry::logwriter::start(std::io::stderr());
+    let telemetry = init_logging(cli.log_format, runtime.handle(), writer);
     raise_open_files_limit();
-    let code = match runtime.block_on(run(cli.command)) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(2)
-        }
-    };
+    let result = runtime.block_on(run(cli.command));
     #[cfg(feature = "otlp")]
     if let Some(export) = telemetry {
         export.shutdown();
     }
     #[cfg(not(feature = "otlp"))]
     let _ = telemetry;
-    code
+    // The queued log lines come before the final error, as they happened.
+    drop(log_guard);
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// The open-files limit in effect (0: unknown).

@@ -4,6 +4,7 @@
 //! catalogue size, open change streams, requests in progress and open connections. Labels never
 //! carry tool names or callers, only methods, upstream ids and fixed reasons.
 
+pub mod logwriter;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 
@@ -102,6 +103,7 @@ pub struct Metrics {
     up: Family<UpstreamId, Gauge>,
     items: Family<KindLabel, Gauge>,
     stale: Family<UpstreamId, Counter>,
+    log_dropped: Counter,
     streams: Gauge,
     in_flight: Gauge,
     connections: Gauge,
@@ -121,17 +123,19 @@ impl Default for Metrics {
         let up = Family::<UpstreamId, Gauge>::default();
         let items = Family::<KindLabel, Gauge>::default();
         let stale = Family::<UpstreamId, Counter>::default();
+        let log_dropped = Counter::default();
         let (streams, in_flight, connections) = (Gauge::default(), Gauge::default(), Gauge::default());
         registry.register("calls", "Requests forwarded to an upstream, by method, upstream and outcome", calls.clone());
         registry.register("call_duration_seconds", "Time to the final answer of forwarded requests", latency.clone());
         registry.register("refused", "Requests refused before reaching an upstream, by reason", refused.clone());
         registry.register("upstream_up", "1 when the upstream answered its last probe", up.clone());
         registry.register("catalog_items", "Items served, by kind", items.clone());
+        registry.register("log_lines_dropped", "Log lines dropped because the log writer could not keep up", log_dropped.clone());
         registry.register("stale_lists", "Lists an upstream could not re-read, served from its previous answer", stale.clone());
         registry.register("change_streams", "Open change streams (listen and legacy GET streams)", streams.clone());
         registry.register("requests_in_flight", "Requests in progress at the edge", in_flight.clone());
         registry.register("connections", "Open client connections", connections.clone());
-        Metrics { registry, calls, latency, refused, up, items, stale, streams, in_flight, connections }
+        Metrics { registry, calls, latency, refused, up, items, stale, log_dropped, streams, in_flight, connections }
     }
 }
 
@@ -176,6 +180,10 @@ impl Metrics {
         }
         for (kind, n) in &now.catalog {
             self.items.get_or_create(&KindLabel { kind: kind.to_string() }).set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        let dropped = logwriter::dropped();
+        if dropped > self.log_dropped.get() {
+            self.log_dropped.inc_by(dropped - self.log_dropped.get());
         }
         let gauge = |g: &Gauge, n: usize| g.set(i64::try_from(n).unwrap_or(i64::MAX));
         gauge(&self.streams, now.streams);

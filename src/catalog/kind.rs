@@ -2,7 +2,7 @@
 //! protocol names that belong to each: the list method and result member, the member that
 //! identifies an item, the capability that declares the kind and its change notification.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     Tool,
     Prompt,

@@ -15,6 +15,16 @@ use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+/// Per list and set of grants, the indices of the entries those grants may see.
+pub(crate) type ViewMemo = HashMap<(Kind, crate::policy::Grants), std::sync::Arc<Vec<usize>>>;
+
+/// The root `type` of a schema, read without reading the rest.
+#[derive(serde::Deserialize)]
+struct SchemaRoot<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<&'a str>,
+}
+
 /// One upstream's contribution to a rebuild.
 pub struct UpstreamLists<'a> {
     pub upstream: usize,
@@ -120,6 +130,9 @@ pub struct Catalog {
     pub owners: Vec<UriOwner>,
     /// Per kind: the fingerprint of the list's names (what pagination cursors are bound to).
     pub fingerprints: [u64; 4],
+    /// What each set of grants may see of each list (indices into the section), computed once
+    /// per snapshot: callers with the same rules share it (see `policy::view::visible`).
+    pub(crate) views: std::sync::Mutex<ViewMemo>,
 }
 
 impl Catalog {
@@ -243,19 +256,26 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
         ));
     }
     let headers = if kind == Kind::Tool {
-        match obj.parse::<Value>("inputSchema") {
+        match obj.get("inputSchema").map(|s| (s, s.parse::<SchemaRoot>())) {
             // Arguments are always an object, so the schema must say so at its root.
-            Some(Ok(schema)) if schema.get("type").and_then(Value::as_str) == Some("object") => {
-                xheader::plan(&schema).map_err(|reason| problem(&original, format!("invalid x-mcp-header annotation: {reason}")))?
+            Some((schema, Ok(SchemaRoot { kind: Some("object") }))) => {
+                // Only a schema that mentions the annotation is read whole (a catalogue of
+                // thousands of tools is rebuilt on every change).
+                if schema.get().contains("x-mcp-header") {
+                    let schema: Value = schema.parse().map_err(|e| problem(&original, format!("the inputSchema cannot be read: {e}")))?;
+                    xheader::plan(&schema).map_err(|reason| problem(&original, format!("invalid x-mcp-header annotation: {reason}")))?
+                } else {
+                    Vec::new()
+                }
             }
-            Some(Ok(_)) => {
+            Some(_) => {
                 return Err(problem(
                     &original,
                     "the tool's \"inputSchema\" is not an object schema (\"type\": \"object\" at its root)".into(),
                 ));
             }
-            Some(Err(_)) | None => {
-                return Err(problem(&original, "the tool has no valid \"inputSchema\"".into()));
+            None => {
+                return Err(problem(&original, "the tool has no \"inputSchema\"".into()));
             }
         }
     } else {

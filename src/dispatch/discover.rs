@@ -7,7 +7,7 @@
 use super::Request;
 use crate::catalog::Kind;
 use crate::gateway::Gateway;
-use crate::policy::{self, view};
+use crate::policy::view;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::{SUPPORTED_VERSIONS, keys};
@@ -29,9 +29,7 @@ fn usable(gw: &Gateway, req: &Request, index: usize) -> bool {
     }
     let cat = gw.catalog_for(&req.caller);
     let id_of = |i: usize| gw.upstream_id(i);
-    Kind::ALL.iter().any(|&kind| {
-        cat.section(kind).entries.iter().any(|e| e.upstream == index && policy::allows(&req.caller.grants, &view::item(kind, e, &id_of)))
-    })
+    Kind::ALL.iter().any(|&kind| view::visible(&cat, kind, &req.caller.grants, &id_of).iter().any(|e| e.upstream == index))
 }
 
 /// Whether an upstream that is up and that the caller may use declares capability `cap` (what

@@ -169,10 +169,17 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
         }
     }
-    let args: Value = match req.params.parse::<Value>("arguments") {
+    // The arguments are read only when something depends on their values: mirrored headers
+    // (and the routing they drive), `Mcp-Param-*` headers to check, or fixed arguments.
+    // Otherwise they pass through unread, once their shape is known to be an object.
+    let needs_values = !tool.headers.is_empty() || !tool.fixed.is_empty() || req.param_headers.as_ref().is_some_and(|h| !h.is_empty());
+    let args: Value = match req.params.get("arguments") {
         None => Value::Object(Default::default()),
-        Some(Ok(v @ (Value::Object(_) | Value::Null))) => v,
-        Some(_) => return Reply::error(RpcError::invalid_params("tools/call arguments must be an object")),
+        Some(raw) if !needs_values && (raw.get().starts_with('{') || raw.get() == "null") => Value::Null,
+        Some(raw) => match raw.parse::<Value>() {
+            Ok(v @ (Value::Object(_) | Value::Null)) => v,
+            _ => return Reply::error(RpcError::invalid_params("tools/call arguments must be an object")),
+        },
     };
     if let Some(fixed) = tool.fixed.keys().find(|k| args.get(k.as_str()).is_some()) {
         return Reply::error(RpcError::invalid_params(format!("Argument '{fixed}' of {name} is fixed on this endpoint: leave it out")));

@@ -23,7 +23,7 @@ pub struct Item<'a> {
     pub upstream: &'a str,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Pattern {
     Name(String),
     Upstream(String),
@@ -47,7 +47,7 @@ impl Pattern {
 
 /// What one authenticated caller may use: the merged rules of every `[[caller]]` it matches.
 /// `unrestricted` is for deployments without any `[[caller]]` (no policy configured).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Grants {
     unrestricted: bool,
     allow: Vec<Pattern>,

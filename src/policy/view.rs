@@ -10,9 +10,33 @@ pub fn item<'a>(kind: Kind, e: &'a Entry, upstream_id: &'a dyn Fn(usize) -> &'a 
     Item { kind, name: e.policy_name(), upstream: upstream_id(e.upstream) }
 }
 
-/// The entries of `kind` the caller may see, in catalogue order.
+/// How many distinct sets of grants a snapshot remembers the views of (more are computed each time).
+const REMEMBERED: usize = 512;
+
+/// The entries of `kind` the caller may see, in catalogue order. The decision is taken once per
+/// catalogue snapshot for each set of grants (a list of 10,000 tools under a policy of globs
+/// is then a lookup, not 10,000 × patterns matches); unrestricted grants need none.
 pub fn visible<'a>(cat: &'a Catalog, kind: Kind, grants: &Grants, upstream_id: &'a dyn Fn(usize) -> &'a str) -> Vec<&'a Entry> {
-    cat.section(kind).entries.iter().filter(|e| allows(grants, &item(kind, e, upstream_id))).collect()
+    let entries = &cat.section(kind).entries;
+    if grants.is_unrestricted() {
+        return entries.iter().collect();
+    }
+    let key = (kind, grants.clone());
+    let known = crate::sync::lock(&cat.views).get(&key).cloned();
+    let indices = match known {
+        Some(i) => i,
+        None => {
+            let computed: std::sync::Arc<Vec<usize>> =
+                std::sync::Arc::new((0..entries.len()).filter(|&i| allows(grants, &item(kind, &entries[i], upstream_id))).collect());
+            let mut views = crate::sync::lock(&cat.views);
+            if views.len() >= REMEMBERED {
+                views.clear();
+            }
+            views.insert(key, computed.clone());
+            computed
+        }
+    };
+    indices.iter().filter_map(|&i| entries.get(i)).collect()
 }
 
 /// The entry `name` of `kind`, if it exists and the caller may use it.
