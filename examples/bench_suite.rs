@@ -78,8 +78,15 @@ fn gateway(dir: &Path, config: &str, name: &str) -> anyhow::Result<(Proc, u16, D
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n\n{config}"))?;
     let started = Instant::now();
-    let child =
-        Command::new(release_dir()?.join("mcpgate")).args(["run", "-c"]).arg(&path).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+    // Its log goes to a file, as a deployed gateway's would (and to look at after a run).
+    let log = std::fs::File::create(dir.join(format!("{name}.log")))?;
+    let child = Command::new(release_dir()?.join("mcpgate"))
+        .args(["run", "-c"])
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()?;
     let proc = Proc(child);
     loop {
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {

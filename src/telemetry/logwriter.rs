@@ -39,33 +39,30 @@ pub fn start(out: impl Write + Send + 'static) -> (LogWriter, LogGuard) {
     (LogWriter { tx: tx.clone() }, LogGuard { tx: Some(tx), thread })
 }
 
-/// How long a written line may wait in the buffer before it reaches stderr: lines that come in a
-/// burst go out in one write instead of one each.
+/// How often the writer takes the queued lines: a line waits at most this long. The writer
+/// sleeps in between instead of waiting on the queue, so logging a line never wakes a thread
+/// (on a busy gateway, a wake-up per line cost more than formatting it).
 const FLUSH_EVERY: Duration = Duration::from_millis(20);
 
 fn write_all(rx: Receiver<Vec<u8>>, out: impl Write) {
-    use std::sync::mpsc::RecvTimeoutError;
+    use std::sync::mpsc::TryRecvError;
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
-    let mut since: Option<std::time::Instant> = None;
     loop {
-        let got = match since {
-            Some(t) => rx.recv_timeout(FLUSH_EVERY.saturating_sub(t.elapsed())),
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match got {
-            Ok(line) => {
-                let _ = out.write_all(&line);
-                since.get_or_insert_with(std::time::Instant::now);
+        std::thread::sleep(FLUSH_EVERY);
+        loop {
+            match rx.try_recv() {
+                Ok(line) => {
+                    let _ = out.write_all(&line);
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    let _ = out.flush();
+                    return;
+                }
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
         }
-        if since.is_some_and(|t| t.elapsed() >= FLUSH_EVERY) {
-            let _ = out.flush();
-            since = None;
-        }
+        let _ = out.flush();
     }
-    let _ = out.flush();
 }
 
 impl Drop for LogGuard {
