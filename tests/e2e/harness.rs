@@ -54,7 +54,10 @@ impl Proc {
         let _ = self.child.wait();
     }
 
+    /// What the process has logged so far. The gateway writes its log every 20 ms (see
+    /// `telemetry::logwriter`), so this first waits long enough for what was logged to arrive.
     pub fn log(&self) -> String {
+        std::thread::sleep(std::time::Duration::from_millis(60));
         self.stderr.lock().map(|l| l.join("\n")).unwrap_or_default()
     }
 }
