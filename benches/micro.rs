@@ -4,14 +4,14 @@
 //! checks that they work and asserts no timings. divan also counts allocations per iteration
 //! (`AllocProfiler`), the figure to watch on a noisy 2-core machine.
 
+#[path = "support/synthetic.rs"]
+mod synthetic;
+
 use bytes::Bytes;
 use mcpgate::catalog::Kind;
-use mcpgate::catalog::merge::{Naming, UpstreamLists, build};
-use mcpgate::catalog::names::NamePolicy;
 use mcpgate::policy::{Grants, view};
 use mcpgate::protocol::jsonrpc::Message;
 use mcpgate::protocol::{headers, meta};
-use serde_json::value::RawValue;
 
 #[global_allocator]
 static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
@@ -46,32 +46,9 @@ fn header_codec() -> usize {
 
 #[divan::bench(args = [false, true])]
 fn policy_view_of_10000_tools(bencher: divan::Bencher, remembered: bool) {
-    let tools: Vec<Vec<Box<RawValue>>> = (0..100)
-        .map(|_| {
-            (0..100)
-                .map(|t| RawValue::from_string(format!(r#"{{"name":"t{t}","inputSchema":{{"type":"object"}}}}"#)).expect("raw"))
-                .collect()
-        })
-        .collect();
-    let ids: Vec<String> = (0..100).map(|i| format!("u{i}")).collect();
-    let inputs: Vec<UpstreamLists> = tools
-        .iter()
-        .enumerate()
-        .map(|(i, t)| UpstreamLists {
-            upstream: i,
-            id: &ids[i],
-            prefix: &ids[i],
-            items: [t, &[], &[], &[]],
-            ttl_ms: [Some(0); 4],
-            listed_at: None,
-            private: [false; 4],
-            has_resources: false,
-            rename: &[],
-        })
-        .collect();
-    let spaces: Vec<(usize, String)> = ids.iter().cloned().enumerate().collect();
-    let policy = NamePolicy::default();
-    let cat = build(&inputs, &Naming { policy: &policy, namespaces: &spaces });
+    let synthetic = synthetic::Synthetic::new(100, 100).expect("tools");
+    let cat = synthetic.build();
+    let ids = &synthetic.ids;
     let globs: Vec<String> = (0..100).map(|i| format!("u{i}__t{}*", i % 10)).collect();
     let allow: Vec<&str> = globs.iter().map(String::as_str).collect();
     let grants = Grants::from_patterns(&allow, &["*__t99"]);

@@ -14,6 +14,9 @@
 //!
 //!     bench/run [--seconds S] [--streams N] [--json PATH]
 
+#[path = "../benches/support/synthetic.rs"]
+mod synthetic;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
@@ -360,36 +363,10 @@ async fn main() -> anyhow::Result<()> {
 /// The catalogue rebuild for 100 upstreams × 100 tools, as the gateway does it after one
 /// upstream's list changes (the merge of every upstream's lists), averaged over 20 runs.
 fn rebuild_ms() -> anyhow::Result<f64> {
-    use mcpgate::catalog::merge::{Naming, UpstreamLists, build};
-    let tools: Vec<Vec<Box<serde_json::value::RawValue>>> = (0..100)
-        .map(|_| {
-            (0..100)
-                .map(|t| serde_json::value::RawValue::from_string(format!(r#"{{"name":"t{t}","description":"Benchmark tool.","inputSchema":{{"type":"object","properties":{{"text":{{"type":"string"}}}}}}}}"#)))
-                .collect::<Result<_, _>>()
-        })
-        .collect::<Result<_, _>>()?;
-    let ids: Vec<String> = (0..100).map(|i| format!("u{i}")).collect();
-    let inputs: Vec<UpstreamLists> = tools
-        .iter()
-        .enumerate()
-        .map(|(i, t)| UpstreamLists {
-            upstream: i,
-            id: &ids[i],
-            prefix: &ids[i],
-            items: [t, &[], &[], &[]],
-            ttl_ms: [Some(0); 4],
-            listed_at: None,
-            private: [false; 4],
-            has_resources: false,
-            rename: &[],
-        })
-        .collect();
-    let spaces: Vec<(usize, String)> = ids.iter().cloned().enumerate().collect();
-    let policy = mcpgate::catalog::names::NamePolicy::default();
-    let naming = Naming { policy: &policy, namespaces: &spaces };
+    let synthetic = synthetic::Synthetic::new(100, 100)?;
     let started = Instant::now();
     for _ in 0..20 {
-        let cat = build(&inputs, &naming);
+        let cat = synthetic.build();
         anyhow::ensure!(cat.tools().len() == 10_000, "built {} tools", cat.tools().len());
     }
     Ok(started.elapsed().as_secs_f64() * 1000.0 / 20.0)
