@@ -15,8 +15,9 @@ use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// Per list and set of grants, the indices of the entries those grants may see.
-pub(crate) type ViewMemo = HashMap<(Kind, crate::policy::Grants), std::sync::Arc<Vec<usize>>>;
+/// Per list and hash of a set of grants, those grants and the indices of the entries they may see
+/// (kept with the grants, so that a lookup compares instead of cloning them).
+pub(crate) type ViewMemo = HashMap<(Kind, u64), Vec<(crate::policy::Grants, std::sync::Arc<Vec<usize>>)>>;
 
 /// The root `type` of a schema, read without reading the rest.
 #[derive(serde::Deserialize)]

@@ -55,7 +55,8 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
         keys::SERVER_INFO,
         super::discover::server_info()
     ));
-    match Json::from_string(body) {
+    // invariant: built from the entries' JSON and JSON the gateway writes, so only UTF-8 is checked.
+    match Json::from_utf8(body.into_bytes()).ok_or("not UTF-8") {
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(format!("cannot render {}: {e}", kind.list_key()))),
     }

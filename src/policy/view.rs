@@ -21,8 +21,14 @@ pub fn visible<'a>(cat: &'a Catalog, kind: Kind, grants: &Grants, upstream_id: &
     if grants.is_unrestricted() {
         return entries.iter().collect();
     }
-    let key = (kind, grants.clone());
-    let known = crate::sync::lock(&cat.views).get(&key).cloned();
+    let hash = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        grants.hash(&mut h);
+        h.finish()
+    };
+    let key = (kind, hash);
+    let known = crate::sync::lock(&cat.views).get(&key).and_then(|v| v.iter().find(|(g, _)| g == grants).map(|(_, i)| i.clone()));
     let indices = match known {
         Some(i) => i,
         None => {
@@ -32,7 +38,7 @@ pub fn visible<'a>(cat: &'a Catalog, kind: Kind, grants: &Grants, upstream_id: &
             if views.len() >= REMEMBERED {
                 views.clear();
             }
-            views.insert(key, computed.clone());
+            views.entry(key).or_default().push((grants.clone(), computed.clone()));
             computed
         }
     };
