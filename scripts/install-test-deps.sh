@@ -6,6 +6,8 @@
 #   .work/npm          @modelcontextprotocol/server-everything
 #   .work/conformance  @modelcontextprotocol/conformance (2026-07-28 scenarios)
 #   .work/node22       npm package "node" (a real Node 22 binary; the conformance CLI needs Node >= 22)
+#   redis-server       Debian's package (the multi-replica tests share state through it); installed
+#                      with apt-get when missing and running as root, else the script says what to run
 #
 # Every version is pinned. Each component has a stamp file holding its pinned versions, so a
 # second run is a no-op (< 1 s) and a version bump in this file reinstalls just that component.
@@ -122,6 +124,23 @@ else
   stamp_write "$NODE_DIR" "$NODE22_PKG before=$NPM_BEFORE"
 fi
 
+# ---- 5. redis-server (Debian) -----------------------------------------------------------------
+STEP="redis-server"
+REDIS_BIN="$(command -v redis-server || true)"
+if [[ -z "$REDIS_BIN" ]]; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    log "apt-get install redis-server"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends redis-server >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null && apt-get install -y --no-install-recommends redis-server >/dev/null; } \
+      || die "apt-get install redis-server failed"
+    REDIS_BIN="$(command -v redis-server)" || die "redis-server not found after apt-get install"
+  else
+    die "redis-server is not installed: run 'sudo apt-get install redis-server' (Debian/Ubuntu) and run this again"
+  fi
+fi
+log "redis:       $REDIS_BIN ($("$REDIS_BIN" --version | cut -d' ' -f3))"
+
 # ---- summary ---------------------------------------------------------------------------------
 STEP="writing summary"
 EVERYTHING_JS="$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -132,6 +151,7 @@ export MCPGATE_VENV_PYTHON="$VENV/bin/python"
 export MCPGATE_NODE22="$NODE22_BIN"
 export MCPGATE_CONFORMANCE_JS="$CONFORMANCE_JS"
 export MCPGATE_EVERYTHING_JS="$EVERYTHING_JS"
+export MCPGATE_REDIS_SERVER="$REDIS_BIN"
 ENV
 log "python:      $VENV/bin/python ($("$VENV/bin/python" --version 2>&1))"
 log "node22:      $NODE22_BIN ($("$NODE22_BIN" --version))"

@@ -415,7 +415,21 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
         tracing::info!(tools = cat.tools().len(), problems = cat.problems.len(), "catalogue ready");
         refresher.spawn_maintenance();
     });
-    let legacy = Arc::new(LegacyState::new(gw.sealer.clone(), server_cfg.session_ttl));
+    let legacy = Arc::new(LegacyState::new(gw.sealer.clone(), server_cfg.session_ttl).with_cluster(gw.cluster.clone()));
+    if let Some(cluster) = gw.cluster.clone() {
+        tracing::info!(
+            redis = %cluster.config().redacted_url(),
+            limits = cluster.config().on_redis_error.as_str(),
+            sessions = cluster.config().sessions_on_redis_error.as_str(),
+            "cluster: rate limits and session endings are shared through Redis (on Redis errors: limits fail {}, sessions fail {})",
+            cluster.config().on_redis_error.as_str(),
+            cluster.config().sessions_on_redis_error.as_str()
+        );
+        gw.tasks.spawn(async move {
+            let _ = cluster.ping().await;
+        });
+        gw.tasks.spawn(legacy.clone().follow_endings(gw.tasks.token()));
+    }
     let auth = Some(gw.auth());
     reload_on_signal_or_change(gw.clone(), source);
     let tasks = gw.tasks.clone();

@@ -1,12 +1,20 @@
 //! Token-bucket rate limiting keyed by caller (and by caller and tool pattern): each bucket
 //! holds up to `count` tokens and refills at `count` per `per`; a request takes one token or is
-//! refused with the time until one is available. Buckets of idle callers are dropped.
+//! refused with the time until one is available. Buckets of idle callers are dropped. With
+//! `[cluster]`, buckets live in Redis and hold across replicas; while Redis does not answer, a
+//! limit that fails open falls back to this replica's own bucket and one that fails closed
+//! refuses.
 
+use crate::cluster::Cluster;
+use crate::config::cluster::FailMode;
 use crate::config::limits::Rate;
 use crate::sync::lock;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How long a request refused because the shared store is down is told to wait.
+const STORE_DOWN_RETRY: Duration = Duration::from_secs(1);
 
 const MAX_BUCKETS: usize = 100_000;
 
@@ -18,12 +26,29 @@ struct Bucket {
 #[derive(Default)]
 pub struct Limiter {
     buckets: Mutex<HashMap<String, Bucket>>,
+    cluster: Option<Arc<Cluster>>,
 }
 
 impl Limiter {
+    /// A limiter whose buckets live in `cluster`'s Redis when given.
+    pub fn new(cluster: Option<Arc<Cluster>>) -> Self {
+        Limiter { buckets: Mutex::default(), cluster }
+    }
+
     /// Takes one token from `key`'s bucket, or says how long until one is free.
-    pub fn check(&self, key: &str, rate: Rate) -> Result<(), Duration> {
-        self.check_at(key, rate, Instant::now())
+    pub async fn check(&self, key: &str, rate: Rate) -> Result<(), Duration> {
+        let Some(cluster) = &self.cluster else { return self.check_at(key, rate, Instant::now()) };
+        match cluster.take(key, rate).await {
+            Ok(decision) => decision,
+            Err(_) => {
+                let mode = rate.on_redis_error.unwrap_or(cluster.config().on_redis_error);
+                cluster.failed(mode);
+                match mode {
+                    FailMode::Open => self.check_at(key, rate, Instant::now()),
+                    FailMode::Closed => Err(STORE_DOWN_RETRY),
+                }
+            }
+        }
     }
 
     fn check_at(&self, key: &str, rate: Rate, now: Instant) -> Result<(), Duration> {
@@ -53,7 +78,7 @@ mod tests {
     #[test]
     fn bursts_are_refused_then_recover() {
         let l = Limiter::default();
-        let rate = Rate { count: 3, per: Duration::from_secs(1) };
+        let rate = Rate { count: 3, per: Duration::from_secs(1), on_redis_error: None };
         let t0 = Instant::now();
         for _ in 0..3 {
             assert!(l.check_at("alice", rate, t0).is_ok());

@@ -93,6 +93,8 @@ pub struct Snapshot {
     /// Items served per kind label.
     pub catalog: Vec<(&'static str, usize)>,
     pub streams: usize,
+    /// Shared state on Redis, when `[cluster]` is configured.
+    pub cluster: Option<crate::cluster::ClusterStats>,
 }
 
 pub struct Metrics {
@@ -107,6 +109,14 @@ pub struct Metrics {
     streams: Gauge,
     in_flight: Gauge,
     connections: Gauge,
+    redis_up: Gauge,
+    redis_errors: Counter,
+    redis_fallbacks: Family<FailLabel, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailLabel {
+    mode: String,
 }
 
 fn latency_histogram() -> Histogram {
@@ -135,7 +145,34 @@ impl Default for Metrics {
         registry.register("change_streams", "Open change streams (listen and legacy GET streams)", streams.clone());
         registry.register("requests_in_flight", "Requests in progress at the edge", in_flight.clone());
         registry.register("connections", "Open client connections", connections.clone());
-        Metrics { registry, calls, latency, refused, up, items, stale, log_dropped, streams, in_flight, connections }
+        let (redis_up, redis_errors, redis_fallbacks) = (Gauge::default(), Counter::default(), Family::<FailLabel, Counter>::default());
+        registry.register(
+            "cluster_redis_up",
+            "1 when the last command to the cluster's Redis succeeded ([cluster] only)",
+            redis_up.clone(),
+        );
+        registry.register("cluster_redis_errors", "Redis commands that failed or timed out ([cluster] only)", redis_errors.clone());
+        registry.register(
+            "cluster_fallbacks",
+            "Requests decided without Redis: mode=open used this replica's own bucket, mode=closed refused",
+            redis_fallbacks.clone(),
+        );
+        Metrics {
+            registry,
+            calls,
+            latency,
+            refused,
+            up,
+            items,
+            stale,
+            log_dropped,
+            streams,
+            in_flight,
+            connections,
+            redis_up,
+            redis_errors,
+            redis_fallbacks,
+        }
     }
 }
 
@@ -181,9 +218,12 @@ impl Metrics {
         for (kind, n) in &now.catalog {
             self.items.get_or_create(&KindLabel { kind: kind.to_string() }).set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
-        let dropped = logwriter::dropped();
-        if dropped > self.log_dropped.get() {
-            self.log_dropped.inc_by(dropped - self.log_dropped.get());
+        catch_up(&self.log_dropped, logwriter::dropped());
+        if let Some(c) = now.cluster {
+            self.redis_up.set(i64::from(c.up));
+            catch_up(&self.redis_errors, c.errors);
+            catch_up(&self.redis_fallbacks.get_or_create(&FailLabel { mode: "open".into() }), c.failed_open);
+            catch_up(&self.redis_fallbacks.get_or_create(&FailLabel { mode: "closed".into() }), c.failed_closed);
         }
         let gauge = |g: &Gauge, n: usize| g.set(i64::try_from(n).unwrap_or(i64::MAX));
         gauge(&self.streams, now.streams);
@@ -194,6 +234,14 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// Brings a counter mirrored from elsewhere up to `total`.
+fn catch_up(counter: &Counter, total: u64) {
+    let seen = counter.get();
+    if total > seen {
+        counter.inc_by(total - seen);
     }
 }
 
@@ -208,7 +256,12 @@ mod tests {
         m.refused("rate_limited");
         m.stale_lists("calc", 2);
         let text = m.render(
-            &Snapshot { upstreams: vec![("calc".into(), Some(true)), ("gone".into(), None)], catalog: vec![("tools", 4)], streams: 2 },
+            &Snapshot {
+                upstreams: vec![("calc".into(), Some(true)), ("gone".into(), None)],
+                catalog: vec![("tools", 4)],
+                streams: 2,
+                cluster: None,
+            },
             EdgeStats::default(),
         );
         assert!(text.contains(r#"mcpgate_calls_total{method="tools/call",upstream="calc",endpoint="-",outcome="ok"} 1"#), "{text}");

@@ -2,7 +2,8 @@
 //! wrapped request state later): a JSON payload sealed with AES-256-GCM under a key every replica
 //! shares, bound to its purpose through the AEAD's associated data, with an issue time checked
 //! against a maximum age. A token that was forged, altered, sealed for another purpose, sealed
-//! with another key or is too old does not open.
+//! with another key or is too old does not open. Several keys may be configured for rotation:
+//! the first seals, every one opens.
 
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
@@ -24,7 +25,8 @@ pub enum KeySource {
 }
 
 pub struct Sealer {
-    key: LessSafeKey,
+    /// The first key seals; each is tried in turn to open.
+    keys: Vec<LessSafeKey>,
     rng: SystemRandom,
     pub source: KeySource,
 }
@@ -52,11 +54,46 @@ pub fn parse_key(text: &str) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// Parses one or more keys: separated by commas, spaces or lines; lines starting with `#` are
+/// comments. The first key is the one that seals.
+pub fn parse_keys(text: &str) -> Result<Vec<Vec<u8>>, String> {
+    let keys: Vec<Vec<u8>> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .flat_map(|l| l.split(|c: char| c == ',' || c.is_whitespace()))
+        .filter(|k| !k.is_empty())
+        .enumerate()
+        .map(|(i, k)| parse_key(k).map_err(|e| if i == 0 { e } else { format!("key {}: {e}", i + 1) }))
+        .collect::<Result<_, _>>()?;
+    if keys.is_empty() {
+        return Err("no key found".into());
+    }
+    Ok(keys)
+}
+
 impl Sealer {
     pub fn from_material(material: &[u8], source: KeySource) -> Result<Sealer, String> {
-        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, material);
-        let key = UnboundKey::new(&AES_256_GCM, digest.as_ref()).map_err(|_| "cannot build the token key".to_string())?;
-        Ok(Sealer { key: LessSafeKey::new(key), rng: SystemRandom::new(), source })
+        Self::from_keys(&[material.to_vec()], source)
+    }
+
+    /// A sealer with several keys: the first seals, all open.
+    pub fn from_keys(materials: &[Vec<u8>], source: KeySource) -> Result<Sealer, String> {
+        let keys = materials
+            .iter()
+            .map(|m| {
+                let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, m);
+                UnboundKey::new(&AES_256_GCM, digest.as_ref()).map(LessSafeKey::new).map_err(|_| "cannot build the token key".to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if keys.is_empty() {
+            return Err("no token key".into());
+        }
+        Ok(Sealer { keys, rng: SystemRandom::new(), source })
+    }
+
+    /// How many keys open tokens (more than one while a rotation is under way).
+    pub fn key_count(&self) -> usize {
+        self.keys.len()
     }
 
     /// A fresh random key: tokens will not survive a restart or work across replicas.
@@ -66,16 +103,20 @@ impl Sealer {
         Self::from_material(&material, KeySource::Random)
     }
 
-    /// The key from `MCPGATE_TOKEN_KEY`, else from `file`, else a random one.
-    pub fn load(env_value: Option<String>, file: Option<&std::path::Path>) -> Result<Sealer, String> {
+    /// The keys from `MCPGATE_TOKEN_KEY` (comma-separated, the first seals), else from `files`
+    /// in order (each may hold several, one per line), else a random one.
+    pub fn load(env_value: Option<String>, files: &[std::path::PathBuf]) -> Result<Sealer, String> {
         if let Some(v) = env_value.filter(|v| !v.trim().is_empty()) {
-            let key = parse_key(&v).map_err(|e| format!("{KEY_ENV}: {e}"))?;
-            return Self::from_material(&key, KeySource::Env);
+            let keys = parse_keys(&v).map_err(|e| format!("{KEY_ENV}: {e}"))?;
+            return Self::from_keys(&keys, KeySource::Env);
         }
-        if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("token key file {}: {e}", path.display()))?;
-            let key = parse_key(&text).map_err(|e| format!("token key file {}: {e}", path.display()))?;
-            return Self::from_material(&key, KeySource::File);
+        if !files.is_empty() {
+            let mut keys = Vec::new();
+            for path in files {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("token key file {}: {e}", path.display()))?;
+                keys.extend(parse_keys(&text).map_err(|e| format!("token key file {}: {e}", path.display()))?);
+            }
+            return Self::from_keys(&keys, KeySource::File);
         }
         Self::random()
     }
@@ -91,7 +132,7 @@ impl Sealer {
         let mut nonce = [0u8; NONCE_LEN];
         self.rng.fill(&mut nonce).map_err(|_| "the system RNG failed".to_string())?;
         let mut buf = body;
-        self.key
+        self.keys[0]
             .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(purpose.as_bytes()), &mut buf)
             .map_err(|_| "sealing failed".to_string())?;
         let mut out = nonce.to_vec();
@@ -112,10 +153,12 @@ impl Sealer {
             return None;
         }
         let (nonce, sealed) = raw.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
-        let mut buf = sealed.to_vec();
-        let plain = self.key.open_in_place(nonce, Aad::from(purpose.as_bytes()), &mut buf).ok()?;
-        let env: OwnedEnvelope<T> = serde_json::from_slice(plain).ok()?;
+        let env: OwnedEnvelope<T> = self.keys.iter().find_map(|key| {
+            let mut buf = sealed.to_vec();
+            let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+            let plain = key.open_in_place(nonce, Aad::from(purpose.as_bytes()), &mut buf).ok()?;
+            serde_json::from_slice(plain).ok()
+        })?;
         Some((env.p, Duration::from_secs(now_secs().saturating_sub(env.iat))))
     }
 }
@@ -175,10 +218,28 @@ mod tests {
 
     #[test]
     fn same_key_means_same_tokens_across_instances() {
-        let a = Sealer::load(Some("cd".repeat(32)), None).unwrap();
-        let b = Sealer::load(Some("cd".repeat(32)), None).unwrap();
+        let a = Sealer::load(Some("cd".repeat(32)), &[]).unwrap();
+        let b = Sealer::load(Some("cd".repeat(32)), &[]).unwrap();
         let t = a.seal("session", &42u32).unwrap();
         assert_eq!(b.open::<u32>("session", &t, DAY), Some(42));
         assert_eq!(Sealer::random().unwrap().source, KeySource::Random);
+    }
+
+    #[test]
+    fn rotation_seals_with_the_first_key_and_opens_with_any() {
+        let (old, new) = ("01".repeat(32), "02".repeat(32));
+        let before = Sealer::load(Some(old.clone()), &[]).unwrap();
+        let during = Sealer::load(Some(format!("{new},{old}")), &[]).unwrap();
+        let after = Sealer::load(Some(new.clone()), &[]).unwrap();
+        assert_eq!(during.key_count(), 2);
+        let old_token = before.seal("session", &1u8).unwrap();
+        assert_eq!(during.open::<u8>("session", &old_token, DAY), Some(1), "old tokens open while both keys are configured");
+        assert_eq!(after.open::<u8>("session", &old_token, DAY), None, "and not once the old key is removed");
+        let new_token = during.seal("session", &2u8).unwrap();
+        assert_eq!(after.open::<u8>("session", &new_token, DAY), Some(2), "new tokens are sealed with the first key");
+        assert_eq!(before.open::<u8>("session", &new_token, DAY), None);
+        assert!(parse_keys("# rotated 2026-12\n0202020202020202020202020202020202020202020202020202020202020202\n").is_ok());
+        assert!(parse_keys("").unwrap_err().contains("no key"));
+        assert!(parse_keys(&format!("{new}, abcd")).unwrap_err().starts_with("key 2"));
     }
 }

@@ -53,6 +53,8 @@ pub struct CallerSection {
     #[serde(default)]
     pub deny: Vec<String>,
     pub rate_limit: Option<Spanned<String>>,
+    /// With `[cluster]`: what this caller's limit does while Redis cannot answer.
+    pub on_redis_error: Option<super::cluster::FailMode>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,10 +251,11 @@ pub(super) fn resolve_callers(at: &Locator, callers: Vec<CallerSection>, mode: A
         }
         let rate_limit = match &c.rate_limit {
             None => None,
-            Some(r) => Some(
-                parse_rate(r.get_ref())
-                    .map_err(|e| at.err(r, "caller.rate_limit", format!("'{}': {e}", r.get_ref()), "write e.g. \"10/s\""))?,
-            ),
+            Some(r) => Some(Rate {
+                on_redis_error: c.on_redis_error,
+                ..parse_rate(r.get_ref())
+                    .map_err(|e| at.err(r, "caller.rate_limit", format!("'{}': {e}", r.get_ref()), "write e.g. \"10/s\""))?
+            }),
         };
         for pattern in c.allow.iter().chain(&c.deny) {
             if pattern.trim().is_empty() {

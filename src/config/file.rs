@@ -24,6 +24,24 @@ pub struct FileConfig {
     pub audit: super::limits::AuditSection,
     #[serde(default, rename = "endpoint")]
     pub endpoints: Vec<super::endpoint::EndpointSection>,
+    pub cluster: Option<super::cluster::ClusterSection>,
+}
+
+/// One path or several (`token_key_file = "k"` or `["new", "old"]`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -40,7 +58,7 @@ pub struct ServerSection {
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
     pub instructions: Option<String>,
-    pub token_key_file: Option<String>,
+    pub token_key_file: Option<OneOrMany>,
     pub session_ttl: Option<Spanned<String>>,
     pub input_timeout: Option<Spanned<String>>,
     pub idle_timeout: Option<Spanned<String>>,

@@ -11,6 +11,8 @@ use toml::Spanned;
 pub struct RateLimitSection {
     pub tools: String,
     pub limit: Spanned<String>,
+    /// With `[cluster]`: what this limit does while Redis cannot answer (default: the cluster's).
+    pub on_redis_error: Option<super::cluster::FailMode>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -20,11 +22,13 @@ pub struct AuditSection {
     pub include_arguments: bool,
 }
 
-/// A rate: `count` requests per `per`, with bursts up to `count`.
+/// A rate: `count` requests per `per`, with bursts up to `count`; with `[cluster]`, what it does
+/// while Redis cannot answer (`None`: the cluster's default).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rate {
     pub count: u32,
     pub per: Duration,
+    pub on_redis_error: Option<super::cluster::FailMode>,
 }
 
 #[derive(Debug, Clone)]
@@ -50,15 +54,16 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
     if per.is_zero() {
         return Err("the period must be longer than zero".into());
     }
-    Ok(Rate { count, per })
+    Ok(Rate { count, per, on_redis_error: None })
 }
 
 pub(super) fn resolve_rate_limits(at: &Locator, limits: Vec<RateLimitSection>) -> Result<Vec<ToolRateLimit>, ConfigError> {
     limits
         .into_iter()
         .map(|l| {
-            let rate = parse_rate(l.limit.get_ref())
+            let mut rate = parse_rate(l.limit.get_ref())
                 .map_err(|e| at.err(&l.limit, "rate_limit.limit", format!("'{}': {e}", l.limit.get_ref()), "write e.g. \"5/s\""))?;
+            rate.on_redis_error = l.on_redis_error;
             Ok(ToolRateLimit { tools: l.tools, rate })
         })
         .collect()
@@ -70,7 +75,7 @@ mod tests {
 
     #[test]
     fn parses_rates() {
-        assert_eq!(parse_rate("10/s").unwrap(), Rate { count: 10, per: Duration::from_secs(1) });
+        assert_eq!(parse_rate("10/s").unwrap(), Rate { count: 10, per: Duration::from_secs(1), on_redis_error: None });
         assert_eq!(parse_rate("100/min").unwrap().per, Duration::from_secs(60));
         assert_eq!(parse_rate("5/2s").unwrap().per, Duration::from_secs(2));
         assert!(parse_rate("0/s").is_err());

@@ -4,6 +4,7 @@
 //! literals in the file, and are marked sensitive so they never reach a log.
 
 pub mod auth;
+pub mod cluster;
 pub mod endpoint;
 mod file;
 pub mod limits;
@@ -35,6 +36,8 @@ pub struct Config {
     pub audit_arguments: bool,
     /// Virtual servers: more endpoints, each a curated view of the catalogue.
     pub endpoints: Vec<endpoint::EndpointConfig>,
+    /// Shared state across replicas (`[cluster]`); `None`: every limit is per replica.
+    pub cluster: Option<cluster::ClusterConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -48,8 +51,9 @@ pub struct ServerConfig {
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
     pub instructions: Option<String>,
-    /// A file holding the token key (hex or Base64, at least 32 bytes); `MCPGATE_TOKEN_KEY` wins.
-    pub token_key_file: Option<PathBuf>,
+    /// Files holding token keys (hex or Base64, at least 32 bytes, one per line): the first key
+    /// seals, every key opens (rotation). `MCPGATE_TOKEN_KEY` wins.
+    pub token_key_file: Vec<PathBuf>,
     /// How long a legacy session stays valid after `initialize`.
     pub session_ttl: Duration,
     /// How long the gateway waits for a client to answer an input request (elicitation,
@@ -243,7 +247,13 @@ impl Config {
             body_read_timeout: at.duration(s.body_read_timeout.as_ref(), "server.body_read_timeout", Duration::from_secs(30))?,
             allowed_origins: s.allowed_origins,
             allowed_hosts: s.allowed_hosts,
-            token_key_file: s.token_key_file.as_ref().map(|f| if Path::new(f).is_absolute() { PathBuf::from(f) } else { base_dir.join(f) }),
+            token_key_file: s
+                .token_key_file
+                .map(file::OneOrMany::into_vec)
+                .unwrap_or_default()
+                .iter()
+                .map(|f| if Path::new(f).is_absolute() { PathBuf::from(f) } else { base_dir.join(f) })
+                .collect(),
             session_ttl: at.duration(s.session_ttl.as_ref(), "server.session_ttl", Duration::from_secs(24 * 3600))?,
             input_timeout: at.duration(s.input_timeout.as_ref(), "server.input_timeout", Duration::from_secs(300))?,
             idle_timeout: at.duration(s.idle_timeout.as_ref(), "server.idle_timeout", Duration::from_secs(120))?,
@@ -345,6 +355,7 @@ impl Config {
         }
         let rate_limits = limits::resolve_rate_limits(&at, file.rate_limits)?;
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
+        let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
         Ok(Config {
             source: path.to_path_buf(),
             server,
@@ -355,6 +366,7 @@ impl Config {
             rate_limits,
             audit_arguments: file.audit.include_arguments,
             endpoints,
+            cluster,
         })
     }
 }

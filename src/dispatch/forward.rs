@@ -164,7 +164,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     // Rate limits are configured on catalogue names, whatever name an endpoint presents.
     let canonical = tool.policy_name();
     for (index, limit) in gw.config().rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, canonical)) {
-        if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate) {
+        if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate).await {
             refuse(gw, &req, &name, "rate_limited");
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
         }

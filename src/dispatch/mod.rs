@@ -112,7 +112,7 @@ impl Service for Gateway {
             self.wait_ready().await;
             let offered = |cap: &str| self.offers(cap);
             if let Some(rate) = req.caller.rate
-                && let Err(wait) = self.limiter.check(&format!("caller:{}", req.caller.id), rate)
+                && let Err(wait) = self.limiter.check(&format!("caller:{}", req.caller.id), rate).await
             {
                 self.metrics.refused("rate_limited");
                 return Reply::error(rate_limited(&req.caller.id, wait));
@@ -178,6 +178,7 @@ impl Service for Gateway {
                 .collect(),
             catalog: Kind::ALL.iter().map(|k| (k.list_key(), cat.section(*k).entries.len())).collect(),
             streams: self.hub.len(),
+            cluster: self.cluster.as_ref().map(|c| c.stats()),
         };
         Some(self.metrics.render(&snapshot, edge))
     }

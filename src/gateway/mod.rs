@@ -45,6 +45,8 @@ pub struct Gateway {
     /// Owns the authenticator's background work (replaced with it by a reload).
     auth_tasks: Mutex<Background>,
     pub limiter: Limiter,
+    /// The Redis that replicas share (`[cluster]`), if configured (fixed until a restart).
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     catalog: ArcSwap<Catalog>,
     /// Each virtual server's view of the catalogue, by path (rebuilt with it).
     views: ArcSwap<Vec<(Arc<str>, Arc<Catalog>)>>,
@@ -81,7 +83,8 @@ impl Gateway {
         let auth = Authenticator::new(&config, client.clone())?;
         let hub = Hub::new(config.catalog.debounce);
         hub.set_limit(config.server.max_streams_per_caller);
-        let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), config.server.token_key_file.as_deref())?);
+        let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
+        let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
         Ok(Arc::new(Gateway {
             config: ArcSwap::from_pointee(config),
             upstreams: ArcSwap::from_pointee(upstreams),
@@ -90,7 +93,8 @@ impl Gateway {
             client,
             reload_lock: tokio::sync::Mutex::new(()),
             auth_tasks: Mutex::new(tasks.child()),
-            limiter: Limiter::default(),
+            limiter: Limiter::new(cluster.clone()),
+            cluster,
             catalog: ArcSwap::from_pointee(Catalog::default()),
             views: ArcSwap::from_pointee(Vec::new()),
             rebuild_lock: Mutex::new(()),

@@ -19,7 +19,7 @@ pub struct Report {
     pub added: Vec<String>,
     pub changed: Vec<String>,
     pub removed: Vec<String>,
-    /// `[server]` changed: it applies at the next restart only.
+    /// `[server]` or `[cluster]` changed: it applies at the next restart only.
     pub server_needs_restart: bool,
 }
 
@@ -27,7 +27,7 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "added {:?}, changed {:?}, removed {:?}", self.added, self.changed, self.removed)?;
         if self.server_needs_restart {
-            write!(f, "; [server] changes apply after a restart")?;
+            write!(f, "; [server] and [cluster] changes apply after a restart")?;
         }
         Ok(())
     }
@@ -53,7 +53,10 @@ impl Gateway {
         }
         let current = self.upstreams();
         let live: Vec<_> = current.iter().filter(|u| !u.is_retired()).cloned().collect();
-        let mut report = Report { server_needs_restart: format!("{:?}", old.server) != format!("{:?}", new.server), ..Default::default() };
+        let mut report = Report {
+            server_needs_restart: format!("{:?}", old.server) != format!("{:?}", new.server) || old.cluster != new.cluster,
+            ..Default::default()
+        };
         // New handles first: a configuration that cannot be applied changes nothing.
         let mut fresh = Vec::new();
         for (n, c) in new.upstreams.iter().filter(|c| !live.iter().any(|u| u.cfg == **c)).enumerate() {

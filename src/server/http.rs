@@ -135,7 +135,7 @@ async fn mcp(st: &State, req: Request<Incoming>, endpoint: Option<&str>) -> Resp
     };
     tracing::Span::current().record("caller", caller.id.as_str());
     if req.method() != Method::POST && classify(req.method(), req.headers(), BodyFacts::default()) == Era::Legacy {
-        return legacy_http::get_or_delete(st.svc.as_ref(), &st.legacy, req.method(), req.headers(), caller);
+        return legacy_http::get_or_delete(st.svc.as_ref(), &st.legacy, req.method(), req.headers(), caller).await;
     }
     if req.method() != Method::POST {
         let mut r = render::error(

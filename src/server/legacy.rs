@@ -56,6 +56,8 @@ pub struct LegacyState {
     follows: Mutex<HashMap<String, (UriSet, Instant)>>,
     /// Input requests sent to sessions' clients that wait for their answers.
     pub waiting: Arc<super::bridge::Waiting>,
+    /// With `[cluster]`: where sessions ended on any replica are recorded.
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// Keeps a per-session map bounded: entries older than the session TTL are dropped (scanned only
@@ -80,7 +82,85 @@ pub fn negotiate(requested: &str) -> &'static str {
 
 impl LegacyState {
     pub fn new(sealer: Arc<Sealer>, ttl: Duration) -> Self {
-        LegacyState { sealer, ttl, levels: Mutex::default(), ended: Mutex::default(), follows: Mutex::default(), waiting: Arc::default() }
+        LegacyState {
+            sealer,
+            ttl,
+            levels: Mutex::default(),
+            ended: Mutex::default(),
+            follows: Mutex::default(),
+            waiting: Arc::default(),
+            cluster: None,
+        }
+    }
+
+    /// Shares session endings with the other replicas through `cluster`'s Redis.
+    pub fn with_cluster(mut self, cluster: Option<Arc<crate::cluster::Cluster>>) -> Self {
+        self.cluster = cluster;
+        self
+    }
+
+    /// [`Self::session`], then, with `[cluster]`, whether another replica ended it. While Redis
+    /// does not answer, `sessions_on_redis_error` decides: open trusts what this replica knows,
+    /// closed answers 503.
+    pub async fn session_checked(&self, headers: &HeaderMap, caller: &Principal) -> Result<Session, RpcError> {
+        let session = self.session(headers, caller)?;
+        let Some(cluster) = &self.cluster else { return Ok(session) };
+        match cluster.session_ended(&session.sid).await {
+            Ok(false) => Ok(session),
+            Ok(true) => {
+                self.mark_ended(&session.sid);
+                Err(RpcError::invalid_request("Session ended: initialize a new session").with_status(StatusCode::NOT_FOUND))
+            }
+            Err(_) => {
+                let mode = cluster.config().sessions_on_redis_error;
+                cluster.failed(mode);
+                match mode {
+                    crate::config::cluster::FailMode::Open => Ok(session),
+                    crate::config::cluster::FailMode::Closed => {
+                        Err(RpcError::internal("cannot confirm the session: the shared session store does not answer; retry shortly")
+                            .with_status(StatusCode::SERVICE_UNAVAILABLE))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends `s` here and, with `[cluster]`, on every replica. The ending is recorded in Redis
+    /// before this returns; when Redis does not answer, it holds on this replica only (logged).
+    pub async fn end_everywhere(&self, s: &Session) {
+        self.end(s);
+        if let Some(cluster) = &self.cluster
+            && let Err(e) = cluster.end_session(&s.sid, self.ttl).await
+        {
+            tracing::warn!(error = %e, "cluster: a legacy session ended on this replica only (Redis did not answer)");
+        }
+    }
+
+    fn mark_ended(&self, sid: &str) {
+        let mut e = lock(&self.ended);
+        prune(&mut e, self.ttl, |at| *at);
+        e.entry(sid.to_string()).or_insert_with(Instant::now);
+    }
+
+    /// With `[cluster]`: learns every half second which sessions other replicas ended, so open
+    /// GET streams of those sessions end here too. Returns when `stop` is cancelled.
+    pub async fn follow_endings(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let Some(cluster) = self.cluster.clone() else { return };
+        let mut since = 0u64;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.cancelled() => return,
+            }
+            if let Ok((sids, newest)) = cluster.ended_since(since).await {
+                for sid in sids {
+                    self.mark_ended(&sid);
+                }
+                since = newest;
+            }
+        }
     }
 
     /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.

@@ -56,7 +56,7 @@ pub async fn post(
             Err(e) => render::error(msg.id.as_ref(), &e),
         };
     }
-    let session = match st.session(headers, &caller) {
+    let session = match st.session_checked(headers, &caller).await {
         Ok(s) => s,
         Err(e) => return render::error(msg.id.as_ref(), &e),
     };
@@ -106,19 +106,19 @@ pub async fn post(
 }
 
 /// GET (the standalone server-to-client stream) or DELETE (end of session).
-pub fn get_or_delete(
+pub async fn get_or_delete(
     svc: &dyn Service,
     st: &Arc<LegacyState>,
     method: &Method,
     headers: &HeaderMap,
     caller: Arc<Principal>,
 ) -> Response<Body> {
-    let session = match st.session(headers, &caller) {
+    let session = match st.session_checked(headers, &caller).await {
         Ok(s) => s,
         Err(e) => return render::error(None, &e),
     };
     if method == Method::DELETE {
-        st.end(&session);
+        st.end_everywhere(&session).await;
         tracing::debug!(sid = %session.sid, "legacy session ended");
         return render::plain(StatusCode::OK, "");
     }
@@ -140,7 +140,8 @@ pub fn get_or_delete(
     stream(sub, Live { state: st.clone(), sid: session.sid, until: tokio::time::Instant::now() + st.ttl, closing })
 }
 
-/// What keeps a GET stream open: its session not ended on this replica, and within its TTL.
+/// What keeps a GET stream open: its session not ended (on this replica, or on another one as
+/// learnt by [`LegacyState::follow_endings`]), and within its TTL.
 struct Live {
     state: Arc<LegacyState>,
     sid: String,

@@ -6,6 +6,7 @@ mod caching;
 mod callers;
 mod chaos;
 mod cli;
+mod cluster;
 mod conformance;
 mod edge;
 mod endpoints;

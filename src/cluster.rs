@@ -1,0 +1,208 @@
+//! State that replicas share through Redis (`[cluster]`): rate-limit buckets kept with GCRA in one
+//! atomic script per check (so N replicas enforce one limit), and the legacy sessions ended with
+//! DELETE (a sorted set scored by Redis's own clock, so every replica sees an ending at its next
+//! request and open streams learn of it from a poll). Every command runs under the configured
+//! deadline; what a failure means is the caller's decision (fail open or closed), this module
+//! counts failures and logs once when Redis goes away and once when it returns.
+
+use crate::config::cluster::{ClusterConfig, FailMode};
+use crate::config::limits::Rate;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// GCRA: the bucket is the "theoretical arrival time" of the next request, in microseconds of
+/// Redis's clock. ARGV: emission interval (µs per request), burst tolerance (µs: count × interval).
+/// Returns 0 when the request is allowed, else the microseconds until it would be.
+const GCRA: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local new_tat = tat + interval
+if new_tat - now > burst then
+  return math.max(1, math.floor(new_tat - now - burst))
+end
+redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.floor((new_tat - now) / 1000) + 1000)
+return 0
+";
+
+/// Records an ended session: ARGV the session id and how long sessions live (ms). Scores are
+/// Redis's clock in ms; entries older than a session's lifetime are dropped as they can no longer
+/// open anyway. Returns the score given.
+const END_SESSION: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return now
+";
+
+const UNKNOWN: u8 = 0;
+const UP: u8 = 1;
+const DOWN: u8 = 2;
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClusterStats {
+    pub up: bool,
+    pub errors: u64,
+    /// Requests let through (by this replica's own bucket) because Redis did not answer.
+    pub failed_open: u64,
+    /// Requests refused because Redis did not answer.
+    pub failed_closed: u64,
+}
+
+pub struct Cluster {
+    conn: ConnectionManager,
+    cfg: ClusterConfig,
+    gcra: redis::Script,
+    end_session: redis::Script,
+    state: AtomicU8,
+    errors: AtomicU64,
+    failed_open: AtomicU64,
+    failed_closed: AtomicU64,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").field("redis", &self.cfg.redacted_url()).finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// A client for the configured Redis; it connects on first use (and reconnects after a
+    /// failure), so a gateway starts even while Redis is down.
+    pub fn connect(cfg: &ClusterConfig) -> Result<Arc<Cluster>, String> {
+        let client = redis::Client::open(cfg.redis_url.as_str()).map_err(|e| format!("cluster: Redis URL {}: {e}", cfg.redacted_url()))?;
+        let options = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(cfg.timeout))
+            .set_response_timeout(Some(cfg.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(cfg.timeout);
+        let conn =
+            ConnectionManager::new_lazy_with_config(client, options).map_err(|e| format!("cluster: Redis {}: {e}", cfg.redacted_url()))?;
+        Ok(Arc::new(Cluster {
+            conn,
+            cfg: cfg.clone(),
+            gcra: redis::Script::new(GCRA),
+            end_session: redis::Script::new(END_SESSION),
+            state: AtomicU8::new(UNKNOWN),
+            errors: AtomicU64::new(0),
+            failed_open: AtomicU64::new(0),
+            failed_closed: AtomicU64::new(0),
+        }))
+    }
+
+    pub fn config(&self) -> &ClusterConfig {
+        &self.cfg
+    }
+
+    fn key(&self, parts: &str) -> String {
+        format!("{}:{parts}", self.cfg.key_prefix)
+    }
+
+    /// Runs one Redis operation under the deadline, keeping the up/down state and its log.
+    async fn run<T>(&self, op: &'static str, fut: impl Future<Output = redis::RedisResult<T>>) -> Result<T, String> {
+        let outcome = match tokio::time::timeout(self.cfg.timeout, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {:?}", self.cfg.timeout)),
+        };
+        match &outcome {
+            Ok(_) => {
+                if self.state.swap(UP, Ordering::Relaxed) != UP {
+                    tracing::info!(redis = %self.cfg.redacted_url(), "cluster: Redis answers; limits and session endings are shared across replicas");
+                }
+            }
+            Err(e) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                if self.state.swap(DOWN, Ordering::Relaxed) != DOWN {
+                    tracing::warn!(
+                        redis = %self.cfg.redacted_url(),
+                        op,
+                        error = %e,
+                        limits = self.cfg.on_redis_error.as_str(),
+                        sessions = self.cfg.sessions_on_redis_error.as_str(),
+                        "cluster: Redis does not answer; shared limits and session endings fail open or closed as configured until it does"
+                    );
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Takes one request from the shared bucket `key` at `rate`: `Ok(Ok(()))` allowed,
+    /// `Ok(Err(wait))` refused, `Err` when Redis did not answer.
+    pub async fn take(&self, key: &str, rate: Rate) -> Result<Result<(), Duration>, String> {
+        let interval_us = (rate.per.as_micros() / u128::from(rate.count.max(1))).max(1);
+        let burst_us = interval_us * u128::from(rate.count);
+        let mut conn = self.conn.clone();
+        let key = self.key(&format!("rl:{key}"));
+        let mut call = self.gcra.key(key);
+        call.arg(u64::try_from(interval_us).unwrap_or(u64::MAX)).arg(u64::try_from(burst_us).unwrap_or(u64::MAX));
+        let wait_us: u64 = self.run("rate_limit", call.invoke_async(&mut conn)).await?;
+        Ok(if wait_us == 0 { Ok(()) } else { Err(Duration::from_micros(wait_us)) })
+    }
+
+    /// Records that session `sid` ended, for every replica.
+    pub async fn end_session(&self, sid: &str, session_ttl: Duration) -> Result<(), String> {
+        let mut conn = self.conn.clone();
+        let mut call = self.end_session.key(self.key("ended"));
+        call.arg(sid).arg(u64::try_from(session_ttl.as_millis()).unwrap_or(u64::MAX).max(1000));
+        let _: i64 = self.run("end_session", call.invoke_async(&mut conn)).await?;
+        Ok(())
+    }
+
+    /// Whether session `sid` was ended on any replica.
+    pub async fn session_ended(&self, sid: &str) -> Result<bool, String> {
+        let mut conn = self.conn.clone();
+        let score: Option<f64> =
+            self.run("session_ended", redis::cmd("ZSCORE").arg(self.key("ended")).arg(sid).query_async(&mut conn)).await?;
+        Ok(score.is_some())
+    }
+
+    /// Sessions ended at or after `since_ms` on Redis's clock (with a second of overlap, so an
+    /// ending recorded while the previous poll ran is not missed), and the newest score seen.
+    pub async fn ended_since(&self, since_ms: u64) -> Result<(Vec<String>, u64), String> {
+        let mut conn = self.conn.clone();
+        let from = since_ms.saturating_sub(1000);
+        let found: Vec<(String, f64)> = self
+            .run(
+                "ended_since",
+                redis::cmd("ZRANGEBYSCORE").arg(self.key("ended")).arg(from).arg("+inf").arg("WITHSCORES").query_async(&mut conn),
+            )
+            .await?;
+        // Scores are whole milliseconds written by the script.
+        let newest = found.iter().map(|(_, s)| *s as u64).max().unwrap_or(since_ms).max(since_ms);
+        Ok((found.into_iter().map(|(sid, _)| sid).collect(), newest))
+    }
+
+    /// Counts a request decided without Redis.
+    pub fn failed(&self, mode: FailMode) {
+        match mode {
+            FailMode::Open => self.failed_open.fetch_add(1, Ordering::Relaxed),
+            FailMode::Closed => self.failed_closed.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    pub fn stats(&self) -> ClusterStats {
+        ClusterStats {
+            up: self.state.load(Ordering::Relaxed) == UP,
+            errors: self.errors.load(Ordering::Relaxed),
+            failed_open: self.failed_open.load(Ordering::Relaxed),
+            failed_closed: self.failed_closed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// One command to learn whether Redis answers (at startup, for the log and the gauge).
+    pub async fn ping(&self) -> Result<(), String> {
+        let mut conn = self.conn.clone();
+        let _: String = self.run("ping", redis::cmd("PING").query_async(&mut conn)).await?;
+        Ok(())
+    }
+}
