@@ -18,7 +18,7 @@ use std::sync::Arc;
 #[command(name = "mcpgate", version, about = "An MCP gateway: one endpoint in front of many MCP servers.", after_help = EXAMPLES)]
 struct Cli {
     /// Log format on stderr.
-    #[arg(long, global = true, value_enum, default_value = "text")]
+    #[arg(long, global = true, value_enum, default_value = "text", env = "MCPGATE_LOG_FORMAT")]
     log_format: LogFormat,
     /// Worker threads of the async runtime (default: one per CPU core).
     #[arg(long, global = true, env = "MCPGATE_WORKER_THREADS", value_name = "N")]
@@ -34,6 +34,7 @@ const EXAMPLES: &str = "Examples:
   mcpgate check                        probe every upstream and list what cannot be served
   mcpgate tools                        print the merged tool catalogue as JSON
   mcpgate hash-key --generate          a new API key and its key_sha256 for [[caller]]
+  mcpgate health                       exit 0 when http://127.0.0.1:8811/healthz answers (HEALTHCHECK)
   mcpgate demo-server --profile text   the built-in demo upstream on stdio
   mcpgate demo-server --http 127.0.0.1:3201
 
@@ -82,6 +83,15 @@ enum Command {
         /// Generate a new random key and print it with its hash.
         #[arg(long)]
         generate: bool,
+    },
+    /// Probe a running gateway (exit 0 when the URL answers 2xx): a container HEALTHCHECK that
+    /// needs no shell or curl in the image.
+    Health {
+        #[arg(default_value = "http://127.0.0.1:8811/healthz")]
+        url: String,
+        /// Give up after this long.
+        #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
     },
     /// Run the built-in demo upstream (a small modern MCP server).
     DemoServer {
@@ -288,11 +298,44 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             mcpgate::server::stdio::serve_as(svc, caller, tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Health { url, timeout } => {
+            let req = http::Request::get(&url)
+                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                .with_context(|| format!("'{url}' is not a URL"))?;
+            let client = mcpgate::upstream::new_http_client();
+            match tokio::time::timeout(timeout, client.request(req)).await {
+                Ok(Ok(resp)) if resp.status().is_success() => {
+                    println!("{url}: {}", resp.status());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Ok(Ok(resp)) => {
+                    eprintln!("{url}: {}", resp.status());
+                    Ok(ExitCode::FAILURE)
+                }
+                Ok(Err(e)) => {
+                    eprintln!("{url}: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+                Err(_) => {
+                    eprintln!("{url}: no answer within {timeout:?}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
         Command::Check { config } => {
             let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
             gw.refresh_all().await;
-            let (text, ok) = mcpgate::check::report(&gw);
+            let (text, mut ok) = mcpgate::check::report(&gw);
             print!("{text}");
+            if let Some(cluster) = &gw.cluster {
+                match cluster.ping().await {
+                    Ok(()) => println!("cluster: Redis {} answers", cluster.config().redacted_url()),
+                    Err(e) => {
+                        println!("cluster: Redis {} does not answer: {e}", cluster.config().redacted_url());
+                        ok = false;
+                    }
+                }
+            }
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Tools { config } => {

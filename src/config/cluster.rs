@@ -186,3 +186,41 @@ mod tests {
         assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
     }
 }
+
+#[cfg(test)]
+mod config_tests {
+    use crate::config::Config;
+    use crate::config::cluster::FailMode;
+    use std::path::Path;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("gateway.toml"), None, &|k| (k == "REDIS_URL").then(|| "redis://:pw@db:6379/1".to_string()))
+            .map_err(|e| e.0)
+    }
+
+    #[test]
+    fn cluster_section_resolves_with_defaults_and_overrides() {
+        assert!(parse("").unwrap().cluster.is_none(), "no [cluster]: everything per replica");
+        let c = parse("[cluster]\nredis = \"redis://db:6379/0\"\n").unwrap().cluster.unwrap();
+        assert_eq!((c.key_prefix.as_str(), c.timeout.as_millis(), c.on_redis_error), ("mcpgate", 250, FailMode::Open));
+        let cfg = parse(
+            "[cluster]\nredis_env = \"REDIS_URL\"\non_redis_error = \"closed\"\n\n[[rate_limit]]\ntools = \"*\"\nlimit = \"5/s\"\non_redis_error = \"open\"\n",
+        )
+        .unwrap();
+        let c = cfg.cluster.unwrap();
+        assert_eq!(c.redis_url, "redis://:pw@db:6379/1");
+        assert_eq!(c.on_redis_error, FailMode::Closed);
+        assert_eq!(cfg.rate_limits[0].rate.on_redis_error, Some(FailMode::Open));
+        assert!(!format!("{c:?}").contains("pw"), "the password never reaches Debug output");
+    }
+
+    #[test]
+    fn cluster_mistakes_are_refused_with_a_fix() {
+        let e = parse("[cluster]\nredis = \"redis://:secret@db:6379\"\n").unwrap_err();
+        assert!(e.contains("gateway.toml:2: cluster.redis") && e.contains("redis_env") && !e.contains("secret@"), "{e}");
+        assert!(parse("[cluster]\nredis_env = \"NOPE\"\n").unwrap_err().contains("NOPE is not set"));
+        assert!(parse("[cluster]\n").unwrap_err().contains("exactly one of"));
+        assert!(parse("[cluster]\nredis = \"http://db\"\n").unwrap_err().contains("not a Redis URL"));
+        assert!(parse("[cluster]\nredis = \"redis://db\"\non_redis_error = \"maybe\"\n").is_err());
+    }
+}
