@@ -2,10 +2,12 @@
 # install-test-deps.sh — install the third-party MCP software the mcpgate test suite needs
 # (everything beyond the Rust toolchain) into the git-ignored folder .work/ at the repo root.
 #
-#   .work/venv         Python 3.11 venv: mcp (official SDK, dual-era) + fastmcp
+#   .work/venv         Python 3.11 venv: mcp (official SDK, dual-era) + fastmcp + selenium (drives
+#                      the console test's browser)
 #   .work/npm          @modelcontextprotocol/server-everything
 #   .work/conformance  @modelcontextprotocol/conformance (2026-07-28 scenarios)
 #   .work/node22       npm package "node" (a real Node 22 binary; the conformance CLI needs Node >= 22)
+#   chromium           Debian's chromium and chromium-driver (the console's headless browser test)
 #   redis-server       Debian's package (the multi-replica tests share state through it); installed
 #                      with apt-get when missing and running as root, else the script says what to run
 #
@@ -16,7 +18,7 @@
 set -euo pipefail
 
 # ---- pinned versions -------------------------------------------------------------------------
-PY_PKGS=("mcp==2.3.0" "fastmcp==4.1.6")
+PY_PKGS=("mcp==2.3.0" "fastmcp==4.1.6" "selenium==4.51.0")
 EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
 CONFORMANCE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 NODE22_PKG="node@22.23.3"
@@ -76,7 +78,7 @@ else
   STEP="verifying venv"
   "$VENV/bin/python" - <<'PY' || die "venv verification failed (imports / versions)"
 import importlib.metadata as m
-for name, want in (("mcp", "2.3.0"), ("fastmcp", "4.1.6")):
+for name, want in (("mcp", "2.3.0"), ("fastmcp", "4.1.6"), ("selenium", "4.51.0")):
     got = m.version(name)
     assert got == want, f"{name}: got {got}, want {want}"
 import mcp, fastmcp  # noqa: F401
@@ -141,6 +143,23 @@ if [[ -z "$REDIS_BIN" ]]; then
 fi
 log "redis:       $REDIS_BIN ($("$REDIS_BIN" --version | cut -d' ' -f3))"
 
+# ---- 6. chromium + chromedriver (Debian) -------------------------------------------------------
+STEP="chromium"
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    log "apt-get install chromium chromium-driver"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null && apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null; } \
+      || die "apt-get install chromium chromium-driver failed"
+  else
+    die "chromium and chromedriver are not installed: run 'sudo apt-get install chromium chromium-driver' and run this again"
+  fi
+fi
+CHROMIUM_BIN="$(command -v chromium)"
+CHROMEDRIVER_BIN="$(command -v chromedriver)"
+log "chromium:    $CHROMIUM_BIN, $CHROMEDRIVER_BIN"
+
 # ---- summary ---------------------------------------------------------------------------------
 STEP="writing summary"
 EVERYTHING_JS="$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -152,6 +171,8 @@ export MCPGATE_NODE22="$NODE22_BIN"
 export MCPGATE_CONFORMANCE_JS="$CONFORMANCE_JS"
 export MCPGATE_EVERYTHING_JS="$EVERYTHING_JS"
 export MCPGATE_REDIS_SERVER="$REDIS_BIN"
+export MCPGATE_CHROMIUM="$CHROMIUM_BIN"
+export MCPGATE_CHROMEDRIVER="$CHROMEDRIVER_BIN"
 ENV
 log "python:      $VENV/bin/python ($("$VENV/bin/python" --version 2>&1))"
 log "node22:      $NODE22_BIN ($("$NODE22_BIN" --version))"

@@ -37,6 +37,16 @@ pub fn outcome_label(o: &Outcome) -> String {
 
 /// A call refused before any upstream was involved (unknown or denied, rate limited, no route).
 pub fn refused(caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
+    crate::console::feed::push(|| crate::console::feed::CallRecord {
+        ts_ms: crate::console::feed::now_ms(),
+        caller: clean(caller).into_owned(),
+        endpoint: endpoint.to_string(),
+        method: clean(method).into_owned(),
+        item: clean(item).into_owned(),
+        upstream: "-".into(),
+        outcome: outcome.to_string(),
+        duration_ms: 0,
+    });
     tracing::info!(target: "mcpgate::audit", caller = %clean(caller), %endpoint, method = %clean(method), item = %clean(item), upstream = %"-", %outcome, duration_ms = 0u64, "audit");
 }
 
@@ -85,6 +95,7 @@ impl Drop for Pending {
         if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let e = &self.entry;
             let duration_ms = e.started.elapsed().as_millis() as u64;
+            feed(e, "abandoned", duration_ms);
             tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, outcome = %"abandoned", duration_ms, "audit");
         }
     }
@@ -93,6 +104,7 @@ impl Drop for Pending {
 pub fn record(e: &Entry, outcome: &Outcome) {
     let duration_ms = e.started.elapsed().as_millis() as u64;
     let outcome = outcome_label(outcome);
+    feed(e, &outcome, duration_ms);
     match &e.arguments {
         Some(args) => {
             tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, arguments = %clean(args), "audit")
@@ -101,4 +113,18 @@ pub fn record(e: &Entry, outcome: &Outcome) {
             tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, "audit")
         }
     }
+}
+
+/// Hands an ended call to the console's feed (when a console is enabled).
+fn feed(e: &Entry, outcome: &str, duration_ms: u64) {
+    crate::console::feed::push(|| crate::console::feed::CallRecord {
+        ts_ms: crate::console::feed::now_ms(),
+        caller: clean(&e.caller).into_owned(),
+        endpoint: e.endpoint.clone(),
+        method: clean(&e.method).into_owned(),
+        item: clean(&e.item).into_owned(),
+        upstream: e.upstream.clone(),
+        outcome: outcome.to_string(),
+        duration_ms,
+    });
 }

@@ -97,6 +97,26 @@ pub fn report(gw: &Gateway) -> (String, bool) {
 
 /// The merged catalogue as a JSON array, as `tools/list` serves it.
 /// Each tool is printed byte for byte as `tools/list` serves it, one per line.
+/// The merged tools as a table: name, upstream, and the first line of the description.
+pub fn tools_table(gw: &Gateway) -> String {
+    let cat = gw.catalog();
+    let mut rows = vec![("NAME".to_string(), "UPSTREAM".to_string(), "DESCRIPTION".to_string())];
+    for t in cat.tools() {
+        let item: serde_json::Value = serde_json::from_str(t.json.get()).unwrap_or_default();
+        let description = item["description"].as_str().unwrap_or("").lines().next().unwrap_or("").to_string();
+        let description =
+            if description.chars().count() > 80 { description.chars().take(79).collect::<String>() + "…" } else { description };
+        rows.push((t.name.clone(), gw.upstream_id(t.upstream).to_string(), description));
+    }
+    let (w0, w1) = rows.iter().fold((0, 0), |(a, b), r| (a.max(r.0.chars().count()), b.max(r.1.chars().count())));
+    let mut out = String::new();
+    for (n, u, d) in &rows {
+        let _ = writeln!(out, "{}", format!("{n:<w0$}  {u:<w1$}  {d}").trim_end());
+    }
+    let _ = writeln!(out, "\n{} tools.", cat.tools().len());
+    out
+}
+
 pub fn tools_json(gw: &Gateway) -> String {
     let cat = gw.catalog();
     let lines: Vec<&str> = cat.tools().iter().map(|t| t.json.get()).collect();

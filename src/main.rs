@@ -32,7 +32,10 @@ const EXAMPLES: &str = "Examples:
   mcpgate run -c /etc/mcpgate.toml     use another config (MCPGATE_LISTEN overrides server.listen)
   mcpgate stdio -c gateway.toml        serve one client over stdin/stdout (for desktop clients)
   mcpgate check                        probe every upstream and list what cannot be served
-  mcpgate tools                        print the merged tool catalogue as JSON
+  mcpgate tools [--json]               print the merged tool catalogue (a table, or JSON)
+  mcpgate import claude_desktop_config.json > gateway.toml
+                                       turn a client's mcpServers into a gateway.toml
+  mcpgate completions bash             shell completions (bash, zsh, fish, elvish, powershell)
   mcpgate hash-key --generate          a new API key and its key_sha256 for [[caller]]
   mcpgate health                       exit 0 when http://127.0.0.1:8811/healthz answers (HEALTHCHECK)
   mcpgate demo-server --profile text   the built-in demo upstream on stdio
@@ -70,10 +73,27 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         endpoint: Option<String>,
     },
-    /// Print the merged tool catalogue as the gateway would serve it.
+    /// Print the merged tool catalogue: a table, or with --json each tool exactly as tools/list serves it.
     Tools {
         #[arg(short, long, default_value = "gateway.toml")]
         config: PathBuf,
+        /// Print the tools as a JSON array, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read the MCP servers of a Claude Desktop, Claude Code (.mcp.json), Cursor or VS Code
+    /// configuration and print an equivalent gateway.toml (secrets become environment variables).
+    Import {
+        /// The client's JSON file (e.g. claude_desktop_config.json, .mcp.json, .vscode/mcp.json).
+        file: PathBuf,
+        /// Write the result to this file instead of stdout (refuses to overwrite one).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
     /// Print the SHA-256 of an API key for `[[caller]] key_sha256` (reads the key from stdin when
     /// not given; --generate makes a new random key).
@@ -338,10 +358,45 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Tools { config } => {
+        Command::Tools { config, json } => {
             let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
             gw.refresh_all().await;
-            println!("{}", mcpgate::check::tools_json(&gw));
+            if json {
+                println!("{}", mcpgate::check::tools_json(&gw));
+            } else {
+                print!("{}", mcpgate::check::tools_table(&gw));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Import { file, output } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| file.display().to_string());
+            let imported = mcpgate::import::import(&text, &name).map_err(anyhow::Error::msg)?;
+            match &output {
+                Some(path) => {
+                    use std::io::Write as _;
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(path)
+                        .with_context(|| format!("cannot create {} (an existing file is never overwritten)", path.display()))?;
+                    f.write_all(imported.toml.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
+                }
+                None => print!("{}", imported.toml),
+            }
+            eprintln!("imported {} servers from {}", imported.servers, file.display());
+            for w in &imported.warnings {
+                eprintln!("note: {w}");
+            }
+            if !imported.variables.is_empty() {
+                let vars: Vec<&str> = imported.variables.iter().map(|(v, _)| v.as_str()).collect();
+                eprintln!("export before running: {}", vars.join(" "));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "mcpgate", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
         Command::HashKey { key, generate } => {

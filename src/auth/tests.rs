@@ -12,6 +12,7 @@ fn caller(id: &str, subject: Option<&str>, claims: &[(&str, &str)], scopes: &[&s
         allow: vec!["*".into()],
         deny: vec![],
         rate_limit: None,
+        admin: false,
     }
 }
 

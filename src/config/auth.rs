@@ -55,6 +55,9 @@ pub struct CallerSection {
     pub rate_limit: Option<Spanned<String>>,
     /// With `[cluster]`: what this caller's limit does while Redis cannot answer.
     pub on_redis_error: Option<super::cluster::FailMode>,
+    /// May read the web console (`[console]`).
+    #[serde(default)]
+    pub admin: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +110,8 @@ pub struct CallerConfig {
     pub allow: Vec<String>,
     pub deny: Vec<String>,
     pub rate_limit: Option<Rate>,
+    /// May read the web console.
+    pub admin: bool,
 }
 
 fn hex32(text: &str) -> Option<[u8; 32]> {
@@ -271,6 +276,7 @@ pub(super) fn resolve_callers(at: &Locator, callers: Vec<CallerSection>, mode: A
             allow: c.allow,
             deny: c.deny,
             rate_limit,
+            admin: c.admin,
         });
     }
     Ok(out)

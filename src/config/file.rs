@@ -25,6 +25,16 @@ pub struct FileConfig {
     #[serde(default, rename = "endpoint")]
     pub endpoints: Vec<super::endpoint::EndpointSection>,
     pub cluster: Option<super::cluster::ClusterSection>,
+    #[serde(default)]
+    pub console: ConsoleSection,
+}
+
+/// `[console]`: the read-only web console at `/console`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleSection {
+    #[serde(default)]
+    pub enabled: bool,
 }
 
 /// One path or several (`token_key_file = "k"` or `["new", "old"]`).
@@ -106,7 +116,7 @@ pub struct UpstreamSection {
     pub url: Option<Spanned<String>>,
     pub command: Option<Spanned<Vec<String>>>,
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub env: BTreeMap<String, EnvValue>,
     pub cwd: Option<String>,
     pub prefix: Option<Spanned<String>>,
     pub timeout: Option<Spanned<String>>,
@@ -145,6 +155,15 @@ pub struct OAuthSection {
     pub client_secret: HeaderSource,
     pub scope: Option<String>,
     pub resource: Option<String>,
+}
+
+/// A command upstream's environment variable: a literal, or a secret read like a header's
+/// (`{ env = "VAR" }` from the gateway's environment, `{ file = "path" }`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum EnvValue {
+    Literal(String),
+    From(HeaderSource),
 }
 
 /// Where an upstream header's value comes from: an environment variable or a file.

@@ -11,7 +11,7 @@ pub mod limits;
 mod tls;
 mod upstream;
 
-use file::{FileConfig, HeaderSource, UpstreamSection};
+use file::{EnvValue, FileConfig, HeaderSource, UpstreamSection};
 use http::{HeaderName, HeaderValue};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -38,6 +38,8 @@ pub struct Config {
     pub endpoints: Vec<endpoint::EndpointConfig>,
     /// Shared state across replicas (`[cluster]`); `None`: every limit is per replica.
     pub cluster: Option<cluster::ClusterConfig>,
+    /// The web console at `/console` (`[console] enabled`).
+    pub console: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -367,6 +369,7 @@ impl Config {
             audit_arguments: file.audit.include_arguments,
             endpoints,
             cluster,
+            console: file.console.enabled,
         })
     }
 }

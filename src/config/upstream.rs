@@ -102,7 +102,15 @@ pub(super) fn upstream(
                 ));
             }
             let cwd = u.cwd.as_ref().map(|c| if Path::new(c).is_absolute() { PathBuf::from(c) } else { base.join(c) });
-            TransportConfig::Stdio { command: cmd.get_ref().clone(), env: u.env.clone(), cwd }
+            let mut vars = BTreeMap::new();
+            for (name, value) in &u.env {
+                let text = match value {
+                    EnvValue::Literal(s) => s.clone(),
+                    EnvValue::From(src) => secret(at, &format!("upstream '{id}' env {name}"), src, base, env)?,
+                };
+                vars.insert(name.clone(), text);
+            }
+            TransportConfig::Stdio { command: cmd.get_ref().clone(), env: vars, cwd }
         }
         (Some(_), Some(_)) => {
             return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has both url and command"), "keep exactly one of them"));
@@ -275,27 +283,30 @@ fn header(
             at.file
         )));
     }
-    let secret = match (&src.env, &src.file) {
-        (Some(var), None) => env(var).ok_or_else(|| {
-            ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file))
-        })?,
-        (None, Some(f)) => {
-            let p = if Path::new(f).is_absolute() { PathBuf::from(f) } else { base.join(f) };
-            std::fs::read_to_string(&p)
-                .map_err(|e| ConfigError(format!("{}: {key}: cannot read secret file {}: {e}", at.file, p.display())))?
-                .trim_end_matches(['\n', '\r'])
-                .to_string()
-        }
-        _ => {
-            return Err(ConfigError(format!(
-                "{}: {key}: give exactly one of env = \"VAR\" or file = \"path\" (literal secrets are not allowed in the file)",
-                at.file
-            )));
-        }
-    };
+    let secret = secret(at, &key, src, base, env)?;
     let full = format!("{}{secret}", src.prefix.as_deref().unwrap_or(""));
     let mut value = HeaderValue::from_str(&full)
         .map_err(|_| ConfigError(format!("{}: {key}: the value contains characters not allowed in a header", at.file)))?;
     value.set_sensitive(true);
     Ok((hname, value))
+}
+
+/// The text a secret source names: an environment variable of the gateway, or a file.
+fn secret(at: &Locator, key: &str, src: &HeaderSource, base: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    match (&src.env, &src.file) {
+        (Some(var), None) => env(var).ok_or_else(|| {
+            ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file))
+        }),
+        (None, Some(f)) => {
+            let p = if Path::new(f).is_absolute() { PathBuf::from(f) } else { base.join(f) };
+            Ok(std::fs::read_to_string(&p)
+                .map_err(|e| ConfigError(format!("{}: {key}: cannot read secret file {}: {e}", at.file, p.display())))?
+                .trim_end_matches(['\n', '\r'])
+                .to_string())
+        }
+        _ => Err(ConfigError(format!(
+            "{}: {key}: give exactly one of env = \"VAR\" or file = \"path\" (literal secrets are not allowed in the file)",
+            at.file
+        ))),
+    }
 }

@@ -86,6 +86,11 @@ pub trait Service: Send + Sync + 'static {
     fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {
         None
     }
+
+    /// The gateway behind this service, for the pages that show its state (the console).
+    fn gateway(&self) -> Option<&Gateway> {
+        None
+    }
 }
 
 /// Whether `caller` may read `uri` now (a resource update is delivered only then).
@@ -154,6 +159,10 @@ impl Service for Gateway {
 
     fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {
         Some(self.closing.clone())
+    }
+
+    fn gateway(&self) -> Option<&Gateway> {
+        Some(self)
     }
 
     fn input_timeout(&self) -> std::time::Duration {

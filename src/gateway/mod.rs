@@ -83,6 +83,9 @@ impl Gateway {
         let auth = Authenticator::new(&config, client.clone())?;
         let hub = Hub::new(config.catalog.debounce);
         hub.set_limit(config.server.max_streams_per_caller);
+        if config.console {
+            crate::console::feed::enable();
+        }
         let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
         Ok(Arc::new(Gateway {

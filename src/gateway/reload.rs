@@ -92,6 +92,9 @@ impl Gateway {
         }
         self.ids.store(Arc::new(ids));
         self.upstreams.store(Arc::new(next));
+        if new.console {
+            crate::console::feed::enable();
+        }
         self.config.store(Arc::new(new));
         self.auth.store(Arc::new(auth));
         let previous_auth = std::mem::replace(&mut *crate::sync::lock(&self.auth_tasks), auth_owner);

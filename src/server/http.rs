@@ -29,9 +29,9 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 pub(super) struct State {
-    svc: Arc<dyn Service>,
+    pub(super) svc: Arc<dyn Service>,
     pub(super) cfg: ServerConfig,
-    origin: OriginPolicy,
+    pub(super) origin: OriginPolicy,
     legacy: Arc<LegacyState>,
     auth: Option<Arc<Authenticator>>,
     pub(super) conns: Conns,
@@ -106,6 +106,9 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
     }
     if let Some(r) = protected_resource_metadata(&st, &req) {
         return Ok(r);
+    }
+    if path == "/console" || path.starts_with("/console/") {
+        return Ok(super::console::handle(&st, req, peer).await);
     }
     // The root endpoint, or a virtual server (checked against the current config, so a reload
     // adds and removes them).
@@ -248,7 +251,12 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
 }
 
 /// Authenticates the caller; a failure is the finished 401/403 response (RFC 6750/9728).
-async fn authenticate(st: &State, req: &Request<Incoming>, host: Option<&str>, path: &str) -> Result<Arc<Principal>, Box<Response<Body>>> {
+pub(super) async fn authenticate(
+    st: &State,
+    req: &Request<Incoming>,
+    host: Option<&str>,
+    path: &str,
+) -> Result<Arc<Principal>, Box<Response<Body>>> {
     let Some(auth) = st.authenticator() else { return Ok(Principal::anonymous()) };
     match auth.authenticate(req.headers()).await {
         Ok(p) => Ok(p),

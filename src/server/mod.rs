@@ -5,6 +5,7 @@
 
 pub mod bridge;
 pub mod conns;
+mod console;
 pub mod era;
 pub mod http;
 pub mod legacy;

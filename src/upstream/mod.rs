@@ -306,6 +306,11 @@ impl Upstream {
         });
     }
 
+    /// Calls that failed in a row (reset by a success).
+    pub fn consecutive_failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
     pub fn state(&self) -> Arc<UpstreamState> {
         self.state.load_full()
     }

@@ -50,7 +50,7 @@ fn check_reports_tools_that_cannot_be_served() {
 
 #[test]
 fn tools_prints_the_merged_catalogue() {
-    let (code, out, err) = mcpgate(&["tools"], Some(DEMO));
+    let (code, out, err) = mcpgate(&["tools", "--json"], Some(DEMO));
     assert_eq!(code, 0, "{err}");
     let tools: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let names: Vec<&str> = tools.as_array().expect("array").iter().filter_map(|t| t["name"].as_str()).collect();
@@ -76,7 +76,7 @@ fn renames_apply_and_nobody_publishes_into_another_namespace() {
     let cfg = "[catalog]\nmax_name_length = 24\n\n\
         [[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\nrename = { add = \"plus\" }\n\n\
         [[upstream]]\nid = \"text\"\nprefix = \"text_with_a_long_prefix\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"text\"]\nrename = { upper = \"calc__upper\" }\n";
-    let (code, out, err) = mcpgate(&["tools"], Some(cfg));
+    let (code, out, err) = mcpgate(&["tools", "--json"], Some(cfg));
     assert_eq!(code, 0, "{err}");
     let tools: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let names: Vec<&str> = tools.as_array().expect("array").iter().filter_map(|t| t["name"].as_str()).collect();

@@ -10,6 +10,7 @@ mod cluster;
 mod conformance;
 mod edge;
 mod endpoints;
+mod experience;
 mod input;
 mod interop;
 mod legacy;

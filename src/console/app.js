@@ -1,0 +1,122 @@
+// mcpgate console: a read-only view of a running gateway. Data comes from /console/api/*, with
+// the admin caller's credential (kept in this tab's sessionStorage) when authentication is on.
+"use strict";
+const base = "/console";
+let key = sessionStorage.getItem("mcpgate-key") || "";
+let catalog = [];
+let visible = null;
+
+const $ = (sel) => document.querySelector(sel);
+function headers() { return key ? { Authorization: "Bearer " + key } : {}; }
+async function api(path) {
+  const r = await fetch(base + "/api/" + path, { headers: headers() });
+  if (r.status === 401 || r.status === 403) { throw Object.assign(new Error(await r.text()), { auth: true }); }
+  if (!r.ok) { throw new Error(r.status + " " + await r.text()); }
+  return r.json();
+}
+function cell(text, cls) { const td = document.createElement("td"); td.textContent = text == null ? "" : String(text); if (cls) td.className = cls; return td; }
+function row(cells) { const tr = document.createElement("tr"); cells.forEach((c) => tr.appendChild(c)); return tr; }
+
+function renderUpstreams(list) {
+  const body = $("#upstreams tbody");
+  body.replaceChildren(...list.map((u) => row([
+    cell(u.id, "name"), cell(u.transport), cell(u.era), cell(u.status, u.status),
+    cell(u.tools), cell(u.latency_ms == null ? "-" : u.latency_ms + " ms"), cell(u.circuit, u.circuit),
+  ])));
+}
+
+function renderCatalog() {
+  const q = $("#filter").value.trim().toLowerCase();
+  const body = $("#catalog tbody");
+  let shown = 0;
+  body.replaceChildren(...catalog.map((it) => {
+    const tr = row([cell(it.kind), cell(it.name, "name"), cell(it.upstream), cell(it.description || it.title || "", "desc")]);
+    const text = (it.name + " " + (it.title || "") + " " + (it.description || "")).toLowerCase();
+    const match = (!q || q.split(/\s+/).every((w) => text.includes(w))) && (!visible || visible.has(it.kind + ":" + it.name));
+    if (!match) tr.className = "hidden"; else shown++;
+    tr.dataset.name = it.name;
+    return tr;
+  }));
+  $("#catalog-count").textContent = shown + " of " + catalog.length;
+}
+
+function addCall(c, top) {
+  const tr = row([
+    cell(new Date(c.ts_ms).toLocaleTimeString()), cell(c.caller), cell(c.method), cell(c.item, "name"),
+    cell(c.upstream), cell(c.outcome, c.outcome === "ok" ? "ok" : "error"), cell(c.duration_ms == null ? "" : c.duration_ms + " ms"),
+  ]);
+  const body = $("#calls tbody");
+  if (top) body.prepend(tr); else body.appendChild(tr);
+  while (body.children.length > 100) body.lastChild.remove();
+}
+
+async function load() {
+  const state = await api("state");
+  $("#version").textContent = state.version;
+  renderUpstreams(state.upstreams);
+  catalog = state.catalog;
+  const select = $("#view-as");
+  select.replaceChildren(new Option("everything", ""), ...state.callers.map((c) => new Option(c, c)));
+  renderCatalog();
+  const calls = await api("calls");
+  $("#calls tbody").replaceChildren();
+  calls.forEach((c) => addCall(c, false));
+  $("#login").hidden = true;
+  $("#app").hidden = false;
+  follow();
+}
+
+// Live updates: an SSE stream read with fetch (EventSource cannot send the credential).
+async function follow() {
+  const live = $("#live");
+  for (;;) {
+    try {
+      const r = await fetch(base + "/api/events", { headers: headers() });
+      if (!r.ok || !r.body) throw new Error("events: " + r.status);
+      live.textContent = "live"; live.className = "badge on";
+      const reader = r.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const ev = buf.slice(0, i); buf = buf.slice(i + 2);
+          let type = "message", data = "";
+          ev.split("\n").forEach((l) => { if (l.startsWith("event:")) type = l.slice(6).trim(); else if (l.startsWith("data:")) data += l.slice(5).trim(); });
+          if (!data) continue;
+          const msg = JSON.parse(data);
+          if (type === "upstreams") renderUpstreams(msg);
+          else if (type === "catalog") { catalog = msg; renderCatalog(); }
+          else if (type === "call") addCall(msg, true);
+        }
+      }
+    } catch (e) { /* retried below */ }
+    live.textContent = "reconnecting"; live.className = "badge off";
+    await new Promise((res) => setTimeout(res, 2000));
+  }
+}
+
+$("#filter").addEventListener("input", renderCatalog);
+$("#view-as").addEventListener("change", async (e) => {
+  const caller = e.target.value;
+  visible = caller ? new Set((await api("view?caller=" + encodeURIComponent(caller))).visible) : null;
+  renderCatalog();
+});
+$("#login-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  key = $("#key").value.trim();
+  sessionStorage.setItem("mcpgate-key", key);
+  start();
+});
+
+function start() {
+  load().catch((e) => {
+    $("#app").hidden = true;
+    $("#login").hidden = false;
+    $("#login-error").textContent = e.auth && key ? "That key is not an admin caller's." : (e.auth ? "" : String(e.message));
+  });
+}
+start();

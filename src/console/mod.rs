@@ -1,0 +1,118 @@
+//! The console (`[console] enabled = true`): a read-only web page at `/console` and the JSON it
+//! reads. This module owns what the page shows — upstreams with era, transport, health, latency
+//! and circuit state; the merged catalogue; what one configured caller's policy lets it see; the
+//! recent calls of the audit stream — and the live feed (an SSE stream of upstream and catalogue
+//! changes and of calls as they end). Who may read it (admin callers; anyone on loopback when
+//! authentication is off) is decided here too. The page itself (HTML, CSS, JS) is embedded.
+
+pub mod feed;
+
+use crate::auth::Principal;
+use crate::catalog::Kind;
+use crate::gateway::Gateway;
+use crate::policy::Grants;
+use crate::upstream::Status;
+use serde_json::{Value, json};
+
+pub const INDEX_HTML: &str = include_str!("index.html");
+pub const APP_JS: &str = include_str!("app.js");
+pub const APP_CSS: &str = include_str!("app.css");
+
+/// Whether `caller` may read the console: an admin `[[caller]]`, or, without authentication, a
+/// client on loopback.
+pub fn may_read(gw: &Gateway, caller: &Principal, peer_is_loopback: bool) -> bool {
+    let cfg = gw.config();
+    if cfg.auth.mode == crate::config::auth::AuthMode::None {
+        return peer_is_loopback;
+    }
+    cfg.callers.iter().any(|c| c.admin && caller.rules.iter().any(|r| *r == c.id))
+}
+
+/// Each live upstream as the page's table shows it.
+pub fn upstreams(gw: &Gateway) -> Value {
+    let cat = gw.catalog();
+    let rows: Vec<Value> = gw
+        .live_upstreams()
+        .iter()
+        .map(|up| {
+            let st = up.state();
+            let (status, era) = match &st.status {
+                Status::Ready => (
+                    "ready",
+                    st.version
+                        .as_deref()
+                        .map(|v| format!("{} ({v})", if crate::protocol::is_legacy_version(v) { "legacy" } else { "modern" }))
+                        .unwrap_or_default(),
+                ),
+                Status::Pending => ("starting", "-".to_string()),
+                Status::Down(_) => ("down", "-".to_string()),
+            };
+            let failures = up.consecutive_failures();
+            // No call is sent to a down upstream (open); calls that keep failing make the gateway
+            // probe it (half-open); otherwise calls flow (closed).
+            let circuit = match (&st.status, failures) {
+                (Status::Down(_), _) => "open",
+                (_, 0) => "closed",
+                _ => "half-open",
+            };
+            json!({
+                "id": up.id(),
+                "transport": up.cfg.transport.kind(),
+                "era": era,
+                "status": status,
+                "reason": match &st.status { Status::Down(r) => Value::String(r.clone()), _ => Value::Null },
+                "tools": cat.section(Kind::Tool).count_for(up.index),
+                "latency_ms": st.latency.map(|l| l.as_millis() as u64),
+                "circuit": circuit,
+                "failures": failures,
+            })
+        })
+        .collect();
+    Value::Array(rows)
+}
+
+/// Every served item of every kind, with its upstream, title and description.
+pub fn catalog(gw: &Gateway) -> Value {
+    let cat = gw.catalog();
+    let mut out = Vec::new();
+    for kind in Kind::ALL {
+        for e in &cat.section(kind).entries {
+            let item: Value = serde_json::from_str(e.json.get()).unwrap_or(Value::Null);
+            out.push(json!({
+                "kind": kind.label(),
+                "name": e.name,
+                "upstream": gw.upstream_id(e.upstream),
+                "title": item.get("title").cloned().unwrap_or(Value::Null),
+                "description": item.get("description").cloned().unwrap_or(Value::Null),
+            }));
+        }
+    }
+    Value::Array(out)
+}
+
+/// The whole state the page opens with.
+pub fn state(gw: &Gateway) -> Value {
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "upstreams": upstreams(gw),
+        "catalog": catalog(gw),
+        "callers": gw.config().callers.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
+    })
+}
+
+/// What `[[caller]]` `id` may see, exactly as its policy decides for lists (`kind:name` keys):
+/// `None` for an unknown caller.
+pub fn view_as(gw: &Gateway, id: &str) -> Option<Value> {
+    let cfg = gw.config();
+    let caller = cfg.callers.iter().find(|c| c.id == id)?;
+    let grants = Grants::from_rules([caller]);
+    let cat = gw.catalog();
+    let id_of = |i: usize| gw.upstream_id(i);
+    let mut visible = Vec::new();
+    for kind in Kind::ALL {
+        for e in crate::policy::view::visible(&cat, kind, &grants, &id_of) {
+            visible.push(format!("{}:{}", kind.label(), e.name));
+        }
+    }
+    Some(json!({ "caller": id, "visible": visible }))
+}

@@ -1,0 +1,298 @@
+//! `mcpgate import`: turns the MCP server lists that desktop clients keep (`mcpServers` in Claude
+//! Desktop, Claude Code's `.mcp.json` and Cursor; `servers` in VS Code's `mcp.json`, or `mcp.servers`
+//! in its settings) into an equivalent `gateway.toml`. stdio servers keep their command, args and
+//! environment; HTTP servers keep their URL and headers. Secrets are never copied: every header,
+//! and every environment value or argument that looks like a credential, becomes a reference to
+//! an environment variable, listed at the top of the output so the user knows what to export.
+
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+/// The generated file, and what the user must do before running it.
+#[derive(Debug, Default)]
+pub struct Imported {
+    pub toml: String,
+    /// Environment variables the file refers to, each with where its value was found.
+    pub variables: Vec<(String, String)>,
+    /// Things that could not be carried over exactly.
+    pub warnings: Vec<String>,
+    pub servers: usize,
+}
+
+struct Server {
+    id: String,
+    original: String,
+    body: String,
+}
+
+/// Converts client configuration JSON (`source` names it in comments) into `gateway.toml` text.
+pub fn import(json_text: &str, source: &str) -> Result<Imported, String> {
+    let root: Value = serde_json::from_str(json_text).map_err(|e| format!("{source}: not JSON: {e}"))?;
+    let servers = find_servers(&root).ok_or_else(|| {
+        format!("{source}: no MCP servers found: expected an object under \"mcpServers\" (Claude, Cursor) or \"servers\" (VS Code)")
+    })?;
+    let mut out = Imported::default();
+    let mut ids = BTreeSet::new();
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    let mut converted = Vec::new();
+    for (name, spec) in servers {
+        let Some(spec) = spec.as_object() else {
+            out.warnings.push(format!("server '{name}': not an object, skipped"));
+            continue;
+        };
+        if spec.get("disabled").and_then(Value::as_bool) == Some(true) || spec.get("enabled").and_then(Value::as_bool) == Some(false) {
+            out.warnings.push(format!("server '{name}': disabled in {source}, skipped"));
+            continue;
+        }
+        let id = unique_id(name, &mut ids);
+        if id != *name {
+            out.warnings.push(format!("server '{name}' is upstream '{id}' (ids use lowercase letters, digits and '-')"));
+        }
+        let mut ctx = Ctx { id: &id, vars: &mut vars, warnings: &mut out.warnings };
+        match convert(&mut ctx, name, spec) {
+            Ok(body) => converted.push(Server { id, original: name.clone(), body }),
+            Err(e) => out.warnings.push(format!("server '{name}': {e}; skipped")),
+        }
+    }
+    if converted.is_empty() {
+        return Err(format!("{source}: none of its servers could be imported: {}", out.warnings.join("; ")));
+    }
+    out.servers = converted.len();
+    out.variables = vars.into_iter().collect();
+    let t = &mut out.toml;
+    let _ = writeln!(t, "# gateway.toml imported by `mcpgate import` from {source} ({} servers).", converted.len());
+    if !out.variables.is_empty() {
+        let _ = writeln!(t, "# Secrets were not copied. Export these environment variables before `mcpgate run`:");
+        for (var, origin) in &out.variables {
+            let _ = writeln!(t, "#   {var:<32} {origin}");
+        }
+    }
+    for w in &out.warnings {
+        let _ = writeln!(t, "# NOTE: {w}");
+    }
+    let _ = writeln!(t, "\n[server]\nlisten = \"127.0.0.1:8811\"\npath = \"/mcp\"");
+    for s in &converted {
+        let _ = writeln!(t, "\n# {}", s.original.replace('\n', " "));
+        let _ = writeln!(t, "[[upstream]]\nid = {}", quote(&s.id));
+        t.push_str(&s.body);
+    }
+    Ok(out)
+}
+
+fn find_servers(root: &Value) -> Option<&Map<String, Value>> {
+    root.get("mcpServers")
+        .or_else(|| root.get("servers"))
+        .or_else(|| root.get("mcp").and_then(|m| m.get("servers")))
+        .and_then(Value::as_object)
+}
+
+struct Ctx<'a> {
+    id: &'a str,
+    vars: &'a mut BTreeMap<String, String>,
+    warnings: &'a mut Vec<String>,
+}
+
+impl Ctx<'_> {
+    /// The environment variable that will hold a secret value found at `origin`: `wanted` when
+    /// free, else prefixed with the upstream id (two servers may hold different values).
+    fn fresh(&mut self, wanted: &str, origin: String) -> String {
+        let base = env_name(wanted);
+        let name = if self.vars.contains_key(&base) { env_name(&format!("{}_{base}", self.id)) } else { base };
+        self.vars.insert(name.clone(), origin);
+        name
+    }
+
+    /// A variable the client's file already named: the same one wherever it is used.
+    fn named(&mut self, var: &str, origin: String) -> String {
+        self.vars.entry(var.to_string()).and_modify(|o| *o = format!("{o}; {origin}")).or_insert(origin);
+        var.to_string()
+    }
+}
+
+fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<String, String> {
+    let kind = spec.get("type").and_then(Value::as_str).unwrap_or("");
+    let mut body = String::new();
+    if let Some(url) = spec.get("url").or_else(|| spec.get("serverUrl")).and_then(Value::as_str) {
+        if kind == "sse" || url.trim_end_matches('/').ends_with("/sse") {
+            ctx.warnings.push(format!(
+                "server '{name}' uses the deprecated HTTP+SSE transport, which mcpgate does not speak: point its url at the server's Streamable HTTP endpoint (often /mcp instead of /sse)"
+            ));
+        }
+        if url.contains('@') && url.split_once("://").is_some_and(|(_, r)| r.split('/').next().unwrap_or("").contains('@')) {
+            return Err("its URL carries credentials, which gateway.toml does not take: move them to a header".into());
+        }
+        let _ = writeln!(body, "url = {}", quote(url));
+        if let Some(headers) = spec.get("headers").and_then(Value::as_object).filter(|h| !h.is_empty()) {
+            let _ = writeln!(body, "[upstream.headers]");
+            for (h, v) in headers {
+                let value = arg_text(v);
+                let (prefix, rest) = split_scheme(&value);
+                let origin = format!("server '{name}', header {h}");
+                let var = match reference(rest) {
+                    Some(named) => ctx.named(&named, origin),
+                    None => ctx.fresh(&format!("{}_{h}", ctx.id), origin),
+                };
+                match prefix {
+                    Some(p) => {
+                        let _ = writeln!(body, "{} = {{ env = {}, prefix = {} }}", key(h), quote(&var), quote(p));
+                    }
+                    None => {
+                        let _ = writeln!(body, "{} = {{ env = {} }}", key(h), quote(&var));
+                    }
+                }
+            }
+        }
+        return Ok(body);
+    }
+    let Some(command) = spec.get("command").and_then(Value::as_str) else {
+        return Err("neither a command nor a url".into());
+    };
+    let mut argv = vec![command.to_string()];
+    let args: Vec<String> = spec.get("args").and_then(Value::as_array).map(|a| a.iter().map(arg_text).collect()).unwrap_or_default();
+    let mut secret_next = false;
+    for (i, a) in args.iter().enumerate() {
+        let flagged = secret_next;
+        secret_next = is_secret_flag(a) && !a.contains('=');
+        if flagged || looks_secret("", a) || a.split_once('=').is_some_and(|(k, v)| is_secret_flag(k) && !v.is_empty()) {
+            ctx.warnings.push(format!(
+                "server '{name}': argument {} looks like a secret and was not copied: pass it to the server through an environment variable instead",
+                i + 1
+            ));
+            argv.push("<secret removed: see the NOTE above>".into());
+        } else {
+            argv.push(a.clone());
+        }
+    }
+    let _ = writeln!(body, "command = [{}]", argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", "));
+    if let Some(cwd) = spec.get("cwd").and_then(Value::as_str) {
+        let _ = writeln!(body, "cwd = {}", quote(cwd));
+    }
+    if spec.get("envFile").is_some() {
+        ctx.warnings.push(format!("server '{name}': envFile is not imported: list its variables under [upstream.env]"));
+    }
+    if let Some(env) = spec.get("env").and_then(Value::as_object).filter(|e| !e.is_empty()) {
+        let _ = writeln!(body, "[upstream.env]");
+        for (k, v) in env {
+            let value = arg_text(v);
+            if let Some(var) = reference(&value) {
+                let var = ctx.named(&var, format!("server '{name}', env {k}"));
+                let _ = writeln!(body, "{} = {{ env = {} }}", key(k), quote(&var));
+            } else if looks_secret(k, &value) {
+                let var = ctx.fresh(k, format!("server '{name}', env {k}"));
+                let _ = writeln!(body, "{} = {{ env = {} }}", key(k), quote(&var));
+            } else {
+                let _ = writeln!(body, "{} = {}", key(k), quote(&value));
+            }
+        }
+    }
+    Ok(body)
+}
+
+fn arg_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A value that already names a variable: `${VAR}`, `${env:VAR}`, `$VAR`, or VS Code's
+/// `${input:id}` (which becomes a variable named after the input).
+fn reference(value: &str) -> Option<String> {
+    let rest = value.trim();
+    let inner = rest.strip_prefix("${").and_then(|r| r.strip_suffix('}')).or_else(|| rest.strip_prefix('$'))?;
+    let name = inner.strip_prefix("env:").or_else(|| inner.strip_prefix("input:")).unwrap_or(inner);
+    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')).then(|| env_name(name))
+}
+
+/// `Bearer abc` → (Some("Bearer "), "abc").
+fn split_scheme(value: &str) -> (Option<&'static str>, &str) {
+    for p in ["Bearer ", "bearer ", "Basic ", "token ", "Token "] {
+        if let Some(rest) = value.strip_prefix(p) {
+            return (Some(p), rest);
+        }
+    }
+    (None, value)
+}
+
+fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "AUTH", "CREDENTIAL", "COOKIE", "PAT", "PRIVATE", "SESSION"]
+        .iter()
+        .any(|w| n.split(|c: char| !c.is_ascii_alphanumeric()).any(|part| part == *w || part.ends_with(w)))
+}
+
+fn is_secret_flag(arg: &str) -> bool {
+    arg.starts_with('-') && is_secret_name(arg.trim_start_matches('-'))
+}
+
+/// A credential by its name (`GITHUB_TOKEN`, `API_KEY`) or by its shape (well-known token
+/// prefixes, long random-looking strings).
+fn looks_secret(name: &str, value: &str) -> bool {
+    if value.is_empty() {
+        return false;
+    }
+    if is_secret_name(name) {
+        return true;
+    }
+    const PREFIXES: [&str; 10] = ["ghp_", "gho_", "ghs_", "github_pat_", "sk-", "xoxb-", "xoxp-", "glpat-", "AKIA", "Bearer "];
+    if PREFIXES.iter().any(|p| value.starts_with(p)) {
+        return true;
+    }
+    // A URL with a password in it (`postgresql://user:pass@host/db`).
+    if let Some((_, rest)) = value.split_once("://")
+        && let Some((userinfo, _)) = rest.split('/').next().unwrap_or("").rsplit_once('@')
+        && userinfo.contains(':')
+    {
+        return true;
+    }
+    let random_looking = value.len() >= 24
+        && !value.contains(['/', ' ', '.', ':'])
+        && value.chars().any(|c| c.is_ascii_digit())
+        && value.chars().any(|c| c.is_ascii_alphabetic());
+    random_looking
+}
+
+/// An environment variable name: uppercase letters, digits and `_`.
+fn env_name(s: &str) -> String {
+    let mut out: String = s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+    if out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, '_');
+    }
+    out
+}
+
+/// A valid upstream id from a server name, unique among `taken`.
+fn unique_id(name: &str, taken: &mut BTreeSet<String>) -> String {
+    let mut id = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            id.push(c.to_ascii_lowercase());
+        } else if !id.ends_with('-') && !id.is_empty() {
+            id.push('-');
+        }
+    }
+    let id = id.trim_end_matches('-').to_string();
+    let base = if id.is_empty() { "server".to_string() } else { id };
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while taken.contains(&candidate) {
+        candidate = format!("{base}-{n}");
+        n += 1;
+    }
+    taken.insert(candidate.clone());
+    candidate
+}
+
+/// A TOML basic string (JSON string escapes are valid TOML escapes).
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// A TOML key: bare when it can be, quoted otherwise.
+fn key(k: &str) -> String {
+    if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') { k.to_string() } else { quote(k) }
+}
+
+#[cfg(test)]
+mod tests;

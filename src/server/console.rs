@@ -1,0 +1,163 @@
+//! The console over HTTP: `/console` and its script and stylesheet (embedded, served with a
+//! strict Content-Security-Policy: nothing external loads), and `/console/api/*` — `state`,
+//! `view?caller=ID`, `calls` and `events` (SSE) — behind the gateway's authentication, for
+//! admin callers only (see [`crate::console::may_read`]). Off unless `[console] enabled`.
+
+use super::http::{State, authenticate};
+use super::render::{self, Body};
+use bytes::Bytes;
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// How often the live feed looks at upstream health and the catalogue.
+const TICK: Duration = Duration::from_secs(2);
+
+pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Body> {
+    let Some(gw) = st.svc.gateway().filter(|g| g.config().console) else {
+        return render::plain(StatusCode::NOT_FOUND, "not found: the console is off ([console] enabled = true turns it on)\n");
+    };
+    if req.method() != Method::GET {
+        return render::plain(StatusCode::METHOD_NOT_ALLOWED, "the console is read-only\n");
+    }
+    let path = req.uri().path().to_string();
+    let asset = |body: &'static str, kind: &'static str| {
+        let mut r = Response::new(render::full(body));
+        let h = r.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+        h.insert("content-security-policy", HeaderValue::from_static(CSP));
+        h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+        h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        r
+    };
+    match path.as_str() {
+        "/console" | "/console/" => return asset(crate::console::INDEX_HTML, "text/html; charset=utf-8"),
+        "/console/app.js" => return asset(crate::console::APP_JS, "text/javascript; charset=utf-8"),
+        "/console/app.css" => return asset(crate::console::APP_CSS, "text/css; charset=utf-8"),
+        _ => {}
+    }
+    let Some(what) = path.strip_prefix("/console/api/") else {
+        return render::plain(StatusCode::NOT_FOUND, "not found\n");
+    };
+    let host = req.headers().get(HOST).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let origin = req.headers().get(ORIGIN).and_then(|v| v.to_str().ok());
+    if let Err(reason) = st.origin.check(origin, host.as_deref()) {
+        return json_answer(StatusCode::FORBIDDEN, json!({ "error": format!("Forbidden: {reason}") }));
+    }
+    let caller = match authenticate(st, &req, host.as_deref(), &st.cfg.path).await {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    if !crate::console::may_read(gw, &caller, peer.ip().is_loopback()) {
+        tracing::info!(caller = %caller.id, "refused the console to a caller that is not an admin");
+        return json_answer(
+            StatusCode::FORBIDDEN,
+            json!({ "error": "Forbidden: the console is for admin callers ([[caller]] admin = true)" }),
+        );
+    }
+    match what {
+        "state" => json_answer(StatusCode::OK, crate::console::state(gw)),
+        "calls" => json_answer(StatusCode::OK, serde_json::to_value(crate::console::feed::recent()).unwrap_or(Value::Null)),
+        "view" => {
+            let query = req.uri().query().unwrap_or("");
+            let id = query.split('&').find_map(|kv| kv.strip_prefix("caller=")).map(percent_decode).unwrap_or_default();
+            match crate::console::view_as(gw, &id) {
+                Some(v) => json_answer(StatusCode::OK, v),
+                None => json_answer(StatusCode::NOT_FOUND, json!({ "error": format!("no [[caller]] has id '{id}'") })),
+            }
+        }
+        "events" => events(st.svc.clone()),
+        _ => json_answer(StatusCode::NOT_FOUND, json!({ "error": "unknown console API" })),
+    }
+}
+
+fn json_answer(status: StatusCode, v: Value) -> Response<Body> {
+    let mut r = Response::new(render::full(v.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn sse(event: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+}
+
+/// The live feed: upstream health and the catalogue when they change, each call as it ends.
+fn events(svc: Arc<dyn crate::dispatch::Service>) -> Response<Body> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let closing = svc.closing().unwrap_or_default();
+    tokio::spawn(async move {
+        let Some(gw) = svc.gateway() else { return };
+        let mut calls = crate::console::feed::subscribe();
+        let mut tick = tokio::time::interval(TICK);
+        let (mut last_upstreams, mut last_catalog) = (Value::Null, None);
+        loop {
+            let frame = tokio::select! {
+                _ = tick.tick() => {
+                    let ups = crate::console::upstreams(gw);
+                    let cat = gw.catalog();
+                    if last_catalog.as_ref().is_some_and(|c| !Arc::ptr_eq(c, &cat)) {
+                        if tx.send(sse("catalog", &crate::console::catalog(gw))).await.is_err() {
+                            return;
+                        }
+                    }
+                    last_catalog = Some(cat);
+                    if ups == last_upstreams {
+                        Bytes::from_static(b": tick\n\n")
+                    } else {
+                        last_upstreams = ups.clone();
+                        sse("upstreams", &ups)
+                    }
+                }
+                call = calls.recv() => match call {
+                    Ok(c) => sse("call", &serde_json::to_value(c).unwrap_or(Value::Null)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return,
+                },
+                _ = closing.cancelled() => return,
+            };
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    let body = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx)) });
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(body)));
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+/// Decodes `%XX` escapes and `+` in a query value.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                Ok(v) => {
+                    out.push(v);
+                    i += 3;
+                    continue;
+                }
+                Err(_) => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
