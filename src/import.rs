@@ -246,11 +246,11 @@ fn looks_secret(name: &str, value: &str) -> bool {
     {
         return true;
     }
-    let random_looking = value.len() >= 24
+    // A long random-looking string.
+    value.len() >= 24
         && !value.contains(['/', ' ', '.', ':'])
         && value.chars().any(|c| c.is_ascii_digit())
-        && value.chars().any(|c| c.is_ascii_alphabetic());
-    random_looking
+        && value.chars().any(|c| c.is_ascii_alphabetic())
 }
 
 /// An environment variable name: uppercase letters, digits and `_`.

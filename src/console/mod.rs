@@ -25,7 +25,7 @@ pub fn may_read(gw: &Gateway, caller: &Principal, peer_is_loopback: bool) -> boo
     if cfg.auth.mode == crate::config::auth::AuthMode::None {
         return peer_is_loopback;
     }
-    cfg.callers.iter().any(|c| c.admin && caller.rules.iter().any(|r| *r == c.id))
+    cfg.callers.iter().any(|c| c.admin && caller.rules.contains(&c.id))
 }
 
 /// Each live upstream as the page's table shows it.

@@ -105,10 +105,10 @@ fn events(svc: Arc<dyn crate::dispatch::Service>) -> Response<Body> {
                 _ = tick.tick() => {
                     let ups = crate::console::upstreams(gw);
                     let cat = gw.catalog();
-                    if last_catalog.as_ref().is_some_and(|c| !Arc::ptr_eq(c, &cat)) {
-                        if tx.send(sse("catalog", &crate::console::catalog(gw))).await.is_err() {
-                            return;
-                        }
+                    if last_catalog.as_ref().is_some_and(|c| !Arc::ptr_eq(c, &cat))
+                        && tx.send(sse("catalog", &crate::console::catalog(gw))).await.is_err()
+                    {
+                        return;
                     }
                     last_catalog = Some(cat);
                     if ups == last_upstreams {
