@@ -13,6 +13,7 @@ fn caller(id: &str, subject: Option<&str>, claims: &[(&str, &str)], scopes: &[&s
         deny: vec![],
         rate_limit: None,
         admin: false,
+        tool_search: None,
     }
 }
 

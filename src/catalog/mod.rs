@@ -9,6 +9,7 @@ pub mod kind;
 pub mod links;
 pub mod merge;
 pub mod names;
+pub mod search;
 pub mod uris;
 
 pub use kind::Kind;

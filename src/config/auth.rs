@@ -58,6 +58,8 @@ pub struct CallerSection {
     /// May read the web console (`[console]`).
     #[serde(default)]
     pub admin: bool,
+    /// Tool-search mode for this caller (overrides `[catalog] tool_search`).
+    pub tool_search: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +114,8 @@ pub struct CallerConfig {
     pub rate_limit: Option<Rate>,
     /// May read the web console.
     pub admin: bool,
+    /// Tool-search mode for this caller (`None`: `[catalog] tool_search` decides).
+    pub tool_search: Option<bool>,
 }
 
 fn hex32(text: &str) -> Option<[u8; 32]> {
@@ -277,6 +281,7 @@ pub(super) fn resolve_callers(at: &Locator, callers: Vec<CallerSection>, mode: A
             deny: c.deny,
             rate_limit,
             admin: c.admin,
+            tool_search: c.tool_search,
         });
     }
     Ok(out)

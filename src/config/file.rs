@@ -107,6 +107,8 @@ pub struct CatalogSection {
     pub ttl_max: Option<Spanned<String>>,
     pub max_name_length: Option<usize>,
     pub name_charset: Option<Spanned<String>>,
+    #[serde(default)]
+    pub tool_search: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -124,6 +124,8 @@ pub struct CatalogConfig {
     /// `ttlMs` implies.
     pub ttl_min: Duration,
     pub ttl_max: Duration,
+    /// Serve two meta-tools (search, call) instead of the whole tool list.
+    pub tool_search: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -312,6 +314,7 @@ impl Config {
             debounce: at.duration(c.debounce.as_ref(), "catalog.debounce", Duration::from_millis(100))?,
             ttl_min: at.duration(c.ttl_min.as_ref(), "catalog.ttl_min", Duration::from_secs(2))?,
             ttl_max: Duration::ZERO,
+            tool_search: c.tool_search,
         };
         let mut catalog = catalog;
         catalog.ttl_max = at.duration(c.ttl_max.as_ref(), "catalog.ttl_max", catalog.refresh_interval)?.max(catalog.ttl_min);

@@ -8,6 +8,7 @@ pub mod fanout;
 mod forward;
 mod listen;
 mod lists;
+mod search;
 pub mod state;
 mod tasks;
 
@@ -124,7 +125,9 @@ impl Service for Gateway {
             }
             match req.method.as_str() {
                 "server/discover" => discover::discover(self, &req),
+                "tools/list" if search::active(self, &req.caller) => search::list(self),
                 "tools/list" => lists::list(self, &req, Kind::Tool),
+                "tools/call" if search::active(self, &req.caller) => search::call(self, req).await,
                 "tools/call" => forward::call_tool(self, req).await,
                 "prompts/list" if offered("prompts") => lists::list(self, &req, Kind::Prompt),
                 "prompts/get" if offered("prompts") => forward::get_prompt(self, req).await,

@@ -24,6 +24,7 @@ mod reload;
 mod resilience;
 mod routing;
 mod scripted;
+mod search;
 mod streams;
 mod supervision;
 mod tls;

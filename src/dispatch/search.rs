@@ -1,0 +1,180 @@
+//! Tool-search mode (`[catalog] tool_search`, or `[[caller]] tool_search` for one caller): instead
+//! of the whole catalogue, `tools/list` offers two meta-tools — `search_tools`, which ranks the
+//! tools the caller may use against a query, and `call_tool`, which calls one of them by name —
+//! so an agent in front of hundreds of tools keeps its context small. Both go through the same
+//! policy view as the plain list and call: a hidden tool is never found and cannot be called.
+//! Tools may still be called directly by name.
+
+use super::{Request, forward};
+use crate::auth::Principal;
+use crate::catalog::Kind;
+use crate::catalog::search::{Doc, rank};
+use crate::gateway::Gateway;
+use crate::policy::view;
+use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
+use crate::protocol::keys;
+use crate::reply::{Outcome, Reply};
+use serde_json::{Value, json};
+
+pub const SEARCH: &str = "search_tools";
+pub const CALL: &str = "call_tool";
+const DEFAULT_LIMIT: usize = 10;
+const MAX_LIMIT: usize = 50;
+
+/// Whether `caller` is served in tool-search mode: its `[[caller]]` entry decides, else
+/// `[catalog] tool_search`.
+pub fn active(gw: &Gateway, caller: &Principal) -> bool {
+    let cfg = gw.config();
+    cfg.callers.iter().filter(|c| caller.rules.contains(&c.id)).find_map(|c| c.tool_search).unwrap_or(cfg.catalog.tool_search)
+}
+
+fn meta_tools() -> Value {
+    json!([
+        {
+            "name": SEARCH,
+            "title": "Search tools",
+            "description": "Find the tools for a task among everything this gateway offers. Describe what you want to do in a few words; the best matches come back with their input schemas. Then call one with call_tool.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "query": { "type": "string", "description": "What you want to do, e.g. \"refund a card payment\"." },
+                    "limit": { "type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "How many tools to return." }
+                },
+                "required": ["query"]
+            },
+            "annotations": { "readOnlyHint": true, "openWorldHint": false }
+        },
+        {
+            "name": CALL,
+            "title": "Call a tool",
+            "description": "Call a tool found with search_tools: its exact name, and its arguments as its input schema describes them.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": { "type": "string", "description": "The tool's name, as search_tools returned it." },
+                    "arguments": { "type": "object", "description": "The tool's arguments." }
+                },
+                "required": ["name"]
+            }
+        }
+    ])
+}
+
+/// `tools/list` in tool-search mode: the two meta-tools.
+pub fn list(gw: &Gateway) -> Reply {
+    let cat = gw.catalog();
+    let body = json!({
+        "resultType": "complete",
+        "tools": meta_tools(),
+        "ttlMs": cat.ttl_ms(Kind::Tool, std::time::Instant::now()),
+        "cacheScope": "private",
+        "_meta": { keys::SERVER_INFO: super::discover::server_info() },
+    });
+    match Json::to_json(&body) {
+        Ok(j) => Reply::Single(Outcome::Result(j)),
+        Err(e) => Reply::error(RpcError::internal(format!("cannot render tools: {e}"))),
+    }
+}
+
+/// `tools/call` in tool-search mode: the meta-tools are answered here, any other name is a
+/// direct call.
+pub async fn call(gw: &Gateway, req: Request) -> Reply {
+    let name = req.params.parse::<String>("name").and_then(Result::ok);
+    match name.as_deref() {
+        Some(SEARCH) => search(gw, &req),
+        Some(CALL) => call_found(gw, req).await,
+        _ => forward::call_tool(gw, req).await,
+    }
+}
+
+fn arguments(req: &Request) -> Result<serde_json::Map<String, Value>, RpcError> {
+    match req.params.parse::<Option<Value>>("arguments") {
+        None | Some(Ok(None)) => Ok(Default::default()),
+        Some(Ok(Some(Value::Object(m)))) => Ok(m),
+        _ => Err(RpcError::invalid_params("tools/call arguments must be an object")),
+    }
+}
+
+fn search(gw: &Gateway, req: &Request) -> Reply {
+    let args = match arguments(req) {
+        Ok(a) => a,
+        Err(e) => return Reply::error(e),
+    };
+    let Some(query) = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty()) else {
+        return tool_error("search_tools needs a non-empty query: describe what you want to do.");
+    };
+    let limit = args.get("limit").and_then(Value::as_u64).map(|l| (l as usize).clamp(1, MAX_LIMIT)).unwrap_or(DEFAULT_LIMIT);
+    let cat = gw.catalog_for(&req.caller);
+    let id_of = |i: usize| gw.upstream_id(i);
+    let entries = view::visible(&cat, Kind::Tool, &req.caller.grants, &id_of);
+    let items: Vec<Value> = entries.iter().map(|e| serde_json::from_str(e.json.get()).unwrap_or(Value::Null)).collect();
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let fields: Vec<(String, String, String)> = items.iter().map(|v| (text(v, "name"), text(v, "title"), text(v, "description"))).collect();
+    let docs: Vec<Doc> = fields.iter().map(|(n, t, d)| Doc { name: n, title: t, description: d }).collect();
+    let found: Vec<Value> = rank(&docs, query, limit)
+        .into_iter()
+        .map(|(i, _)| {
+            let v = &items[i];
+            json!({
+                "name": v.get("name"),
+                "title": v.get("title"),
+                "description": v.get("description"),
+                "inputSchema": v.get("inputSchema"),
+            })
+        })
+        .collect();
+    let summary = if found.is_empty() {
+        format!("No tool matches \"{query}\". Try other words.")
+    } else {
+        let lines: Vec<String> = found
+            .iter()
+            .map(|t| {
+                format!(
+                    "- {}: {}\n  input: {}",
+                    t["name"].as_str().unwrap_or(""),
+                    t["description"].as_str().unwrap_or(""),
+                    t["inputSchema"]
+                )
+            })
+            .collect();
+        format!("{} tools match \"{query}\" (call one with call_tool):\n{}", found.len(), lines.join("\n"))
+    };
+    result(json!({
+        "resultType": "complete",
+        "content": [{ "type": "text", "text": summary }],
+        "structuredContent": { "tools": found },
+    }))
+}
+
+async fn call_found(gw: &Gateway, mut req: Request) -> Reply {
+    let args = match arguments(&req) {
+        Ok(a) => a,
+        Err(e) => return Reply::error(e),
+    };
+    let Some(name) = args.get("name").and_then(Value::as_str) else {
+        return tool_error("call_tool needs the name of a tool (find one with search_tools).");
+    };
+    let inner = args.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    if !inner.is_object() {
+        return tool_error("call_tool's arguments must be an object.");
+    }
+    // The found tool is called exactly as a direct tools/call would be: same policy, limits,
+    // routing and audit, under the tool's own name.
+    let set = req.params.set_json("name", name).and_then(|()| req.params.set_json("arguments", &inner));
+    if let Err(e) = set {
+        return Reply::error(RpcError::internal(format!("cannot build the call: {e}")));
+    }
+    forward::call_tool(gw, req).await
+}
+
+fn tool_error(message: &str) -> Reply {
+    result(json!({ "resultType": "complete", "content": [{ "type": "text", "text": message }], "isError": true }))
+}
+
+fn result(v: Value) -> Reply {
+    match Json::to_json(&v) {
+        Ok(j) => Reply::Single(Outcome::Result(j)),
+        Err(e) => Reply::error(RpcError::internal(format!("cannot render the result: {e}"))),
+    }
+}
