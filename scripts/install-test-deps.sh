@@ -7,6 +7,7 @@
 #   .work/npm          @modelcontextprotocol/server-everything
 #   .work/conformance  @modelcontextprotocol/conformance (2026-07-28 scenarios)
 #   .work/node22       npm package "node" (a real Node 22 binary; the conformance CLI needs Node >= 22)
+#   .work/clients      Claude Code, the MCP Inspector and mcp-remote (the docs' quick start runs them)
 #   chromium           Debian's chromium and chromium-driver (the console's headless browser test)
 #   redis-server       Debian's package (the multi-replica tests share state through it); installed
 #                      with apt-get when missing and running as root, else the script says what to run
@@ -22,6 +23,8 @@ PY_PKGS=("mcp==2.3.0" "fastmcp==4.1.6" "selenium==4.51.0")
 EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
 CONFORMANCE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 NODE22_PKG="node@22.23.3"
+# Real clients the documentation's quick start is checked with.
+CLIENT_PKGS=("@anthropic-ai/claude-code@2.1.328" "@modelcontextprotocol/inspector@2.12.0" "mcp-remote@0.15.1")
 NODE22_VERSION="v22.23.3"
 NPM_BEFORE="2026-11-30"   # resolve transitive npm deps as they were when verified (PEERS.md)
 PYTHON="${PYTHON:-python3.11}"
@@ -126,6 +129,19 @@ else
   stamp_write "$NODE_DIR" "$NODE22_PKG before=$NPM_BEFORE"
 fi
 
+# ---- 4b. real clients ---------------------------------------------------------------------------
+CLIENTS_DIR="$WORK/clients"
+if stamp_ok "$CLIENTS_DIR" "${CLIENT_PKGS[*]} before=$NPM_BEFORE"; then
+  log "clients up to date (${CLIENT_PKGS[*]})"
+else
+  npm_folder "$CLIENTS_DIR" "${CLIENT_PKGS[@]}"
+  STEP="verifying clients"
+  for bin in claude mcp-inspector mcp-remote; do
+    [[ -x "$CLIENTS_DIR/node_modules/.bin/$bin" ]] || die "$bin not found after install"
+  done
+  stamp_write "$CLIENTS_DIR" "${CLIENT_PKGS[*]} before=$NPM_BEFORE"
+fi
+
 # ---- 5. redis-server (Debian) -----------------------------------------------------------------
 STEP="redis-server"
 REDIS_BIN="$(command -v redis-server || true)"
@@ -173,6 +189,7 @@ export MCPGATE_EVERYTHING_JS="$EVERYTHING_JS"
 export MCPGATE_REDIS_SERVER="$REDIS_BIN"
 export MCPGATE_CHROMIUM="$CHROMIUM_BIN"
 export MCPGATE_CHROMEDRIVER="$CHROMEDRIVER_BIN"
+export MCPGATE_CLIENTS_BIN="$CLIENTS_DIR/node_modules/.bin"
 ENV
 log "python:      $VENV/bin/python ($("$VENV/bin/python" --version 2>&1))"
 log "node22:      $NODE22_BIN ($("$NODE22_BIN" --version))"

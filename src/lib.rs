@@ -10,6 +10,7 @@ pub mod audit;
 pub mod auth;
 pub mod catalog;
 pub mod check;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod console;

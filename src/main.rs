@@ -318,49 +318,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             mcpgate::server::stdio::serve_as(svc, caller, tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Health { url, timeout } => {
-            let req = http::Request::get(&url)
-                .body(http_body_util::Full::new(bytes::Bytes::new()))
-                .with_context(|| format!("'{url}' is not a URL"))?;
-            let client = mcpgate::upstream::new_http_client();
-            match tokio::time::timeout(timeout, client.request(req)).await {
-                Ok(Ok(resp)) if resp.status().is_success() => {
-                    println!("{url}: {}", resp.status());
-                    Ok(ExitCode::SUCCESS)
-                }
-                Ok(Ok(resp)) => {
-                    eprintln!("{url}: {}", resp.status());
-                    Ok(ExitCode::FAILURE)
-                }
-                Ok(Err(e)) => {
-                    eprintln!("{url}: {e}");
-                    Ok(ExitCode::FAILURE)
-                }
-                Err(_) => {
-                    eprintln!("{url}: no answer within {timeout:?}");
-                    Ok(ExitCode::FAILURE)
-                }
-            }
-        }
+        Command::Health { url, timeout } => mcpgate::cli::health(&url, timeout).await,
         Command::Check { config } => {
             let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
-            gw.refresh_all().await;
-            let (text, mut ok) = mcpgate::check::report(&gw);
-            print!("{text}");
-            if let Some(cluster) = &gw.cluster {
-                match cluster.ping().await {
-                    Ok(()) => println!("cluster: Redis {} answers", cluster.config().redacted_url()),
-                    Err(e) => {
-                        println!("cluster: Redis {} does not answer: {e}", cluster.config().redacted_url());
-                        ok = false;
-                    }
-                }
-            }
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            Ok(if mcpgate::cli::check(&gw).await { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Tools { config, json } => {
             let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
-            gw.refresh_all().await;
+            mcpgate::cli::probe_all(&gw).await;
             if json {
                 println!("{}", mcpgate::check::tools_json(&gw));
             } else {
@@ -368,32 +333,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Import { file, output } => {
-            let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| file.display().to_string());
-            let imported = mcpgate::import::import(&text, &name).map_err(anyhow::Error::msg)?;
-            match &output {
-                Some(path) => {
-                    use std::io::Write as _;
-                    let mut f = std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(path)
-                        .with_context(|| format!("cannot create {} (an existing file is never overwritten)", path.display()))?;
-                    f.write_all(imported.toml.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
-                }
-                None => print!("{}", imported.toml),
-            }
-            eprintln!("imported {} servers from {}", imported.servers, file.display());
-            for w in &imported.warnings {
-                eprintln!("note: {w}");
-            }
-            if !imported.variables.is_empty() {
-                let vars: Vec<&str> = imported.variables.iter().map(|(v, _)| v.as_str()).collect();
-                eprintln!("export before running: {}", vars.join(" "));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Import { file, output } => mcpgate::cli::import(&file, output.as_deref()),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "mcpgate", &mut std::io::stdout());

@@ -168,11 +168,41 @@ pub enum EnvValue {
     From(HeaderSource),
 }
 
-/// Where an upstream header's value comes from: an environment variable or a file.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Where an upstream header's value comes from: an environment variable or a file. A literal
+/// string is read only to be refused with a fix (its text is dropped, never echoed).
+#[derive(Debug, Default)]
 pub struct HeaderSource {
     pub env: Option<String>,
     pub file: Option<String>,
     pub prefix: Option<String>,
+    /// The file wrote the secret itself.
+    pub literal: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceTable {
+    env: Option<String>,
+    file: Option<String>,
+    prefix: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for HeaderSource {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = HeaderSource;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("{ env = \"VAR\" } or { file = \"path\" }")
+            }
+            fn visit_str<E: serde::de::Error>(self, _literal: &str) -> Result<HeaderSource, E> {
+                Ok(HeaderSource { literal: true, ..Default::default() })
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, map: M) -> Result<HeaderSource, M::Error> {
+                let t = SourceTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(HeaderSource { env: t.env, file: t.file, prefix: t.prefix, literal: false })
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }

@@ -71,8 +71,28 @@ pub struct Started {
     pub group: Group,
 }
 
+/// Whether `program` can be started: a path that exists, or a name found on `PATH` (the child
+/// gets the gateway's `PATH`), looked up from `cwd` when relative.
+fn findable(program: &std::path::Path, cwd: Option<&PathBuf>) -> bool {
+    if program.components().count() > 1 || program.is_absolute() {
+        let full = match cwd {
+            Some(dir) if program.is_relative() => dir.join(program),
+            _ => program.to_path_buf(),
+        };
+        return full.exists();
+    }
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
 /// Starts the child; its stderr goes to the log (see the module comment).
 pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> {
+    if !findable(spec.program, spec.cwd) {
+        return Err(UpstreamError::Unreachable(format!(
+            "cannot start {:?}: no such program{} (install it, or give its absolute path in `command`)",
+            spec.program.display().to_string(),
+            if spec.program.components().count() > 1 { "" } else { " on PATH" }
+        )));
+    }
     let (mut cmd, death) = match supervisor() {
         Some(me) => {
             let mut c = Command::new(me);

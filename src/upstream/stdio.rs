@@ -273,6 +273,9 @@ impl StdioTransport {
                 }
             }
             let status = match child.wait().await {
+                // The shell conventions for a command that could not run.
+                Ok(s) if s.code() == Some(127) => format!("{s}: the command was not found"),
+                Ok(s) if s.code() == Some(126) => format!("{s}: the command is not executable"),
                 Ok(s) => s.to_string(),
                 Err(e) => e.to_string(),
             };

@@ -8,6 +8,7 @@ mod chaos;
 mod cli;
 mod cluster;
 mod conformance;
+mod docs;
 mod edge;
 mod endpoints;
 mod experience;

@@ -1,0 +1,166 @@
+//! The documentation cannot drift from the code. Every fenced snippet of README.md and docs/*.md
+//! is checked: TOML snippets load as configurations, JSON snippets parse (client files also
+//! import), every `mcpgate` command line parses with the real CLI, every other command is a known
+//! program whose repository paths exist, and every curl request is consistent (a JSON-RPC body
+//! whose method and name match its `Mcp-Method` and `Mcp-Name` headers). Beyond syntax, the curl
+//! session is replayed against a real gateway and its outputs compared, the quick start runs with
+//! the real Claude Code CLI, MCP Inspector and mcp-remote, and the troubleshooting page must quote
+//! the messages the binary really prints (see `scenarios.rs`).
+
+mod scenarios;
+mod shell;
+
+use crate::harness::*;
+use serde_json::Value;
+use std::path::PathBuf;
+
+pub struct Block {
+    pub file: String,
+    pub line: usize,
+    pub lang: String,
+    pub body: String,
+}
+
+fn doc_files() -> Vec<PathBuf> {
+    let mut files = vec![repo().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .expect("docs/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    files
+}
+
+/// Every fenced block of one file.
+pub fn blocks_of(path: &std::path::Path) -> Vec<Block> {
+    let text = std::fs::read_to_string(path).expect("read doc");
+    let name = path.strip_prefix(repo()).unwrap_or(path).display().to_string();
+    let mut out = Vec::new();
+    let mut open: Option<(usize, String, String, String)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        match &mut open {
+            None if trimmed.starts_with("```") => {
+                let indent = line.len() - trimmed.len();
+                open = Some((i + 1, trimmed.trim_start_matches('`').trim().to_string(), String::new(), " ".repeat(indent)));
+            }
+            Some((start, lang, body, indent)) if trimmed.starts_with("```") => {
+                out.push(Block { file: name.clone(), line: *start, lang: lang.clone(), body: std::mem::take(body) });
+                let _ = indent;
+                open = None;
+            }
+            Some((_, _, body, indent)) => {
+                body.push_str(line.strip_prefix(indent.as_str()).unwrap_or(line));
+                body.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+pub fn all_blocks() -> Vec<Block> {
+    doc_files().iter().flat_map(|p| blocks_of(p)).collect()
+}
+
+#[test]
+fn every_toml_snippet_is_a_valid_configuration() {
+    let mut checked = 0;
+    for b in all_blocks().iter().filter(|b| b.lang == "toml") {
+        // Secret files a snippet names exist, with a made-up value.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("snippet.toml");
+        let parsed: toml::Value = toml::from_str(&b.body).unwrap_or_else(|e| panic!("{}:{}: not TOML: {e}", b.file, b.line));
+        for file in secret_files(&parsed) {
+            let p = dir.path().join(&file);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).expect("mkdir");
+            }
+            std::fs::write(&p, "from-a-file").expect("write");
+        }
+        if let Err(e) = mcpgate::config::Config::parse(&b.body, &path, None, &|k: &str| {
+            // Values that look like what the variables hold.
+            Some(if k.contains("REDIS") { "redis://127.0.0.1:6379/0".into() } else { "from-the-environment".into() })
+        }) {
+            panic!("{}:{}: this TOML snippet does not load: {e}\n{}", b.file, b.line, b.body);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} TOML snippets found");
+}
+
+/// The relative paths of the files a configuration reads (secrets, PEM files, keys).
+fn secret_files(v: &toml::Value) -> Vec<String> {
+    match v {
+        toml::Value::Table(t) => t
+            .iter()
+            .flat_map(|(k, v)| match (k.as_str(), v) {
+                (
+                    "file" | "cert" | "key" | "ca" | "client_ca" | "jwks_file" | "token_key_file" | "redis_password_file",
+                    toml::Value::String(s),
+                ) if !s.starts_with('/') => {
+                    vec![s.clone()]
+                }
+                _ => secret_files(v),
+            })
+            .collect(),
+        toml::Value::Array(a) => a.iter().flat_map(secret_files).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn every_json_snippet_parses_and_client_files_import() {
+    let mut clients = 0;
+    for b in all_blocks().iter().filter(|b| b.lang == "json") {
+        // Outputs shortened with "…" are replayed by the transcript test instead.
+        if b.body.contains('…') {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&b.body).unwrap_or_else(|e| panic!("{}:{}: not JSON ({e}):\n{}", b.file, b.line, b.body));
+        if v.get("mcpServers").is_some() || v.get("servers").is_some() {
+            let imported = mcpgate::import::import(&b.body, "snippet.json").unwrap_or_else(|e| panic!("{}:{}: {e}", b.file, b.line));
+            assert!(imported.servers > 0);
+            clients += 1;
+            for server in v.get("mcpServers").or_else(|| v.get("servers")).and_then(Value::as_object).into_iter().flat_map(|m| m.values()) {
+                let command = server["command"].as_str().unwrap_or("");
+                if command.ends_with("/mcpgate") || command == "mcpgate" {
+                    let args: Vec<String> =
+                        server["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
+                    shell::assert_cli_parses(&args, &format!("{}:{}", b.file, b.line));
+                }
+            }
+        }
+    }
+    assert!(clients >= 4, "the client configuration snippets: {clients}");
+}
+
+#[test]
+fn every_command_in_the_docs_is_real() {
+    let mut mcpgate_lines = 0;
+    for b in all_blocks().iter().filter(|b| matches!(b.lang.as_str(), "sh" | "bash" | "console")) {
+        for line in shell::logical_lines(&b.body) {
+            for words in shell::commands(&line) {
+                mcpgate_lines += usize::from(shell::check_command(&words, &format!("{}:{}", b.file, b.line)));
+            }
+        }
+    }
+    assert!(mcpgate_lines >= 8, "mcpgate command lines found: {mcpgate_lines}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_curl_session_is_what_the_gateway_answers() {
+    scenarios::replay_curl_session().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_quick_start_works_with_real_clients() {
+    scenarios::quick_start().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn troubleshooting_quotes_the_real_messages() {
+    scenarios::troubleshooting().await;
+}
