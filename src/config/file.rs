@@ -169,14 +169,12 @@ pub enum EnvValue {
 }
 
 /// Where an upstream header's value comes from: an environment variable or a file. A literal
-/// string is read only to be refused with a fix (its text is dropped, never echoed).
+/// string is refused with a fix, at its line (its text is never echoed).
 #[derive(Debug, Default)]
 pub struct HeaderSource {
     pub env: Option<String>,
     pub file: Option<String>,
     pub prefix: Option<String>,
-    /// The file wrote the secret itself.
-    pub literal: bool,
 }
 
 #[derive(Deserialize)]
@@ -196,11 +194,13 @@ impl<'de> Deserialize<'de> for HeaderSource {
                 f.write_str("{ env = \"VAR\" } or { file = \"path\" }")
             }
             fn visit_str<E: serde::de::Error>(self, _literal: &str) -> Result<HeaderSource, E> {
-                Ok(HeaderSource { literal: true, ..Default::default() })
+                Err(E::custom(
+                    "secrets may not be written in the file. Fix: write { env = \"VAR\" } (read from the environment) or { file = \"path\" }, with prefix = \"Bearer \" if the value needs one",
+                ))
             }
             fn visit_map<M: serde::de::MapAccess<'de>>(self, map: M) -> Result<HeaderSource, M::Error> {
                 let t = SourceTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(HeaderSource { env: t.env, file: t.file, prefix: t.prefix, literal: false })
+                Ok(HeaderSource { env: t.env, file: t.file, prefix: t.prefix })
             }
         }
         d.deserialize_any(Visit)

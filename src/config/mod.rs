@@ -40,6 +40,8 @@ pub struct Config {
     pub cluster: Option<cluster::ClusterConfig>,
     /// The web console at `/console` (`[console] enabled`).
     pub console: bool,
+    /// Some caller may be served in tool-search mode (so the call path skips the check).
+    pub tool_search_anywhere: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -361,6 +363,7 @@ impl Config {
         let rate_limits = limits::resolve_rate_limits(&at, file.rate_limits)?;
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
+        let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
         Ok(Config {
             source: path.to_path_buf(),
             server,
@@ -373,6 +376,7 @@ impl Config {
             endpoints,
             cluster,
             console: file.console.enabled,
+            tool_search_anywhere,
         })
     }
 }

@@ -293,12 +293,6 @@ fn header(
 
 /// The text a secret source names: an environment variable of the gateway, or a file.
 fn secret(at: &Locator, key: &str, src: &HeaderSource, base: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
-    if src.literal {
-        return Err(ConfigError(format!(
-            "{}: {key}: secrets may not be written in the file. Fix: write {{ env = \"VAR\" }} (read from the environment) or {{ file = \"path\" }}, with prefix = \"Bearer \" if the value needs one",
-            at.file
-        )));
-    }
     match (&src.env, &src.file) {
         (Some(var), None) => env(var).ok_or_else(|| {
             ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file))

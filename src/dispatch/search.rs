@@ -26,6 +26,9 @@ const MAX_LIMIT: usize = 50;
 /// `[catalog] tool_search`.
 pub fn active(gw: &Gateway, caller: &Principal) -> bool {
     let cfg = gw.config();
+    if !cfg.tool_search_anywhere {
+        return false;
+    }
     cfg.callers.iter().filter(|c| caller.rules.contains(&c.id)).find_map(|c| c.tool_search).unwrap_or(cfg.catalog.tool_search)
 }
 

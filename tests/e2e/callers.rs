@@ -22,12 +22,7 @@ async fn rpc_as(url: &str, key: &str, method: &str, params: Value) -> Resp {
 async fn names_as(url: &str, key: &str) -> Vec<String> {
     let r = rpc_as(url, key, "tools/list", json!({})).await.json();
     assert_eq!(r["result"]["cacheScope"], "private", "filtered lists are private: {r}");
-    r["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-        .collect()
+    names_in(&r["result"]["tools"])
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -395,3 +395,12 @@ pub fn write_config(config: &str) -> tempfile::TempDir {
     std::fs::write(dir.path().join("gateway.toml"), config).expect("write");
     dir
 }
+
+/// The `name` of every object in the array `list` (a list result's tools, prompts, …).
+pub fn names_in(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}

@@ -14,12 +14,7 @@ async fn as_caller(url: &str, key: &str, method: &str, params: Value) -> Value {
 
 async fn search(url: &str, key: &str, query: &str) -> Vec<String> {
     let r = as_caller(url, key, "tools/call", json!({ "name": "search_tools", "arguments": { "query": query, "limit": 5 } })).await;
-    r["result"]["structuredContent"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-        .collect()
+    names_in(&r["result"]["structuredContent"]["tools"])
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -43,7 +43,8 @@ pub fn commands(line: &str) -> Vec<Vec<String>> {
         let c = chars[i];
         match (quote, c) {
             (Some(q), _) if c == q => quote = None,
-            (Some('"'), '\\') => {
+            // An escaped character, outside quotes or inside double ones, is kept with its `\`.
+            (Some('"') | None, '\\') => {
                 cur.push(c);
                 i += 1;
                 if let Some(n) = chars.get(i) {
@@ -54,15 +55,6 @@ pub fn commands(line: &str) -> Vec<Vec<String>> {
             }
             (Some(_), _) => {}
             (None, '\'' | '"') => quote = Some(c),
-            (None, '\\') => {
-                cur.push(c);
-                i += 1;
-                if let Some(n) = chars.get(i) {
-                    cur.push(*n);
-                }
-                i += 1;
-                continue;
-            }
             (None, '(') if cur.ends_with('$') => depth += 1,
             (None, ')') if depth > 0 => depth -= 1,
             (None, '|' | ';' | '&') if depth == 0 => {
