@@ -58,6 +58,9 @@ pub struct LegacyState {
     pub waiting: Arc<super::bridge::Waiting>,
     /// With `[cluster]`: where sessions ended on any replica are recorded.
     cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Bumped whenever a session is ended (here or, learnt from Redis, elsewhere), so open GET
+    /// streams check at once whether theirs was.
+    ended_tx: tokio::sync::watch::Sender<u64>,
 }
 
 /// Keeps a per-session map bounded: entries older than the session TTL are dropped (scanned only
@@ -90,7 +93,13 @@ impl LegacyState {
             follows: Mutex::default(),
             waiting: Arc::default(),
             cluster: None,
+            ended_tx: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// Changes whenever a session ends.
+    pub fn endings(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.ended_tx.subscribe()
     }
 
     /// Shares session endings with the other replicas through `cluster`'s Redis.
@@ -137,9 +146,14 @@ impl LegacyState {
     }
 
     fn mark_ended(&self, sid: &str) {
-        let mut e = lock(&self.ended);
-        prune(&mut e, self.ttl, |at| *at);
-        e.entry(sid.to_string()).or_insert_with(Instant::now);
+        let new = {
+            let mut e = lock(&self.ended);
+            prune(&mut e, self.ttl, |at| *at);
+            e.insert(sid.to_string(), Instant::now()).is_none()
+        };
+        if new {
+            self.ended_tx.send_modify(|n| *n += 1);
+        }
     }
 
     /// With `[cluster]`: learns every half second which sessions other replicas ended, so open
@@ -198,12 +212,8 @@ impl LegacyState {
         if let Some((set, _)) = lock(&self.follows).remove(&s.sid) {
             lock(&set).clear();
         }
-        {
-            let mut e = lock(&self.ended);
-            // A session older than the TTL no longer opens anyway: forget it.
-            prune(&mut e, self.ttl, |at| *at);
-            e.insert(s.sid.clone(), Instant::now());
-        }
+        // A session older than the TTL no longer opens anyway: `mark_ended` forgets those.
+        self.mark_ended(&s.sid);
         {
             let mut l = lock(&self.levels);
             l.remove(&s.sid);

@@ -137,7 +137,8 @@ pub async fn get_or_delete(
         Err(e) => return render::error(None, &e),
     };
     let closing = svc.closing().unwrap_or_default();
-    stream(sub, Live { state: st.clone(), sid: session.sid, until: tokio::time::Instant::now() + st.ttl, closing })
+    let endings = st.endings();
+    stream(sub, Live { state: st.clone(), sid: session.sid, until: tokio::time::Instant::now() + st.ttl, closing, endings })
 }
 
 /// What keeps a GET stream open: its session not ended (on this replica, or on another one as
@@ -148,6 +149,8 @@ struct Live {
     until: tokio::time::Instant,
     /// Cancelled when the gateway shuts down.
     closing: tokio_util::sync::CancellationToken,
+    /// Changes when any session ends: this one may be it.
+    endings: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Live {
@@ -159,28 +162,35 @@ impl Live {
 fn stream(sub: Option<Subscription>, live: Live) -> Response<Body> {
     // An opening comment, so the response (and its headers) reach the client at once.
     let opening = futures_util::stream::once(async { Ok::<_, Infallible>(Frame::data(Bytes::from_static(b": stream open\n\n"))) });
-    let events = futures_util::stream::unfold((sub, live), |(mut sub, live)| async move {
+    let events = futures_util::stream::unfold((sub, live), |(mut sub, mut live)| async move {
         if !live.still() {
             return None;
         }
-        let frame = match sub.as_mut() {
-            Some(s) => tokio::select! {
-                change = s.next() => match legacy::change_message(&change) {
-                    Some(msg) => render::sse_bytes(msg),
-                    None => {
-                        if change == crate::dispatch::fanout::Change::TooSlow {
-                            tracing::warn!(sid = %live.sid, "ending a GET stream whose client does not keep up");
-                        }
-                        return None;
+        let next_change = async {
+            match sub.as_mut() {
+                Some(s) => s.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        let frame = tokio::select! {
+            change = next_change => match legacy::change_message(&change) {
+                Some(msg) => render::sse_bytes(msg),
+                None => {
+                    if change == crate::dispatch::fanout::Change::TooSlow {
+                        tracing::warn!(sid = %live.sid, "ending a GET stream whose client does not keep up");
                     }
-                },
-                _ = tokio::time::sleep(render::KEEPALIVE) => Bytes::from_static(b": keepalive\n\n"),
-                _ = live.closing.cancelled() => return None,
+                    return None;
+                }
             },
-            None => tokio::select! {
-                _ = tokio::time::sleep(render::KEEPALIVE) => Bytes::from_static(b": keepalive\n\n"),
-                _ = live.closing.cancelled() => return None,
-            },
+            _ = tokio::time::sleep(render::KEEPALIVE) => Bytes::from_static(b": keepalive\n\n"),
+            _ = live.closing.cancelled() => return None,
+            // A session ended somewhere: if it is this one, the stream ends now.
+            changed = live.endings.changed() => {
+                if changed.is_err() || !live.still() {
+                    return None;
+                }
+                Bytes::from_static(b": keepalive\n\n")
+            }
         };
         Some((Ok::<_, Infallible>(Frame::data(frame)), (sub, live)))
     });

@@ -5,6 +5,7 @@
 //! Key rotation: tokens sealed with an old key open while it is still listed, not after.
 
 use crate::harness::*;
+use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -116,6 +117,18 @@ async fn delete_session(url: &str, session: &str) -> u16 {
     send(req).await.expect("DELETE").status
 }
 
+async fn open_get_stream(url: &str, session: &str) -> hyper::body::Incoming {
+    let req = http::Request::get(url)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", session)
+        .header("MCP-Protocol-Version", "2025-06-18")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    let resp = mcpgate::upstream::new_http_client().request(req).await.expect("GET stream");
+    assert_eq!(resp.status(), 200);
+    resp.into_body()
+}
+
 async fn metric(base: &str, line_start: &str) -> Option<f64> {
     let text = String::from_utf8_lossy(&get(&format!("{base}/metrics")).await.ok()?.body).to_string();
     text.lines().find(|l| l.starts_with(line_start)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
@@ -157,6 +170,19 @@ async fn replicas_share_limits_sessions_and_cursors_through_redis() {
     assert_eq!(legacy_list(urls[1], &session).await, 404, "ended on replica 0, refused on replica 1");
     assert_eq!(legacy_list(urls[2], &session).await, 404, "and on replica 2");
     assert_eq!(legacy_list(urls[0], &session).await, 404);
+
+    // A GET stream of a session open on one replica ends when another replica ends the session.
+    let streamed = legacy_initialize(urls[0]).await;
+    let mut body = open_get_stream(urls[2], &streamed).await;
+    assert_eq!(delete_session(urls[0], &streamed).await, 200);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(None) | Ok(Some(Err(_))) => break,
+            Ok(Some(Ok(_))) => continue,
+            Err(_) => panic!("the GET stream on replica 2 outlived its session by 3 s"),
+        }
+    }
 
     // A cursor from one replica pages on another.
     let first = rpc(urls[0], "tools/list", json!({})).await.json();
