@@ -32,7 +32,19 @@ const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_
 struct Proc(Child);
 
 impl Drop for Proc {
+    /// SIGTERM first, so nginx's master takes its workers down with it (a SIGKILLed master
+    /// leaves them running); SIGKILL after 2 s.
     fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until {
+                if matches!(self.0.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
