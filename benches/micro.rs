@@ -1,5 +1,5 @@
 //! Micro-benchmarks of the pure functions on the request path (divan): the envelope split, the
-//! `_meta` check, the `Mcp-*` header value codec, and the policy decision over a view. Run with
+//! `_meta` check, the `Mcp-*` header value codec, the policy decision over a view, and tool search. Run with
 //! `cargo bench --bench micro`; CI runs each once in test mode (`cargo test --benches`), which
 //! checks that they work and asserts no timings. divan also counts allocations per iteration
 //! (`AllocProfiler`), the figure to watch on a noisy 2-core machine.
@@ -59,5 +59,22 @@ fn policy_view_of_10000_tools(bencher: divan::Bencher, remembered: bool) {
     } else {
         // The decision itself, for every tool (what a snapshot's first list under these grants costs).
         bencher.bench_local(|| cat.tools().iter().filter(|e| mcpgate::policy::allows(&grants, &view::item(Kind::Tool, e, &id_of))).count());
+    }
+}
+
+/// Tool search over 10,000 tools: indexing a snapshot (once per catalogue version) and one
+/// ranked query against the index.
+#[divan::bench(args = [false, true])]
+fn tool_search_of_10000_tools(bencher: divan::Bencher, indexed: bool) {
+    use mcpgate::catalog::search::{ToolIndex, rank_indexed};
+    let synthetic = synthetic::Synthetic::new(100, 100).expect("tools");
+    let cat = synthetic.build();
+    let tools = || cat.tools().iter().map(|e| e.json.get());
+    if indexed {
+        let index = ToolIndex::build(tools());
+        let docs: Vec<_> = index.docs.iter().collect();
+        bencher.bench_local(|| rank_indexed(&docs, "echo the text of tool 42", 10).len());
+    } else {
+        bencher.bench_local(|| ToolIndex::build(tools()).docs.len());
     }
 }

@@ -97,6 +97,11 @@ impl Section {
         self.index.get(name).map(|&i| &self.entries[i])
     }
 
+    /// The position of entry `name` in `entries`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
     pub fn count_for(&self, upstream: usize) -> usize {
         self.entries.iter().filter(|t| t.upstream == upstream).count()
     }
@@ -134,6 +139,8 @@ pub struct Catalog {
     /// What each set of grants may see of each list (indices into the section), computed once
     /// per snapshot: callers with the same rules share it (see `policy::view::visible`).
     pub(crate) views: std::sync::Mutex<ViewMemo>,
+    /// The tool-search index of this snapshot's tools, built on the first search.
+    pub search: std::sync::OnceLock<std::sync::Arc<super::search::ToolIndex>>,
 }
 
 impl Catalog {

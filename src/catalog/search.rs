@@ -1,7 +1,8 @@
 //! Ranked search over tools for the tool-search mode: BM25 over the words of each tool's name,
 //! title and description (the name counts three times, the title twice), with light stemming,
 //! stop words dropped, and partial credit for a query word that starts a longer one ("calend" →
-//! "calendar"). Pure: the caller passes the documents it may see and gets indices back.
+//! "calendar"). Pure: a snapshot's tools are indexed once ([`ToolIndex`]), and each search ranks
+//! the ones the caller may see.
 
 /// One searchable tool.
 pub struct Doc<'a> {
@@ -67,10 +68,39 @@ fn stem(w: &str) -> String {
     w.to_string()
 }
 
-struct Indexed {
+pub struct Indexed {
     /// (word, weighted count)
     terms: Vec<(String, f64)>,
     len: f64,
+}
+
+/// Every tool of one catalogue snapshot, parsed and indexed, in section order.
+pub struct ToolIndex {
+    /// Each tool as served (its JSON).
+    pub items: Vec<serde_json::Value>,
+    pub docs: Vec<Indexed>,
+}
+
+impl std::fmt::Debug for ToolIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ToolIndex({} tools)", self.items.len())
+    }
+}
+
+impl ToolIndex {
+    /// Indexes tools given as their served JSON.
+    pub fn build<'a>(tools: impl Iterator<Item = &'a str>) -> ToolIndex {
+        let items: Vec<serde_json::Value> = tools.map(|t| serde_json::from_str(t).unwrap_or(serde_json::Value::Null)).collect();
+        let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_str).unwrap_or("").to_string();
+        let docs = items
+            .iter()
+            .map(|v| {
+                let (name, title, description) = (text(v, "name"), text(v, "title"), text(v, "description"));
+                index(&Doc { name: &name, title: &title, description: &description })
+            })
+            .collect();
+        ToolIndex { items, docs }
+    }
 }
 
 fn index(d: &Doc) -> Indexed {
@@ -91,6 +121,12 @@ fn index(d: &Doc) -> Indexed {
 /// The best `limit` documents for `query`, best first, as (index, score); documents that match
 /// no query word are left out.
 pub fn rank(docs: &[Doc], query: &str, limit: usize) -> Vec<(usize, f64)> {
+    let idx: Vec<Indexed> = docs.iter().map(index).collect();
+    rank_indexed(&idx.iter().collect::<Vec<_>>(), query, limit)
+}
+
+/// [`rank`] over documents already indexed.
+pub fn rank_indexed(idx: &[&Indexed], query: &str, limit: usize) -> Vec<(usize, f64)> {
     const K1: f64 = 1.2;
     const B: f64 = 0.75;
     let q: Vec<String> = {
@@ -98,10 +134,9 @@ pub fn rank(docs: &[Doc], query: &str, limit: usize) -> Vec<(usize, f64)> {
         q.dedup();
         q
     };
-    if q.is_empty() || docs.is_empty() {
+    if q.is_empty() || idx.is_empty() {
         return Vec::new();
     }
-    let idx: Vec<Indexed> = docs.iter().map(index).collect();
     let avg = (idx.iter().map(|d| d.len).sum::<f64>() / idx.len() as f64).max(1.0);
     let n = idx.len() as f64;
     // How well document `d` holds word `w`: exactly, or (half) as the start of a longer word.

@@ -8,7 +8,7 @@
 use super::{Request, forward};
 use crate::auth::Principal;
 use crate::catalog::Kind;
-use crate::catalog::search::{Doc, rank};
+use crate::catalog::search::{Indexed, ToolIndex, rank_indexed};
 use crate::gateway::Gateway;
 use crate::policy::view;
 use crate::protocol::errors::RpcError;
@@ -110,15 +110,18 @@ fn search(gw: &Gateway, req: &Request) -> Reply {
     let limit = args.get("limit").and_then(Value::as_u64).map(|l| (l as usize).clamp(1, MAX_LIMIT)).unwrap_or(DEFAULT_LIMIT);
     let cat = gw.catalog_for(&req.caller);
     let id_of = |i: usize| gw.upstream_id(i);
-    let entries = view::visible(&cat, Kind::Tool, &req.caller.grants, &id_of);
-    let items: Vec<Value> = entries.iter().map(|e| serde_json::from_str(e.json.get()).unwrap_or(Value::Null)).collect();
-    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let fields: Vec<(String, String, String)> = items.iter().map(|v| (text(v, "name"), text(v, "title"), text(v, "description"))).collect();
-    let docs: Vec<Doc> = fields.iter().map(|(n, t, d)| Doc { name: n, title: t, description: d }).collect();
-    let found: Vec<Value> = rank(&docs, query, limit)
+    // The snapshot's tools are parsed and indexed once; each search ranks what the caller sees.
+    let section = cat.section(Kind::Tool);
+    let index = cat.search.get_or_init(|| std::sync::Arc::new(ToolIndex::build(section.entries.iter().map(|e| e.json.get()))));
+    let visible: Vec<(usize, &Indexed)> = view::visible(&cat, Kind::Tool, &req.caller.grants, &id_of)
+        .iter()
+        .filter_map(|e| section.position(&e.name).and_then(|p| index.docs.get(p).map(|d| (p, d))))
+        .collect();
+    let docs: Vec<&Indexed> = visible.iter().map(|(_, d)| *d).collect();
+    let found: Vec<Value> = rank_indexed(&docs, query, limit)
         .into_iter()
-        .map(|(i, _)| {
-            let v = &items[i];
+        .filter_map(|(i, _)| visible.get(i).and_then(|(p, _)| index.items.get(*p)))
+        .map(|v| {
             json!({
                 "name": v.get("name"),
                 "title": v.get("title"),
