@@ -142,15 +142,23 @@ else
   stamp_write "$CLIENTS_DIR" "${CLIENT_PKGS[*]} before=$NPM_BEFORE"
 fi
 
+# apt-get as root, or through sudo when it needs no password; empty when neither is possible.
+apt_cmd() {
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then echo "apt-get"
+  elif command -v sudo >/dev/null && command -v apt-get >/dev/null && sudo -n true 2>/dev/null; then echo "sudo -n apt-get"
+  fi
+}
+
 # ---- 5. redis-server (Debian) -----------------------------------------------------------------
 STEP="redis-server"
 REDIS_BIN="$(command -v redis-server || true)"
 if [[ -z "$REDIS_BIN" ]]; then
-  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-    log "apt-get install redis-server"
+  APT="$(apt_cmd)"
+  if [[ -n "$APT" ]]; then
+    log "$APT install redis-server"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y --no-install-recommends redis-server >/dev/null 2>&1 \
-      || { apt-get update -qq >/dev/null && apt-get install -y --no-install-recommends redis-server >/dev/null; } \
+    $APT install -y --no-install-recommends redis-server >/dev/null 2>&1 \
+      || { $APT update -qq >/dev/null && $APT install -y --no-install-recommends redis-server >/dev/null; } \
       || die "apt-get install redis-server failed"
     REDIS_BIN="$(command -v redis-server)" || die "redis-server not found after apt-get install"
   else
@@ -162,11 +170,12 @@ log "redis:       $REDIS_BIN ($("$REDIS_BIN" --version | cut -d' ' -f3))"
 # ---- 6. chromium + chromedriver (Debian) -------------------------------------------------------
 STEP="chromium"
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-    log "apt-get install chromium chromium-driver"
+  APT="$(apt_cmd)"
+  if [[ -n "$APT" ]]; then
+    log "$APT install chromium chromium-driver"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1 \
-      || { apt-get update -qq >/dev/null && apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null; } \
+    $APT install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1 \
+      || { $APT update -qq >/dev/null && $APT install -y --no-install-recommends chromium chromium-driver >/dev/null; } \
       || die "apt-get install chromium chromium-driver failed"
   else
     die "chromium and chromedriver are not installed: run 'sudo apt-get install chromium chromium-driver' and run this again"

@@ -15,7 +15,10 @@ use std::time::Duration;
 /// GCRA: the bucket is the "theoretical arrival time" of the next request, in microseconds of
 /// Redis's clock. ARGV: emission interval (µs per request), burst tolerance (µs: count × interval).
 /// Returns 0 when the request is allowed, else the microseconds until it would be.
+/// `redis.replicate_commands()` lets a script write after `TIME` on Redis 5 and 6 (on 7 it is
+/// the default, and the call a no-op).
 const GCRA: &str = r"
+redis.replicate_commands()
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
@@ -34,6 +37,7 @@ return 0
 /// Redis's clock in ms; entries older than a session's lifetime are dropped as they can no longer
 /// open anyway. Returns the score given.
 const END_SESSION: &str = r"
+redis.replicate_commands()
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now, ARGV[1])
