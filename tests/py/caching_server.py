@@ -19,11 +19,10 @@ import logging
 import sys
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from serving import serve_mcp_app
+from serving import run_lowlevel
 
 TOOLS = [
     types.Tool(name="lists", description="How many tools/list requests were answered.", input_schema={"type": "object"}),
@@ -72,11 +71,6 @@ def build(ttl_ms: int) -> Server[Any]:
     )
 
 
-async def serve(server: Server[Any], port: int) -> None:
-    app = server.streamable_http_app(streamable_http_path="/mcp", json_response=True, host="127.0.0.1")
-    await serve_mcp_app(app, port, "caching_server")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--transport", choices=["http"], default="http")
@@ -84,10 +78,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     args = ap.parse_args()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    try:
-        anyio.run(serve, build(args.ttl_ms), args.port)
-    except KeyboardInterrupt:
-        pass
+    run_lowlevel(build(args.ttl_ms), args.port, "caching_server")
 
 
 if __name__ == "__main__":

@@ -15,11 +15,10 @@ import logging
 import sys
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from serving import serve_mcp_app
+from serving import run_lowlevel
 
 NOUNS = {
     "code": ["repository", "branch", "commit", "pull request", "issue", "release", "tag", "workflow run", "review comment", "fork",
@@ -83,11 +82,6 @@ def build(domain: str) -> Server[Any]:
     return Server(domain, version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def serve(server: Server[Any], port: int) -> None:
-    app = server.streamable_http_app(streamable_http_path="/mcp", json_response=True, host="127.0.0.1")
-    await serve_mcp_app(app, port, "domain_server")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--transport", choices=["http"], default="http")
@@ -95,10 +89,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     args = ap.parse_args()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    try:
-        anyio.run(serve, build(args.domain), args.port)
-    except KeyboardInterrupt:
-        pass
+    run_lowlevel(build(args.domain), args.port, "domain_server")
 
 
 if __name__ == "__main__":

@@ -71,3 +71,16 @@ def legacy_only(app: Any) -> Any:
 async def serve_mcp_app(app: Any, port: int, prog: str, *, legacy: bool = False) -> None:
     """Serves an SDK app at /mcp; `legacy` refuses the 2026-07-28 era (see `legacy_only`)."""
     await serve_asgi(legacy_only(app) if legacy else app, port, prog)
+
+
+def run_lowlevel(server: Any, port: int, prog: str) -> None:
+    """Runs a low-level SDK `Server` over Streamable HTTP (JSON answers) at /mcp until interrupted."""
+
+    async def serve() -> None:
+        app = server.streamable_http_app(streamable_http_path="/mcp", json_response=True, host="127.0.0.1")
+        await serve_mcp_app(app, port, prog)
+
+    try:
+        anyio.run(serve)
+    except KeyboardInterrupt:
+        pass
