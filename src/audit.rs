@@ -37,16 +37,7 @@ pub fn outcome_label(o: &Outcome) -> String {
 
 /// A call refused before any upstream was involved (unknown or denied, rate limited, no route).
 pub fn refused(caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
-    crate::console::feed::push(|| crate::console::feed::CallRecord {
-        ts_ms: crate::console::feed::now_ms(),
-        caller: clean(caller).into_owned(),
-        endpoint: endpoint.to_string(),
-        method: clean(method).into_owned(),
-        item: clean(item).into_owned(),
-        upstream: "-".into(),
-        outcome: outcome.to_string(),
-        duration_ms: 0,
-    });
+    feed([caller, endpoint, method, item, "-"], outcome, 0);
     tracing::info!(target: "mcpgate::audit", caller = %clean(caller), %endpoint, method = %clean(method), item = %clean(item), upstream = %"-", %outcome, duration_ms = 0u64, "audit");
 }
 
@@ -95,7 +86,7 @@ impl Drop for Pending {
         if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let e = &self.entry;
             let duration_ms = e.started.elapsed().as_millis() as u64;
-            feed(e, "abandoned", duration_ms);
+            feed([&e.caller, &e.endpoint, &e.method, &e.item, &e.upstream], "abandoned", duration_ms);
             tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, outcome = %"abandoned", duration_ms, "audit");
         }
     }
@@ -104,7 +95,7 @@ impl Drop for Pending {
 pub fn record(e: &Entry, outcome: &Outcome) {
     let duration_ms = e.started.elapsed().as_millis() as u64;
     let outcome = outcome_label(outcome);
-    feed(e, &outcome, duration_ms);
+    feed([&e.caller, &e.endpoint, &e.method, &e.item, &e.upstream], &outcome, duration_ms);
     match &e.arguments {
         Some(args) => {
             tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, arguments = %clean(args), "audit")
@@ -115,15 +106,16 @@ pub fn record(e: &Entry, outcome: &Outcome) {
     }
 }
 
-/// Hands an ended call to the console's feed (when a console is enabled).
-fn feed(e: &Entry, outcome: &str, duration_ms: u64) {
+/// Hands an ended call (caller, endpoint, method, item, upstream) to the console's feed, when a
+/// console is enabled: the same fields as the audit line, cleaned the same way.
+fn feed([caller, endpoint, method, item, upstream]: [&str; 5], outcome: &str, duration_ms: u64) {
     crate::console::feed::push(|| crate::console::feed::CallRecord {
         ts_ms: crate::console::feed::now_ms(),
-        caller: clean(&e.caller).into_owned(),
-        endpoint: e.endpoint.clone(),
-        method: clean(&e.method).into_owned(),
-        item: clean(&e.item).into_owned(),
-        upstream: e.upstream.clone(),
+        caller: clean(caller).into_owned(),
+        endpoint: endpoint.to_string(),
+        method: clean(method).into_owned(),
+        item: clean(item).into_owned(),
+        upstream: upstream.to_string(),
         outcome: outcome.to_string(),
         duration_ms,
     });

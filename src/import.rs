@@ -119,7 +119,7 @@ fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<Strin
                 "server '{name}' uses the deprecated HTTP+SSE transport, which mcpgate does not speak: point its url at the server's Streamable HTTP endpoint (often /mcp instead of /sse)"
             ));
         }
-        if url.contains('@') && url.split_once("://").is_some_and(|(_, r)| r.split('/').next().unwrap_or("").contains('@')) {
+        if crate::config::cluster::url_userinfo(url).is_some() {
             return Err("its URL carries credentials, which gateway.toml does not take: move them to a header".into());
         }
         let _ = writeln!(body, "url = {}", quote(url));
@@ -240,10 +240,7 @@ fn looks_secret(name: &str, value: &str) -> bool {
         return true;
     }
     // A URL with a password in it (`postgresql://user:pass@host/db`).
-    if let Some((_, rest)) = value.split_once("://")
-        && let Some((userinfo, _)) = rest.split('/').next().unwrap_or("").rsplit_once('@')
-        && userinfo.contains(':')
-    {
+    if crate::config::cluster::url_userinfo(value).is_some_and(|userinfo| userinfo.contains(':')) {
         return true;
     }
     // A long random-looking string.

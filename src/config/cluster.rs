@@ -91,8 +91,14 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// The credentials part of a URL (`user:secret` in `scheme://user:secret@host/…`), if any.
+pub fn url_userinfo(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    rest.split('/').next().and_then(|authority| authority.rsplit_once('@')).map(|(userinfo, _)| userinfo)
+}
+
 fn has_password(url: &str) -> bool {
-    url.split_once("://").and_then(|(_, rest)| rest.rsplit_once('@')).is_some()
+    url_userinfo(url).is_some()
 }
 
 pub(super) fn resolve(
@@ -185,12 +191,8 @@ mod tests {
         assert!(!has_password("redis://db:6379/1"));
         assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
     }
-}
 
-#[cfg(test)]
-mod config_tests {
     use crate::config::Config;
-    use crate::config::cluster::FailMode;
     use std::path::Path;
 
     fn parse(text: &str) -> Result<Config, String> {
