@@ -2,7 +2,8 @@
 //! a client can neither forge nor read one, and any replica can open it) that holds the list it
 //! belongs to, the offset into it, and the fingerprint of that list when the cursor was issued.
 //! A cursor that does not open, belongs to another list, or was issued for a list that has
-//! changed since is answered with -32602: the client starts again from the first page.
+//! changed since is answered with -32602 and one message whatever the reason (a cursor tells a
+//! prober nothing about other lists): the client starts again from the first page.
 
 use super::Kind;
 use crate::protocol::errors::RpcError;
@@ -25,14 +26,20 @@ pub fn encode(sealer: &Sealer, kind: Kind, offset: usize, fingerprint: u64) -> R
     sealer.seal(PURPOSE, &Position { k: kind.list_key().into(), o: offset, v: format!("{fingerprint:016x}") })
 }
 
-pub fn decode(sealer: &Sealer, kind: Kind, cursor: &str, fingerprint: u64) -> Result<usize, RpcError> {
-    let bad = |why: &str| RpcError::invalid_params(format!("Invalid cursor: {why}; list again from the start"));
-    let (pos, _) = sealer.open_aged::<Position>(PURPOSE, cursor).ok_or_else(|| bad("it was not issued by this gateway"))?;
+/// What the client is told of any cursor the gateway does not honour.
+pub fn invalid() -> RpcError {
+    RpcError::invalid_params("Invalid cursor: list again from the start")
+}
+
+/// The offset a cursor holds; `Err` says why it is refused (for the audit, not the client:
+/// answer every refusal with [`invalid`]).
+pub fn decode(sealer: &Sealer, kind: Kind, cursor: &str, fingerprint: u64) -> Result<usize, &'static str> {
+    let (pos, _) = sealer.open_aged::<Position>(PURPOSE, cursor).ok_or("invalid_cursor/not_issued_here")?;
     if pos.k != kind.list_key() {
-        return Err(bad(&format!("it belongs to {}", pos.k)));
+        return Err("invalid_cursor/another_list");
     }
     if pos.v != format!("{fingerprint:016x}") {
-        return Err(bad("the list has changed since it was issued"));
+        return Err("invalid_cursor/list_changed");
     }
     Ok(pos.o)
 }

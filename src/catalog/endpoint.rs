@@ -19,7 +19,14 @@ pub fn view<'a>(base: &Catalog, ep: &EndpointConfig, upstream_id: &(dyn Fn(usize
     let include: Vec<&str> = ep.include.iter().map(String::as_str).collect();
     let exclude: Vec<&str> = ep.exclude.iter().map(String::as_str).collect();
     let selection = Grants::from_patterns(&include, &exclude);
-    let mut cat = Catalog { fresh_until: base.fresh_until, private: base.private, owners: base.owners.clone(), ..Default::default() };
+    let mut cat = Catalog {
+        fresh_until: base.fresh_until,
+        private: base.private,
+        owners: base.owners.clone(),
+        namespaces: base.namespaces.clone(),
+        selection: Some(selection.clone()),
+        ..Default::default()
+    };
     let problem = |e: &Entry, kind: Kind, reason: String| Problem {
         upstream: upstream_id(e.upstream).to_string(),
         kind,

@@ -13,6 +13,11 @@ pub enum Kind {
 impl Kind {
     pub const ALL: [Kind; 4] = [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template];
 
+    /// Whether items of this kind are named by URIs (resources, templates).
+    pub fn is_uri(self) -> bool {
+        matches!(self, Kind::Resource | Kind::Template)
+    }
+
     /// The member holding the items in a list result.
     pub fn list_key(self) -> &'static str {
         match self {

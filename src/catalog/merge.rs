@@ -134,6 +134,12 @@ pub struct Catalog {
     /// Per kind: whether any contributing list was not `cacheScope: "public"`.
     pub private: [bool; 4],
     pub owners: Vec<UriOwner>,
+    /// Every configured upstream's prefix (by upstream index), up or not: a URI in a prefix's
+    /// namespace routes to that upstream only.
+    pub namespaces: Vec<(usize, String)>,
+    /// On an endpoint's view: the endpoint's `include`/`exclude` selection, which every request
+    /// on it must pass, whatever the item's kind (reads served by a template included).
+    pub selection: Option<crate::policy::Grants>,
     /// Per kind: the fingerprint of the list's names (what pagination cursors are bound to).
     pub fingerprints: [u64; 4],
     /// What each set of grants may see of each list (indices into the section), computed once
@@ -180,7 +186,12 @@ impl Catalog {
 }
 
 pub fn build(inputs: &[UpstreamLists], naming: &Naming) -> Catalog {
-    let mut cat = Catalog::default();
+    let mut cat = Catalog { namespaces: naming.namespaces.to_vec(), ..Default::default() };
+    for input in inputs.iter().filter(|i| !i.prefix.is_empty()) {
+        if !cat.namespaces.iter().any(|(up, _)| *up == input.upstream) {
+            cat.namespaces.push((input.upstream, input.prefix.to_string()));
+        }
+    }
     for input in inputs {
         for kind in Kind::ALL {
             let k = kind as usize;
@@ -217,6 +228,17 @@ impl Catalog {
     }
 }
 
+/// Whether gateway name `name` lies in the namespace `<prefix><mark>`. A URI's prefix is part of
+/// its scheme, which is case-insensitive: `VAULT+mem:` is in the namespace of `vault`.
+fn in_namespace(kind: Kind, name: &str, prefix: &str, mark: &str) -> bool {
+    let head = name.get(..prefix.len());
+    let same = match kind {
+        Kind::Resource | Kind::Template => head.is_some_and(|h| h.eq_ignore_ascii_case(prefix)),
+        Kind::Tool | Kind::Prompt => head == Some(prefix),
+    };
+    same && name[prefix.len()..].starts_with(mark)
+}
+
 fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, section: &Section) -> Result<Entry, Problem> {
     let problem = |item: &str, reason: String| Problem { upstream: input.id.to_string(), kind, item: item.to_string(), reason };
     let key = kind.id_key();
@@ -235,10 +257,8 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
         }
         Kind::Resource | Kind::Template => (uris::to_gateway(input.prefix, &original), "+"),
     };
-    if let Some((owner, prefix)) = naming
-        .namespaces
-        .iter()
-        .find(|(up, prefix)| *up != input.upstream && name.strip_prefix(prefix.as_str()).is_some_and(|r| r.starts_with(mark)))
+    if let Some((owner, prefix)) =
+        naming.namespaces.iter().find(|(up, prefix)| *up != input.upstream && in_namespace(kind, &name, prefix, mark))
     {
         return Err(problem(
             &original,

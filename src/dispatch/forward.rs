@@ -41,7 +41,7 @@ fn needs_scope(gw: &Gateway, req: &Request, kind: Kind, name: &str) -> Option<Rp
     let cat = gw.catalog_for(&req.caller);
     // Scopes are configured on catalogue names, whatever name an endpoint presents.
     let canonical = match kind {
-        Kind::Resource => route_uri_with(gw, &req.caller, &req.caller.grants.ignoring_scopes(), name).map(|_| name.to_string()),
+        Kind::Resource => route_uri_with(gw, &req.caller, &req.caller.grants.ignoring_scopes(), name).map(|_| canonical_uri(name)),
         _ => view::find(&cat, kind, name, &req.caller.grants.ignoring_scopes(), &id_of).map(|e| e.policy_name().to_string()),
     }?;
     let needed = gw.auth().scopes_for(kind, &canonical);
@@ -65,12 +65,26 @@ fn needs_scope(gw: &Gateway, req: &Request, kind: Kind, name: &str) -> Option<Rp
     )
 }
 
+/// The item a request acts on: as the caller named it, and as policy names it (the catalogue's
+/// name, whatever an endpoint presents).
+#[derive(Clone, Copy)]
+pub(super) struct Named<'a> {
+    pub shown: &'a str,
+    pub policy: &'a str,
+}
+
+impl<'a> Named<'a> {
+    pub fn same(name: &'a str) -> Self {
+        Named { shown: name, policy: name }
+    }
+}
+
 /// Sends `req` to upstream `upstream` with member `key` rewritten to `original`, and audits it.
 pub(super) async fn forward(
     gw: &Gateway,
     upstream: usize,
     req: Request,
-    item: &str,
+    named: Named<'_>,
     rewrite: Option<(&str, &str)>,
     param_headers: Vec<(String, String)>,
     endpoint: Option<usize>,
@@ -78,6 +92,7 @@ pub(super) async fn forward(
     let Some(up) = gw.upstream(upstream) else {
         return Reply::error(RpcError::internal("catalogue points at a missing upstream"));
     };
+    let item = named.shown;
     let span = tracing::Span::current();
     span.record("item", item);
     span.record("upstream", up.id());
@@ -94,13 +109,13 @@ pub(super) async fn forward(
     params.remove("_meta");
     let max_age = gw.config().server.input_timeout;
     let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: &req.method, item };
-    if let Err(e) = state::open(&gw.sealer, &mut params, &bind, max_age) {
-        audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, "invalid_request_state");
+    if let Err(why) = state::open(&gw.sealer, &mut params, &bind, max_age) {
+        audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, why.reason());
         gw.metrics.refused("invalid_request_state");
-        return Reply::error(e);
+        return Reply::error(why.to_error());
     }
-    let (sealer, caller, upstream_id, method, item_name) =
-        (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string());
+    let (sealer, caller, upstream_id, method, item_name, policy_name) =
+        (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string(), named.policy.to_string());
     let prefix = up.cfg.prefix.clone();
     let endpoint_label = req.caller.endpoint.clone();
     // What a caller with narrowed grants reads must not be shared with callers policy denies.
@@ -133,7 +148,12 @@ pub(super) async fn forward(
                 Outcome::Result(raw) => {
                     let raw = links::to_gateway(&method, &raw, &prefix).unwrap_or(raw);
                     let raw = if narrowed && method == "resources/read" { private_scope(&raw).unwrap_or(raw) } else { raw };
-                    if method == "tools/call" { super::tasks::seal_created(&sealer, Outcome::Result(raw), &caller, &upstream_id) } else { Outcome::Result(raw) }
+                    if method == "tools/call" {
+                        let created = super::tasks::Created { caller: &caller, upstream: &upstream_id, tool: &policy_name };
+                        super::tasks::seal_created(&sealer, Outcome::Result(raw), &created)
+                    } else {
+                        Outcome::Result(raw)
+                    }
                 }
                 other => other,
             }
@@ -205,6 +225,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
         }
     }
     let (upstream, original, headers) = (tool.upstream, tool.original.clone(), xheader::outbound(&tool.headers, &args));
+    let policy_name = tool.policy_name().to_string();
     let values = xheader::mirrored_values(&tool.headers, &args);
     drop(cat);
     let endpoint = match gw.upstream(upstream).map(|u| u.route(&values)) {
@@ -215,7 +236,8 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
         }
         None => None,
     };
-    forward(gw, upstream, req, &name, Some(("name", &original)), headers, endpoint).await
+    let named = Named { shown: &name, policy: &policy_name };
+    forward(gw, upstream, req, named, Some(("name", &original)), headers, endpoint).await
 }
 
 pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
@@ -232,7 +254,7 @@ pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
         }
         return Reply::error(RpcError::invalid_params(format!("Unknown prompt: {name}")));
     };
-    forward(gw, upstream, req, &name, Some(("name", &original)), Vec::new(), None).await
+    forward(gw, upstream, req, Named::same(&name), Some(("name", &original)), Vec::new(), None).await
 }
 
 /// The result with `cacheScope: "private"`, or `None` when it already says so (or is no object).
@@ -256,32 +278,49 @@ fn tool_error(text: &str) -> Reply {
 
 /// The upstream and upstream URI of a gateway URI the caller may read.
 ///
-/// A caller with restricted grants reaches only listed resources, or URIs that expand a template
-/// it may see and that carry no path tricks (`..`, encoded dots or slashes, backslashes, empty
-/// segments): a grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
+/// Every decision is taken on the URI's canonical form (`uris::canonical`), which is also what
+/// the upstream receives, so that no spelling of a URI (`%73ecret` for `secret`) reaches what
+/// the policy refused; a URI without a canonical form is refused. A caller with restricted
+/// grants reaches only listed resources, or URIs that expand a template it may see and that carry
+/// no path tricks (`..`, encoded dots, slashes or percent signs, backslashes, empty segments): a
+/// grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
 ///
-/// On a virtual server every caller is held to what the endpoint selects, the same way.
+/// On a virtual server every caller is held to what the endpoint selects, the same way, and the
+/// URI itself must pass the endpoint's selection (an excluded URI is not reachable through an
+/// included template).
 pub(super) fn route_uri(gw: &Gateway, caller: &crate::auth::Principal, uri: &str) -> Option<(usize, String)> {
     route_uri_with(gw, caller, &caller.grants, uri)
 }
 
 fn route_uri_with(gw: &Gateway, caller: &crate::auth::Principal, grants: &policy::Grants, uri: &str) -> Option<(usize, String)> {
     let cat = gw.catalog_for(caller);
-    let (upstream, original) = cat.route_uri(uri)?;
+    let canonical = uris::canonical(uri).ok()?;
+    let resources = cat.section(Kind::Resource);
+    let listed = resources.get(uri).or_else(|| resources.get(&canonical));
+    let (upstream, original) = match listed {
+        Some(e) => (e.upstream, e.original.clone()),
+        None => uris::route(&cat, &canonical)?,
+    };
     let id = gw.upstream_id(upstream);
-    if !policy::allows(grants, &Item { kind: Kind::Resource, name: uri, upstream: id }) {
+    let item = Item { kind: Kind::Resource, name: &canonical, upstream: id };
+    if !policy::allows(grants, &item) || cat.selection.as_ref().is_some_and(|s| !policy::allows(s, &item)) {
         return None;
     }
     let everything = grants.is_unrestricted() && caller.endpoint.is_none();
-    if everything || cat.section(Kind::Resource).get(uri).is_some() {
+    if everything || listed.is_some() {
         return Some((upstream, original));
     }
     let templated = cat.section(Kind::Template).entries.iter().any(|t| {
         t.upstream == upstream
-            && uris::template_matches(&t.name, uri)
+            && uris::canonical(&t.name).is_ok_and(|name| uris::template_matches(&name, &canonical))
             && policy::allows(grants, &Item { kind: Kind::Template, name: &t.name, upstream: id })
     });
-    (templated && !uris::has_path_tricks(uri)).then_some((upstream, original))
+    (templated && !uris::has_path_tricks(&canonical)).then_some((upstream, original))
+}
+
+/// A URI in canonical form, for the decisions that name it (scopes, audit).
+fn canonical_uri(uri: &str) -> String {
+    uris::canonical(uri).map_or_else(|_| uri.to_string(), |c| c.into_owned())
 }
 
 pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
@@ -293,9 +332,11 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
         if let Some(e) = needs_scope(gw, &req, Kind::Resource, &uri) {
             return Reply::error(e);
         }
+        refuse(gw, &req, &canonical_uri(&uri), "unknown_or_denied");
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     };
-    forward(gw, upstream, req, &uri, Some(("uri", &original)), Vec::new(), None).await
+    // Audited (and bound to any request state) under the URI that was decided on.
+    forward(gw, upstream, req, Named::same(&canonical_uri(&uri)), Some(("uri", &original)), Vec::new(), None).await
 }
 
 pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
@@ -327,5 +368,5 @@ pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
     if reference.set_json(key, &original).is_err() || req.params.set_json("ref", &reference).is_err() {
         return Reply::error(RpcError::internal("cannot rewrite the completion reference"));
     }
-    forward(gw, upstream, req, &item, None, Vec::new(), None).await
+    forward(gw, upstream, req, Named::same(&item), None, Vec::new(), None).await
 }

@@ -21,10 +21,12 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
         None | Some(Ok(None)) => 0,
         Some(Ok(Some(c))) => match cursor::decode(&gw.sealer, kind, &c, cat.fingerprints[kind as usize]) {
             Ok(o) if o <= entries.len() => o,
-            Ok(_) => {
-                return Reply::error(RpcError::invalid_params("Invalid cursor: it points past the end of the list"));
+            refused => {
+                let why = refused.err().unwrap_or("invalid_cursor/past_the_end");
+                crate::audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, "-", why);
+                gw.metrics.refused("invalid_cursor");
+                return Reply::error(cursor::invalid());
             }
-            Err(e) => return Reply::error(e),
         },
         Some(Err(_)) => return Reply::error(RpcError::invalid_params("cursor must be a string")),
     };

@@ -4,8 +4,9 @@
 //! item it is for, when it was issued, and the upstream's state inside, kept byte for byte. On the
 //! retry the token is opened and checked, and only the upstream's own state goes on. A token that
 //! was altered or not issued here, is too old, belongs to another caller, or is for another
-//! request is refused with a clear error and never forwarded, so one caller cannot replay
-//! another's state, and a state cannot be moved to a different tool.
+//! request is refused and never forwarded, so one caller cannot replay another's state, and a
+//! state cannot be moved to a different tool. The client hears one message whatever the reason
+//! (so a refusal tells a prober nothing about whose state it holds); the reason goes to the audit.
 
 use crate::auth::Principal;
 use crate::protocol::errors::RpcError;
@@ -52,27 +53,52 @@ impl Binding<'_> {
     }
 }
 
-fn invalid(why: &str) -> RpcError {
-    RpcError::invalid_params(format!("Invalid requestState: {why}; send the request again without inputResponses and requestState"))
+/// Why a `requestState` was refused (recorded in the audit, never told to the client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    NotAString,
+    NotIssuedHere,
+    Expired,
+    AnotherCaller,
+    AnotherRequest,
+    NoValidState,
+}
+
+impl Refused {
+    /// The audit's word for it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refused::NotAString => "invalid_request_state/not_a_string",
+            Refused::NotIssuedHere => "invalid_request_state/not_issued_here",
+            Refused::Expired => "invalid_request_state/expired",
+            Refused::AnotherCaller => "invalid_request_state/another_caller",
+            Refused::AnotherRequest => "invalid_request_state/another_request",
+            Refused::NoValidState => "invalid_request_state/no_valid_state",
+        }
+    }
+
+    /// What the client is told, the same whatever the reason.
+    pub fn to_error(self) -> RpcError {
+        RpcError::invalid_params("Invalid requestState: send the request again without inputResponses and requestState")
+    }
 }
 
 /// Replaces the client's `requestState` in `params` with the upstream's own, after checking it.
-pub fn open(sealer: &Sealer, params: &mut RawObject, bind: &Binding, max_age: Duration) -> Result<(), RpcError> {
+pub fn open(sealer: &Sealer, params: &mut RawObject, bind: &Binding, max_age: Duration) -> Result<(), Refused> {
     let Some(raw) = params.get("requestState") else { return Ok(()) };
-    let token: String = serde_json::from_str(raw.get()).map_err(|_| invalid("it must be a string"))?;
-    let (sealed, age) =
-        sealer.open_aged::<Sealed>(PURPOSE, &token).ok_or_else(|| invalid("it was not issued by this gateway or was changed"))?;
+    let token: String = serde_json::from_str(raw.get()).map_err(|_| Refused::NotAString)?;
+    let (sealed, age) = sealer.open_aged::<Sealed>(PURPOSE, &token).ok_or(Refused::NotIssuedHere)?;
     if age > max_age {
-        return Err(invalid("it has expired"));
+        return Err(Refused::Expired);
     }
     if sealed.c != bind.caller.id || sealed.r != bind.caller.rules {
-        return Err(invalid("it was issued to another caller"));
+        return Err(Refused::AnotherCaller);
     }
     if sealed.u != bind.upstream || sealed.m != bind.method || sealed.n != bind.item {
-        return Err(invalid("it was issued for another request"));
+        return Err(Refused::AnotherRequest);
     }
     match sealed.s {
-        Some(text) => params.set("requestState", Json::from_string(text).map_err(|_| invalid("it holds no valid state"))?),
+        Some(text) => params.set("requestState", Json::from_string(text).map_err(|_| Refused::NoValidState)?),
         None => {
             params.remove("requestState");
         }
@@ -147,21 +173,28 @@ mod tests {
         let bob = caller("bob");
         let mut p = retry();
         let e = open(&sealer, &mut p, &Binding { caller: &bob, ..bind }, Duration::from_secs(60)).unwrap_err();
-        assert!(e.message.contains("another caller"), "{}", e.message);
+        assert_eq!(e, Refused::AnotherCaller);
         let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask" };
         let mut p = retry();
         let e = open(&sealer, &mut p, &Binding { item: "fx__other", ..bind }, Duration::from_secs(60)).unwrap_err();
-        assert!(e.message.contains("another request"), "{}", e.message);
+        assert_eq!(e, Refused::AnotherRequest);
         let mut bytes = token.clone().into_bytes();
         let mid = bytes.len() / 2;
         bytes[mid] = if bytes[mid] == b'A' { b'B' } else { b'A' };
         let altered = String::from_utf8(bytes).unwrap();
         let mut tampered: RawObject = serde_json::from_str(&format!(r#"{{"requestState":"{altered}"}}"#)).unwrap();
         let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask" };
-        assert!(open(&sealer, &mut tampered, &bind, Duration::from_secs(60)).unwrap_err().message.contains("changed"));
+        assert_eq!(open(&sealer, &mut tampered, &bind, Duration::from_secs(60)).unwrap_err(), Refused::NotIssuedHere);
         let mut p = retry();
         std::thread::sleep(Duration::from_millis(1100));
-        assert!(open(&sealer, &mut p, &bind, Duration::ZERO).unwrap_err().message.contains("expired"));
+        assert_eq!(open(&sealer, &mut p, &bind, Duration::ZERO).unwrap_err(), Refused::Expired);
+        // Whatever the reason, the client hears the same words.
+        let said: std::collections::BTreeSet<String> =
+            [Refused::NotIssuedHere, Refused::Expired, Refused::AnotherCaller, Refused::AnotherRequest, Refused::NotAString]
+                .iter()
+                .map(|r| r.to_error().message)
+                .collect();
+        assert_eq!(said.len(), 1, "{said:?}");
         // A complete result passes untouched; an input_required without state still gets one.
         assert!(
             matches!(seal(&sealer, result(r#"{"resultType":"complete"}"#), &bind), Outcome::Result(r) if r.get() == r#"{"resultType":"complete"}"#)

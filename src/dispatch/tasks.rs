@@ -1,16 +1,24 @@
 //! The tasks extension (`io.modelcontextprotocol/tasks`, brief §7.10) through the gateway. An
 //! upstream that answers `tools/call` with a task (`resultType: "task"`) gets its `taskId`
 //! replaced by the gateway's: a token sealed with the token key that names the upstream, the
-//! upstream's task id and the caller, so any replica can route `tasks/get`, `tasks/update` and
-//! `tasks/cancel` back (with `Mcp-Name` = the upstream's task id), and no other caller can use
-//! it (another caller's or a forged id answers like an unknown one). A client that did not
-//! declare the extension gets -32021 for the tasks methods, and upstreams that do not declare it
-//! are not told the client did (`upstream::modern`), so they never answer with a task.
+//! upstream's task id, the caller, the endpoint it came through, the tool (by its catalogue name)
+//! and how long the id lives, so any replica can route `tasks/get`, `tasks/update` and
+//! `tasks/cancel` back (with `Mcp-Name` = the upstream's task id). An id is honoured only for the
+//! caller it was issued to, on the endpoint it was issued on, while it is young enough (the
+//! task's own `ttlMs`, at most [`MAX_AGE`]), and while the caller may still use the tool that
+//! created it (policy and the endpoint's selection are decided again, so a reload that denies
+//! the upstream ends access to its tasks); anything else answers like an unknown id. A client
+//! that did not declare the extension gets -32021 for the tasks methods, and upstreams that do
+//! not declare it are not told the client did (`upstream::modern`), so they never answer with a
+//! task.
 
 use super::Request;
+use crate::audit;
 use crate::auth::Principal;
+use crate::catalog::Kind;
 use crate::catalog::links;
 use crate::gateway::Gateway;
+use crate::policy::{Item, allows};
 use crate::protocol::errors::{MISSING_CAPABILITY, RpcError};
 use crate::protocol::json::Json;
 use crate::protocol::keys;
@@ -19,10 +27,14 @@ use crate::reply::{Outcome, Reply};
 use crate::token::Sealer;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::time::Duration;
 
 pub use crate::protocol::TASKS_EXTENSION as EXTENSION;
 
 const PURPOSE: &str = "mcpgate/task/v1";
+
+/// How long a gateway task id lives at most (a task that announces a shorter `ttlMs` ends sooner).
+pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// What a gateway task id holds.
 #[derive(Serialize, Deserialize)]
@@ -34,6 +46,23 @@ struct Sealed {
     /// The caller it was created for, and the `[[caller]]` rules that matched then.
     c: String,
     r: Vec<String>,
+    /// The endpoint path it was created on (`None`: the root).
+    #[serde(default)]
+    e: Option<String>,
+    /// The tool that created it, by its catalogue name.
+    #[serde(default)]
+    n: String,
+    /// How long it lives, in seconds.
+    #[serde(default)]
+    x: u64,
+}
+
+/// Who created a task, where, and with which tool.
+pub struct Created<'a> {
+    pub caller: &'a Principal,
+    pub upstream: &'a str,
+    /// The tool's catalogue name (what policy decides on).
+    pub tool: &'a str,
 }
 
 /// Whether the request's client declared the extension.
@@ -52,7 +81,7 @@ fn unknown(task_id: &str) -> RpcError {
 
 /// A task-creating result (`resultType: "task"`) with the upstream's task id replaced by the
 /// gateway's; any other outcome passes.
-pub fn seal_created(sealer: &Sealer, outcome: Outcome, caller: &Principal, upstream: &str) -> Outcome {
+pub fn seal_created(sealer: &Sealer, outcome: Outcome, created: &Created) -> Outcome {
     let Outcome::Result(raw) = &outcome else { return outcome };
     if !raw.get().contains("\"task\"") {
         return outcome;
@@ -61,14 +90,50 @@ pub fn seal_created(sealer: &Sealer, outcome: Outcome, caller: &Principal, upstr
     if obj.parse::<String>("resultType").and_then(Result::ok).as_deref() != Some("task") {
         return outcome;
     }
+    let upstream = created.upstream;
     let Some(Ok(task_id)) = obj.parse::<String>("taskId") else {
         return Outcome::Error(RpcError::internal(format!("Upstream '{upstream}' created a task without a string taskId")));
     };
-    let sealed = Sealed { u: upstream.to_string(), t: task_id, c: caller.id.clone(), r: caller.rules.clone() };
+    let ttl = obj.parse::<u64>("ttlMs").and_then(Result::ok).map(Duration::from_millis);
+    let lives = ttl.map_or(MAX_AGE, |t| t.min(MAX_AGE));
+    let sealed = Sealed {
+        u: upstream.to_string(),
+        t: task_id,
+        c: created.caller.id.clone(),
+        r: created.caller.rules.clone(),
+        e: created.caller.endpoint.as_deref().map(str::to_string),
+        n: created.tool.to_string(),
+        // Whole seconds, rounded up, so a task is never cut short.
+        x: lives.as_millis().div_ceil(1000) as u64,
+    };
     match sealer.seal(PURPOSE, &sealed).map_err(|e| e.to_string()).and_then(|id| obj.set_json("taskId", &id).map_err(|e| e.to_string())) {
         Ok(()) => Outcome::Result(obj.to_json()),
         Err(e) => Outcome::Error(RpcError::internal(format!("cannot issue a task id: {e}"))),
     }
+}
+
+/// Whether an id of age `age` still lives.
+fn alive(sealed: &Sealed, age: Duration) -> bool {
+    age <= Duration::from_secs(sealed.x)
+}
+
+/// Why a task id is not honoured (for the audit; the client hears "Unknown taskId" whatever it is).
+fn refusal(gw: &Gateway, req: &Request, sealed: &Sealed, age: Duration) -> Option<&'static str> {
+    if !alive(sealed, age) {
+        return Some("unknown_task/expired");
+    }
+    if sealed.c != req.caller.id || sealed.r != req.caller.rules {
+        return Some("unknown_task/another_caller");
+    }
+    if sealed.e.as_deref() != req.caller.endpoint.as_deref() {
+        return Some("unknown_task/another_endpoint");
+    }
+    let item = Item { kind: Kind::Tool, name: &sealed.n, upstream: &sealed.u };
+    let view = gw.catalog_for(&req.caller);
+    if !allows(&req.caller.grants, &item) || view.selection.as_ref().is_some_and(|s| !allows(s, &item)) {
+        return Some("unknown_task/tool_denied");
+    }
+    None
 }
 
 /// `tasks/get`, `tasks/update` and `tasks/cancel`: routed to the upstream that created the task,
@@ -81,17 +146,23 @@ pub async fn forward(gw: &Gateway, req: Request) -> Reply {
         Some(Ok(t)) => t,
         _ => return Reply::error(RpcError::invalid_params(format!("{} needs params.taskId (a string)", req.method))),
     };
-    let Some((sealed, _)) = gw.sealer.open_aged::<Sealed>(PURPOSE, &task_id) else {
-        return Reply::error(unknown(&task_id));
+    let refuse = |why: &str| {
+        audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, "-", why);
+        gw.metrics.refused("unknown_task");
+        Reply::error(unknown(&task_id))
     };
-    if sealed.c != req.caller.id || sealed.r != req.caller.rules {
-        return Reply::error(unknown(&task_id));
+    let Some((sealed, age)) = gw.sealer.open_aged::<Sealed>(PURPOSE, &task_id) else {
+        return refuse("unknown_task/not_issued_here");
+    };
+    if let Some(why) = refusal(gw, &req, &sealed, age) {
+        return refuse(why);
     }
     let Some(up) = gw.upstreams().iter().find(|u| u.id() == sealed.u && !u.is_retired()).cloned() else {
-        return Reply::error(unknown(&task_id));
+        return refuse("unknown_task/upstream_removed");
     };
     let prefix = up.cfg.prefix.clone();
-    let reply = super::forward::forward(gw, up.index, req, &task_id, Some(("taskId", &sealed.t)), Vec::new(), None).await;
+    let named = super::forward::Named::same(&task_id);
+    let reply = super::forward::forward(gw, up.index, req, named, Some(("taskId", &sealed.t)), Vec::new(), None).await;
     reply.map_outcome(move |o| match o {
         Outcome::Result(raw) => Outcome::Result(with_gateway_id(&raw, &task_id, &prefix).unwrap_or(raw)),
         other => other,
@@ -137,15 +208,28 @@ mod tests {
     fn task_ids_are_sealed_for_their_caller_and_upstream() {
         let sealer = Sealer::random().unwrap();
         let created = Outcome::Result(Json::from_string(r#"{"resultType":"task","taskId":"abc","status":"working"}"#.into()).unwrap());
-        let Outcome::Result(out) = seal_created(&sealer, created, &caller("alice"), "jobs") else { panic!() };
+        let alice = caller("alice");
+        let made = Created { caller: &alice, upstream: "jobs", tool: "jobs__run" };
+        let Outcome::Result(out) = seal_created(&sealer, created, &made) else { panic!() };
         let obj = RawObject::from_json(&out).unwrap();
         let id: String = obj.parse("taskId").unwrap().unwrap();
         assert_ne!(id, "abc");
         let sealed: Sealed = sealer.open_aged(PURPOSE, &id).unwrap().0;
-        assert_eq!((sealed.u.as_str(), sealed.t.as_str(), sealed.c.as_str()), ("jobs", "abc", "alice"));
+        assert_eq!((sealed.u.as_str(), sealed.t.as_str(), sealed.c.as_str(), sealed.n.as_str()), ("jobs", "abc", "alice", "jobs__run"));
+        assert_eq!((sealed.e, sealed.x), (None, MAX_AGE.as_secs()), "no ttlMs: the longest life");
         assert_eq!(obj.get("status").unwrap().get(), r#""working""#, "the rest is kept");
         let plain = Outcome::Result(Json::from_string(r#"{"resultType":"complete","content":[]}"#.into()).unwrap());
-        assert!(matches!(seal_created(&sealer, plain, &caller("alice"), "jobs"), Outcome::Result(r) if r.get().contains("complete")));
+        assert!(matches!(seal_created(&sealer, plain, &made), Outcome::Result(r) if r.get().contains("complete")));
+        let short = Outcome::Result(Json::from_string(r#"{"resultType":"task","taskId":"t2","ttlMs":1500}"#.into()).unwrap());
+        let at_dev = alice.clone().at(Some("/mcp/dev"));
+        let made = Created { caller: &at_dev, upstream: "jobs", tool: "jobs__run" };
+        let Outcome::Result(out) = seal_created(&sealer, short, &made) else { panic!() };
+        let id: String = RawObject::from_json(&out).unwrap().parse("taskId").unwrap().unwrap();
+        let sealed: Sealed = sealer.open_aged(PURPOSE, &id).unwrap().0;
+        assert_eq!((sealed.e.as_deref(), sealed.x), (Some("/mcp/dev"), 2), "bound to its endpoint, living as long as the task");
+        assert!(alive(&sealed, Duration::from_secs(2)) && !alive(&sealed, Duration::from_millis(2001)));
+        let old: Sealed = serde_json::from_str(r#"{"u":"jobs","t":"abc","c":"alice","r":[]}"#).unwrap();
+        assert!(!alive(&old, Duration::from_secs(1)), "an id issued before ids expired names no lifetime: it is not honoured");
     }
 
     #[test]

@@ -42,11 +42,17 @@ impl Gateway {
         up.tasks().spawn(up.clone().keep_following());
         if let Some(mut rx) = updates {
             let gw = Arc::downgrade(self);
-            let prefix = up.cfg.prefix.clone();
+            let (prefix, index, id) = (up.cfg.prefix.clone(), up.index, up.id().to_string());
             up.tasks().spawn(async move {
                 while let Some(uri) = rx.recv().await {
                     let Some(gw) = gw.upgrade() else { return };
                     let uri = uris::to_gateway(&prefix, &uri);
+                    // An upstream speaks only for the URIs that route to it: an unprefixed one
+                    // cannot announce changes in another upstream's namespace.
+                    if gw.catalog().route_uri(&uri).map(|(owner, _)| owner) != Some(index) {
+                        tracing::warn!(upstream = %id, uri = %crate::audit::clean(&uri), "ignored a resource update for a URI another upstream owns");
+                        continue;
+                    }
                     gw.hub.resource_updated(&uri, &|caller| crate::dispatch::may_read(&gw, caller, &uri));
                 }
             });

@@ -10,7 +10,7 @@
 pub mod glob;
 pub mod view;
 
-use crate::catalog::Kind;
+use crate::catalog::{Kind, uris};
 use crate::config::auth::CallerConfig;
 
 /// One item as the policy sees it.
@@ -25,24 +25,60 @@ pub struct Item<'a> {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Pattern {
-    Name(String),
+    /// A glob on names and URIs: as written (for tools and prompts), and in canonical URI form
+    /// (for resources and templates; the same text when it is no URI).
+    Name {
+        text: String,
+        uri: String,
+    },
     Upstream(String),
+}
+
+/// How a pattern is applied: an allow must match exactly; a deny (or a scope an item needs, or an
+/// endpoint's exclude) also matches a URI spelled in another case, because many servers read
+/// URIs case-insensitively, so a restriction must not depend on how a caller spells one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strictness {
+    Allow,
+    Deny,
 }
 
 impl Pattern {
     fn parse(text: &str) -> Pattern {
         match text.strip_prefix("upstream:") {
             Some(id) => Pattern::Upstream(id.to_string()),
-            None => Pattern::Name(text.to_string()),
+            None => {
+                let uri = uris::canonical(text).map_or_else(|_| text.to_string(), |c| c.into_owned());
+                Pattern::Name { text: text.to_string(), uri }
+            }
         }
     }
 
-    fn matches(&self, item: &Item) -> bool {
+    fn matches(&self, item: &Item, how: Strictness) -> bool {
         match self {
-            Pattern::Name(g) => glob::matches(g, item.name),
+            Pattern::Name { text, uri } if item.kind.is_uri() => match how {
+                Strictness::Allow => glob::matches(uri, item.name),
+                Strictness::Deny => glob::matches_ignoring_case(uri, item.name),
+            },
+            Pattern::Name { text, .. } => glob::matches(text, item.name),
             Pattern::Upstream(g) => glob::matches(g, item.upstream),
         }
     }
+}
+
+/// Whether the rule `pattern` (a glob, or `upstream:<id-glob>`) restricts `item`: the test for
+/// patterns that take items away (`deny`, `[auth] *_scopes`), with URIs compared in canonical form.
+pub fn restricts(pattern: &str, item: &Item) -> bool {
+    match uri_form(item) {
+        Ok(name) => Pattern::parse(pattern).matches(&Item { name: &name, ..*item }, Strictness::Deny),
+        // A URI without a canonical form is restricted by every rule on its kind.
+        Err(_) => true,
+    }
+}
+
+/// The name the policy compares: a URI in canonical form; tool and prompt names as they are.
+fn uri_form<'a>(item: &Item<'a>) -> Result<std::borrow::Cow<'a, str>, uris::NotCanonical> {
+    if item.kind.is_uri() { uris::canonical(item.name) } else { Ok(std::borrow::Cow::Borrowed(item.name)) }
 }
 
 /// What one authenticated caller may use: the merged rules of every `[[caller]]` it matches.
@@ -98,15 +134,20 @@ impl Grants {
     }
 }
 
-/// The decision.
+/// The decision. A resource or template is decided on its canonical URI ([`uris::canonical`]);
+/// one that has no canonical form is allowed only to callers without restrictions.
 pub fn allows(grants: &Grants, item: &Item) -> bool {
-    if grants.lacking.iter().any(|(kinds, p)| kinds.contains(&item.kind) && p.matches(item)) {
+    let Ok(name) = uri_form(item) else {
+        return grants.is_unrestricted();
+    };
+    let item = &Item { name: &name, ..*item };
+    if grants.lacking.iter().any(|(kinds, p)| kinds.contains(&item.kind) && p.matches(item, Strictness::Deny)) {
         return false;
     }
     if grants.unrestricted {
         return true;
     }
-    grants.allow.iter().any(|p| p.matches(item)) && !grants.deny.iter().any(|p| p.matches(item))
+    grants.allow.iter().any(|p| p.matches(item, Strictness::Allow)) && !grants.deny.iter().any(|p| p.matches(item, Strictness::Deny))
 }
 
 #[cfg(test)]
@@ -140,5 +181,43 @@ mod tests {
         assert!(allows(&g, &tool("calc__add", "calc")));
         assert!(!g.is_unrestricted(), "a filtered view is not everyone's view");
         assert!(allows(&g.ignoring_scopes(), &tool("admin__drop", "admin")));
+    }
+
+    fn resource<'a>(uri: &'a str) -> Item<'a> {
+        Item { kind: Kind::Resource, name: uri, upstream: "vault" }
+    }
+
+    #[test]
+    fn uris_are_decided_on_their_canonical_form() {
+        let g = Grants::from_patterns(&["upstream:vault"], &["vault+mem://secret/*"]);
+        for spelled in [
+            "vault+mem://secret/key",
+            "vault+mem://%73ecret/key",
+            "vault+mem://%73%65%63%72%65%74/key",
+            "VAULT+MEM://secret/key",
+            "vault+mem://SECRET/key",
+            "vault+mem://%53ecret/key",
+            "vault+mem://secret/%zz",
+        ] {
+            assert!(!allows(&g, &resource(spelled)), "{spelled}");
+        }
+        assert!(allows(&g, &resource("vault+mem://public/readme")));
+        assert!(allows(&g, &resource("vault+mem://%70ublic/readme")));
+        // An allow matches exactly: another case is not what was allowed.
+        let narrow = Grants::from_patterns(&["vault+mem://public/*"], &[]);
+        assert!(allows(&narrow, &resource("vault+mem://%70ublic/readme")));
+        assert!(!allows(&narrow, &resource("vault+mem://PUBLIC/readme")));
+        // Patterns are canonical too.
+        let encoded = Grants::from_patterns(&["*"], &["vault+mem://%73ecret/*"]);
+        assert!(!allows(&encoded, &resource("vault+mem://secret/key")));
+        // Scopes a URI needs hold whatever its spelling.
+        let mut scoped = Grants::unrestricted();
+        scoped.lack_scopes_for(&[Kind::Resource], "vault+mem://secret/*");
+        assert!(!allows(&scoped, &resource("vault+mem://%73ecret/key")));
+        assert!(restricts("vault+mem://secret/*", &resource("vault+MEM://%73ecret/key")));
+        assert!(!restricts("vault+mem://secret/*", &resource("vault+mem://public/x")));
+        // Tool names are names, not URIs.
+        assert!(!allows(&Grants::from_patterns(&["calc__*"], &[]), &tool("CALC__add", "calc")));
+        assert!(allows(&Grants::unrestricted(), &resource("not a uri")), "no policy, no decision");
     }
 }

@@ -85,6 +85,19 @@ impl State {
 
 pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::net::SocketAddr) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path();
+    // Every page but the probes answers only a Host and Origin the listener accepts (a page
+    // that rebinds a name to 127.0.0.1 must not read metrics or metadata either).
+    let rebinding = || {
+        let host = header_str(&req, HOST).map(str::to_string).or_else(|| req.uri().authority().map(|a| a.to_string()));
+        st.origin.check(header_str(&req, ORIGIN), host.as_deref()).err()
+    };
+    let private_metrics = peer.ip().is_loopback() && !st.cfg.metrics_public;
+    if path == "/metrics"
+        && private_metrics
+        && let Some(reason) = rebinding()
+    {
+        return Ok(forbidden(&reason));
+    }
     if path == "/metrics" && (peer.ip().is_loopback() || st.cfg.metrics_public) {
         let edge = crate::telemetry::EdgeStats { connections: st.conns.len(), in_flight: st.in_flight.in_progress() };
         if let Some(text) = st.svc.metrics(edge) {
@@ -105,7 +118,10 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
         });
     }
     if let Some(r) = protected_resource_metadata(&st, &req) {
-        return Ok(r);
+        return Ok(match rebinding() {
+            Some(reason) => forbidden(&reason),
+            None => r,
+        });
     }
     if path == "/console" || path.starts_with("/console/") {
         return Ok(super::console::handle(&st, req, peer).await);
@@ -122,6 +138,12 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
     Ok(mcp(&st, req, endpoint.as_deref()).await)
 }
 
+/// The 403 of a request refused by the Host/Origin check.
+fn forbidden(reason: &str) -> Response<Body> {
+    tracing::warn!(%reason, "refused a request (DNS-rebinding protection)");
+    render::error(None, &RpcError::invalid_request(format!("Forbidden: {reason}")).with_status(StatusCode::FORBIDDEN))
+}
+
 fn header_str(req: &Request<Incoming>, name: http::HeaderName) -> Option<&str> {
     req.headers().get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"))
 }
@@ -129,8 +151,7 @@ fn header_str(req: &Request<Incoming>, name: http::HeaderName) -> Option<&str> {
 async fn mcp(st: &State, req: Request<Incoming>, endpoint: Option<&str>) -> Response<Body> {
     let host = header_str(&req, HOST).map(str::to_string).or_else(|| req.uri().authority().map(|a| a.to_string()));
     if let Err(reason) = st.origin.check(header_str(&req, ORIGIN), host.as_deref()) {
-        tracing::warn!(%reason, "refused a request (DNS-rebinding protection)");
-        return render::error(None, &RpcError::invalid_request(format!("Forbidden: {reason}")).with_status(StatusCode::FORBIDDEN));
+        return forbidden(&reason);
     }
     let caller = match authenticate(st, &req, host.as_deref(), endpoint.unwrap_or(&st.cfg.path)).await {
         Ok(p) => p.at(endpoint),

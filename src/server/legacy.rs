@@ -43,6 +43,9 @@ pub struct Session {
     pub c: String,
     #[serde(default)]
     pub r: Vec<String>,
+    /// The endpoint path it was opened on (`None`: the root): it is used there only.
+    #[serde(default)]
+    pub e: Option<String>,
 }
 
 /// Replica-wide legacy state: the token sealer and what a session may change after the
@@ -177,9 +180,9 @@ impl LegacyState {
         }
     }
 
-    /// The session named by `Mcp-Session-Id`: 400 when missing, 404 when unknown or ended.
-    /// The session named by `Mcp-Session-Id`, if `caller` opened it (another caller's session
-    /// answers exactly like an unknown one).
+    /// The session named by `Mcp-Session-Id`, if `caller` opened it on the endpoint it comes
+    /// through now: 400 when the header is missing, 404 when unknown or ended (another caller's
+    /// session, or one opened on another endpoint, answers exactly like an unknown one).
     pub fn session(&self, headers: &HeaderMap, caller: &Principal) -> Result<Session, RpcError> {
         let Some(token) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
             return Err(RpcError::invalid_request("Bad Request: missing Mcp-Session-Id header (send initialize first)"));
@@ -188,7 +191,7 @@ impl LegacyState {
             .sealer
             .open(SESSION_PURPOSE, token, self.ttl)
             .ok_or_else(|| RpcError::invalid_request("Session not found: initialize a new session").with_status(StatusCode::NOT_FOUND))?;
-        if session.c != caller.id || session.r != caller.rules {
+        if session.c != caller.id || session.r != caller.rules || session.e.as_deref() != caller.endpoint.as_deref() {
             return Err(RpcError::invalid_request("Session not found: initialize a new session").with_status(StatusCode::NOT_FOUND));
         }
         if lock(&self.ended).contains_key(&session.sid) {
@@ -258,6 +261,7 @@ pub async fn handshake(svc: &dyn Service, msg: &Message, sid: String, caller: Ar
         info: params["clientInfo"].clone(),
         c: caller.id.clone(),
         r: caller.rules.clone(),
+        e: caller.endpoint.as_deref().map(str::to_string),
     };
     let discover = internal(svc, "server/discover", caller).await?;
     let mut capabilities = discover["capabilities"].clone();
@@ -510,13 +514,16 @@ mod tests {
         let a = LegacyState::new(Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()), Duration::from_secs(60));
         let b = LegacyState::new(Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()), Duration::from_secs(60));
         let me = Principal::anonymous();
-        let s = Session { sid: "s1".into(), v: "2025-11-25".into(), caps: json!({}), info: json!({}), c: me.id.clone(), r: vec![] };
+        let s =
+            Session { sid: "s1".into(), v: "2025-11-25".into(), caps: json!({}), info: json!({}), c: me.id.clone(), r: vec![], e: None };
         let token = a.sealer.seal(SESSION_PURPOSE, &s).unwrap();
         let mut h = HeaderMap::new();
         h.insert("mcp-session-id", token.parse().unwrap());
         assert_eq!(b.session(&h, &me).unwrap().sid, "s1");
         let other = Principal { id: "mallory".into(), ..(*me).clone() };
         assert_eq!(b.session(&h, &other).unwrap_err().status, StatusCode::NOT_FOUND, "another caller's session is unknown to it");
+        let elsewhere = me.clone().at(Some("/mcp/dev"));
+        assert_eq!(b.session(&h, &elsewhere).unwrap_err().status, StatusCode::NOT_FOUND, "a session belongs to its endpoint");
         a.end(&s);
         assert_eq!(a.session(&h, &me).unwrap_err().status, StatusCode::NOT_FOUND);
         h.insert("mcp-session-id", "forged".parse().unwrap());

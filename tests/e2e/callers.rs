@@ -102,12 +102,12 @@ async fn api_key_callers_see_and_reach_only_their_grants() {
     assert!(!log.contains("alice-key") && !line.contains("arguments"), "no secrets or arguments in the log");
 }
 
-struct Issuer {
+pub(crate) struct Issuer {
     pkcs8: Vec<u8>,
-    jwks: Value,
+    pub(crate) jwks: Value,
 }
 
-fn issuer(kid: &str) -> Issuer {
+pub(crate) fn issuer(kid: &str) -> Issuer {
     let doc = Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).expect("key");
     let pair = Ed25519KeyPair::from_pkcs8(doc.as_ref()).expect("pair");
     let x = URL_SAFE_NO_PAD.encode(pair.public_key().as_ref());
@@ -121,18 +121,18 @@ fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-fn sign(iss: &Issuer, kid: &str, claims: Value) -> String {
+pub(crate) fn sign(iss: &Issuer, kid: &str, claims: Value) -> String {
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
     header.kid = Some(kid.into());
     jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_ed_der(&iss.pkcs8)).expect("sign")
 }
 
-fn claims(sub: &str, scope: &str) -> Value {
+pub(crate) fn claims(sub: &str, scope: &str) -> Value {
     json!({ "iss": "https://issuer.test", "aud": "https://gw.test/mcp", "sub": sub, "scope": scope, "groups": ["ops"], "exp": now() + 300, "iat": now() })
 }
 
 /// Serves one fixed body over HTTP on loopback (the issuer's JWKS endpoint).
-async fn serve_jwks(body: String) -> String {
+pub(crate) async fn serve_jwks(body: String) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {

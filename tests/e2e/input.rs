@@ -203,17 +203,24 @@ async fn request_state_is_bound_to_its_caller_and_request_and_the_upstreams_byte
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     let state = first["result"]["requestState"].as_str().expect("a state").to_string();
     assert!(!state.contains("odd"), "the client gets the gateway's sealed state, not the upstream's: {state}");
+    // The client hears one message whatever the reason (a refusal says nothing about whose
+    // state it was or what it was for); the audit has the reason.
     let refused = |r: &Value, why: &str| {
         assert_eq!(r["error"]["code"], -32602, "{r}");
-        assert!(r["error"]["message"].as_str().unwrap_or("").contains(why), "{why}: {r}");
+        assert_eq!(r["error"]["message"], "Invalid requestState: send the request again without inputResponses and requestState", "{r}");
+        let log = gw.proc.log();
+        assert!(
+            log.lines().any(|l| l.contains("mcpgate::audit") && l.contains(&format!("outcome=invalid_request_state/{why}"))),
+            "{why}: {log}"
+        );
     };
-    refused(&ask(&gw.url, "st__ask", "bob-key", Some(&state)).await, "another caller");
-    refused(&ask(&gw.url, "st__ask2", "alice-key", Some(&state)).await, "another request");
+    refused(&ask(&gw.url, "st__ask", "bob-key", Some(&state)).await, "another_caller");
+    refused(&ask(&gw.url, "st__ask2", "alice-key", Some(&state)).await, "another_request");
     let mut bytes = state.clone().into_bytes();
     let mid = bytes.len() / 2;
     bytes[mid] = if bytes[mid] == b'A' { b'B' } else { b'A' };
     let tampered = String::from_utf8(bytes).expect("ASCII");
-    refused(&ask(&gw.url, "st__ask", "alice-key", Some(&tampered)).await, "changed");
+    refused(&ask(&gw.url, "st__ask", "alice-key", Some(&tampered)).await, "not_issued_here");
     assert_eq!(retries.load(Ordering::SeqCst), 0, "no refused state reached the upstream");
     let done = ask(&gw.url, "st__ask", "alice-key", Some(&state)).await;
     assert_eq!(text_of(&done), r#""  odd \u00e9\n state ""#, "the upstream's own state, byte for byte");

@@ -26,6 +26,7 @@ mod resilience;
 mod routing;
 mod scripted;
 mod search;
+mod security;
 mod streams;
 mod supervision;
 mod tls;
