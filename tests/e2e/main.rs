@@ -27,6 +27,7 @@ mod routing;
 mod scripted;
 mod search;
 mod security;
+mod security_bindings;
 mod streams;
 mod supervision;
 mod tls;
