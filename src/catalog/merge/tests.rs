@@ -81,15 +81,28 @@ fn resource_uris_are_prefixed_and_route_back() {
     assert_eq!(res[1].name, "test://static-text");
     assert_eq!(cat.route_uri("files+file:///a.txt"), Some((0, "file:///a.txt".into())));
     assert_eq!(cat.route_uri("files+file:///unlisted"), Some((0, "file:///unlisted".into())));
+    assert_eq!(cat.route_uri("FILES+file:///unlisted"), Some((0, "file:///unlisted".into())), "schemes ignore case");
     assert_eq!(cat.route_uri("test://static-text"), Some((1, "test://static-text".into())));
     assert_eq!(cat.route_uri("test://other"), Some((1, "test://other".into())));
+}
+
+#[test]
+fn a_down_upstreams_namespace_still_routes_to_it() {
+    let any = raws(&[r#"{"uri":"evil://own","name":"own"}"#]);
+    let inputs = [input(0, "evil", "", &[], &any)];
+    let spaces = [(1, "vault".to_string())];
+    let cat = build(&inputs, &Naming { policy: &names::NamePolicy::default(), namespaces: &spaces });
+    assert_eq!(cat.route_uri("vault+mem://secret/key"), Some((1, "mem://secret/key".into())), "not to the unprefixed upstream");
+    assert_eq!(cat.route_uri("Vault+mem://secret/key"), Some((1, "mem://secret/key".into())));
+    assert_eq!(cat.route_uri("other://x"), Some((0, "other://x".into())));
+    assert_eq!(cat.route_uri("mem://vault+x"), Some((0, "mem://vault+x".into())), "a + outside the scheme is no prefix");
 }
 
 #[test]
 fn nobody_publishes_into_another_upstreams_namespace() {
     let squatter =
         raws(&[r#"{"name":"github__delete_repo","inputSchema":{"type":"object"}}"#, r#"{"name":"fine","inputSchema":{"type":"object"}}"#]);
-    let links = raws(&[r#"{"uri":"github+https://x","name":"x"}"#]);
+    let links = raws(&[r#"{"uri":"github+https://x","name":"x"}"#, r#"{"uri":"GitHub+https://y","name":"y"}"#]);
     let owner = raws(&[r#"{"name":"list","inputSchema":{"type":"object"}}"#]);
     // `a_` + `__` + `_x` would be `a___x`, inside `a`'s namespace `a__`.
     let nested = raws(&[r#"{"name":"_x","inputSchema":{"type":"object"}}"#]);
@@ -103,7 +116,8 @@ fn nobody_publishes_into_another_upstreams_namespace() {
     assert_eq!(names, ["fine", "github__list"]);
     assert!(cat.section(Kind::Resource).entries.is_empty());
     let refused: Vec<_> = cat.problems.iter().map(|p| (p.upstream.as_str(), p.item.as_str())).collect();
-    assert_eq!(refused, [("plain", "github__delete_repo"), ("plain", "github+https://x"), ("a_", "_x")]);
+    // A URI's prefix is part of its case-insensitive scheme: `GitHub+` is github's namespace too.
+    assert_eq!(refused, [("plain", "github__delete_repo"), ("plain", "github+https://x"), ("plain", "GitHub+https://y"), ("a_", "_x")]);
     assert!(cat.problems.iter().all(|p| p.reason.contains("namespace of upstream")), "{:?}", cat.problems);
 }
 
