@@ -2,9 +2,15 @@
 //! Desktop, Claude Code's `.mcp.json` and Cursor; `servers` in VS Code's `mcp.json`, or `mcp.servers`
 //! in its settings) into an equivalent `gateway.toml`. stdio servers keep their command, args and
 //! environment; HTTP servers keep their URL and headers. Secrets are never copied: every header,
-//! and every environment value or argument that looks like a credential, becomes a reference to
-//! an environment variable, listed at the top of the output so the user knows what to export.
+//! and every environment value or argument that is a credential (see [`secrets`] for what is),
+//! becomes a reference to an environment variable, listed at the top of the output so the user
+//! knows what to export. A stdio command with a secret in an argument runs through `sh -c`, which
+//! takes the secret part from the environment; an HTTP server whose URL carries one is skipped,
+//! since a URL cannot come from the environment.
 
+mod secrets;
+
+use secrets::Found;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
@@ -95,10 +101,19 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// The environment variable that will hold a secret value found at `origin`: `wanted` when
-    /// free, else prefixed with the upstream id (two servers may hold different values).
-    fn fresh(&mut self, wanted: &str, origin: String) -> String {
+    /// free, else prefixed with the upstream id (two servers may hold different values), else
+    /// numbered. Names in `avoid` (the server's own environment) are not free either.
+    fn fresh(&mut self, wanted: &str, origin: String, avoid: &BTreeSet<String>) -> String {
+        let taken = |vars: &BTreeMap<String, String>, n: &str| vars.contains_key(n) || avoid.contains(n);
         let base = env_name(wanted);
-        let name = if self.vars.contains_key(&base) { env_name(&format!("{}_{base}", self.id)) } else { base };
+        let prefixed = env_name(&format!("{}_", self.id));
+        let mut name = if taken(self.vars, &base) && !base.starts_with(&prefixed) { format!("{prefixed}{base}") } else { base };
+        let stem = name.clone();
+        let mut n = 2;
+        while taken(self.vars, &name) {
+            name = format!("{stem}_{n}");
+            n += 1;
+        }
         self.vars.insert(name.clone(), origin);
         name
     }
@@ -114,13 +129,17 @@ fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<Strin
     let kind = spec.get("type").and_then(Value::as_str).unwrap_or("");
     let mut body = String::new();
     if let Some(url) = spec.get("url").or_else(|| spec.get("serverUrl")).and_then(Value::as_str) {
+        let found = secrets::find("url", url);
+        if crate::config::cluster::url_userinfo(url).is_some() || !found.is_empty() {
+            let places = if found.is_empty() { "user name".to_string() } else { places(&found) };
+            return Err(format!(
+                "its URL carries credentials ({places}) and gateway.toml takes a URL only as written, never from the environment, so importing it would copy them. If the server also accepts them in a header, add it by hand: its url without them, the header as {{ env = \"VAR\" }}"
+            ));
+        }
         if kind == "sse" || url.trim_end_matches('/').ends_with("/sse") {
             ctx.warnings.push(format!(
                 "server '{name}' uses the deprecated HTTP+SSE transport, which mcpgate does not speak: point its url at the server's Streamable HTTP endpoint (often /mcp instead of /sse)"
             ));
-        }
-        if crate::config::cluster::url_userinfo(url).is_some() {
-            return Err("its URL carries credentials, which gateway.toml does not take: move them to a header".into());
         }
         let _ = writeln!(body, "url = {}", quote(url));
         if let Some(headers) = spec.get("headers").and_then(Value::as_object).filter(|h| !h.is_empty()) {
@@ -131,7 +150,7 @@ fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<Strin
                 let origin = format!("server '{name}', header {h}");
                 let var = match reference(rest) {
                     Some(named) => ctx.named(&named, origin),
-                    None => ctx.fresh(&format!("{}_{h}", ctx.id), origin),
+                    None => ctx.fresh(&format!("{}_{h}", ctx.id), origin, &BTreeSet::new()),
                 };
                 match prefix {
                     Some(p) => {
@@ -149,44 +168,100 @@ fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<Strin
         return Err("neither a command nor a url".into());
     };
     let mut argv = vec![command.to_string()];
-    let args: Vec<String> = spec.get("args").and_then(Value::as_array).map(|a| a.iter().map(arg_text).collect()).unwrap_or_default();
-    let mut secret_next = false;
-    for (i, a) in args.iter().enumerate() {
-        let flagged = secret_next;
-        secret_next = is_secret_flag(a) && !a.contains('=');
-        if flagged || looks_secret("", a) || a.split_once('=').is_some_and(|(k, v)| is_secret_flag(k) && !v.is_empty()) {
-            ctx.warnings.push(format!(
-                "server '{name}': argument {} looks like a secret and was not copied: pass it to the server through an environment variable instead",
-                i + 1
-            ));
-            argv.push("<secret removed: see the NOTE above>".into());
-        } else {
-            argv.push(a.clone());
-        }
-    }
-    let _ = writeln!(body, "command = [{}]", argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", "));
+    argv.extend(spec.get("args").and_then(Value::as_array).map(|a| a.iter().map(arg_text).collect::<Vec<_>>()).unwrap_or_default());
+    let env = spec.get("env").and_then(Value::as_object).cloned().unwrap_or_default();
+    // The variables of secret arguments join [upstream.env]: not under a name it already uses.
+    let env_names: BTreeSet<String> = env.iter().flat_map(|(k, v)| [Some(k.clone()), reference(&arg_text(v))]).flatten().collect();
+    let (command_line, arg_vars) = command_line(ctx, name, &argv, &env_names);
+    body.push_str(&command_line);
     if let Some(cwd) = spec.get("cwd").and_then(Value::as_str) {
         let _ = writeln!(body, "cwd = {}", quote(cwd));
     }
     if spec.get("envFile").is_some() {
         ctx.warnings.push(format!("server '{name}': envFile is not imported: list its variables under [upstream.env]"));
     }
-    if let Some(env) = spec.get("env").and_then(Value::as_object).filter(|e| !e.is_empty()) {
+    if !env.is_empty() || !arg_vars.is_empty() {
         let _ = writeln!(body, "[upstream.env]");
-        for (k, v) in env {
+        for (k, v) in &env {
             let value = arg_text(v);
             if let Some(var) = reference(&value) {
                 let var = ctx.named(&var, format!("server '{name}', env {k}"));
                 let _ = writeln!(body, "{} = {{ env = {} }}", key(k), quote(&var));
-            } else if looks_secret(k, &value) {
-                let var = ctx.fresh(k, format!("server '{name}', env {k}"));
+            } else if !secrets::find(k, &value).is_empty() {
+                let var = ctx.fresh(k, format!("server '{name}', env {k}"), &BTreeSet::new());
                 let _ = writeln!(body, "{} = {{ env = {} }}", key(k), quote(&var));
             } else {
                 let _ = writeln!(body, "{} = {}", key(k), quote(&value));
             }
         }
+        for var in &arg_vars {
+            let _ = writeln!(body, "{} = {{ env = {} }}", key(var), quote(var));
+        }
     }
     Ok(body)
+}
+
+/// The `command = [...]` line of a stdio server, as written when no argument carries a secret.
+/// Otherwise the command runs through `sh -c`: each secret part of an argument becomes `"${VAR}"`,
+/// which the shell expands from the child's environment (where `[upstream.env]` puts VAR, read
+/// from the gateway's), and the rest is single-quoted. Returns the line and the variables.
+fn command_line(ctx: &mut Ctx, name: &str, argv: &[String], avoid: &BTreeSet<String>) -> (String, Vec<String>) {
+    let found = secrets::find_in_args(argv);
+    if found.iter().all(Vec::is_empty) {
+        return (format!("command = [{}]\n", argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(", ")), Vec::new());
+    }
+    let mut words = Vec::new();
+    let mut vars = Vec::new();
+    let mut told = Vec::new();
+    for (i, (arg, found)) in argv.iter().zip(&found).enumerate() {
+        let at = if i == 0 { "the command".to_string() } else { format!("argument {i}") };
+        let mut word = String::new();
+        let mut from = 0;
+        for f in found {
+            // Ranges are in order, apart and on character boundaries (see `secrets::find_in_args`).
+            word.push_str(&sh_quote(arg.get(from..f.range.start).unwrap_or(""), false));
+            // Named after the upstream and what holds the secret: `REMOTE_API_KEY`, `CALC_TOKEN`.
+            let label = if f.name.is_empty() { "SECRET".to_string() } else { env_name(&secrets::words(&f.name).join("_")) };
+            let prefix = env_name(&format!("{}_", ctx.id));
+            let wanted = if label.starts_with(&prefix) { label } else { format!("{prefix}{label}") };
+            let var = ctx.fresh(&wanted, format!("server '{name}', {at} ({})", f.place), avoid);
+            let _ = write!(word, "\"${{{var}}}\"");
+            told.push(format!("{at} ({}) from {var}", f.place));
+            vars.push(var);
+            from = f.range.end;
+        }
+        word.push_str(&sh_quote(arg.get(from..).unwrap_or(""), word.is_empty()));
+        words.push(word);
+    }
+    ctx.warnings.push(format!(
+        "server '{name}': secrets in its command line were not copied: it runs through `sh -c`, which takes {} (export them for the gateway; [upstream.env] passes them on)",
+        told.join(", ")
+    ));
+    let script = format!("exec {}", words.join(" "));
+    let line = format!(
+        "# Runs through sh so that its secret arguments come from the environment.\ncommand = [\"sh\", \"-c\", {}]\n",
+        quote(&script)
+    );
+    (line, vars)
+}
+
+/// `s` for a POSIX shell: as is when it holds only characters the shell leaves alone, else
+/// single-quoted. An empty `s` is `''` only when it is the whole word (`whole`).
+fn sh_quote(s: &str, whole: bool) -> String {
+    if s.is_empty() {
+        return if whole { "''".into() } else { String::new() };
+    }
+    if s.chars().all(|c| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c)) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Where secrets were found, for a note: `query parameter api_key, URL path`.
+fn places(found: &[Found]) -> String {
+    let mut places: Vec<&str> = found.iter().map(|f| f.place.as_str()).collect();
+    places.dedup();
+    places.join(", ")
 }
 
 fn arg_text(v: &Value) -> String {
@@ -196,11 +271,12 @@ fn arg_text(v: &Value) -> String {
     }
 }
 
-/// A value that already names a variable: `${VAR}`, `${env:VAR}`, `$VAR`, or VS Code's
-/// `${input:id}` (which becomes a variable named after the input).
+/// A value that already names a variable: `${VAR}`, `${env:VAR}`, or VS Code's `${input:id}`
+/// (which becomes a variable named after the input). Not a bare `$VAR`, which no client expands
+/// and which may well be a password that starts with `$`.
 fn reference(value: &str) -> Option<String> {
     let rest = value.trim();
-    let inner = rest.strip_prefix("${").and_then(|r| r.strip_suffix('}')).or_else(|| rest.strip_prefix('$'))?;
+    let inner = rest.strip_prefix("${").and_then(|r| r.strip_suffix('}'))?;
     let name = inner.strip_prefix("env:").or_else(|| inner.strip_prefix("input:")).unwrap_or(inner);
     (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')).then(|| env_name(name))
 }
@@ -213,41 +289,6 @@ fn split_scheme(value: &str) -> (Option<&'static str>, &str) {
         }
     }
     (None, value)
-}
-
-fn is_secret_name(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "AUTH", "CREDENTIAL", "COOKIE", "PAT", "PRIVATE", "SESSION"]
-        .iter()
-        .any(|w| n.split(|c: char| !c.is_ascii_alphanumeric()).any(|part| part == *w || part.ends_with(w)))
-}
-
-fn is_secret_flag(arg: &str) -> bool {
-    arg.starts_with('-') && is_secret_name(arg.trim_start_matches('-'))
-}
-
-/// A credential by its name (`GITHUB_TOKEN`, `API_KEY`) or by its shape (well-known token
-/// prefixes, long random-looking strings).
-fn looks_secret(name: &str, value: &str) -> bool {
-    if value.is_empty() {
-        return false;
-    }
-    if is_secret_name(name) {
-        return true;
-    }
-    const PREFIXES: [&str; 10] = ["ghp_", "gho_", "ghs_", "github_pat_", "sk-", "xoxb-", "xoxp-", "glpat-", "AKIA", "Bearer "];
-    if PREFIXES.iter().any(|p| value.starts_with(p)) {
-        return true;
-    }
-    // A URL with a password in it (`postgresql://user:pass@host/db`).
-    if crate::config::cluster::url_userinfo(value).is_some_and(|userinfo| userinfo.contains(':')) {
-        return true;
-    }
-    // A long random-looking string.
-    value.len() >= 24
-        && !value.contains(['/', ' ', '.', ':'])
-        && value.chars().any(|c| c.is_ascii_digit())
-        && value.chars().any(|c| c.is_ascii_alphabetic())
 }
 
 /// An environment variable name: uppercase letters, digits and `_`.

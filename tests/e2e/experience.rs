@@ -102,6 +102,43 @@ fn err_vars(stderr: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Secrets inside arguments and URLs: a stdio server given its key as `KEY=VALUE` (through `env`)
+/// runs through `sh -c` with the key from the environment, and the gateway starts it; an HTTP
+/// server with its key in the URL's query or path is skipped, since a URL cannot come from the
+/// environment. No key is written or printed.
+#[test]
+fn import_takes_secrets_in_arguments_from_the_environment_and_skips_secret_urls() {
+    let bin = env!("CARGO_BIN_EXE_mcpgate");
+    let client = json!({ "mcpServers": {
+        "calc": { "command": "env", "args": ["CALC_API_TOKEN=sk-live-Arg5ecret0123", bin, "demo-server", "--profile", "calc"] },
+        "zapier": { "url": "https://mcp.zapier.com/api/mcp/s/sk-ak-PathS3cret99/mcp" },
+        "search": { "type": "http", "url": "https://mcp.example.com/mcp?api_key=QueryS3cret-777" }
+    }});
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("claude_desktop_config.json");
+    std::fs::write(&src, client.to_string()).expect("write");
+    let out_path = dir.path().join("gateway.toml");
+    let (code, _, err) = mcpgate(&["import", &src.display().to_string(), "-o", &out_path.display().to_string()], &[]);
+    assert_eq!(code, 0, "{err}");
+    let toml = std::fs::read_to_string(&out_path).expect("written");
+    for secret in ["Arg5ecret", "PathS3cret", "QueryS3cret"] {
+        assert!(!toml.contains(secret) && !err.contains(secret), "{secret} was copied or printed:\n{toml}\n{err}");
+    }
+    assert!(err.contains("imported 1 servers"), "{err}");
+    assert!(
+        err.contains("'zapier'") && err.contains("URL path") && err.contains("'search'") && err.contains("query parameter api_key"),
+        "{err}"
+    );
+    assert_eq!(err_vars(&err), ["CALC_API_TOKEN"], "{err}");
+    let cfg = out_path.display().to_string();
+    let (code, out, err) = mcpgate(&["check", "-c", &cfg], &[("CALC_API_TOKEN", "sk-live-Arg5ecret0123")]);
+    assert_eq!(code, 0, "the gateway starts the command through sh:\n{out}\n{err}\n{toml}");
+    assert!(out.contains("served from 1 upstreams"), "{out}");
+    let (code, _, err) = mcpgate(&["check", "-c", &cfg], &[]);
+    assert_eq!(code, 2, "without the secret exported, the config says which is missing: {err}");
+    assert!(err.contains("CALC_API_TOKEN") && err.contains("is not set"), "{err}");
+}
+
 #[test]
 fn completions_and_the_tools_table() {
     let (code, out, _) = mcpgate(&["completions", "bash"], &[]);
