@@ -66,15 +66,49 @@ fn policy_view_of_10000_tools(bencher: divan::Bencher, remembered: bool) {
 /// ranked query against the index.
 #[divan::bench(args = [false, true])]
 fn tool_search_of_10000_tools(bencher: divan::Bencher, indexed: bool) {
-    use mcpgate::catalog::search::{ToolIndex, rank_indexed};
+    use mcpgate::catalog::search::{Query, ToolIndex};
     let synthetic = synthetic::Synthetic::new(100, 100).expect("tools");
     let cat = synthetic.build();
     let tools = || cat.tools().iter().map(|e| e.json.get());
     if indexed {
         let index = ToolIndex::build(tools());
-        let docs: Vec<_> = index.docs.iter().collect();
-        bencher.bench_local(|| rank_indexed(&docs, "echo the text of tool 42", 10).len());
+        let all: Vec<usize> = (0..index.docs.len()).collect();
+        bencher.bench_local(|| Query::parse("echo the text of tool 42").map_or(0, |q| index.rank(&all, &q, 10).len()));
     } else {
         bencher.bench_local(|| ToolIndex::build(tools()).docs.len());
     }
+}
+
+/// Indexing one tool whose description holds 40,000 distinct words: an upstream writes its own
+/// descriptions and can force a rebuild of the index with `list_changed`.
+#[divan::bench]
+fn tool_search_index_of_a_40000_word_description(bencher: divan::Bencher) {
+    use mcpgate::catalog::search::ToolIndex;
+    let description: String = (0..40_000).map(|i| format!("word{i} ")).collect();
+    let tool = serde_json::json!({ "name": "big", "description": description, "inputSchema": { "type": "object" } }).to_string();
+    bencher.bench_local(|| ToolIndex::build(std::iter::once(tool.as_str())).docs.len());
+}
+
+/// One long query over 2,000 tools: 32 distinct words (within the limits), and a 448 KB one
+/// (refused before any word is read).
+#[divan::bench(args = ["32 words", "448 KB"])]
+fn tool_search_long_query_over_2000_tools(bencher: divan::Bencher, size: &str) {
+    use mcpgate::catalog::search::{Query, ToolIndex};
+    let synthetic = synthetic::Synthetic::new(20, 100).expect("tools");
+    let cat = synthetic.build();
+    let index = ToolIndex::build(cat.tools().iter().map(|e| e.json.get()));
+    let all: Vec<usize> = (0..index.docs.len()).collect();
+    let query: String = match size {
+        "32 words" => (0..16).map(|i| format!("u{i} t{i} ")).collect(),
+        _ => (0..)
+            .map(|i| format!("word{i} "))
+            .scan(0, |n, w| {
+                (*n < 448 * 1024).then(|| {
+                    *n += w.len();
+                    w
+                })
+            })
+            .collect(),
+    };
+    bencher.bench_local(|| Query::parse(&query).map_or(0, |q| index.rank(&all, &q, 10).len()));
 }

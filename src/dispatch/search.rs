@@ -4,11 +4,16 @@
 //! so an agent in front of hundreds of tools keeps its context small. Both go through the same
 //! policy view as the plain list and call: a hidden tool is never found and cannot be called.
 //! Tools may still be called directly by name.
+//!
+//! A query is refused over [`MAX_QUERY_BYTES`] bytes or [`MAX_QUERY_WORDS`] distinct words, with
+//! a tool error that says the limit. Indexing a snapshot and ranking run on tokio's blocking
+//! pool, a few at a time ([`RANKING`]), never on the workers that serve every other request.
 
 use super::{Request, forward};
 use crate::auth::Principal;
+use crate::catalog::Catalog;
 use crate::catalog::Kind;
-use crate::catalog::search::{Indexed, ToolIndex, rank_indexed};
+use crate::catalog::search::{MAX_QUERY_BYTES, MAX_QUERY_WORDS, Query, ToolIndex};
 use crate::gateway::Gateway;
 use crate::policy::view;
 use crate::protocol::errors::RpcError;
@@ -16,11 +21,18 @@ use crate::protocol::json::Json;
 use crate::protocol::keys;
 use crate::reply::{Outcome, Reply};
 use serde_json::{Value, json};
+use std::sync::{Arc, LazyLock};
+use tokio::sync::Semaphore;
 
 pub const SEARCH: &str = "search_tools";
 pub const CALL: &str = "call_tool";
 const DEFAULT_LIMIT: usize = 10;
 const MAX_LIMIT: usize = 50;
+
+/// How many searches may index or rank at once, on the blocking pool: half the cores (at least
+/// one), so a burst of searches queues here and leaves CPU for every other request.
+static RANKING: LazyLock<Arc<Semaphore>> =
+    LazyLock::new(|| Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get().div_ceil(2)))));
 
 /// Whether `caller` is served in tool-search mode: its `[[caller]]` entry decides, else
 /// `[catalog] tool_search`.
@@ -41,7 +53,7 @@ fn meta_tools() -> Value {
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "query": { "type": "string", "description": "What you want to do, e.g. \"refund a card payment\"." },
+                    "query": { "type": "string", "description": format!("What you want to do, e.g. \"refund a card payment\" (at most {MAX_QUERY_BYTES} bytes and {MAX_QUERY_WORDS} different words).") },
                     "limit": { "type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "How many tools to return." }
                 },
                 "required": ["query"]
@@ -85,7 +97,7 @@ pub fn list(gw: &Gateway) -> Reply {
 pub async fn call(gw: &Gateway, req: Request) -> Reply {
     let name = req.params.parse::<String>("name").and_then(Result::ok);
     match name.as_deref() {
-        Some(SEARCH) => search(gw, &req),
+        Some(SEARCH) => search(gw, &req).await,
         Some(CALL) => call_found(gw, req).await,
         _ => forward::call_tool(gw, req).await,
     }
@@ -99,28 +111,51 @@ fn arguments(req: &Request) -> Result<serde_json::Map<String, Value>, RpcError> 
     }
 }
 
-fn search(gw: &Gateway, req: &Request) -> Reply {
+async fn search(gw: &Gateway, req: &Request) -> Reply {
     let args = match arguments(req) {
         Ok(a) => a,
         Err(e) => return Reply::error(e),
     };
-    let Some(query) = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty()) else {
+    let Some(text) = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty()) else {
         return tool_error("search_tools needs a non-empty query: describe what you want to do.");
+    };
+    let query = match Query::parse(text) {
+        Ok(q) => q,
+        Err(e) => return tool_error(&format!("search_tools refused the query: {e}. Describe what you want to do in a few words.")),
     };
     let limit = args.get("limit").and_then(Value::as_u64).map(|l| (l as usize).clamp(1, MAX_LIMIT)).unwrap_or(DEFAULT_LIMIT);
     let cat = gw.catalog_for(&req.caller);
     let id_of = |i: usize| gw.upstream_id(i);
+    let section = cat.section(Kind::Tool);
+    let visible: Vec<usize> =
+        view::visible(&cat, Kind::Tool, &req.caller.grants, &id_of).iter().filter_map(|e| section.position(&e.name)).collect();
+    // The permit goes with the work: a caller that gives up does not free a place for another
+    // search while its own still runs.
+    let Ok(permit) = Arc::clone(&RANKING).acquire_owned().await else {
+        return Reply::error(RpcError::internal("tool search is shut down"));
+    };
+    let text = text.to_string();
+    let ranked = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        found(&cat, &visible, &query, &text, limit)
+    })
+    .await;
+    match ranked {
+        Ok(v) => result(v),
+        Err(e) => Reply::error(RpcError::internal(format!("tool search failed: {e}"))),
+    }
+}
+
+/// The `search_tools` result: the best `limit` of the `visible` tools of `cat` (positions in its
+/// tool section) for `query` (as the caller wrote it: `text`). CPU-bound: off the async workers.
+fn found(cat: &Catalog, visible: &[usize], query: &Query, text: &str, limit: usize) -> Value {
     // The snapshot's tools are parsed and indexed once; each search ranks what the caller sees.
     let section = cat.section(Kind::Tool);
-    let index = cat.search.get_or_init(|| std::sync::Arc::new(ToolIndex::build(section.entries.iter().map(|e| e.json.get()))));
-    let visible: Vec<(usize, &Indexed)> = view::visible(&cat, Kind::Tool, &req.caller.grants, &id_of)
-        .iter()
-        .filter_map(|e| section.position(&e.name).and_then(|p| index.docs.get(p).map(|d| (p, d))))
-        .collect();
-    let docs: Vec<&Indexed> = visible.iter().map(|(_, d)| *d).collect();
-    let found: Vec<Value> = rank_indexed(&docs, query, limit)
+    let index = cat.search.get_or_init(|| Arc::new(ToolIndex::build(section.entries.iter().map(|e| e.json.get()))));
+    let found: Vec<Value> = index
+        .rank(visible, query, limit)
         .into_iter()
-        .filter_map(|(i, _)| visible.get(i).and_then(|(p, _)| index.items.get(*p)))
+        .filter_map(|(p, _)| index.items.get(p))
         .map(|v| {
             json!({
                 "name": v.get("name"),
@@ -131,7 +166,7 @@ fn search(gw: &Gateway, req: &Request) -> Reply {
         })
         .collect();
     let summary = if found.is_empty() {
-        format!("No tool matches \"{query}\". Try other words.")
+        format!("No tool matches \"{text}\". Try other words.")
     } else {
         let lines: Vec<String> = found
             .iter()
@@ -144,13 +179,13 @@ fn search(gw: &Gateway, req: &Request) -> Reply {
                 )
             })
             .collect();
-        format!("{} tools match \"{query}\" (call one with call_tool):\n{}", found.len(), lines.join("\n"))
+        format!("{} tools match \"{text}\" (call one with call_tool):\n{}", found.len(), lines.join("\n"))
     };
-    result(json!({
+    json!({
         "resultType": "complete",
         "content": [{ "type": "text", "text": summary }],
         "structuredContent": { "tools": found },
-    }))
+    })
 }
 
 async fn call_found(gw: &Gateway, mut req: Request) -> Reply {

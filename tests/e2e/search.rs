@@ -92,3 +92,67 @@ async fn agents_find_tools_by_purpose_within_their_policy() {
     let empty = as_caller(&gw.url, "agent-key", "tools/call", json!({ "name": "search_tools", "arguments": { "query": " " } })).await;
     assert_eq!(empty["result"]["isError"], true, "{empty}");
 }
+
+/// `search_tools` bounds what one query may cost: a query over 1,024 bytes or 32 distinct words
+/// is refused with a tool error that names the limit (repeated words count once), and searches
+/// running at once do not hold up the gateway's other requests.
+#[tokio::test(flavor = "multi_thread")]
+async fn oversized_queries_are_refused_and_searches_do_not_hold_up_the_gateway() {
+    let (_payments, url) = py_script_http("tests/py/domain_server.py", &["--domain", "payments"]);
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[catalog]\ntool_search = true\n\n[[upstream]]\nid = \"payments\"\nurl = \"{url}\"\n"
+    ));
+    let search = |query: String| {
+        let url = gw.url.clone();
+        async move { call(&url, "search_tools", json!({ "query": query, "limit": 5 })).await }
+    };
+
+    let long = search("refund a card charge ".repeat(60)).await;
+    assert_eq!(long["result"]["isError"], true, "{long}");
+    let text = text_of(&long);
+    assert!(text.contains("1260 bytes") && text.contains("at most 1024 bytes"), "{text}");
+
+    let wordy: Vec<String> = (0..40).map(|i| format!("thing{i}")).collect();
+    let wordy = search(wordy.join(" ")).await;
+    assert_eq!(wordy["result"]["isError"], true, "{wordy}");
+    let text = text_of(&wordy);
+    assert!(text.contains("40 different words") && text.contains("at most 32"), "{text}");
+
+    // Repeated words count once; a query at both limits is answered.
+    let repeated = search("refund charge ".repeat(70)).await;
+    assert_eq!(
+        names_in(&repeated["result"]["structuredContent"]["tools"]).first().map(String::as_str),
+        Some("payments__refund_charge"),
+        "{repeated}"
+    );
+    let mut words: Vec<String> = (0..30).map(|i| format!("invoice{i:0>20}")).collect();
+    words.extend(["refund".into(), "charge".into()]);
+    let full = words.join(" ");
+    assert!(full.len() <= 1024, "{}", full.len());
+    let at_limits = search(full.clone()).await;
+    assert_ne!(at_limits["result"]["isError"], true, "{at_limits}");
+    assert!(names_in(&at_limits["result"]["structuredContent"]["tools"]).contains(&"payments__refund_charge".to_string()), "{at_limits}");
+
+    // Many searches at once, while health checks keep being answered.
+    let searches: Vec<_> = (0..16)
+        .map(|_| {
+            let (url, query) = (gw.url.clone(), full.clone());
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                for _ in 0..5 {
+                    answers.push(call(&url, "search_tools", json!({ "query": query, "limit": 5 })).await);
+                }
+                answers
+            })
+        })
+        .collect();
+    for _ in 0..20 {
+        let health = get(&format!("{}/healthz", gw.base)).await.expect("healthz answers while searches run");
+        assert_eq!(health.status, 200);
+    }
+    for task in searches {
+        for answer in task.await.expect("search task") {
+            assert_ne!(answer["result"]["isError"], true, "{answer}");
+        }
+    }
+}
