@@ -9,7 +9,8 @@ mod synthetic;
 
 use bytes::Bytes;
 use mcpgate::catalog::Kind;
-use mcpgate::policy::{Grants, view};
+use mcpgate::catalog::view;
+use mcpgate::policy::Grants;
 use mcpgate::protocol::jsonrpc::Message;
 use mcpgate::protocol::{headers, meta};
 

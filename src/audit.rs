@@ -1,10 +1,101 @@
 //! The audit log: one structured line per call, prompt get, resource read or completion (target
 //! `mcpgate::audit`): caller, the endpoint it came through (`-` for the root, else a virtual
 //! server's path), method, item, upstream, outcome and duration. Arguments are logged
-//! only when `[audit] include_arguments = true`; credentials never are.
+//! only when `[audit] include_arguments = true`; credentials never are. [`Audit`] is the sink the
+//! gateway owns: besides the log line, it keeps the recent calls and hands each new one to its
+//! subscribers (the console), once something asked it to keep them.
 
 use crate::reply::Outcome;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tokio::sync::broadcast;
+
+/// How many recent calls are kept.
+const KEPT: usize = 200;
+
+/// One ended call as the audit line has it (never its arguments).
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    pub ts_ms: u64,
+    pub caller: String,
+    pub endpoint: String,
+    pub method: String,
+    pub item: String,
+    pub upstream: String,
+    pub outcome: String,
+    pub duration_ms: u64,
+}
+
+/// The audit sink. Nothing is kept or sent until [`Audit::keep_recent`] (one atomic load on the
+/// call path otherwise).
+pub struct Audit {
+    keeping: AtomicBool,
+    recent: Mutex<VecDeque<CallRecord>>,
+    live: broadcast::Sender<CallRecord>,
+}
+
+impl Default for Audit {
+    fn default() -> Self {
+        Audit { keeping: AtomicBool::new(false), recent: Mutex::new(VecDeque::with_capacity(KEPT)), live: broadcast::channel(256).0 }
+    }
+}
+
+impl Audit {
+    /// Starts keeping recent calls for subscribers (when a console is enabled).
+    pub fn keep_recent(&self) {
+        self.keeping.store(true, Ordering::Relaxed);
+    }
+
+    /// The kept calls, newest first.
+    pub fn recent(&self) -> Vec<CallRecord> {
+        crate::sync::lock(&self.recent).iter().rev().cloned().collect()
+    }
+
+    /// New calls as they end.
+    pub fn subscribe(&self) -> broadcast::Receiver<CallRecord> {
+        self.live.subscribe()
+    }
+
+    /// A request refused before any upstream was involved (unknown or denied, rate limited, no
+    /// route, a token not honoured): `outcome` says why.
+    pub fn refused(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
+        self.keep([caller, endpoint, method, item, "-"], outcome, 0);
+        tracing::info!(target: "mcpgate::audit", caller = %clean(caller), %endpoint, method = %clean(method), item = %clean(item), upstream = %"-", %outcome, duration_ms = 0u64, "audit");
+    }
+
+    /// Keeps one ended call (caller, endpoint, method, item, upstream), cleaned like the line.
+    fn keep(&self, [caller, endpoint, method, item, upstream]: [&str; 5], outcome: &str, duration_ms: u64) {
+        if !self.keeping.load(Ordering::Relaxed) {
+            return;
+        }
+        let record = CallRecord {
+            ts_ms: now_ms(),
+            caller: clean(caller).into_owned(),
+            endpoint: endpoint.to_string(),
+            method: clean(method).into_owned(),
+            item: clean(item).into_owned(),
+            upstream: upstream.to_string(),
+            outcome: outcome.to_string(),
+            duration_ms,
+        };
+        {
+            let mut r = crate::sync::lock(&self.recent);
+            if r.len() == KEPT {
+                r.pop_front();
+            }
+            r.push_back(record.clone());
+        }
+        // No subscriber (no console open) is fine.
+        let _ = self.live.send(record);
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
 
 pub struct Entry {
     pub caller: String,
@@ -35,12 +126,6 @@ pub fn outcome_label(o: &Outcome) -> String {
     }
 }
 
-/// A call refused before any upstream was involved (unknown or denied, rate limited, no route).
-pub fn refused(caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
-    feed([caller, endpoint, method, item, "-"], outcome, 0);
-    tracing::info!(target: "mcpgate::audit", caller = %clean(caller), %endpoint, method = %clean(method), item = %clean(item), upstream = %"-", %outcome, duration_ms = 0u64, "audit");
-}
-
 /// A client-controlled value made safe for a log line: control characters escaped (so no value
 /// can start a forged line), at most 200 characters.
 pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
@@ -62,19 +147,20 @@ pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
 /// The audit line of one forwarded call: written by [`Pending::finish`] with the final outcome,
 /// or on drop when the call ended without one (the client went away, the gateway stopped).
 pub struct Pending {
+    audit: Arc<Audit>,
     entry: Entry,
-    done: std::sync::atomic::AtomicBool,
+    done: AtomicBool,
 }
 
 impl Pending {
-    pub fn new(entry: Entry) -> std::sync::Arc<Pending> {
-        std::sync::Arc::new(Pending { entry, done: Default::default() })
+    pub fn new(audit: Arc<Audit>, entry: Entry) -> Arc<Pending> {
+        Arc::new(Pending { audit, entry, done: Default::default() })
     }
 
     /// Records the final outcome (once).
     pub fn finish(&self, outcome: &Outcome) {
-        if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            record(&self.entry, outcome);
+        if !self.done.swap(true, Ordering::SeqCst) {
+            self.audit.record(&self.entry, outcome);
         }
     }
 }
@@ -83,40 +169,28 @@ impl Pending {
 /// audited as abandoned.
 impl Drop for Pending {
     fn drop(&mut self) {
-        if !self.done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if !self.done.swap(true, Ordering::SeqCst) {
             let e = &self.entry;
             let duration_ms = e.started.elapsed().as_millis() as u64;
-            feed([&e.caller, &e.endpoint, &e.method, &e.item, &e.upstream], "abandoned", duration_ms);
+            self.audit.keep([&e.caller, &e.endpoint, &e.method, &e.item, &e.upstream], "abandoned", duration_ms);
             tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, outcome = %"abandoned", duration_ms, "audit");
         }
     }
 }
 
-pub fn record(e: &Entry, outcome: &Outcome) {
-    let duration_ms = e.started.elapsed().as_millis() as u64;
-    let outcome = outcome_label(outcome);
-    feed([&e.caller, &e.endpoint, &e.method, &e.item, &e.upstream], &outcome, duration_ms);
-    match &e.arguments {
-        Some(args) => {
-            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, arguments = %clean(args), "audit")
-        }
-        None => {
-            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, "audit")
+impl Audit {
+    /// The line of one forwarded call that ended with `outcome`.
+    pub fn record(&self, e: &Entry, outcome: &Outcome) {
+        let duration_ms = e.started.elapsed().as_millis() as u64;
+        let outcome = outcome_label(outcome);
+        self.keep([&e.caller, &e.endpoint, &e.method, &e.item, &e.upstream], &outcome, duration_ms);
+        match &e.arguments {
+            Some(args) => {
+                tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, arguments = %clean(args), "audit")
+            }
+            None => {
+                tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, "audit")
+            }
         }
     }
-}
-
-/// Hands an ended call (caller, endpoint, method, item, upstream) to the console's feed, when a
-/// console is enabled: the same fields as the audit line, cleaned the same way.
-fn feed([caller, endpoint, method, item, upstream]: [&str; 5], outcome: &str, duration_ms: u64) {
-    crate::console::feed::push(|| crate::console::feed::CallRecord {
-        ts_ms: crate::console::feed::now_ms(),
-        caller: clean(caller).into_owned(),
-        endpoint: endpoint.to_string(),
-        method: clean(method).into_owned(),
-        item: clean(item).into_owned(),
-        upstream: upstream.to_string(),
-        outcome: outcome.to_string(),
-        duration_ms,
-    });
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub async fn health(url: &str, timeout: Duration) -> anyhow::Result<ExitCode> {
     let req =
         http::Request::get(url).body(http_body_util::Full::new(bytes::Bytes::new())).with_context(|| format!("'{url}' is not a URL"))?;
-    let client = crate::upstream::new_http_client();
+    let client = crate::net::new_http_client();
     Ok(match tokio::time::timeout(timeout, client.request(req)).await {
         Ok(Ok(resp)) if resp.status().is_success() => {
             println!("{url}: {}", resp.status());

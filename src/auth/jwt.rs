@@ -5,8 +5,8 @@
 //! this gateway (RFC 8707) and it has not expired.
 
 use crate::config::auth::{JwksSource, JwtConfig};
+use crate::net::HttpClient;
 use crate::sync::lock;
-use crate::upstream::HttpClient;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};

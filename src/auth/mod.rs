@@ -12,8 +12,8 @@ use crate::catalog::Kind;
 use crate::config::Config;
 use crate::config::auth::{AuthConfig, AuthMode, CallerConfig};
 use crate::config::limits::Rate;
+use crate::net::HttpClient;
 use crate::policy::Grants;
-use crate::upstream::HttpClient;
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use std::sync::Arc;
@@ -134,7 +134,7 @@ impl Authenticator {
         Ok(Principal {
             id: c.id.clone(),
             rules: vec![c.id.clone()],
-            grants: Grants::from_rules([c]),
+            grants: Grants::from_rules([(c.allow.as_slice(), c.deny.as_slice())]),
             scopes: Vec::new(),
             rate: c.rate_limit,
             endpoint: None,
@@ -155,7 +155,11 @@ impl Authenticator {
         };
         let scopes = token_scopes(&claims);
         let matched: Vec<&CallerConfig> = self.callers.iter().filter(|c| caller_matches(c, &subject, &claims, &scopes)).collect();
-        let mut grants = if self.callers.is_empty() { Grants::unrestricted() } else { Grants::from_rules(matched.iter().copied()) };
+        let mut grants = if self.callers.is_empty() {
+            Grants::unrestricted()
+        } else {
+            Grants::from_rules(matched.iter().map(|c| (c.allow.as_slice(), c.deny.as_slice())))
+        };
         for (kinds, table) in self.scope_tables() {
             for (pattern, needed) in table {
                 if !needed.iter().all(|s| scopes.contains(s)) {

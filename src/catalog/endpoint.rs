@@ -9,13 +9,39 @@
 
 use super::Kind;
 use super::merge::{Catalog, Entry, Problem};
-use crate::config::endpoint::{EndpointConfig, ToolOverride};
 use crate::policy::{Grants, Item, allows};
 use crate::protocol::rawobj::RawObject;
 use serde_json::{Map, Value};
 
+/// What an endpoint selects (`include`/`exclude` patterns, decided like a caller's grants) and
+/// how it presents its tools, at `path`.
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    pub path: &'a str,
+    pub include: &'a [String],
+    pub exclude: &'a [String],
+    pub tools: &'a [ToolOverride],
+}
+
+/// How one tool is presented on an endpoint.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOverride {
+    /// The tool's name in the gateway's catalogue.
+    pub name: String,
+    pub rename: Option<String>,
+    pub title: Option<String>,
+    /// Replaces the description.
+    pub description: Option<String>,
+    /// Appended to the description (after a blank line).
+    pub description_suffix: Option<String>,
+    /// Added to (or replacing members of) the tool's annotations.
+    pub annotations: Map<String, Value>,
+    /// Arguments injected with these values and hidden from the endpoint's schema.
+    pub fixed: Map<String, Value>,
+}
+
 /// The view `ep` presents of `base`; `upstream_id` maps an upstream index to its id.
-pub fn view<'a>(base: &Catalog, ep: &EndpointConfig, upstream_id: &(dyn Fn(usize) -> &'a str + 'a)) -> Catalog {
+pub fn view<'a>(base: &Catalog, ep: &Selection, upstream_id: &(dyn Fn(usize) -> &'a str + 'a)) -> Catalog {
     let include: Vec<&str> = ep.include.iter().map(String::as_str).collect();
     let exclude: Vec<&str> = ep.exclude.iter().map(String::as_str).collect();
     let selection = Grants::from_patterns(&include, &exclude);
@@ -55,7 +81,7 @@ pub fn view<'a>(base: &Catalog, ep: &EndpointConfig, upstream_id: &(dyn Fn(usize
             }
         }
     }
-    for o in &ep.tools {
+    for o in ep.tools {
         let served = cat.tools().iter().any(|t| t.policy_name() == o.name);
         let reported = cat.problems.iter().any(|p| p.item == o.name);
         if !served && !reported {

@@ -143,7 +143,7 @@ pub struct Catalog {
     /// Per kind: the fingerprint of the list's names (what pagination cursors are bound to).
     pub fingerprints: [u64; 4],
     /// What each set of grants may see of each list (indices into the section), computed once
-    /// per snapshot: callers with the same rules share it (see `policy::view::visible`).
+    /// per snapshot: callers with the same rules share it (see `view::visible`).
     pub(crate) views: std::sync::Mutex<ViewMemo>,
     /// The tool-search index of this snapshot's tools, built on the first search.
     pub search: std::sync::OnceLock<std::sync::Arc<super::search::ToolIndex>>,

@@ -5,12 +5,12 @@
 
 pub mod cursor;
 pub mod endpoint;
-pub mod kind;
 pub mod links;
 pub mod merge;
 pub mod names;
 pub mod search;
 pub mod uris;
+pub mod view;
 
-pub use kind::Kind;
+pub use crate::protocol::Kind;
 pub use merge::{Catalog, Entry, Problem, UpstreamLists};

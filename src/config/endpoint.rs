@@ -6,6 +6,7 @@
 //! tools' schemas (a fixed argument must exist) is checked when the endpoint's view is built.
 
 use super::{ConfigError, Locator};
+pub use crate::catalog::endpoint::{Selection, ToolOverride};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use toml::Spanned;
@@ -51,21 +52,11 @@ pub struct EndpointConfig {
     pub tools: Vec<ToolOverride>,
 }
 
-/// How one tool is presented on an endpoint.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ToolOverride {
-    /// The tool's name in the gateway's catalogue.
-    pub name: String,
-    pub rename: Option<String>,
-    pub title: Option<String>,
-    /// Replaces the description.
-    pub description: Option<String>,
-    /// Appended to the description (after a blank line).
-    pub description_suffix: Option<String>,
-    /// Added to (or replacing members of) the tool's annotations.
-    pub annotations: Map<String, Value>,
-    /// Arguments injected with these values and hidden from the endpoint's schema.
-    pub fixed: Map<String, Value>,
+impl EndpointConfig {
+    /// What the endpoint selects and how it presents it, as the catalogue takes it.
+    pub fn selection(&self) -> Selection<'_> {
+        Selection { path: &self.path, include: &self.include, exclude: &self.exclude, tools: &self.tools }
+    }
 }
 
 /// Paths the gateway serves itself, which an endpoint may not take.

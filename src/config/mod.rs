@@ -19,6 +19,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
+/// The default of the most change streams one caller may hold open (`server.max_streams_per_caller`).
+pub const MAX_STREAMS_PER_CALLER: usize = 64;
+
 /// A configuration error, already rendered for a human: `file:line: key: problem. fix`.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -268,7 +271,7 @@ impl Config {
             max_connections: s.max_connections.unwrap_or(10_000).max(1),
             max_in_flight: s.max_in_flight.unwrap_or(1024).max(1),
             max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),
-            max_streams_per_caller: s.max_streams_per_caller.unwrap_or(crate::dispatch::fanout::MAX_STREAMS_PER_CALLER).max(1),
+            max_streams_per_caller: s.max_streams_per_caller.unwrap_or(MAX_STREAMS_PER_CALLER).max(1),
             ready_when: s.ready_when.unwrap_or_default(),
             metrics_public: s.metrics_public,
             watch_config: s.watch_config,

@@ -5,8 +5,6 @@
 //! changes and of calls as they end). Who may read it (admin callers; anyone on loopback when
 //! authentication is off) is decided here too. The page itself (HTML, CSS, JS) is embedded.
 
-pub mod feed;
-
 use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::gateway::Gateway;
@@ -105,12 +103,12 @@ pub fn state(gw: &Gateway) -> Value {
 pub fn view_as(gw: &Gateway, id: &str) -> Option<Value> {
     let cfg = gw.config();
     let caller = cfg.callers.iter().find(|c| c.id == id)?;
-    let grants = Grants::from_rules([caller]);
+    let grants = Grants::from_rules([(caller.allow.as_slice(), caller.deny.as_slice())]);
     let cat = gw.catalog();
     let id_of = |i: usize| gw.upstream_id(i);
     let mut visible = Vec::new();
     for kind in Kind::ALL {
-        for e in crate::policy::view::visible(&cat, kind, &grants, &id_of) {
+        for e in crate::catalog::view::visible(&cat, kind, &grants, &id_of) {
             visible.push(format!("{}:{}", kind.label(), e.name));
         }
     }

@@ -6,8 +6,8 @@
 
 use super::Request;
 use crate::catalog::Kind;
+use crate::catalog::view;
 use crate::gateway::Gateway;
-use crate::policy::view;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::{SUPPORTED_VERSIONS, keys};

@@ -7,9 +7,10 @@
 
 use super::{Request, rate_limited, state};
 use crate::audit;
+use crate::catalog::view;
 use crate::catalog::{Kind, links, uris};
 use crate::gateway::Gateway;
-use crate::policy::{self, Item, view};
+use crate::policy;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::may_ask_input as may_ask;
@@ -22,7 +23,7 @@ use std::time::Instant;
 
 /// Audits and counts a request refused before it reached an upstream.
 fn refuse(gw: &Gateway, req: &Request, item: &str, reason: &str) {
-    audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, reason);
+    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, reason);
     gw.metrics.refused(reason);
 }
 
@@ -41,7 +42,7 @@ fn needs_scope(gw: &Gateway, req: &Request, kind: Kind, name: &str) -> Option<Rp
     let cat = gw.catalog_for(&req.caller);
     // Scopes are configured on catalogue names, whatever name an endpoint presents.
     let canonical = match kind {
-        Kind::Resource => route_uri_with(gw, &req.caller, &req.caller.grants.ignoring_scopes(), name).map(|_| canonical_uri(name)),
+        Kind::Resource => gw.route_uri_with(&req.caller, &req.caller.grants.ignoring_scopes(), name).map(|_| canonical_uri(name)),
         _ => view::find(&cat, kind, name, &req.caller.grants.ignoring_scopes(), &id_of).map(|e| e.policy_name().to_string()),
     }?;
     let needed = gw.auth().scopes_for(kind, &canonical);
@@ -110,7 +111,7 @@ pub(super) async fn forward(
     let max_age = gw.config().server.input_timeout;
     let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: &req.method, item };
     if let Err(why) = state::open(&gw.sealer, &mut params, &bind, max_age) {
-        audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, why.reason());
+        gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, why.reason());
         gw.metrics.refused("invalid_request_state");
         return Reply::error(why.to_error());
     }
@@ -138,7 +139,7 @@ pub(super) async fn forward(
         endpoint,
         accepts_input: Vec::new(),
     };
-    let pending = audit::Pending::new(entry);
+    let pending = audit::Pending::new(gw.audit.clone(), entry);
     up.call(call).await.map_outcome(move |o| {
         pending.finish(&o);
         metrics.call(&method, &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &audit::outcome_label(&o), started.elapsed());
@@ -276,48 +277,6 @@ fn tool_error(text: &str) -> Reply {
     }
 }
 
-/// The upstream and upstream URI of a gateway URI the caller may read.
-///
-/// Every decision is taken on the URI's canonical form (`uris::canonical`), which is also what
-/// the upstream receives, so that no spelling of a URI (`%73ecret` for `secret`) reaches what
-/// the policy refused; a URI without a canonical form is refused. A caller with restricted
-/// grants reaches only listed resources, or URIs that expand a template it may see and that carry
-/// no path tricks (`..`, encoded dots, slashes or percent signs, backslashes, empty segments): a
-/// grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
-///
-/// On a virtual server every caller is held to what the endpoint selects, the same way, and the
-/// URI itself must pass the endpoint's selection (an excluded URI is not reachable through an
-/// included template).
-pub(super) fn route_uri(gw: &Gateway, caller: &crate::auth::Principal, uri: &str) -> Option<(usize, String)> {
-    route_uri_with(gw, caller, &caller.grants, uri)
-}
-
-fn route_uri_with(gw: &Gateway, caller: &crate::auth::Principal, grants: &policy::Grants, uri: &str) -> Option<(usize, String)> {
-    let cat = gw.catalog_for(caller);
-    let canonical = uris::canonical(uri).ok()?;
-    let resources = cat.section(Kind::Resource);
-    let listed = resources.get(uri).or_else(|| resources.get(&canonical));
-    let (upstream, original) = match listed {
-        Some(e) => (e.upstream, e.original.clone()),
-        None => uris::route(&cat, &canonical)?,
-    };
-    let id = gw.upstream_id(upstream);
-    let item = Item { kind: Kind::Resource, name: &canonical, upstream: id };
-    if !policy::allows(grants, &item) || cat.selection.as_ref().is_some_and(|s| !policy::allows(s, &item)) {
-        return None;
-    }
-    let everything = grants.is_unrestricted() && caller.endpoint.is_none();
-    if everything || listed.is_some() {
-        return Some((upstream, original));
-    }
-    let templated = cat.section(Kind::Template).entries.iter().any(|t| {
-        t.upstream == upstream
-            && uris::canonical(&t.name).is_ok_and(|name| uris::template_matches(&name, &canonical))
-            && policy::allows(grants, &Item { kind: Kind::Template, name: &t.name, upstream: id })
-    });
-    (templated && !uris::has_path_tricks(&canonical)).then_some((upstream, original))
-}
-
 /// A URI in canonical form, for the decisions that name it (scopes, audit).
 fn canonical_uri(uri: &str) -> String {
     uris::canonical(uri).map_or_else(|_| uri.to_string(), |c| c.into_owned())
@@ -328,7 +287,7 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let Some((upstream, original)) = route_uri(gw, &req.caller, &uri) else {
+    let Some((upstream, original)) = gw.route_uri(&req.caller, &uri) else {
         if let Some(e) = needs_scope(gw, &req, Kind::Resource, &uri) {
             return Reply::error(e);
         }
@@ -358,7 +317,7 @@ pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
             let uri = reference.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
             let template = view::find(&gw.catalog_for(&req.caller), Kind::Template, &uri, &req.caller.grants, &id_of)
                 .map(|t| (t.upstream, t.original.clone()));
-            ("uri", template.or_else(|| route_uri(gw, &req.caller, &uri)).map(|(up, orig)| (up, orig, uri)))
+            ("uri", template.or_else(|| gw.route_uri(&req.caller, &uri)).map(|(up, orig)| (up, orig, uri)))
         }
         _ => return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}"))),
     };

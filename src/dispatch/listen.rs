@@ -1,7 +1,7 @@
 //! `subscriptions/listen` for modern clients (brief §5), and following a resource for legacy
 //! sessions (`resources/subscribe`). A listen request becomes one streamed reply: the
 //! acknowledgement with the subset of the filter the gateway honours comes first, then every
-//! change the caller may see (from the [`fanout`](super::fanout) hub), each tagged with the
+//! change the caller may see (from the [`hub`](crate::hub)), each tagged with the
 //! subscription id (the listen request's id), and, when the gateway shuts down, the final result.
 //! The client ends it by closing the stream (HTTP) or cancelling the listen id (stdio). A
 //! resource URI is honoured only when the caller may read it and its upstream can report
@@ -9,8 +9,8 @@
 //! exist.
 
 use super::Request;
-use super::fanout::{Change, Filter, MAX_FOLLOWED, Subscription};
 use crate::gateway::Gateway;
+use crate::hub::{Change, Filter, MAX_FOLLOWED, Subscription};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::jsonrpc;
@@ -28,7 +28,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether the caller may follow `uri` and its upstream can report updates of it.
 pub fn followable(gw: &Gateway, req: &Request, uri: &str) -> bool {
-    match super::forward::route_uri(gw, &req.caller, uri) {
+    match gw.route_uri(&req.caller, uri) {
         Some((upstream, _)) => gw.upstream(upstream).is_some_and(|u| {
             let st = u.state();
             st.declares("resources", "subscribe")

@@ -2,9 +2,9 @@
 //! request) and paged with the gateway's own cursor.
 
 use super::Request;
+use crate::catalog::view;
 use crate::catalog::{Kind, cursor};
 use crate::gateway::Gateway;
-use crate::policy::view;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::jsonrpc::json_string;
@@ -23,7 +23,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
             Ok(o) if o <= entries.len() => o,
             refused => {
                 let why = refused.err().unwrap_or("invalid_cursor/past_the_end");
-                crate::audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, "-", why);
+                gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, "-", why);
                 gw.metrics.refused("invalid_cursor");
                 return Reply::error(cursor::invalid());
             }

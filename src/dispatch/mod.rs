@@ -4,7 +4,6 @@
 //! through the caller's view (policy) → check scopes and mirrored headers → forward, audited.
 
 mod discover;
-pub mod fanout;
 mod forward;
 mod listen;
 mod lists;
@@ -12,12 +11,10 @@ mod search;
 pub mod state;
 mod tasks;
 
-pub use tasks::strip_undeclared as strip_tasks_extension;
-
-use self::fanout::{Filter, Subscription, UriSet};
 use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::gateway::Gateway;
+use crate::hub::{Filter, Subscription, UriSet};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::meta::RequestMeta;
@@ -92,11 +89,6 @@ pub trait Service: Send + Sync + 'static {
     fn gateway(&self) -> Option<&Gateway> {
         None
     }
-}
-
-/// Whether `caller` may read `uri` now (a resource update is delivered only then).
-pub fn may_read(gw: &Gateway, caller: &Principal, uri: &str) -> bool {
-    forward::route_uri(gw, caller, uri).is_some()
 }
 
 /// HTTP 429 with `Retry-After` (whole seconds, at least 1) and the wait in `data.retryAfterMs`.

@@ -13,7 +13,6 @@
 //! task.
 
 use super::Request;
-use crate::audit;
 use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::catalog::links;
@@ -21,7 +20,6 @@ use crate::gateway::Gateway;
 use crate::policy::{Item, allows};
 use crate::protocol::errors::{MISSING_CAPABILITY, RpcError};
 use crate::protocol::json::Json;
-use crate::protocol::keys;
 use crate::protocol::rawobj::RawObject;
 use crate::reply::{Outcome, Reply};
 use crate::token::Sealer;
@@ -147,7 +145,7 @@ pub async fn forward(gw: &Gateway, req: Request) -> Reply {
         _ => return Reply::error(RpcError::invalid_params(format!("{} needs params.taskId (a string)", req.method))),
     };
     let refuse = |why: &str| {
-        audit::refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, "-", why);
+        gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, "-", why);
         gw.metrics.refused("unknown_task");
         Reply::error(unknown(&task_id))
     };
@@ -180,17 +178,6 @@ fn with_gateway_id(raw: &Json, task_id: &str, prefix: &str) -> Option<Json> {
         obj.set("result", result);
     }
     Some(obj.to_json())
-}
-
-/// The client's capabilities for an upstream: without the extension when the upstream does not
-/// declare it.
-pub fn strip_undeclared(meta: &mut serde_json::Map<String, serde_json::Value>, upstream_declares: bool) {
-    if upstream_declares {
-        return;
-    }
-    if let Some(ext) = meta.get_mut(keys::CLIENT_CAPABILITIES).and_then(|c| c.get_mut("extensions")).and_then(|e| e.as_object_mut()) {
-        ext.remove(EXTENSION);
-    }
 }
 
 #[cfg(test)]
@@ -230,16 +217,5 @@ mod tests {
         assert!(alive(&sealed, Duration::from_secs(2)) && !alive(&sealed, Duration::from_millis(2001)));
         let old: Sealed = serde_json::from_str(r#"{"u":"jobs","t":"abc","c":"alice","r":[]}"#).unwrap();
         assert!(!alive(&old, Duration::from_secs(1)), "an id issued before ids expired names no lifetime: it is not honoured");
-    }
-
-    #[test]
-    fn upstreams_without_the_extension_are_not_told_about_it() {
-        let mut meta = serde_json::Map::new();
-        meta.insert(keys::CLIENT_CAPABILITIES.into(), json!({ "extensions": { EXTENSION: {}, "other": {} } }));
-        strip_undeclared(&mut meta, true);
-        assert!(meta[keys::CLIENT_CAPABILITIES]["extensions"].get(EXTENSION).is_some());
-        strip_undeclared(&mut meta, false);
-        assert!(meta[keys::CLIENT_CAPABILITIES]["extensions"].get(EXTENSION).is_none());
-        assert!(meta[keys::CLIENT_CAPABILITIES]["extensions"].get("other").is_some());
     }
 }

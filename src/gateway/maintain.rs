@@ -53,7 +53,7 @@ impl Gateway {
                         tracing::warn!(upstream = %id, uri = %crate::audit::clean(&uri), "ignored a resource update for a URI another upstream owns");
                         continue;
                     }
-                    gw.hub.resource_updated(&uri, &|caller| crate::dispatch::may_read(&gw, caller, &uri));
+                    gw.hub.resource_updated(&uri, &|caller| gw.may_read(caller, &uri));
                 }
             });
         }

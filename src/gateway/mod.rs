@@ -7,6 +7,7 @@
 //! that connects at once sees every upstream that is ready.
 
 mod maintain;
+mod reads;
 mod reload;
 
 pub use reload::Report;
@@ -14,12 +15,13 @@ pub use reload::Report;
 use crate::auth::Authenticator;
 use crate::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
 use crate::config::Config;
-use crate::dispatch::fanout::Hub;
+use crate::hub::Hub;
+use crate::net::{HttpClient, new_http_client};
 use crate::ratelimit::Limiter;
 use crate::sync::lock;
 use crate::tasks::Background;
 use crate::token::Sealer;
-use crate::upstream::{HttpClient, Shared, Status, Upstream, new_http_client};
+use crate::upstream::{Shared, Status, Upstream};
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -59,6 +61,8 @@ pub struct Gateway {
     /// Cancelled when the gateway starts shutting down: open streams end with their final message.
     pub closing: CancellationToken,
     pub metrics: Arc<crate::telemetry::Metrics>,
+    /// The audit sink: every forwarded or refused request (the console reads its recent calls).
+    pub audit: Arc<crate::audit::Audit>,
     /// Seals the tokens the gateway hands out (request state; legacy sessions use it too).
     pub sealer: Arc<Sealer>,
     /// Each upstream's announced resource updates, until maintenance takes them.
@@ -83,8 +87,9 @@ impl Gateway {
         let auth = Authenticator::new(&config, client.clone())?;
         let hub = Hub::new(config.catalog.debounce);
         hub.set_limit(config.server.max_streams_per_caller);
+        let audit = Arc::new(crate::audit::Audit::default());
         if config.console {
-            crate::console::feed::enable();
+            audit.keep_recent();
         }
         let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
@@ -107,6 +112,7 @@ impl Gateway {
             closing: CancellationToken::new(),
             sealer,
             metrics: Arc::default(),
+            audit,
             updates: Mutex::new(updates),
         }))
     }
@@ -263,8 +269,11 @@ impl Gateway {
         self.catalog.store(next.clone());
         let id_of = |i: usize| self.upstream_id(i);
         self.hub.catalog_changed(&prev, &next, &id_of, None);
-        let views: Vec<(Arc<str>, Arc<Catalog>)> =
-            config.endpoints.iter().map(|ep| (Arc::from(ep.path.as_str()), Arc::new(catalog::endpoint::view(&next, ep, &id_of)))).collect();
+        let views: Vec<(Arc<str>, Arc<Catalog>)> = config
+            .endpoints
+            .iter()
+            .map(|ep| (Arc::from(ep.path.as_str()), Arc::new(catalog::endpoint::view(&next, &ep.selection(), &id_of))))
+            .collect();
         let prev_views = self.views.swap(Arc::new(views.clone()));
         let empty = Catalog::default();
         for (path, view) in &views {
@@ -303,7 +312,7 @@ pub(super) fn make_upstream(
 ) -> Result<(Arc<Upstream>, mpsc::Receiver<String>), String> {
     let (tx, rx) = mpsc::channel(UPDATE_QUEUE);
     let client = match &u.tls {
-        Some(t) => crate::upstream::new_http_client_tls(t).map_err(|e| format!("upstream {}: {e}", u.id))?,
+        Some(t) => crate::net::new_http_client_tls(t).map_err(|e| format!("upstream {}: {e}", u.id))?,
         None => client.clone(),
     };
     let shared = Shared { client, tasks: tasks.child(), input_timeout: config.server.input_timeout };

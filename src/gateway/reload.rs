@@ -93,7 +93,7 @@ impl Gateway {
         self.ids.store(Arc::new(ids));
         self.upstreams.store(Arc::new(next));
         if new.console {
-            crate::console::feed::enable();
+            self.audit.keep_recent();
         }
         self.config.store(Arc::new(new));
         self.auth.store(Arc::new(auth));

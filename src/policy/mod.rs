@@ -8,10 +8,8 @@
 //! lacks is out of its view too (lists included), whatever its grants.
 
 pub mod glob;
-pub mod view;
 
-use crate::catalog::{Kind, uris};
-use crate::config::auth::CallerConfig;
+use crate::protocol::{Kind, uri as uris};
 
 /// One item as the policy sees it.
 #[derive(Debug, Clone, Copy)]
@@ -113,12 +111,13 @@ impl Grants {
         Grants { lacking: Vec::new(), ..self.clone() }
     }
 
-    /// The grants of the callers `rules`.
-    pub fn from_rules<'a>(rules: impl IntoIterator<Item = &'a CallerConfig>) -> Grants {
+    /// The grants of a set of rules, each its `allow` and `deny` patterns (the merged
+    /// `[[caller]]` entries a caller matches).
+    pub fn from_rules<'a>(rules: impl IntoIterator<Item = (&'a [String], &'a [String])>) -> Grants {
         let mut g = Grants::default();
-        for r in rules {
-            g.allow.extend(r.allow.iter().map(|p| Pattern::parse(p)));
-            g.deny.extend(r.deny.iter().map(|p| Pattern::parse(p)));
+        for (allow, deny) in rules {
+            g.allow.extend(allow.iter().map(|p| Pattern::parse(p)));
+            g.deny.extend(deny.iter().map(|p| Pattern::parse(p)));
         }
         g
     }

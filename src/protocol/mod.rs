@@ -6,10 +6,14 @@ pub mod errors;
 pub mod headers;
 pub mod json;
 pub mod jsonrpc;
+pub mod kind;
 pub mod meta;
 pub mod rawobj;
 pub mod trace;
+pub mod uri;
 pub mod xheader;
+
+pub use kind::Kind;
 
 /// The modern protocol revision this gateway speaks on both sides.
 pub const MODERN_VERSION: &str = "2026-07-28";

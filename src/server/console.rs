@@ -65,7 +65,7 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
     }
     match what {
         "state" => json_answer(StatusCode::OK, crate::console::state(gw)),
-        "calls" => json_answer(StatusCode::OK, serde_json::to_value(crate::console::feed::recent()).unwrap_or(Value::Null)),
+        "calls" => json_answer(StatusCode::OK, serde_json::to_value(gw.audit.recent()).unwrap_or(Value::Null)),
         "view" => {
             let query = req.uri().query().unwrap_or("");
             let id = query.split('&').find_map(|kv| kv.strip_prefix("caller=")).map(percent_decode).unwrap_or_default();
@@ -97,7 +97,7 @@ fn events(svc: Arc<dyn crate::dispatch::Service>) -> Response<Body> {
     let closing = svc.closing().unwrap_or_default();
     tokio::spawn(async move {
         let Some(gw) = svc.gateway() else { return };
-        let mut calls = crate::console::feed::subscribe();
+        let mut calls = gw.audit.subscribe();
         let mut tick = tokio::time::interval(TICK);
         let (mut last_upstreams, mut last_catalog) = (Value::Null, None);
         loop {

@@ -6,8 +6,8 @@
 
 use super::era::LEGACY_VERSIONS;
 use crate::auth::Principal;
-use crate::dispatch::fanout::{Change, UriSet};
 use crate::dispatch::{Request, Service};
+use crate::hub::{Change, UriSet};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::jsonrpc;
@@ -335,11 +335,8 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
 pub async fn follow(svc: &dyn Service, set: &UriSet, action: Action) -> Result<Reply, Action> {
     match action {
         Action::Follow(uri, req) => {
-            if lock(set).len() >= crate::dispatch::fanout::MAX_FOLLOWED && !lock(set).contains(&uri) {
-                let e = RpcError::invalid_params(format!(
-                    "at most {} resource subscriptions per session",
-                    crate::dispatch::fanout::MAX_FOLLOWED
-                ));
+            if lock(set).len() >= crate::hub::MAX_FOLLOWED && !lock(set).contains(&uri) {
+                let e = RpcError::invalid_params(format!("at most {} resource subscriptions per session", crate::hub::MAX_FOLLOWED));
                 return Ok(Reply::error(e));
             }
             let reply = svc.handle(req).await;

@@ -10,7 +10,7 @@ use super::legacy::{self, Action, LegacyState, downgrade_reply};
 use super::render::{self, Body};
 use crate::auth::Principal;
 use crate::dispatch::Service;
-use crate::dispatch::fanout::{Filter, Subscription};
+use crate::hub::{Filter, Subscription};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
@@ -176,7 +176,7 @@ fn stream(sub: Option<Subscription>, live: Live) -> Response<Body> {
             change = next_change => match legacy::change_message(&change) {
                 Some(msg) => render::sse_bytes(msg),
                 None => {
-                    if change == crate::dispatch::fanout::Change::TooSlow {
+                    if change == crate::hub::Change::TooSlow {
                         tracing::warn!(sid = %live.sid, "ending a GET stream whose client does not keep up");
                     }
                     return None;

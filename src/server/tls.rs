@@ -5,12 +5,9 @@
 //! is logged and the previous one keeps serving.
 
 use crate::config::ListenerTls;
+use crate::net::pem::{certs, key, provider, roots};
 use arc_swap::ArcSwap;
-use rustls::RootCertStore;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use tokio_rustls::TlsAcceptor;
@@ -22,36 +19,6 @@ pub struct Listener {
     cfg: ListenerTls,
     current: ArcSwap<rustls::ServerConfig>,
     stamp: Mutex<Vec<Option<SystemTime>>>,
-}
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
-}
-
-/// The certificates of a PEM file.
-pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs: Vec<_> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{}: no certificate in it", path.display()));
-    }
-    Ok(certs)
-}
-
-/// The private key of a PEM file.
-pub fn key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| format!("{}: no usable private key ({e})", path.display()))
-}
-
-/// A root store holding the certificates of a PEM file.
-pub fn roots(path: &Path) -> Result<RootCertStore, String> {
-    let mut store = RootCertStore::empty();
-    for c in certs(path)? {
-        store.add(c).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    Ok(store)
 }
 
 fn build(cfg: &ListenerTls) -> Result<rustls::ServerConfig, String> {

@@ -70,7 +70,7 @@ pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>
     let shown = format!("{}://{host}{port}{}", uri.scheme_str().unwrap_or("http"), uri.path());
     let client = {
         let _entered = runtime.enter();
-        Collector { client: crate::upstream::new_http_client(), runtime: runtime.clone() }
+        Collector { client: crate::net::new_http_client(), runtime: runtime.clone() }
     };
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -93,7 +93,7 @@ pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>
 /// The exporter's HTTP client: the gateway's hyper client, each export run on the gateway's runtime.
 #[derive(Debug, Clone)]
 struct Collector {
-    client: crate::upstream::HttpClient,
+    client: crate::net::HttpClient,
     runtime: tokio::runtime::Handle,
 }
 

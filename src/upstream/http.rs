@@ -3,84 +3,25 @@
 //! standalone SSE stream. It knows nothing of protocol eras: the era adapters give it the
 //! [`Envelope`] (version, session, modern headers), and every request is built by [`Outbound`].
 //! Messages the upstream sends unasked go to [`Inbound`], and answers to its requests are posted
-//! back on the same envelope. One pooled hyper client (HTTP/1.1 and h2, rustls) serves all
+//! back on the same envelope. The one pooled client of `net` (HTTP/1.1 and h2, rustls) serves all
 //! upstreams.
 
 use super::error::UpstreamError;
 use super::inbound::Inbound;
 use super::outbound::{Envelope, Outbound};
 use super::sse::SseDecoder;
+use crate::net::HttpClient;
 use crate::protocol::jsonrpc::{Kind, Message};
 use crate::reply::{Event, EventStream, Outcome, Reply};
 use crate::tasks::Background;
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::{BodyExt, Limited};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
-
-pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-/// The one upstream HTTP client: connection pooling, HTTP/1.1 and h2 (ALPN), system roots with
-/// the bundled Mozilla roots as a fallback.
-pub fn new_http_client() -> HttpClient {
-    let builder = hyper_rustls::HttpsConnectorBuilder::new();
-    let builder = match builder.with_native_roots() {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::warn!(error = %e, "no usable system root certificates; using the bundled Mozilla roots");
-            hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots()
-        }
-    };
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(Duration::from_secs(10)));
-    let connector = builder.https_or_http().enable_http1().enable_http2().wrap_connector(http);
-    Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).build(connector)
-}
-
-/// A client for upstreams with their own TLS settings: their CA instead of the system roots,
-/// and a client certificate (mTLS).
-pub fn new_http_client_tls(tls: &crate::config::UpstreamTls) -> Result<HttpClient, String> {
-    use crate::server::tls::{certs, key, roots};
-    let roots = match &tls.ca {
-        Some(ca) => roots(ca)?,
-        None => {
-            let mut store = rustls::RootCertStore::empty();
-            for c in rustls_native_certs::load_native_certs().certs {
-                let _ = store.add(c);
-            }
-            store
-        }
-    };
-    let builder = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots);
-    let config = match &tls.cert {
-        Some((cert, k)) => builder.with_client_auth_cert(certs(cert)?, key(k)?).map_err(|e| format!("upstream.tls: {e}"))?,
-        None => builder.with_no_client_auth(),
-    };
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(Duration::from_secs(10)));
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(90)).build(connector))
-}
 
 /// One endpoint of an HTTP upstream (cheap to clone).
 #[derive(Clone)]

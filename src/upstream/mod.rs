@@ -24,11 +24,11 @@ mod stdio;
 
 pub use self::child::supervise;
 pub use self::error::UpstreamError;
-pub use self::http::{HttpClient, new_http_client, new_http_client_tls};
 
 use self::outbound::{Envelope, McpHeaders};
 use crate::catalog::Kind;
 use crate::config::{TransportConfig, UpstreamConfig};
+use crate::net::HttpClient;
 use crate::protocol::errors::HEADER_MISMATCH;
 use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;

@@ -66,7 +66,7 @@ impl Upstream {
             .and_then(|c| c.get("extensions"))
             .and_then(|e| e.get(crate::protocol::TASKS_EXTENSION))
             .is_some();
-        crate::dispatch::strip_tasks_extension(&mut call.meta, declares_tasks);
+        crate::protocol::meta::strip_tasks_extension(&mut call.meta, declares_tasks);
         let env = envelope(&call, version);
         self.exchange_reply(&call, env).await
     }

@@ -4,9 +4,9 @@
 //! it until shortly before it expires, fetches one at a time, and drops it when the upstream
 //! answers 401. The client's own credentials are never involved.
 
-use super::HttpClient;
 use super::error::UpstreamError;
 use crate::config::OAuthConfig;
+use crate::net::HttpClient;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use serde::Deserialize;

@@ -302,7 +302,7 @@ impl Resp {
 }
 
 pub async fn send(req: http::Request<Full<Bytes>>) -> Result<Resp, String> {
-    let client = mcpgate::upstream::new_http_client();
+    let client = mcpgate::net::new_http_client();
     let resp = tokio::time::timeout(Duration::from_secs(60), client.request(req))
         .await
         .map_err(|_| "timeout".to_string())?

@@ -30,15 +30,21 @@ fn ids(i: usize) -> &'static str {
     ["gh", "db"][i]
 }
 
-fn endpoint(include: &[&str], exclude: &[&str], tools: Vec<ToolOverride>) -> EndpointConfig {
-    EndpointConfig {
-        path: "/mcp/dev".into(),
-        title: None,
-        instructions: None,
-        include: include.iter().map(|s| s.to_string()).collect(),
-        exclude: exclude.iter().map(|s| s.to_string()).collect(),
-        tools,
+/// An endpoint's patterns and overrides, owned (what `[[endpoint]]` resolves to).
+struct Endpoint {
+    include: Vec<String>,
+    exclude: Vec<String>,
+    tools: Vec<ToolOverride>,
+}
+
+impl Endpoint {
+    fn selection(&self) -> Selection<'_> {
+        Selection { path: "/mcp/dev", include: &self.include, exclude: &self.exclude, tools: &self.tools }
     }
+}
+
+fn endpoint(include: &[&str], exclude: &[&str], tools: Vec<ToolOverride>) -> Endpoint {
+    Endpoint { include: include.iter().map(|s| s.to_string()).collect(), exclude: exclude.iter().map(|s| s.to_string()).collect(), tools }
 }
 
 fn catalogue() -> Catalog {
@@ -56,7 +62,7 @@ fn catalogue() -> Catalog {
 #[test]
 fn selects_with_patterns_and_exclusions() {
     let cat = catalogue();
-    let v = view(&cat, &endpoint(&["gh__*", "upstream:db"], &["*__delete_*"], vec![]), &ids);
+    let v = view(&cat, &endpoint(&["gh__*", "upstream:db"], &["*__delete_*"], vec![]).selection(), &ids);
     let names: Vec<_> = v.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["gh__search", "db__run_query"]);
     assert!(v.tools().iter().all(|t| t.canonical.as_deref() == Some(t.name.as_str())));
@@ -75,7 +81,7 @@ fn overrides_rename_describe_annotate_and_fix_arguments() {
         fixed: serde_json::json!({ "database": "replica" }).as_object().unwrap().clone(),
         ..Default::default()
     };
-    let v = view(&cat, &endpoint(&["db__*"], &[], vec![over]), &ids);
+    let v = view(&cat, &endpoint(&["db__*"], &[], vec![over]).selection(), &ids);
     let t = v.tool("query_readonly").expect("renamed");
     assert_eq!(t.policy_name(), "db__run_query");
     assert_eq!(t.original, "run_query", "routes to the upstream's own name");
@@ -100,7 +106,7 @@ fn overrides_that_cannot_apply_are_problems() {
     };
     let clash = ToolOverride { name: "gh__delete_repo".into(), rename: Some("gh__search".into()), ..Default::default() };
     let nothing = ToolOverride { name: "gh__missing".into(), ..Default::default() };
-    let v = view(&cat, &endpoint(&["*"], &[], vec![bad_fixed, clash, nothing]), &ids);
+    let v = view(&cat, &endpoint(&["*"], &[], vec![bad_fixed, clash, nothing]).selection(), &ids);
     let names: Vec<_> = v.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["gh__search"]);
     let reasons: Vec<_> = v.problems.iter().map(|p| (p.item.as_str(), p.reason.as_str())).collect();
@@ -108,6 +114,6 @@ fn overrides_that_cannot_apply_are_problems() {
     assert!(reasons[0].1.contains("'gh__search' is already the name of 'gh__search'"), "{reasons:?}");
     assert!(reasons[1].1.contains("fixed argument 'schema' is not in the tool's inputSchema"), "{reasons:?}");
     assert!(reasons[2].0 == "gh__missing" && reasons[2].1.contains("matches no tool"), "{reasons:?}");
-    let empty = view(&cat, &endpoint(&["nope__*"], &[], vec![]), &ids);
+    let empty = view(&cat, &endpoint(&["nope__*"], &[], vec![]).selection(), &ids);
     assert!(empty.problems.iter().any(|p| p.reason.contains("the selection matches nothing")));
 }

@@ -12,8 +12,8 @@
 //! up) is ended with a log line instead of buffering without limit.
 
 use crate::auth::Principal;
+use crate::catalog::view;
 use crate::catalog::{Catalog, Kind};
-use crate::policy::view;
 use crate::sync::lock;
 use dashmap::DashMap;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -98,9 +98,8 @@ pub struct Hub {
     limit: std::sync::atomic::AtomicUsize,
 }
 
-/// The default of the most change streams one caller may hold open, and the most URIs one
-/// subscription may follow.
-pub const MAX_STREAMS_PER_CALLER: usize = 64;
+pub use crate::config::MAX_STREAMS_PER_CALLER;
+/// The most URIs one subscription may follow.
 pub const MAX_FOLLOWED: usize = 64;
 
 /// One registered subscription; dropping it unregisters it.

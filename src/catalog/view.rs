@@ -1,9 +1,9 @@
 //! A caller's view of the catalogue: listing and looking up go through the same decision
-//! ([`super::allows`]), and an item the caller may not use is indistinguishable from one that
+//! ([`crate::policy::allows`]), and an item the caller may not use is indistinguishable from one that
 //! does not exist.
 
-use super::{Grants, Item, allows};
-use crate::catalog::{Catalog, Entry, Kind};
+use super::{Catalog, Entry, Kind};
+use crate::policy::{Grants, Item, allows};
 
 /// The policy item of a catalogue entry; `upstream_id` maps an upstream index to its id.
 pub fn item<'a>(kind: Kind, e: &'a Entry, upstream_id: &'a dyn Fn(usize) -> &'a str) -> Item<'a> {

@@ -4,6 +4,7 @@
 #[cfg(test)] // test-only module: unwrap/expect below are on test data
 use super::*;
 use crate::catalog::merge::{UpstreamLists, build};
+use crate::policy::Grants;
 use proptest::prelude::*;
 use serde_json::value::RawValue;
 

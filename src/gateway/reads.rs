@@ -1,0 +1,57 @@
+//! Which upstream serves a resource URI for a caller, if the caller may read it: the one
+//! decision reads, follows, completions and relayed updates share (see [`Gateway::route_uri`]).
+
+use super::Gateway;
+use crate::auth::Principal;
+use crate::catalog::{Kind, uris};
+use crate::policy::{Grants, Item, allows};
+
+impl Gateway {
+    /// The upstream and upstream URI of a gateway URI the caller may read.
+    ///
+    /// Every decision is taken on the URI's canonical form (`uris::canonical`), which is also what
+    /// the upstream receives, so that no spelling of a URI (`%73ecret` for `secret`) reaches what
+    /// the policy refused; a URI without a canonical form is refused. A caller with restricted
+    /// grants reaches only listed resources, or URIs that expand a template it may see and that carry
+    /// no path tricks (`..`, encoded dots, slashes or percent signs, backslashes, empty segments): a
+    /// grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
+    ///
+    /// On a virtual server every caller is held to what the endpoint selects, the same way, and the
+    /// URI itself must pass the endpoint's selection (an excluded URI is not reachable through an
+    /// included template).
+    pub fn route_uri(&self, caller: &Principal, uri: &str) -> Option<(usize, String)> {
+        self.route_uri_with(caller, &caller.grants, uri)
+    }
+
+    /// [`Gateway::route_uri`] under `grants` (the caller's, or the same ignoring scopes).
+    pub fn route_uri_with(&self, caller: &Principal, grants: &Grants, uri: &str) -> Option<(usize, String)> {
+        let cat = self.catalog_for(caller);
+        let canonical = uris::canonical(uri).ok()?;
+        let resources = cat.section(Kind::Resource);
+        let listed = resources.get(uri).or_else(|| resources.get(&canonical));
+        let (upstream, original) = match listed {
+            Some(e) => (e.upstream, e.original.clone()),
+            None => uris::route(&cat, &canonical)?,
+        };
+        let id = self.upstream_id(upstream);
+        let item = Item { kind: Kind::Resource, name: &canonical, upstream: id };
+        if !allows(grants, &item) || cat.selection.as_ref().is_some_and(|s| !allows(s, &item)) {
+            return None;
+        }
+        let everything = grants.is_unrestricted() && caller.endpoint.is_none();
+        if everything || listed.is_some() {
+            return Some((upstream, original));
+        }
+        let templated = cat.section(Kind::Template).entries.iter().any(|t| {
+            t.upstream == upstream
+                && uris::canonical(&t.name).is_ok_and(|name| uris::template_matches(&name, &canonical))
+                && allows(grants, &Item { kind: Kind::Template, name: &t.name, upstream: id })
+        });
+        (templated && !uris::has_path_tricks(&canonical)).then_some((upstream, original))
+    }
+
+    /// Whether `caller` may read `uri` now (a resource update is delivered only then).
+    pub fn may_read(&self, caller: &Principal, uri: &str) -> bool {
+        self.route_uri(caller, uri).is_some()
+    }
+}

@@ -1,0 +1,208 @@
+//! The layering of `src/`, checked: every top-level module belongs to one layer (the table below,
+//! drawn in docs/architecture.md), and production code may name only modules of its own layer or
+//! below, with no cycle among them. The check reads the sources (everything before a file's
+//! `#[cfg(test)]`, and no `tests.rs` or `tests/` file): it resolves `crate::x` and `super::`
+//! paths to the top-level module they name. A new module must be given a layer here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Bottom to top. A module may import its own layer and the layers below.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("1 protocol: the wire model and runtime helpers", &["protocol", "reply", "sync", "tasks"]),
+    ("2 pure model: names, merge, views, decisions, sealed tokens", &["policy", "token", "catalog"]),
+    ("3 config: the file model and its validation", &["config"]),
+    ("4 net: the HTTP client, PEM/TLS, Redis", &["net", "cluster"]),
+    ("5 upstreams, authentication, telemetry", &["upstream", "auth", "telemetry"]),
+    ("6 core: gateway state, the pipeline, the change hub, limits, audit", &["audit", "hub", "ratelimit", "gateway", "dispatch"]),
+    ("7 edges: HTTP, legacy sessions, stdio, console, the demo server", &["server", "console", "demo"]),
+    ("8 commands", &["check", "import", "cli"]),
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|(_, mods)| mods.contains(&module))
+}
+
+/// The module path of a source file under `src/` (`src/a/b.rs` and `src/a/b/mod.rs` are `a::b`).
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    if let Some(last) = parts.pop() {
+        let stem = last.trim_end_matches(".rs").to_string();
+        if stem != "mod" {
+            parts.push(stem);
+        }
+    }
+    parts
+}
+
+/// The production part of a file: everything before its first `#[cfg(test)]`, comments removed.
+fn production(text: &str) -> String {
+    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    code.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+}
+
+/// The top-level modules a file names, with the line of each first mention.
+fn references(module: &[String], code: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for (n, line) in code.lines().enumerate() {
+        let bytes = line.as_bytes();
+        let mut i = 0;
+        while i < line.len() {
+            let rest = &line[i..];
+            let boundary = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b':');
+            let target = if boundary && rest.starts_with("crate::") {
+                ident(&rest["crate::".len()..])
+            } else if boundary && rest.starts_with("super::") {
+                let mut depth = 0;
+                let mut r = rest;
+                while let Some(next) = r.strip_prefix("super::") {
+                    depth += 1;
+                    r = next;
+                }
+                // `super` from `a::b::c` is `a::b`; reaching the crate root names the next segment.
+                if depth >= module.len() { ident(r) } else { Some(module[0].clone()) }
+            } else {
+                None
+            };
+            if let Some(t) = target {
+                out.entry(t).or_insert(n + 1);
+            }
+            i += rest.chars().next().map_or(1, char::len_utf8);
+        }
+    }
+    out
+}
+
+fn ident(s: &str) -> Option<String> {
+    let id: String = s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+    (!id.is_empty()).then_some(id)
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "tests") {
+                sources(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") && path.file_name().is_some_and(|n| n != "tests.rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every import between top-level modules: (from, to) → where it first happens.
+fn edges(src: &Path) -> BTreeMap<(String, String), String> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let mut out = BTreeMap::new();
+    for file in files {
+        let rel = file.strip_prefix(src).unwrap_or(&file);
+        let module = module_path(rel);
+        let Some(me) = module.first().cloned() else { continue };
+        if me == "main" || me == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        for (target, line) in references(&module, &production(&text)) {
+            if target != me {
+                out.entry((me.clone(), target)).or_insert_with(|| format!("src/{}:{line}", rel.display()));
+            }
+        }
+    }
+    out
+}
+
+/// The violations of the layer table and the cycles of `edges`, one line each.
+fn violations(edges: &BTreeMap<(String, String), String>, known: &BTreeSet<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for ((from, to), at) in edges {
+        if !known.contains(to) {
+            continue;
+        }
+        match (layer_of(from), layer_of(to)) {
+            (None, _) => out.push(format!("{at}: module `{from}` has no layer: add it to LAYERS in tests/layers.rs")),
+            (_, None) => out.push(format!("{at}: module `{to}` has no layer: add it to LAYERS in tests/layers.rs")),
+            (Some(a), Some(b)) if b > a => {
+                out.push(format!("{at}: `{from}` (layer {}) imports `{to}` (layer {}), which is above it", LAYERS[a].0, LAYERS[b].0))
+            }
+            _ => {}
+        }
+    }
+    // Cycles: an import across layers that points down can close none, so a cycle the table
+    // does not catch lies within one layer: a path back to a module from one of its imports.
+    let same_layer = |(a, b): &&(String, String)| layer_of(a).is_some() && layer_of(a) == layer_of(b);
+    let graph: BTreeMap<&str, Vec<&str>> = edges.keys().filter(same_layer).fold(BTreeMap::new(), |mut g, (a, b)| {
+        g.entry(a.as_str()).or_default().push(b.as_str());
+        g
+    });
+    for start in graph.keys() {
+        let mut stack: Vec<(&str, Vec<&str>)> = vec![(start, vec![start])];
+        let mut seen = BTreeSet::new();
+        while let Some((node, path)) = stack.pop() {
+            for next in graph.get(node).into_iter().flatten() {
+                if next == start {
+                    let cycle = path.iter().chain(std::iter::once(start)).copied().collect::<Vec<_>>().join(" -> ");
+                    out.push(format!("cycle: {cycle} (first import: {})", edges[&(path[path.len() - 1].to_string(), next.to_string())]));
+                } else if seen.insert(*next) {
+                    let mut p = path.clone();
+                    p.push(next);
+                    stack.push((next, p));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn top_level_modules(src: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(src)
+        .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            let name = p.file_stem()?.to_string_lossy().into_owned();
+            (p.is_dir() || p.extension().is_some_and(|x| x == "rs")).then_some(name)
+        })
+        .filter(|n| n != "main" && n != "lib")
+        .collect()
+}
+
+#[test]
+fn modules_import_only_their_layer_and_below_and_form_no_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let known = top_level_modules(&src);
+    for m in &known {
+        assert!(layer_of(m).is_some(), "src/{m}: a top-level module without a layer: add it to LAYERS in tests/layers.rs");
+    }
+    let found = violations(&edges(&src), &known);
+    assert!(found.is_empty(), "the layering of src/ is broken:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_check_sees_upward_imports_super_paths_and_cycles() {
+    let module = |p: &str| module_path(Path::new(p));
+    assert_eq!(module("a/b/mod.rs"), ["a", "b"]);
+    assert_eq!(module("a.rs"), ["a"]);
+    let code = production(
+        "use crate::gateway::Gateway;\nlet x = super::super::hub::Hub;\n// crate::cli in a comment\n#[cfg(test)]\nuse crate::server;",
+    );
+    let refs = references(&module("protocol/meta.rs"), &code);
+    assert_eq!(refs.keys().collect::<Vec<_>>(), ["gateway", "hub"]);
+    assert_eq!(references(&module("catalog/merge.rs"), "use super::uris;").keys().collect::<Vec<_>>(), ["catalog"]);
+    assert!(references(&module("a.rs"), "mycrate::gateway").is_empty(), "only paths that start at `crate`");
+    let known: BTreeSet<String> = ["protocol", "gateway", "policy", "catalog", "token"].iter().map(|s| s.to_string()).collect();
+    let mut e = BTreeMap::new();
+    e.insert(("protocol".to_string(), "gateway".to_string()), "src/protocol/meta.rs:1".to_string());
+    let found = violations(&e, &known);
+    assert!(found.len() == 1 && found[0].contains("src/protocol/meta.rs:1") && found[0].contains("above it"), "{found:?}");
+    let mut e = BTreeMap::new();
+    e.insert(("catalog".to_string(), "token".to_string()), "src/catalog/cursor.rs:5".to_string());
+    e.insert(("token".to_string(), "policy".to_string()), "src/token.rs:5".to_string());
+    assert!(violations(&e, &known).is_empty(), "no cycle yet: {:?}", violations(&e, &known));
+    e.insert(("policy".to_string(), "catalog".to_string()), "src/policy/mod.rs:3".to_string());
+    let found = violations(&e, &known);
+    assert!(found.iter().any(|f| f.starts_with("cycle: ") && f.contains("src/policy/mod.rs:3")), "a cycle within one layer: {found:?}");
+}
