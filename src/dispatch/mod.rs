@@ -45,6 +45,12 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait Service: Send + Sync + 'static {
     fn handle(&self, req: Request) -> BoxFuture<'_, Reply>;
 
+    /// Whether `req` may go on to [`Self::handle`] (the request path's admission step): `Err` is
+    /// its answer instead.
+    fn admit<'a>(&'a self, _req: &'a Request) -> BoxFuture<'a, Result<(), RpcError>> {
+        Box::pin(async { Ok(()) })
+    }
+
     /// Whether `/readyz` should report ready.
     fn ready(&self) -> bool {
         true
@@ -104,17 +110,23 @@ pub fn rate_limited(who: &str, wait: std::time::Duration) -> RpcError {
 pub const RATE_LIMITED: i64 = 429;
 
 impl Service for Gateway {
-    fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {
+    fn admit<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Result<(), RpcError>> {
         Box::pin(async move {
             // A client that connects at once sees every upstream that is ready by then.
             self.wait_ready().await;
-            let offered = |cap: &str| self.offers(cap);
             if let Some(rate) = req.caller.rate
                 && let Err(wait) = self.limiter.check(&format!("caller:{}", req.caller.id), rate).await
             {
                 self.metrics.refused("rate_limited");
-                return Reply::error(rate_limited(&req.caller.id, wait));
+                return Err(rate_limited(&req.caller.id, wait));
             }
+            Ok(())
+        })
+    }
+
+    fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {
+        Box::pin(async move {
+            let offered = |cap: &str| self.offers(cap);
             match req.method.as_str() {
                 "server/discover" => discover::discover(self, &req),
                 "tools/list" if search::active(self, &req.caller) => search::list(self),

@@ -13,13 +13,14 @@
 //! [`MAX_PER_ROUND`] questions per round and [`MAX_PER_SCOPE`] waiting per session; one deadline
 //! covers a round.
 
-use crate::dispatch::{Request, Service};
+use crate::dispatch::{BoxFuture, Request};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::jsonrpc::{self, Message};
 use crate::protocol::rawobj::RawObject;
 use crate::reply::{Event, EventStream, Outcome, Reply};
 use crate::sync::lock;
+use crate::tasks::Background;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -95,7 +96,23 @@ fn asked(outcome: &Outcome) -> Option<Asked> {
 
 /// Runs `req`'s reply through as many input rounds as it needs; `scope` names the client's
 /// connection in `waiting`. A reply that asks nothing is returned as it is.
-pub fn bridge(svc: Arc<dyn Service>, req: Request, reply: Reply, waiting: Arc<Waiting>, scope: String, timeout: Duration) -> Reply {
+/// Sends one retry of a bridged request down the rest of the request path.
+pub type Retry = Arc<dyn Fn(Request) -> BoxFuture<'static, Reply> + Send + Sync>;
+
+/// Where a legacy client's questions go, and how long it may take to answer a round.
+pub struct Asking {
+    pub waiting: Arc<Waiting>,
+    /// The client's connection (its session), which keys its answers.
+    pub scope: String,
+    pub timeout: Duration,
+    /// Owns the bridged exchange while it runs.
+    pub tasks: Background,
+}
+
+/// The reply for a legacy client: a reply that asks for input becomes a stream that asks the
+/// client (see the module comment), retries with its answers through `retry`, and ends with the
+/// final outcome; any other reply passes.
+pub fn bridge(retry: Retry, req: Request, reply: Reply, ask: Asking) -> Reply {
     if !may_ask(&req.method) {
         return reply;
     }
@@ -105,22 +122,19 @@ pub fn bridge(svc: Arc<dyn Service>, req: Request, reply: Reply, waiting: Arc<Wa
         return reply;
     }
     let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(async move {
-        let done = rounds(svc, req, reply, &waiting, &scope, timeout, &tx).await;
+    ask.tasks.clone().spawn(async move {
+        let done = tokio::select! {
+            done = rounds(retry, req, reply, &ask, &tx) => done,
+            // The client went away: nobody is left to answer or to tell.
+            _ = tx.closed() => return,
+        };
         let _ = tx.send(Event::Done(done)).await;
     });
     Reply::Stream(EventStream::new(rx))
 }
 
-async fn rounds(
-    svc: Arc<dyn Service>,
-    req: Request,
-    mut reply: Reply,
-    waiting: &Waiting,
-    scope: &str,
-    timeout: Duration,
-    tx: &mpsc::Sender<Event>,
-) -> Outcome {
+async fn rounds(retry: Retry, req: Request, mut reply: Reply, asking: &Asking, tx: &mpsc::Sender<Event>) -> Outcome {
+    let (waiting, scope, timeout) = (&asking.waiting, asking.scope.as_str(), asking.timeout);
     for round in 0..=MAX_ROUNDS {
         let outcome = match reply {
             Reply::Single(o) => o,
@@ -159,7 +173,7 @@ async fn rounds(
         let Ok(id) = Json::from_string(format!("\"mcpgate-retry-{}\"", NEXT_ID.fetch_add(1, Ordering::Relaxed))) else {
             return Outcome::Error(RpcError::internal("cannot make a request id"));
         };
-        reply = svc.handle(Request { id, params, ..req.clone() }).await;
+        reply = retry(Request { id, params, ..req.clone() }).await;
     }
     Outcome::Error(RpcError::internal(format!("The server asked for input more than {MAX_ROUNDS} times")))
 }

@@ -74,7 +74,7 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
                 None => json_answer(StatusCode::NOT_FOUND, json!({ "error": format!("no [[caller]] has id '{id}'") })),
             }
         }
-        "events" => events(st.svc.clone()),
+        "events" => events(st.svc.clone(), &st.tasks),
         _ => json_answer(StatusCode::NOT_FOUND, json!({ "error": "unknown console API" })),
     }
 }
@@ -92,10 +92,10 @@ fn sse(event: &str, data: &Value) -> Bytes {
 }
 
 /// The live feed: upstream health and the catalogue when they change, each call as it ends.
-fn events(svc: Arc<dyn crate::dispatch::Service>) -> Response<Body> {
+fn events(svc: Arc<dyn crate::dispatch::Service>, owner: &crate::tasks::Background) -> Response<Body> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     let closing = svc.closing().unwrap_or_default();
-    tokio::spawn(async move {
+    owner.spawn(async move {
         let Some(gw) = svc.gateway() else { return };
         let mut calls = gw.audit.subscribe();
         let mut tick = tokio::time::interval(TICK);

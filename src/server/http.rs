@@ -10,13 +10,14 @@ use super::era::{BodyFacts, Era, classify};
 use super::legacy::LegacyState;
 use super::listener::Edge;
 use super::origin::OriginPolicy;
-use super::{legacy_http, modern, render};
+use super::{legacy_http, modern, render, stack};
 use crate::auth::{AuthError, Authenticator, Principal, prm};
 use crate::config::ServerConfig;
 use crate::config::auth::AuthMode;
 use crate::dispatch::Service;
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::{Kind, Message};
+use crate::tasks::Background;
 use bytes::Bytes;
 use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use http::{Method, Request, Response, StatusCode};
@@ -36,6 +37,8 @@ pub(super) struct State {
     auth: Option<Arc<Authenticator>>,
     pub(super) conns: Conns,
     in_flight: InFlight,
+    /// Owns what a reply runs on its own (a legacy client's bridged call, the console's feed).
+    pub(super) tasks: Background,
 }
 
 /// Serves until `shutdown` completes, then lets requests in progress finish (for up to
@@ -55,7 +58,8 @@ pub async fn serve(
         Some(t) => Some(super::tls::Listener::load(t).map_err(std::io::Error::other)?),
         None => None,
     };
-    let state = Arc::new(State { svc, cfg, origin, legacy, auth, conns, in_flight });
+    let tasks = Background::new();
+    let state = Arc::new(State { svc, cfg, origin, legacy, auth, conns, in_flight, tasks: tasks.clone() });
     let edge = Edge::new(state.clone(), tls);
     tokio::pin!(shutdown);
     loop {
@@ -73,6 +77,7 @@ pub async fn serve(
         edge.accept(stream, peer);
     }
     edge.drain(state.cfg.drain_timeout).await;
+    tasks.stop();
     Ok(())
 }
 
@@ -240,7 +245,7 @@ async fn mcp(st: &State, req: Request<Incoming>, endpoint: Option<&str>) -> Resp
 /// One JSON-RPC message of a POST, in its era.
 async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Kind, caller: Arc<Principal>) -> Response<Body> {
     if classify(&Method::POST, &parts.headers, BodyFacts::of(&msg)) == Era::Legacy {
-        return legacy_http::post(&st.svc, &st.legacy, &parts.headers, msg, kind, caller).await;
+        return legacy_http::post(&st.svc, &st.legacy, &st.tasks, &parts.headers, msg, kind, caller).await;
     }
     match kind {
         Kind::Response => render::error(
@@ -260,11 +265,8 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
                 Ok(mut request) => {
                     crate::protocol::trace::adopt(&parts.headers, &mut request.meta.fields);
                     tracing::Span::current().record("method", request.method.as_str());
-                    let span = crate::telemetry::hop(&mut request.meta.fields, request.method.as_str());
                     let id = request.id.clone();
-                    let reply = tracing::Instrument::instrument(st.svc.handle(request), span.clone()).await;
-                    let reply = crate::telemetry::keep_span(reply, span);
-                    render::reply(id, reply)
+                    render::reply(id, stack::serve(st.svc.clone(), &st.tasks, stack::Client::Modern, request).await)
                 }
             }
         }

@@ -330,16 +330,22 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
     Ok(Action::Forward(Request { id, method, params, meta, param_headers: None, caller }))
 }
 
-/// Runs a `resources/subscribe` (the service checks the URI) or `resources/unsubscribe` of a
-/// session whose followed URIs are `set`; `None` for other actions.
-pub async fn follow(svc: &dyn Service, set: &UriSet, action: Action) -> Result<Reply, Action> {
+/// Runs a `resources/subscribe` (the service checks the URI, asked through `serve`, the request
+/// path) or `resources/unsubscribe` of a session whose followed URIs are `set`; `Err` gives back
+/// any other action.
+pub async fn follow<F: std::future::Future<Output = Reply>>(
+    svc: &dyn Service,
+    set: &UriSet,
+    action: Action,
+    serve: impl FnOnce(Request) -> F,
+) -> Result<Reply, Action> {
     match action {
         Action::Follow(uri, req) => {
             if lock(set).len() >= crate::hub::MAX_FOLLOWED && !lock(set).contains(&uri) {
                 let e = RpcError::invalid_params(format!("at most {} resource subscriptions per session", crate::hub::MAX_FOLLOWED));
                 return Ok(Reply::error(e));
             }
-            let reply = svc.handle(req).await;
+            let reply = serve(req).await;
             let Reply::Single(Outcome::Result(r)) = reply else { return Ok(reply) };
             lock(set).insert(uri);
             svc.follows_changed();
@@ -403,6 +409,7 @@ async fn internal(svc: &dyn Service, method: &str, caller: Arc<Principal>) -> Re
         param_headers: None,
         caller,
     };
+    svc.admit(&req).await?;
     match svc.handle(req).await.outcome().await {
         Outcome::Result(raw) => serde_json::from_str(raw.get()).map_err(|e| RpcError::internal(e.to_string())),
         Outcome::Error(e) => Err(e),

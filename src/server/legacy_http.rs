@@ -4,16 +4,17 @@
 //! session. Session rules and result shapes come from `legacy`; the internal requests go to the
 //! same era-free service as modern ones.
 
-use super::bridge;
 use super::era::is_legacy_version;
-use super::legacy::{self, Action, LegacyState, downgrade_reply};
+use super::legacy::{self, Action, LegacyState};
 use super::render::{self, Body};
+use super::stack::{self, Client};
 use crate::auth::Principal;
 use crate::dispatch::Service;
 use crate::hub::{Filter, Subscription};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
+use crate::tasks::Background;
 use bytes::Bytes;
 use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderMap, Method, Response, StatusCode};
@@ -31,6 +32,7 @@ fn accepted() -> Response<Body> {
 pub async fn post(
     svc: &Arc<dyn Service>,
     st: &LegacyState,
+    tasks: &Background,
     headers: &HeaderMap,
     msg: Message,
     kind: MsgKind,
@@ -76,19 +78,17 @@ pub async fn post(
                 Err(e) => render::error(id.as_ref(), &e),
                 Ok(action @ (Action::Forward(_) | Action::Follow(..) | Action::Unfollow(_))) => {
                     let rid = id.clone().unwrap_or(Json::NULL);
-                    let reply = match legacy::follow(svc.as_ref(), &st.follows(&session.sid), action).await {
+                    let client = Client::Legacy { waiting: st.waiting.clone(), scope: session.sid.clone() };
+                    let serve = |req| stack::serve(svc.clone(), tasks, client.clone(), req);
+                    let reply = match legacy::follow(svc.as_ref(), &st.follows(&session.sid), action, serve).await {
                         Ok(reply) => reply,
                         Err(Action::Forward(mut req)) => {
                             crate::protocol::trace::adopt(headers, &mut req.meta.fields);
-                            let span = crate::telemetry::hop(&mut req.meta.fields, req.method.as_str());
-                            let reply = tracing::Instrument::instrument(svc.handle(req.clone()), span.clone()).await;
-                            let reply =
-                                bridge::bridge(svc.clone(), req, reply, st.waiting.clone(), session.sid.clone(), svc.input_timeout());
-                            crate::telemetry::keep_span(reply, span)
+                            stack::serve(svc.clone(), tasks, client.clone(), req).await
                         }
                         Err(_) => return render::error(id.as_ref(), &RpcError::internal("unexpected session action")),
                     };
-                    let mut r = render::reply(rid, downgrade_reply(reply));
+                    let mut r = render::reply(rid, reply);
                     // For a legacy client 404 means "session gone, initialize again": a JSON-RPC
                     // error such as an unknown method travels with 200.
                     if r.status() == StatusCode::NOT_FOUND {

@@ -50,7 +50,7 @@ impl Edge {
             .keep_alive_interval(Some(Duration::from_secs(30)))
             .keep_alive_timeout(Duration::from_secs(20));
         if let Some(t) = &tls {
-            t.clone().keep_fresh();
+            t.clone().keep_fresh(&state.tasks);
         }
         Edge { state, builder, graceful: GracefulShutdown::new(), request_ids: RequestIds::default(), tls }
     }

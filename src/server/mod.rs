@@ -15,5 +15,6 @@ pub mod modern;
 pub mod origin;
 pub mod render;
 mod slow;
+pub mod stack;
 pub mod stdio;
 pub mod tls;

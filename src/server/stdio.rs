@@ -7,9 +7,10 @@
 //! EOF the in-flight requests are finished before the server returns. The local client is
 //! trusted: it is served as the anonymous caller, without authentication.
 
-use super::bridge::{self, Waiting};
+use super::bridge::Waiting;
 use super::era::Era;
 use super::legacy::{self, Action, Session};
+use super::stack::{self, Client};
 use super::{modern, render};
 use crate::auth::Principal;
 use crate::dispatch::{Request, Service};
@@ -19,6 +20,7 @@ use crate::protocol::json::{Json, Rope};
 use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
 use crate::reply::{Event, Reply};
 use crate::sync::lock;
+use crate::tasks::Background;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -73,7 +75,10 @@ pub async fn serve_as(
         }
     });
     let inflight: Inflight = Arc::default();
-    let stop = CancellationToken::new();
+    // Owns what runs beside the requests: bridged legacy calls, and (its child) the relay of
+    // changes, which ends as soon as the client is gone.
+    let owner = Background::new();
+    let relays = owner.child();
     let mut tasks = tokio::task::JoinSet::new();
     let mut conn = Conn::default();
     let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(MAX_LINE));
@@ -127,7 +132,7 @@ pub async fn serve_as(
                             Ok((result, session)) => {
                                 let _ = out_tx.send(jsonrpc::result_message(msg.id.as_ref().unwrap_or(&Json::NULL), &result)).await;
                                 conn.session = Some(session);
-                                relay_changes(svc.as_ref(), caller.clone(), out_tx.clone(), conn.follows.clone(), stop.clone());
+                                relay_changes(svc.as_ref(), caller.clone(), out_tx.clone(), conn.follows.clone(), &relays);
                             }
                             Err(e) => {
                                 let _ = out_tx.send(jsonrpc::error_message(id.as_ref(), &e).into()).await;
@@ -139,7 +144,9 @@ pub async fn serve_as(
                         Ok(Action::Forward(r)) => Ok(r),
                         Ok(action @ (Action::Follow(..) | Action::Unfollow(_))) => {
                             let rid = id.clone().unwrap_or(Json::NULL);
-                            if let Ok(reply) = legacy::follow(svc.as_ref(), &conn.follows, action).await {
+                            let client = Client::Legacy { waiting: conn.waiting.clone(), scope: STDIO_SCOPE.into() };
+                            let serve = |req| stack::serve(svc.clone(), &owner, client, req);
+                            if let Ok(reply) = legacy::follow(svc.as_ref(), &conn.follows, action, serve).await {
                                 let _ = out_tx.send(render::outcome_message(&rid, &legacy::downgrade(reply.outcome().await)).1).await;
                             }
                             continue;
@@ -161,8 +168,12 @@ pub async fn serve_as(
                 match request {
                     // The reply's shape follows the request's era, not the connection's.
                     Ok(r) => {
-                        let legacy_client = (era == Era::Legacy).then(|| conn.waiting.clone());
-                        spawn(&mut tasks, &inflight, svc.clone(), r, legacy_client, out_tx.clone())
+                        let client = match era {
+                            Era::Legacy => Client::Legacy { waiting: conn.waiting.clone(), scope: STDIO_SCOPE.into() },
+                            Era::Modern => Client::Modern,
+                        };
+                        let exchange = Exchange { svc: svc.clone(), owner: owner.clone(), client, tx: out_tx.clone() };
+                        spawn(&mut tasks, &inflight, exchange, r)
                     }
                     Err(e) => {
                         let _ = out_tx.send(jsonrpc::error_message(id.as_ref(), &e).into()).await;
@@ -177,8 +188,9 @@ pub async fn serve_as(
             token.cancel();
         }
     }
-    stop.cancel();
+    relays.stop();
     while tasks.join_next().await.is_some() {}
+    owner.stop();
     drop(out_tx);
     let _ = writer.await;
     Ok(())
@@ -192,16 +204,19 @@ fn cancel(inflight: &Inflight, msg: &Message) {
     }
 }
 
+/// What one request of the connection needs: the service, the owner of what its reply runs on
+/// its own, who the client is, and where its messages go.
+struct Exchange {
+    svc: Arc<dyn Service>,
+    owner: Background,
+    client: Client,
+    tx: mpsc::Sender<Rope>,
+}
+
 /// Runs one request; its cancellation token is registered before it starts, so a cancel can
 /// never miss it and a finished request never lingers in the map.
-fn spawn(
-    tasks: &mut tokio::task::JoinSet<()>,
-    inflight: &Inflight,
-    svc: Arc<dyn Service>,
-    request: Request,
-    legacy_client: Option<Arc<Waiting>>,
-    tx: mpsc::Sender<Rope>,
-) {
+fn spawn(tasks: &mut tokio::task::JoinSet<()>, inflight: &Inflight, exchange: Exchange, request: Request) {
+    let Exchange { svc, owner, client, tx } = exchange;
     let key = request.id.get().to_string();
     let token = CancellationToken::new();
     {
@@ -216,19 +231,10 @@ fn spawn(
         m.insert(key.clone(), (token.clone(), request.method == "subscriptions/listen"));
     }
     let map = inflight.clone();
-    let mut request = request;
-    let span = crate::telemetry::hop(&mut request.meta.fields, request.method.as_str());
     let task = async move {
         let id = request.id.clone();
         let work = async {
-            let reply = match legacy_client {
-                Some(waiting) => {
-                    let reply = svc.handle(request.clone()).await;
-                    let timeout = svc.input_timeout();
-                    legacy::downgrade_reply(bridge::bridge(svc.clone(), request, reply, waiting, STDIO_SCOPE.into(), timeout))
-                }
-                None => svc.handle(request).await,
-            };
+            let reply = stack::serve(svc, &owner, client, request).await;
             match reply {
                 Reply::Single(o) => {
                     let _ = tx.send(render::outcome_message(&id, &o).1).await;
@@ -255,18 +261,15 @@ fn spawn(
             m.remove(&key);
         }
     };
-    tasks.spawn(tracing::Instrument::instrument(task, span));
+    tasks.spawn(task);
 }
 
 /// Sends the changes the client may see to a legacy client until the connection ends.
-fn relay_changes(svc: &dyn Service, caller: Arc<Principal>, tx: mpsc::Sender<Rope>, follows: UriSet, stop: CancellationToken) {
+fn relay_changes(svc: &dyn Service, caller: Arc<Principal>, tx: mpsc::Sender<Rope>, follows: UriSet, owner: &Background) {
     let Ok(Some(mut sub)) = svc.subscribe(caller, Filter::ALL, follows) else { return };
-    tokio::spawn(async move {
+    owner.spawn(async move {
         loop {
-            let change = tokio::select! {
-                c = sub.next() => c,
-                _ = stop.cancelled() => return,
-            };
+            let change = sub.next().await;
             let Some(msg) = legacy::change_message(&change) else { return };
             if tx.send(msg.into()).await.is_err() {
                 return;

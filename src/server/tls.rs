@@ -56,10 +56,10 @@ impl Listener {
         TlsAcceptor::from(self.current.load_full())
     }
 
-    /// Re-reads the files when they change, for as long as the listener lives.
-    pub fn keep_fresh(self: Arc<Self>) {
+    /// Re-reads the files when they change, for as long as the listener lives (and `owner` runs).
+    pub fn keep_fresh(self: Arc<Self>, owner: &crate::tasks::Background) {
         let me = Arc::downgrade(&self);
-        tokio::spawn(async move {
+        owner.spawn(async move {
             loop {
                 tokio::time::sleep(CHECK_EVERY).await;
                 let Some(me) = me.upgrade() else { return };

@@ -299,7 +299,7 @@ impl Upstream {
         st.status = Status::Down("removed from the configuration".into());
         self.state.store(Arc::new(st));
         let (tasks, parked, grace) = (self.tasks.clone(), self.parked.clone(), self.cfg.timeout + Duration::from_secs(1));
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             tokio::time::sleep(grace).await;
             parked.clear();
             tasks.stop();
