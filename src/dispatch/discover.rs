@@ -5,9 +5,9 @@
 //! and `resources.subscribe` is declared when an upstream the caller may use can report updates.
 
 use super::Request;
+use super::Served;
 use crate::catalog::Kind;
 use crate::catalog::view;
-use crate::gateway::Gateway;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::{SUPPORTED_VERSIONS, keys};
@@ -23,30 +23,30 @@ pub fn server_info() -> Value {
 }
 
 /// Whether the caller may use anything upstream `index` serves (all of them, when unrestricted).
-fn usable(gw: &Gateway, req: &Request, index: usize) -> bool {
+fn usable(gw: &Served<'_>, req: &Request, index: usize) -> bool {
     if req.caller.grants.is_unrestricted() && req.caller.endpoint.is_none() {
         return true;
     }
-    let cat = gw.catalog_for(&req.caller);
+    let cat = gw.view.clone();
     let id_of = |i: usize| gw.upstream_id(i);
     Kind::ALL.iter().any(|&kind| view::visible(&cat, kind, &req.caller.grants, &id_of).iter().any(|e| e.upstream == index))
 }
 
 /// Whether an upstream that is up and that the caller may use declares capability `cap` (what
 /// the caller may be told the gateway offers).
-pub fn offered_to(gw: &Gateway, req: &Request, cap: &str) -> bool {
+pub fn offered_to(gw: &Served<'_>, req: &Request, cap: &str) -> bool {
     gw.upstreams().iter().any(|up| {
         let st = up.state();
         st.status == Status::Ready && !up.is_retired() && st.offers(cap) && usable(gw, req, up.index)
     })
 }
 
-pub fn discover(gw: &Gateway, req: &Request) -> Reply {
+pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
     let restricted = !req.caller.grants.is_unrestricted();
     let mut capabilities = Map::new();
     capabilities.insert("tools".into(), json!({ "listChanged": true }));
     let mut sections = Vec::new();
-    let config = gw.config();
+    let config = gw.config.clone();
     // A virtual server speaks for itself: its title, and its instructions before the upstreams'.
     let endpoint = req.caller.endpoint.as_deref().and_then(|path| config.endpoints.iter().find(|e| e.path == path));
     let own = match endpoint {
@@ -89,7 +89,7 @@ pub fn discover(gw: &Gateway, req: &Request) -> Reply {
             let label = if up.cfg.prefix.is_empty() {
                 format!("## {} (tools without prefix)", up.id())
             } else {
-                format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config().catalog.names.separator)
+                format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config.clone().catalog.names.separator)
             };
             sections.push(section(&label, text));
         }

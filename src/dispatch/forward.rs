@@ -5,11 +5,11 @@
 //! exactly like a missing one; every forwarded request is audited. The item's name or URI is
 //! rewritten to the upstream's own; everything else passes through.
 
+use super::Served;
 use super::{Request, rate_limited, state};
 use crate::audit;
 use crate::catalog::view;
 use crate::catalog::{Kind, links, uris};
-use crate::gateway::Gateway;
 use crate::policy;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use std::time::Instant;
 
 /// Audits and counts a request refused before it reached an upstream.
-fn refuse(gw: &Gateway, req: &Request, item: &str, reason: &str) {
+fn refuse(gw: &Served<'_>, req: &Request, item: &str, reason: &str) {
     gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, reason);
     gw.metrics.refused(reason);
 }
@@ -37,28 +37,27 @@ fn string_param(req: &Request, key: &str) -> Result<String, RpcError> {
 /// The 403 challenge for an item the caller's grants allow but its token lacks the scopes for
 /// (so that it can ask for them), or `None` when that is not why the item is out of view. An
 /// item the grants deny still answers exactly like a missing one.
-fn needs_scope(gw: &Gateway, req: &Request, kind: Kind, name: &str) -> Option<RpcError> {
+fn needs_scope(gw: &Served<'_>, req: &Request, kind: Kind, name: &str) -> Option<RpcError> {
     let id_of = |i: usize| gw.upstream_id(i);
-    let cat = gw.catalog_for(&req.caller);
     // Scopes are configured on catalogue names, whatever name an endpoint presents.
     let canonical = match kind {
-        Kind::Resource => gw.route_uri_with(&req.caller, &req.caller.grants.ignoring_scopes(), name).map(|_| canonical_uri(name)),
-        _ => view::find(&cat, kind, name, &req.caller.grants.ignoring_scopes(), &id_of).map(|e| e.policy_name().to_string()),
+        Kind::Resource => gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants.ignoring_scopes(), name).map(|_| canonical_uri(name)),
+        _ => view::find(&gw.view, kind, name, &req.caller.grants.ignoring_scopes(), &id_of).map(|e| e.policy_name().to_string()),
     }?;
-    let needed = gw.auth().scopes_for(kind, &canonical);
+    let auth = &gw.auth;
+    let needed = auth.scopes_for(kind, &canonical);
     if needed.is_empty() || req.caller.has_scopes(&needed) {
         return None;
     }
     refuse(gw, req, name, "insufficient_scope");
-    let config = gw.config();
+    let config = &gw.config;
     let at = req.caller.endpoint.as_deref().unwrap_or(&config.server.path);
-    let auth = gw.auth();
     let metadata = auth
         .config()
         .resource
         .as_ref()
         .map(|_| crate::auth::prm::metadata_url(&crate::auth::prm::resource_at(auth.config(), None, &config.server.path, at, false)));
-    let (status, challenge) = gw.auth().challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), metadata.as_deref());
+    let (status, challenge) = auth.challenge(&crate::auth::AuthError::InsufficientScope(needed.clone()), metadata.as_deref());
     Some(
         RpcError::invalid_request(format!("Forbidden: {} {name} needs scope {}", kind.label(), needed.join(" ")))
             .with_status(status)
@@ -82,7 +81,7 @@ impl<'a> Named<'a> {
 
 /// Sends `req` to upstream `upstream` with member `key` rewritten to `original`, and audits it.
 pub(super) async fn forward(
-    gw: &Gateway,
+    gw: &Served<'_>,
     upstream: usize,
     req: Request,
     named: Named<'_>,
@@ -104,11 +103,11 @@ pub(super) async fn forward(
         item: item.to_string(),
         upstream: up.id().to_string(),
         started: Instant::now(),
-        arguments: gw.config().audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
+        arguments: gw.config.clone().audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
     };
     let mut params = req.params;
     params.remove("_meta");
-    let max_age = gw.config().server.input_timeout;
+    let max_age = gw.config.clone().server.input_timeout;
     let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: &req.method, item };
     if let Err(why) = state::open(&gw.sealer, &mut params, &bind, max_age) {
         gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, why.reason());
@@ -168,12 +167,12 @@ pub(super) async fn forward(
     })
 }
 
-pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
+pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
     let name = match string_param(&req, "name") {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let cat = gw.catalog_for(&req.caller);
+    let cat = gw.view.clone();
     let id_of = |i: usize| gw.upstream_id(i);
     let Some(tool) = view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of) else {
         if let Some(e) = needs_scope(gw, &req, Kind::Tool, &name) {
@@ -184,7 +183,7 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     };
     // Rate limits are configured on catalogue names, whatever name an endpoint presents.
     let canonical = tool.policy_name();
-    for (index, limit) in gw.config().rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, canonical)) {
+    for (index, limit) in gw.config.clone().rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, canonical)) {
         if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate).await {
             refuse(gw, &req, &name, "rate_limited");
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
@@ -241,14 +240,14 @@ pub async fn call_tool(gw: &Gateway, req: Request) -> Reply {
     forward(gw, upstream, req, named, Some(("name", &original)), headers, endpoint).await
 }
 
-pub async fn get_prompt(gw: &Gateway, req: Request) -> Reply {
+pub async fn get_prompt(gw: &Served<'_>, req: Request) -> Reply {
     let name = match string_param(&req, "name") {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
     let id_of = |i: usize| gw.upstream_id(i);
     let Some((upstream, original)) =
-        view::find(&gw.catalog_for(&req.caller), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone()))
+        view::find(&gw.view.clone(), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone()))
     else {
         if let Some(e) = needs_scope(gw, &req, Kind::Prompt, &name) {
             return Reply::error(e);
@@ -282,12 +281,12 @@ fn canonical_uri(uri: &str) -> String {
     uris::canonical(uri).map_or_else(|_| uri.to_string(), |c| c.into_owned())
 }
 
-pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
+pub async fn read_resource(gw: &Served<'_>, req: Request) -> Reply {
     let uri = match string_param(&req, "uri") {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let Some((upstream, original)) = gw.route_uri(&req.caller, &uri) else {
+    let Some((upstream, original)) = gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri) else {
         if let Some(e) = needs_scope(gw, &req, Kind::Resource, &uri) {
             return Reply::error(e);
         }
@@ -298,7 +297,7 @@ pub async fn read_resource(gw: &Gateway, req: Request) -> Reply {
     forward(gw, upstream, req, Named::same(&canonical_uri(&uri)), Some(("uri", &original)), Vec::new(), None).await
 }
 
-pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
+pub async fn complete(gw: &Served<'_>, mut req: Request) -> Reply {
     let Some(Ok(mut reference)) = req.params.parse::<RawObject>("ref") else {
         return Reply::error(RpcError::invalid_params("completion/complete needs params.ref"));
     };
@@ -309,15 +308,15 @@ pub async fn complete(gw: &Gateway, mut req: Request) -> Reply {
             let name = reference.parse::<String>("name").and_then(Result::ok).unwrap_or_default();
             (
                 "name",
-                view::find(&gw.catalog_for(&req.caller), Kind::Prompt, &name, &req.caller.grants, &id_of)
+                view::find(&gw.view.clone(), Kind::Prompt, &name, &req.caller.grants, &id_of)
                     .map(|p| (p.upstream, p.original.clone(), name)),
             )
         }
         "ref/resource" => {
             let uri = reference.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
-            let template = view::find(&gw.catalog_for(&req.caller), Kind::Template, &uri, &req.caller.grants, &id_of)
-                .map(|t| (t.upstream, t.original.clone()));
-            ("uri", template.or_else(|| gw.route_uri(&req.caller, &uri)).map(|(up, orig)| (up, orig, uri)))
+            let template =
+                view::find(&gw.view.clone(), Kind::Template, &uri, &req.caller.grants, &id_of).map(|t| (t.upstream, t.original.clone()));
+            ("uri", template.or_else(|| gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri)).map(|(up, orig)| (up, orig, uri)))
         }
         _ => return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}"))),
     };

@@ -9,7 +9,7 @@
 //! exist.
 
 use super::Request;
-use crate::gateway::Gateway;
+use super::Served;
 use crate::hub::{Change, Filter, MAX_FOLLOWED, Subscription};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether the caller may follow `uri` and its upstream can report updates of it.
-pub fn followable(gw: &Gateway, req: &Request, uri: &str) -> bool {
-    match gw.route_uri(&req.caller, uri) {
+pub fn followable(gw: &Served<'_>, req: &Request, uri: &str) -> bool {
+    match gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, uri) {
         Some((upstream, _)) => gw.upstream(upstream).is_some_and(|u| {
             let st = u.state();
             st.declares("resources", "subscribe")
@@ -38,7 +38,7 @@ pub fn followable(gw: &Gateway, req: &Request, uri: &str) -> bool {
 }
 
 /// The legacy `resources/subscribe`: `{}` when the URI can be followed, else "Resource not found".
-pub fn follow(gw: &Gateway, req: &Request) -> Reply {
+pub fn follow(gw: &Served<'_>, req: &Request) -> Reply {
     let uri = req.params.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
     if !followable(gw, req, &uri) {
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
@@ -49,7 +49,7 @@ pub fn follow(gw: &Gateway, req: &Request) -> Reply {
     }
 }
 
-pub fn listen(gw: &Gateway, req: Request) -> Reply {
+pub fn listen(gw: &Served<'_>, req: Request) -> Reply {
     let asked: Map<String, Value> = match req.params.parse::<Map<String, Value>>("notifications") {
         Some(Ok(m)) => m,
         _ => return Reply::error(RpcError::invalid_params("subscriptions/listen needs params.notifications (an object)")),

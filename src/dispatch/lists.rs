@@ -2,17 +2,17 @@
 //! request) and paged with the gateway's own cursor.
 
 use super::Request;
+use super::Served;
 use crate::catalog::view;
 use crate::catalog::{Kind, cursor};
-use crate::gateway::Gateway;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::jsonrpc::json_string;
 use crate::protocol::keys;
 use crate::reply::{Outcome, Reply};
 
-pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
-    let cat = gw.catalog_for(&req.caller);
+pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
+    let cat = gw.view.clone();
     let id_of = |i: usize| gw.upstream_id(i);
     let entries = view::visible(&cat, kind, &req.caller.grants, &id_of);
     // A list filtered for this caller must not be shared with other callers.
@@ -30,7 +30,7 @@ pub fn list(gw: &Gateway, req: &Request, kind: Kind) -> Reply {
         },
         Some(Err(_)) => return Reply::error(RpcError::invalid_params("cursor must be a string")),
     };
-    let end = (offset + gw.config().catalog.page_size).min(entries.len());
+    let end = (offset + gw.config.clone().catalog.page_size).min(entries.len());
     let page = &entries[offset..end];
     let mut body = String::with_capacity(256 + page.iter().map(|t| t.json.get().len() + 1).sum::<usize>());
     body.push_str("{\"resultType\":\"complete\",\"");

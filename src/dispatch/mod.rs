@@ -97,6 +97,32 @@ pub trait Service: Send + Sync + 'static {
     }
 }
 
+/// What one request is served from, taken once when it starts: the configuration, the
+/// authenticator and the caller's view of the catalogue (the root's or its endpoint's), so that
+/// every step of the request sees the same ones (a reload or a rebuild in between changes the
+/// next request, not this one) and none derives them again. Everything else of the gateway is
+/// reached through it (it dereferences to the [`Gateway`]).
+pub struct Served<'a> {
+    gw: &'a Gateway,
+    pub config: Arc<crate::config::Config>,
+    pub auth: Arc<crate::auth::Authenticator>,
+    pub view: Arc<crate::catalog::Catalog>,
+}
+
+impl<'a> Served<'a> {
+    pub fn new(gw: &'a Gateway, caller: &Principal) -> Self {
+        Served { gw, config: gw.config(), auth: gw.auth(), view: gw.catalog_for(caller) }
+    }
+}
+
+impl std::ops::Deref for Served<'_> {
+    type Target = Gateway;
+
+    fn deref(&self) -> &Gateway {
+        self.gw
+    }
+}
+
 /// HTTP 429 with `Retry-After` (whole seconds, at least 1) and the wait in `data.retryAfterMs`.
 pub fn rate_limited(who: &str, wait: std::time::Duration) -> RpcError {
     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
@@ -127,22 +153,24 @@ impl Service for Gateway {
     fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {
         Box::pin(async move {
             let offered = |cap: &str| self.offers(cap);
+            let served = Served::new(self, &req.caller);
+            let cx = &served;
             match req.method.as_str() {
-                "server/discover" => discover::discover(self, &req),
-                "tools/list" if search::active(self, &req.caller) => search::list(self),
-                "tools/list" => lists::list(self, &req, Kind::Tool),
-                "tools/call" if search::active(self, &req.caller) => search::call(self, req).await,
-                "tools/call" => forward::call_tool(self, req).await,
-                "prompts/list" if offered("prompts") => lists::list(self, &req, Kind::Prompt),
-                "prompts/get" if offered("prompts") => forward::get_prompt(self, req).await,
-                "resources/list" if offered("resources") => lists::list(self, &req, Kind::Resource),
-                "resources/templates/list" if offered("resources") => lists::list(self, &req, Kind::Template),
-                "resources/read" if offered("resources") => forward::read_resource(self, req).await,
-                "completion/complete" if offered("completions") => forward::complete(self, req).await,
-                "subscriptions/listen" => listen::listen(self, req),
-                "tasks/get" | "tasks/update" | "tasks/cancel" => tasks::forward(self, req).await,
+                "server/discover" => discover::discover(cx, &req),
+                "tools/list" if search::active(cx, &req.caller) => search::list(cx),
+                "tools/list" => lists::list(cx, &req, Kind::Tool),
+                "tools/call" if search::active(cx, &req.caller) => search::call(cx, req).await,
+                "tools/call" => forward::call_tool(cx, req).await,
+                "prompts/list" if offered("prompts") => lists::list(cx, &req, Kind::Prompt),
+                "prompts/get" if offered("prompts") => forward::get_prompt(cx, req).await,
+                "resources/list" if offered("resources") => lists::list(cx, &req, Kind::Resource),
+                "resources/templates/list" if offered("resources") => lists::list(cx, &req, Kind::Template),
+                "resources/read" if offered("resources") => forward::read_resource(cx, req).await,
+                "completion/complete" if offered("completions") => forward::complete(cx, req).await,
+                "subscriptions/listen" => listen::listen(cx, req),
+                "tasks/get" | "tasks/update" | "tasks/cancel" => tasks::forward(cx, req).await,
                 // Only legacy sessions reach this (the modern edge refuses the method).
-                "resources/subscribe" if offered("resources") => listen::follow(self, &req),
+                "resources/subscribe" if offered("resources") => listen::follow(cx, &req),
                 other => Reply::error(RpcError::method_not_found(other)),
             }
         })

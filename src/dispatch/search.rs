@@ -9,13 +9,13 @@
 //! a tool error that says the limit. Indexing a snapshot and ranking run on tokio's blocking
 //! pool, a few at a time ([`RANKING`]), never on the workers that serve every other request.
 
+use super::Served;
 use super::{Request, forward};
 use crate::auth::Principal;
 use crate::catalog::Catalog;
 use crate::catalog::Kind;
 use crate::catalog::search::{MAX_QUERY_BYTES, MAX_QUERY_WORDS, Query, ToolIndex};
 use crate::catalog::view;
-use crate::gateway::Gateway;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::keys;
@@ -36,8 +36,8 @@ static RANKING: LazyLock<Arc<Semaphore>> =
 
 /// Whether `caller` is served in tool-search mode: its `[[caller]]` entry decides, else
 /// `[catalog] tool_search`.
-pub fn active(gw: &Gateway, caller: &Principal) -> bool {
-    let cfg = gw.config();
+pub fn active(gw: &Served<'_>, caller: &Principal) -> bool {
+    let cfg = gw.config.clone();
     if !cfg.tool_search_anywhere {
         return false;
     }
@@ -77,7 +77,7 @@ fn meta_tools() -> Value {
 }
 
 /// `tools/list` in tool-search mode: the two meta-tools.
-pub fn list(gw: &Gateway) -> Reply {
+pub fn list(gw: &Served<'_>) -> Reply {
     let cat = gw.catalog();
     let body = json!({
         "resultType": "complete",
@@ -94,7 +94,7 @@ pub fn list(gw: &Gateway) -> Reply {
 
 /// `tools/call` in tool-search mode: the meta-tools are answered here, any other name is a
 /// direct call.
-pub async fn call(gw: &Gateway, req: Request) -> Reply {
+pub async fn call(gw: &Served<'_>, req: Request) -> Reply {
     let name = req.params.parse::<String>("name").and_then(Result::ok);
     match name.as_deref() {
         Some(SEARCH) => search(gw, &req).await,
@@ -111,7 +111,7 @@ fn arguments(req: &Request) -> Result<serde_json::Map<String, Value>, RpcError> 
     }
 }
 
-async fn search(gw: &Gateway, req: &Request) -> Reply {
+async fn search(gw: &Served<'_>, req: &Request) -> Reply {
     let args = match arguments(req) {
         Ok(a) => a,
         Err(e) => return Reply::error(e),
@@ -124,7 +124,7 @@ async fn search(gw: &Gateway, req: &Request) -> Reply {
         Err(e) => return tool_error(&format!("search_tools refused the query: {e}. Describe what you want to do in a few words.")),
     };
     let limit = args.get("limit").and_then(Value::as_u64).map(|l| (l as usize).clamp(1, MAX_LIMIT)).unwrap_or(DEFAULT_LIMIT);
-    let cat = gw.catalog_for(&req.caller);
+    let cat = gw.view.clone();
     let id_of = |i: usize| gw.upstream_id(i);
     let section = cat.section(Kind::Tool);
     let visible: Vec<usize> =
@@ -188,7 +188,7 @@ fn found(cat: &Catalog, visible: &[usize], query: &Query, text: &str, limit: usi
     })
 }
 
-async fn call_found(gw: &Gateway, mut req: Request) -> Reply {
+async fn call_found(gw: &Served<'_>, mut req: Request) -> Reply {
     let args = match arguments(&req) {
         Ok(a) => a,
         Err(e) => return Reply::error(e),

@@ -13,10 +13,10 @@
 //! task.
 
 use super::Request;
+use super::Served;
 use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::catalog::links;
-use crate::gateway::Gateway;
 use crate::policy::{Item, allows};
 use crate::protocol::errors::{MISSING_CAPABILITY, RpcError};
 use crate::protocol::json::Json;
@@ -116,7 +116,7 @@ fn alive(sealed: &Sealed, age: Duration) -> bool {
 }
 
 /// Why a task id is not honoured (for the audit; the client hears "Unknown taskId" whatever it is).
-fn refusal(gw: &Gateway, req: &Request, sealed: &Sealed, age: Duration) -> Option<&'static str> {
+fn refusal(gw: &Served<'_>, req: &Request, sealed: &Sealed, age: Duration) -> Option<&'static str> {
     if !alive(sealed, age) {
         return Some("unknown_task/expired");
     }
@@ -127,7 +127,7 @@ fn refusal(gw: &Gateway, req: &Request, sealed: &Sealed, age: Duration) -> Optio
         return Some("unknown_task/another_endpoint");
     }
     let item = Item { kind: Kind::Tool, name: &sealed.n, upstream: &sealed.u };
-    let view = gw.catalog_for(&req.caller);
+    let view = gw.view.clone();
     if !allows(&req.caller.grants, &item) || view.selection.as_ref().is_some_and(|s| !allows(s, &item)) {
         return Some("unknown_task/tool_denied");
     }
@@ -136,7 +136,7 @@ fn refusal(gw: &Gateway, req: &Request, sealed: &Sealed, age: Duration) -> Optio
 
 /// `tasks/get`, `tasks/update` and `tasks/cancel`: routed to the upstream that created the task,
 /// with its own task id, and answered with the gateway's.
-pub async fn forward(gw: &Gateway, req: Request) -> Reply {
+pub async fn forward(gw: &Served<'_>, req: Request) -> Reply {
     if !declared(&req) {
         return Reply::error(missing());
     }

@@ -3,7 +3,7 @@
 
 use super::Gateway;
 use crate::auth::Principal;
-use crate::catalog::{Kind, uris};
+use crate::catalog::{Catalog, Kind, uris};
 use crate::policy::{Grants, Item, allows};
 
 impl Gateway {
@@ -20,18 +20,18 @@ impl Gateway {
     /// URI itself must pass the endpoint's selection (an excluded URI is not reachable through an
     /// included template).
     pub fn route_uri(&self, caller: &Principal, uri: &str) -> Option<(usize, String)> {
-        self.route_uri_with(caller, &caller.grants, uri)
+        self.route_uri_in(&self.catalog_for(caller), caller, &caller.grants, uri)
     }
 
-    /// [`Gateway::route_uri`] under `grants` (the caller's, or the same ignoring scopes).
-    pub fn route_uri_with(&self, caller: &Principal, grants: &Grants, uri: &str) -> Option<(usize, String)> {
-        let cat = self.catalog_for(caller);
+    /// [`Gateway::route_uri`] in the caller's view `cat` (taken once for its request), under
+    /// `grants` (the caller's, or the same ignoring scopes).
+    pub fn route_uri_in(&self, cat: &Catalog, caller: &Principal, grants: &Grants, uri: &str) -> Option<(usize, String)> {
         let canonical = uris::canonical(uri).ok()?;
         let resources = cat.section(Kind::Resource);
         let listed = resources.get(uri).or_else(|| resources.get(&canonical));
         let (upstream, original) = match listed {
             Some(e) => (e.upstream, e.original.clone()),
-            None => uris::route(&cat, &canonical)?,
+            None => uris::route(cat, &canonical)?,
         };
         let id = self.upstream_id(upstream);
         let item = Item { kind: Kind::Resource, name: &canonical, upstream: id };
