@@ -26,9 +26,10 @@ pub struct BodyFacts<'a> {
 
 impl<'a> BodyFacts<'a> {
     pub fn of(msg: &'a crate::protocol::jsonrpc::Message) -> Self {
+        // Only `_meta` is read, and of it only whether the version key is there: the rest of
+        // the params (arguments of any size) is skipped, not parsed.
         let has_modern_meta = msg.params.as_ref().is_some_and(|p| {
-            serde_json::from_str::<serde_json::Value>(p.get())
-                .is_ok_and(|v| v.get("_meta").and_then(|m| m.get(keys::PROTOCOL_VERSION)).is_some())
+            serde_json::from_str::<ParamsMeta>(p.get()).is_ok_and(|v| v.meta.is_some_and(|m| m.contains_key(keys::PROTOCOL_VERSION)))
         });
         BodyFacts {
             method: msg.method.as_deref(),
@@ -37,6 +38,13 @@ impl<'a> BodyFacts<'a> {
             has_modern_meta,
         }
     }
+}
+
+/// The `_meta` of a request's params, its members kept raw.
+#[derive(serde::Deserialize)]
+struct ParamsMeta<'a> {
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<std::collections::HashMap<String, &'a serde_json::value::RawValue>>,
 }
 
 pub fn classify(method: &Method, headers: &HeaderMap, body: BodyFacts) -> Era {
@@ -83,6 +91,21 @@ mod tests {
     }
 
     /// One row per signal of brief §9.3 ("Incoming from downstream clients over HTTP").
+    #[test]
+    fn modern_meta_is_found_without_reading_the_rest() {
+        let facts = |params: &str| {
+            let msg = crate::protocol::jsonrpc::Message::parse(
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#).as_bytes(),
+            )
+            .unwrap();
+            BodyFacts::of(&msg).has_modern_meta
+        };
+        assert!(facts(r#"{"arguments":{"x":[1,2,{"y":"z"}]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#));
+        assert!(facts(r#"{"_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}"#), "an escaped key is the same key");
+        assert!(!facts(r#"{"_meta":{"progressToken":1}}"#));
+        assert!(!facts(r#"{"_meta":null}"#) && !facts(r#"{"_meta":"x"}"#) && !facts("[1]") && !facts("{}"));
+    }
+
     #[test]
     fn every_signal_of_the_brief_is_classified() {
         use Era::*;

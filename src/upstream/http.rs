@@ -75,6 +75,8 @@ impl HttpTransport {
     pub async fn post(&self, body: Vec<u8>, relay: Relay, env: &Envelope, deadline: Instant) -> Result<Posted, UpstreamError> {
         let me = &self.0;
         let mut retried = false;
+        // Shared, not copied, by a retry.
+        let body = bytes::Bytes::from(body);
         let resp = loop {
             let req = me.out.post(body.clone(), env, deadline).await?;
             let resp = match timeout_at(deadline, me.client.request(req)).await {
@@ -116,7 +118,7 @@ impl HttpTransport {
     pub async fn notify(&self, body: Vec<u8>, env: &Envelope) -> Result<(), UpstreamError> {
         let me = &self.0;
         let deadline = Instant::now() + me.timeout;
-        let req = me.out.post(body, env, deadline).await?;
+        let req = me.out.post(bytes::Bytes::from(body), env, deadline).await?;
         let resp = match timeout_at(deadline, me.client.request(req)).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,

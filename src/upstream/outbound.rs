@@ -59,8 +59,8 @@ impl Outbound {
     }
 
     /// A POST carrying `body` (a JSON-RPC message).
-    pub async fn post(&self, body: Vec<u8>, env: &Envelope, deadline: Instant) -> Result<Request<Full<Bytes>>, UpstreamError> {
-        self.build(Method::POST, Bytes::from(body), env, deadline).await
+    pub async fn post(&self, body: Bytes, env: &Envelope, deadline: Instant) -> Result<Request<Full<Bytes>>, UpstreamError> {
+        self.build(Method::POST, body, env, deadline).await
     }
 
     /// The GET that opens a standalone SSE stream.
@@ -173,7 +173,7 @@ mod tests {
             on_behalf_of: vec!["alice".into()],
             traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
         };
-        let req = out.post(b"{}".to_vec(), &env, deadline).await.unwrap();
+        let req = out.post(Bytes::from_static(b"{}"), &env, deadline).await.unwrap();
         let h = req.headers();
         assert_eq!(h.get_all(AUTHORIZATION).iter().collect::<Vec<_>>(), vec!["Bearer alice"]);
         assert_eq!(h.get_all(ACCEPT).iter().count(), 1);
