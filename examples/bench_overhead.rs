@@ -26,7 +26,8 @@ async fn serve(svc: Arc<dyn Service>, config: &str) -> anyhow::Result<String> {
     server.listen = listener.local_addr()?;
     let url = format!("http://{}/mcp", server.listen);
     let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random().map_err(anyhow::Error::msg)?), server.session_ttl));
-    tokio::spawn(mcpgate::server::http::serve(listener, svc, server, legacy, None, std::future::pending()));
+    let mount = mcpgate::server::http::Mount { svc, console: None, legacy, auth: None };
+    tokio::spawn(mcpgate::server::http::serve(listener, mount, server, std::future::pending()));
     Ok(url)
 }
 

@@ -370,7 +370,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     server.listen = listener.local_addr()?;
                     tracing::info!("demo server ({}) listening on http://{}{}", profile.name(), server.listen, server.path);
                     let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random().map_err(anyhow::Error::msg)?), server.session_ttl));
-                    mcpgate::server::http::serve(listener, svc, server, legacy, None, shutdown_signal()).await?;
+                    let mount = mcpgate::server::http::Mount { svc, console: None, legacy, auth: None };
+                    mcpgate::server::http::serve(listener, mount, server, shutdown_signal()).await?;
                 }
                 None => mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?,
             }
@@ -472,13 +473,15 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
     reload_on_signal_or_change(gw.clone(), source);
     let tasks = gw.tasks.clone();
     let closing = gw.closing.clone();
+    let console = Some(gw.clone());
     let svc: Arc<dyn Service> = gw;
     let shutdown = async move {
         shutdown_signal().await;
         // Listen and GET streams end now, with their final message, so connections can drain.
         closing.cancel();
     };
-    mcpgate::server::http::serve(listener, svc, server_cfg, legacy, auth, shutdown).await?;
+    let mount = mcpgate::server::http::Mount { svc, console, legacy, auth };
+    mcpgate::server::http::serve(listener, mount, server_cfg, shutdown).await?;
     // Background loops end (and stdio children with them) before the process exits.
     if !tasks.shutdown(std::time::Duration::from_secs(5)).await {
         tracing::warn!("some background tasks did not stop within 5 s");

@@ -90,11 +90,6 @@ pub trait Service: Send + Sync + 'static {
     fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {
         None
     }
-
-    /// The gateway behind this service, for the pages that show its state (the console).
-    fn gateway(&self) -> Option<&Gateway> {
-        None
-    }
 }
 
 /// What one request is served from, taken once when it starts: the configuration, the
@@ -194,10 +189,6 @@ impl Service for Gateway {
 
     fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {
         Some(self.closing.clone())
-    }
-
-    fn gateway(&self) -> Option<&Gateway> {
-        Some(self)
     }
 
     fn input_timeout(&self) -> std::time::Duration {

@@ -21,7 +21,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 const TICK: Duration = Duration::from_secs(2);
 
 pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Body> {
-    let Some(gw) = st.svc.gateway().filter(|g| g.config().console) else {
+    let Some(gw) = st.console.as_ref().filter(|g| g.config().console) else {
         return render::plain(StatusCode::NOT_FOUND, "not found: the console is off ([console] enabled = true turns it on)\n");
     };
     if req.method() != Method::GET {
@@ -74,7 +74,7 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
                 None => json_answer(StatusCode::NOT_FOUND, json!({ "error": format!("no [[caller]] has id '{id}'") })),
             }
         }
-        "events" => events(st.svc.clone(), &st.tasks),
+        "events" => events(gw.clone(), &st.tasks),
         _ => json_answer(StatusCode::NOT_FOUND, json!({ "error": "unknown console API" })),
     }
 }
@@ -92,11 +92,11 @@ fn sse(event: &str, data: &Value) -> Bytes {
 }
 
 /// The live feed: upstream health and the catalogue when they change, each call as it ends.
-fn events(svc: Arc<dyn crate::dispatch::Service>, owner: &crate::tasks::Background) -> Response<Body> {
+fn events(gw: Arc<crate::gateway::Gateway>, owner: &crate::tasks::Background) -> Response<Body> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
-    let closing = svc.closing().unwrap_or_default();
+    let closing = gw.closing.clone();
     owner.spawn(async move {
-        let Some(gw) = svc.gateway() else { return };
+        let gw = gw.as_ref();
         let mut calls = gw.audit.subscribe();
         let mut tick = tokio::time::interval(TICK);
         let (mut last_upstreams, mut last_catalog) = (Value::Null, None);

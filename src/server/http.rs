@@ -29,8 +29,19 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 
+/// What a listener serves: the request service, the gateway behind it when there is one (the
+/// console shows its state), the legacy session state, and the authenticator of a service that
+/// has none of its own.
+pub struct Mount {
+    pub svc: Arc<dyn Service>,
+    pub console: Option<Arc<crate::gateway::Gateway>>,
+    pub legacy: Arc<LegacyState>,
+    pub auth: Option<Arc<Authenticator>>,
+}
+
 pub(super) struct State {
     pub(super) svc: Arc<dyn Service>,
+    pub(super) console: Option<Arc<crate::gateway::Gateway>>,
     pub(super) cfg: ServerConfig,
     pub(super) origin: OriginPolicy,
     legacy: Arc<LegacyState>,
@@ -43,14 +54,8 @@ pub(super) struct State {
 
 /// Serves until `shutdown` completes, then lets requests in progress finish (for up to
 /// `server.drain_timeout`). With `server.tls`, every connection is HTTPS.
-pub async fn serve(
-    listener: TcpListener,
-    svc: Arc<dyn Service>,
-    cfg: ServerConfig,
-    legacy: Arc<LegacyState>,
-    auth: Option<Arc<Authenticator>>,
-    shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()> {
+pub async fn serve(listener: TcpListener, mount: Mount, cfg: ServerConfig, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+    let Mount { svc, console, legacy, auth } = mount;
     let origin = OriginPolicy::new(listener.local_addr()?, &cfg.allowed_origins, &cfg.allowed_hosts);
     let conns = Conns::new(cfg.max_connections);
     let in_flight = InFlight::new(cfg.max_in_flight, cfg.max_in_flight_per_caller);
@@ -59,7 +64,7 @@ pub async fn serve(
         None => None,
     };
     let tasks = Background::new();
-    let state = Arc::new(State { svc, cfg, origin, legacy, auth, conns, in_flight, tasks: tasks.clone() });
+    let state = Arc::new(State { svc, console, cfg, origin, legacy, auth, conns, in_flight, tasks: tasks.clone() });
     let edge = Edge::new(state.clone(), tls);
     tokio::pin!(shutdown);
     loop {
