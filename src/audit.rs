@@ -62,8 +62,9 @@ impl Audit {
     /// A request refused before any upstream was involved (unknown or denied, rate limited, no
     /// route, a token not honoured): `outcome` says why.
     pub fn refused(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
-        self.keep([caller, endpoint, method, item, "-"], outcome, 0);
-        tracing::info!(target: "mcpgate::audit", caller = %clean(caller), %endpoint, method = %clean(method), item = %clean(item), upstream = %"-", %outcome, duration_ms = 0u64, "audit");
+        let fields = [caller, endpoint, method, item, "-"];
+        self.keep(fields, outcome, 0);
+        line(fields, outcome, 0, None);
     }
 
     /// Keeps one ended call (caller, endpoint, method, item, upstream), cleaned like the line.
@@ -172,8 +173,9 @@ impl Drop for Pending {
         if !self.done.swap(true, Ordering::SeqCst) {
             let e = &self.entry;
             let duration_ms = e.started.elapsed().as_millis() as u64;
-            self.audit.keep([&e.caller, &e.endpoint, &e.method, &e.item, &e.upstream], "abandoned", duration_ms);
-            tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, outcome = %"abandoned", duration_ms, "audit");
+            let fields = [e.caller.as_str(), &e.endpoint, &e.method, &e.item, &e.upstream];
+            self.audit.keep(fields, "abandoned", duration_ms);
+            line(fields, "abandoned", duration_ms, None);
         }
     }
 }
@@ -183,14 +185,23 @@ impl Audit {
     pub fn record(&self, e: &Entry, outcome: &Outcome) {
         let duration_ms = e.started.elapsed().as_millis() as u64;
         let outcome = outcome_label(outcome);
-        self.keep([&e.caller, &e.endpoint, &e.method, &e.item, &e.upstream], &outcome, duration_ms);
-        match &e.arguments {
-            Some(args) => {
-                tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, arguments = %clean(args), "audit")
-            }
-            None => {
-                tracing::info!(target: "mcpgate::audit", caller = %clean(&e.caller), endpoint = %e.endpoint, method = %clean(&e.method), item = %clean(&e.item), upstream = %e.upstream, %outcome, duration_ms, "audit")
-            }
-        }
+        let fields = [e.caller.as_str(), &e.endpoint, &e.method, &e.item, &e.upstream];
+        self.keep(fields, &outcome, duration_ms);
+        line(fields, &outcome, duration_ms, e.arguments.as_deref());
+    }
+}
+
+/// Writes one audit line (target `mcpgate::audit`): caller, endpoint, method, item and upstream,
+/// the outcome and the duration, and the arguments when they are audited; every value a client
+/// controls is cleaned.
+fn line([caller, endpoint, method, item, upstream]: [&str; 5], outcome: &str, duration_ms: u64, arguments: Option<&str>) {
+    let (caller, method, item) = (clean(caller), clean(method), clean(item));
+    match arguments {
+        Some(args) => tracing::info!(
+            target: "mcpgate::audit",
+            %caller, %endpoint, %method, %item, %upstream, %outcome, duration_ms, arguments = %clean(args),
+            "audit"
+        ),
+        None => tracing::info!(target: "mcpgate::audit", %caller, %endpoint, %method, %item, %upstream, %outcome, duration_ms, "audit"),
     }
 }

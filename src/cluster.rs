@@ -120,7 +120,8 @@ impl Cluster {
         match &outcome {
             Ok(_) => {
                 if self.state.swap(UP, Ordering::Relaxed) != UP {
-                    tracing::info!(redis = %self.cfg.redacted_url(), "cluster: Redis answers; limits and session endings are shared across replicas");
+                    tracing::info!(redis = %self.cfg.redacted_url(), "cluster: Redis answers; limits and session endings are \
+                        shared across replicas");
                 }
             }
             Err(e) => {

@@ -133,12 +133,15 @@ fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<Strin
         if crate::config::cluster::url_userinfo(url).is_some() || !found.is_empty() {
             let places = if found.is_empty() { "user name".to_string() } else { places(&found) };
             return Err(format!(
-                "its URL carries credentials ({places}) and gateway.toml takes a URL only as written, never from the environment, so importing it would copy them. If the server also accepts them in a header, add it by hand: its url without them, the header as {{ env = \"VAR\" }}"
+                "its URL carries credentials ({places}) and gateway.toml takes a URL only as written, never from the \
+                    environment, so importing it would copy them. If the server also accepts them in a header, add it by hand: \
+                    its url without them, the header as {{ env = \"VAR\" }}"
             ));
         }
         if kind == "sse" || url.trim_end_matches('/').ends_with("/sse") {
             ctx.warnings.push(format!(
-                "server '{name}' uses the deprecated HTTP+SSE transport, which mcpgate does not speak: point its url at the server's Streamable HTTP endpoint (often /mcp instead of /sse)"
+                "server '{name}' uses the deprecated HTTP+SSE transport, which mcpgate does not speak: point its url at the \
+                    server's Streamable HTTP endpoint (often /mcp instead of /sse)"
             ));
         }
         let _ = writeln!(body, "url = {}", quote(url));
@@ -234,7 +237,8 @@ fn command_line(ctx: &mut Ctx, name: &str, argv: &[String], avoid: &BTreeSet<Str
         words.push(word);
     }
     ctx.warnings.push(format!(
-        "server '{name}': secrets in its command line were not copied: it runs through `sh -c`, which takes {} (export them for the gateway; [upstream.env] passes them on)",
+        "server '{name}': secrets in its command line were not copied: it runs through `sh -c`, which takes {} (export them for \
+            the gateway; [upstream.env] passes them on)",
         told.join(", ")
     ));
     let script = format!("exec {}", words.join(" "));

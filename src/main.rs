@@ -283,7 +283,8 @@ fn load(path: &std::path::Path, listen: Option<&str>) -> anyhow::Result<Config> 
         cfg.server.listen = l.parse().with_context(|| format!("--listen {l}: not a socket address; use e.g. 127.0.0.1:8811"))?;
         if !cfg.server.listen.ip().is_loopback() && cfg.auth.mode == AuthMode::None && !cfg.auth.allow_unauthenticated_public {
             anyhow::bail!(
-                "--listen {l}: the gateway would listen beyond loopback without authentication. Configure [auth] mode = \"api_key\" or \"jwt\", or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers."
+                "--listen {l}: the gateway would listen beyond loopback without authentication. Configure [auth] mode = \
+                    \"api_key\" or \"jwt\", or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers."
             );
         }
         return Ok(cfg);
@@ -433,7 +434,8 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
     let cfg = gw.config();
     if gw.sealer.source == KeySource::Random {
         tracing::warn!(
-            "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set {} or server.token_key_file)",
+            "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set \
+                {} or server.token_key_file)",
             mcpgate::token::KEY_ENV
         );
     }
@@ -442,7 +444,8 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let server_cfg = cfg.server.clone();
     if !addr.ip().is_loopback() && cfg.auth.mode == AuthMode::None {
-        tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use every upstream !!!");
+        tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use \
+            every upstream !!!");
     }
     gw.start_auth().await.map_err(|e| anyhow::anyhow!("authentication setup failed: {e}"))?;
     let scheme = if server_cfg.tls.is_some() { "https" } else { "http" };

@@ -157,7 +157,8 @@ pub(super) fn resolve_auth(at: &Locator, a: AuthSection, base: &Path) -> Result<
         }
         if audiences.is_empty() {
             return Err(ConfigError(format!(
-                "{}: auth.audience: required with mode = \"jwt\" (tokens must be issued for this gateway, RFC 8707). Fix: set auth.resource to the gateway's URL, or auth.audience.",
+                "{}: auth.audience: required with mode = \"jwt\" (tokens must be issued for this gateway, RFC 8707). Fix: set \
+                    auth.resource to the gateway's URL, or auth.audience.",
                 at.file
             )));
         }

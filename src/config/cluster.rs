@@ -126,7 +126,8 @@ pub(super) fn resolve(
         })?,
         _ => {
             return Err(ConfigError(format!(
-                "{file}: [cluster] needs exactly one of redis = \"redis://host:6379\" or redis_env = \"VAR\". Fix: give one of them (or remove [cluster] to keep every limit per replica)."
+                "{file}: [cluster] needs exactly one of redis = \"redis://host:6379\" or redis_env = \"VAR\". Fix: give one of \
+                    them (or remove [cluster] to keep every limit per replica)."
             )));
         }
     };
@@ -134,7 +135,8 @@ pub(super) fn resolve(
     url = url_trimmed;
     if !(url.starts_with("redis://") || url.starts_with("redis+unix://") || url.starts_with("unix://")) {
         return Err(ConfigError(format!(
-            "{file}: cluster: '{}' is not a Redis URL. Fix: write redis://host:6379/0 (TLS to Redis is not built in; use a local TLS proxy).",
+            "{file}: cluster: '{}' is not a Redis URL. Fix: write redis://host:6379/0 (TLS to Redis is not built in; use a local \
+                TLS proxy).",
             redact(&url)
         )));
     }
@@ -206,7 +208,8 @@ mod tests {
         let c = parse("[cluster]\nredis = \"redis://db:6379/0\"\n").unwrap().cluster.unwrap();
         assert_eq!((c.key_prefix.as_str(), c.timeout.as_millis(), c.on_redis_error), ("mcpgate", 250, FailMode::Open));
         let cfg = parse(
-            "[cluster]\nredis_env = \"REDIS_URL\"\non_redis_error = \"closed\"\n\n[[rate_limit]]\ntools = \"*\"\nlimit = \"5/s\"\non_redis_error = \"open\"\n",
+            "[cluster]\nredis_env = \"REDIS_URL\"\non_redis_error = \"closed\"\n\n[[rate_limit]]\ntools = \"*\"\nlimit = \
+                \"5/s\"\non_redis_error = \"open\"\n",
         )
         .unwrap();
         let c = cfg.cluster.unwrap();

@@ -195,7 +195,8 @@ impl<'de> Deserialize<'de> for HeaderSource {
             }
             fn visit_str<E: serde::de::Error>(self, _literal: &str) -> Result<HeaderSource, E> {
                 Err(E::custom(
-                    "secrets may not be written in the file. Fix: write { env = \"VAR\" } (read from the environment) or { file = \"path\" }, with prefix = \"Bearer \" if the value needs one",
+                    "secrets may not be written in the file. Fix: write { env = \"VAR\" } (read from the environment) or { file \
+                        = \"path\" }, with prefix = \"Bearer \" if the value needs one",
                 ))
             }
             fn visit_map<M: serde::de::MapAccess<'de>>(self, map: M) -> Result<HeaderSource, M::Error> {

@@ -345,13 +345,15 @@ impl Config {
         let callers = auth::resolve_callers(&at, file.callers, auth.mode)?;
         if auth.mode == auth::AuthMode::None && !callers.is_empty() {
             return Err(ConfigError(format!(
-                "{}: [[caller]] entries need authentication to tell callers apart, but auth.mode is \"none\". Fix: set [auth] mode = \"api_key\" or \"jwt\".",
+                "{}: [[caller]] entries need authentication to tell callers apart, but auth.mode is \"none\". Fix: set [auth] \
+                    mode = \"api_key\" or \"jwt\".",
                 at.file
             )));
         }
         if auth.mode == auth::AuthMode::None && !server.listen.ip().is_loopback() && !auth.allow_unauthenticated_public {
             return Err(ConfigError(format!(
-                "{}: the gateway would listen on {} without authentication. Fix: configure [auth] mode = \"api_key\" or \"jwt\", listen on 127.0.0.1, or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers.",
+                "{}: the gateway would listen on {} without authentication. Fix: configure [auth] mode = \"api_key\" or \"jwt\", \
+                    listen on 127.0.0.1, or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers.",
                 at.file, server.listen
             )));
         }

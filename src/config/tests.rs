@@ -55,7 +55,11 @@ fn errors_name_file_line_key_and_fix() {
 
 #[test]
 fn header_secrets_come_from_env_and_are_sensitive() {
-    let cfg = parse("[[upstream]]\nid = \"calc\"\nurl = \"http://x/mcp\"\n[upstream.headers]\nAuthorization = { env = \"CALC_TOKEN\", prefix = \"Bearer \" }\n").unwrap();
+    let cfg = parse(
+        "[[upstream]]\nid = \"calc\"\nurl = \"http://x/mcp\"\n[upstream.headers]\nAuthorization = { env = \
+        \"CALC_TOKEN\", prefix = \"Bearer \" }\n",
+    )
+    .unwrap();
     let (name, value) = &cfg.upstreams[0].headers[0];
     assert_eq!(name.as_str(), "authorization");
     assert_eq!(value.to_str().unwrap(), "Bearer s3cret");
@@ -79,7 +83,8 @@ fn listen_override_wins() {
 fn accepts_the_minimal_auth_shape_exactly_as_written() {
     let key = "ab".repeat(32);
     let cfg = parse(&format!(
-        "[auth]\nmode = \"api_key\"            # \"none\" | \"api_key\" | \"jwt\"\n\n[[caller]]\nid = \"alice\"\nkey_sha256 = \"{key}\"\nallow = [\"calc__*\"]\ndeny = [\"calc__delete_*\"]\n"
+        "[auth]\nmode = \"api_key\"            # \"none\" | \"api_key\" | \"jwt\"\n\n[[caller]]\nid = \"alice\"\nkey_sha256 = \
+            \"{key}\"\nallow = [\"calc__*\"]\ndeny = [\"calc__delete_*\"]\n"
     ))
     .unwrap();
     assert_eq!(cfg.auth.mode, auth::AuthMode::ApiKey);
@@ -111,13 +116,27 @@ fn auth_errors_are_explained() {
 
 #[test]
 fn oauth_client_credentials_are_checked() {
-    let ok = parse("[[upstream]]\nid = \"gh\"\nurl = \"https://api.example.com/mcp\"\n[upstream.oauth]\ntoken_url = \"https://auth.example.com/token\"\nclient_id = \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n").unwrap();
+    let ok = parse(
+        "[[upstream]]\nid = \"gh\"\nurl = \"https://api.example.com/mcp\"\n[upstream.oauth]\ntoken_url = \
+        \"https://auth.example.com/token\"\nclient_id = \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n",
+    )
+    .unwrap();
     let o = ok.upstreams[0].oauth.as_ref().expect("oauth");
     assert_eq!(o.resource.as_deref(), Some("https://api.example.com/mcp"), "the resource defaults to the upstream URL");
     assert!(!format!("{o:?}").contains("s3cret"), "the secret is not in Debug output");
-    let e = parse("[[upstream]]\nid = \"gh\"\nurl = \"https://api.example.com/mcp\"\n[upstream.oauth]\ntoken_url = \"http://auth.example.com/token\"\nclient_id = \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n").unwrap_err().0;
+    let e = parse(
+        "[[upstream]]\nid = \"gh\"\nurl = \"https://api.example.com/mcp\"\n[upstream.oauth]\ntoken_url = \
+        \"http://auth.example.com/token\"\nclient_id = \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n",
+    )
+    .unwrap_err()
+    .0;
     assert!(e.contains("https"), "{e}");
-    let e = parse("[[upstream]]\nid = \"gh\"\ncommand = [\"x\"]\n[upstream.oauth]\ntoken_url = \"https://a/t\"\nclient_id = \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n").unwrap_err().0;
+    let e = parse(
+        "[[upstream]]\nid = \"gh\"\ncommand = [\"x\"]\n[upstream.oauth]\ntoken_url = \"https://a/t\"\nclient_id = \
+        \"gw\"\nclient_secret = { env = \"CALC_TOKEN\" }\n",
+    )
+    .unwrap_err()
+    .0;
     assert!(e.contains("only to url upstreams"), "{e}");
 }
 
@@ -144,7 +163,8 @@ fn readiness_follows_the_configured_rule() {
 fn endpoints_are_checked_at_load() {
     let up = "[[upstream]]\nid = \"calc\"\nurl = \"http://127.0.0.1:3201/mcp\"\n";
     let ok = parse(&format!(
-        "{up}[[endpoint]]\npath = \"/mcp/dev\"\ninclude = [\"calc__*\"]\n[[endpoint.tool]]\nname = \"calc__add\"\nrename = \"plus\"\nfixed = {{ b = 1 }}\n"
+        "{up}[[endpoint]]\npath = \"/mcp/dev\"\ninclude = [\"calc__*\"]\n[[endpoint.tool]]\nname = \"calc__add\"\nrename = \
+            \"plus\"\nfixed = {{ b = 1 }}\n"
     ))
     .unwrap();
     assert_eq!(ok.endpoints[0].path, "/mcp/dev");
@@ -161,7 +181,8 @@ fn endpoints_are_checked_at_load() {
             "cannot be served",
         ),
         (
-            "[[endpoint]]\npath = \"/a\"\ninclude = [\"*\"]\n[[endpoint.tool]]\nname = \"x\"\nrename = \"y\"\n[[endpoint.tool]]\nname = \"z\"\nrename = \"y\"\n",
+            "[[endpoint]]\npath = \"/a\"\ninclude = [\"*\"]\n[[endpoint.tool]]\nname = \"x\"\nrename = \
+                \"y\"\n[[endpoint.tool]]\nname = \"z\"\nrename = \"y\"\n",
             "renamed 'y'",
         ),
     ] {

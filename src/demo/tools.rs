@@ -67,7 +67,12 @@ fn binary(name: &str, description: &str) -> Value {
     json!({
         "name": name,
         "description": description,
-        "inputSchema": { "type": "object", "properties": { "a": { "type": "number" }, "b": { "type": "number" } }, "required": ["a", "b"], "additionalProperties": false },
+        "inputSchema": {
+            "type": "object",
+            "properties": { "a": { "type": "number" }, "b": { "type": "number" } },
+            "required": ["a", "b"],
+            "additionalProperties": false
+        },
         "outputSchema": { "type": "object", "properties": { "result": { "type": "number" } }, "required": ["result"] },
         "annotations": { "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false },
     })
@@ -120,7 +125,8 @@ pub fn for_profile(p: Profile) -> Vec<Tool> {
                 },
             },
             Tool {
-                def: json!({ "name": "now", "description": "The current time (UTC, RFC 3339).", "inputSchema": { "type": "object", "additionalProperties": false } }),
+                def: json!({ "name": "now", "description": "The current time (UTC, RFC \
+                    3339).", "inputSchema": { "type": "object", "additionalProperties": false } }),
                 run: |_| text(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()),
             },
             Tool {
@@ -146,7 +152,8 @@ pub fn for_profile(p: Profile) -> Vec<Tool> {
                 },
             },
             Tool {
-                def: json!({ "name": "countdown", "description": "Counts down, reporting progress when the request carries a progressToken.",
+                def: json!({ "name": "countdown", "description": "Counts down, reporting progress when the request carries a \
+                    progressToken.",
                     "inputSchema": { "type": "object", "properties": { "steps": { "type": "integer", "minimum": 1, "maximum": 20 } } } }),
                 run: |a| text(format!("counted down from {}", a["steps"].as_u64().unwrap_or(3).min(20))),
             },

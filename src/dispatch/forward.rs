@@ -161,7 +161,8 @@ pub(super) async fn forward(
             state::seal(&sealer, o, &bind)
         } else {
             Outcome::Error(RpcError::internal(format!(
-                "Upstream '{upstream_id}' answered {method} with input_required, which only tools/call, prompts/get and resources/read may carry"
+                "Upstream '{upstream_id}' answered {method} with input_required, which only tools/call, prompts/get and \
+                    resources/read may carry"
             )))
         }
     })

@@ -1,4 +1,4 @@
-//! `subscriptions/listen` for modern clients (brief §5), and following a resource for legacy
+//! `subscriptions/listen` for modern clients (MCP 2026-07-28 `basic/patterns/subscriptions`), and following a resource for legacy
 //! sessions (`resources/subscribe`). A listen request becomes one streamed reply: the
 //! acknowledgement with the subset of the filter the gateway honours comes first, then every
 //! change the caller may see (from the [`hub`](crate::hub)), each tagged with the

@@ -49,12 +49,17 @@ fn meta_tools() -> Value {
         {
             "name": SEARCH,
             "title": "Search tools",
-            "description": "Find the tools for a task among everything this gateway offers. Describe what you want to do in a few words; the best matches come back with their input schemas. Then call one with call_tool.",
+            "description": "Find the tools for a task among everything this gateway offers. Describe what you want to do in a \
+                few words; the best matches come back with their input schemas. Then call one with call_tool.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "query": { "type": "string", "description": format!("What you want to do, e.g. \"refund a card payment\" (at most {MAX_QUERY_BYTES} bytes and {MAX_QUERY_WORDS} different words).") },
-                    "limit": { "type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "How many tools to return." }
+                    "query": { "type": "string", "description": format!("What you want to do, e.g. \"refund a card payment\" (at \
+                        most {MAX_QUERY_BYTES} bytes and {MAX_QUERY_WORDS} different words).") },
+                    "limit": {
+                        "type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT,
+                        "description": "How many tools to return."
+                    }
                 },
                 "required": ["query"]
             },

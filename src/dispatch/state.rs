@@ -1,4 +1,4 @@
-//! The `requestState` the gateway hands its clients (brief §6.3 and §6.5). When an upstream
+//! The `requestState` the gateway hands its clients (MCP 2026-07-28 `basic/patterns/mrtr`; docs/input-requests.md). When an upstream
 //! answers `input_required`, the client gets, instead of the upstream's own state, a token the
 //! gateway seals (`token.rs`, AES-256-GCM): who asked (the caller), which upstream, method and
 //! item it is for, when it was issued, and the upstream's state inside, kept byte for byte. On the

@@ -1,4 +1,4 @@
-//! The tasks extension (`io.modelcontextprotocol/tasks`, brief §7.10) through the gateway. An
+//! The tasks extension (`io.modelcontextprotocol/tasks`, the `modelcontextprotocol/ext-tasks` specification) through the gateway. An
 //! upstream that answers `tools/call` with a task (`resultType: "task"`) gets its `taskId`
 //! replaced by the gateway's: a token sealed with the token key that names the upstream, the
 //! upstream's task id, the caller, the endpoint it came through, the tool (by its catalogue name)

@@ -50,7 +50,8 @@ impl Gateway {
                     // An upstream speaks only for the URIs that route to it: an unprefixed one
                     // cannot announce changes in another upstream's namespace.
                     if gw.catalog().route_uri(&uri).map(|(owner, _)| owner) != Some(index) {
-                        tracing::warn!(upstream = %id, uri = %crate::audit::clean(&uri), "ignored a resource update for a URI another upstream owns");
+                        tracing::warn!(upstream = %id, uri = %crate::audit::clean(&uri), "ignored a resource update for a URI \
+                            another upstream owns");
                         continue;
                     }
                     gw.hub.resource_updated(&uri, &|caller| gw.may_read(caller, &uri));

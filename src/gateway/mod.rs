@@ -223,7 +223,8 @@ impl Gateway {
                 }
                 if before != Status::Ready {
                     let st = up.state();
-                    tracing::info!(upstream = %up.id(), tools = st.items(Kind::Tool).len(), latency_ms = st.latency.map(|l| l.as_millis() as u64).unwrap_or(0), "upstream ready");
+                    let latency_ms = st.latency.map(|l| l.as_millis() as u64).unwrap_or(0);
+                    tracing::info!(upstream = %up.id(), tools = st.items(Kind::Tool).len(), latency_ms, "upstream ready");
                 }
             }
             Err(reason) => {

@@ -25,7 +25,13 @@ fn stdio_and_http_servers_become_upstreams_without_their_secrets() {
     assert!(t.contains("GITHUB_PERSONAL_ACCESS_TOKEN = { env = \"GITHUB_PERSONAL_ACCESS_TOKEN\" }"), "{t}");
     assert!(t.contains("LOG_LEVEL = \"info\""), "plain settings stay literal:\n{t}");
     assert!(t.contains("id = \"filesystem-tools\""), "{t}");
-    assert!(t.contains("url = \"https://mcp.linear.app/mcp\"\n[upstream.headers]\nAuthorization = { env = \"LINEAR_AUTHORIZATION\", prefix = \"Bearer \" }"), "{t}");
+    assert!(
+        t.contains(
+            "url = \"https://mcp.linear.app/mcp\"\n[upstream.headers]\nAuthorization = { env = \
+        \"LINEAR_AUTHORIZATION\", prefix = \"Bearer \" }"
+        ),
+        "{t}"
+    );
     assert!(out.variables.iter().any(|(v, _)| v == "LINEAR_AUTHORIZATION"));
     assert!(out.warnings.iter().any(|w| w.contains("'old': disabled")));
     let parsed: toml::Value = toml::from_str(t).unwrap();

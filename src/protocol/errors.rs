@@ -1,6 +1,7 @@
 //! The gateway's single JSON-RPC error model: every failure the gateway reports becomes an
 //! [`RpcError`] carrying its code, message, optional `data` and the HTTP status the Streamable
-//! HTTP transport must use (brief §10). Codes and statuses are decided here and nowhere else.
+//! HTTP transport must use (MCP 2026-07-28 `basic/transports.mdx` and the schema's error codes).
+//! Codes and statuses are decided here and nowhere else.
 
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -95,7 +96,8 @@ impl RpcError {
     }
 }
 
-/// The HTTP status a JSON-RPC error code travels with on Streamable HTTP (brief §10). Codes the
+/// The HTTP status a JSON-RPC error code travels with on Streamable HTTP (MCP 2026-07-28
+/// `basic/transports.mdx` and the schema's error codes). Codes the
 /// spec leaves open travel with 200 so that every client can read the JSON-RPC body.
 pub fn status_for(code: i64) -> StatusCode {
     match code {
@@ -121,7 +123,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statuses_follow_the_brief() {
+    fn statuses_follow_the_transport_rules() {
         assert_eq!(RpcError::header_mismatch("x").status, StatusCode::BAD_REQUEST);
         assert_eq!(RpcError::unsupported_version("1", &["2"]).status, StatusCode::BAD_REQUEST);
         assert_eq!(RpcError::method_not_found("x").status, StatusCode::NOT_FOUND);

@@ -1,4 +1,5 @@
-//! The `Mcp-Name` / `Mcp-Param-*` header value codec (brief §2.3): how a value becomes a header
+//! The `Mcp-Name` / `Mcp-Param-*` header value codec (MCP 2026-07-28 `basic/transports.mdx`,
+//! request metadata headers): how a value becomes a header
 //! (plain, or `=?base64?…?=` when it is not header-safe) and how a received header is decoded and
 //! compared with the body value (integers numerically, markers lowercase only, strict Base64).
 

@@ -1,5 +1,5 @@
 //! The per-request `_meta` of the modern protocol: which fields are required, how they are
-//! checked (brief §1.3), and how a request's `_meta` is rewritten for an upstream (the caller's
+//! checked (MCP 2026-07-28 `basic/index.mdx`, `_meta`), and how a request's `_meta` is rewritten for an upstream (the caller's
 //! capabilities, log level, progress token and trace context go up; the version is the
 //! upstream's).
 
@@ -64,7 +64,7 @@ pub fn split_params(params: Option<&super::json::Json>) -> Result<(RawObject, Re
     Ok((obj, meta))
 }
 
-/// Checks the required and typed fields of a request `_meta` (brief §1.3).
+/// Checks the required and typed fields of a request `_meta` (MCP 2026-07-28 `basic/index.mdx`, `_meta`).
 pub fn check_meta(fields: Map<String, Value>) -> Result<RequestMeta, RpcError> {
     let version = match fields.get(keys::PROTOCOL_VERSION) {
         Some(Value::String(v)) => v.clone(),

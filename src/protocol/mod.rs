@@ -42,7 +42,7 @@ pub mod keys {
 }
 
 /// Methods the modern protocol defines for clients to send.
-/// Whether `method`'s result may ask for input with `input_required` (brief §6.1).
+/// Whether `method`'s result may ask for input with `input_required` (MCP 2026-07-28 `basic/patterns/mrtr`).
 pub fn may_ask_input(method: &str) -> bool {
     matches!(method, "tools/call" | "prompts/get" | "resources/read")
 }
@@ -63,7 +63,7 @@ pub const MODERN_METHODS: &[&str] = &[
     "tasks/cancel",
 ];
 
-/// The tasks extension's capability key (brief §7.10).
+/// The tasks extension's capability key (the `modelcontextprotocol/ext-tasks` specification).
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// The method whose `Mcp-Name` header mirrors `params.name` or `params.uri`, if any.

@@ -1,4 +1,5 @@
-//! `x-mcp-header` tool annotations (brief §2.3/§2.4): validating a tool's `inputSchema`
+//! `x-mcp-header` tool annotations (MCP 2026-07-28 `basic/transports.mdx` and
+//! `server/tools.mdx#x-mcp-header`): validating a tool's `inputSchema`
 //! annotations into a [`HeaderPlan`], checking a client's `Mcp-Param-*` headers against the body
 //! arguments, and building the headers an upstream expects from its own schema.
 
@@ -51,7 +52,8 @@ pub fn plan(input_schema: &Value) -> Result<HeaderPlan, String> {
     walk_all(input_schema, String::new(), &mut all);
     if let Some(stray) = all.iter().find(|p| !reached.contains(p)) {
         return Err(format!(
-            "{ANNOTATION} at '{}' is not statically reachable through 'properties' (items, oneOf/anyOf/allOf, $ref and the like are not allowed)",
+            "{ANNOTATION} at '{}' is not statically reachable through 'properties' (items, oneOf/anyOf/allOf, $ref and the like \
+                are not allowed)",
             if stray.is_empty() { "/" } else { stray }
         ));
     }
@@ -139,7 +141,7 @@ pub fn lookup<'a>(args: &'a Value, path: &[String]) -> Option<&'a Value> {
     (!cur.is_null()).then_some(cur)
 }
 
-/// Checks the client's `Mcp-Param-*` headers against the body arguments (brief §2.3).
+/// Checks the client's `Mcp-Param-*` headers against the body arguments (MCP 2026-07-28 `basic/transports.mdx`, request metadata headers).
 /// `received` holds `(lower-cased header name, raw value)` for every `Mcp-Param-*` header.
 pub fn check_inbound(plan: &HeaderPlan, args: &Value, received: &[(String, Vec<u8>)]) -> Result<(), RpcError> {
     for p in plan {

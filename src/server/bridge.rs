@@ -1,4 +1,5 @@
-//! Input requests for legacy clients (brief §6 and §9.4). A 2026-07-28 server asks for user input
+//! Input requests for legacy clients (MCP 2026-07-28 `basic/patterns/mrtr`;
+//! docs/input-requests.md). A 2026-07-28 server asks for user input
 //! by answering `tools/call`, `prompts/get` or `resources/read` with an `input_required` result;
 //! a legacy client only understands server-to-client requests. So for a legacy client the edge
 //! turns every `inputRequests` entry into a real `elicitation/create`, `sampling/createMessage` or

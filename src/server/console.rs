@@ -15,7 +15,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; \
+    form-action 'none'; frame-ancestors 'none'";
 
 /// How often the live feed looks at upstream health and the catalogue.
 const TICK: Duration = Duration::from_secs(2);

@@ -1,4 +1,4 @@
-//! Era classification at the edge (brief §9.3): one function decides, per HTTP request and before
+//! Era classification at the edge (docs/protocol.md, "How the era is decided"): one function decides, per HTTP request and before
 //! any modern validation runs, whether the caller speaks the modern protocol or a legacy one.
 //! The version header decides when present (a legacy version without modern `_meta` means legacy,
 //! anything else means modern, so an unknown future version gets the modern -32022); without it, a session id, an
@@ -90,7 +90,7 @@ mod tests {
         BodyFacts { method, ..Default::default() }
     }
 
-    /// One row per signal of brief §9.3 ("Incoming from downstream clients over HTTP").
+    /// One row per signal a client's era can be told by over HTTP (docs/protocol.md).
     #[test]
     fn modern_meta_is_found_without_reading_the_rest() {
         let facts = |params: &str| {
@@ -107,7 +107,7 @@ mod tests {
     }
 
     #[test]
-    fn every_signal_of_the_brief_is_classified() {
+    fn every_signal_of_an_era_is_classified() {
         use Era::*;
         let post = Method::POST;
         let modern_meta = BodyFacts { method: Some("tools/list"), has_modern_meta: true, ..Default::default() };

@@ -226,7 +226,8 @@ where
             }
             _ = tracked.changed.notified() => {}
             _ = tokio::time::sleep_until(wake) => {
-                if tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout).is_some_and(|d| d <= tokio::time::Instant::now()) {
+                let deadline = tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout);
+                if deadline.is_some_and(|d| d <= tokio::time::Instant::now()) {
                     if tracked.busy() {
                         tracing::debug!(%peer, "closing a connection whose client stopped reading (a response waited for it)");
                     } else {

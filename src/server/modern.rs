@@ -1,5 +1,6 @@
 //! The modern-era adapter at the edge: turns a JSON-RPC request received over Streamable HTTP
-//! (or stdio, without headers) into a [`Request`] after the checks of brief §2.3 and §1.3 —
+//! (or stdio, without headers) into a [`Request`] after the checks of MCP 2026-07-28
+//! `basic/transports.mdx` (request metadata headers) and `basic/index.mdx` (`_meta`) —
 //! known method, required `_meta`, `MCP-Protocol-Version` = `_meta` version, supported version,
 //! `Mcp-Method` = method, `Mcp-Name` = name/uri — and collects `Mcp-Param-*` for the dispatcher.
 

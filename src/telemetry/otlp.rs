@@ -142,7 +142,8 @@ pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) 
         return tracing::Span::none();
     }
     // `item` and `upstream` are recorded when the request is routed (see `dispatch::forward`).
-    let span = tracing::info_span!("mcp", rpc.method = %method, otel.kind = "server", item = tracing::field::Empty, upstream = tracing::field::Empty);
+    let (item, upstream) = (tracing::field::Empty, tracing::field::Empty);
+    let span = tracing::info_span!("mcp", rpc.method = %method, otel.kind = "server", item, upstream);
     let text = |k: &str| meta.get(k).and_then(|v| v.as_str()).map(str::to_string);
     if let Some(tp) = text("traceparent").filter(|tp| crate::protocol::trace::valid_traceparent(tp)) {
         let mut carrier = HashMap::from([("traceparent".to_string(), tp)]);

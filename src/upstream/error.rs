@@ -36,7 +36,8 @@ pub enum UpstreamError {
     /// A retry names a parked call (a legacy upstream asking for input) that is not here: it
     /// expired, or the retry reached another replica.
     #[error(
-        "the call that asked for input is not waiting on this gateway replica (it expired, or the retry reached another replica); send the request again without inputResponses and requestState"
+        "the call that asked for input is not waiting on this gateway replica (it expired, or the retry reached another \
+            replica); send the request again without inputResponses and requestState"
     )]
     NotParked,
     /// The upstream refused a request the gateway built (a header mismatch or version error):

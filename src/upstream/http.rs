@@ -221,7 +221,10 @@ impl HttpTransport {
                         // where the gateway's own change tracking hears them, never raw to the
                         // caller (upstream URIs, items it may not see).
                         Ok(Kind::Notification)
-                            if msg.method.as_deref().is_some_and(|m| m.ends_with("/list_changed") || m == "notifications/resources/updated") =>
+                            if msg
+                                .method
+                                .as_deref()
+                                .is_some_and(|m| m.ends_with("/list_changed") || m == "notifications/resources/updated") =>
                         {
                             me.0.inbound.notification(&msg);
                         }
@@ -242,7 +245,8 @@ impl HttpTransport {
                             }
                         }
                         Ok(Kind::Request) => me.answer(&msg, &env),
-                        _ => tracing::warn!(upstream = %upstream, method = ?msg.method, "ignoring an unexpected message on a response stream"),
+                        _ => tracing::warn!(upstream = %upstream, method = ?msg.method, "ignoring an unexpected message on a \
+                            response stream"),
                     }
                 }
             }

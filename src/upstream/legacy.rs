@@ -253,7 +253,8 @@ fn initialize_params(version: &str) -> Result<RawObject, UpstreamError> {
     // `input_required`, legacy ones as requests); roots are not declared, since a legacy server
     // may ask for them outside any call, where no caller is there to answer.
     let capabilities = json!({ "elicitation": {}, "sampling": {} });
-    let init = json!({ "protocolVersion": version, "capabilities": capabilities, "clientInfo": { "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") } });
+    let client_info = json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") });
+    let init = json!({ "protocolVersion": version, "capabilities": capabilities, "clientInfo": client_info });
     let mut params = RawObject::default();
     for (k, v) in init.as_object().into_iter().flatten() {
         params.set_json(k, v).map_err(|e| UpstreamError::Protocol(e.to_string()))?;

@@ -1,6 +1,6 @@
 //! A legacy upstream that asks its client for input during a call (`elicitation/create`,
 //! `sampling/createMessage`, `roots/list` on the call's stream), when the caller speaks the
-//! modern protocol, which has no server-to-client requests (brief §9.4). The call is kept open
+//! modern protocol, which has no server-to-client requests (docs/input-requests.md; the spec defines no bridging). The call is kept open
 //! and parked here; the caller gets an `input_required` result whose `requestState` names the
 //! parked call (the dispatcher seals it for that caller); the retry brings the answer, which goes
 //! to the upstream as the response to its request, and the call continues: to its result, or to

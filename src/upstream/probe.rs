@@ -1,6 +1,6 @@
 //! Learning what an upstream is and offers: the era probe (`server/discover` first; a legacy
 //! answer — an unknown-method error, a plain HTTP error, silence on stdio — falls back to the
-//! `initialize` handshake, brief §9.3), then every list it declares, page by page up to the
+//! `initialize` handshake, docs/protocol.md, "How the era is decided"), then every list it declares, page by page up to the
 //! configured limit. The verdict is cached in the upstream's state until the next refresh.
 
 use super::legacy::describe;
@@ -218,7 +218,8 @@ impl Upstream {
         let mut cursor: Option<String> = None;
         for page in 0.. {
             if page == self.cfg.max_pages {
-                tracing::warn!(upstream = %self.id(), pages = page, method, "list page limit reached; the rest of the list is not served (raise max_pages)");
+                tracing::warn!(upstream = %self.id(), pages = page, method, "list page limit reached; the rest of the list is \
+                    not served (raise max_pages)");
                 state.truncated = true;
                 break;
             }

@@ -320,7 +320,8 @@ fn on_line(proc: &Arc<Proc>, line: &[u8]) {
     let msg = match Message::parse(line) {
         Ok(m) => m,
         Err(_) => {
-            tracing::warn!(upstream = %proc.id, line = %String::from_utf8_lossy(&line[..line.len().min(200)]), "ignoring non-JSON-RPC output on stdout");
+            tracing::warn!(upstream = %proc.id, line = %String::from_utf8_lossy(&line[..line.len().min(200)]), "ignoring \
+                non-JSON-RPC output on stdout");
             return;
         }
     };

@@ -1,5 +1,6 @@
-//! Every case of brief §2.3 (header values) and §2.4 (annotation rules), table-driven, plus
-//! property tests over the codec and the validator: no input makes them panic, and encoding
+//! Every case of the spec's header values (`basic/transports.mdx`, request metadata headers) and
+//! annotation rules (`server/tools.mdx#x-mcp-header`), table-driven, plus property tests over the
+//! codec and the validator: no input makes them panic, and encoding
 //! then decoding gives back every string, integer and boolean.
 
 #[cfg(test)] // test-only module: unwrap/expect below are on test data

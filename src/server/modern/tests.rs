@@ -1,4 +1,5 @@
-//! Every header/body case of brief §2.3 and the `_meta` rules of §1.3, table-driven.
+//! Every header/body case of the request metadata headers (`basic/transports.mdx`) and the
+//! `_meta` rules (`basic/index.mdx`), table-driven.
 
 #[cfg(test)] // test-only module: unwrap/expect below are on test data
 use super::*;
