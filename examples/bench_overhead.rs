@@ -25,7 +25,7 @@ async fn serve(svc: Arc<dyn Service>, config: &str) -> anyhow::Result<String> {
     let mut server = Config::parse(config, Path::new("bench.toml"), None, &|_| None)?.server;
     server.listen = listener.local_addr()?;
     let url = format!("http://{}/mcp", server.listen);
-    let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random().map_err(anyhow::Error::msg)?), server.session_ttl));
+    let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random()?), server.session_ttl));
     let mount = mcpgate::server::http::Mount { svc, console: None, legacy, auth: None };
     tokio::spawn(mcpgate::server::http::serve(listener, mount, server, std::future::pending()));
     Ok(url)
@@ -83,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let direct = serve(Arc::new(Demo::new(Profile::Calc)), "").await?;
     let cfg = Config::parse(&format!("[[upstream]]\nid = \"calc\"\nurl = \"{direct}\"\n"), Path::new("bench.toml"), None, &|_| None)?;
-    let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
+    let gw = Gateway::new(cfg)?;
     gw.refresh_all().await;
     let via = serve(gw, "").await?;
     // Warm up both paths, then alternate runs so that machine noise hits both alike.

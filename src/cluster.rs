@@ -78,18 +78,31 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
+/// A failure to reach or use Redis. The URL in it is always the redacted one.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cluster: Redis URL {url}: {source}")]
+    Url { url: String, source: redis::RedisError },
+    #[error("cluster: Redis {url}: {source}")]
+    Client { url: String, source: redis::RedisError },
+    #[error("{0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
 impl Cluster {
     /// A client for the configured Redis; it connects on first use (and reconnects after a
     /// failure), so a gateway starts even while Redis is down.
-    pub fn connect(cfg: &ClusterConfig) -> Result<Arc<Cluster>, String> {
-        let client = redis::Client::open(cfg.redis_url.as_str()).map_err(|e| format!("cluster: Redis URL {}: {e}", cfg.redacted_url()))?;
+    pub fn connect(cfg: &ClusterConfig) -> Result<Arc<Cluster>, ClusterError> {
+        let client = redis::Client::open(cfg.redis_url.as_str()).map_err(|source| ClusterError::Url { url: cfg.redacted_url(), source })?;
         let options = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(cfg.timeout))
             .set_response_timeout(Some(cfg.timeout))
             .set_number_of_retries(1)
             .set_max_delay(cfg.timeout);
-        let conn =
-            ConnectionManager::new_lazy_with_config(client, options).map_err(|e| format!("cluster: Redis {}: {e}", cfg.redacted_url()))?;
+        let conn = ConnectionManager::new_lazy_with_config(client, options)
+            .map_err(|source| ClusterError::Client { url: cfg.redacted_url(), source })?;
         Ok(Arc::new(Cluster {
             conn,
             cfg: cfg.clone(),
@@ -111,11 +124,11 @@ impl Cluster {
     }
 
     /// Runs one Redis operation under the deadline, keeping the up/down state and its log.
-    async fn run<T>(&self, op: &'static str, fut: impl Future<Output = redis::RedisResult<T>>) -> Result<T, String> {
+    async fn run<T>(&self, op: &'static str, fut: impl Future<Output = redis::RedisResult<T>>) -> Result<T, ClusterError> {
         let outcome = match tokio::time::timeout(self.cfg.timeout, fut).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("no answer within {:?}", self.cfg.timeout)),
+            Ok(Err(e)) => Err(ClusterError::Redis(e)),
+            Err(_) => Err(ClusterError::Timeout(self.cfg.timeout)),
         };
         match &outcome {
             Ok(_) => {
@@ -143,7 +156,7 @@ impl Cluster {
 
     /// Takes one request from the shared bucket `key` at `rate`: `Ok(Ok(()))` allowed,
     /// `Ok(Err(wait))` refused, `Err` when Redis did not answer.
-    pub async fn take(&self, key: &str, rate: Rate) -> Result<Result<(), Duration>, String> {
+    pub async fn take(&self, key: &str, rate: Rate) -> Result<Result<(), Duration>, ClusterError> {
         let interval_us = (rate.per.as_micros() / u128::from(rate.count.max(1))).max(1);
         let burst_us = interval_us * u128::from(rate.count);
         let mut conn = self.conn.clone();
@@ -155,7 +168,7 @@ impl Cluster {
     }
 
     /// Records that session `sid` ended, for every replica.
-    pub async fn end_session(&self, sid: &str, session_ttl: Duration) -> Result<(), String> {
+    pub async fn end_session(&self, sid: &str, session_ttl: Duration) -> Result<(), ClusterError> {
         let mut conn = self.conn.clone();
         let mut call = self.end_session.key(self.key("ended"));
         call.arg(sid).arg(u64::try_from(session_ttl.as_millis()).unwrap_or(u64::MAX).max(1000));
@@ -164,7 +177,7 @@ impl Cluster {
     }
 
     /// Whether session `sid` was ended on any replica.
-    pub async fn session_ended(&self, sid: &str) -> Result<bool, String> {
+    pub async fn session_ended(&self, sid: &str) -> Result<bool, ClusterError> {
         let mut conn = self.conn.clone();
         let score: Option<f64> =
             self.run("session_ended", redis::cmd("ZSCORE").arg(self.key("ended")).arg(sid).query_async(&mut conn)).await?;
@@ -173,7 +186,7 @@ impl Cluster {
 
     /// Sessions ended at or after `since_ms` on Redis's clock (with a second of overlap, so an
     /// ending recorded while the previous poll ran is not missed), and the newest score seen.
-    pub async fn ended_since(&self, since_ms: u64) -> Result<(Vec<String>, u64), String> {
+    pub async fn ended_since(&self, since_ms: u64) -> Result<(Vec<String>, u64), ClusterError> {
         let mut conn = self.conn.clone();
         let from = since_ms.saturating_sub(1000);
         let found: Vec<(String, f64)> = self
@@ -205,7 +218,7 @@ impl Cluster {
     }
 
     /// One command to learn whether Redis answers (at startup, for the log and the gauge).
-    pub async fn ping(&self) -> Result<(), String> {
+    pub async fn ping(&self) -> Result<(), ClusterError> {
         let mut conn = self.conn.clone();
         let _: String = self.run("ping", redis::cmd("PING").query_async(&mut conn)).await?;
         Ok(())

@@ -311,7 +311,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     if known.is_empty() { "none".to_string() } else { known.join(", ") }
                 );
             }
-            let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
+            let gw = Gateway::new(cfg)?;
             gw.refresh_all().await;
             gw.spawn_maintenance();
             let svc: Arc<dyn Service> = gw;
@@ -321,11 +321,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Health { url, timeout } => mcpgate::cli::health(&url, timeout).await,
         Command::Check { config } => {
-            let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
+            let gw = Gateway::new(load(&config, None)?)?;
             Ok(if mcpgate::cli::check(&gw).await { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Tools { config, json } => {
-            let gw = Gateway::new(load(&config, None)?).map_err(anyhow::Error::msg)?;
+            let gw = Gateway::new(load(&config, None)?)?;
             mcpgate::cli::probe_all(&gw).await;
             if json {
                 println!("{}", mcpgate::check::tools_json(&gw));
@@ -342,8 +342,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::HashKey { key, generate } => {
             if generate {
-                let key =
-                    Sealer::random().map_err(anyhow::Error::msg)?.random_id() + &Sealer::random().map_err(anyhow::Error::msg)?.random_id();
+                let key = Sealer::random()?.random_id() + &Sealer::random()?.random_id();
                 println!("key:        {key}\nkey_sha256: {}", mcpgate::auth::hash_key(&key));
                 return Ok(ExitCode::SUCCESS);
             }
@@ -370,7 +369,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                     let mut server = Config::parse("", std::path::Path::new("demo"), None, &|_| None)?.server;
                     server.listen = listener.local_addr()?;
                     tracing::info!("demo server ({}) listening on http://{}{}", profile.name(), server.listen, server.path);
-                    let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random().map_err(anyhow::Error::msg)?), server.session_ttl));
+                    let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random()?), server.session_ttl));
                     let mount = mcpgate::server::http::Mount { svc, console: None, legacy, auth: None };
                     mcpgate::server::http::serve(listener, mount, server, shutdown_signal()).await?;
                 }
@@ -416,7 +415,7 @@ fn reload_on_signal_or_change(gw: Arc<Gateway>, source: Source) {
             let applied = match loaded {
                 Ok(mut cfg) => {
                     fit_connections(&mut cfg);
-                    gw.reload(cfg).await
+                    gw.reload(cfg).await.map_err(|e| e.to_string())
                 }
                 Err(e) => Err(e),
             };
@@ -430,7 +429,7 @@ fn reload_on_signal_or_change(gw: Arc<Gateway>, source: Source) {
 async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
     fit_connections(&mut cfg);
     // The token key is checked before anything starts, so a bad key fails fast.
-    let gw = Gateway::new(cfg).map_err(anyhow::Error::msg)?;
+    let gw = Gateway::new(cfg)?;
     let cfg = gw.config();
     if gw.sealer.source == KeySource::Random {
         tracing::warn!(
@@ -447,7 +446,7 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
         tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use \
             every upstream !!!");
     }
-    gw.start_auth().await.map_err(|e| anyhow::anyhow!("authentication setup failed: {e}"))?;
+    gw.start_auth().await?;
     let scheme = if server_cfg.tls.is_some() { "https" } else { "http" };
     tracing::info!("mcpgate {} listening on {scheme}://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
     let refresher = gw.clone();

@@ -36,7 +36,7 @@ pub fn new_http_client() -> HttpClient {
 
 /// A client for upstreams with their own TLS settings: their CA instead of the system roots,
 /// and a client certificate (mTLS).
-pub fn new_http_client_tls(tls: &crate::config::UpstreamTls) -> Result<HttpClient, String> {
+pub fn new_http_client_tls(tls: &crate::config::UpstreamTls) -> Result<HttpClient, pem::TlsError> {
     use pem::{certs, key, roots};
     let roots = match &tls.ca {
         Some(ca) => roots(ca)?,
@@ -50,10 +50,12 @@ pub fn new_http_client_tls(tls: &crate::config::UpstreamTls) -> Result<HttpClien
     };
     let builder = rustls::ClientConfig::builder_with_provider(pem::provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| pem::TlsError::Rejected { setting: "upstream.tls", reason: e.to_string() })?
         .with_root_certificates(roots);
     let config = match &tls.cert {
-        Some((cert, k)) => builder.with_client_auth_cert(certs(cert)?, key(k)?).map_err(|e| format!("upstream.tls: {e}"))?,
+        Some((cert, k)) => builder
+            .with_client_auth_cert(certs(cert)?, key(k)?)
+            .map_err(|e| pem::TlsError::Rejected { setting: "upstream.tls", reason: e.to_string() })?,
         None => builder.with_no_client_auth(),
     };
     let mut http = HttpConnector::new();

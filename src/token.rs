@@ -37,56 +37,91 @@ impl std::fmt::Debug for Sealer {
     }
 }
 
+/// Why the token key could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("the key is neither hex nor Base64")]
+    Encoding,
+    #[error("the key has {0} bytes; at least {MIN_KEY_BYTES} are needed (e.g. `openssl rand -hex 32`)")]
+    TooShort(usize),
+    /// A key after the first of a list (numbered from 1).
+    #[error("key {index}: {source}")]
+    Nth { index: usize, source: Box<KeyError> },
+    #[error("no key found")]
+    Missing,
+    #[error("cannot build the token key")]
+    Unusable,
+    #[error("the system RNG failed")]
+    Rng,
+    /// Where the keys came from (the variable or the file), and what is wrong with them.
+    #[error("{origin}: {source}")]
+    In { origin: String, source: Box<KeyError> },
+    #[error("token key file {}: {source}", path.display())]
+    Unreadable { path: std::path::PathBuf, source: std::io::Error },
+}
+
+/// Why a token could not be sealed.
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    #[error("the payload cannot be encoded: {0}")]
+    Encoding(#[from] serde_json::Error),
+    #[error("the system RNG failed")]
+    Rng,
+    #[error("sealing failed")]
+    Crypto,
+}
+
 /// Parses key material given as hex or Base64 (standard or URL-safe), at least 32 bytes.
-pub fn parse_key(text: &str) -> Result<Vec<u8>, String> {
+pub fn parse_key(text: &str) -> Result<Vec<u8>, KeyError> {
     let t = text.trim();
     let bytes = if t.len().is_multiple_of(2) && t.bytes().all(|b| b.is_ascii_hexdigit()) {
-        (0..t.len()).step_by(2).map(|i| u8::from_str_radix(&t[i..i + 2], 16)).collect::<Result<Vec<u8>, _>>().map_err(|e| e.to_string())?
+        (0..t.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&t[i..i + 2], 16))
+            .collect::<Result<Vec<u8>, _>>()
+            .map_err(|_| KeyError::Encoding)?
     } else {
-        STANDARD
-            .decode(t)
-            .or_else(|_| URL_SAFE_NO_PAD.decode(t.trim_end_matches('=')))
-            .map_err(|_| "the key is neither hex nor Base64".to_string())?
+        STANDARD.decode(t).or_else(|_| URL_SAFE_NO_PAD.decode(t.trim_end_matches('='))).map_err(|_| KeyError::Encoding)?
     };
     if bytes.len() < MIN_KEY_BYTES {
-        return Err(format!("the key has {} bytes; at least {MIN_KEY_BYTES} are needed (e.g. `openssl rand -hex 32`)", bytes.len()));
+        return Err(KeyError::TooShort(bytes.len()));
     }
     Ok(bytes)
 }
 
 /// Parses one or more keys: separated by commas, spaces or lines; lines starting with `#` are
 /// comments. The first key is the one that seals.
-pub fn parse_keys(text: &str) -> Result<Vec<Vec<u8>>, String> {
+pub fn parse_keys(text: &str) -> Result<Vec<Vec<u8>>, KeyError> {
     let keys: Vec<Vec<u8>> = text
         .lines()
         .filter(|l| !l.trim_start().starts_with('#'))
         .flat_map(|l| l.split(|c: char| c == ',' || c.is_whitespace()))
         .filter(|k| !k.is_empty())
         .enumerate()
-        .map(|(i, k)| parse_key(k).map_err(|e| if i == 0 { e } else { format!("key {}: {e}", i + 1) }))
+        .map(|(i, k)| parse_key(k).map_err(|e| if i == 0 { e } else { KeyError::Nth { index: i + 1, source: Box::new(e) } }))
         .collect::<Result<_, _>>()?;
     if keys.is_empty() {
-        return Err("no key found".into());
+        return Err(KeyError::Missing);
     }
     Ok(keys)
 }
 
 impl Sealer {
-    pub fn from_material(material: &[u8], source: KeySource) -> Result<Sealer, String> {
+    pub fn from_material(material: &[u8], source: KeySource) -> Result<Sealer, KeyError> {
         Self::from_keys(&[material.to_vec()], source)
     }
 
     /// A sealer with several keys: the first seals, all open.
-    pub fn from_keys(materials: &[Vec<u8>], source: KeySource) -> Result<Sealer, String> {
+    pub fn from_keys(materials: &[Vec<u8>], source: KeySource) -> Result<Sealer, KeyError> {
         let keys = materials
             .iter()
             .map(|m| {
                 let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, m);
-                UnboundKey::new(&AES_256_GCM, digest.as_ref()).map(LessSafeKey::new).map_err(|_| "cannot build the token key".to_string())
+                UnboundKey::new(&AES_256_GCM, digest.as_ref()).map(LessSafeKey::new).map_err(|_| KeyError::Unusable)
             })
             .collect::<Result<Vec<_>, _>>()?;
         if keys.is_empty() {
-            return Err("no token key".into());
+            return Err(KeyError::Missing);
         }
         Ok(Sealer { keys, rng: SystemRandom::new(), source })
     }
@@ -97,24 +132,25 @@ impl Sealer {
     }
 
     /// A fresh random key: tokens will not survive a restart or work across replicas.
-    pub fn random() -> Result<Sealer, String> {
+    pub fn random() -> Result<Sealer, KeyError> {
         let mut material = [0u8; 32];
-        SystemRandom::new().fill(&mut material).map_err(|_| "the system RNG failed".to_string())?;
+        SystemRandom::new().fill(&mut material).map_err(|_| KeyError::Rng)?;
         Self::from_material(&material, KeySource::Random)
     }
 
     /// The keys from `MCPGATE_TOKEN_KEY` (comma-separated, the first seals), else from `files`
     /// in order (each may hold several, one per line), else a random one.
-    pub fn load(env_value: Option<String>, files: &[std::path::PathBuf]) -> Result<Sealer, String> {
+    pub fn load(env_value: Option<String>, files: &[std::path::PathBuf]) -> Result<Sealer, KeyError> {
+        let within = |origin: String| move |e: KeyError| KeyError::In { origin, source: Box::new(e) };
         if let Some(v) = env_value.filter(|v| !v.trim().is_empty()) {
-            let keys = parse_keys(&v).map_err(|e| format!("{KEY_ENV}: {e}"))?;
+            let keys = parse_keys(&v).map_err(within(KEY_ENV.to_string()))?;
             return Self::from_keys(&keys, KeySource::Env);
         }
         if !files.is_empty() {
             let mut keys = Vec::new();
             for path in files {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("token key file {}: {e}", path.display()))?;
-                keys.extend(parse_keys(&text).map_err(|e| format!("token key file {}: {e}", path.display()))?);
+                let text = std::fs::read_to_string(path).map_err(|source| KeyError::Unreadable { path: path.clone(), source })?;
+                keys.extend(parse_keys(&text).map_err(within(format!("token key file {}", path.display())))?);
             }
             return Self::from_keys(&keys, KeySource::File);
         }
@@ -127,14 +163,14 @@ impl Sealer {
         b.iter().map(|x| format!("{x:02x}")).collect()
     }
 
-    pub fn seal<T: Serialize>(&self, purpose: &str, payload: &T) -> Result<String, String> {
-        let body = serde_json::to_vec(&Envelope { iat: now_secs(), p: payload }).map_err(|e| e.to_string())?;
+    pub fn seal<T: Serialize>(&self, purpose: &str, payload: &T) -> Result<String, SealError> {
+        let body = serde_json::to_vec(&Envelope { iat: now_secs(), p: payload })?;
         let mut nonce = [0u8; NONCE_LEN];
-        self.rng.fill(&mut nonce).map_err(|_| "the system RNG failed".to_string())?;
+        self.rng.fill(&mut nonce).map_err(|_| SealError::Rng)?;
         let mut buf = body;
         self.keys[0]
             .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(purpose.as_bytes()), &mut buf)
-            .map_err(|_| "sealing failed".to_string())?;
+            .map_err(|_| SealError::Crypto)?;
         let mut out = nonce.to_vec();
         out.extend_from_slice(&buf);
         Ok(URL_SAFE_NO_PAD.encode(out))
@@ -212,7 +248,7 @@ mod tests {
     fn parses_hex_and_base64_keys() {
         assert_eq!(parse_key(&"ab".repeat(32)).unwrap().len(), 32);
         assert_eq!(parse_key(&STANDARD.encode([1u8; 40])).unwrap().len(), 40);
-        assert!(parse_key("abcd").unwrap_err().contains("at least 32"));
+        assert!(parse_key("abcd").unwrap_err().to_string().contains("at least 32"));
         assert!(parse_key("not a key!").is_err());
     }
 
@@ -239,7 +275,7 @@ mod tests {
         assert_eq!(after.open::<u8>("session", &new_token, DAY), Some(2), "new tokens are sealed with the first key");
         assert_eq!(before.open::<u8>("session", &new_token, DAY), None);
         assert!(parse_keys("# rotated 2026-12\n0202020202020202020202020202020202020202020202020202020202020202\n").is_ok());
-        assert!(parse_keys("").unwrap_err().contains("no key"));
-        assert!(parse_keys(&format!("{new}, abcd")).unwrap_err().starts_with("key 2"));
+        assert!(parse_keys("").unwrap_err().to_string().contains("no key"));
+        assert!(parse_keys(&format!("{new}, abcd")).unwrap_err().to_string().starts_with("key 2"));
     }
 }

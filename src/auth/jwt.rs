@@ -46,8 +46,8 @@ pub struct JwtVerifier {
 }
 
 impl JwtVerifier {
-    pub fn new(cfg: JwtConfig, client: HttpClient) -> Result<JwtVerifier, String> {
-        Ok(JwtVerifier { cfg, client, keys: Arc::default(), last_fetch: Mutex::new(None) })
+    pub fn new(cfg: JwtConfig, client: HttpClient) -> JwtVerifier {
+        JwtVerifier { cfg, client, keys: Arc::default(), last_fetch: Mutex::new(None) }
     }
 
     pub fn subject_claim(&self) -> &str {
@@ -55,7 +55,7 @@ impl JwtVerifier {
     }
 
     /// Loads the keys once (an error here stops the gateway from starting) and keeps them fresh.
-    pub async fn start(&self, tasks: &crate::tasks::Background) -> Result<(), String> {
+    pub async fn start(&self, tasks: &crate::tasks::Background) -> Result<(), JwksError> {
         self.refresh().await?;
         let keys = self.keys.clone();
         let cfg = self.cfg.clone();
@@ -72,7 +72,7 @@ impl JwtVerifier {
         Ok(())
     }
 
-    async fn refresh(&self) -> Result<(), String> {
+    async fn refresh(&self) -> Result<(), JwksError> {
         {
             let mut last = lock(&self.last_fetch);
             *last = Some(Instant::now());
@@ -84,10 +84,10 @@ impl JwtVerifier {
     }
 
     /// Verifies a token; on success, its claims.
-    pub async fn verify(&self, token: &str) -> Result<Value, String> {
-        let header = jsonwebtoken::decode_header(token).map_err(|e| format!("malformed token: {e}"))?;
+    pub async fn verify(&self, token: &str) -> Result<Value, Rejected> {
+        let header = jsonwebtoken::decode_header(token).map_err(Rejected::Malformed)?;
         if !ASYMMETRIC.contains(&header.alg) {
-            return Err(format!("algorithm {:?} is not accepted", header.alg));
+            return Err(Rejected::Algorithm(header.alg));
         }
         let key = match self.key_for(header.kid.as_deref()) {
             Some(k) => k,
@@ -96,7 +96,7 @@ impl JwtVerifier {
                 if header.kid.is_some() && may_refetch {
                     let _ = self.refresh().await;
                 }
-                self.key_for(header.kid.as_deref()).ok_or_else(|| "no key of the issuer matches the token".to_string())?
+                self.key_for(header.kid.as_deref()).ok_or(Rejected::UnknownKey)?
             }
         };
         let mut v = Validation::new(header.alg);
@@ -105,7 +105,7 @@ impl JwtVerifier {
         v.set_required_spec_claims(&["exp", "iss", "aud"]);
         v.leeway = 30;
         v.validate_nbf = true;
-        let data = jsonwebtoken::decode::<Value>(token, &key, &v).map_err(|e| format!("invalid token: {e}"))?;
+        let data = jsonwebtoken::decode::<Value>(token, &key, &v).map_err(Rejected::Invalid)?;
         Ok(data.claims)
     }
 
@@ -119,29 +119,56 @@ impl JwtVerifier {
     }
 }
 
-async fn load(source: &JwksSource, client: &HttpClient) -> Result<Keys, String> {
+/// Why a token was not accepted (told to the client in the 401).
+#[derive(Debug, thiserror::Error)]
+pub enum Rejected {
+    #[error("malformed token: {0}")]
+    Malformed(jsonwebtoken::errors::Error),
+    #[error("algorithm {0:?} is not accepted")]
+    Algorithm(jsonwebtoken::Algorithm),
+    #[error("no key of the issuer matches the token")]
+    UnknownKey,
+    #[error("invalid token: {0}")]
+    Invalid(jsonwebtoken::errors::Error),
+}
+
+/// Why the issuer's keys could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum JwksError {
+    #[error("cannot read JWKS file {}: {source}", path.display())]
+    File { path: std::path::PathBuf, source: std::io::Error },
+    #[error("fetching the JWKS from {url} {reason}")]
+    Fetch { url: String, reason: String },
+    #[error("the JWKS is not valid: {0}")]
+    Invalid(#[from] serde_json::Error),
+    #[error("the JWKS holds no usable key")]
+    NoUsableKey,
+}
+
+async fn load(source: &JwksSource, client: &HttpClient) -> Result<Keys, JwksError> {
     let text = match source {
-        JwksSource::File(p) => tokio::fs::read(p).await.map_err(|e| format!("cannot read JWKS file {}: {e}", p.display()))?,
+        JwksSource::File(p) => tokio::fs::read(p).await.map_err(|source| JwksError::File { path: p.clone(), source })?,
         JwksSource::Url(u) => {
+            let failed = |reason: String| JwksError::Fetch { url: u.to_string(), reason };
             let req = http::Request::get(u.clone())
                 .header("accept", "application/json")
                 .body(Full::new(Bytes::new()))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| failed(format!("failed: {e}")))?;
             let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
                 .await
-                .map_err(|_| format!("fetching the JWKS from {u} timed out"))?
-                .map_err(|e| format!("fetching the JWKS from {u} failed: {e}"))?;
+                .map_err(|_| failed("timed out".into()))?
+                .map_err(|e| failed(format!("failed: {e}")))?;
             if !resp.status().is_success() {
-                return Err(format!("fetching the JWKS from {u} got HTTP {}", resp.status()));
+                return Err(failed(format!("got HTTP {}", resp.status())));
             }
             let body = tokio::time::timeout(Duration::from_secs(10), Limited::new(resp.into_body(), MAX_JWKS_BYTES).collect())
                 .await
-                .map_err(|_| "reading the JWKS timed out".to_string())?
-                .map_err(|e| format!("reading the JWKS failed: {e}"))?;
+                .map_err(|_| failed("timed out while reading it".into()))?
+                .map_err(|e| failed(format!("failed while reading it: {e}")))?;
             body.to_bytes().to_vec()
         }
     };
-    let set: JwkSet = serde_json::from_slice(&text).map_err(|e| format!("the JWKS is not valid: {e}"))?;
+    let set: JwkSet = serde_json::from_slice(&text)?;
     let mut keys = Keys::default();
     for jwk in &set.keys {
         let Ok(key) = DecodingKey::from_jwk(jwk) else {
@@ -156,7 +183,7 @@ async fn load(source: &JwksSource, client: &HttpClient) -> Result<Keys, String> 
         }
     }
     if keys.by_kid.is_empty() && keys.without_kid.is_empty() {
-        return Err("the JWKS holds no usable key".into());
+        return Err(JwksError::NoUsableKey);
     }
     Ok(keys)
 }

@@ -79,12 +79,9 @@ pub struct Authenticator {
 }
 
 impl Authenticator {
-    pub fn new(cfg: &Config, client: HttpClient) -> Result<Authenticator, String> {
-        let jwt = match &cfg.auth.jwt {
-            Some(j) => Some(jwt::JwtVerifier::new(j.clone(), client)?),
-            None => None,
-        };
-        Ok(Authenticator { mode: cfg.auth.mode, config: cfg.auth.clone(), callers: cfg.callers.clone(), jwt })
+    pub fn new(cfg: &Config, client: HttpClient) -> Authenticator {
+        let jwt = cfg.auth.jwt.as_ref().map(|j| jwt::JwtVerifier::new(j.clone(), client));
+        Authenticator { mode: cfg.auth.mode, config: cfg.auth.clone(), callers: cfg.callers.clone(), jwt }
     }
 
     pub fn mode(&self) -> AuthMode {
@@ -96,7 +93,7 @@ impl Authenticator {
     }
 
     /// Loads the JWKS (and starts its refresh); call once at startup.
-    pub async fn start(&self, tasks: &crate::tasks::Background) -> Result<(), String> {
+    pub async fn start(&self, tasks: &crate::tasks::Background) -> Result<(), jwt::JwksError> {
         match &self.jwt {
             Some(j) => j.start(tasks).await,
             None => Ok(()),
@@ -143,7 +140,7 @@ impl Authenticator {
 
     async fn jwt(&self, token: &str) -> Result<Principal, AuthError> {
         let verifier = self.jwt.as_ref().ok_or_else(|| AuthError::Unauthorized("JWT authentication is not configured".into()))?;
-        let claims = verifier.verify(token).await.map_err(AuthError::Unauthorized)?;
+        let claims = verifier.verify(token).await.map_err(|e| AuthError::Unauthorized(e.to_string()))?;
         // A token must name its bearer: without one, every such token would share one identity
         // (legacy sessions, rate limits, logs). Tokens naming the client elsewhere (`client_id`,
         // `azp`) are accepted by setting `[auth] subject_claim` to that claim.

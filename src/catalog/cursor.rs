@@ -22,7 +22,7 @@ struct Position {
     v: String,
 }
 
-pub fn encode(sealer: &Sealer, kind: Kind, offset: usize, fingerprint: u64) -> Result<String, String> {
+pub fn encode(sealer: &Sealer, kind: Kind, offset: usize, fingerprint: u64) -> Result<String, crate::token::SealError> {
     sealer.seal(PURPOSE, &Position { k: kind.list_key().into(), o: offset, v: format!("{fingerprint:016x}") })
 }
 

@@ -58,7 +58,7 @@ pub fn upstreams(gw: &Gateway) -> Value {
                 "transport": up.cfg.transport.kind(),
                 "era": era,
                 "status": status,
-                "reason": match &st.status { Status::Down(r) => Value::String(r.clone()), _ => Value::Null },
+                "reason": match &st.status { Status::Down(r) => Value::String(r.to_string()), _ => Value::Null },
                 "tools": cat.section(Kind::Tool).count_for(up.index),
                 "latency_ms": st.latency.map(|l| l.as_millis() as u64),
                 "circuit": circuit,

@@ -32,6 +32,19 @@ use tokio_util::sync::CancellationToken;
 /// Resource updates an upstream may announce faster than they are fanned out.
 const UPDATE_QUEUE: usize = 256;
 
+/// Why a gateway could not be started, or a configuration not applied by a reload.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    TokenKey(#[from] crate::token::KeyError),
+    #[error("{0}")]
+    Cluster(#[from] crate::cluster::ClusterError),
+    #[error("upstream {upstream}: {source}")]
+    UpstreamTls { upstream: String, source: crate::net::pem::TlsError },
+    #[error("authentication setup failed: {0}")]
+    Auth(#[from] crate::auth::jwt::JwksError),
+}
+
 pub struct Gateway {
     config: ArcSwap<Config>,
     /// Every upstream ever configured, by index: one removed by a reload stays, retired, so the
@@ -70,11 +83,11 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(config: Config) -> Result<Arc<Gateway>, String> {
+    pub fn new(config: Config) -> Result<Arc<Gateway>, StartError> {
         Self::with_client(config, new_http_client())
     }
 
-    pub fn with_client(config: Config, client: HttpClient) -> Result<Arc<Gateway>, String> {
+    pub fn with_client(config: Config, client: HttpClient) -> Result<Arc<Gateway>, StartError> {
         let tasks = Background::new();
         let mut updates = Vec::new();
         let mut upstreams = Vec::new();
@@ -84,7 +97,7 @@ impl Gateway {
             upstreams.push(up);
         }
         let ids = upstreams.iter().map(|u| leak(u.id())).collect();
-        let auth = Authenticator::new(&config, client.clone())?;
+        let auth = Authenticator::new(&config, client.clone());
         let hub = Hub::new(config.catalog.debounce);
         hub.set_limit(config.server.max_streams_per_caller);
         let audit = Arc::new(crate::audit::Audit::default());
@@ -228,7 +241,7 @@ impl Gateway {
                 }
             }
             Err(reason) => {
-                if before != Status::Down(reason.to_string()) {
+                if !matches!(&before, Status::Down(previous) if *previous == reason) {
                     tracing::warn!(upstream = %up.id(), %reason, "upstream unavailable");
                 }
             }
@@ -310,10 +323,10 @@ pub(super) fn make_upstream(
     client: &HttpClient,
     tasks: &Background,
     config: &Config,
-) -> Result<(Arc<Upstream>, mpsc::Receiver<String>), String> {
+) -> Result<(Arc<Upstream>, mpsc::Receiver<String>), StartError> {
     let (tx, rx) = mpsc::channel(UPDATE_QUEUE);
     let client = match &u.tls {
-        Some(t) => crate::net::new_http_client_tls(t).map_err(|e| format!("upstream {}: {e}", u.id))?,
+        Some(t) => crate::net::new_http_client_tls(t).map_err(|source| StartError::UpstreamTls { upstream: u.id.clone(), source })?,
         None => client.clone(),
     };
     let shared = Shared { client, tasks: tasks.child(), input_timeout: config.server.input_timeout };

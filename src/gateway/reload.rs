@@ -8,6 +8,7 @@
 //! Policy, callers, rate limits and catalogue settings take effect at once; listener settings
 //! (`[server]`) need a restart, which the report says.
 
+use super::StartError;
 use super::{Gateway, make_upstream};
 use crate::auth::Authenticator;
 use crate::config::Config;
@@ -36,20 +37,20 @@ impl std::fmt::Display for Report {
 impl Gateway {
     /// Starts the authenticator in effect (JWKS loading and refresh), owned apart from the rest so
     /// that a reload can replace it.
-    pub async fn start_auth(&self) -> Result<(), String> {
+    pub async fn start_auth(&self) -> Result<(), StartError> {
         let owner = crate::sync::lock(&self.auth_tasks).clone();
-        self.auth().start(&owner).await
+        Ok(self.auth().start(&owner).await?)
     }
 
     /// Applies `new` (already parsed and validated) as a diff; `Err` leaves everything as it was.
-    pub async fn reload(self: &Arc<Self>, new: Config) -> Result<Report, String> {
+    pub async fn reload(self: &Arc<Self>, new: Config) -> Result<Report, StartError> {
         let _one_at_a_time = self.reload_lock.lock().await;
         let old = self.config();
-        let auth = Authenticator::new(&new, self.client.clone())?;
+        let auth = Authenticator::new(&new, self.client.clone());
         let auth_owner = self.tasks.child();
         if let Err(e) = auth.start(&auth_owner).await {
             auth_owner.stop();
-            return Err(format!("authentication setup failed: {e}"));
+            return Err(StartError::Auth(e));
         }
         let current = self.upstreams();
         let live: Vec<_> = current.iter().filter(|u| !u.is_retired()).cloned().collect();

@@ -4,8 +4,25 @@
 use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Why a TLS configuration could not be built: each names the file or setting at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{}: {reason}", path.display())]
+    Unreadable { path: PathBuf, reason: String },
+    #[error("{}: no certificate in it", path.display())]
+    NoCertificate { path: PathBuf },
+    #[error("{}: no usable private key ({reason})", path.display())]
+    NoKey { path: PathBuf, reason: String },
+    #[error("{setting}: {reason}")]
+    Rejected { setting: &'static str, reason: String },
+}
+
+fn unreadable(path: &Path, e: impl std::fmt::Display) -> TlsError {
+    TlsError::Unreadable { path: path.to_path_buf(), reason: e.to_string() }
+}
 
 /// The crypto provider of every TLS configuration (client and server).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -13,27 +30,25 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// The certificates of a PEM file.
-pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs: Vec<_> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs: Vec<_> =
+        CertificateDer::pem_file_iter(path).map_err(|e| unreadable(path, e))?.collect::<Result<_, _>>().map_err(|e| unreadable(path, e))?;
     if certs.is_empty() {
-        return Err(format!("{}: no certificate in it", path.display()));
+        return Err(TlsError::NoCertificate { path: path.to_path_buf() });
     }
     Ok(certs)
 }
 
 /// The private key of a PEM file.
-pub fn key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| format!("{}: no usable private key ({e})", path.display()))
+pub fn key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| TlsError::NoKey { path: path.to_path_buf(), reason: e.to_string() })
 }
 
 /// A root store holding the certificates of a PEM file.
-pub fn roots(path: &Path) -> Result<RootCertStore, String> {
+pub fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
     let mut store = RootCertStore::empty();
     for c in certs(path)? {
-        store.add(c).map_err(|e| format!("{}: {e}", path.display()))?;
+        store.add(c).map_err(|e| unreadable(path, e))?;
     }
     Ok(store)
 }

@@ -230,7 +230,7 @@ impl LegacyState {
     /// Answers `initialize`: the result, the session and its token for `Mcp-Session-Id`.
     pub async fn initialize(&self, svc: &dyn Service, msg: &Message, caller: Arc<Principal>) -> Result<(Json, Session, String), RpcError> {
         let (result, session) = handshake(svc, msg, self.sealer.random_id(), caller).await?;
-        let token = self.sealer.seal(SESSION_PURPOSE, &session).map_err(RpcError::internal)?;
+        let token = self.sealer.seal(SESSION_PURPOSE, &session).map_err(|e| RpcError::internal(e.to_string()))?;
         Ok((result, session, token))
     }
 

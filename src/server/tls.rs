@@ -5,7 +5,7 @@
 //! is logged and the previous one keeps serving.
 
 use crate::config::ListenerTls;
-use crate::net::pem::{certs, key, provider, roots};
+use crate::net::pem::{TlsError, certs, key, provider, roots};
 use arc_swap::ArcSwap;
 use rustls::server::WebPkiClientVerifier;
 use std::sync::{Arc, Mutex};
@@ -21,19 +21,21 @@ pub struct Listener {
     stamp: Mutex<Vec<Option<SystemTime>>>,
 }
 
-fn build(cfg: &ListenerTls) -> Result<rustls::ServerConfig, String> {
-    let builder =
-        rustls::ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().map_err(|e| e.to_string())?;
+fn build(cfg: &ListenerTls) -> Result<rustls::ServerConfig, TlsError> {
+    let rejected = |reason: String| TlsError::Rejected { setting: "server.tls", reason };
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| rejected(e.to_string()))?;
     let builder = match &cfg.client_ca {
         Some(ca) => {
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots(ca)?), provider())
                 .build()
-                .map_err(|e| format!("{}: {e}", ca.display()))?;
+                .map_err(|e| TlsError::Unreadable { path: ca.clone(), reason: e.to_string() })?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(certs(&cfg.cert)?, key(&cfg.key)?).map_err(|e| format!("server.tls: {e}"))?;
+    let mut config = builder.with_single_cert(certs(&cfg.cert)?, key(&cfg.key)?).map_err(|e| rejected(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -47,7 +49,7 @@ fn stamps(cfg: &ListenerTls) -> Vec<Option<SystemTime>> {
 }
 
 impl Listener {
-    pub fn load(cfg: &ListenerTls) -> Result<Arc<Listener>, String> {
+    pub fn load(cfg: &ListenerTls) -> Result<Arc<Listener>, TlsError> {
         let config = build(cfg)?;
         Ok(Arc::new(Listener { cfg: cfg.clone(), current: ArcSwap::from_pointee(config), stamp: Mutex::new(stamps(cfg)) }))
     }

@@ -44,6 +44,9 @@ pub enum UpstreamError {
     /// about the gateway's request, never the client's.
     #[error("refused the gateway's request: {message}")]
     Refused { code: Value, message: String },
+    /// A reload took the upstream out of the configuration.
+    #[error("removed from the configuration")]
+    Removed,
 }
 
 impl UpstreamError {

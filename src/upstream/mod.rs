@@ -98,12 +98,13 @@ impl Call {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Status {
     #[default]
     Pending,
     Ready,
-    Down(String),
+    /// Not serving, and why (the last failure).
+    Down(UpstreamError),
 }
 
 /// What the gateway last learnt about an upstream.
@@ -296,7 +297,7 @@ impl Upstream {
     pub fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
         let mut st = (*self.state()).clone();
-        st.status = Status::Down("removed from the configuration".into());
+        st.status = Status::Down(UpstreamError::Removed);
         self.state.store(Arc::new(st));
         let (tasks, parked, grace) = (self.tasks.clone(), self.parked.clone(), self.cfg.timeout + Duration::from_secs(1));
         self.tasks.spawn(async move {

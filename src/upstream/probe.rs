@@ -29,7 +29,7 @@ impl Upstream {
     /// refresh keeps the previous lists, so the upstream's items still route and fail clearly).
     pub async fn refresh(&self) -> Result<(), UpstreamError> {
         if self.is_retired() {
-            return Err(UpstreamError::Unreachable("removed from the configuration".into()));
+            return Err(UpstreamError::Removed);
         }
         let started = Instant::now();
         let result = self.probe_and_list().await;
@@ -42,13 +42,13 @@ impl Upstream {
                 next.status = Status::Ready;
             }
             Err(reason) => {
-                next.status = Status::Down(reason.to_string());
+                next.status = Status::Down(reason.clone());
                 next.latency = None;
             }
         }
         if self.is_retired() {
             // Retired while the probe ran: it stays out of service.
-            next.status = Status::Down("removed from the configuration".into());
+            next.status = Status::Down(UpstreamError::Removed);
         }
         self.state.store(Arc::new(next));
         self.refreshed.notify_one();
