@@ -11,9 +11,9 @@ use crate::audit;
 use crate::catalog::view;
 use crate::catalog::{Kind, links, uris};
 use crate::policy;
+use crate::protocol::Method;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
-use crate::protocol::may_ask_input as may_ask;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::xheader;
 use crate::reply::{Outcome, Reply};
@@ -23,7 +23,7 @@ use std::time::Instant;
 
 /// Audits and counts a request refused before it reached an upstream.
 fn refuse(gw: &Served<'_>, req: &Request, item: &str, reason: &str) {
-    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, reason);
+    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), item, reason);
     gw.metrics.refused(reason);
 }
 
@@ -99,7 +99,7 @@ pub(super) async fn forward(
     let entry = audit::Entry {
         caller: req.caller.id.clone(),
         endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
-        method: req.method.clone(),
+        method: req.method.to_string(),
         item: item.to_string(),
         upstream: up.id().to_string(),
         started: Instant::now(),
@@ -108,9 +108,9 @@ pub(super) async fn forward(
     let mut params = req.params;
     params.remove("_meta");
     let max_age = gw.config.clone().server.input_timeout;
-    let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: &req.method, item };
+    let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: req.method.as_str(), item };
     if let Err(why) = state::open(&gw.sealer, &mut params, &bind, max_age) {
-        gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, item, why.reason());
+        gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), item, why.reason());
         gw.metrics.refused("invalid_request_state");
         return Reply::error(why.to_error());
     }
@@ -129,7 +129,7 @@ pub(super) async fn forward(
         name = Some(original.to_string());
     }
     let call = Call {
-        method: req.method,
+        method: req.method.to_string(),
         params,
         meta: req.meta.fields,
         name,
@@ -141,14 +141,14 @@ pub(super) async fn forward(
     let pending = audit::Pending::new(gw.audit.clone(), entry);
     up.call(call).await.map_outcome(move |o| {
         pending.finish(&o);
-        metrics.call(&method, &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &audit::outcome_label(&o), started.elapsed());
-        let bind = state::Binding { caller: &caller, upstream: &upstream_id, method: &method, item: &item_name };
+        metrics.call(method.as_str(), &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &audit::outcome_label(&o), started.elapsed());
+        let bind = state::Binding { caller: &caller, upstream: &upstream_id, method: method.as_str(), item: &item_name };
         if !state::asks_input(&o) {
             match o {
                 Outcome::Result(raw) => {
-                    let raw = links::to_gateway(&method, &raw, &prefix).unwrap_or(raw);
-                    let raw = if narrowed && method == "resources/read" { private_scope(&raw).unwrap_or(raw) } else { raw };
-                    if method == "tools/call" {
+                    let raw = links::to_gateway(method.as_str(), &raw, &prefix).unwrap_or(raw);
+                    let raw = if narrowed && method == Method::ResourcesRead { private_scope(&raw).unwrap_or(raw) } else { raw };
+                    if method == Method::ToolsCall {
                         let created = super::tasks::Created { caller: &caller, upstream: &upstream_id, tool: &policy_name };
                         super::tasks::seal_created(&sealer, Outcome::Result(raw), &created)
                     } else {
@@ -157,7 +157,7 @@ pub(super) async fn forward(
                 }
                 other => other,
             }
-        } else if may_ask(&method) {
+        } else if method.may_ask_input() {
             state::seal(&sealer, o, &bind)
         } else {
             Outcome::Error(RpcError::internal(format!(

@@ -15,6 +15,7 @@ use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::gateway::Gateway;
 use crate::hub::{Filter, Subscription, UriSet};
+use crate::protocol::Method;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::meta::RequestMeta;
@@ -28,7 +29,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct Request {
     pub id: Json,
-    pub method: String,
+    pub method: crate::protocol::Method,
     /// The params, `_meta` included, kept raw.
     pub params: RawObject,
     pub meta: RequestMeta,
@@ -150,23 +151,23 @@ impl Service for Gateway {
             let offered = |cap: &str| self.offers(cap);
             let served = Served::new(self, &req.caller);
             let cx = &served;
-            match req.method.as_str() {
-                "server/discover" => discover::discover(cx, &req),
-                "tools/list" if search::active(cx, &req.caller) => search::list(cx),
-                "tools/list" => lists::list(cx, &req, Kind::Tool),
-                "tools/call" if search::active(cx, &req.caller) => search::call(cx, req).await,
-                "tools/call" => forward::call_tool(cx, req).await,
-                "prompts/list" if offered("prompts") => lists::list(cx, &req, Kind::Prompt),
-                "prompts/get" if offered("prompts") => forward::get_prompt(cx, req).await,
-                "resources/list" if offered("resources") => lists::list(cx, &req, Kind::Resource),
-                "resources/templates/list" if offered("resources") => lists::list(cx, &req, Kind::Template),
-                "resources/read" if offered("resources") => forward::read_resource(cx, req).await,
-                "completion/complete" if offered("completions") => forward::complete(cx, req).await,
-                "subscriptions/listen" => listen::listen(cx, req),
-                "tasks/get" | "tasks/update" | "tasks/cancel" => tasks::forward(cx, req).await,
+            match &req.method {
+                Method::Discover => discover::discover(cx, &req),
+                Method::ToolsList if search::active(cx, &req.caller) => search::list(cx),
+                Method::ToolsList => lists::list(cx, &req, Kind::Tool),
+                Method::ToolsCall if search::active(cx, &req.caller) => search::call(cx, req).await,
+                Method::ToolsCall => forward::call_tool(cx, req).await,
+                Method::PromptsList if offered("prompts") => lists::list(cx, &req, Kind::Prompt),
+                Method::PromptsGet if offered("prompts") => forward::get_prompt(cx, req).await,
+                Method::ResourcesList if offered("resources") => lists::list(cx, &req, Kind::Resource),
+                Method::ResourceTemplatesList if offered("resources") => lists::list(cx, &req, Kind::Template),
+                Method::ResourcesRead if offered("resources") => forward::read_resource(cx, req).await,
+                Method::CompletionComplete if offered("completions") => forward::complete(cx, req).await,
+                Method::SubscriptionsListen => listen::listen(cx, req),
+                Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => tasks::forward(cx, req).await,
                 // Only legacy sessions reach this (the modern edge refuses the method).
-                "resources/subscribe" if offered("resources") => listen::follow(cx, &req),
-                other => Reply::error(RpcError::method_not_found(other)),
+                Method::ResourcesSubscribe if offered("resources") => listen::follow(cx, &req),
+                other => Reply::error(RpcError::method_not_found(other.as_str())),
             }
         })
     }

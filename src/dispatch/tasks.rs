@@ -145,7 +145,7 @@ pub async fn forward(gw: &Served<'_>, req: Request) -> Reply {
         _ => return Reply::error(RpcError::invalid_params(format!("{} needs params.taskId (a string)", req.method))),
     };
     let refuse = |why: &str| {
-        gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), &req.method, "-", why);
+        gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), "-", why);
         gw.metrics.refused("unknown_task");
         Reply::error(unknown(&task_id))
     };

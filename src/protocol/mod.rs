@@ -8,12 +8,14 @@ pub mod json;
 pub mod jsonrpc;
 pub mod kind;
 pub mod meta;
+pub mod method;
 pub mod rawobj;
 pub mod trace;
 pub mod uri;
 pub mod xheader;
 
 pub use kind::Kind;
+pub use method::Method;
 
 /// The modern protocol revision this gateway speaks on both sides.
 pub const MODERN_VERSION: &str = "2026-07-28";

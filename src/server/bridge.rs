@@ -114,7 +114,7 @@ pub struct Asking {
 /// client (see the module comment), retries with its answers through `retry`, and ends with the
 /// final outcome; any other reply passes.
 pub fn bridge(retry: Retry, req: Request, reply: Reply, ask: Asking) -> Reply {
-    if !may_ask(&req.method) {
+    if !req.method.may_ask_input() {
         return reply;
     }
     if let Reply::Single(o) = &reply

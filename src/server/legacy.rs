@@ -323,7 +323,8 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
         fields.insert(keys::LOG_LEVEL.into(), level.into());
     }
     let meta = RequestMeta { protocol_version: MODERN_VERSION.into(), fields };
-    if method == "resources/subscribe" {
+    let method = crate::protocol::Method::parse(&method);
+    if method == crate::protocol::Method::ResourcesSubscribe {
         let uri = params.parse::<String>("uri").and_then(Result::ok).ok_or_else(|| RpcError::invalid_params("uri must be a string"))?;
         return Ok(Action::Follow(uri, Request { id, method, params, meta, param_headers: None, caller }));
     }

@@ -228,7 +228,7 @@ fn spawn(tasks: &mut tokio::task::JoinSet<()>, inflight: &Inflight, exchange: Ex
             let _ = tx.try_send(jsonrpc::error_message(Some(&request.id), &e).into());
             return;
         }
-        m.insert(key.clone(), (token.clone(), request.method == "subscriptions/listen"));
+        m.insert(key.clone(), (token.clone(), request.method == crate::protocol::Method::SubscriptionsListen));
     }
     let map = inflight.clone();
     let task = async move {
