@@ -226,145 +226,12 @@ impl Config {
         })?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
 
-        let s = file.server;
-        let listen = match listen_override {
-            Some(addr) => addr
-                .parse()
-                .map_err(|e| ConfigError(format!("{LISTEN_ENV}={addr}: not a socket address ({e}); use e.g. 127.0.0.1:8811")))?,
-            None => match &s.listen {
-                Some(l) => l.get_ref().parse().map_err(|e| {
-                    at.err(
-                        l,
-                        "server.listen",
-                        format!("'{}' is not a socket address ({e})", l.get_ref()),
-                        "use host:port, e.g. \"127.0.0.1:8811\"",
-                    )
-                })?,
-                None => DEFAULT_LISTEN.parse().map_err(|_| ConfigError("invalid built-in default listen address".into()))?,
-            },
-        };
-        let path_ = s.path.clone().unwrap_or_else(|| Spanned::new(0..0, "/mcp".into()));
-        if !path_.get_ref().starts_with('/') {
-            return Err(at.err(&path_, "server.path", format!("'{}' must start with '/'", path_.get_ref()), "write e.g. \"/mcp\""));
-        }
-        let server = ServerConfig {
-            listen,
-            path: path_.into_inner(),
-            max_body_bytes: s.max_body_bytes.unwrap_or(4 * 1024 * 1024),
-            max_header_bytes: s.max_header_bytes.unwrap_or(64 * 1024).max(8 * 1024),
-            header_read_timeout: at.duration(s.header_read_timeout.as_ref(), "server.header_read_timeout", Duration::from_secs(10))?,
-            body_read_timeout: at.duration(s.body_read_timeout.as_ref(), "server.body_read_timeout", Duration::from_secs(30))?,
-            allowed_origins: s.allowed_origins,
-            allowed_hosts: s.allowed_hosts,
-            token_key_file: s
-                .token_key_file
-                .map(file::OneOrMany::into_vec)
-                .unwrap_or_default()
-                .iter()
-                .map(|f| if Path::new(f).is_absolute() { PathBuf::from(f) } else { base_dir.join(f) })
-                .collect(),
-            session_ttl: at.duration(s.session_ttl.as_ref(), "server.session_ttl", Duration::from_secs(24 * 3600))?,
-            input_timeout: at.duration(s.input_timeout.as_ref(), "server.input_timeout", Duration::from_secs(300))?,
-            idle_timeout: at.duration(s.idle_timeout.as_ref(), "server.idle_timeout", Duration::from_secs(120))?,
-            drain_timeout: at.duration(s.drain_timeout.as_ref(), "server.drain_timeout", Duration::from_secs(30))?,
-            write_timeout: at.duration(s.write_timeout.as_ref(), "server.write_timeout", Duration::from_secs(30))?,
-            max_connections: s.max_connections.unwrap_or(10_000).max(1),
-            max_in_flight: s.max_in_flight.unwrap_or(1024).max(1),
-            max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),
-            max_streams_per_caller: s.max_streams_per_caller.unwrap_or(MAX_STREAMS_PER_CALLER).max(1),
-            ready_when: s.ready_when.unwrap_or_default(),
-            metrics_public: s.metrics_public,
-            watch_config: s.watch_config,
-            tls: tls::listener(&at, s.tls.as_ref(), &base_dir)?,
-            instructions: s.instructions,
-        };
-
-        let c = file.catalog;
-        let separator = c.separator.clone().unwrap_or_else(|| Spanned::new(0..0, "__".into()));
-        let sep = separator.get_ref();
-        if sep.is_empty() || !sep.chars().all(|ch| ch.is_ascii_alphanumeric() || "_.-".contains(ch)) {
-            return Err(at.err(
-                &separator,
-                "catalog.separator",
-                format!("'{sep}' is not a valid separator"),
-                "use one or more of A-Z a-z 0-9 _ . - (the default is \"__\")",
-            ));
-        }
-        let max_length = c.max_name_length.unwrap_or(crate::catalog::names::MAX_TOOL_NAME);
-        if !(crate::catalog::names::MIN_NAME_LENGTH..=crate::catalog::names::MAX_TOOL_NAME).contains(&max_length) {
-            return Err(ConfigError(format!(
-                "{}: catalog.max_name_length = {max_length} is out of range. Use {}..={} (64 suits most model APIs).",
-                at.file,
-                crate::catalog::names::MIN_NAME_LENGTH,
-                crate::catalog::names::MAX_TOOL_NAME
-            )));
-        }
-        let charset = match c.name_charset.as_ref().map(|s| s.get_ref().as_str()) {
-            None | Some("mcp") => crate::catalog::names::Charset::Mcp,
-            Some("strict") => crate::catalog::names::Charset::Strict,
-            Some(other) => {
-                let span = c.name_charset.as_ref().map(|s| s.span()).unwrap_or(0..0);
-                return Err(at.err(
-                    &Spanned::new(span, other.to_string()),
-                    "catalog.name_charset",
-                    format!("'{other}' is not a charset profile"),
-                    "use \"mcp\" (A-Z a-z 0-9 _ . -, the default) or \"strict\" (no '.', for model APIs that refuse it)",
-                ));
-            }
-        };
-        let catalog = CatalogConfig {
-            names: crate::catalog::names::NamePolicy { separator: sep.clone(), max_length, charset },
-            page_size: c.page_size.unwrap_or(1000).max(1),
-            refresh_interval: at.duration(c.refresh_interval.as_ref(), "catalog.refresh_interval", Duration::from_secs(300))?,
-            debounce: at.duration(c.debounce.as_ref(), "catalog.debounce", Duration::from_millis(100))?,
-            ttl_min: at.duration(c.ttl_min.as_ref(), "catalog.ttl_min", Duration::from_secs(2))?,
-            ttl_max: Duration::ZERO,
-            tool_search: c.tool_search,
-        };
-        let mut catalog = catalog;
-        catalog.ttl_max = at.duration(c.ttl_max.as_ref(), "catalog.ttl_max", catalog.refresh_interval)?.max(catalog.ttl_min);
-
-        let mut upstreams: Vec<UpstreamConfig> = Vec::new();
-        for u in file.upstreams {
-            let cfg = upstream::upstream(&at, u, &catalog.names.separator, &base_dir, env)?;
-            if let Some(prev) = upstreams.iter().find(|p| p.id == cfg.id) {
-                return Err(ConfigError(format!(
-                    "{}: upstream id '{}' is used twice. Give each [[upstream]] a unique id.",
-                    at.file, prev.id
-                )));
-            }
-            if let Some(prev) = upstreams.iter().find(|p| !cfg.prefix.is_empty() && p.prefix == cfg.prefix) {
-                return Err(ConfigError(format!(
-                    "{}: upstreams '{}' and '{}' both use prefix '{}'. Give each a distinct prefix (or \"\" for none).",
-                    at.file, prev.id, cfg.id, cfg.prefix
-                )));
-            }
-            upstreams.push(cfg);
-        }
+        let server = resolve_server(&at, file.server, listen_override, &base_dir)?;
+        let catalog = resolve_catalog(&at, file.catalog)?;
+        let upstreams = resolve_upstreams(&at, file.upstreams, &catalog.names.separator, &base_dir, env)?;
         let auth = auth::resolve_auth(&at, file.auth, &base_dir)?;
         let callers = auth::resolve_callers(&at, file.callers, auth.mode)?;
-        if auth.mode == auth::AuthMode::None && !callers.is_empty() {
-            return Err(ConfigError(format!(
-                "{}: [[caller]] entries need authentication to tell callers apart, but auth.mode is \"none\". Fix: set [auth] \
-                    mode = \"api_key\" or \"jwt\".",
-                at.file
-            )));
-        }
-        if auth.mode == auth::AuthMode::None && !server.listen.ip().is_loopback() && !auth.allow_unauthenticated_public {
-            return Err(ConfigError(format!(
-                "{}: the gateway would listen on {} without authentication. Fix: configure [auth] mode = \"api_key\" or \"jwt\", \
-                    listen on 127.0.0.1, or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers.",
-                at.file, server.listen
-            )));
-        }
-        for u in &upstreams {
-            if let Some((caller, _)) = u.caller_headers.iter().find(|(c, _)| !callers.iter().any(|k| k.id == *c)) {
-                return Err(ConfigError(format!(
-                    "{}: upstream '{}' has caller_headers for '{caller}', which is not a [[caller]] id",
-                    at.file, u.id
-                )));
-            }
-        }
+        check_authentication(&at, &auth, &callers, &server, &upstreams)?;
         let rate_limits = limits::resolve_rate_limits(&at, file.rate_limits)?;
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
@@ -420,3 +287,170 @@ impl Locator<'_> {
 
 #[cfg(test)]
 mod tests;
+
+/// `[server]`: the listener (address, path, TLS), its limits and deadlines.
+fn resolve_server(
+    at: &Locator,
+    s: file::ServerSection,
+    listen_override: Option<&str>,
+    base_dir: &Path,
+) -> Result<ServerConfig, ConfigError> {
+    let listen = match listen_override {
+        Some(addr) => {
+            addr.parse().map_err(|e| ConfigError(format!("{LISTEN_ENV}={addr}: not a socket address ({e}); use e.g. 127.0.0.1:8811")))?
+        }
+        None => match &s.listen {
+            Some(l) => l.get_ref().parse().map_err(|e| {
+                at.err(
+                    l,
+                    "server.listen",
+                    format!("'{}' is not a socket address ({e})", l.get_ref()),
+                    "use host:port, e.g. \"127.0.0.1:8811\"",
+                )
+            })?,
+            None => DEFAULT_LISTEN.parse().map_err(|_| ConfigError("invalid built-in default listen address".into()))?,
+        },
+    };
+    let path_ = s.path.clone().unwrap_or_else(|| Spanned::new(0..0, "/mcp".into()));
+    if !path_.get_ref().starts_with('/') {
+        return Err(at.err(&path_, "server.path", format!("'{}' must start with '/'", path_.get_ref()), "write e.g. \"/mcp\""));
+    }
+    Ok(ServerConfig {
+        listen,
+        path: path_.into_inner(),
+        max_body_bytes: s.max_body_bytes.unwrap_or(4 * 1024 * 1024),
+        max_header_bytes: s.max_header_bytes.unwrap_or(64 * 1024).max(8 * 1024),
+        header_read_timeout: at.duration(s.header_read_timeout.as_ref(), "server.header_read_timeout", Duration::from_secs(10))?,
+        body_read_timeout: at.duration(s.body_read_timeout.as_ref(), "server.body_read_timeout", Duration::from_secs(30))?,
+        allowed_origins: s.allowed_origins,
+        allowed_hosts: s.allowed_hosts,
+        token_key_file: s
+            .token_key_file
+            .map(file::OneOrMany::into_vec)
+            .unwrap_or_default()
+            .iter()
+            .map(|f| if Path::new(f).is_absolute() { PathBuf::from(f) } else { base_dir.join(f) })
+            .collect(),
+        session_ttl: at.duration(s.session_ttl.as_ref(), "server.session_ttl", Duration::from_secs(24 * 3600))?,
+        input_timeout: at.duration(s.input_timeout.as_ref(), "server.input_timeout", Duration::from_secs(300))?,
+        idle_timeout: at.duration(s.idle_timeout.as_ref(), "server.idle_timeout", Duration::from_secs(120))?,
+        drain_timeout: at.duration(s.drain_timeout.as_ref(), "server.drain_timeout", Duration::from_secs(30))?,
+        write_timeout: at.duration(s.write_timeout.as_ref(), "server.write_timeout", Duration::from_secs(30))?,
+        max_connections: s.max_connections.unwrap_or(10_000).max(1),
+        max_in_flight: s.max_in_flight.unwrap_or(1024).max(1),
+        max_in_flight_per_caller: s.max_in_flight_per_caller.unwrap_or(64).max(1),
+        max_streams_per_caller: s.max_streams_per_caller.unwrap_or(MAX_STREAMS_PER_CALLER).max(1),
+        ready_when: s.ready_when.unwrap_or_default(),
+        metrics_public: s.metrics_public,
+        watch_config: s.watch_config,
+        tls: tls::listener(at, s.tls.as_ref(), base_dir)?,
+        instructions: s.instructions,
+    })
+}
+
+/// `[catalog]`: the name policy, paging, refresh and cache bounds, tool search.
+fn resolve_catalog(at: &Locator, c: file::CatalogSection) -> Result<CatalogConfig, ConfigError> {
+    let separator = c.separator.clone().unwrap_or_else(|| Spanned::new(0..0, "__".into()));
+    let sep = separator.get_ref();
+    if sep.is_empty() || !sep.chars().all(|ch| ch.is_ascii_alphanumeric() || "_.-".contains(ch)) {
+        return Err(at.err(
+            &separator,
+            "catalog.separator",
+            format!("'{sep}' is not a valid separator"),
+            "use one or more of A-Z a-z 0-9 _ . - (the default is \"__\")",
+        ));
+    }
+    let max_length = c.max_name_length.unwrap_or(crate::catalog::names::MAX_TOOL_NAME);
+    if !(crate::catalog::names::MIN_NAME_LENGTH..=crate::catalog::names::MAX_TOOL_NAME).contains(&max_length) {
+        return Err(ConfigError(format!(
+            "{}: catalog.max_name_length = {max_length} is out of range. Use {}..={} (64 suits most model APIs).",
+            at.file,
+            crate::catalog::names::MIN_NAME_LENGTH,
+            crate::catalog::names::MAX_TOOL_NAME
+        )));
+    }
+    let charset = match c.name_charset.as_ref().map(|s| s.get_ref().as_str()) {
+        None | Some("mcp") => crate::catalog::names::Charset::Mcp,
+        Some("strict") => crate::catalog::names::Charset::Strict,
+        Some(other) => {
+            let span = c.name_charset.as_ref().map(|s| s.span()).unwrap_or(0..0);
+            return Err(at.err(
+                &Spanned::new(span, other.to_string()),
+                "catalog.name_charset",
+                format!("'{other}' is not a charset profile"),
+                "use \"mcp\" (A-Z a-z 0-9 _ . -, the default) or \"strict\" (no '.', for model APIs that refuse it)",
+            ));
+        }
+    };
+    let catalog = CatalogConfig {
+        names: crate::catalog::names::NamePolicy { separator: sep.clone(), max_length, charset },
+        page_size: c.page_size.unwrap_or(1000).max(1),
+        refresh_interval: at.duration(c.refresh_interval.as_ref(), "catalog.refresh_interval", Duration::from_secs(300))?,
+        debounce: at.duration(c.debounce.as_ref(), "catalog.debounce", Duration::from_millis(100))?,
+        ttl_min: at.duration(c.ttl_min.as_ref(), "catalog.ttl_min", Duration::from_secs(2))?,
+        ttl_max: Duration::ZERO,
+        tool_search: c.tool_search,
+    };
+    let mut catalog = catalog;
+    catalog.ttl_max = at.duration(c.ttl_max.as_ref(), "catalog.ttl_max", catalog.refresh_interval)?.max(catalog.ttl_min);
+    Ok(catalog)
+}
+
+/// Every `[[upstream]]`, with unique ids and prefixes.
+fn resolve_upstreams(
+    at: &Locator,
+    sections: Vec<UpstreamSection>,
+    separator: &str,
+    base_dir: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<UpstreamConfig>, ConfigError> {
+    let mut upstreams: Vec<UpstreamConfig> = Vec::new();
+    for u in sections {
+        let cfg = upstream::upstream(at, u, separator, base_dir, env)?;
+        if let Some(prev) = upstreams.iter().find(|p| p.id == cfg.id) {
+            return Err(ConfigError(format!("{}: upstream id '{}' is used twice. Give each [[upstream]] a unique id.", at.file, prev.id)));
+        }
+        if let Some(prev) = upstreams.iter().find(|p| !cfg.prefix.is_empty() && p.prefix == cfg.prefix) {
+            return Err(ConfigError(format!(
+                "{}: upstreams '{}' and '{}' both use prefix '{}'. Give each a distinct prefix (or \"\" for none).",
+                at.file, prev.id, cfg.id, cfg.prefix
+            )));
+        }
+        upstreams.push(cfg);
+    }
+    Ok(upstreams)
+}
+
+/// Whether authentication fits the rest: callers need it, a public listener needs it (unless a
+/// trusted proxy authenticates), and `caller_headers` name configured callers.
+fn check_authentication(
+    at: &Locator,
+    auth: &auth::AuthConfig,
+    callers: &[auth::CallerConfig],
+    server: &ServerConfig,
+    upstreams: &[UpstreamConfig],
+) -> Result<(), ConfigError> {
+    if auth.mode == auth::AuthMode::None && !callers.is_empty() {
+        return Err(ConfigError(format!(
+            "{}: [[caller]] entries need authentication to tell callers apart, but auth.mode is \"none\". Fix: set [auth] \
+                mode = \"api_key\" or \"jwt\".",
+            at.file
+        )));
+    }
+    if auth.mode == auth::AuthMode::None && !server.listen.ip().is_loopback() && !auth.allow_unauthenticated_public {
+        return Err(ConfigError(format!(
+            "{}: the gateway would listen on {} without authentication. Fix: configure [auth] mode = \"api_key\" or \"jwt\", \
+                listen on 127.0.0.1, or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers.",
+            at.file, server.listen
+        )));
+    }
+    for u in upstreams {
+        if let Some((caller, _)) = u.caller_headers.iter().find(|(c, _)| !callers.iter().any(|k| k.id == *c)) {
+            return Err(ConfigError(format!(
+                "{}: upstream '{}' has caller_headers for '{caller}', which is not a [[caller]] id",
+                at.file, u.id
+            )));
+        }
+    }
+    Ok(())
+}

@@ -12,6 +12,52 @@ pub(super) fn upstream(
     base: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<UpstreamConfig, ConfigError> {
+    let (id, prefix) = identity(at, &u, sep)?;
+    let transport = match (&u.url, &u.command) {
+        (_, None) if !u.endpoints.is_empty() || u.url.is_some() => http_transport(at, &u, &id)?,
+        (None, Some(cmd)) => stdio_transport(at, &u, cmd, &id, base, env)?,
+        (Some(_), Some(_)) => {
+            return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has both url and command"), "keep exactly one of them"));
+        }
+        (_, None) => {
+            return Err(at.err(
+                &u.id,
+                "upstream",
+                format!("upstream '{id}' has neither url nor command"),
+                "add url = \"http://…\" or command = [\"program\", \"arg\"]",
+            ));
+        }
+    };
+    let (headers, caller_headers) = credentials(at, &u, &id, base, env)?;
+    let oauth = match &u.oauth {
+        None => None,
+        Some(o) => Some(oauth(at, o, &id, &transport, base, env)?),
+    };
+    if !caller_headers.is_empty() && !matches!(transport, TransportConfig::Http { .. }) {
+        return Err(at.err(
+            &u.id,
+            "upstream.caller_headers",
+            format!("upstream '{id}' is a command: caller_headers apply only to url upstreams"),
+            "remove them",
+        ));
+    }
+    Ok(UpstreamConfig {
+        timeout: at.duration(u.timeout.as_ref(), "upstream.timeout", Duration::from_secs(30))?,
+        rename: renames(at, &u)?,
+        id,
+        prefix,
+        transport,
+        headers,
+        oauth,
+        caller_headers,
+        max_pages: u.max_pages.unwrap_or(100).max(1),
+        max_message_bytes: u.max_message_bytes.unwrap_or(16 * 1024 * 1024),
+        tls: super::tls::upstream(at, u.tls.as_ref(), base)?,
+    })
+}
+
+/// The upstream's id and prefix, checked against the name rules.
+fn identity(at: &Locator, u: &UpstreamSection, sep: &str) -> Result<(String, String), ConfigError> {
     let id = u.id.get_ref().clone();
     if !valid_id(&id) {
         return Err(at.err(
@@ -44,140 +90,151 @@ pub(super) fn upstream(
             v.clone()
         }
     };
-    let transport = match (&u.url, &u.command) {
-        (_, None) if !u.endpoints.is_empty() || u.url.is_some() => {
-            if u.url.is_some() && !u.endpoints.is_empty() {
-                return Err(at.err(
-                    &u.id,
-                    "upstream.endpoint",
-                    format!("upstream '{id}' has both url and [[upstream.endpoint]]"),
-                    "keep one of them",
-                ));
-            }
-            let endpoints = match &u.url {
-                Some(url) => vec![EndpointConfig { url: parse_url(at, url, "upstream.url")?, when: Vec::new() }],
-                None => u.endpoints.iter().map(|e| endpoint(at, e)).collect::<Result<Vec<_>, _>>()?,
-            };
-            if endpoints.iter().filter(|e| e.when.is_empty()).count() > 1 {
-                return Err(at.err(
-                    &u.id,
-                    "upstream.endpoint",
-                    format!("upstream '{id}' has more than one endpoint without `when`"),
-                    "keep one default endpoint",
-                ));
-            }
-            if !u.env.is_empty() || u.cwd.is_some() {
-                return Err(at.err(
-                    &u.id,
-                    "upstream.env/cwd",
-                    format!("upstream '{id}' has a url: env and cwd apply only to command upstreams"),
-                    "remove env/cwd",
-                ));
-            }
-            TransportConfig::Http { endpoints }
-        }
-        (None, Some(cmd)) => {
-            if !u.endpoints.is_empty() {
-                return Err(at.err(
-                    cmd,
-                    "upstream.command",
-                    format!("upstream '{id}' has both a command and [[upstream.endpoint]]"),
-                    "keep one of them",
-                ));
-            }
-            if cmd.get_ref().is_empty() || cmd.get_ref()[0].trim().is_empty() {
-                return Err(at.err(
-                    cmd,
-                    "upstream.command",
-                    "the command is empty".into(),
-                    "write the program and its arguments, e.g. [\"python3\", \"server.py\"]",
-                ));
-            }
-            if !u.headers.is_empty() {
-                return Err(at.err(
-                    &u.id,
-                    "upstream.headers",
-                    format!("upstream '{id}' is a command: headers apply only to url upstreams"),
-                    "pass credentials to a command upstream through env",
-                ));
-            }
-            let cwd = u.cwd.as_ref().map(|c| if Path::new(c).is_absolute() { PathBuf::from(c) } else { base.join(c) });
-            let mut vars = BTreeMap::new();
-            for (name, value) in &u.env {
-                let text = match value {
-                    EnvValue::Literal(s) => s.clone(),
-                    EnvValue::From(src) => secret(at, &format!("upstream '{id}' env {name}"), src, base, env)?,
-                };
-                vars.insert(name.clone(), text);
-            }
-            TransportConfig::Stdio { command: cmd.get_ref().clone(), env: vars, cwd }
-        }
-        (Some(_), Some(_)) => {
-            return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has both url and command"), "keep exactly one of them"));
-        }
-        (_, None) => {
-            return Err(at.err(
-                &u.id,
-                "upstream",
-                format!("upstream '{id}' has neither url nor command"),
-                "add url = \"http://…\" or command = [\"program\", \"arg\"]",
-            ));
-        }
+    Ok((id, prefix))
+}
+
+/// A url upstream: one `url`, or a pool of `[[upstream.endpoint]]`s with at most one default.
+fn http_transport(at: &Locator, u: &UpstreamSection, id: &str) -> Result<TransportConfig, ConfigError> {
+    if u.url.is_some() && !u.endpoints.is_empty() {
+        return Err(at.err(
+            &u.id,
+            "upstream.endpoint",
+            format!("upstream '{id}' has both url and [[upstream.endpoint]]"),
+            "keep one of them",
+        ));
+    }
+    let endpoints = match &u.url {
+        Some(url) => vec![EndpointConfig { url: parse_url(at, url, "upstream.url")?, when: Vec::new() }],
+        None => u.endpoints.iter().map(|e| endpoint(at, e)).collect::<Result<Vec<_>, _>>()?,
     };
+    if endpoints.iter().filter(|e| e.when.is_empty()).count() > 1 {
+        return Err(at.err(
+            &u.id,
+            "upstream.endpoint",
+            format!("upstream '{id}' has more than one endpoint without `when`"),
+            "keep one default endpoint",
+        ));
+    }
+    if !u.env.is_empty() || u.cwd.is_some() {
+        return Err(at.err(
+            &u.id,
+            "upstream.env/cwd",
+            format!("upstream '{id}' has a url: env and cwd apply only to command upstreams"),
+            "remove env/cwd",
+        ));
+    }
+    Ok(TransportConfig::Http { endpoints })
+}
+
+/// A command upstream: its program and arguments, working directory and environment.
+fn stdio_transport(
+    at: &Locator,
+    u: &UpstreamSection,
+    cmd: &Spanned<Vec<String>>,
+    id: &str,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TransportConfig, ConfigError> {
+    if !u.endpoints.is_empty() {
+        return Err(at.err(
+            cmd,
+            "upstream.command",
+            format!("upstream '{id}' has both a command and [[upstream.endpoint]]"),
+            "keep one of them",
+        ));
+    }
+    if cmd.get_ref().is_empty() || cmd.get_ref()[0].trim().is_empty() {
+        return Err(at.err(
+            cmd,
+            "upstream.command",
+            "the command is empty".into(),
+            "write the program and its arguments, e.g. [\"python3\", \"server.py\"]",
+        ));
+    }
+    if !u.headers.is_empty() {
+        return Err(at.err(
+            &u.id,
+            "upstream.headers",
+            format!("upstream '{id}' is a command: headers apply only to url upstreams"),
+            "pass credentials to a command upstream through env",
+        ));
+    }
+    let cwd = u.cwd.as_ref().map(|c| if Path::new(c).is_absolute() { PathBuf::from(c) } else { base.join(c) });
+    let mut vars = BTreeMap::new();
+    for (name, value) in &u.env {
+        let text = match value {
+            EnvValue::Literal(s) => s.clone(),
+            EnvValue::From(src) => secret(at, &format!("upstream '{id}' env {name}"), src, base, env)?,
+        };
+        vars.insert(name.clone(), text);
+    }
+    Ok(TransportConfig::Stdio { command: cmd.get_ref().clone(), env: vars, cwd })
+}
+
+/// The upstream's own headers and the headers per caller, with their secrets read.
+type Headers = Vec<(http::HeaderName, http::HeaderValue)>;
+
+fn credentials(
+    at: &Locator,
+    u: &UpstreamSection,
+    id: &str,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Headers, Vec<(String, Headers)>), ConfigError> {
     let mut headers = Vec::new();
     for (name, src) in &u.headers {
-        headers.push(header(at, &id, name, src, base, env)?);
+        headers.push(header(at, id, name, src, base, env)?);
     }
     let mut caller_headers = Vec::new();
     for (caller, set) in &u.caller_headers {
         let mut list = Vec::new();
         for (name, src) in set {
-            list.push(header(at, &id, name, src, base, env)?);
+            list.push(header(at, id, name, src, base, env)?);
         }
         caller_headers.push((caller.clone(), list));
     }
-    let oauth = match &u.oauth {
-        None => None,
-        Some(o) => {
-            if !matches!(transport, TransportConfig::Http { .. }) {
-                return Err(at.err(
-                    &o.token_url,
-                    "upstream.oauth",
-                    format!("upstream '{id}' is a command: oauth applies only to url upstreams"),
-                    "remove it",
-                ));
-            }
-            let token_url = parse_url(at, &o.token_url, "upstream.oauth.token_url")?;
-            let loopback =
-                token_url.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
-            if token_url.scheme_str() != Some("https") && !loopback {
-                return Err(at.err(
-                    &o.token_url,
-                    "upstream.oauth.token_url",
-                    "client secrets are only sent over https".into(),
-                    "use an https URL (http is allowed for loopback only)",
-                ));
-            }
-            let (_, secret) = header(at, &id, "client_secret", &o.client_secret, base, env)?;
-            let client_secret = secret
-                .to_str()
-                .map_err(|_| ConfigError(format!("{}: upstream '{id}' oauth client_secret: not text", at.file)))?
-                .to_string();
-            let resource = o.resource.clone().or_else(|| match &transport {
-                TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
-                TransportConfig::Stdio { .. } => None,
-            });
-            Some(OAuthConfig { token_url, client_id: o.client_id.clone(), client_secret, scope: o.scope.clone(), resource })
-        }
-    };
-    if !caller_headers.is_empty() && !matches!(transport, TransportConfig::Http { .. }) {
+    Ok((headers, caller_headers))
+}
+
+/// `[upstream.oauth]`: client credentials, sent over https only (http to loopback).
+fn oauth(
+    at: &Locator,
+    o: &file::OAuthSection,
+    id: &str,
+    transport: &TransportConfig,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<OAuthConfig, ConfigError> {
+    if !matches!(transport, TransportConfig::Http { .. }) {
         return Err(at.err(
-            &u.id,
-            "upstream.caller_headers",
-            format!("upstream '{id}' is a command: caller_headers apply only to url upstreams"),
-            "remove them",
+            &o.token_url,
+            "upstream.oauth",
+            format!("upstream '{id}' is a command: oauth applies only to url upstreams"),
+            "remove it",
         ));
     }
+    let token_url = parse_url(at, &o.token_url, "upstream.oauth.token_url")?;
+    let loopback = token_url.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+    if token_url.scheme_str() != Some("https") && !loopback {
+        return Err(at.err(
+            &o.token_url,
+            "upstream.oauth.token_url",
+            "client secrets are only sent over https".into(),
+            "use an https URL (http is allowed for loopback only)",
+        ));
+    }
+    let (_, secret) = header(at, id, "client_secret", &o.client_secret, base, env)?;
+    let client_secret =
+        secret.to_str().map_err(|_| ConfigError(format!("{}: upstream '{id}' oauth client_secret: not text", at.file)))?.to_string();
+    let resource = o.resource.clone().or_else(|| match transport {
+        TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
+        TransportConfig::Stdio { .. } => None,
+    });
+    Ok(OAuthConfig { token_url, client_id: o.client_id.clone(), client_secret, scope: o.scope.clone(), resource })
+}
+
+/// The upstream's `rename` table, each new name checked against the tool-name rules.
+fn renames(at: &Locator, u: &UpstreamSection) -> Result<Vec<(String, String)>, ConfigError> {
     let mut rename = Vec::new();
     for (from, to) in &u.rename {
         if let Some(problem) = crate::catalog::names::tool_name_problem(to.get_ref()) {
@@ -190,19 +247,7 @@ pub(super) fn upstream(
         }
         rename.push((from.clone(), to.get_ref().clone()));
     }
-    Ok(UpstreamConfig {
-        timeout: at.duration(u.timeout.as_ref(), "upstream.timeout", Duration::from_secs(30))?,
-        id,
-        prefix,
-        transport,
-        headers,
-        oauth,
-        caller_headers,
-        max_pages: u.max_pages.unwrap_or(100).max(1),
-        max_message_bytes: u.max_message_bytes.unwrap_or(16 * 1024 * 1024),
-        tls: super::tls::upstream(at, u.tls.as_ref(), base)?,
-        rename,
-    })
+    Ok(rename)
 }
 
 fn parse_url(at: &Locator, url: &Spanned<String>, key: &str) -> Result<http::Uri, ConfigError> {

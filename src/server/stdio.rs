@@ -39,9 +39,19 @@ const STDIO_SCOPE: &str = "stdio";
 /// (which only end when cancelled).
 type Inflight = Arc<Mutex<HashMap<String, (CancellationToken, bool)>>>;
 
-/// The legacy session of this stdio connection, once `initialize` arrived.
-#[derive(Default)]
+/// One `mcpgate stdio` connection: the service and caller it serves, where its messages go, the
+/// requests in flight, what runs beside them, and (for a legacy client, once `initialize`
+/// arrived) its session.
 struct Conn {
+    svc: Arc<dyn Service>,
+    caller: Arc<Principal>,
+    out: mpsc::Sender<Rope>,
+    inflight: Inflight,
+    tasks: tokio::task::JoinSet<()>,
+    /// Owns what runs beside the requests: bridged legacy calls, and (its child) the relay of
+    /// changes, which ends as soon as the client is gone.
+    owner: Background,
+    relays: Background,
     session: Option<Session>,
     level: Option<String>,
     follows: UriSet,
@@ -64,7 +74,7 @@ pub async fn serve_as(
     input: impl AsyncRead + Unpin,
     mut output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> std::io::Result<()> {
-    let (out_tx, mut out_rx) = mpsc::channel::<Rope>(256);
+    let (out, mut out_rx) = mpsc::channel::<Rope>(256);
     let writer = tokio::spawn(async move {
         while let Some(msg) = out_rx.recv().await {
             let mut line = msg.one_line().into_vec();
@@ -74,126 +84,150 @@ pub async fn serve_as(
             }
         }
     });
-    let inflight: Inflight = Arc::default();
-    // Owns what runs beside the requests: bridged legacy calls, and (its child) the relay of
-    // changes, which ends as soon as the client is gone.
     let owner = Background::new();
     let relays = owner.child();
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut conn = Conn::default();
+    let mut conn = Conn {
+        svc,
+        caller,
+        out,
+        inflight: Arc::default(),
+        tasks: tokio::task::JoinSet::new(),
+        owner,
+        relays,
+        session: None,
+        level: None,
+        follows: UriSet::default(),
+        waiting: Arc::default(),
+    };
     let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(MAX_LINE));
     while let Some(line) = lines.next().await {
         // Reap finished requests as we go, so a long session does not accumulate them.
-        while tasks.try_join_next().is_some() {}
-        let line = match line {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = out_tx
-                    .send(jsonrpc::error_message(None, &RpcError::invalid_request(format!("unreadable input line: {e}"))).into())
-                    .await;
-                continue;
-            }
-        };
-        if line.trim().is_empty() {
-            continue;
+        while conn.tasks.try_join_next().is_some() {}
+        match line {
+            Ok(l) if l.trim().is_empty() => {}
+            Ok(l) => conn.line(l).await,
+            Err(e) => conn.send(jsonrpc::error_message(None, &RpcError::invalid_request(format!("unreadable input line: {e}")))).await,
         }
+    }
+    conn.close().await;
+    let _ = writer.await;
+    Ok(())
+}
+
+impl Conn {
+    async fn send(&self, msg: impl Into<Rope>) {
+        let _ = self.out.send(msg.into()).await;
+    }
+
+    /// One line the client sent.
+    async fn line(&mut self, line: String) {
         let msg = match Message::parse_bytes(&Bytes::from(line.into_bytes())) {
             Ok(m) => m,
-            Err(e) => {
-                let _ = out_tx.send(jsonrpc::error_message(None, &e).into()).await;
-                continue;
-            }
+            Err(e) => return self.send(jsonrpc::error_message(None, &e)).await,
         };
         let kind = match msg.kind() {
             Ok(k) => k,
-            Err(e) => {
-                let _ = out_tx.send(jsonrpc::error_message(msg.id.as_ref().filter(|i| jsonrpc::valid_id(i).is_ok()), &e).into()).await;
-                continue;
-            }
+            Err(e) => return self.send(jsonrpc::error_message(msg.id.as_ref().filter(|i| jsonrpc::valid_id(i).is_ok()), &e)).await,
         };
         match kind {
             MsgKind::Response => {
-                if !conn.waiting.deliver(STDIO_SCOPE, msg) {
+                if !self.waiting.deliver(STDIO_SCOPE, msg) {
                     tracing::debug!("a response to no question of the gateway's");
                 }
             }
             MsgKind::Notification => {
                 if msg.method.as_deref() == Some("notifications/cancelled") {
-                    cancel(&inflight, &msg);
+                    cancel(&self.inflight, &msg);
                 }
             }
-            MsgKind::Request => {
-                let id = msg.id.clone();
-                let era = super::era::classify_message(super::era::BodyFacts::of(&msg));
-                let request = match (era, &conn.session) {
-                    (Era::Modern, _) => modern::to_request(msg, None, caller.clone()),
-                    (Era::Legacy, None) if msg.method.as_deref() == Some("initialize") => {
-                        match legacy::handshake(svc.as_ref(), &msg, "stdio".into(), caller.clone()).await {
-                            Ok((result, session)) => {
-                                let _ = out_tx.send(jsonrpc::result_message(msg.id.as_ref().unwrap_or(&Json::NULL), &result)).await;
-                                conn.session = Some(session);
-                                relay_changes(svc.as_ref(), caller.clone(), out_tx.clone(), conn.follows.clone(), &relays);
-                            }
-                            Err(e) => {
-                                let _ = out_tx.send(jsonrpc::error_message(id.as_ref(), &e).into()).await;
-                            }
-                        }
-                        continue;
-                    }
-                    (Era::Legacy, Some(session)) => match legacy::convert(session, conn.level.as_deref(), msg, caller.clone()) {
-                        Ok(Action::Forward(r)) => Ok(r),
-                        Ok(action @ (Action::Follow(..) | Action::Unfollow(_))) => {
-                            let rid = id.clone().unwrap_or(Json::NULL);
-                            let client = Client::Legacy { waiting: conn.waiting.clone(), scope: STDIO_SCOPE.into() };
-                            let serve = |req| stack::serve(svc.clone(), &owner, client, req);
-                            if let Ok(reply) = legacy::follow(svc.as_ref(), &conn.follows, action, serve).await {
-                                let _ = out_tx.send(render::outcome_message(&rid, &legacy::downgrade(reply.outcome().await)).1).await;
-                            }
-                            continue;
-                        }
-                        Ok(answered) => {
-                            if let Action::SetLevel(l) = &answered {
-                                conn.level = Some(l.clone());
-                            }
-                            let result = answered.answer().unwrap_or(Json::NULL);
-                            let _ = out_tx.send(jsonrpc::result_message(id.as_ref().unwrap_or(&Json::NULL), &result)).await;
-                            continue;
-                        }
-                        Err(e) => Err(e),
-                    },
-                    (Era::Legacy, None) => Err(RpcError::invalid_request(
-                        "send initialize first (a legacy client), or give every request the modern _meta (a 2026-07-28 client)",
-                    )),
+            MsgKind::Request => self.request(msg).await,
+        }
+    }
+
+    /// A request: a modern one, or one of the legacy session (answered here, or converted).
+    async fn request(&mut self, msg: Message) {
+        let id = msg.id.clone();
+        let era = super::era::classify_message(super::era::BodyFacts::of(&msg));
+        let request = match (era, &self.session) {
+            (Era::Modern, _) => modern::to_request(msg, None, self.caller.clone()),
+            (Era::Legacy, None) if msg.method.as_deref() == Some("initialize") => return self.initialize(msg).await,
+            (Era::Legacy, Some(_)) => match self.legacy(msg).await {
+                Some(r) => r,
+                None => return,
+            },
+            (Era::Legacy, None) => Err(RpcError::invalid_request(
+                "send initialize first (a legacy client), or give every request the modern _meta (a 2026-07-28 client)",
+            )),
+        };
+        match request {
+            // The reply's shape follows the request's era, not the connection's.
+            Ok(r) => {
+                let client = match era {
+                    Era::Legacy => self.legacy_client(),
+                    Era::Modern => Client::Modern,
                 };
-                match request {
-                    // The reply's shape follows the request's era, not the connection's.
-                    Ok(r) => {
-                        let client = match era {
-                            Era::Legacy => Client::Legacy { waiting: conn.waiting.clone(), scope: STDIO_SCOPE.into() },
-                            Era::Modern => Client::Modern,
-                        };
-                        let exchange = Exchange { svc: svc.clone(), owner: owner.clone(), client, tx: out_tx.clone() };
-                        spawn(&mut tasks, &inflight, exchange, r)
-                    }
-                    Err(e) => {
-                        let _ = out_tx.send(jsonrpc::error_message(id.as_ref(), &e).into()).await;
-                    }
+                let exchange = Exchange { svc: self.svc.clone(), owner: self.owner.clone(), client, tx: self.out.clone() };
+                spawn(&mut self.tasks, &self.inflight, exchange, r)
+            }
+            Err(e) => self.send(jsonrpc::error_message(id.as_ref(), &e)).await,
+        }
+    }
+
+    fn legacy_client(&self) -> Client {
+        Client::Legacy { waiting: self.waiting.clone(), scope: STDIO_SCOPE.into() }
+    }
+
+    /// A legacy client's `initialize`: the session starts, and with it the relay of changes.
+    async fn initialize(&mut self, msg: Message) {
+        match legacy::handshake(self.svc.as_ref(), &msg, "stdio".into(), self.caller.clone()).await {
+            Ok((result, session)) => {
+                self.send(jsonrpc::result_message(msg.id.as_ref().unwrap_or(&Json::NULL), &result)).await;
+                self.session = Some(session);
+                relay_changes(self.svc.as_ref(), self.caller.clone(), self.out.clone(), self.follows.clone(), &self.relays);
+            }
+            Err(e) => self.send(jsonrpc::error_message(msg.id.as_ref(), &e)).await,
+        }
+    }
+
+    /// A request of the legacy session: `None` when it was answered here, else the request to
+    /// serve (or why it cannot be).
+    async fn legacy(&mut self, msg: Message) -> Option<Result<Request, RpcError>> {
+        let session = self.session.as_ref()?;
+        let id = msg.id.clone();
+        match legacy::convert(session, self.level.as_deref(), msg, self.caller.clone()) {
+            Ok(Action::Forward(r)) => Some(Ok(r)),
+            Ok(action @ (Action::Follow(..) | Action::Unfollow(_))) => {
+                let rid = id.unwrap_or(Json::NULL);
+                let (svc, owner, client) = (self.svc.clone(), self.owner.clone(), self.legacy_client());
+                let serve = |req| async move { stack::serve(svc, &owner, client, req).await };
+                if let Ok(reply) = legacy::follow(self.svc.as_ref(), &self.follows, action, serve).await {
+                    self.send(render::outcome_message(&rid, &legacy::downgrade(reply.outcome().await)).1).await;
                 }
+                None
+            }
+            Ok(answered) => {
+                if let Action::SetLevel(l) = &answered {
+                    self.level = Some(l.clone());
+                }
+                let result = answered.answer().unwrap_or(Json::NULL);
+                self.send(jsonrpc::result_message(id.as_ref().unwrap_or(&Json::NULL), &result)).await;
+                None
+            }
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// The client is gone: its listen streams end (other requests are finished first).
+    async fn close(mut self) {
+        for (token, listen) in lock(&self.inflight).values() {
+            if *listen {
+                token.cancel();
             }
         }
+        self.relays.stop();
+        while self.tasks.join_next().await.is_some() {}
+        self.owner.stop();
     }
-    // The client is gone: its listen streams end (other requests are finished first).
-    for (token, listen) in lock(&inflight).values() {
-        if *listen {
-            token.cancel();
-        }
-    }
-    relays.stop();
-    while tasks.join_next().await.is_some() {}
-    owner.stop();
-    drop(out_tx);
-    let _ = writer.await;
-    Ok(())
 }
 
 fn cancel(inflight: &Inflight, msg: &Message) {
