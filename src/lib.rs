@@ -1,32 +1,31 @@
 //! mcpgate: an MCP gateway. One Streamable HTTP endpoint in front of many MCP servers, with one
 //! merged, prefixed catalogue, per-call routing and strict protocol validation.
 //!
-//! Layout: `protocol` (pure wire model), `catalog` (pure merge and naming), `config` (the TOML
-//! model), `upstream` (one handle per upstream server, HTTP or stdio), `server` (serving clients
-//! over HTTP and stdio), `dispatch` (the era-free request pipeline), `demo` (the built-in demo
-//! server), `check` (the `check` and `tools` commands).
+//! Layout, bottom to top (docs/architecture.md): the crates `mcpgate-protocol` (wire model),
+//! `mcpgate-model` (catalogue, policy, sealed tokens), `mcpgate-config` (the file) and
+//! `mcpgate-net` (HTTP client, TLS, Redis); then in this crate `upstream`, `auth` and `telemetry`;
+//! the core (`gateway`, `dispatch`, `hub`, `ratelimit`, `audit`); the edges (`server`, `console`,
+//! `demo`); and the commands (`check`, `import`, `cli`). `tests/layers.rs` keeps this crate's
+//! modules in their layers.
 
 pub mod audit;
 pub mod auth;
-pub mod catalog;
 pub mod check;
 pub mod cli;
-pub mod cluster;
-pub mod config;
 pub mod console;
 pub mod demo;
 pub mod dispatch;
 pub mod gateway;
 pub mod hub;
 pub mod import;
-pub mod net;
-pub mod policy;
-pub mod protocol;
 pub mod ratelimit;
-pub mod reply;
 pub mod server;
-pub mod sync;
-pub mod tasks;
 pub mod telemetry;
-pub mod token;
 pub mod upstream;
+
+// The lower layers live in crates of their own (the compiler keeps them from reaching up); they
+// are re-exported here under their usual paths.
+pub use mcpgate_config::config;
+pub use mcpgate_model::{catalog, policy, token};
+pub use mcpgate_net::{cluster, net};
+pub use mcpgate_protocol::{protocol, reply, sync, tasks};

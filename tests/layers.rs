@@ -1,8 +1,10 @@
-//! The layering of `src/`, checked: every top-level module belongs to one layer (the table below,
-//! drawn in docs/architecture.md), and production code may name only modules of its own layer or
-//! below, with no cycle among them. The check reads the sources (everything before a file's
-//! `#[cfg(test)]`, and no `tests.rs` or `tests/` file): it resolves `crate::x` and `super::`
-//! paths to the top-level module they name. A new module must be given a layer here.
+//! The layering, checked: every top-level module (of `src/` and of each crate under `crates/`)
+//! belongs to one layer (the table below, drawn in docs/architecture.md), and production code may
+//! name only modules of its own layer or below, with no cycle among them. The crates of layers 1-4
+//! make the compiler refuse most upward imports; this check covers what shares a crate (the core
+//! and the edges) and the crates' own modules. It reads the sources (everything before a file's
+//! `#[cfg(test)]`, and no `tests.rs` or `tests/` file) and resolves `crate::x` and `super::` paths
+//! to the top-level module they name. A new module must be given a layer here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -91,13 +93,28 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every import between top-level modules: (from, to) → where it first happens.
+/// The source roots: `src/` and every `crates/*/src/`.
+fn roots() -> Vec<PathBuf> {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = vec![top.join("src")];
+    if let Ok(entries) = std::fs::read_dir(top.join("crates")) {
+        let mut crates: Vec<PathBuf> = entries.flatten().map(|e| e.path().join("src")).filter(|p| p.is_dir()).collect();
+        crates.sort();
+        out.extend(crates);
+    }
+    out
+}
+
+/// Every import between top-level modules of the source root `src`: (from, to) → where it first
+/// happens.
 fn edges(src: &Path) -> BTreeMap<(String, String), String> {
     let mut files = Vec::new();
     sources(src, &mut files);
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = BTreeMap::new();
     for file in files {
         let rel = file.strip_prefix(src).unwrap_or(&file);
+        let shown = file.strip_prefix(top).unwrap_or(&file).display().to_string();
         let module = module_path(rel);
         let Some(me) = module.first().cloned() else { continue };
         if me == "main" || me == "lib" {
@@ -106,7 +123,7 @@ fn edges(src: &Path) -> BTreeMap<(String, String), String> {
         let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         for (target, line) in references(&module, &production(&text)) {
             if target != me {
-                out.entry((me.clone(), target)).or_insert_with(|| format!("src/{}:{line}", rel.display()));
+                out.entry((me.clone(), target)).or_insert_with(|| format!("{shown}:{line}"));
             }
         }
     }
@@ -172,13 +189,14 @@ fn top_level_modules(src: &Path) -> BTreeSet<String> {
 
 #[test]
 fn modules_import_only_their_layer_and_below_and_form_no_cycle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let known = top_level_modules(&src);
+    let roots = roots();
+    let known: BTreeSet<String> = roots.iter().flat_map(|r| top_level_modules(r)).collect();
     for m in &known {
-        assert!(layer_of(m).is_some(), "src/{m}: a top-level module without a layer: add it to LAYERS in tests/layers.rs");
+        assert!(layer_of(m).is_some(), "{m}: a top-level module without a layer: add it to LAYERS in tests/layers.rs");
     }
-    let found = violations(&edges(&src), &known);
-    assert!(found.is_empty(), "the layering of src/ is broken:\n{}", found.join("\n"));
+    let all: BTreeMap<(String, String), String> = roots.iter().flat_map(|r| edges(r)).collect();
+    let found = violations(&all, &known);
+    assert!(found.is_empty(), "the layering is broken:\n{}", found.join("\n"));
 }
 
 #[test]

@@ -50,6 +50,20 @@ pub async fn serve(svc: Arc<dyn Service>, tasks: &Background, client: Client, re
     }
 }
 
+/// What every step of the stack shares: it is always ready, answers with a [`Reply`] and never
+/// fails (a refusal is a reply).
+macro_rules! always_ready {
+    () => {
+        type Response = Reply;
+        type Error = Infallible;
+        type Future = BoxFuture<'static, Result<Reply, Infallible>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+    };
+}
+
 /// A request service of the stack.
 pub trait Step:
     tower::Service<Request, Response = Reply, Error = Infallible, Future = BoxFuture<'static, Result<Reply, Infallible>>>
@@ -65,13 +79,7 @@ impl<T> Step for T where
 pub struct Core(pub Arc<dyn Service>);
 
 impl tower::Service<Request> for Core {
-    type Response = Reply;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Reply, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
+    always_ready!();
 
     fn call(&mut self, req: Request) -> Self::Future {
         let svc = self.0.clone();
@@ -95,13 +103,7 @@ impl Layer<Core> for AdmitLayer {
 pub struct Admit(Core);
 
 impl tower::Service<Request> for Admit {
-    type Response = Reply;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Reply, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
+    always_ready!();
 
     fn call(&mut self, req: Request) -> Self::Future {
         let mut inner = self.0.clone();
@@ -137,13 +139,7 @@ pub struct LegacyClient<S> {
 }
 
 impl<S: Step + Clone + Send + Sync + 'static> tower::Service<Request> for LegacyClient<S> {
-    type Response = Reply;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Reply, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
+    always_ready!();
 
     fn call(&mut self, req: Request) -> Self::Future {
         let mut inner = self.inner.clone();
@@ -187,13 +183,7 @@ impl<S> Layer<S> for TraceLayer {
 pub struct Trace<S>(S);
 
 impl<S: Step + Clone + Send + 'static> tower::Service<Request> for Trace<S> {
-    type Response = Reply;
-    type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Reply, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
+    always_ready!();
 
     fn call(&mut self, mut req: Request) -> Self::Future {
         let mut inner = self.0.clone();
