@@ -7,6 +7,8 @@
 #   .work/npm          @modelcontextprotocol/server-everything
 #   .work/conformance  @modelcontextprotocol/conformance (2026-07-28 scenarios)
 #   .work/node22       npm package "node" (a real Node 22 binary; the conformance CLI needs Node >= 22)
+#   .work/servers      server-filesystem, server-memory, server-sequential-thinking (servers people
+#                      install, run behind the gateway by tests/e2e/real_servers.rs)
 #   .work/clients      Claude Code, the MCP Inspector and mcp-remote (the docs' quick start runs them)
 #   chromium           Debian's chromium and chromium-driver (the console's headless browser test)
 #   redis-server       Debian's package (the multi-replica tests share state through it); installed
@@ -21,6 +23,8 @@ set -euo pipefail
 # ---- pinned versions -------------------------------------------------------------------------
 PY_PKGS=("mcp==2.3.0" "fastmcp==4.1.6" "selenium==4.51.0")
 EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
+# Servers people install, run behind the gateway as stdio children (tests/e2e/real_servers.rs).
+SERVER_PKGS=("@modelcontextprotocol/server-filesystem@2026.8.31" "@modelcontextprotocol/server-memory@2026.8.31" "@modelcontextprotocol/server-sequential-thinking@2026.8.31")
 CONFORMANCE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 NODE22_PKG="node@22.23.3"
 # Real clients the documentation's quick start is checked with.
@@ -129,6 +133,19 @@ else
   stamp_write "$NODE_DIR" "$NODE22_PKG before=$NPM_BEFORE"
 fi
 
+# ---- 4a. real servers ---------------------------------------------------------------------------
+SERVERS_DIR="$WORK/servers"
+if stamp_ok "$SERVERS_DIR" "${SERVER_PKGS[*]} before=$NPM_BEFORE"; then
+  log "real servers up to date (${SERVER_PKGS[*]})"
+else
+  npm_folder "$SERVERS_DIR" "${SERVER_PKGS[@]}"
+  STEP="verifying real servers"
+  for bin in mcp-server-filesystem mcp-server-memory mcp-server-sequential-thinking; do
+    [[ -x "$SERVERS_DIR/node_modules/.bin/$bin" ]] || die "$bin not found after install"
+  done
+  stamp_write "$SERVERS_DIR" "${SERVER_PKGS[*]} before=$NPM_BEFORE"
+fi
+
 # ---- 4b. real clients ---------------------------------------------------------------------------
 CLIENTS_DIR="$WORK/clients"
 if stamp_ok "$CLIENTS_DIR" "${CLIENT_PKGS[*]} before=$NPM_BEFORE"; then
@@ -199,6 +216,7 @@ export MCPGATE_REDIS_SERVER="$REDIS_BIN"
 export MCPGATE_CHROMIUM="$CHROMIUM_BIN"
 export MCPGATE_CHROMEDRIVER="$CHROMEDRIVER_BIN"
 export MCPGATE_CLIENTS_BIN="$CLIENTS_DIR/node_modules/.bin"
+export MCPGATE_SERVERS_BIN="$SERVERS_DIR/node_modules/.bin"
 ENV
 log "python:      $VENV/bin/python ($("$VENV/bin/python" --version 2>&1))"
 log "node22:      $NODE22_BIN ($("$NODE22_BIN" --version))"

@@ -21,6 +21,7 @@ mod observability;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod pools;
+mod real_servers;
 mod reload;
 mod resilience;
 mod routing;
