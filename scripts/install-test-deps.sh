@@ -7,8 +7,9 @@
 #   .work/npm          @modelcontextprotocol/server-everything
 #   .work/conformance  @modelcontextprotocol/conformance (2026-07-28 scenarios)
 #   .work/node22       npm package "node" (a real Node 22 binary; the conformance CLI needs Node >= 22)
-#   .work/servers      server-filesystem, server-memory, server-sequential-thinking (servers people
-#                      install, run behind the gateway by tests/e2e/real_servers.rs)
+#   .work/servers      server-filesystem, server-memory, server-sequential-thinking and the MCP Apps
+#                      example server-basic-vanillajs (servers people install, run behind the gateway
+#                      by tests/e2e/real_servers.rs and tests/e2e/apps.rs)
 #   .work/clients      Claude Code, the MCP Inspector and mcp-remote (the docs' quick start runs them)
 #   chromium           Debian's chromium and chromium-driver (the console's headless browser test)
 #   redis-server       Debian's package (the multi-replica tests share state through it); installed
@@ -24,7 +25,7 @@ set -euo pipefail
 PY_PKGS=("mcp==2.3.0" "fastmcp==4.1.6" "selenium==4.51.0")
 EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
 # Servers people install, run behind the gateway as stdio children (tests/e2e/real_servers.rs).
-SERVER_PKGS=("@modelcontextprotocol/server-filesystem@2026.8.31" "@modelcontextprotocol/server-memory@2026.8.31" "@modelcontextprotocol/server-sequential-thinking@2026.8.31")
+SERVER_PKGS=("@modelcontextprotocol/server-filesystem@2026.8.31" "@modelcontextprotocol/server-memory@2026.8.31" "@modelcontextprotocol/server-sequential-thinking@2026.8.31" "@modelcontextprotocol/server-basic-vanillajs@2.0.3")
 CONFORMANCE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 NODE22_PKG="node@22.23.3"
 # Real clients the documentation's quick start is checked with.

@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod apps;
 mod caching;
 mod callers;
 mod chaos;

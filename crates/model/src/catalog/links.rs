@@ -1,6 +1,7 @@
 //! Resource URIs inside results, mapped into the gateway's URI space: the `uri` of every
 //! `resource_link` and embedded `resource` in a tool result's `content` or a prompt's `messages`,
-//! and every `contents[].uri` of a read. A client can then `resources/read` what a prefixed
+//! every `contents[].uri` of a read, and the UI resource an MCP App's tool or result points at
+//! (`_meta.ui.resourceUri`, and the deprecated flat `_meta["ui/resourceUri"]`). A client can then `resources/read` what a prefixed
 //! upstream pointed it at, and the read routes back by the prefix. Only the blocks that carry a
 //! URI are rewritten (member by member); every other byte of the result is kept.
 
@@ -10,14 +11,21 @@ use crate::protocol::rawobj::RawObject;
 
 /// The result with its resource URIs in gateway form, or `None` when nothing changes.
 pub fn to_gateway(method: &str, result: &Json, prefix: &str) -> Option<Json> {
-    if prefix.is_empty() || (method != "resources/read" && !result.get().contains("\"resource")) {
+    let text = result.get();
+    if prefix.is_empty() || (method != "resources/read" && !text.contains("\"resource") && !text.contains("ui/resourceUri")) {
         return None;
     }
     let mut obj = RawObject::from_json(result).ok()?;
     match method {
         "tools/call" => {
-            let content = map_items(obj.get("content")?, |b| block(b, prefix))?;
-            obj.set("content", content);
+            let content = obj.get("content").and_then(|c| map_items(c, |b| block(b, prefix)));
+            let mapped = content.is_some();
+            if let Some(content) = content {
+                obj.set("content", content);
+            }
+            if !ui_meta(&mut obj, prefix) && !mapped {
+                return None;
+            }
         }
         "prompts/get" => {
             let messages = map_items(obj.get("messages")?, |m| {
@@ -35,6 +43,30 @@ pub fn to_gateway(method: &str, result: &Json, prefix: &str) -> Option<Json> {
         _ => return None,
     }
     Some(obj.to_json())
+}
+
+/// Maps the UI resource an object's `_meta` points at (`ui.resourceUri`, and the deprecated flat
+/// `ui/resourceUri`) into the gateway's URI space; `false` when it points at none.
+pub fn ui_meta(obj: &mut RawObject, prefix: &str) -> bool {
+    let Some(meta) = obj.get("_meta").filter(|m| !prefix.is_empty() && m.get().contains("resourceUri")) else {
+        return false;
+    };
+    let Ok(mut meta) = RawObject::from_json(meta) else { return false };
+    let mut changed = false;
+    if let Some(Ok(uri)) = meta.parse::<String>("ui/resourceUri") {
+        changed |= meta.set_json("ui/resourceUri", &uris::to_gateway(prefix, &uri)).is_ok();
+    }
+    if let Some(mut ui) = meta.get("ui").and_then(|u| RawObject::from_json(u).ok())
+        && let Some(Ok(uri)) = ui.parse::<String>("resourceUri")
+        && ui.set_json("resourceUri", &uris::to_gateway(prefix, &uri)).is_ok()
+    {
+        meta.set("ui", ui.to_json());
+        changed = true;
+    }
+    if changed {
+        obj.set("_meta", meta.to_json());
+    }
+    changed
 }
 
 /// A content block with its URI mapped, or `None` when it carries none.
@@ -114,5 +146,20 @@ mod tests {
         assert!(to_gateway("tools/call", &r, "").is_none());
         assert!(to_gateway("tools/call", &json(r#"{"content":[{"type":"text","text":"hi"}]}"#), "fs").is_none());
         assert!(to_gateway("tools/call", &json(r#"{"content":"resource"}"#), "fs").is_none(), "malformed results pass as they are");
+    }
+
+    #[test]
+    fn ui_resources_of_apps_keep_their_scheme() {
+        let r = json(
+            r#"{"content":[{"type":"text","text":"12:00"}],"_meta":{"ui":{"resourceUri":"ui://t/app.html","visibility":["app"]},"ui/resourceUri":"ui://t/app.html"}}"#,
+        );
+        let out = to_gateway("tools/call", &r, "app").unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"content":[{"type":"text","text":"12:00"}],"_meta":{"ui":{"resourceUri":"ui://app/t/app.html","visibility":["app"]},"ui/resourceUri":"ui://app/t/app.html"}}"#
+        );
+        let read = json(r#"{"contents":[{"uri":"ui://t/app.html","mimeType":"text/html;profile=mcp-app","text":"<html>"}]}"#);
+        assert!(to_gateway("resources/read", &read, "app").unwrap().get().contains(r#""uri":"ui://app/t/app.html""#));
+        assert!(to_gateway("tools/call", &r, "").is_none());
     }
 }

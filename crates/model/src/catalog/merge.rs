@@ -231,12 +231,10 @@ impl Catalog {
 /// Whether gateway name `name` lies in the namespace `<prefix><mark>`. A URI's prefix is part of
 /// its scheme, which is case-insensitive: `VAULT+mem:` is in the namespace of `vault`.
 fn in_namespace(kind: Kind, name: &str, prefix: &str, mark: &str) -> bool {
-    let head = name.get(..prefix.len());
-    let same = match kind {
-        Kind::Resource | Kind::Template => head.is_some_and(|h| h.eq_ignore_ascii_case(prefix)),
-        Kind::Tool | Kind::Prompt => head == Some(prefix),
-    };
-    same && name[prefix.len()..].starts_with(mark)
+    match kind {
+        Kind::Resource | Kind::Template => uris::split_namespace(name).is_some_and(|(head, _)| head.eq_ignore_ascii_case(prefix)),
+        Kind::Tool | Kind::Prompt => name.strip_prefix(prefix).is_some_and(|r| r.starts_with(mark)),
+    }
 }
 
 fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, section: &Section) -> Result<Entry, Problem> {
@@ -311,6 +309,10 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
     };
     if name != original {
         obj.set_json(key, &name).map_err(|e| problem(&original, e.to_string()))?;
+    }
+    if kind == Kind::Tool {
+        // An MCP App's tool points at its UI resource, which is listed under the gateway's URI.
+        super::links::ui_meta(&mut obj, input.prefix);
     }
     let json = obj.to_json();
     Ok(Entry { name, upstream: input.upstream, original, headers, json, canonical: None, fixed: Default::default() })

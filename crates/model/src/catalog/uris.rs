@@ -5,22 +5,49 @@
 //! goes to the configured upstream with prefix `p`, whether it is up or not (a URI in a prefix's
 //! namespace never reaches another upstream); anything else goes to the unprefixed upstream
 //! whose templates match it, else to the first unprefixed upstream that serves resources.
+//! MCP Apps' `ui://` URIs keep their scheme, which hosts require: an upstream with prefix `p`
+//! serves `ui://<rest>` as `ui://p/<rest>`, and `ui://p/…` routes back to it the same way.
 //! Every decision about a URI is taken on its canonical form (`protocol::uri::canonical`).
 
 use super::Kind;
 use super::merge::Catalog;
 pub use crate::protocol::uri::{NotCanonical, canonical};
 
+/// The scheme of MCP Apps' UI resources (SEP-1865), which a gateway URI must keep.
+const UI: &str = "ui://";
+
 pub fn to_gateway(prefix: &str, uri: &str) -> String {
-    if prefix.is_empty() { uri.to_string() } else { format!("{prefix}+{uri}") }
+    if prefix.is_empty() {
+        return uri.to_string();
+    }
+    match ui_rest(uri) {
+        Some(rest) => format!("{UI}{prefix}/{rest}"),
+        None => format!("{prefix}+{uri}"),
+    }
+}
+
+/// What follows `ui://` (the scheme in any case), for a UI resource's URI.
+fn ui_rest(uri: &str) -> Option<&str> {
+    uri.get(..UI.len()).filter(|s| s.eq_ignore_ascii_case(UI)).map(|_| &uri[UI.len()..])
+}
+
+/// The namespace a gateway URI names, and the upstream's URI inside it: `p+<uri>`, or
+/// `ui://p/<rest>` for UI resources. The prefix is compared without regard to case, as the scheme
+/// (and a `ui://` authority) it stands in is.
+pub fn split_namespace(uri: &str) -> Option<(&str, String)> {
+    if let Some(rest) = ui_rest(uri) {
+        let (head, tail) = rest.split_once('/')?;
+        return Some((head, format!("{UI}{tail}")));
+    }
+    let (head, _) = crate::protocol::uri::scheme(uri)?.split_once('+')?;
+    Some((head, uri[head.len() + 1..].to_string()))
 }
 
 pub fn route(cat: &Catalog, uri: &str) -> Option<(usize, String)> {
-    // The prefix is the scheme's first part; schemes are case-insensitive, so is the prefix.
-    if let Some((head, _)) = crate::protocol::uri::scheme(uri).and_then(|s| s.split_once('+'))
+    if let Some((head, inner)) = split_namespace(uri)
         && let Some((upstream, _)) = cat.namespaces.iter().find(|(_, p)| !p.is_empty() && p.eq_ignore_ascii_case(head))
     {
-        return Some((*upstream, uri[head.len() + 1..].to_string()));
+        return Some((*upstream, inner));
     }
     let unprefixed = |up: usize| cat.owners.iter().any(|o| o.upstream == up && o.prefix.is_empty());
     if let Some(t) = cat.section(Kind::Template).entries.iter().find(|t| unprefixed(t.upstream) && template_matches(&t.original, uri)) {
@@ -112,5 +139,16 @@ mod tests {
     fn prefixes_uris() {
         assert_eq!(to_gateway("files", "file:///x"), "files+file:///x");
         assert_eq!(to_gateway("", "file:///x"), "file:///x");
+    }
+
+    #[test]
+    fn ui_uris_keep_their_scheme_and_split_back() {
+        assert_eq!(to_gateway("app", "ui://get-time/mcp-app.html"), "ui://app/get-time/mcp-app.html");
+        assert_eq!(to_gateway("", "ui://get-time/mcp-app.html"), "ui://get-time/mcp-app.html");
+        assert_eq!(split_namespace("ui://app/get-time/mcp-app.html"), Some(("app", "ui://get-time/mcp-app.html".into())));
+        assert_eq!(split_namespace("UI://App/x"), Some(("App", "ui://x".into())));
+        assert_eq!(split_namespace("files+file:///x"), Some(("files", "file:///x".into())));
+        assert_eq!(split_namespace("ui://lonely"), None);
+        assert_eq!(split_namespace("file:///x"), None);
     }
 }
