@@ -6,6 +6,7 @@
 //! rewritten to the upstream's own; everything else passes through.
 
 use super::Served;
+use super::bare::{self, Bare};
 use super::{Request, rate_limited, state};
 use crate::audit;
 use crate::catalog::view;
@@ -175,11 +176,28 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
     };
     let cat = gw.view.clone();
     let id_of = |i: usize| gw.upstream_id(i);
-    let Some(tool) = view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of) else {
-        if let Some(e) = needs_scope(gw, &req, Kind::Tool, &name) {
-            return Reply::error(e);
-        }
-        refuse(gw, &req, &name, "unknown_or_denied");
+    let mut name = name;
+    let found = match view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of) {
+        Some(tool) => Some(tool),
+        None => match bare_name(gw, &cat, Kind::Tool, &name, &req) {
+            Bare::One(gateway_name) => {
+                name = gateway_name;
+                view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of)
+            }
+            Bare::Ambiguous(candidates) => {
+                refuse(gw, &req, &name, "ambiguous_bare_name");
+                return Reply::error(bare::ambiguous(Kind::Tool, &name, &candidates));
+            }
+            Bare::Unknown => {
+                if let Some(e) = needs_scope(gw, &req, Kind::Tool, &name) {
+                    return Reply::error(e);
+                }
+                refuse(gw, &req, &name, "unknown_or_denied");
+                return Reply::error(RpcError::unknown_tool(&name));
+            }
+        },
+    };
+    let Some(tool) = found else {
         return Reply::error(RpcError::unknown_tool(&name));
     };
     // Rate limits are configured on catalogue names, whatever name an endpoint presents.
@@ -277,6 +295,15 @@ fn tool_error(text: &str) -> Reply {
     }
 }
 
+/// An item named by its upstream's own name (see `bare`), when `[catalog] bare_names` is on.
+fn bare_name(gw: &Served<'_>, cat: &crate::catalog::Catalog, kind: Kind, name: &str, req: &Request) -> Bare {
+    if !gw.config.catalog.bare_names {
+        return Bare::Unknown;
+    }
+    let id_of = |i: usize| gw.upstream_id(i);
+    bare::resolve(cat, kind, name, &req.caller.grants, &id_of)
+}
+
 /// A URI in canonical form, for the decisions that name it (scopes, audit).
 fn canonical_uri(uri: &str) -> String {
     uris::canonical(uri).map_or_else(|_| uri.to_string(), |c| c.into_owned())
@@ -287,7 +314,22 @@ pub async fn read_resource(gw: &Served<'_>, req: Request) -> Reply {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let Some((upstream, original)) = gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri) else {
+    let mut uri = uri;
+    let mut routed = gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri);
+    if routed.is_none() {
+        match bare_name(gw, &gw.view, Kind::Resource, &uri, &req) {
+            Bare::One(gateway_uri) => {
+                uri = gateway_uri;
+                routed = gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri);
+            }
+            Bare::Ambiguous(candidates) => {
+                refuse(gw, &req, &uri, "ambiguous_bare_name");
+                return Reply::error(bare::ambiguous(Kind::Resource, &uri, &candidates));
+            }
+            Bare::Unknown => {}
+        }
+    }
+    let Some((upstream, original)) = routed else {
         if let Some(e) = needs_scope(gw, &req, Kind::Resource, &uri) {
             return Reply::error(e);
         }

@@ -3,6 +3,7 @@
 //! table from method to handler, and the only place that knows the order: rate limit → look up
 //! through the caller's view (policy) → check scopes and mirrored headers → forward, audited.
 
+mod bare;
 mod discover;
 mod forward;
 mod listen;

@@ -120,6 +120,7 @@ mod tests {
             ttl_min: Duration::from_secs(2),
             ttl_max: Duration::from_secs(60),
             tool_search: false,
+            bare_names: true,
         };
         let mut st = UpstreamState { ttl_hint: Some(10_000), ..Default::default() };
         assert_eq!(relist_after(&st, &c), Duration::from_secs(10));

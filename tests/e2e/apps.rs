@@ -56,3 +56,77 @@ async fn an_apps_ui_resource_keeps_its_scheme_and_reads_back() {
         assert!(called["structuredContent"]["time"].as_str().is_some_and(|t| t.contains('T')), "{mode}: {called}");
     }
 }
+
+fn bearer(key: &str) -> String {
+    format!("Bearer {key}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_reaches_its_tools_and_resources_by_their_bare_names() {
+    let app = app_server();
+    let config = |bare: bool| {
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[catalog]\nbare_names = {bare}\n\n[auth]\nmode = \"api_key\"\n\n\
+             [[caller]]\nid = \"all\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+             [[caller]]\nid = \"one\"\nkey_sha256 = \"{}\"\nallow = [\"upstream:app\"]\n\n\
+             [[caller]]\nid = \"none\"\nkey_sha256 = \"{}\"\nallow = [\"upstream:app\"]\ndeny = [\"app__get-time\", \"ui://app/*\"]\n\n\
+             [[upstream]]\nid = \"app\"\ncommand = [{app:?}, \"--stdio\"]\ntimeout = \"30s\"\n\n\
+             [[upstream]]\nid = \"twin\"\ncommand = [{app:?}, \"--stdio\"]\ntimeout = \"30s\"\n",
+            crate::callers::hash("all-key"),
+            crate::callers::hash("one-key"),
+            crate::callers::hash("none-key"),
+        )
+    };
+    let gw = gateway(&config(true));
+    let call = |key: &'static str| {
+        let url = gw.url.clone();
+        async move {
+            rpc_with(&url, "tools/call", json!({ "name": "get-time", "arguments": {} }), &[("Authorization", &bearer(key))]).await.message()
+        }
+    };
+    let read = |key: &'static str| {
+        let url = gw.url.clone();
+        async move {
+            rpc_with(&url, "resources/read", json!({ "uri": "ui://get-time/mcp-app.html" }), &[("Authorization", &bearer(key))])
+                .await
+                .message()
+        }
+    };
+
+    // One upstream in the caller's view serves `get-time`: the bare name reaches it.
+    let one = call("one-key").await;
+    assert!(one["result"]["structuredContent"]["time"].is_string(), "{one}");
+    let html = read("one-key").await;
+    assert_eq!(html["result"]["contents"][0]["uri"], UI, "the read answers with the gateway's URI: {html}");
+    let log = gw.proc.log();
+    assert!(
+        log.contains("caller=one endpoint=- method=tools/call item=app__get-time upstream=app outcome=ok"),
+        "audited under its name: {log}"
+    );
+
+    // Two do: the caller is told which names to use.
+    let both = call("all-key").await;
+    assert_eq!(both["error"]["code"], -32602, "{both}");
+    assert_eq!(both["error"]["data"]["candidates"], json!(["app__get-time", "twin__get-time"]), "{both}");
+    let both = read("all-key").await;
+    assert_eq!(both["error"]["data"]["candidates"], json!([UI, "ui://twin/get-time/mcp-app.html"]), "{both}");
+
+    // None the caller may use: exactly like a missing name.
+    let none = call("none-key").await;
+    assert_eq!(none["error"]["message"], "Unknown tool: get-time", "{none}");
+    assert!(read("none-key").await["error"]["message"].as_str().is_some_and(|m| m.starts_with("Resource not found")));
+
+    // Turned off, a bare name is just a missing one.
+    std::fs::write(&gw.config_path, config(false)).expect("rewrite");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(gw.proc.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let r = call("one-key").await;
+        if r["error"]["message"] == "Unknown tool: get-time" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "bare_names = false never took effect: {r}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

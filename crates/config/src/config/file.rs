@@ -109,6 +109,7 @@ pub struct CatalogSection {
     pub name_charset: Option<Spanned<String>>,
     #[serde(default)]
     pub tool_search: bool,
+    pub bare_names: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -131,6 +131,10 @@ pub struct CatalogConfig {
     pub ttl_max: Duration,
     /// Serve two meta-tools (search, call) instead of the whole tool list.
     pub tool_search: bool,
+    /// Resolve a tool name or resource URI that is not in the caller's view but is the upstream's
+    /// own name of exactly one item the caller may use (MCP Apps call their server's tools by the
+    /// names they know).
+    pub bare_names: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -390,6 +394,7 @@ fn resolve_catalog(at: &Locator, c: file::CatalogSection) -> Result<CatalogConfi
         ttl_min: at.duration(c.ttl_min.as_ref(), "catalog.ttl_min", Duration::from_secs(2))?,
         ttl_max: Duration::ZERO,
         tool_search: c.tool_search,
+        bare_names: c.bare_names.unwrap_or(true),
     };
     let mut catalog = catalog;
     catalog.ttl_max = at.duration(c.ttl_max.as_ref(), "catalog.ttl_max", catalog.refresh_interval)?.max(catalog.ttl_min);
