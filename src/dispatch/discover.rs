@@ -41,6 +41,11 @@ pub fn offered_to(gw: &Served<'_>, req: &Request, cap: &str) -> bool {
     })
 }
 
+/// Whether upstream `index` serves an MCP App's UI resource in the caller's view.
+fn serves_ui(gw: &Served<'_>, index: usize) -> bool {
+    gw.view.section(crate::catalog::Kind::Resource).entries.iter().any(|e| e.upstream == index && e.original.starts_with("ui://"))
+}
+
 pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
     let restricted = !req.caller.grants.is_unrestricted();
     let mut capabilities = Map::new();
@@ -68,13 +73,18 @@ pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
                 capabilities.insert(cap.into(), json!({}));
             }
         }
-        // The tasks extension is routed (see `tasks`), so it is offered when an upstream has it.
-        if let Some(ext) = st.capabilities.as_ref().and_then(|c| c.get("extensions")).and_then(|e| e.get(crate::protocol::TASKS_EXTENSION))
-            && !ext.is_null()
-        {
+        // The extensions the gateway relays (tasks are routed, see `tasks`; MCP Apps' `ui://`
+        // resources are mapped, see `catalog::uris`) are offered when an upstream has them; the
+        // UI extension also when an upstream serves UI resources without declaring it.
+        for key in crate::protocol::RELAYED_EXTENSIONS {
+            let declared = st.capabilities.as_ref().and_then(|c| c.get("extensions")).and_then(|e| e.get(*key)).filter(|v| !v.is_null());
+            let serves_ui = *key == crate::protocol::UI_EXTENSION && serves_ui(gw, up.index);
+            if declared.is_none() && !serves_ui {
+                continue;
+            }
             let extensions = capabilities.entry("extensions").or_insert_with(|| json!({}));
             if let Some(map) = extensions.as_object_mut() {
-                map.entry(crate::protocol::TASKS_EXTENSION).or_insert_with(|| ext.clone());
+                map.entry(*key).or_insert_with(|| declared.cloned().unwrap_or_else(|| json!({})));
             }
         }
         if st.offers("prompts") {

@@ -252,7 +252,10 @@ fn initialize_params(version: &str) -> Result<RawObject, UpstreamError> {
     // Elicitation and sampling reach a caller that can answer them (modern callers through
     // `input_required`, legacy ones as requests); roots are not declared, since a legacy server
     // may ask for them outside any call, where no caller is there to answer.
-    let capabilities = json!({ "elicitation": {}, "sampling": {} });
+    // A legacy session serves every client: it declares what the gateway relays (input requests,
+    // MCP Apps' UI resources).
+    let ui = crate::protocol::ui_client_capability();
+    let capabilities = json!({ "elicitation": {}, "sampling": {}, "extensions": { crate::protocol::UI_EXTENSION: ui } });
     let client_info = json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") });
     let init = json!({ "protocolVersion": version, "capabilities": capabilities, "clientInfo": client_info });
     let mut params = RawObject::default();

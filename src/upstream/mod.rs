@@ -472,7 +472,10 @@ fn hop_error(id: &str, o: Outcome) -> Outcome {
 pub fn gateway_meta() -> Map<String, Value> {
     let mut m = Map::new();
     m.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
-    m.insert(keys::CLIENT_CAPABILITIES.into(), json!({}));
+    // Lists are read for every client: a server that registers its MCP Apps' tools only for
+    // clients that render them must list them to the gateway, which relays them.
+    let ui = crate::protocol::ui_client_capability();
+    m.insert(keys::CLIENT_CAPABILITIES.into(), json!({ "extensions": { crate::protocol::UI_EXTENSION: ui } }));
     m.insert(keys::CLIENT_INFO.into(), json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }));
     m
 }

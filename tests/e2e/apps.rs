@@ -42,6 +42,11 @@ async fn an_apps_ui_resource_keeps_its_scheme_and_reads_back() {
     let tool = tool.unwrap_or_else(|| panic!("app__get-time is listed: {tools}\n{}", gw.proc.log()));
     assert_eq!(tool["_meta"]["ui"]["resourceUri"], UI, "{tool}");
     assert_eq!(tool["_meta"]["ui/resourceUri"], UI, "the deprecated flat key too: {tool}");
+    let discovered = rpc(&gw.url, "server/discover", json!({})).await.json();
+    assert!(
+        discovered["result"]["capabilities"]["extensions"].get("io.modelcontextprotocol/ui").is_some(),
+        "the gateway offers the UI extension for the app it relays: {discovered}"
+    );
 
     for mode in ["2026-07-28", "legacy"] {
         let listed = sdk(mode, &gw.url, &["resources"]);

@@ -68,6 +68,18 @@ pub const MODERN_METHODS: &[&str] = &[
 /// The tasks extension's capability key (the `modelcontextprotocol/ext-tasks` specification).
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
+/// MCP Apps' extension key (SEP-1865, `modelcontextprotocol/ext-apps`).
+pub const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+/// The extensions the gateway relays between clients and upstreams.
+pub const RELAYED_EXTENSIONS: &[&str] = &[TASKS_EXTENSION, UI_EXTENSION];
+
+/// The UI extension's client capability: the gateway passes MCP Apps' HTML through (it renders
+/// nothing itself, its clients do).
+pub fn ui_client_capability() -> serde_json::Value {
+    serde_json::json!({ "mimeTypes": ["text/html;profile=mcp-app"] })
+}
+
 /// The method whose `Mcp-Name` header mirrors `params.name` or `params.uri`, if any.
 pub fn name_param_of(method: &str) -> Option<&'static str> {
     match method {
