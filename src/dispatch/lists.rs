@@ -40,7 +40,12 @@ pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
         if i > 0 {
             body.push(',');
         }
-        body.push_str(t.json.get());
+        // A caller who may not read an app's UI resource does not see the tool point at it.
+        let hidden_ui = t.ui.as_ref().is_some_and(|uri| gw.route_uri_in(&cat, &req.caller, &req.caller.grants, uri).is_none());
+        match hidden_ui.then(|| crate::catalog::links::without_ui(&t.json)).flatten() {
+            Some(stripped) => body.push_str(stripped.get()),
+            None => body.push_str(t.json.get()),
+        }
     }
     body.push(']');
     if end < entries.len() {

@@ -75,11 +75,13 @@ async fn an_app_reaches_its_tools_and_resources_by_their_bare_names() {
              [[caller]]\nid = \"all\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
              [[caller]]\nid = \"one\"\nkey_sha256 = \"{}\"\nallow = [\"upstream:app\"]\n\n\
              [[caller]]\nid = \"none\"\nkey_sha256 = \"{}\"\nallow = [\"upstream:app\"]\ndeny = [\"app__get-time\", \"ui://app/*\"]\n\n\
+             [[caller]]\nid = \"noui\"\nkey_sha256 = \"{}\"\nallow = [\"upstream:app\"]\ndeny = [\"ui://app/*\"]\n\n\
              [[upstream]]\nid = \"app\"\ncommand = [{app:?}, \"--stdio\"]\ntimeout = \"30s\"\n\n\
              [[upstream]]\nid = \"twin\"\ncommand = [{app:?}, \"--stdio\"]\ntimeout = \"30s\"\n",
             crate::callers::hash("all-key"),
             crate::callers::hash("one-key"),
             crate::callers::hash("none-key"),
+            crate::callers::hash("noui-key"),
         )
     };
     let gw = gateway(&config(true));
@@ -120,6 +122,14 @@ async fn an_app_reaches_its_tools_and_resources_by_their_bare_names() {
     let none = call("none-key").await;
     assert_eq!(none["error"]["message"], "Unknown tool: get-time", "{none}");
     assert!(read("none-key").await["error"]["message"].as_str().is_some_and(|m| m.starts_with("Resource not found")));
+
+    // A caller who may not read the app's UI resource sees the tool without the reference.
+    let listed = rpc_with(&gw.url, "tools/list", json!({}), &[("Authorization", &bearer("noui-key"))]).await.json();
+    let tool = &listed["result"]["tools"][0];
+    assert_eq!(tool["name"], "app__get-time", "{listed}");
+    assert!(tool["_meta"].get("ui").is_none() && tool["_meta"].get("ui/resourceUri").is_none(), "{tool}");
+    let listed = rpc_with(&gw.url, "tools/list", json!({}), &[("Authorization", &bearer("one-key"))]).await.json();
+    assert_eq!(listed["result"]["tools"][0]["_meta"]["ui"]["resourceUri"], UI, "a caller who may read it sees it: {listed}");
 
     // Turned off, a bare name is just a missing one.
     std::fs::write(&gw.config_path, config(false)).expect("rewrite");

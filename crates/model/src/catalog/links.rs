@@ -69,6 +69,23 @@ pub fn ui_meta(obj: &mut RawObject, prefix: &str) -> bool {
     changed
 }
 
+/// The UI resource an object's `_meta` points at (`ui.resourceUri`, else the flat key).
+pub fn ui_uri(obj: &RawObject) -> Option<String> {
+    let meta = RawObject::from_json(obj.get("_meta").filter(|m| m.get().contains("resourceUri"))?).ok()?;
+    let nested = meta.get("ui").and_then(|u| RawObject::from_json(u).ok()).and_then(|u| u.parse::<String>("resourceUri")?.ok());
+    nested.or_else(|| meta.parse::<String>("ui/resourceUri")?.ok())
+}
+
+/// The object without the UI resource its `_meta` points at (for a caller who may not read it).
+pub fn without_ui(json: &Json) -> Option<Json> {
+    let mut obj = RawObject::from_json(json).ok()?;
+    let mut meta = RawObject::from_json(obj.get("_meta")?).ok()?;
+    meta.remove("ui");
+    meta.remove("ui/resourceUri");
+    obj.set("_meta", meta.to_json());
+    Some(obj.to_json())
+}
+
 /// A content block with its URI mapped, or `None` when it carries none.
 fn block(b: &Json, prefix: &str) -> Option<Json> {
     if !b.get().contains("\"resource") {

@@ -67,6 +67,8 @@ pub struct Entry {
     pub canonical: Option<String>,
     /// On an endpoint's view: arguments injected with these values (hidden from its schema).
     pub fixed: serde_json::Map<String, Value>,
+    /// Tools only: the gateway URI of the MCP App UI resource the tool points at, if any.
+    pub ui: Option<String>,
 }
 
 impl Entry {
@@ -310,12 +312,15 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
     if name != original {
         obj.set_json(key, &name).map_err(|e| problem(&original, e.to_string()))?;
     }
-    if kind == Kind::Tool {
+    let ui = if kind == Kind::Tool {
         // An MCP App's tool points at its UI resource, which is listed under the gateway's URI.
         super::links::ui_meta(&mut obj, input.prefix);
-    }
+        super::links::ui_uri(&obj)
+    } else {
+        None
+    };
     let json = obj.to_json();
-    Ok(Entry { name, upstream: input.upstream, original, headers, json, canonical: None, fixed: Default::default() })
+    Ok(Entry { name, upstream: input.upstream, original, headers, json, canonical: None, fixed: Default::default(), ui })
 }
 
 #[cfg(test)]
