@@ -127,11 +127,20 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
             render::plain(StatusCode::SERVICE_UNAVAILABLE, "starting\n")
         });
     }
-    if let Some(r) = protected_resource_metadata(&st, &req) {
-        return Ok(match rebinding() {
-            Some(reason) => forbidden(&reason),
-            None => r,
-        });
+    // A browser page from an origin the listener accepts may read what it is answered (CORS).
+    let cors_origin = req.headers().get(ORIGIN).filter(|_| rebinding().is_none()).cloned();
+    if req.method() == Method::OPTIONS && cors_origin.is_some() && serves(&st, path) {
+        let origin = cors_origin.as_ref().map_or_else(|| http::HeaderValue::from_static("null"), Clone::clone);
+        return Ok(super::cors::preflight(&origin, req.headers()));
+    }
+    if let Some(mut r) = protected_resource_metadata(&st, &req) {
+        if let Some(reason) = rebinding() {
+            return Ok(forbidden(&reason));
+        }
+        if let Some(origin) = &cors_origin {
+            super::cors::allow(&mut r, origin);
+        }
+        return Ok(r);
     }
     if path == "/console" || path.starts_with("/console/") {
         return Ok(super::console::handle(&st, req, peer).await);
@@ -145,7 +154,17 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
     } else {
         return Ok(render::plain(StatusCode::NOT_FOUND, "not found: the MCP endpoint is elsewhere\n"));
     };
-    Ok(mcp(&st, req, endpoint.as_deref()).await)
+    let mut response = mcp(&st, req, endpoint.as_deref()).await;
+    if let Some(origin) = &cors_origin {
+        super::cors::allow(&mut response, origin);
+    }
+    Ok(response)
+}
+
+/// Whether `path` is one the listener answers browser clients on: an MCP endpoint, or the
+/// protected-resource metadata.
+fn serves(st: &State, path: &str) -> bool {
+    path == st.cfg.path || st.svc.serves_endpoint(path) || path.starts_with("/.well-known/oauth-protected-resource")
 }
 
 /// The 403 of a request refused by the Host/Origin check.

@@ -6,6 +6,7 @@
 pub mod bridge;
 pub mod conns;
 mod console;
+mod cors;
 pub mod era;
 pub mod http;
 pub mod legacy;

@@ -164,3 +164,57 @@ async fn a_refused_cursor_says_the_same_whatever_the_reason() {
     let log = gw.proc.log();
     assert!(log.contains("outcome=invalid_cursor/another_list") && log.contains("outcome=invalid_cursor/not_issued_here"), "{log}");
 }
+
+/// An `OPTIONS` preflight or a `POST` from a browser page at `origin`.
+async fn from_page(url: &str, method: &str, origin: &str, extra: &[(&str, &str)], body: &str) -> Resp {
+    let mut b = http::Request::builder().method(method).uri(url).header("Origin", origin);
+    for (k, v) in extra {
+        b = b.header(*k, *v);
+    }
+    send(b.body(http_body_util::Full::new(bytes::Bytes::from(body.to_string()))).expect("request")).await.expect("HTTP exchange")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn browser_pages_of_accepted_origins_may_call_the_gateway_and_no_others() {
+    let gw = crate::demo_gateway("");
+    let page = "http://localhost:5173";
+    let pre = from_page(
+        &gw.url,
+        "OPTIONS",
+        page,
+        &[
+            ("Access-Control-Request-Method", "POST"),
+            ("Access-Control-Request-Headers", "content-type, mcp-protocol-version, mcp-method, mcp-name, mcp-param-region"),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(pre.status, 204, "{}", String::from_utf8_lossy(&pre.body));
+    let h = |r: &Resp, name: &str| r.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    assert_eq!(h(&pre, "access-control-allow-origin"), page);
+    assert!(h(&pre, "access-control-allow-methods").contains("POST"));
+    let allowed = h(&pre, "access-control-allow-headers");
+    assert!(
+        allowed.contains("mcp-protocol-version") && allowed.contains("mcp-param-region") && allowed.contains("authorization"),
+        "{allowed}"
+    );
+
+    // The call itself names the page's origin, and lets it read the session header.
+    let params = json!({ "name": "calc__add", "arguments": { "a": 2, "b": 3 }, "_meta": meta() });
+    let headers: Vec<(String, String)> = modern_headers("tools/call", &params);
+    let refs: Vec<(&str, &str)> = headers.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params }).to_string();
+    let call = from_page(&gw.url, "POST", page, &refs, &body).await;
+    assert_eq!(call.status, 200, "{}", String::from_utf8_lossy(&call.body));
+    assert_eq!(h(&call, "access-control-allow-origin"), page);
+    assert!(h(&call, "access-control-expose-headers").contains("mcp-session-id"));
+    assert_eq!(text_of(&call.json()), "5");
+
+    // A page from elsewhere gets no CORS header, and the call is refused.
+    let evil = "https://evil.example";
+    let pre = from_page(&gw.url, "OPTIONS", evil, &[("Access-Control-Request-Method", "POST")], "").await;
+    assert!(pre.headers.get("access-control-allow-origin").is_none(), "{:?}", pre.headers);
+    let call = from_page(&gw.url, "POST", evil, &refs, &body).await;
+    assert_eq!(call.status, 403);
+    assert!(call.headers.get("access-control-allow-origin").is_none());
+}
