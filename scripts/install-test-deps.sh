@@ -10,6 +10,8 @@
 #   .work/servers      server-filesystem, server-memory, server-sequential-thinking and the MCP Apps
 #                      example server-basic-vanillajs (servers people install, run behind the gateway
 #                      by tests/e2e/real_servers.rs and tests/e2e/apps.rs)
+#   .work/apps-host    the MCP Apps host page of the browser test: ext-apps' AppBridge and the MCP
+#                      TypeScript client, bundled from tests/js/apps-host with esbuild
 #   .work/clients      Claude Code, the MCP Inspector and mcp-remote (the docs' quick start runs them)
 #   chromium           Debian's chromium and chromium-driver (the console's headless browser test)
 #   redis-server       Debian's package (the multi-replica tests share state through it); installed
@@ -24,6 +26,9 @@ set -euo pipefail
 # ---- pinned versions -------------------------------------------------------------------------
 PY_PKGS=("mcp==2.3.0" "fastmcp==4.1.6" "selenium==4.51.0")
 EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
+# The MCP Apps host page of the browser test (tests/js/apps-host): ext-apps' AppBridge and the MCP
+# TypeScript client, bundled for the browser with esbuild.
+APPS_HOST_PKGS=("@modelcontextprotocol/ext-apps@2.0.4" "@modelcontextprotocol/client@2.4.0" "@modelcontextprotocol/core@2.4.0" "zod@4.6.7" "esbuild@0.25.0")
 # Servers people install, run behind the gateway as stdio children (tests/e2e/real_servers.rs).
 SERVER_PKGS=("@modelcontextprotocol/server-filesystem@2026.8.31" "@modelcontextprotocol/server-memory@2026.8.31" "@modelcontextprotocol/server-sequential-thinking@2026.8.31" "@modelcontextprotocol/server-basic-vanillajs@2.0.3")
 CONFORMANCE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
@@ -147,7 +152,24 @@ else
   stamp_write "$SERVERS_DIR" "${SERVER_PKGS[*]} before=$NPM_BEFORE"
 fi
 
-# ---- 4b. real clients ---------------------------------------------------------------------------
+# ---- 4b. the MCP Apps host page ----------------------------------------------------------------
+APPS_HOST_DIR="$WORK/apps-host"
+APPS_HOST_SRC="$ROOT/tests/js/apps-host"
+APPS_HOST_STAMP="${APPS_HOST_PKGS[*]} before=$NPM_BEFORE src=$(cat "$APPS_HOST_SRC/host.js" "$APPS_HOST_SRC/index.html" | sha256sum | cut -c1-16)"
+if stamp_ok "$APPS_HOST_DIR" "$APPS_HOST_STAMP" && [[ -f "$APPS_HOST_DIR/page/host.bundle.js" ]]; then
+  log "apps host page up to date"
+else
+  npm_folder "$APPS_HOST_DIR" "${APPS_HOST_PKGS[@]}"
+  STEP="bundling the apps host page"
+  mkdir -p "$APPS_HOST_DIR/page"
+  cp "$APPS_HOST_SRC/index.html" "$APPS_HOST_DIR/page/index.html"
+  NODE_PATH="$APPS_HOST_DIR/node_modules" "$APPS_HOST_DIR/node_modules/.bin/esbuild" "$APPS_HOST_SRC/host.js" --bundle \
+      --format=iife --platform=browser --log-level=warning --outfile="$APPS_HOST_DIR/page/host.bundle.js" \
+    || die "esbuild could not bundle tests/js/apps-host/host.js"
+  stamp_write "$APPS_HOST_DIR" "$APPS_HOST_STAMP"
+fi
+
+# ---- 4c. real clients ---------------------------------------------------------------------------
 CLIENTS_DIR="$WORK/clients"
 if stamp_ok "$CLIENTS_DIR" "${CLIENT_PKGS[*]} before=$NPM_BEFORE"; then
   log "clients up to date (${CLIENT_PKGS[*]})"
@@ -218,6 +240,7 @@ export MCPGATE_CHROMIUM="$CHROMIUM_BIN"
 export MCPGATE_CHROMEDRIVER="$CHROMEDRIVER_BIN"
 export MCPGATE_CLIENTS_BIN="$CLIENTS_DIR/node_modules/.bin"
 export MCPGATE_SERVERS_BIN="$SERVERS_DIR/node_modules/.bin"
+export MCPGATE_APPS_HOST="$APPS_HOST_DIR/page"
 ENV
 log "python:      $VENV/bin/python ($("$VENV/bin/python" --version 2>&1))"
 log "node22:      $NODE22_BIN ($("$NODE22_BIN" --version))"

@@ -145,3 +145,45 @@ async fn an_app_reaches_its_tools_and_resources_by_their_bare_names() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// The bundled host page (scripts/install-test-deps.sh builds it from tests/js/apps-host).
+fn apps_host() -> PathBuf {
+    let dir = std::env::var("MCPGATE_APPS_HOST").map(PathBuf::from).unwrap_or_else(|_| repo().join(".work/apps-host/page"));
+    assert!(dir.join("host.bundle.js").exists(), "{} is missing: run scripts/install-test-deps.sh (scripts/test runs it)", dir.display());
+    dir
+}
+
+/// Runs the real host in headless Chromium against `url`, for the app behind `tool`.
+fn render_in_browser(gw: &Gateway, url: &str, tool: &str, shot: &str) -> String {
+    let shot = repo().join(".work/screenshots").join(shot);
+    let out = Command::new(python())
+        .arg(repo().join("tests/browser/apps_host_test.py"))
+        .arg(apps_host())
+        .args([url, tool])
+        .arg(&shot)
+        .current_dir(repo().join("tests/browser"))
+        .output()
+        .expect("run the browser test");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the app host failed on {url}:\n{stdout}\n{stderr}\ngateway log:\n{}", gw.proc.log());
+    stdout.lines().find(|l| l.starts_with("ok: ")).unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_host_renders_the_app_through_the_gateway_and_its_button_calls_through_it() {
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"app\"\ncommand = [{:?}, \"--stdio\"]\ntimeout = \"30s\"\n\n\
+         [[endpoint]]\npath = \"/mcp/apps\"\ninclude = [\"upstream:app\"]\n",
+        app_server()
+    ));
+    for (url, shot) in [(gw.url.clone(), "apps-host.png"), (format!("{}/mcp/apps", gw.base), "apps-host-endpoint.png")] {
+        let ok = render_in_browser(&gw, &url, "app__get-time", shot);
+        assert!(ok.contains('T'), "the app showed the server's time: {ok}");
+    }
+    // The app's own call used the server's bare tool name; the gateway decided and audited it
+    // under its own, on each endpoint.
+    let log = gw.proc.log();
+    assert!(log.contains("endpoint=- method=tools/call item=app__get-time upstream=app outcome=ok"), "{log}");
+    assert!(log.contains("endpoint=/mcp/apps method=tools/call item=app__get-time upstream=app outcome=ok"), "{log}");
+    assert!(log.contains("method=resources/read item=ui://app/get-time/mcp-app.html upstream=app outcome=ok"), "{log}");
+}
