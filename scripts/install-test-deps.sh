@@ -30,7 +30,7 @@ EVERYTHING_PKG="@modelcontextprotocol/server-everything@2026.8.31"
 # TypeScript client, bundled for the browser with esbuild.
 APPS_HOST_PKGS=("@modelcontextprotocol/ext-apps@2.0.4" "@modelcontextprotocol/client@2.4.0" "@modelcontextprotocol/core@2.4.0" "zod@4.6.7" "esbuild@0.25.0")
 # Servers people install, run behind the gateway as stdio children (tests/e2e/real_servers.rs).
-SERVER_PKGS=("@modelcontextprotocol/server-filesystem@2026.8.31" "@modelcontextprotocol/server-memory@2026.8.31" "@modelcontextprotocol/server-sequential-thinking@2026.8.31" "@modelcontextprotocol/server-basic-vanillajs@2.0.3")
+SERVER_PKGS=("@modelcontextprotocol/server-filesystem@2026.8.31" "@modelcontextprotocol/server-memory@2026.8.31" "@modelcontextprotocol/server-sequential-thinking@2026.8.31" "@modelcontextprotocol/server-basic-vanillajs@2.0.3" "@modelcontextprotocol/server-basic-react@2.0.3")
 CONFORMANCE_PKG="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 NODE22_PKG="node@22.23.3"
 # Real clients the documentation's quick start is checked with.

@@ -12,8 +12,13 @@ use std::process::Command;
 const UI: &str = "ui://app/get-time/mcp-app.html";
 
 fn app_server() -> String {
+    example_server("mcp-server-basic-vanillajs")
+}
+
+/// One of ext-apps' example servers, from the pinned install.
+fn example_server(bin: &str) -> String {
     let dir = std::env::var("MCPGATE_SERVERS_BIN").map(PathBuf::from).unwrap_or_else(|_| repo().join(".work/servers/node_modules/.bin"));
-    let path = dir.join("mcp-server-basic-vanillajs");
+    let path = dir.join(bin);
     assert!(path.exists(), "{} is missing: run scripts/install-test-deps.sh (scripts/test runs it)", path.display());
     path.display().to_string()
 }
@@ -34,10 +39,18 @@ fn sdk(mode: &str, url: &str, args: &[&str]) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_apps_ui_resource_keeps_its_scheme_and_reads_back() {
     let gw = gateway(&format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"app\"\ncommand = [{:?}, \"--stdio\"]\ntimeout = \"30s\"\n",
-        app_server()
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"app\"\ncommand = [{:?}, \"--stdio\"]\ntimeout = \"30s\"\n\n\
+         [[upstream]]\nid = \"react\"\ncommand = [{:?}, \"--stdio\"]\ntimeout = \"30s\"\n",
+        app_server(),
+        example_server("mcp-server-basic-react")
     ));
     let tools = rpc(&gw.url, "tools/list", json!({})).await.json();
+    // A second example server (the React one), under its own namespace.
+    let react = tools["result"]["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "react__get-time")).cloned();
+    let react = react.unwrap_or_else(|| panic!("react__get-time is listed: {tools}"));
+    assert_eq!(react["_meta"]["ui"]["resourceUri"], "ui://react/get-time/mcp-app.html", "{react}");
+    let read = rpc(&gw.url, "resources/read", json!({ "uri": "ui://react/get-time/mcp-app.html" })).await.message();
+    assert_eq!(read["result"]["contents"][0]["mimeType"], "text/html;profile=mcp-app", "{read}");
     let tool = tools["result"]["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "app__get-time")).cloned();
     let tool = tool.unwrap_or_else(|| panic!("app__get-time is listed: {tools}\n{}", gw.proc.log()));
     assert_eq!(tool["_meta"]["ui"]["resourceUri"], UI, "{tool}");
@@ -117,6 +130,14 @@ async fn an_app_reaches_its_tools_and_resources_by_their_bare_names() {
     assert_eq!(both["error"]["data"]["candidates"], json!(["app__get-time", "twin__get-time"]), "{both}");
     let both = read("all-key").await;
     assert_eq!(both["error"]["data"]["candidates"], json!([UI, "ui://twin/get-time/mcp-app.html"]), "{both}");
+
+    // A caller denied the tool and its UI resource sees neither.
+    let auth = [("Authorization", bearer("none-key"))];
+    let auth: Vec<(&str, &str)> = auth.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let tools = rpc_with(&gw.url, "tools/list", json!({}), &auth).await.json();
+    assert_eq!(tools["result"]["tools"], json!([]), "{tools}");
+    let resources = rpc_with(&gw.url, "resources/list", json!({}), &auth).await.json();
+    assert_eq!(resources["result"]["resources"], json!([]), "{resources}");
 
     // None the caller may use: exactly like a missing name.
     let none = call("none-key").await;
