@@ -5,35 +5,14 @@
 //! in the read's `contents[].uri`; the HTML reads back, and the tool is callable; both eras.
 
 use crate::harness::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::Command;
 
 const UI: &str = "ui://app/get-time/mcp-app.html";
 
 fn app_server() -> String {
-    example_server("mcp-server-basic-vanillajs")
-}
-
-/// One of ext-apps' example servers, from the pinned install.
-fn example_server(bin: &str) -> String {
-    let dir = std::env::var("MCPGATE_SERVERS_BIN").map(PathBuf::from).unwrap_or_else(|_| repo().join(".work/servers/node_modules/.bin"));
-    let path = dir.join(bin);
-    assert!(path.exists(), "{} is missing: run scripts/install-test-deps.sh (scripts/test runs it)", path.display());
-    path.display().to_string()
-}
-
-fn sdk(mode: &str, url: &str, args: &[&str]) -> Value {
-    let out = Command::new(python())
-        .arg(repo().join("tests/py/modern_client.py"))
-        .args(["--mode", mode, url])
-        .args(args)
-        .output()
-        .expect("run the Python SDK client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{mode} {args:?}: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}"))
+    installed_server("mcp-server-basic-vanillajs")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -42,7 +21,7 @@ async fn an_apps_ui_resource_keeps_its_scheme_and_reads_back() {
         "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"app\"\ncommand = [{:?}, \"--stdio\"]\ntimeout = \"30s\"\n\n\
          [[upstream]]\nid = \"react\"\ncommand = [{:?}, \"--stdio\"]\ntimeout = \"30s\"\n",
         app_server(),
-        example_server("mcp-server-basic-react")
+        installed_server("mcp-server-basic-react")
     ));
     let tools = rpc(&gw.url, "tools/list", json!({})).await.json();
     // A second example server (the React one), under its own namespace.

@@ -117,19 +117,6 @@ async fn endpoints_present_curated_views_that_compose_with_policy() {
     assert!(gw.proc.log().contains("endpoint=/mcp/dev method=tools/call item=say upstream=py outcome=ok"), "{}", gw.proc.log());
 }
 
-fn sdk(mode: &str, url: &str, args: &[&str]) -> Value {
-    let out = Command::new(python())
-        .arg(repo().join("tests/py/modern_client.py"))
-        .args(["--mode", mode, url])
-        .args(args)
-        .output()
-        .expect("run the Python SDK client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{mode} {args:?}: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}"))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_sdk_client_uses_an_endpoint_in_both_eras() {
     let (_py, py) = py_http("alpha", &[]);

@@ -404,3 +404,37 @@ pub fn names_in(list: &Value) -> Vec<String> {
         .map(|t| t["name"].as_str().unwrap_or_default().to_string())
         .collect()
 }
+
+/// Runs the official Python SDK client (tests/py/modern_client.py) in `mode` on `url` with `args`;
+/// its last line of output, as JSON.
+pub fn sdk(mode: &str, url: &str, args: &[&str]) -> Value {
+    let out = Command::new(python())
+        .arg(repo().join("tests/py/modern_client.py"))
+        .args(["--mode", mode, url])
+        .args(args)
+        .output()
+        .expect("run the Python SDK client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{mode} {args:?}: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    let last = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}"))
+}
+
+/// An executable installed by scripts/install-test-deps.sh into `.work/<folder>/node_modules/.bin`
+/// (the folder's path comes from `var` when set).
+fn installed(var: &str, folder: &str, name: &str) -> String {
+    let dir = std::env::var(var).map(PathBuf::from).unwrap_or_else(|_| repo().join(folder).join("node_modules/.bin"));
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is missing: run scripts/install-test-deps.sh (scripts/test runs it)", path.display());
+    path.display().to_string()
+}
+
+/// A server people install (`.work/servers`): server-filesystem, the MCP Apps examples, …
+pub fn installed_server(name: &str) -> String {
+    installed("MCPGATE_SERVERS_BIN", ".work/servers", name)
+}
+
+/// A client people use (`.work/clients`): Claude Code, the MCP Inspector, mcp-remote.
+pub fn installed_client(name: &str) -> String {
+    installed("MCPGATE_CLIENTS_BIN", ".work/clients", name)
+}

@@ -7,23 +7,8 @@
 use crate::harness::*;
 use serde_json::{Value, json};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-
-/// A server's executable from the pinned install (scripts/install-test-deps.sh).
-fn server_bin(name: &str) -> String {
-    let dir = std::env::var("MCPGATE_SERVERS_BIN").map(PathBuf::from).unwrap_or_else(|_| repo().join(".work/servers/node_modules/.bin"));
-    let path = dir.join(name);
-    assert!(path.exists(), "{} is missing: run scripts/install-test-deps.sh (scripts/test runs it)", path.display());
-    path.display().to_string()
-}
-
-fn inspector() -> String {
-    let dir = std::env::var("MCPGATE_CLIENTS_BIN").map(PathBuf::from).unwrap_or_else(|_| repo().join(".work/clients/node_modules/.bin"));
-    let path = dir.join("mcp-inspector");
-    assert!(path.exists(), "{} is missing: run scripts/install-test-deps.sh (scripts/test runs it)", path.display());
-    path.display().to_string()
-}
 
 fn config(root: &Path, memory_file: &Path) -> String {
     format!(
@@ -31,11 +16,11 @@ fn config(root: &Path, memory_file: &Path) -> String {
          [[upstream]]\nid = \"fs\"\ncommand = [{:?}, {:?}]\ntimeout = \"30s\"\n\n\
          [[upstream]]\nid = \"memory\"\ncommand = [{:?}]\ntimeout = \"30s\"\n[upstream.env]\nMEMORY_FILE_PATH = {:?}\n\n\
          [[upstream]]\nid = \"thinking\"\ncommand = [{:?}]\ntimeout = \"30s\"\n",
-        server_bin("mcp-server-filesystem"),
+        installed_server("mcp-server-filesystem"),
         root.display().to_string(),
-        server_bin("mcp-server-memory"),
+        installed_server("mcp-server-memory"),
         memory_file.display().to_string(),
-        server_bin("mcp-server-sequential-thinking"),
+        installed_server("mcp-server-sequential-thinking"),
     )
 }
 
@@ -112,7 +97,7 @@ async fn installed_servers_work_through_the_gateway_in_both_eras() {
 
     // The Inspector's CLI, as a user would run it against the gateway.
     let file = root.join("note-2026-07-28.txt");
-    let out = Command::new(inspector())
+    let out = Command::new(installed_client("mcp-inspector"))
         .args(["--cli", &gw.url, "--method", "tools/call", "--tool-name", "fs__read_text_file"])
         .arg("--tool-arg")
         .arg(format!("path={}", file.display()))

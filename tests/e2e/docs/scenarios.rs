@@ -95,16 +95,7 @@ pub async fn replay_curl_session() {
 }
 
 fn clients_bin(name: &str) -> String {
-    let dir = std::env::var("MCPGATE_CLIENTS_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| repo().join(".work/clients/node_modules/.bin"));
-    let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/install-test-deps.sh (scripts/test runs it) to install the pinned clients",
-        path.display()
-    );
-    path.display().to_string()
+    installed_client(name)
 }
 
 /// A documented line with the placeholders made real.
