@@ -3,7 +3,9 @@
 //! Python SDK) sits behind mcpgate with `prefix = ""`, once over HTTP and once over stdio, and
 //! the suite's server scenarios run against the gateway for the 2026-07-28 and the 2025-11-25
 //! requirement sets. Failures must match tests/conformance/expected-failures.yml exactly, and no
-//! unscored scenario (the tasks extension among them) may fail.
+//! unscored scenario (the tasks extension among them) may fail. The suite's client scenarios run
+//! with mcpgate as the client: tests/py/conformance_client_driver.py makes the suite's mock server
+//! an upstream of a fresh gateway and drives it with the official SDK client.
 
 use crate::harness::*;
 use std::process::Command;
@@ -81,4 +83,45 @@ fn conformance_2026_07_28_stdio_fixture() {
 fn conformance_2025_11_25_stdio_fixture() {
     let gw = stdio_fixture_gateway();
     run_suite(&gw, "2025-11-25", "stdio");
+}
+
+/// The client scenarios of the suite that concern a gateway (the `auth/*` ones belong to
+/// per-user upstream identity).
+const CLIENT_SCENARIOS: &[&str] = &[
+    "initialize",
+    "tools_call",
+    "request-metadata",
+    "http-standard-headers",
+    "http-custom-headers",
+    "http-invalid-tool-headers",
+    "json-schema-ref-no-deref",
+    "json-schema-2020-12-preservation",
+    "sep-2322-client-request-state",
+    "sse-retry",
+    "elicitation-sep1034-client-defaults",
+];
+
+#[test]
+fn client_scenarios_run_with_mcpgate_as_the_client() {
+    let node = tool("MCPGATE_NODE22", ".work/node22/node_modules/node/bin/node");
+    let cli = tool("MCPGATE_CONFORMANCE_JS", ".work/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let baseline = repo().join("tests/conformance/expected-failures.yml");
+    let driver = repo().join("tests/py/conformance_client_driver.py");
+    let command = format!("'{}' '{}'", python(), driver.display());
+    let mut failed = Vec::new();
+    for scenario in CLIENT_SCENARIOS {
+        let out = tempfile::tempdir().expect("tempdir");
+        let run = Command::new(&node)
+            .arg(&cli)
+            .args(["client", "--command", &command, "--scenario", scenario, "--timeout", "30000", "--expected-failures"])
+            .arg(&baseline)
+            .current_dir(out.path())
+            .env("MCPGATE_BIN", env!("CARGO_BIN_EXE_mcpgate"))
+            .output()
+            .expect("run the conformance CLI");
+        if !run.status.success() {
+            failed.push(format!("{scenario}:\n{}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr)));
+        }
+    }
+    assert!(failed.is_empty(), "client scenarios off the baseline:\n{}", failed.join("\n"));
 }
