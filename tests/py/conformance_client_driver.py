@@ -4,8 +4,10 @@
 script with its URL. mcpgate is the client of its upstreams, so the script makes that URL an
 upstream of a fresh gateway (`prefix = ""`, the mcpgate binary named by MCPGATE_BIN), waits until
 the gateway has probed it, and then drives the gateway as an everyday client would, with the
-official Python SDK (mcp==2.3.0): lists the tools and calls each with arguments made from its
-input schema. What the mock server checks is what the gateway sent it.
+official Python SDK (mcp==2.3.0): lists the tools, then makes the calls the scenario's context
+names (`toolCalls`), else calls each tool with arguments made from its input schema; it echoes a
+tool's schema where the scenario asks for that (`json_schema_echo`), and accepts elicitations with
+the requested schema's defaults. What the mock server checks is what the gateway sent it.
 
 Usage: conformance_client_driver.py SERVER_URL     (MCP_CONFORMANCE_SCENARIO names the scenario)
 """
@@ -20,7 +22,10 @@ import time
 import urllib.request
 from typing import Any
 
+import json
+
 import anyio
+import mcp_types as types
 from mcp import Client
 
 
@@ -78,14 +83,39 @@ def start_gateway(server_url: str) -> tuple[subprocess.Popen[str], str]:
     return gw, url
 
 
+async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """Accepts with the values the requested schema gives as defaults (else plain ones)."""
+    schema = getattr(params, "requested_schema", None) or {}
+    if hasattr(schema, "model_dump"):
+        schema = schema.model_dump(by_alias=True, exclude_none=True)
+    return types.ElicitResult(action="accept", content=arguments_for(schema if isinstance(schema, dict) else {}))
+
+
+def planned_calls(tools: list[Any]) -> list[tuple[str, dict[str, Any]]]:
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    if context.get("toolCalls"):
+        return [(c["name"], c.get("arguments") or {}) for c in context["toolCalls"]]
+    names = {t.name for t in tools}
+    calls = []
+    for tool in tools:
+        if tool.name == "json_schema_echo":
+            continue
+        calls.append((tool.name, arguments_for(tool.input_schema or {})))
+    if "json_schema_echo" in names:
+        focal = next((t for t in tools if t.name != "json_schema_echo"), None)
+        if focal is not None:
+            calls.append(("json_schema_echo", {"schema": focal.input_schema}))
+    return calls
+
+
 async def drive(url: str) -> None:
-    async with Client(url, mode="2026-07-28", read_timeout_seconds=20) as client:
+    async with Client(url, mode="2026-07-28", read_timeout_seconds=20, elicitation_callback=on_elicit) as client:
         tools = (await client.list_tools()).tools
-        for tool in tools:
+        for name, arguments in planned_calls(tools):
             try:
-                await client.call_tool(tool.name, arguments_for(tool.input_schema or {}))
+                await client.call_tool(name, arguments)
             except Exception as exc:  # noqa: BLE001 - a refused call is the mock's to judge
-                sys.stderr.write(f"call {tool.name}: {exc}\n")
+                sys.stderr.write(f"call {name}: {exc}\n")
 
 
 def main() -> int:
