@@ -7,7 +7,7 @@
 //!
 //! A query is refused over [`MAX_QUERY_BYTES`] bytes or [`MAX_QUERY_WORDS`] distinct words, with
 //! a tool error that says the limit. Indexing a snapshot and ranking run on tokio's blocking
-//! pool, a few at a time ([`RANKING`]), never on the workers that serve every other request.
+//! pool, a few at a time (`Gateway::ranking`), never on the workers that serve every other request.
 
 use super::Served;
 use super::{Request, forward};
@@ -21,18 +21,12 @@ use crate::protocol::json::Json;
 use crate::protocol::keys;
 use crate::reply::{Outcome, Reply};
 use serde_json::{Value, json};
-use std::sync::{Arc, LazyLock};
-use tokio::sync::Semaphore;
+use std::sync::Arc;
 
 pub const SEARCH: &str = "search_tools";
 pub const CALL: &str = "call_tool";
 const DEFAULT_LIMIT: usize = 10;
 const MAX_LIMIT: usize = 50;
-
-/// How many searches may index or rank at once, on the blocking pool: half the cores (at least
-/// one), so a burst of searches queues here and leaves CPU for every other request.
-static RANKING: LazyLock<Arc<Semaphore>> =
-    LazyLock::new(|| Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get().div_ceil(2)))));
 
 /// Whether `caller` is served in tool-search mode: its `[[caller]]` entry decides, else
 /// `[catalog] tool_search`.
@@ -136,7 +130,7 @@ async fn search(gw: &Served<'_>, req: &Request) -> Reply {
         view::visible(&cat, Kind::Tool, &req.caller.grants, &id_of).iter().filter_map(|e| section.position(&e.name)).collect();
     // The permit goes with the work: a caller that gives up does not free a place for another
     // search while its own still runs.
-    let Ok(permit) = Arc::clone(&RANKING).acquire_owned().await else {
+    let Ok(permit) = Arc::clone(&gw.ranking).acquire_owned().await else {
         return Reply::error(RpcError::internal("tool search is shut down"));
     };
     let text = text.to_string();

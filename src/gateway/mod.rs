@@ -76,6 +76,9 @@ pub struct Gateway {
     pub metrics: Arc<crate::telemetry::Metrics>,
     /// The audit sink: every forwarded or refused request (the console reads its recent calls).
     pub audit: Arc<crate::audit::Audit>,
+    /// How many tool searches may index or rank at once, on the blocking pool: half the cores
+    /// (at least one), so a burst of searches queues and leaves CPU for every other request.
+    pub ranking: Arc<tokio::sync::Semaphore>,
     /// Seals the tokens the gateway hands out (request state; legacy sessions use it too).
     pub sealer: Arc<Sealer>,
     /// Each upstream's announced resource updates, until maintenance takes them.
@@ -126,6 +129,7 @@ impl Gateway {
             sealer,
             metrics: Arc::default(),
             audit,
+            ranking: Arc::new(tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get().div_ceil(2)))),
             updates: Mutex::new(updates),
         }))
     }
