@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from typing import Any
@@ -71,6 +72,8 @@ def start_gateway(server_url: str) -> tuple[subprocess.Popen[str], str]:
     if not url:
         gw.kill()
         sys.exit("the gateway did not start")
+    # Keep reading the gateway's log, so it never waits on a full pipe; MCPGATE_DRIVER_LOG keeps it.
+    threading.Thread(target=drain, args=(gw.stderr, os.environ.get("MCPGATE_DRIVER_LOG")), daemon=True).start()
     base = url.rsplit("/mcp", 1)[0]
     while time.time() < deadline:
         try:
@@ -81,6 +84,14 @@ def start_gateway(server_url: str) -> tuple[subprocess.Popen[str], str]:
             pass
         time.sleep(0.05)
     return gw, url
+
+
+def drain(stream: Any, path: str | None) -> None:
+    sink = open(path, "a") if path else None
+    for line in stream:
+        if sink:
+            sink.write(line)
+            sink.flush()
 
 
 async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
