@@ -35,6 +35,26 @@ struct Inner {
     timeout: Duration,
     inbound: Arc<Inbound>,
     tasks: Background,
+    /// Calls in flight whose callers can answer the upstream's input requests: their request id,
+    /// the methods they answer, and their reply stream. A request the upstream sends on its
+    /// standalone GET stream (not on a call's own stream) goes to the one call that can answer it;
+    /// with none, or more than one, nobody can tell whose it is, and it is refused.
+    askers: std::sync::Mutex<Vec<Asker>>,
+}
+
+/// A call in flight that can answer input requests: its request id, the methods, its stream.
+type Asker = (String, Vec<String>, mpsc::Sender<Event>);
+
+/// Takes a call out of [`Inner::askers`] when its relay ends.
+struct Asking {
+    inner: Arc<Inner>,
+    id: String,
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        crate::sync::lock(&self.inner.askers).retain(|(id, _, _)| *id != self.id);
+    }
 }
 
 /// How to relay a POST's SSE answer: the response to wait for, the caller's progress token (put
@@ -62,7 +82,7 @@ impl HttpTransport {
         inbound: Arc<Inbound>,
         tasks: Background,
     ) -> Self {
-        HttpTransport(Arc::new(Inner { id: id.to_string(), out, client, max_bytes, timeout, inbound, tasks }))
+        HttpTransport(Arc::new(Inner { id: id.to_string(), out, client, max_bytes, timeout, inbound, tasks, askers: Default::default() }))
     }
 
     pub fn url(&self) -> String {
@@ -77,6 +97,10 @@ impl HttpTransport {
         let mut retried = false;
         // Shared, not copied, by a retry.
         let body = bytes::Bytes::from(body);
+        // The reply's channel exists before the POST goes out, so an input request the upstream
+        // sends on its GET stream at once already finds the call that can answer it.
+        let (tx, rx) = mpsc::channel(32);
+        let asking = self.asking(&relay, &tx);
         let resp = loop {
             let req = me.out.post(body.clone(), env, deadline).await?;
             let resp = match timeout_at(deadline, me.client.request(req)).await {
@@ -94,7 +118,7 @@ impl HttpTransport {
         let session = resp.headers().get("mcp-session-id").cloned();
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status.is_success() && ctype.starts_with("text/event-stream") {
-            return Ok(Posted { reply: Reply::Stream(self.relay(resp.into_body(), relay, env)), session });
+            return Ok(Posted { reply: Reply::Stream(self.relay(resp.into_body(), relay, env, (tx, rx), asking)), session });
         }
         let bytes = match timeout_at(deadline, Limited::new(resp.into_body(), me.max_bytes).collect()).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
@@ -147,12 +171,24 @@ impl HttpTransport {
                 let Ok(msg) = Message::parse(&data) else { continue };
                 match msg.kind() {
                     Ok(Kind::Notification) => me.inbound.notification(&msg),
+                    Ok(Kind::Request) if self.hand_to_asker(&msg, &data) => {}
                     Ok(Kind::Request) => self.answer(&msg, env),
                     _ => {}
                 }
             }
         }
         Ok(())
+    }
+
+    /// Hands an input request from the GET stream to the one call in flight that can answer it.
+    fn hand_to_asker(&self, msg: &Message, data: &[u8]) -> bool {
+        let Some(method) = msg.method.as_deref() else { return false };
+        let askers = crate::sync::lock(&self.0.askers);
+        let mut able = askers.iter().filter(|(_, accepts, _)| accepts.iter().any(|a| a == method));
+        match (able.next(), able.next()) {
+            (Some((_, _, tx)), None) => tx.try_send(Event::Ask(data.to_vec())).is_ok(),
+            _ => false,
+        }
     }
 
     /// Answers a request the upstream sent, by a POST on the same envelope (in the background).
@@ -167,15 +203,32 @@ impl HttpTransport {
         });
     }
 
+    /// Registers a call whose caller can answer input requests (see [`Inner::askers`]), for as
+    /// long as the returned guard lives.
+    fn asking(&self, relay: &Relay, tx: &mpsc::Sender<Event>) -> Option<Asking> {
+        (!relay.accepts.is_empty()).then(|| {
+            let id = relay.want_id.to_string();
+            crate::sync::lock(&self.0.askers).push((id.clone(), relay.accepts.clone(), tx.clone()));
+            Asking { inner: self.0.clone(), id }
+        })
+    }
+
     /// Relays an SSE response: notifications as they come, then the response to `want_id`.
-    fn relay(&self, mut body: hyper::body::Incoming, relay: Relay, env: &Envelope) -> EventStream {
+    fn relay(
+        &self,
+        mut body: hyper::body::Incoming,
+        relay: Relay,
+        env: &Envelope,
+        (tx, rx): (mpsc::Sender<Event>, mpsc::Receiver<Event>),
+        asking: Option<Asking>,
+    ) -> EventStream {
         let Relay { want_id, progress, accepts } = relay;
-        let (tx, rx) = mpsc::channel(32);
         let me = self.clone();
         let env = env.clone();
         let want = want_id;
         let want_id = want_id.to_string();
         self.0.tasks.spawn(async move {
+            let _asking = asking;
             let upstream = me.0.id.clone();
             let fail = |e: UpstreamError| Event::Done(Outcome::Error(e.into_rpc(&upstream)));
             let mut decoder = SseDecoder::new(me.0.max_bytes);
