@@ -27,9 +27,9 @@ fn usable(gw: &Served<'_>, req: &Request, index: usize) -> bool {
     if req.caller.grants.is_unrestricted() && req.caller.endpoint.is_none() {
         return true;
     }
-    let cat = gw.view.clone();
+    let cat = &gw.view;
     let id_of = |i: usize| gw.upstream_id(i);
-    Kind::ALL.iter().any(|&kind| view::visible(&cat, kind, &req.caller.grants, &id_of).iter().any(|e| e.upstream == index))
+    Kind::ALL.iter().any(|&kind| view::visible(cat, kind, &req.caller.grants, &id_of).iter().any(|e| e.upstream == index))
 }
 
 /// Whether an upstream that is up and that the caller may use declares capability `cap` (what
@@ -99,7 +99,7 @@ pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
             let label = if up.cfg.prefix.is_empty() {
                 format!("## {} (tools without prefix)", up.id())
             } else {
-                format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config.clone().catalog.names.separator)
+                format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config.catalog.names.separator)
             };
             sections.push(section(&label, text));
         }

@@ -104,11 +104,11 @@ pub(super) async fn forward(
         item: item.to_string(),
         upstream: up.id().to_string(),
         started: Instant::now(),
-        arguments: gw.config.clone().audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
+        arguments: gw.config.audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
     };
     let mut params = req.params;
     params.remove("_meta");
-    let max_age = gw.config.clone().server.input_timeout;
+    let max_age = gw.config.server.input_timeout;
     let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: req.method.as_str(), item };
     if let Err(why) = state::open(&gw.sealer, &mut params, &bind, max_age) {
         gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), item, why.reason());
@@ -174,15 +174,15 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
         Ok(n) => n,
         Err(e) => return Reply::error(e),
     };
-    let cat = gw.view.clone();
+    let cat = &gw.view;
     let id_of = |i: usize| gw.upstream_id(i);
     let mut name = name;
-    let found = match view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of) {
+    let found = match view::find(cat, Kind::Tool, &name, &req.caller.grants, &id_of) {
         Some(tool) => Some(tool),
-        None => match bare_name(gw, &cat, Kind::Tool, &name, &req) {
+        None => match bare_name(gw, cat, Kind::Tool, &name, &req) {
             Bare::One(gateway_name) => {
                 name = gateway_name;
-                view::find(&cat, Kind::Tool, &name, &req.caller.grants, &id_of)
+                view::find(cat, Kind::Tool, &name, &req.caller.grants, &id_of)
             }
             Bare::Ambiguous(candidates) => {
                 refuse(gw, &req, &name, "ambiguous_bare_name");
@@ -202,7 +202,7 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
     };
     // Rate limits are configured on catalogue names, whatever name an endpoint presents.
     let canonical = tool.policy_name();
-    for (index, limit) in gw.config.clone().rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, canonical)) {
+    for (index, limit) in gw.config.rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, canonical)) {
         if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate).await {
             refuse(gw, &req, &name, "rate_limited");
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
@@ -246,7 +246,6 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
     let (upstream, original, headers) = (tool.upstream, tool.original.clone(), xheader::outbound(&tool.headers, &args));
     let policy_name = tool.policy_name().to_string();
     let values = xheader::mirrored_values(&tool.headers, &args);
-    drop(cat);
     let endpoint = match gw.upstream(upstream).map(|u| u.route(&values)) {
         Some(Ok(e)) => e,
         Some(Err(why)) => {
@@ -266,7 +265,7 @@ pub async fn get_prompt(gw: &Served<'_>, req: Request) -> Reply {
     };
     let id_of = |i: usize| gw.upstream_id(i);
     let Some((upstream, original)) =
-        view::find(&gw.view.clone(), Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone()))
+        view::find(&gw.view, Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone()))
     else {
         if let Some(e) = needs_scope(gw, &req, Kind::Prompt, &name) {
             return Reply::error(e);
@@ -349,16 +348,11 @@ pub async fn complete(gw: &Served<'_>, mut req: Request) -> Reply {
     let (key, target) = match kind.as_str() {
         "ref/prompt" => {
             let name = reference.parse::<String>("name").and_then(Result::ok).unwrap_or_default();
-            (
-                "name",
-                view::find(&gw.view.clone(), Kind::Prompt, &name, &req.caller.grants, &id_of)
-                    .map(|p| (p.upstream, p.original.clone(), name)),
-            )
+            ("name", view::find(&gw.view, Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone(), name)))
         }
         "ref/resource" => {
             let uri = reference.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
-            let template =
-                view::find(&gw.view.clone(), Kind::Template, &uri, &req.caller.grants, &id_of).map(|t| (t.upstream, t.original.clone()));
+            let template = view::find(&gw.view, Kind::Template, &uri, &req.caller.grants, &id_of).map(|t| (t.upstream, t.original.clone()));
             ("uri", template.or_else(|| gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri)).map(|(up, orig)| (up, orig, uri)))
         }
         _ => return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}"))),

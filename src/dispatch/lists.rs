@@ -12,9 +12,9 @@ use crate::protocol::keys;
 use crate::reply::{Outcome, Reply};
 
 pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
-    let cat = gw.view.clone();
+    let cat = &gw.view;
     let id_of = |i: usize| gw.upstream_id(i);
-    let entries = view::visible(&cat, kind, &req.caller.grants, &id_of);
+    let entries = view::visible(cat, kind, &req.caller.grants, &id_of);
     // A list filtered for this caller must not be shared with other callers.
     let private = cat.is_private(kind) || !req.caller.grants.is_unrestricted();
     let offset = match req.params.parse::<Option<String>>("cursor") {
@@ -30,7 +30,7 @@ pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
         },
         Some(Err(_)) => return Reply::error(RpcError::invalid_params("cursor must be a string")),
     };
-    let end = (offset + gw.config.clone().catalog.page_size).min(entries.len());
+    let end = (offset + gw.config.catalog.page_size).min(entries.len());
     let page = &entries[offset..end];
     let mut body = String::with_capacity(256 + page.iter().map(|t| t.json.get().len() + 1).sum::<usize>());
     body.push_str("{\"resultType\":\"complete\",\"");
@@ -41,7 +41,7 @@ pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
             body.push(',');
         }
         // A caller who may not read an app's UI resource does not see the tool point at it.
-        let hidden_ui = t.ui.as_ref().is_some_and(|uri| gw.route_uri_in(&cat, &req.caller, &req.caller.grants, uri).is_none());
+        let hidden_ui = t.ui.as_ref().is_some_and(|uri| gw.route_uri_in(cat, &req.caller, &req.caller.grants, uri).is_none());
         match hidden_ui.then(|| crate::catalog::links::without_ui(&t.json)).flatten() {
             Some(stripped) => body.push_str(stripped.get()),
             None => body.push_str(t.json.get()),

@@ -127,7 +127,7 @@ fn refusal(gw: &Served<'_>, req: &Request, sealed: &Sealed, age: Duration) -> Op
         return Some("unknown_task/another_endpoint");
     }
     let item = Item { kind: Kind::Tool, name: &sealed.n, upstream: &sealed.u };
-    let view = gw.view.clone();
+    let view = &gw.view;
     if !allows(&req.caller.grants, &item) || view.selection.as_ref().is_some_and(|s| !allows(s, &item)) {
         return Some("unknown_task/tool_denied");
     }
