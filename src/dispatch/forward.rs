@@ -138,6 +138,7 @@ pub(super) async fn forward(
         on_behalf_of: req.caller.rules.clone(),
         endpoint,
         accepts_input: Vec::new(),
+        client: req.legacy.clone(),
     };
     let pending = audit::Pending::new(gw.audit.clone(), entry);
     up.call(call).await.map_outcome(move |o| {

@@ -39,6 +39,9 @@ pub struct Request {
     pub param_headers: Option<Vec<(String, Vec<u8>)>>,
     /// Who is calling (authenticated at the edge).
     pub caller: Arc<Principal>,
+    /// The legacy session the request came in (`None`: a modern client): an upstream that speaks
+    /// the client's era is spoken to in it, in a session of the client's own.
+    pub legacy: Option<Arc<crate::protocol::meta::LegacySession>>,
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -67,6 +70,10 @@ pub trait Service: Send + Sync + 'static {
 
     /// A legacy session's followed URIs changed.
     fn follows_changed(&self) {}
+
+    /// A legacy session ended (its client sent DELETE, or its stdio connection closed): what was
+    /// kept for it upstream is released.
+    fn session_ended(&self, _sid: &str) {}
 
     /// The metrics text (`/metrics`), with what the edge knows; `None`: no metrics.
     fn metrics(&self, _edge: crate::telemetry::EdgeStats) -> Option<String> {
@@ -187,6 +194,12 @@ impl Service for Gateway {
 
     fn follows_changed(&self) {
         self.hub.follows.notify_one();
+    }
+
+    fn session_ended(&self, sid: &str) {
+        for up in self.upstreams().iter() {
+            up.end_client_session(sid);
+        }
     }
 
     fn closing(&self) -> Option<tokio_util::sync::CancellationToken> {

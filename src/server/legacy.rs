@@ -12,7 +12,7 @@ use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::protocol::jsonrpc;
 use crate::protocol::jsonrpc::Message;
-use crate::protocol::meta::{LOG_LEVELS, RequestMeta};
+use crate::protocol::meta::{LOG_LEVELS, LegacySession, RequestMeta};
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::{MODERN_VERSION, keys};
 use crate::reply::{Outcome, Reply};
@@ -324,11 +324,18 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
     }
     let meta = RequestMeta { protocol_version: MODERN_VERSION.into(), fields };
     let method = crate::protocol::Method::parse(&method);
-    if method == crate::protocol::Method::ResourcesSubscribe {
-        let uri = params.parse::<String>("uri").and_then(Result::ok).ok_or_else(|| RpcError::invalid_params("uri must be a string"))?;
-        return Ok(Action::Follow(uri, Request { id, method, params, meta, param_headers: None, caller }));
+    let legacy = Some(Arc::new(LegacySession {
+        sid: session.sid.clone(),
+        version: session.v.clone(),
+        capabilities: session.caps.clone(),
+        info: session.info.clone(),
+    }));
+    let req = Request { id, method, params, meta, param_headers: None, caller, legacy };
+    if req.method == crate::protocol::Method::ResourcesSubscribe {
+        let uri = req.params.parse::<String>("uri").and_then(Result::ok).ok_or_else(|| RpcError::invalid_params("uri must be a string"))?;
+        return Ok(Action::Follow(uri, req));
     }
-    Ok(Action::Forward(Request { id, method, params, meta, param_headers: None, caller }))
+    Ok(Action::Forward(req))
 }
 
 /// Runs a `resources/subscribe` (the service checks the URI, asked through `serve`, the request
@@ -409,6 +416,7 @@ async fn internal(svc: &dyn Service, method: &str, caller: Arc<Principal>) -> Re
         meta: RequestMeta { protocol_version: MODERN_VERSION.into(), fields },
         param_headers: None,
         caller,
+        legacy: None,
     };
     svc.admit(&req).await?;
     match svc.handle(req).await.outcome().await {

@@ -119,6 +119,7 @@ pub async fn get_or_delete(
     };
     if method == Method::DELETE {
         st.end_everywhere(&session).await;
+        svc.session_ended(&session.sid);
         tracing::debug!(sid = %session.sid, "legacy session ended");
         return render::plain(StatusCode::OK, "");
     }

@@ -88,7 +88,7 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>, caller: Arc<Princip
         param_headers = Some(params_seen);
     }
     let id = msg.id.ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
-    Ok(Request { id, method: crate::protocol::Method::parse(&method), params, meta, param_headers, caller })
+    Ok(Request { id, method: crate::protocol::Method::parse(&method), params, meta, param_headers, caller, legacy: None })
 }
 
 /// A header that must appear at most once, as trimmed text.

@@ -227,6 +227,9 @@ impl Conn {
         self.relays.stop();
         while self.tasks.join_next().await.is_some() {}
         self.owner.stop();
+        if let Some(session) = &self.session {
+            self.svc.session_ended(&session.sid);
+        }
     }
 }
 

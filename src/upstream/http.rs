@@ -150,6 +150,22 @@ impl HttpTransport {
         if resp.status().is_success() { Ok(()) } else { Err(UpstreamError::Status { status: resp.status().as_u16() }) }
     }
 
+    /// Ends a legacy session (`DELETE`); a 405 (the upstream does not let clients end sessions)
+    /// or a 404 (it already forgot it) is as good as success.
+    pub async fn delete(&self, env: &Envelope) -> Result<(), UpstreamError> {
+        let me = &self.0;
+        let deadline = Instant::now() + me.timeout;
+        let req = me.out.delete(env, deadline).await?;
+        let resp = match timeout_at(deadline, me.client.request(req)).await {
+            Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
+            Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
+        };
+        match resp.status() {
+            s if s.is_success() || s == StatusCode::METHOD_NOT_ALLOWED || s == StatusCode::NOT_FOUND => Ok(()),
+            s => Err(UpstreamError::Status { status: s.as_u16() }),
+        }
+    }
+
     /// Opens the standalone GET stream and hands every message on it to [`Inbound`] (answering
     /// the upstream's requests) until it ends. A refusal is [`UpstreamError::Status`].
     pub async fn pump_get(&self, env: &Envelope) -> Result<(), UpstreamError> {

@@ -10,6 +10,7 @@ use super::outbound::Envelope;
 use super::probe::{Announcement, Identity};
 use super::stdio::Preamble;
 use super::{Call, Transport, Upstream, UpstreamError};
+use crate::protocol::meta::LegacySession;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::{LEGACY_VERSIONS, is_legacy_version, keys};
 use crate::reply::{Outcome, Reply};
@@ -27,12 +28,16 @@ pub(super) struct Sessions {
     renewal: tokio::sync::Mutex<()>,
 }
 
+/// One legacy upstream session: the gateway's own on an endpoint, or one opened for a legacy
+/// client (`affinity`).
 #[derive(Default)]
-struct Slot {
+pub(super) struct Slot {
     /// The `Mcp-Session-Id` the upstream gave us, if any (stateless servers give none).
     id: Arc<Mutex<Option<HeaderValue>>>,
-    /// The handshake was done on this endpoint.
+    /// The handshake was done.
     initialized: AtomicBool,
+    /// The version the handshake negotiated.
+    version: Mutex<Option<String>>,
 }
 
 impl Sessions {
@@ -46,13 +51,64 @@ impl Sessions {
 }
 
 impl Slot {
-    fn id(&self) -> Option<HeaderValue> {
+    pub(super) fn id(&self) -> Option<HeaderValue> {
         lock(&self.id).clone()
     }
 
-    fn clear(&self) {
+    pub(super) fn version(&self) -> Option<String> {
+        lock(&self.version).clone()
+    }
+
+    pub(super) fn clear(&self) {
         *lock(&self.id) = None;
         self.initialized.store(false, Ordering::SeqCst);
+    }
+
+    fn is_open(&self) -> bool {
+        self.initialized.load(Ordering::SeqCst)
+    }
+}
+
+/// What the gateway says in an `initialize`: the version it asks for, the capabilities it
+/// declares and who it says it is.
+pub(super) struct Hello {
+    version: String,
+    capabilities: Value,
+    info: Value,
+}
+
+impl Hello {
+    /// The gateway's own session, which serves every client: it declares what the gateway relays
+    /// (input requests, MCP Apps' UI resources). A request outside any call, where no caller is
+    /// there to answer, is refused (`inbound`).
+    fn gateway() -> Hello {
+        let ui = crate::protocol::ui_client_capability();
+        Hello {
+            version: LEGACY_VERSIONS[0].into(),
+            capabilities: json!({ "elicitation": {}, "sampling": {}, "roots": {}, "extensions": { crate::protocol::UI_EXTENSION: ui } }),
+            info: json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }),
+        }
+    }
+
+    /// A legacy client's own session: its version, the capabilities it declared (tasks aside,
+    /// which the gateway serves itself) and its client info, as if it spoke to the upstream.
+    pub(super) fn client(c: &LegacySession) -> Hello {
+        let mut capabilities = c.capabilities.clone();
+        if let Some(caps) = capabilities.as_object_mut() {
+            caps.remove("tasks");
+        }
+        let info = if c.info.is_null() { json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }) } else { c.info.clone() };
+        Hello { version: c.version.clone(), capabilities, info }
+    }
+
+    fn params(&self) -> Result<RawObject, UpstreamError> {
+        let mut params = RawObject::default();
+        let fields =
+            [("protocolVersion", json!(self.version)), ("capabilities", self.capabilities.clone()), ("clientInfo", self.info.clone())];
+        for (k, v) in fields {
+            params.set_json(k, &v).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+        }
+        Ok(params)
     }
 }
 
@@ -62,7 +118,7 @@ pub(super) fn version_header(version: &str) -> Option<String> {
 }
 
 impl Upstream {
-    /// The session slot of a call's endpoint.
+    /// The gateway's own session slot of a call's endpoint.
     fn slot(&self, endpoint: Option<usize>) -> &Slot {
         let i = match &self.transport {
             Transport::Http(p) => p.index(endpoint),
@@ -75,75 +131,94 @@ impl Upstream {
     pub(super) fn has_session(&self, endpoint: Option<usize>) -> bool {
         match &self.transport {
             Transport::Http(_) => self.slot(endpoint).id().is_some(),
-            Transport::Stdio(t) => self.slot(endpoint).initialized.load(Ordering::SeqCst) && t.is_live(),
+            Transport::Stdio(t) => self.slot(endpoint).is_open() && t.is_live(),
         }
     }
 
-    /// The session id in use on an endpoint.
-    pub(super) fn session_id(&self, endpoint: Option<usize>) -> Option<HeaderValue> {
-        self.slot(endpoint).id()
-    }
-
-    fn envelope(&self, call: &Call, version: Option<String>) -> Envelope {
+    fn envelope(call: &Call, session: Option<HeaderValue>, version: &str) -> Envelope {
         Envelope {
-            version,
-            session: self.slot(call.endpoint).id(),
+            version: version_header(version),
+            session,
             mcp: None,
             on_behalf_of: call.on_behalf_of.clone(),
             traceparent: call.traceparent(),
         }
     }
 
-    /// Sends a call in the legacy wire form: the session is opened on first use and renewed once
-    /// if the upstream has forgotten it; results gain the modern fields they lack.
+    /// Sends a call in the legacy wire form, in the session it belongs to: a legacy client's own
+    /// one on an HTTP upstream (`affinity`), else the gateway's. The session is opened on first
+    /// use and renewed once if the upstream has forgotten it; results gain the modern fields they
+    /// lack.
     pub(super) async fn call_legacy(&self, mut call: Call, version: &str) -> Result<Reply, UpstreamError> {
         // What the caller can answer if the upstream asks during the call (see `parked`).
         call.accepts_input = super::parked::answerable(&call.meta);
         for key in [keys::PROTOCOL_VERSION, keys::CLIENT_CAPABILITIES, keys::CLIENT_INFO, keys::LOG_LEVEL] {
             call.meta.remove(key);
         }
+        let method = call.method.clone();
         if let Some(id) = super::parked::parked_id(&call.params) {
-            let method = call.method.clone();
-            let reply = self.resume(&id, &call.params, version, &call.on_behalf_of).await?;
+            let reply = self.resume(&id, &call.params, &call.on_behalf_of).await?;
             return Ok(reply.map_outcome(move |o| modernise(&method, o)));
         }
-        let slot = self.slot(call.endpoint);
-        if !slot.initialized.load(Ordering::SeqCst) {
-            // A pool endpoint other than the probed one gets its session on first use; one
-            // handshake at a time, and none if another call got there first.
-            let _renewing = self.sessions.renewal.lock().await;
-            if !slot.initialized.load(Ordering::SeqCst) {
-                self.handshake(call.endpoint).await.map_err(|e| UpstreamError::Handshake(Box::new(e)))?;
+        let reply = match (&call.client, &self.transport) {
+            (Some(client), Transport::Http(p)) => {
+                let own = self.own_session(&client.sid, p.index(call.endpoint));
+                self.call_in(&call, &own.slot, &Hello::client(client), &own.opening).await?
+            }
+            _ => {
+                let hello = Hello { version: version.into(), ..Hello::gateway() };
+                self.call_in(&call, self.slot(call.endpoint), &hello, &self.sessions.renewal).await?
+            }
+        };
+        Ok(reply.map_outcome(move |o| modernise(&method, o)))
+    }
+
+    /// [`Self::call_legacy`] in one session; `renewal` makes its (re)initialization single-flight.
+    async fn call_in(&self, call: &Call, slot: &Slot, hello: &Hello, renewal: &tokio::sync::Mutex<()>) -> Result<Reply, UpstreamError> {
+        if !slot.is_open() {
+            // A session is opened on first use; one handshake at a time, and none if another
+            // call got there first.
+            let _renewing = renewal.lock().await;
+            if !slot.is_open() {
+                self.open(slot, call.endpoint, hello).await.map_err(|e| UpstreamError::Handshake(Box::new(e)))?;
             }
         }
         let sent_with = slot.id();
-        let method = call.method.clone();
-        let reply = match self.exchange_reply(&call, self.envelope(&call, version_header(version))).await {
+        let version = slot.version().unwrap_or_else(|| hello.version.clone());
+        let reply = match self.exchange_reply(call, Self::envelope(call, sent_with.clone(), &version)).await {
             Err(UpstreamError::SessionExpired) if sent_with.is_some() => {
-                let _renewing = self.sessions.renewal.lock().await;
+                let _renewing = renewal.lock().await;
                 // Renew only if no concurrent call has already replaced the session it used.
                 if slot.id() == sent_with {
                     tracing::info!(upstream = %self.id(), "upstream session expired; initializing a new one");
                     slot.clear();
-                    self.handshake(call.endpoint).await.map_err(|e| UpstreamError::Handshake(Box::new(e)))?;
+                    self.open(slot, call.endpoint, hello).await.map_err(|e| UpstreamError::Handshake(Box::new(e)))?;
                 }
-                self.exchange_reply(&call, self.envelope(&call, version_header(version))).await?
+                self.exchange_reply(call, Self::envelope(call, slot.id(), &version)).await?
             }
             other => other?,
         };
-        let reply = if call.accepts_input.is_empty() { reply } else { self.watch(reply, call.endpoint).settle().await };
-        Ok(reply.map_outcome(move |o| modernise(&method, o)))
+        Ok(if call.accepts_input.is_empty() { reply } else { self.watch(reply, call.endpoint, slot.id(), version).settle().await })
     }
 
-    /// The `initialize` handshake on an endpoint (also used to renew an expired session).
+    /// The `initialize` handshake of the gateway's own session on an endpoint (also used to renew
+    /// an expired session).
     pub(super) async fn handshake(&self, endpoint: Option<usize>) -> Result<Identity, UpstreamError> {
-        let call = Call::internal("initialize", initialize_params(LEGACY_VERSIONS[0])?, Map::new(), endpoint);
+        self.open(self.slot(endpoint), endpoint, &Hello::gateway()).await
+    }
+
+    /// The `initialize` handshake of one session, then `notifications/initialized`.
+    async fn open(&self, slot: &Slot, endpoint: Option<usize>, hello: &Hello) -> Result<Identity, UpstreamError> {
+        let call = Call::internal("initialize", hello.params()?, Map::new(), endpoint);
         let (outcome, session) = self.exchange_outcome(&call, Envelope::default()).await?;
         let raw = match outcome {
             Outcome::Result(r) => r,
-            other => {
-                return Err(UpstreamError::Protocol(format!("it answers neither server/discover nor initialize: {}", describe(&other))));
+            Outcome::UpstreamError(e) => {
+                let v: Value = serde_json::from_str(e.get()).unwrap_or(Value::Null);
+                let message = format!("initialize: {}", v["message"].as_str().unwrap_or(e.get()));
+                return Err(UpstreamError::Refused { code: v["code"].clone(), message });
             }
+            Outcome::Error(e) => return Err(UpstreamError::Protocol(e.message)),
         };
         let r: Announcement = serde_json::from_str(raw.get())
             .map_err(|e| UpstreamError::Protocol(format!("initialize returned an unexpected result: {e}")))?;
@@ -153,39 +228,45 @@ impl Upstream {
                 r.protocol_version
             )));
         }
-        let slot = self.slot(endpoint);
         *lock(&slot.id) = session.clone();
+        *lock(&slot.version) = Some(r.protocol_version.clone());
         let initialized = crate::protocol::jsonrpc::bare_notification("notifications/initialized");
+        let shared = std::ptr::eq(slot, self.slot(endpoint));
         match &self.transport {
             Transport::Http(p) => {
-                let env = Envelope { session: session.clone(), ..self.envelope(&call, version_header(&r.protocol_version)) };
+                let env = Self::envelope(&call, session.clone(), &r.protocol_version);
                 p.at(endpoint).notify(initialized, &env).await?;
             }
             Transport::Stdio(t) => {
                 t.write(initialized.clone()).await?;
-                let request =
-                    crate::protocol::jsonrpc::request_message("0", "initialize", &initialize_params(&r.protocol_version)?.to_json());
+                let request = crate::protocol::jsonrpc::request_message(
+                    "0",
+                    "initialize",
+                    &Hello { version: r.protocol_version.clone(), ..Hello::gateway() }.params()?.to_json(),
+                );
                 t.set_preamble(Some(Preamble { request, then: initialized }));
             }
         }
         slot.initialized.store(true, Ordering::SeqCst);
-        // A new session has no resource subscriptions yet: they are made again.
-        lock(&self.subscribed).clear();
-        self.refollow.notify_one();
-        if session.is_some() {
-            self.start_get_stream(endpoint, r.protocol_version.clone());
+        if shared {
+            // A new session has no resource subscriptions yet: they are made again.
+            lock(&self.subscribed).clear();
+            self.refollow.notify_one();
         }
-        tracing::info!(upstream = %self.id(), version = %r.protocol_version, "legacy upstream: initialized a session");
+        if session.is_some() {
+            self.start_get_stream(slot, endpoint, r.protocol_version.clone());
+        }
+        tracing::info!(upstream = %self.id(), version = %r.protocol_version, own = !shared, "legacy upstream: initialized a session");
         Ok(r.into_identity())
     }
 
     /// Keeps the standalone GET stream of a session open, to hear `list_changed` and answer
     /// pings, for as long as the session lasts; reconnects with a backoff. An upstream without
     /// one (405), a session it no longer knows (404, 400) or refused credentials (401, 403) end it.
-    fn start_get_stream(&self, endpoint: Option<usize>, version: String) {
+    fn start_get_stream(&self, slot: &Slot, endpoint: Option<usize>, version: String) {
         let Transport::Http(pool) = &self.transport else { return };
         let transport = pool.at(endpoint).clone();
-        let Some(started) = self.slot(endpoint).id() else { return };
+        let Some(started) = slot.id() else { return };
         let env = Envelope {
             version: version_header(&version),
             session: Some(started.clone()),
@@ -194,7 +275,7 @@ impl Upstream {
             traceparent: None,
         };
         let upstream = self.id().to_string();
-        let current = self.slot(endpoint).id.clone();
+        let current = slot.id.clone();
         let inbound = self.inbound.clone();
         self.tasks.spawn(async move {
             let mut backoff = Duration::from_secs(1);
@@ -206,6 +287,9 @@ impl Upstream {
                     Ok(()) => backoff = Duration::from_secs(1),
                     Err(UpstreamError::Status { status: 405 | 404 | 400 | 401 | 403 }) => return,
                     Err(e) => tracing::debug!(%upstream, error = %e, "upstream GET stream dropped"),
+                }
+                if lock(&current).as_ref() != Some(&started) {
+                    return;
                 }
                 // Changes may have been missed, or the upstream may be gone: re-read its lists.
                 inbound.channel_lost();
@@ -245,24 +329,6 @@ impl Upstream {
             }
         }
     }
-}
-
-/// The params of an `initialize` request.
-fn initialize_params(version: &str) -> Result<RawObject, UpstreamError> {
-    // Elicitation and sampling reach a caller that can answer them (modern callers through
-    // `input_required`, legacy ones as requests); roots are not declared, since a legacy server
-    // may ask for them outside any call, where no caller is there to answer.
-    // A legacy session serves every client: it declares what the gateway relays (input requests,
-    // MCP Apps' UI resources).
-    let ui = crate::protocol::ui_client_capability();
-    let capabilities = json!({ "elicitation": {}, "sampling": {}, "extensions": { crate::protocol::UI_EXTENSION: ui } });
-    let client_info = json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") });
-    let init = json!({ "protocolVersion": version, "capabilities": capabilities, "clientInfo": client_info });
-    let mut params = RawObject::default();
-    for (k, v) in init.as_object().into_iter().flatten() {
-        params.set_json(k, v).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
-    }
-    Ok(params)
 }
 
 pub(super) fn describe(o: &Outcome) -> String {

@@ -6,6 +6,7 @@
 //! message is handled by `inbound`, and every failure is an [`UpstreamError`] turned into a
 //! client-visible error in one place.
 
+mod affinity;
 mod child;
 mod error;
 mod http;
@@ -27,7 +28,7 @@ pub use self::error::UpstreamError;
 
 use self::outbound::{Envelope, McpHeaders};
 use crate::catalog::Kind;
-use crate::config::{TransportConfig, UpstreamConfig};
+use crate::config::{EraChoice, TransportConfig, UpstreamConfig};
 use crate::net::HttpClient;
 use crate::protocol::errors::HEADER_MISMATCH;
 use crate::protocol::json::Json;
@@ -62,6 +63,10 @@ pub struct Call {
     /// The requests (`elicitation/create`, ...) the upstream may send the caller during this call,
     /// yielded as [`crate::reply::Event::Ask`]; any other request of the upstream's is refused.
     pub accepts_input: Vec<String>,
+    /// The legacy session of the client the call is made for (`None`: a modern client or the
+    /// gateway itself): an upstream that speaks the legacy era is spoken to in a session of the
+    /// client's own.
+    pub client: Option<Arc<crate::protocol::meta::LegacySession>>,
 }
 
 impl Call {
@@ -76,6 +81,7 @@ impl Call {
             on_behalf_of: Vec::new(),
             endpoint,
             accepts_input: Vec::new(),
+            client: None,
         }
     }
 
@@ -115,6 +121,9 @@ pub struct UpstreamState {
     pub capabilities: Option<Value>,
     pub instructions: Option<String>,
     pub server_info: Option<Value>,
+    /// The newest legacy version it offers besides `version` (a dual-era upstream), or `version`
+    /// itself for a legacy one: what a legacy client's own session with it speaks.
+    pub legacy_version: Option<String>,
     /// The upstream's items per kind, in [`Kind::ALL`] order.
     pub lists: [Arc<Vec<Box<RawValue>>>; 4],
     /// Per kind, the smallest `ttlMs` of the list's pages (0 when a page gave none); `None` for a
@@ -177,8 +186,10 @@ pub struct Upstream {
     next_id: AtomicU64,
     /// Signalled when the upstream says one of its lists changed.
     pub changed: Arc<tokio::sync::Notify>,
-    /// Legacy sessions, one slot per endpoint.
+    /// The gateway's legacy sessions, one slot per endpoint.
     sessions: legacy::Sessions,
+    /// Legacy clients' own legacy sessions.
+    affinity: affinity::Affinity,
     /// The resource URIs (upstream form) some client follows, and a signal when they change.
     followed: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// The URIs the legacy upstream's current session is subscribed to.
@@ -265,6 +276,7 @@ impl Upstream {
             next_id: AtomicU64::new(1),
             changed,
             sessions: legacy::Sessions::new(slots),
+            affinity: Default::default(),
             followed: Default::default(),
             subscribed: Default::default(),
             refollow: tokio::sync::Notify::new(),
@@ -350,10 +362,9 @@ impl Upstream {
     /// Sends one request in the upstream's era; the reply is JSON or a stream exactly as the
     /// upstream answered, under the upstream's deadline.
     pub async fn call(&self, call: Call) -> Reply {
-        let version = self.state.load().version.clone();
-        let sent = match version {
-            Some(v) if is_legacy_version(&v) => self.call_legacy(call, &v).await,
-            v => self.call_modern(call, v.as_deref().unwrap_or(MODERN_VERSION)).await,
+        let sent = match self.era_for(&call) {
+            (true, v) => self.call_legacy(call, &v).await,
+            (false, v) => self.call_modern(call, &v).await,
         };
         let id = self.id().to_string();
         match sent {
@@ -365,6 +376,19 @@ impl Upstream {
                 self.failed(&e);
                 Reply::error(e.into_rpc(self.id()))
             }
+        }
+    }
+
+    /// The era and version a call goes in (`true`: legacy): the upstream's, except that a legacy
+    /// client reaching an upstream that also speaks its era (an HTTP one that offers it, a stdio
+    /// process that took the handshake and serves both) is spoken to in it (docs/protocol.md,
+    /// "Which era each upstream is spoken to in").
+    fn era_for(&self, call: &Call) -> (bool, String) {
+        let st = self.state.load();
+        match (st.version.as_deref(), &st.legacy_version) {
+            (Some(v), _) if is_legacy_version(v) => (true, v.to_string()),
+            (_, Some(lv)) if call.client.is_some() && self.cfg.era == EraChoice::Auto => (true, lv.clone()),
+            (v, _) => (false, v.unwrap_or(MODERN_VERSION).to_string()),
         }
     }
 

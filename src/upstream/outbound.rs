@@ -68,6 +68,11 @@ impl Outbound {
         self.build(Method::GET, Bytes::new(), env, deadline).await
     }
 
+    /// The DELETE that ends a legacy session.
+    pub async fn delete(&self, env: &Envelope, deadline: Instant) -> Result<Request<Full<Bytes>>, UpstreamError> {
+        self.build(Method::DELETE, Bytes::new(), env, deadline).await
+    }
+
     /// Forgets the OAuth token after the upstream refused it; `false` when there is none to renew.
     pub async fn renew_token(&self) -> bool {
         match &self.oauth {

@@ -31,6 +31,9 @@ pub(super) struct Entry {
     /// The id of the upstream's request, to answer it.
     ask_id: Json,
     pub(super) endpoint: Option<usize>,
+    /// The legacy session the call runs in, and its version.
+    session: Option<http::HeaderValue>,
+    version: String,
 }
 
 #[derive(Default)]
@@ -71,7 +74,7 @@ pub(super) fn parked_id(params: &RawObject) -> Option<String> {
 impl Upstream {
     /// Watches a legacy call's reply: the first request the upstream sends parks the call and
     /// ends the reply with an `input_required` result.
-    pub(super) fn watch(&self, reply: Reply, endpoint: Option<usize>) -> Reply {
+    pub(super) fn watch(&self, reply: Reply, endpoint: Option<usize>, session: Option<http::HeaderValue>, version: String) -> Reply {
         let Reply::Stream(inner) = reply else { return reply };
         let mut inner = inner.with_asks();
         let (tx, rx) = mpsc::channel(16);
@@ -108,7 +111,7 @@ impl Upstream {
                     let mut map = lock(&parked.map);
                     let full = map.len() >= MAX_PARKED;
                     if !full {
-                        map.insert(key.clone(), Entry { stream: inner, ask_id, endpoint });
+                        map.insert(key.clone(), Entry { stream: inner, ask_id, endpoint, session, version });
                     }
                     full
                 };
@@ -133,13 +136,7 @@ impl Upstream {
     }
 
     /// Goes on with a parked call: its answer goes to the upstream, and the call is watched again.
-    pub(super) async fn resume(
-        &self,
-        id: &str,
-        params: &RawObject,
-        version: &str,
-        on_behalf_of: &[String],
-    ) -> Result<Reply, UpstreamError> {
+    pub(super) async fn resume(&self, id: &str, params: &RawObject, on_behalf_of: &[String]) -> Result<Reply, UpstreamError> {
         // A malformed retry leaves the parked call waiting for a good one.
         let responses: RawObject = params.parse("inputResponses").and_then(Result::ok).unwrap_or_default();
         let answer = responses.get(KEY).ok_or_else(|| UpstreamError::Protocol(format!("the retry carries no inputResponses.{KEY}")))?;
@@ -148,8 +145,8 @@ impl Upstream {
         match &self.transport {
             Transport::Http(p) => {
                 let env = super::outbound::Envelope {
-                    version: super::legacy::version_header(version),
-                    session: self.session_id(entry.endpoint),
+                    version: super::legacy::version_header(&entry.version),
+                    session: entry.session.clone(),
                     mcp: None,
                     on_behalf_of: on_behalf_of.to_vec(),
                     traceparent: None,
@@ -160,7 +157,7 @@ impl Upstream {
         }
         let late = UpstreamError::Timeout { after: self.cfg.timeout }.into_rpc(self.id());
         let stream = entry.stream.with_deadline(Instant::now() + self.cfg.timeout, late);
-        Ok(self.watch(Reply::Stream(stream), entry.endpoint).settle().await)
+        Ok(self.watch(Reply::Stream(stream), entry.endpoint, entry.session, entry.version).settle().await)
     }
 }
 

@@ -6,6 +6,7 @@
 use super::legacy::describe;
 use super::{Call, Status, Transport, Upstream, UpstreamError, UpstreamState, gateway_meta, modern};
 use crate::catalog::Kind;
+use crate::config::EraChoice;
 use crate::protocol::errors;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::{LEGACY_VERSIONS, MODERN_VERSION, keys};
@@ -22,6 +23,21 @@ pub(super) struct Identity {
     pub capabilities: Value,
     pub instructions: Option<String>,
     pub server_info: Option<Value>,
+    /// The newest legacy version it offers (its own version, for a legacy one).
+    pub legacy: Option<String>,
+}
+
+impl Identity {
+    /// What the upstream said last time.
+    fn from_state(st: &UpstreamState) -> Identity {
+        Identity {
+            version: st.version.clone().unwrap_or_default(),
+            capabilities: st.capabilities.clone().unwrap_or(Value::Null),
+            instructions: st.instructions.clone(),
+            server_info: st.server_info.clone(),
+            legacy: st.legacy_version.clone(),
+        }
+    }
 }
 
 impl Upstream {
@@ -56,18 +72,21 @@ impl Upstream {
     }
 
     async fn probe_and_list(&self) -> Result<UpstreamState, UpstreamError> {
-        let known_legacy = self.state.load().version.as_deref().is_some_and(crate::protocol::is_legacy_version);
-        let identity = if known_legacy && self.has_session(None) && self.state.load().status == Status::Ready {
-            // Keep the live session; its lists are re-read below.
-            let st = self.state.load();
-            Identity {
-                version: st.version.clone().unwrap_or_default(),
-                capabilities: st.capabilities.clone().unwrap_or(Value::Null),
-                instructions: st.instructions.clone(),
-                server_info: st.server_info.clone(),
-            }
-        } else {
-            self.identify().await?
+        let st = self.state.load_full();
+        // A live legacy session (the gateway's own) is kept, its lists re-read below; a stdio
+        // process that serves both eras keeps the handshake it took and is asked again what it
+        // offers in the modern era.
+        let kept = st.status == Status::Ready && st.legacy_version.is_some() && self.has_session(None);
+        let identity = match (kept, st.is_modern()) {
+            (true, false) => Identity::from_state(&st),
+            (true, true) => match self.discover_only().await {
+                Ok(fresh) => Identity { legacy: st.legacy_version.clone(), ..fresh },
+                Err(e) => {
+                    tracing::warn!(upstream = %self.id(), error = %e, "server/discover failed; keeping what the upstream said before");
+                    Identity::from_state(&st)
+                }
+            },
+            _ => self.identify().await?,
         };
         let previous = self.state.load_full();
         let mut state = UpstreamState {
@@ -75,6 +94,7 @@ impl Upstream {
             capabilities: Some(identity.capabilities),
             instructions: identity.instructions,
             server_info: identity.server_info,
+            legacy_version: identity.legacy,
             ..Default::default()
         };
         // Lists are read with the version just learnt.
@@ -154,8 +174,40 @@ impl Upstream {
         problems
     }
 
-    /// The era probe: `server/discover`, else the legacy handshake.
+    /// The era probe, as the upstream's `era` asks (docs/protocol.md, "Which era each upstream is
+    /// spoken to in"): `legacy` is the handshake alone; a stdio process under `auto` is offered the
+    /// handshake first (one process serves one era, and the legacy one keeps its server-initiated
+    /// requests reaching clients of both eras), `server/discover` when it refuses; otherwise
+    /// `server/discover`, with the handshake as the fallback unless the era is `modern`.
     async fn identify(&self) -> Result<Identity, UpstreamError> {
+        match (self.cfg.era, &self.transport) {
+            (EraChoice::Legacy, _) => self.handshake(None).await,
+            (EraChoice::Auto, Transport::Stdio(_)) => match self.handshake(None).await {
+                // A process that also answers the modern probe after the handshake serves both
+                // eras at once: each client is spoken to in its own.
+                Ok(legacy) => match self.discover_only().await {
+                    Ok(modern) => Ok(Identity { legacy: legacy.legacy, ..modern }),
+                    Err(_) => Ok(legacy),
+                },
+                Err(e @ (UpstreamError::Refused { .. } | UpstreamError::Timeout { .. })) => {
+                    tracing::info!(upstream = %self.id(), error = %e, "the process refused the legacy handshake; trying server/discover");
+                    self.discover().await.map(|i| Identity { legacy: None, ..i })
+                }
+                Err(e) => Err(e),
+            },
+            // A stdio process spoken to in the modern era cannot take a handshake later.
+            (_, Transport::Stdio(_)) => {
+                self.discover().await.map(|i| if i.version == MODERN_VERSION { Identity { legacy: None, ..i } } else { i })
+            }
+            _ => self.discover().await,
+        }
+    }
+
+    /// `server/discover`, else (unless the era is `modern`) the legacy handshake.
+    async fn discover(&self) -> Result<Identity, UpstreamError> {
+        if self.cfg.era == EraChoice::Modern {
+            return self.discover_only().await;
+        }
         let call = Call::internal("server/discover", RawObject::default(), gateway_meta(), None);
         let env = modern::envelope(&call, MODERN_VERSION);
         let outcome = match self.exchange_outcome(&call, env).await {
@@ -171,13 +223,7 @@ impl Upstream {
                 let d: Announcement = serde_json::from_str(raw.get())
                     .map_err(|e| UpstreamError::Protocol(format!("server/discover returned an unexpected result: {e}")))?;
                 if d.supported_versions.iter().any(|v| v == MODERN_VERSION) {
-                    let server_info = d.meta.as_ref().and_then(|m| m.get(keys::SERVER_INFO)).cloned().or(d.server_info);
-                    return Ok(Identity {
-                        version: MODERN_VERSION.into(),
-                        capabilities: d.capabilities,
-                        instructions: d.instructions,
-                        server_info,
-                    });
+                    return Ok(d.into_modern_identity());
                 }
                 if d.result_type.is_none() {
                     // A legacy stateless server ran an unknown method's default handler.
@@ -203,6 +249,22 @@ impl Upstream {
             }
             Outcome::Error(e) => Err(UpstreamError::Protocol(e.message)),
         }
+    }
+
+    /// `server/discover` for an upstream configured `era = "modern"`: a legacy answer is an error.
+    async fn discover_only(&self) -> Result<Identity, UpstreamError> {
+        let call = Call::internal("server/discover", RawObject::default(), gateway_meta(), None);
+        let (outcome, _) = self.exchange_outcome(&call, modern::envelope(&call, MODERN_VERSION)).await?;
+        if let Outcome::Result(raw) = &outcome
+            && let Ok(d) = serde_json::from_str::<Announcement>(raw.get())
+            && d.supported_versions.iter().any(|v| v == MODERN_VERSION)
+        {
+            return Ok(d.into_modern_identity());
+        }
+        Err(UpstreamError::Protocol(format!(
+            "era = \"modern\" is configured, but server/discover did not answer as {MODERN_VERSION}: {}",
+            describe(&outcome)
+        )))
     }
 
     /// Reads one whole list, following `nextCursor` up to the configured page limit.
@@ -277,12 +339,21 @@ pub(super) struct Announcement {
 }
 
 impl Announcement {
+    /// What an `initialize` result says.
     pub(super) fn into_identity(self) -> Identity {
         Identity {
+            legacy: Some(self.protocol_version.clone()),
             version: self.protocol_version,
             capabilities: self.capabilities,
             instructions: self.instructions,
             server_info: self.server_info,
         }
+    }
+
+    /// What a modern `server/discover` result says, with the newest legacy version it also offers.
+    fn into_modern_identity(self) -> Identity {
+        let legacy = LEGACY_VERSIONS.iter().find(|v| self.supported_versions.iter().any(|s| s == *v)).map(|v| v.to_string());
+        let server_info = self.meta.as_ref().and_then(|m| m.get(keys::SERVER_INFO)).cloned().or(self.server_info);
+        Identity { version: MODERN_VERSION.into(), capabilities: self.capabilities, instructions: self.instructions, server_info, legacy }
     }
 }

@@ -39,9 +39,14 @@ use harness::*;
 
 /// A gateway in front of the Python SDK test upstream twice: `alpha` over HTTP, `beta` over stdio.
 pub fn two_upstreams(timeout: &str) -> (Proc, String, Gateway) {
+    two_upstreams_with(timeout, "")
+}
+
+/// [`two_upstreams`], with `beta_extra` (TOML lines) added to the stdio upstream's table.
+pub fn two_upstreams_with(timeout: &str, beta_extra: &str) -> (Proc, String, Gateway) {
     let (alpha, alpha_url) = py_http("alpha", &[]);
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{alpha_url}\"\ntimeout = \"{timeout}\"\n\n[[upstream]]\nid = \"beta\"\ncommand = {}\ntimeout = \"{timeout}\"\n",
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{alpha_url}\"\ntimeout = \"{timeout}\"\n\n[[upstream]]\nid = \"beta\"\ncommand = {}\ntimeout = \"{timeout}\"\n{beta_extra}\n",
         py_stdio_command("beta")
     );
     let gw = gateway(&config);

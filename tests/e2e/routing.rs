@@ -146,7 +146,9 @@ async fn x_mcp_header_tools_and_progress_go_through() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_callers_meta_goes_upstream_not_the_gateways() {
-    let (_alpha, _url, gw) = crate::two_upstreams("10s");
+    // The per-request `_meta` exists in the modern era only: the stdio upstream (which would get
+    // the legacy handshake by default, docs/protocol.md) is spoken to in it.
+    let (_alpha, _url, gw) = crate::two_upstreams_with("10s", "era = \"modern\"");
     for tool in ["alpha__meta", "beta__meta"] {
         let mut m = meta();
         m["io.modelcontextprotocol/clientCapabilities"] = json!({ "elicitation": { "form": {} }, "experimental": { "x": {} } });

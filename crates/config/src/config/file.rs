@@ -139,6 +139,9 @@ pub struct UpstreamSection {
     /// Served names for some of its tools and prompts: its name → the served name.
     #[serde(default)]
     pub rename: BTreeMap<String, Spanned<String>>,
+    /// `auto` (default), `modern` or `legacy`.
+    #[serde(default)]
+    pub era: super::EraChoice,
 }
 
 /// One endpoint of a pool: used when every `when` entry (an `x-mcp-header` name → value)

@@ -153,6 +153,24 @@ pub struct UpstreamConfig {
     pub tls: Option<UpstreamTls>,
     /// Served names for some of its tools and prompts: (its name, the served name).
     pub rename: Vec<(String, String)>,
+    /// Which protocol era the gateway speaks to it (docs/protocol.md, "Which era each upstream is
+    /// spoken to in").
+    pub era: EraChoice,
+}
+
+/// The era the gateway speaks to an upstream that may offer both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EraChoice {
+    /// HTTP: the client's era when the upstream offers it (a legacy client gets a legacy upstream
+    /// session of its own). stdio: the legacy era when the process offers it (its
+    /// server-initiated requests then reach clients of both eras), else the modern one.
+    #[default]
+    Auto,
+    /// Always 2026-07-28 (the upstream must offer it).
+    Modern,
+    /// Always the `initialize` handshake era.
+    Legacy,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -53,6 +53,7 @@ pub(super) fn upstream(
         max_pages: u.max_pages.unwrap_or(100).max(1),
         max_message_bytes: u.max_message_bytes.unwrap_or(16 * 1024 * 1024),
         tls: super::tls::upstream(at, u.tls.as_ref(), base)?,
+        era: u.era,
     })
 }
 

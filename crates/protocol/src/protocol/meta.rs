@@ -10,6 +10,17 @@ use serde_json::{Map, Value};
 
 pub const LOG_LEVELS: &[&str] = &["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
+/// A legacy (2025) client's session, as an upstream adapter needs it to give the client a legacy
+/// upstream session of its own (era affinity, docs/protocol.md): the session's id, the version it
+/// negotiated, and the capabilities and client info it declared in `initialize`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegacySession {
+    pub sid: String,
+    pub version: String,
+    pub capabilities: Value,
+    pub info: Value,
+}
+
 /// The parsed `_meta` of one request. `fields` keeps every member, so unknown keys pass through.
 #[derive(Debug, Clone, Default)]
 pub struct RequestMeta {
