@@ -139,6 +139,7 @@ pub(super) async fn forward(
         endpoint,
         accepts_input: Vec::new(),
         client: req.legacy.clone(),
+        logs: false,
     };
     let pending = audit::Pending::new(gw.audit.clone(), entry);
     up.call(call).await.map_outcome(move |o| {

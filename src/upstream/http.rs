@@ -35,15 +35,24 @@ struct Inner {
     timeout: Duration,
     inbound: Arc<Inbound>,
     tasks: Background,
-    /// Calls in flight whose callers can answer the upstream's input requests: their request id,
-    /// the methods they answer, and their reply stream. A request the upstream sends on its
-    /// standalone GET stream (not on a call's own stream) goes to the one call that can answer it;
-    /// with none, or more than one, nobody can tell whose it is, and it is refused.
+    /// Calls in flight whose callers can answer the upstream's input requests. A request the
+    /// upstream sends on a session's standalone GET stream (not on a call's own stream) goes to
+    /// the one call of that session that can answer it; with none, or more than one, nobody can
+    /// tell whose it is, and it is refused.
     askers: std::sync::Mutex<Vec<Asker>>,
 }
 
-/// A call in flight that can answer input requests: its request id, the methods, its stream.
-type Asker = (String, Vec<String>, mpsc::Sender<Event>);
+/// A call in flight that can answer input requests.
+struct Asker {
+    /// Its request id.
+    id: String,
+    /// The upstream requests its caller answers.
+    accepts: Vec<String>,
+    /// The legacy session it runs in.
+    session: Option<HeaderValue>,
+    /// Its reply stream.
+    tx: mpsc::Sender<Event>,
+}
 
 /// Takes a call out of [`Inner::askers`] when its relay ends.
 struct Asking {
@@ -53,7 +62,7 @@ struct Asking {
 
 impl Drop for Asking {
     fn drop(&mut self) {
-        crate::sync::lock(&self.inner.askers).retain(|(id, _, _)| *id != self.id);
+        crate::sync::lock(&self.inner.askers).retain(|a| a.id != self.id);
     }
 }
 
@@ -100,7 +109,7 @@ impl HttpTransport {
         // The reply's channel exists before the POST goes out, so an input request the upstream
         // sends on its GET stream at once already finds the call that can answer it.
         let (tx, rx) = mpsc::channel(32);
-        let asking = self.asking(&relay, &tx);
+        let asking = self.asking(&relay, &tx, env.session.clone());
         let resp = loop {
             let req = me.out.post(body.clone(), env, deadline).await?;
             let resp = match timeout_at(deadline, me.client.request(req)).await {
@@ -187,7 +196,7 @@ impl HttpTransport {
                 let Ok(msg) = Message::parse(&data) else { continue };
                 match msg.kind() {
                     Ok(Kind::Notification) => me.inbound.notification(&msg),
-                    Ok(Kind::Request) if self.hand_to_asker(&msg, &data) => {}
+                    Ok(Kind::Request) if self.hand_to_asker(&msg, &data, env.session.as_ref()) => {}
                     Ok(Kind::Request) => self.answer(&msg, env),
                     _ => {}
                 }
@@ -196,13 +205,14 @@ impl HttpTransport {
         Ok(())
     }
 
-    /// Hands an input request from the GET stream to the one call in flight that can answer it.
-    fn hand_to_asker(&self, msg: &Message, data: &[u8]) -> bool {
+    /// Hands an input request from a session's GET stream to the one call in flight in that
+    /// session that can answer it.
+    fn hand_to_asker(&self, msg: &Message, data: &[u8], session: Option<&HeaderValue>) -> bool {
         let Some(method) = msg.method.as_deref() else { return false };
         let askers = crate::sync::lock(&self.0.askers);
-        let mut able = askers.iter().filter(|(_, accepts, _)| accepts.iter().any(|a| a == method));
+        let mut able = askers.iter().filter(|a| a.session.as_ref() == session && a.accepts.iter().any(|m| m == method));
         match (able.next(), able.next()) {
-            (Some((_, _, tx)), None) => tx.try_send(Event::Ask(data.to_vec())).is_ok(),
+            (Some(a), None) => a.tx.try_send(Event::Ask(data.to_vec())).is_ok(),
             _ => false,
         }
     }
@@ -221,109 +231,184 @@ impl HttpTransport {
 
     /// Registers a call whose caller can answer input requests (see [`Inner::askers`]), for as
     /// long as the returned guard lives.
-    fn asking(&self, relay: &Relay, tx: &mpsc::Sender<Event>) -> Option<Asking> {
+    fn asking(&self, relay: &Relay, tx: &mpsc::Sender<Event>, session: Option<HeaderValue>) -> Option<Asking> {
         (!relay.accepts.is_empty()).then(|| {
             let id = relay.want_id.to_string();
-            crate::sync::lock(&self.0.askers).push((id.clone(), relay.accepts.clone(), tx.clone()));
+            let asker = Asker { id: id.clone(), accepts: relay.accepts.clone(), session, tx: tx.clone() };
+            crate::sync::lock(&self.0.askers).push(asker);
             Asking { inner: self.0.clone(), id }
         })
     }
 
-    /// Relays an SSE response: notifications as they come, then the response to `want_id`.
+    /// Relays an SSE response: notifications as they come, then the response to `want_id`. A
+    /// stream that ends (or breaks) before the response, after events with ids, is resumed as the
+    /// transport says (SEP-1699): a GET with `Last-Event-ID`, after the stream's `retry` delay.
     fn relay(
         &self,
-        mut body: hyper::body::Incoming,
+        body: hyper::body::Incoming,
         relay: Relay,
         env: &Envelope,
         (tx, rx): (mpsc::Sender<Event>, mpsc::Receiver<Event>),
         asking: Option<Asking>,
     ) -> EventStream {
-        let Relay { want_id, progress, accepts } = relay;
         let me = self.clone();
         let env = env.clone();
-        let want = want_id;
-        let want_id = want_id.to_string();
         self.0.tasks.spawn(async move {
             let _asking = asking;
             let upstream = me.0.id.clone();
             let fail = |e: UpstreamError| Event::Done(Outcome::Error(e.into_rpc(&upstream)));
             let mut decoder = SseDecoder::new(me.0.max_bytes);
+            let (mut body, mut resumed) = (body, 0);
             loop {
-                let frame = tokio::select! {
-                    f = body.frame() => f,
+                let ended = match me.pump(&mut body, &mut decoder, &relay, &env, &tx).await {
+                    Pumped::Done => return,
+                    Pumped::Ended(why) => why,
+                };
+                let Some(last) = decoder.last_id().map(str::to_string) else {
+                    let _ = tx.send(fail(ended)).await;
+                    return;
+                };
+                if resumed == MAX_RESUMES {
+                    let _ = tx.send(fail(ended)).await;
+                    return;
+                }
+                resumed += 1;
+                let wait = Duration::from_millis(decoder.retry().unwrap_or(DEFAULT_RETRY_MS).min(MAX_RETRY_MS));
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
                     _ = tx.closed() => return,
-                };
-                let chunk = match frame {
-                    None => break,
-                    Some(Err(e)) => {
-                        let _ = tx.send(fail(UpstreamError::Unreachable(format!("the response stream failed: {e}")))).await;
-                        return;
+                }
+                tracing::debug!(%upstream, last_event_id = %last, "resuming a response stream");
+                match me.resume(&env, &last).await {
+                    Ok(next) => {
+                        body = next;
+                        decoder = SseDecoder::resumed(&decoder);
                     }
-                    Some(Ok(f)) => match f.into_data() {
-                        Ok(d) => d,
-                        Err(_) => continue,
-                    },
-                };
-                let events = match decoder.push(&chunk) {
-                    Ok(ev) => ev,
                     Err(e) => {
-                        let _ = tx.send(fail(UpstreamError::TooLarge { limit: e.0 })).await;
+                        tracing::debug!(%upstream, error = %e, "resuming a response stream failed");
+                        let _ = tx.send(fail(ended)).await;
                         return;
-                    }
-                };
-                for data in events {
-                    if data.iter().all(u8::is_ascii_whitespace) {
-                        continue;
-                    }
-                    // The event's own buffer: a final result is relayed from it without a copy.
-                    let event = Bytes::from(data);
-                    let Ok(msg) = Message::parse_bytes(&event) else {
-                        tracing::warn!(upstream = %upstream, "ignoring an SSE event that is not a JSON-RPC message");
-                        continue;
-                    };
-                    match msg.kind() {
-                        Ok(Kind::Response) if msg.id.as_ref().is_some_and(|i| i.get() == want_id) => {
-                            let _ = tx.send(Event::Done(final_outcome(msg))).await;
-                            return;
-                        }
-                        // Change notifications concern every caller, not this call: they go
-                        // where the gateway's own change tracking hears them, never raw to the
-                        // caller (upstream URIs, items it may not see).
-                        Ok(Kind::Notification)
-                            if msg
-                                .method
-                                .as_deref()
-                                .is_some_and(|m| m.ends_with("/list_changed") || m == "notifications/resources/updated") =>
-                        {
-                            me.0.inbound.notification(&msg);
-                        }
-                        Ok(Kind::Notification) => {
-                            let data = match (&progress, msg.method.as_deref()) {
-                                (Some(client), Some("notifications/progress")) if super::progress::request_of(&msg) == Some(want) => {
-                                    super::progress::restore(&msg, client).unwrap_or_else(|| event.to_vec())
-                                }
-                                _ => event.to_vec(),
-                            };
-                            if tx.send(Event::Notification(data)).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(Kind::Request) if msg.method.as_ref().is_some_and(|m| accepts.contains(m)) => {
-                            if tx.send(Event::Ask(event.to_vec())).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(Kind::Request) => me.answer(&msg, &env),
-                        _ => tracing::warn!(upstream = %upstream, method = ?msg.method, "ignoring an unexpected message on a \
-                            response stream"),
                     }
                 }
             }
-            let _ = tx.send(fail(UpstreamError::Protocol("the response stream ended before the response".into()))).await;
         });
         EventStream::new(rx)
     }
+
+    /// Resumes a response stream: a GET with `Last-Event-ID` on the same session.
+    async fn resume(&self, env: &Envelope, last: &str) -> Result<hyper::body::Incoming, UpstreamError> {
+        let me = &self.0;
+        let deadline = Instant::now() + me.timeout;
+        let env = Envelope { mcp: None, ..env.clone() };
+        let mut req = me.out.get(&env, deadline).await?;
+        let id = HeaderValue::from_str(last).map_err(|_| UpstreamError::Protocol("the stream's event id cannot be sent back".into()))?;
+        req.headers_mut().insert("last-event-id", id);
+        let resp = match timeout_at(deadline, me.client.request(req)).await {
+            Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
+            Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
+        };
+        let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+        if !resp.status().is_success() || !ctype.starts_with("text/event-stream") {
+            return Err(UpstreamError::Protocol(format!("the response stream ended early and resuming it got HTTP {}", resp.status())));
+        }
+        Ok(resp.into_body())
+    }
+
+    /// Relays the events of one response stream until the response (`Done`, sent) or the
+    /// stream's end, and why it ended.
+    async fn pump(
+        &self,
+        body: &mut hyper::body::Incoming,
+        decoder: &mut SseDecoder,
+        relay: &Relay,
+        env: &Envelope,
+        tx: &mpsc::Sender<Event>,
+    ) -> Pumped {
+        let upstream = &self.0.id;
+        let want_id = relay.want_id.to_string();
+        loop {
+            let frame = tokio::select! {
+                f = body.frame() => f,
+                _ = tx.closed() => return Pumped::Done,
+            };
+            let chunk = match frame {
+                None => return Pumped::Ended(UpstreamError::Protocol("the response stream ended before the response".into())),
+                Some(Err(e)) => return Pumped::Ended(UpstreamError::Unreachable(format!("the response stream failed: {e}"))),
+                Some(Ok(f)) => match f.into_data() {
+                    Ok(d) => d,
+                    Err(_) => continue,
+                },
+            };
+            let events = match decoder.push(&chunk) {
+                Ok(ev) => ev,
+                Err(e) => {
+                    let _ = tx.send(Event::Done(Outcome::Error(UpstreamError::TooLarge { limit: e.0 }.into_rpc(upstream)))).await;
+                    return Pumped::Done;
+                }
+            };
+            for data in events {
+                if data.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                // The event's own buffer: a final result is relayed from it without a copy.
+                let event = Bytes::from(data);
+                let Ok(msg) = Message::parse_bytes(&event) else {
+                    tracing::warn!(upstream = %upstream, "ignoring an SSE event that is not a JSON-RPC message");
+                    continue;
+                };
+                match msg.kind() {
+                    Ok(Kind::Response) if msg.id.as_ref().is_some_and(|i| i.get() == want_id) => {
+                        let _ = tx.send(Event::Done(final_outcome(msg))).await;
+                        return Pumped::Done;
+                    }
+                    // Change notifications concern every caller, not this call: they go where the
+                    // gateway's own change tracking hears them, never raw to the caller (upstream
+                    // URIs, items it may not see).
+                    Ok(Kind::Notification)
+                        if msg
+                            .method
+                            .as_deref()
+                            .is_some_and(|m| m.ends_with("/list_changed") || m == "notifications/resources/updated") =>
+                    {
+                        self.0.inbound.notification(&msg);
+                    }
+                    Ok(Kind::Notification) => {
+                        let data = match (&relay.progress, msg.method.as_deref()) {
+                            (Some(client), Some("notifications/progress")) if super::progress::request_of(&msg) == Some(relay.want_id) => {
+                                super::progress::restore(&msg, client).unwrap_or_else(|| event.to_vec())
+                            }
+                            _ => event.to_vec(),
+                        };
+                        if tx.send(Event::Notification(data)).await.is_err() {
+                            return Pumped::Done;
+                        }
+                    }
+                    Ok(Kind::Request) if msg.method.as_ref().is_some_and(|m| relay.accepts.contains(m)) => {
+                        if tx.send(Event::Ask(event.to_vec())).await.is_err() {
+                            return Pumped::Done;
+                        }
+                    }
+                    Ok(Kind::Request) => self.answer(&msg, env),
+                    _ => tracing::warn!(upstream = %upstream, method = ?msg.method, "ignoring an unexpected message on a response stream"),
+                }
+            }
+        }
+    }
 }
+
+/// How one response stream ended.
+enum Pumped {
+    /// The response was relayed (or the caller left): nothing more to do.
+    Done,
+    /// It ended before the response, for this reason.
+    Ended(UpstreamError),
+}
+
+/// Resumptions of one response stream, at most.
+const MAX_RESUMES: u32 = 5;
+/// The delay before resuming when the stream set none, and the longest one honoured.
+const DEFAULT_RETRY_MS: u64 = 1_000;
+const MAX_RETRY_MS: u64 = 30_000;
 
 pub fn final_outcome(m: Message) -> Outcome {
     match (m.result, m.error) {

@@ -152,6 +152,7 @@ impl Upstream {
     pub(super) async fn call_legacy(&self, mut call: Call, version: &str) -> Result<Reply, UpstreamError> {
         // What the caller can answer if the upstream asks during the call (see `parked`).
         call.accepts_input = super::parked::answerable(&call.meta);
+        call.logs |= call.meta.contains_key(keys::LOG_LEVEL);
         for key in [keys::PROTOCOL_VERSION, keys::CLIENT_CAPABILITIES, keys::CLIENT_INFO, keys::LOG_LEVEL] {
             call.meta.remove(key);
         }

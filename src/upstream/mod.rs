@@ -67,6 +67,8 @@ pub struct Call {
     /// gateway itself): an upstream that speaks the legacy era is spoken to in a session of the
     /// client's own.
     pub client: Option<Arc<crate::protocol::meta::LegacySession>>,
+    /// The caller asked for log messages (a legacy call's `_meta` loses the level, not the wish).
+    pub logs: bool,
 }
 
 impl Call {
@@ -82,6 +84,7 @@ impl Call {
             endpoint,
             accepts_input: Vec::new(),
             client: None,
+            logs: false,
         }
     }
 
@@ -207,6 +210,14 @@ pub struct Upstream {
     retired: std::sync::atomic::AtomicBool,
     /// Consecutive calls that did not reach the upstream.
     failures: AtomicU64,
+    /// What it was made from, to make its `twin`.
+    shared: Shared,
+    updated: tokio::sync::mpsc::Sender<String>,
+    /// A modern stdio upstream's second process, spoken to in the legacy era, for legacy clients
+    /// (`None` once the command refused the handshake).
+    twin: tokio::sync::OnceCell<Option<Arc<Upstream>>>,
+    /// A modern HTTP upstream refused the legacy handshake: legacy clients are bridged.
+    legacy_refused: std::sync::atomic::AtomicBool,
 }
 
 /// How many calls in a row may fail to reach an upstream before it is probed out of turn.
@@ -232,6 +243,7 @@ struct Sent {
 impl Upstream {
     /// A handle; resource updates the upstream announces go to `updated` (its URI form).
     pub fn new(index: usize, cfg: UpstreamConfig, shared: Shared, updated: tokio::sync::mpsc::Sender<String>) -> Upstream {
+        let kept = (shared.clone(), updated.clone());
         let Shared { client, tasks, input_timeout } = shared;
         let changed = Arc::new(tokio::sync::Notify::new());
         let inbound = Arc::new(inbound::Inbound::new(&cfg.id, changed.clone(), updated));
@@ -287,6 +299,10 @@ impl Upstream {
             tasks,
             retired: Default::default(),
             failures: AtomicU64::new(0),
+            shared: kept.0,
+            updated: kept.1,
+            twin: tokio::sync::OnceCell::new(),
+            legacy_refused: Default::default(),
         }
     }
 
@@ -361,35 +377,83 @@ impl Upstream {
 
     /// Sends one request in the upstream's era; the reply is JSON or a stream exactly as the
     /// upstream answered, under the upstream's deadline.
-    pub async fn call(&self, call: Call) -> Reply {
-        let sent = match self.era_for(&call) {
-            (true, v) => self.call_legacy(call, &v).await,
-            (false, v) => self.call_modern(call, &v).await,
-        };
-        let id = self.id().to_string();
-        match sent {
-            Ok(reply) => {
-                self.failures.store(0, Ordering::Relaxed);
-                reply.map_outcome(move |o| hop_error(&id, o))
+    /// (Boxed, with its type spelt out: a legacy client's call may go to the `twin`, another
+    /// upstream handle, whose probe makes calls.)
+    pub fn call(&self, call: Call) -> std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send + '_>> {
+        Box::pin(async move {
+            let sent = match self.era_for(&call) {
+                Era::Legacy(v) => self.call_legacy(call, &v).await,
+                Era::Modern(v) => self.call_modern(call, &v).await,
+                Era::Affine(v) => match &self.transport {
+                    Transport::Stdio(_) => match self.twin().await {
+                        Some(twin) => return twin.call(call).await,
+                        None => self.call_modern(call, &v).await,
+                    },
+                    Transport::Http(_) => {
+                        let version = call.client.as_ref().map(|c| c.version.clone()).unwrap_or_default();
+                        match self.call_legacy(call.clone(), &version).await {
+                            Err(UpstreamError::Handshake(why)) if refuses_legacy(&why) => {
+                                tracing::info!(upstream = %self.id(), error = %why, "the upstream refused the legacy handshake; legacy clients are bridged");
+                                self.legacy_refused.store(true, Ordering::Relaxed);
+                                self.call_modern(call, &v).await
+                            }
+                            other => other,
+                        }
+                    }
+                },
+            };
+            let id = self.id().to_string();
+            match sent {
+                Ok(reply) => {
+                    self.failures.store(0, Ordering::Relaxed);
+                    reply.map_outcome(move |o| hop_error(&id, o))
+                }
+                Err(e) => {
+                    self.failed(&e);
+                    Reply::error(e.into_rpc(self.id()))
+                }
             }
-            Err(e) => {
-                self.failed(&e);
-                Reply::error(e.into_rpc(self.id()))
+        })
+    }
+
+    /// The era a call goes in: the upstream's, except that a legacy client reaching a modern
+    /// upstream is spoken to in its own era where the upstream takes it (docs/protocol.md, "Which
+    /// era each upstream is spoken to in").
+    fn era_for(&self, call: &Call) -> Era {
+        let st = self.state.load();
+        match st.version.as_deref() {
+            Some(v) if is_legacy_version(v) => Era::Legacy(v.to_string()),
+            v => {
+                let v = v.unwrap_or(MODERN_VERSION).to_string();
+                if call.client.is_some() && self.cfg.era == EraChoice::Auto && !self.legacy_refused.load(Ordering::Relaxed) {
+                    Era::Affine(v)
+                } else {
+                    Era::Modern(v)
+                }
             }
         }
     }
 
-    /// The era and version a call goes in (`true`: legacy): the upstream's, except that a legacy
-    /// client reaching an upstream that also speaks its era (an HTTP one that offers it, a stdio
-    /// process that took the handshake and serves both) is spoken to in it (docs/protocol.md,
-    /// "Which era each upstream is spoken to in").
-    fn era_for(&self, call: &Call) -> (bool, String) {
-        let st = self.state.load();
-        match (st.version.as_deref(), &st.legacy_version) {
-            (Some(v), _) if is_legacy_version(v) => (true, v.to_string()),
-            (_, Some(lv)) if call.client.is_some() && self.cfg.era == EraChoice::Auto => (true, lv.clone()),
-            (v, _) => (false, v.unwrap_or(MODERN_VERSION).to_string()),
-        }
+    /// The legacy-era process of a modern stdio upstream, started (and probed) on first use;
+    /// `None` when the command refuses the handshake (its legacy clients are then bridged).
+    async fn twin(&self) -> Option<Arc<Upstream>> {
+        let make = async {
+            let cfg = UpstreamConfig { era: EraChoice::Legacy, ..self.cfg.clone() };
+            let shared = Shared { tasks: self.tasks.child(), ..self.shared.clone() };
+            let twin = Arc::new(Upstream::new(self.index, cfg, shared, self.updated.clone()));
+            match twin.refresh().await {
+                Ok(()) => {
+                    tracing::info!(upstream = %self.id(), "started a legacy-era process for legacy clients");
+                    Some(twin)
+                }
+                Err(e) => {
+                    tracing::info!(upstream = %self.id(), error = %e, "the command refuses the legacy handshake; legacy clients are bridged");
+                    twin.tasks.stop();
+                    None
+                }
+            }
+        };
+        self.twin.get_or_init(|| make).await.clone()
     }
 
     /// Passive outlier detection: consecutive calls that could not reach the upstream at all
@@ -477,6 +541,20 @@ impl Upstream {
             other => Err(other),
         }
     }
+}
+
+/// The era of one call: the upstream's legacy one, its modern one, or (a legacy client on a
+/// modern upstream) the client's own where the upstream takes it.
+enum Era {
+    Legacy(String),
+    Modern(String),
+    Affine(String),
+}
+
+/// Whether a failed handshake means the upstream does not speak the legacy era (rather than
+/// being unreachable for now).
+fn refuses_legacy(why: &UpstreamError) -> bool {
+    matches!(why, UpstreamError::Refused { .. } | UpstreamError::Protocol(_) | UpstreamError::Status { status: 400..=499 })
 }
 
 /// An upstream's header-mismatch or version error is about the gateway's request, not the

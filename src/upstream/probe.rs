@@ -73,21 +73,9 @@ impl Upstream {
 
     async fn probe_and_list(&self) -> Result<UpstreamState, UpstreamError> {
         let st = self.state.load_full();
-        // A live legacy session (the gateway's own) is kept, its lists re-read below; a stdio
-        // process that serves both eras keeps the handshake it took and is asked again what it
-        // offers in the modern era.
-        let kept = st.status == Status::Ready && st.legacy_version.is_some() && self.has_session(None);
-        let identity = match (kept, st.is_modern()) {
-            (true, false) => Identity::from_state(&st),
-            (true, true) => match self.discover_only().await {
-                Ok(fresh) => Identity { legacy: st.legacy_version.clone(), ..fresh },
-                Err(e) => {
-                    tracing::warn!(upstream = %self.id(), error = %e, "server/discover failed; keeping what the upstream said before");
-                    Identity::from_state(&st)
-                }
-            },
-            _ => self.identify().await?,
-        };
+        // A live legacy session (the gateway's own) is kept; its lists are re-read below.
+        let kept = st.status == Status::Ready && !st.is_modern() && st.legacy_version.is_some() && self.has_session(None);
+        let identity = if kept { Identity::from_state(&st) } else { self.identify().await? };
         let previous = self.state.load_full();
         let mut state = UpstreamState {
             version: Some(identity.version),
@@ -175,27 +163,12 @@ impl Upstream {
     }
 
     /// The era probe, as the upstream's `era` asks (docs/protocol.md, "Which era each upstream is
-    /// spoken to in"): `legacy` is the handshake alone; a stdio process under `auto` is offered the
-    /// handshake first (one process serves one era, and the legacy one keeps its server-initiated
-    /// requests reaching clients of both eras), `server/discover` when it refuses; otherwise
-    /// `server/discover`, with the handshake as the fallback unless the era is `modern`.
+    /// spoken to in"): `legacy` is the handshake alone; otherwise `server/discover`, with the
+    /// handshake as the fallback unless the era is `modern`. A stdio process spoken to in the
+    /// modern era cannot take a handshake later: legacy clients get a second process (`twin`).
     async fn identify(&self) -> Result<Identity, UpstreamError> {
         match (self.cfg.era, &self.transport) {
             (EraChoice::Legacy, _) => self.handshake(None).await,
-            (EraChoice::Auto, Transport::Stdio(_)) => match self.handshake(None).await {
-                // A process that also answers the modern probe after the handshake serves both
-                // eras at once: each client is spoken to in its own.
-                Ok(legacy) => match self.discover_only().await {
-                    Ok(modern) => Ok(Identity { legacy: legacy.legacy, ..modern }),
-                    Err(_) => Ok(legacy),
-                },
-                Err(e @ (UpstreamError::Refused { .. } | UpstreamError::Timeout { .. })) => {
-                    tracing::info!(upstream = %self.id(), error = %e, "the process refused the legacy handshake; trying server/discover");
-                    self.discover().await.map(|i| Identity { legacy: None, ..i })
-                }
-                Err(e) => Err(e),
-            },
-            // A stdio process spoken to in the modern era cannot take a handshake later.
             (_, Transport::Stdio(_)) => {
                 self.discover().await.map(|i| if i.version == MODERN_VERSION { Identity { legacy: None, ..i } } else { i })
             }

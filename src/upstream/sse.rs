@@ -1,5 +1,6 @@
 //! A bounded Server-Sent Events decoder for upstream response streams: it yields the `data` of
-//! each event (multi-line data joined with `\n`), ignores comments and other fields, accepts
+//! each event (multi-line data joined with `\n`), remembers the last event id and the `retry`
+//! delay (what resuming a closed stream needs), ignores comments and other fields, accepts
 //! LF, CRLF and CR line endings, and refuses any line or event larger than its limit, so a
 //! misbehaving upstream cannot make the gateway buffer without bound.
 
@@ -16,11 +17,38 @@ pub struct SseDecoder {
     skip_lf: bool,
     /// How much of `buf` is known to hold no line break (so it is not scanned again).
     scanned: usize,
+    last_id: Option<String>,
+    retry: Option<u64>,
 }
 
 impl SseDecoder {
     pub fn new(max_event_bytes: usize) -> Self {
-        SseDecoder { buf: BytesMut::new(), data: Vec::new(), has_data: false, max: max_event_bytes, skip_lf: false, scanned: 0 }
+        SseDecoder {
+            buf: BytesMut::new(),
+            data: Vec::new(),
+            has_data: false,
+            max: max_event_bytes,
+            skip_lf: false,
+            scanned: 0,
+            last_id: None,
+            retry: None,
+        }
+    }
+
+    /// A decoder for a resumed stream: it starts from what `previous` learnt (the last event id
+    /// and the retry delay hold until the new stream sets them).
+    pub fn resumed(previous: &SseDecoder) -> Self {
+        SseDecoder { last_id: previous.last_id.clone(), retry: previous.retry, ..SseDecoder::new(previous.max) }
+    }
+
+    /// The id of the last event that set one (`Last-Event-ID` when resuming).
+    pub fn last_id(&self) -> Option<&str> {
+        self.last_id.as_deref()
+    }
+
+    /// The reconnection delay the stream set, in milliseconds.
+    pub fn retry(&self) -> Option<u64> {
+        self.retry
     }
 
     /// Feeds a chunk; returns the data of every event completed by it.
@@ -72,6 +100,15 @@ impl SseDecoder {
             }
             None => (line, &b""[..]),
         };
+        // Per the SSE rules: an id with NUL is ignored; retry is digits only.
+        if field == b"id" && !value.contains(&0) {
+            self.last_id = Some(String::from_utf8_lossy(value).into_owned());
+            return Ok(());
+        }
+        if field == b"retry" && !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
+            self.retry = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+            return Ok(());
+        }
         if field == b"data" {
             if self.has_data {
                 self.data.push(b'\n');
@@ -100,6 +137,17 @@ mod tests {
         assert_eq!(d.push(b"\ndata: b\r\r").unwrap(), vec![b"a\nb".to_vec()]);
         // An event with an empty data line (server-everything's priming event) is still an event.
         assert_eq!(d.push(b"id: 9\ndata: \n\n").unwrap(), vec![Vec::<u8>::new()]);
+    }
+
+    #[test]
+    fn keeps_the_last_event_id_and_the_retry_delay() {
+        let mut d = SseDecoder::new(1024);
+        assert_eq!(d.push(b"id: e-1\nretry: 500\ndata: \n\n").unwrap(), vec![Vec::<u8>::new()]);
+        assert_eq!((d.last_id(), d.retry()), (Some("e-1"), Some(500)));
+        d.push(b"retry: soon\nid: bad\0id\ndata: x\n\n").unwrap();
+        assert_eq!((d.last_id(), d.retry()), (Some("e-1"), Some(500)), "invalid fields are ignored");
+        let r = SseDecoder::resumed(&d);
+        assert_eq!((r.last_id(), r.retry()), (Some("e-1"), Some(500)));
     }
 
     #[test]

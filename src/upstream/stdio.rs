@@ -184,7 +184,7 @@ impl StdioTransport {
         let client_token = progress::swap(&mut call.meta, id);
         let line = call.encode(id)?;
         let (etx, erx) = mpsc::channel(32);
-        let wants_logs = call.meta.contains_key(keys::LOG_LEVEL);
+        let wants_logs = call.logs || call.meta.contains_key(keys::LOG_LEVEL);
         let listen = call.method == "subscriptions/listen";
         lock(&proc.pending).insert(id, Pending { events: etx, client_token, wants_logs, accepts: call.accepts_input.clone(), listen });
         let sent = tokio::time::timeout_at(deadline, proc.tx.send(line)).await;
