@@ -28,10 +28,13 @@ pub(super) struct Own {
     pub opening: tokio::sync::Mutex<()>,
 }
 
-/// The sessions of one upstream, by (client session id, endpoint index).
+/// A client session id and a pool endpoint index.
+type Key = (String, usize);
+
+/// The sessions of one upstream, with when each was last used.
 #[derive(Default)]
 pub(super) struct Affinity {
-    map: Mutex<HashMap<(String, usize), (Arc<Own>, Instant)>>,
+    map: Mutex<HashMap<Key, (Arc<Own>, Instant)>>,
 }
 
 impl Affinity {
@@ -45,8 +48,7 @@ impl Affinity {
             *used = now;
             return (own.clone(), Vec::new());
         }
-        let mut gone: Vec<(String, usize)> =
-            map.iter().filter(|(_, (_, used))| now.duration_since(*used) > IDLE).map(|(k, _)| k.clone()).collect();
+        let mut gone: Vec<Key> = map.iter().filter(|(_, (_, used))| now.duration_since(*used) > IDLE).map(|(k, _)| k.clone()).collect();
         if map.len() - gone.len() >= MAX_SESSIONS
             && let Some(oldest) = map.iter().filter(|(k, _)| !gone.contains(k)).min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone())
         {
@@ -61,7 +63,7 @@ impl Affinity {
     /// Forgets every session of a client; they are returned to be closed.
     fn remove(&self, sid: &str) -> Vec<(usize, Arc<Own>)> {
         let mut map = lock(&self.map);
-        let keys: Vec<(String, usize)> = map.keys().filter(|(s, _)| s == sid).cloned().collect();
+        let keys: Vec<Key> = map.keys().filter(|(s, _)| s == sid).cloned().collect();
         keys.into_iter().filter_map(|k| map.remove(&k).map(|(own, _)| (k.1, own))).collect()
     }
 

@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod affinity;
 mod apps;
 mod caching;
 mod callers;

@@ -109,6 +109,16 @@ async def test_list_roots(ctx: Context) -> str:
     return f"Client roots: {', '.join(str(r.uri) for r in result.roots) or '(none)'}"
 
 
+@mcp.tool()
+async def test_whoami(ctx: Context) -> str:
+    """Who this server thinks is calling, for the gateway's era-affinity tests (the suite does not call it):
+    the clientInfo name of the session, its Mcp-Session-Id (HTTP), and the protocol version in use."""
+    params = ctx.session.client_params
+    name = params.client_info.name if params is not None else "-"
+    session = (ctx.headers or {}).get("mcp-session-id", "-")
+    return f"client={name} session={session} version={ctx.protocol_version}"
+
+
 # MCPServer has no decorator for logging/setLevel, so the handler is registered on the SDK's low-level
 # server (which also makes the handshake advertise `logging`). At 2026-07-28 the SDK refuses the
 # method by itself (404, -32601).
