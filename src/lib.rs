@@ -17,6 +17,7 @@ pub mod demo;
 pub mod dispatch;
 pub mod gateway;
 pub mod hub;
+pub mod identity;
 pub mod import;
 pub mod ratelimit;
 pub mod server;

@@ -213,9 +213,8 @@ pub struct Upstream {
     /// What it was made from, to make its `twin`.
     shared: Shared,
     updated: tokio::sync::mpsc::Sender<String>,
-    /// A modern stdio upstream's second process, spoken to in the legacy era, for legacy clients
-    /// (`None` once the command refused the handshake).
-    twin: tokio::sync::OnceCell<Option<Arc<Upstream>>>,
+    /// Where a modern stdio upstream's legacy clients go (decided on the first one).
+    partner: tokio::sync::OnceCell<Partner>,
     /// A modern HTTP upstream refused the legacy handshake: legacy clients are bridged.
     legacy_refused: std::sync::atomic::AtomicBool,
 }
@@ -243,9 +242,19 @@ struct Sent {
 impl Upstream {
     /// A handle; resource updates the upstream announces go to `updated` (its URI form).
     pub fn new(index: usize, cfg: UpstreamConfig, shared: Shared, updated: tokio::sync::mpsc::Sender<String>) -> Upstream {
+        Upstream::with_signal(index, cfg, shared, updated, Arc::new(tokio::sync::Notify::new()))
+    }
+
+    /// [`Self::new`], signalling list changes on `changed`.
+    fn with_signal(
+        index: usize,
+        cfg: UpstreamConfig,
+        shared: Shared,
+        updated: tokio::sync::mpsc::Sender<String>,
+        changed: Arc<tokio::sync::Notify>,
+    ) -> Upstream {
         let kept = (shared.clone(), updated.clone());
         let Shared { client, tasks, input_timeout } = shared;
-        let changed = Arc::new(tokio::sync::Notify::new());
         let inbound = Arc::new(inbound::Inbound::new(&cfg.id, changed.clone(), updated));
         let transport = match &cfg.transport {
             TransportConfig::Http { endpoints } => {
@@ -301,7 +310,7 @@ impl Upstream {
             failures: AtomicU64::new(0),
             shared: kept.0,
             updated: kept.1,
-            twin: tokio::sync::OnceCell::new(),
+            partner: tokio::sync::OnceCell::new(),
             legacy_refused: Default::default(),
         }
     }
@@ -385,9 +394,10 @@ impl Upstream {
                 Era::Legacy(v) => self.call_legacy(call, &v).await,
                 Era::Modern(v) => self.call_modern(call, &v).await,
                 Era::Affine(v) => match &self.transport {
-                    Transport::Stdio(_) => match self.twin().await {
-                        Some(twin) => return twin.call(call).await,
-                        None => self.call_modern(call, &v).await,
+                    Transport::Stdio(_) => match self.legacy_partner().await {
+                        Partner::Itself(version) => self.call_legacy(call, &version).await,
+                        Partner::Twin(twin) => return twin.call(call).await,
+                        Partner::None => self.call_modern(call, &v).await,
                     },
                     Transport::Http(_) => {
                         let version = call.client.as_ref().map(|c| c.version.clone()).unwrap_or_default();
@@ -434,26 +444,36 @@ impl Upstream {
         }
     }
 
-    /// The legacy-era process of a modern stdio upstream, started (and probed) on first use;
-    /// `None` when the command refuses the handshake (its legacy clients are then bridged).
-    async fn twin(&self) -> Option<Arc<Upstream>> {
-        let make = async {
+    /// Where a modern stdio upstream's legacy clients go, decided on the first one: the same
+    /// process when it takes the handshake as well (it serves both eras at once); else a second
+    /// process of the same command, spoken to in the legacy era (SDKs lock a process to the era
+    /// of its first request); else nowhere (they are bridged).
+    async fn legacy_partner(&self) -> Partner {
+        let decide = async {
+            match self.handshake(None).await {
+                Ok(identity) => {
+                    tracing::info!(upstream = %self.id(), "the process serves both eras: legacy clients use it too");
+                    return Partner::Itself(identity.version);
+                }
+                Err(e) => tracing::debug!(upstream = %self.id(), error = %e, "the process keeps to the modern era"),
+            }
             let cfg = UpstreamConfig { era: EraChoice::Legacy, ..self.cfg.clone() };
             let shared = Shared { tasks: self.tasks.child(), ..self.shared.clone() };
-            let twin = Arc::new(Upstream::new(self.index, cfg, shared, self.updated.clone()));
+            // Its list changes are this upstream's: the catalogue is re-read.
+            let twin = Arc::new(Upstream::with_signal(self.index, cfg, shared, self.updated.clone(), self.changed.clone()));
             match twin.refresh().await {
                 Ok(()) => {
                     tracing::info!(upstream = %self.id(), "started a legacy-era process for legacy clients");
-                    Some(twin)
+                    Partner::Twin(twin)
                 }
                 Err(e) => {
                     tracing::info!(upstream = %self.id(), error = %e, "the command refuses the legacy handshake; legacy clients are bridged");
                     twin.tasks.stop();
-                    None
+                    Partner::None
                 }
             }
         };
-        self.twin.get_or_init(|| make).await.clone()
+        self.partner.get_or_init(|| decide).await.clone()
     }
 
     /// Passive outlier detection: consecutive calls that could not reach the upstream at all
@@ -549,6 +569,17 @@ enum Era {
     Legacy(String),
     Modern(String),
     Affine(String),
+}
+
+/// Where a modern stdio upstream's legacy clients go.
+#[derive(Clone)]
+enum Partner {
+    /// The same process, in the legacy session it took (the negotiated version).
+    Itself(String),
+    /// A second process of the same command, in the legacy era.
+    Twin(Arc<Upstream>),
+    /// Nowhere: they are bridged.
+    None,
 }
 
 /// Whether a failed handshake means the upstream does not speak the legacy era (rather than
