@@ -1,0 +1,286 @@
+//! The token vault: each caller's tokens for each protected upstream, keyed by (caller, upstream,
+//! issuer), sealed at rest with the gateway's token keys (AES-256-GCM through [`Sealer`], whose
+//! key list makes rotation work: entries sealed under an older key still open, and are sealed
+//! again under the newest when next written). The key's three parts are the sealing purpose, so an
+//! entry moved to another caller's slot does not open. The embedded store is one JSON file written
+//! atomically (a temporary file renamed over it, mode 0600): the gateway keeps at most a few tokens
+//! per caller and upstream, read on a call's path from memory and written only when a token is
+//! issued, refreshed or revoked, which a file serves without a database engine in the binary.
+//! Nothing here prints a token: [`TokenSet`]'s `Debug` leaves them out, and listings carry only
+//! what a person needs to decide on a revocation.
+
+use crate::sync::lock;
+use crate::token::Sealer;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long a sealed entry may be kept at all (its tokens' own expiry is checked on top).
+const MAX_AGE: Duration = Duration::from_secs(400 * 24 * 3600);
+
+/// Whose tokens, for what.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VaultKey {
+    pub caller: String,
+    pub upstream: String,
+    pub issuer: String,
+}
+
+impl VaultKey {
+    fn purpose(&self) -> String {
+        // Lengths first, so no choice of ids makes two keys share a purpose.
+        format!(
+            "mcpgate/vault/v1/{}:{}/{}:{}/{}:{}",
+            self.caller.len(),
+            self.caller,
+            self.upstream.len(),
+            self.upstream,
+            self.issuer.len(),
+            self.issuer
+        )
+    }
+
+    fn slot(&self) -> String {
+        serde_json::to_string(&(&self.caller, &self.upstream, &self.issuer)).unwrap_or_default()
+    }
+}
+
+/// What an authorization server issued to the gateway for one caller.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenSet {
+    pub access_token: String,
+    #[serde(default)]
+    pub refresh_token: Option<String>,
+    /// Unix seconds; `None`: the server said nothing.
+    #[serde(default)]
+    pub expires_at: Option<u64>,
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// When it was issued (or last refreshed), Unix seconds.
+    pub issued_at: u64,
+}
+
+impl std::fmt::Debug for TokenSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenSet")
+            .field("access_token", &"<redacted>")
+            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "<redacted>"))
+            .field("expires_at", &self.expires_at)
+            .field("scope", &self.scope)
+            .finish()
+    }
+}
+
+impl TokenSet {
+    /// Whether the access token is still good `margin` from now.
+    pub fn fresh(&self, margin: Duration) -> bool {
+        self.expires_at.is_none_or(|at| now() + margin.as_secs() < at)
+    }
+}
+
+/// One vault entry as a listing shows it: never a token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Held {
+    pub caller: String,
+    pub upstream: String,
+    pub issuer: String,
+    pub scope: Option<String>,
+    pub expires_at: Option<u64>,
+    pub refreshable: bool,
+    pub issued_at: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VaultError {
+    #[error("the token vault {path} cannot be read: {reason}")]
+    Read { path: String, reason: String },
+    #[error("the token vault {path} cannot be written: {reason}")]
+    Write { path: String, reason: String },
+    #[error("a token cannot be sealed: {0}")]
+    Seal(String),
+}
+
+/// The vault over its embedded file store.
+pub struct Vault {
+    sealer: Arc<Sealer>,
+    path: Option<PathBuf>,
+    /// Slot → sealed entry (its key, in the clear, and the sealed token set).
+    entries: Mutex<BTreeMap<String, (VaultKey, String)>>,
+}
+
+impl Vault {
+    /// A vault kept in memory only (tokens end with the process).
+    pub fn in_memory(sealer: Arc<Sealer>) -> Vault {
+        Vault { sealer, path: None, entries: Mutex::default() }
+    }
+
+    /// The vault stored at `path` (created on the first write).
+    pub fn open(sealer: Arc<Sealer>, path: PathBuf) -> Result<Vault, VaultError> {
+        let entries = match std::fs::read(&path) {
+            Ok(bytes) => {
+                let list: Vec<(VaultKey, String)> = serde_json::from_slice(&bytes)
+                    .map_err(|e| VaultError::Read { path: path.display().to_string(), reason: e.to_string() })?;
+                list.into_iter().map(|(k, v)| (k.slot(), (k, v))).collect()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(VaultError::Read { path: path.display().to_string(), reason: e.to_string() }),
+        };
+        Ok(Vault { sealer, path: Some(path), entries: Mutex::new(entries) })
+    }
+
+    /// The caller's tokens for an upstream and issuer, if held and still openable.
+    pub fn get(&self, key: &VaultKey) -> Option<TokenSet> {
+        let sealed = lock(&self.entries).get(&key.slot()).map(|(_, s)| s.clone())?;
+        self.sealer.open(&key.purpose(), &sealed, MAX_AGE)
+    }
+
+    /// Keeps a caller's tokens (replacing what was held).
+    pub fn put(&self, key: &VaultKey, tokens: &TokenSet) -> Result<(), VaultError> {
+        let sealed = self.sealer.seal(&key.purpose(), tokens).map_err(|e| VaultError::Seal(e.to_string()))?;
+        let snapshot = {
+            let mut entries = lock(&self.entries);
+            entries.insert(key.slot(), (key.clone(), sealed));
+            entries.values().cloned().collect::<Vec<_>>()
+        };
+        self.persist(&snapshot)
+    }
+
+    /// Forgets the tokens of `caller` (for one upstream, or all); how many entries went.
+    pub fn revoke(&self, caller: &str, upstream: Option<&str>) -> Result<usize, VaultError> {
+        let (gone, snapshot) = {
+            let mut entries = lock(&self.entries);
+            let before = entries.len();
+            entries.retain(|_, (k, _)| !(k.caller == caller && upstream.is_none_or(|u| k.upstream == u)));
+            (before - entries.len(), entries.values().cloned().collect::<Vec<_>>())
+        };
+        if gone > 0 {
+            self.persist(&snapshot)?;
+        }
+        Ok(gone)
+    }
+
+    /// What is held (for one caller, or everyone), without any token.
+    pub fn list(&self, caller: Option<&str>) -> Vec<Held> {
+        let entries: Vec<(VaultKey, String)> =
+            lock(&self.entries).values().filter(|(k, _)| caller.is_none_or(|c| k.caller == c)).cloned().collect();
+        entries
+            .into_iter()
+            .filter_map(|(k, sealed)| {
+                let t: TokenSet = self.sealer.open(&k.purpose(), &sealed, MAX_AGE)?;
+                Some(Held {
+                    caller: k.caller,
+                    upstream: k.upstream,
+                    issuer: k.issuer,
+                    scope: t.scope,
+                    expires_at: t.expires_at,
+                    refreshable: t.refresh_token.is_some(),
+                    issued_at: t.issued_at,
+                })
+            })
+            .collect()
+    }
+
+    fn persist(&self, entries: &[(VaultKey, String)]) -> Result<(), VaultError> {
+        let Some(path) = &self.path else { return Ok(()) };
+        let fail = |e: &dyn std::fmt::Display| VaultError::Write { path: path.display().to_string(), reason: e.to_string() };
+        let bytes = serde_json::to_vec(entries).map_err(|e| fail(&e))?;
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        {
+            use std::io::Write;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options.open(&tmp).map_err(|e| fail(&e))?;
+            file.write_all(&bytes).map_err(|e| fail(&e))?;
+            file.sync_all().map_err(|e| fail(&e))?;
+        }
+        std::fs::rename(&tmp, path).map_err(|e| fail(&e))
+    }
+}
+
+/// Unix seconds now.
+pub fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::KeySource;
+
+    fn sealer(keys: &[&[u8]]) -> Arc<Sealer> {
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        Arc::new(Sealer::from_keys(&keys, KeySource::File).expect("keys"))
+    }
+
+    fn key(caller: &str) -> VaultKey {
+        VaultKey { caller: caller.into(), upstream: "linear".into(), issuer: "https://as.example.com".into() }
+    }
+
+    fn tokens(access: &str) -> TokenSet {
+        TokenSet {
+            access_token: access.into(),
+            refresh_token: Some("r-secret".into()),
+            expires_at: Some(now() + 3600),
+            scope: Some("read".into()),
+            issued_at: now(),
+        }
+    }
+
+    #[test]
+    fn tokens_are_sealed_at_rest_and_bound_to_their_slot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("vault.json");
+        let k = [7u8; 32];
+        let v = Vault::open(sealer(&[&k]), path.clone()).expect("open");
+        v.put(&key("alice"), &tokens("a-secret-token")).expect("put");
+        let on_disk = std::fs::read_to_string(&path).expect("file");
+        assert!(!on_disk.contains("a-secret-token") && !on_disk.contains("r-secret"), "{on_disk}");
+        #[cfg(unix)]
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).expect("meta").permissions()) & 0o777, 0o600);
+        // A new process with the same key reads it back; another caller's slot does not open it.
+        let again = Vault::open(sealer(&[&k]), path.clone()).expect("reopen");
+        assert_eq!(again.get(&key("alice")).map(|t| t.access_token), Some("a-secret-token".into()));
+        assert_eq!(again.get(&key("bob")), None);
+        let moved = on_disk.replace("alice", "bob!!");
+        std::fs::write(&path, moved).expect("tamper");
+        let tampered = Vault::open(sealer(&[&k]), path.clone()).expect("reopen");
+        assert_eq!(
+            tampered.get(&VaultKey { caller: "bob!!".into(), ..key("alice") }),
+            None,
+            "an entry moved to another caller does not open"
+        );
+        // Rotation: a vault opened with a new key first and the old one second still reads old entries.
+        std::fs::write(&path, on_disk).expect("restore");
+        let rotated = Vault::open(sealer(&[&[9u8; 32], &k]), path).expect("reopen");
+        assert!(rotated.get(&key("alice")).is_some());
+    }
+
+    #[test]
+    fn revocation_and_listing_never_show_a_token() {
+        let v = Vault::in_memory(sealer(&[&[1u8; 32]]));
+        v.put(&key("alice"), &tokens("t1")).expect("put");
+        v.put(&key("bob"), &tokens("t2")).expect("put");
+        let listed = serde_json::to_string(&v.list(None)).expect("json");
+        assert!(!listed.contains("t1") && !listed.contains("r-secret"), "{listed}");
+        assert_eq!(v.list(Some("alice")).len(), 1);
+        assert!(!format!("{:?}", tokens("t1")).contains("t1"));
+        assert_eq!(v.revoke("alice", Some("other")).expect("revoke"), 0);
+        assert_eq!(v.revoke("alice", None).expect("revoke"), 1);
+        assert_eq!(v.get(&key("alice")), None);
+        assert!(v.get(&key("bob")).is_some());
+    }
+
+    #[test]
+    fn freshness_leaves_a_margin() {
+        let mut t = tokens("x");
+        assert!(t.fresh(Duration::from_secs(60)));
+        t.expires_at = Some(now() + 30);
+        assert!(!t.fresh(Duration::from_secs(60)));
+        t.expires_at = None;
+        assert!(t.fresh(Duration::from_secs(60)));
+    }
+}
