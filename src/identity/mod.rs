@@ -4,10 +4,11 @@
 //! `WWW-Authenticate` challenge (`challenge`), where its protected-resource and authorization-server
 //! metadata live and what makes that metadata acceptable (`discovery`), PKCE (`pkce`), which URLs
 //! learnt from an upstream or an authorization server the gateway may fetch at all (`guard`), the
-//! started authorizations between consent page and redirect (`flow`), and each caller's tokens,
-//! sealed at rest (`vault`).
+//! started authorizations between consent page and redirect (`flow`), each caller's tokens, sealed
+//! at rest (`vault`), and the guarded HTTP requests for metadata and tokens (`client`).
 
 pub mod challenge;
+pub mod client;
 pub mod discovery;
 pub mod flow;
 pub mod guard;

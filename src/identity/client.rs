@@ -1,0 +1,391 @@
+//! The gateway's requests to authorization infrastructure: fetching protected-resource and
+//! authorization-server metadata in the spec's order (`discovery`), and token requests with the
+//! client authentication the server supports. Every URL passes the SSRF guard (`guard`) first;
+//! redirects are followed by hand, at most [`MAX_REDIRECTS`], each hop guarded again; bodies are
+//! bounded and every request has a deadline. Error bodies of token endpoints go to the debug log
+//! only, cut short, since they may echo what was sent.
+
+use super::challenge::Challenge;
+use super::discovery::{self, ResourceMetadata, ServerMetadata};
+use super::guard::{self, Rules};
+use super::vault::{TokenSet, now};
+use crate::net::HttpClient;
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+
+const MAX_REDIRECTS: usize = 3;
+const MAX_BODY: usize = 256 * 1024;
+const DEADLINE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    #[error(transparent)]
+    Refused(#[from] guard::Refused),
+    #[error(transparent)]
+    Discovery(#[from] discovery::DiscoveryError),
+    #[error("{url}: {reason}")]
+    Fetch { url: String, reason: String },
+    #[error("no authorization metadata was found for {0}")]
+    NotFound(String),
+    #[error("the token endpoint refused the request (HTTP {status}{})", .error.as_deref().map(|e| format!(", {e}")).unwrap_or_default())]
+    TokenRefused { status: u16, error: Option<String> },
+}
+
+/// How the gateway authenticates to a token endpoint.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// A public client: `client_id` in the body.
+    None { client_id: String },
+    /// `client_secret_basic`.
+    Basic { client_id: String, secret: String },
+    /// `client_secret_post`.
+    Post { client_id: String, secret: String },
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientAuth::None { client_id } => write!(f, "None({client_id})"),
+            ClientAuth::Basic { client_id, .. } => write!(f, "Basic({client_id}, <secret>)"),
+            ClientAuth::Post { client_id, .. } => write!(f, "Post({client_id}, <secret>)"),
+        }
+    }
+}
+
+impl ClientAuth {
+    pub fn client_id(&self) -> &str {
+        match self {
+            ClientAuth::None { client_id } | ClientAuth::Basic { client_id, .. } | ClientAuth::Post { client_id, .. } => client_id,
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct TokenResponse {
+    access_token: String,
+    #[serde(default)]
+    token_type: Option<String>,
+    #[serde(default)]
+    expires_in: Option<u64>,
+    #[serde(default)]
+    refresh_token: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+}
+
+/// The HTTP side of per-user identity.
+#[derive(Clone)]
+pub struct OAuthHttp {
+    client: HttpClient,
+    rules: Rules,
+}
+
+impl OAuthHttp {
+    pub fn new(client: HttpClient, rules: Rules) -> Self {
+        OAuthHttp { client, rules }
+    }
+
+    /// The protected-resource metadata of `resource` (the upstream's canonical URI): the
+    /// challenge's `resource_metadata` if it named one, else the well-known URLs in order; the
+    /// document must be about that resource.
+    pub async fn resource_metadata(&self, resource: &str, challenge: Option<&Challenge>) -> Result<ResourceMetadata, IdentityError> {
+        let urls = match challenge.and_then(|c| c.resource_metadata.clone()) {
+            Some(url) => vec![url],
+            None => discovery::resource_metadata_urls(resource)?,
+        };
+        for url in urls {
+            if let Some(doc) = self.get_json::<ResourceMetadata>(&url).await? {
+                doc.check(resource)?;
+                return Ok(doc);
+            }
+        }
+        Err(IdentityError::NotFound(resource.into()))
+    }
+
+    /// The metadata of authorization server `issuer`, from the first URL of the spec's order that
+    /// has it; the document must name the same issuer and offer PKCE S256.
+    pub async fn server_metadata(&self, issuer: &str) -> Result<ServerMetadata, IdentityError> {
+        for url in discovery::server_metadata_urls(issuer)? {
+            if let Some(doc) = self.get_json::<ServerMetadata>(&url).await? {
+                doc.check(issuer)?;
+                for endpoint in
+                    [Some(&doc.authorization_endpoint), Some(&doc.token_endpoint), doc.registration_endpoint.as_ref()].into_iter().flatten()
+                {
+                    guard::check_url(endpoint, self.rules)?;
+                }
+                return Ok(doc);
+            }
+        }
+        Err(IdentityError::NotFound(issuer.into()))
+    }
+
+    /// A token request (`body` is the grant's form) to the server's token endpoint.
+    pub async fn token(&self, server: &ServerMetadata, auth: &ClientAuth, body: String) -> Result<TokenSet, IdentityError> {
+        let url = server.token_endpoint.clone();
+        guard::resolve(&url, self.rules).await?;
+        let mut body = body;
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(&url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json");
+        match auth {
+            ClientAuth::None { client_id } => append(&mut body, &[("client_id", client_id)]),
+            ClientAuth::Post { client_id, secret } => append(&mut body, &[("client_id", client_id), ("client_secret", secret)]),
+            ClientAuth::Basic { client_id, secret } => {
+                // RFC 6749 §2.3.1: each part form-encoded before base64.
+                let pair = format!("{}:{}", form(client_id), form(secret));
+                let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pair);
+                req = req.header("authorization", format!("Basic {basic}"));
+            }
+        }
+        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| fetch_error(&url, e))?;
+        let (status, bytes) = self.send(&url, req).await?;
+        if !status.is_success() {
+            let error = serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["error"].as_str().map(str::to_string));
+            tracing::debug!(%status, ?error, "token request refused");
+            return Err(IdentityError::TokenRefused { status: status.as_u16(), error });
+        }
+        let t: TokenResponse = serde_json::from_slice(&bytes).map_err(|e| fetch_error(&url, format!("no usable token: {e}")))?;
+        if t.token_type.as_deref().is_some_and(|k| !k.eq_ignore_ascii_case("bearer")) {
+            return Err(fetch_error(&url, "a non-bearer token was issued"));
+        }
+        if t.access_token.is_empty() || t.access_token.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
+            return Err(fetch_error(&url, "an unusable access token was issued"));
+        }
+        let issued_at = now();
+        Ok(TokenSet {
+            access_token: t.access_token,
+            refresh_token: t.refresh_token,
+            expires_at: t.expires_in.map(|s| issued_at.saturating_add(s.min(400 * 24 * 3600))),
+            scope: t.scope,
+            issued_at,
+        })
+    }
+
+    /// A JSON document, following redirects by hand; `None` for a 404 (try the next URL).
+    async fn get_json<T: DeserializeOwned>(&self, url: &str) -> Result<Option<T>, IdentityError> {
+        let mut url = url.to_string();
+        for _ in 0..=MAX_REDIRECTS {
+            guard::resolve(&url, self.rules).await?;
+            let req =
+                Request::get(&url).header("accept", "application/json").body(Full::new(Bytes::new())).map_err(|e| fetch_error(&url, e))?;
+            let (status, bytes, location) = self.send_with_location(&url, req).await?;
+            if status.is_redirection() {
+                url = location.ok_or_else(|| fetch_error(&url, "a redirect without Location"))?;
+                continue;
+            }
+            if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
+                return Ok(None);
+            }
+            if !status.is_success() {
+                return Err(fetch_error(&url, format!("HTTP {status}")));
+            }
+            return serde_json::from_slice(&bytes).map(Some).map_err(|e| fetch_error(&url, format!("not the expected JSON: {e}")));
+        }
+        Err(fetch_error(&url, "too many redirects"))
+    }
+
+    async fn send(&self, url: &str, req: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes), IdentityError> {
+        self.send_with_location(url, req).await.map(|(s, b, _)| (s, b))
+    }
+
+    async fn send_with_location(&self, url: &str, req: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes, Option<String>), IdentityError> {
+        let resp = tokio::time::timeout(DEADLINE, self.client.request(req))
+            .await
+            .map_err(|_| fetch_error(url, "no answer within 10 s"))?
+            .map_err(|e| fetch_error(url, format!("unreachable: {e}")))?;
+        let status = resp.status();
+        let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(|l| absolute(url, l));
+        let bytes = tokio::time::timeout(DEADLINE, Limited::new(resp.into_body(), MAX_BODY).collect())
+            .await
+            .map_err(|_| fetch_error(url, "the body did not arrive within 10 s"))?
+            .map_err(|e| fetch_error(url, format!("the body could not be read: {e}")))?
+            .to_bytes();
+        Ok((status, bytes, location))
+    }
+}
+
+/// A `Location` made absolute against the URL it answered.
+fn absolute(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let origin_end = base.find("://").and_then(|i| base[i + 3..].find('/').map(|j| i + 3 + j)).unwrap_or(base.len());
+    if location.starts_with('/') { format!("{}{location}", &base[..origin_end]) } else { format!("{}/{location}", &base[..origin_end]) }
+}
+
+fn append(body: &mut String, pairs: &[(&str, &str)]) {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        q.append_pair(k, v);
+    }
+    if !body.is_empty() {
+        body.push('&');
+    }
+    body.push_str(&q.finish());
+}
+
+fn form(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+fn fetch_error(url: &str, reason: impl std::fmt::Display) -> IdentityError {
+    IdentityError::Fetch { url: url.into(), reason: reason.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A loopback HTTP server answering paths with canned (status, headers, body); it records each
+    /// request's head and body.
+    type Route = (&'static str, u16, Vec<(&'static str, String)>, String);
+    type Answer = (u16, Vec<(&'static str, String)>, String);
+
+    async fn server(routes: impl FnOnce(&str) -> Vec<Route>) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let routes = routes(&base);
+        let routes: HashMap<&str, Answer> = routes.into_iter().map(|(p, s, h, b)| (p, (s, h, b))).collect();
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 16384];
+                let n = sock.read(&mut buf).await.unwrap_or(0);
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+                log.lock().unwrap().push(text);
+                let (status, headers, body) = routes.get(path.as_str()).cloned().unwrap_or((404, vec![], String::new()));
+                let mut head = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
+                for (k, v) in headers {
+                    head.push_str(&format!("{k}: {v}\r\n"));
+                }
+                let _ = sock.write_all(format!("{head}\r\n{body}").as_bytes()).await;
+            }
+        });
+        (base, seen)
+    }
+
+    fn http() -> OAuthHttp {
+        OAuthHttp::new(crate::net::new_http_client(), Rules { loopback: true })
+    }
+
+    fn first_lines(seen: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+        seen.lock().unwrap().iter().map(|r| r.lines().next().unwrap_or("").to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn discovery_follows_the_spec_order_and_checks_what_it_finds() {
+        let (base, seen) = server(|base| {
+            let prm = format!(r#"{{"resource":"{base}/mcp","authorization_servers":["{base}/tenant"],"scopes_supported":["read"]}}"#);
+            let asm = format!(
+                r#"{{"issuer":"{base}/tenant","authorization_endpoint":"{base}/authorize","token_endpoint":"{base}/token","code_challenge_methods_supported":["S256"]}}"#
+            );
+            vec![
+                ("/.well-known/oauth-protected-resource", 200, vec![], prm),
+                ("/tenant/.well-known/openid-configuration", 200, vec![], asm),
+                ("/moved", 302, vec![("location", "/.well-known/oauth-protected-resource".into())], String::new()),
+            ]
+        })
+        .await;
+        let http = http();
+        let prm = http.resource_metadata(&format!("{base}/mcp"), None).await.expect("resource metadata");
+        assert_eq!(prm.authorization_servers, [format!("{base}/tenant")]);
+        let md = http.server_metadata(&prm.authorization_servers[0]).await.expect("server metadata");
+        assert_eq!(md.token_endpoint, format!("{base}/token"));
+        assert_eq!(
+            first_lines(&seen),
+            [
+                "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1",
+                "GET /.well-known/oauth-protected-resource HTTP/1.1",
+                "GET /.well-known/oauth-authorization-server/tenant HTTP/1.1",
+                "GET /.well-known/openid-configuration/tenant HTTP/1.1",
+                "GET /tenant/.well-known/openid-configuration HTTP/1.1"
+            ]
+        );
+        // The challenge's resource_metadata is used as given, redirects followed.
+        let challenge = Challenge { resource_metadata: Some(format!("{base}/moved")), ..Default::default() };
+        assert!(http.resource_metadata(&format!("{base}/mcp"), Some(&challenge)).await.is_ok());
+        // A document about another resource is refused, not trusted.
+        let err = http.resource_metadata(&format!("{base}/other"), Some(&challenge)).await.expect_err("mismatch");
+        assert!(matches!(err, IdentityError::Discovery(discovery::DiscoveryError::ResourceMismatch { .. })), "{err}");
+        // An issuer that does not match the one asked for is refused.
+        let err = http.server_metadata(&format!("{base}/tenant/")).await.expect_err("no such issuer");
+        assert!(matches!(err, IdentityError::Discovery(_) | IdentityError::NotFound(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn token_requests_authenticate_as_configured_and_parse_the_answer() {
+        let answer = r#"{"access_token":"at-1","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-1","scope":"read"}"#.to_string();
+        let (base, seen) = server(|_| vec![("/token", 200, vec![("content-type", "application/json".into())], answer)]).await;
+        let md = ServerMetadata {
+            issuer: base.clone(),
+            authorization_endpoint: format!("{base}/authorize"),
+            token_endpoint: format!("{base}/token"),
+            registration_endpoint: None,
+            code_challenge_methods_supported: Some(vec!["S256".into()]),
+            scopes_supported: None,
+            token_endpoint_auth_methods_supported: None,
+            client_id_metadata_document_supported: None,
+            authorization_response_iss_parameter_supported: None,
+        };
+        let http = http();
+        let basic = ClientAuth::Basic { client_id: "gw id".into(), secret: "s&cret".into() };
+        let t = http.token(&md, &basic, "grant_type=authorization_code&code=c".into()).await.expect("token");
+        assert_eq!((t.access_token.as_str(), t.refresh_token.as_deref(), t.scope.as_deref()), ("at-1", Some("rt-1"), Some("read")));
+        assert!(t.expires_at.is_some_and(|e| e > now() + 3500));
+        let post = ClientAuth::Post { client_id: "gw".into(), secret: "s".into() };
+        http.token(&md, &post, "grant_type=authorization_code&code=c".into()).await.expect("token");
+        let public = ClientAuth::None { client_id: "https://gw.example.com/client".into() };
+        http.token(&md, &public, "grant_type=authorization_code&code=c".into()).await.expect("token");
+        let seen = seen.lock().unwrap().clone();
+        let expected = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "gw+id:s%26cret");
+        assert!(seen[0].to_ascii_lowercase().contains(&format!("authorization: basic {}", expected.to_ascii_lowercase())), "{}", seen[0]);
+        assert!(!seen[0].contains("client_secret"), "basic keeps the secret out of the body");
+        assert!(seen[1].ends_with("grant_type=authorization_code&code=c&client_id=gw&client_secret=s"), "{}", seen[1]);
+        assert!(
+            seen[2].ends_with("&client_id=https%3A%2F%2Fgw.example.com%2Fclient")
+                && !seen[2].to_ascii_lowercase().contains("authorization:")
+        );
+        assert!(!format!("{basic:?}").contains("s&cret"));
+    }
+
+    #[tokio::test]
+    async fn refusals_and_private_targets_do_not_leak_or_pass() {
+        let (base, _) =
+            server(|_| vec![("/token", 400, vec![], r#"{"error":"invalid_grant","error_description":"code c0de is bad"}"#.into())]).await;
+        let md = ServerMetadata {
+            issuer: base.clone(),
+            authorization_endpoint: format!("{base}/a"),
+            token_endpoint: format!("{base}/token"),
+            registration_endpoint: None,
+            code_challenge_methods_supported: Some(vec!["S256".into()]),
+            scopes_supported: None,
+            token_endpoint_auth_methods_supported: None,
+            client_id_metadata_document_supported: None,
+            authorization_response_iss_parameter_supported: None,
+        };
+        let auth = ClientAuth::None { client_id: "c".into() };
+        let err = http().token(&md, &auth, "code=c0de".into()).await.expect_err("refused");
+        assert_eq!(err, IdentityError::TokenRefused { status: 400, error: Some("invalid_grant".into()) });
+        assert!(!err.to_string().contains("c0de"), "{err}");
+        let strict = OAuthHttp::new(crate::net::new_http_client(), Rules::default());
+        assert!(matches!(strict.token(&md, &auth, String::new()).await, Err(IdentityError::Refused(_))));
+        assert!(matches!(strict.server_metadata("https://10.0.0.1").await, Err(IdentityError::Refused(_))));
+    }
+
+    #[test]
+    fn locations_are_made_absolute() {
+        assert_eq!(absolute("https://a.example/x/y", "/z"), "https://a.example/z");
+        assert_eq!(absolute("https://a.example/x/y", "https://b.example/"), "https://b.example/");
+        assert_eq!(absolute("https://a.example", "z"), "https://a.example/z");
+    }
+}
