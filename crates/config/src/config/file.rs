@@ -27,6 +27,7 @@ pub struct FileConfig {
     pub cluster: Option<super::cluster::ClusterSection>,
     #[serde(default)]
     pub console: ConsoleSection,
+    pub identity: Option<super::identity::IdentitySection>,
 }
 
 /// `[console]`: the read-only web console at `/console`.
@@ -142,6 +143,8 @@ pub struct UpstreamSection {
     /// `auto` (default), `modern` or `legacy`.
     #[serde(default)]
     pub era: super::EraChoice,
+    /// Each caller's own OAuth token for this upstream.
+    pub user_auth: Option<super::identity::UserAuthSection>,
 }
 
 /// One endpoint of a pool: used when every `when` entry (an `x-mcp-header` name → value)

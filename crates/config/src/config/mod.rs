@@ -7,6 +7,7 @@ pub mod auth;
 pub mod cluster;
 pub mod endpoint;
 mod file;
+pub mod identity;
 pub mod limits;
 mod tls;
 mod upstream;
@@ -45,6 +46,8 @@ pub struct Config {
     pub console: bool,
     /// Some caller may be served in tool-search mode (so the call path skips the check).
     pub tool_search_anywhere: bool,
+    /// Per-user upstream identity (`[identity]`): set when some upstream has `user_auth`.
+    pub identity: Option<identity::IdentityConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +159,8 @@ pub struct UpstreamConfig {
     /// Which protocol era the gateway speaks to it (docs/protocol.md, "Which era each upstream is
     /// spoken to in").
     pub era: EraChoice,
+    /// Reached with each caller's own OAuth token (`[upstream.user_auth]`).
+    pub user_auth: Option<identity::UserAuthConfig>,
 }
 
 /// The era the gateway speaks to an upstream that may offer both.
@@ -258,6 +263,8 @@ impl Config {
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
+        let identity = identity::resolve(&at, file.identity, upstreams.iter().any(|u| u.user_auth.is_some()), &base_dir)?;
+        identity::refuse_unserved(&at, &upstreams)?;
         Ok(Config {
             source: path.to_path_buf(),
             server,
@@ -271,6 +278,7 @@ impl Config {
             cluster,
             console: file.console.enabled,
             tool_search_anywhere,
+            identity,
         })
     }
 }

@@ -190,3 +190,38 @@ fn endpoints_are_checked_at_load() {
         assert!(e.contains(says), "{bad}: {e}");
     }
 }
+
+#[test]
+fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
+    let up = "[[upstream]]\nid = \"linear\"\nurl = \"https://mcp.linear.app/mcp\"\n[upstream.user_auth]\n";
+    let e = parse(up).unwrap_err().0;
+    assert!(e.contains("[identity] public_url"), "{e}");
+    // A valid section is checked in full, then refused: this build cannot serve it yet.
+    let e = parse(&format!(
+        "[identity]\npublic_url = \"https://gw.example.com/\"\n{up}client_id = \"gw\"\nclient_secret = {{ env = \"CALC_TOKEN\" }}\nscopes = [\"read\"]\n"
+    ))
+    .unwrap_err()
+    .0;
+    assert!(e.contains("not served by this build yet") && !e.contains("s3cret"), "{e}");
+    let id = identity::IdentityConfig { public_url: "https://gw.example.com".into(), vault: "v".into(), allow_loopback: false };
+    assert_eq!(id.redirect_uri(), "https://gw.example.com/oauth/callback");
+    assert_eq!(id.client_metadata_url(), "https://gw.example.com/oauth/client.json");
+    let ua = identity::UserAuthConfig { client_id: Some("gw".into()), client_secret: Some("s3cret".into()), scopes: None };
+    assert!(!format!("{ua:?}").contains("s3cret"), "the secret is not in Debug output");
+    for (config, expect) in [
+        (format!("[identity]\npublic_url = \"http://gw.example.com\"\n{up}"), "https"),
+        (format!("[identity]\npublic_url = \"https://gw.example.com/?x=1\"\n{up}"), "no query"),
+        ("[identity]\npublic_url = \"https://gw\"\n[[upstream]]\nid = \"a\"\ncommand = [\"x\"]\n[upstream.user_auth]\n".to_string(), "only to url upstreams"),
+        (format!("[identity]\npublic_url = \"https://gw\"\n{up}client_secret = {{ env = \"CALC_TOKEN\" }}\n"), "needs its client_id"),
+        (format!("[identity]\npublic_url = \"https://gw\"\n{up}scopes = [\"a b\"]\n"), "space"),
+        (
+            "[identity]\npublic_url = \"https://gw\"\n[[upstream]]\nid = \"a\"\nurl = \"https://a.example/mcp\"\n[upstream.user_auth]\n[upstream.oauth]\ntoken_url = \"https://a.example/t\"\nclient_id = \"x\"\nclient_secret = { env = \"CALC_TOKEN\" }\n".to_string(),
+            "keep one of them",
+        ),
+    ] {
+        let e = parse(&config).unwrap_err().0;
+        assert!(e.contains(expect), "{config}\n{e}");
+    }
+    let e = parse(&format!("[identity]\npublic_url = \"http://127.0.0.1:8811\"\n{up}")).unwrap_err().0;
+    assert!(e.contains("not served by this build yet"), "http on loopback passes the URL check (development): {e}");
+}

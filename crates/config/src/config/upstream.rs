@@ -41,6 +41,10 @@ pub(super) fn upstream(
             "remove them",
         ));
     }
+    let user_auth = match &u.user_auth {
+        Some(ua) => Some(super::identity::user_auth(at, ua, &u.id, &transport, oauth.is_some(), base, env)?),
+        None => None,
+    };
     Ok(UpstreamConfig {
         timeout: at.duration(u.timeout.as_ref(), "upstream.timeout", Duration::from_secs(30))?,
         rename: renames(at, &u)?,
@@ -54,6 +58,7 @@ pub(super) fn upstream(
         max_message_bytes: u.max_message_bytes.unwrap_or(16 * 1024 * 1024),
         tls: super::tls::upstream(at, u.tls.as_ref(), base)?,
         era: u.era,
+        user_auth,
     })
 }
 
@@ -299,7 +304,7 @@ fn endpoint(at: &Locator, e: &file::EndpointSection) -> Result<EndpointConfig, C
     Ok(EndpointConfig { url, when })
 }
 
-fn header(
+pub(super) fn header(
     at: &Locator,
     id: &str,
     name: &str,

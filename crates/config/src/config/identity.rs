@@ -1,0 +1,176 @@
+//! `[identity]` and `[upstream.user_auth]`: per-user upstream identity (docs/auth-and-policy.md).
+//! An upstream with `user_auth` is reached with each caller's own OAuth token, obtained by the
+//! authorization-code flow through the gateway's consent pages; `[identity]` says where browsers
+//! reach the gateway (`public_url`: the redirect URI and the client metadata document live under
+//! it) and where the token vault is kept.
+
+use super::file::HeaderSource;
+use super::{ConfigError, Locator, TransportConfig};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// `[identity]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentitySection {
+    pub public_url: Option<Spanned<String>>,
+    pub vault: Option<String>,
+    /// Let authorization servers and metadata be on loopback over http (development, tests).
+    #[serde(default)]
+    pub allow_loopback: bool,
+}
+
+/// `[upstream.user_auth]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserAuthSection {
+    /// A client registered in advance with the upstream's authorization server.
+    pub client_id: Option<String>,
+    pub client_secret: Option<HeaderSource>,
+    /// The scopes to ask for, instead of what the upstream's challenge or metadata names.
+    pub scopes: Option<Vec<String>>,
+}
+
+/// Where per-user identity lives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdentityConfig {
+    /// The gateway's public base URL, without a trailing slash.
+    pub public_url: String,
+    /// The token vault file.
+    pub vault: PathBuf,
+    pub allow_loopback: bool,
+}
+
+impl IdentityConfig {
+    /// The redirect URI the authorization servers send browsers back to.
+    pub fn redirect_uri(&self) -> String {
+        format!("{}/oauth/callback", self.public_url)
+    }
+
+    /// The URL of the gateway's client metadata document (its `client_id` where servers take one).
+    pub fn client_metadata_url(&self) -> String {
+        format!("{}/oauth/client.json", self.public_url)
+    }
+}
+
+/// An upstream reached with each caller's own token.
+#[derive(Clone, PartialEq)]
+pub struct UserAuthConfig {
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub scopes: Option<Vec<String>>,
+}
+
+impl std::fmt::Debug for UserAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserAuthConfig").field("client_id", &self.client_id).field("scopes", &self.scopes).finish_non_exhaustive()
+    }
+}
+
+/// `[upstream.user_auth]` of upstream `id`.
+pub(super) fn user_auth(
+    at: &Locator,
+    u: &UserAuthSection,
+    id: &Spanned<String>,
+    transport: &TransportConfig,
+    has_oauth: bool,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<UserAuthConfig, ConfigError> {
+    let name = id.get_ref();
+    if !matches!(transport, TransportConfig::Http { .. }) {
+        return Err(at.err(
+            id,
+            "upstream.user_auth",
+            format!("upstream '{name}' is a command: user_auth applies only to url upstreams"),
+            "remove it",
+        ));
+    }
+    if has_oauth {
+        return Err(at.err(
+            id,
+            "upstream.user_auth",
+            format!("upstream '{name}' has both oauth (one token for everyone) and user_auth (each caller's own)"),
+            "keep one of them",
+        ));
+    }
+    let client_secret = match (&u.client_secret, &u.client_id) {
+        (Some(_), None) => {
+            return Err(at.err(id, "upstream.user_auth.client_secret", "a client_secret needs its client_id".into(), "add client_id"));
+        }
+        (Some(src), Some(_)) => {
+            let (_, v) = super::upstream::header(at, name, "client_secret", src, base, env)?;
+            Some(
+                v.to_str()
+                    .map_err(|_| ConfigError(format!("{}: upstream '{name}' user_auth client_secret: not text", at.file)))?
+                    .to_string(),
+            )
+        }
+        (None, _) => None,
+    };
+    if u.scopes.as_ref().is_some_and(|s| s.iter().any(|x| x.is_empty() || x.contains(char::is_whitespace))) {
+        return Err(at.err(
+            id,
+            "upstream.user_auth.scopes",
+            "a scope is empty or contains a space".into(),
+            "list each scope as its own string",
+        ));
+    }
+    Ok(UserAuthConfig { client_id: u.client_id.clone(), client_secret, scopes: u.scopes.clone() })
+}
+
+/// Refuses `user_auth` while the gateway cannot serve it: the consent flow, the token vault and the
+/// per-caller credentials on the request path are being built (roadmap Part 20), and an upstream
+/// reached without the caller's token must never pass for one reached with it.
+pub(super) fn refuse_unserved(at: &Locator, upstreams: &[super::UpstreamConfig]) -> Result<(), ConfigError> {
+    match upstreams.iter().find(|u| u.user_auth.is_some()) {
+        Some(u) => Err(ConfigError(format!(
+            "{}: upstream '{}': user_auth (each caller's own OAuth token) is not served by this build yet. Fix: remove              [upstream.user_auth]; for one shared credential use headers or [upstream.oauth].",
+            at.file, u.id
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `[identity]`; required (with `public_url`) when some upstream has `user_auth`.
+pub(super) fn resolve(at: &Locator, s: Option<IdentitySection>, needed: bool, base: &Path) -> Result<Option<IdentityConfig>, ConfigError> {
+    let Some(s) = s else {
+        if needed {
+            return Err(ConfigError(format!(
+                "{}: an upstream has user_auth, so [identity] public_url is needed. Fix: add [identity] with public_url = \
+                 \"https://<where browsers reach the gateway>\".",
+                at.file
+            )));
+        }
+        return Ok(None);
+    };
+    let Some(url) = &s.public_url else {
+        return Err(ConfigError(format!("{}: identity.public_url is missing. Fix: set it to where browsers reach the gateway.", at.file)));
+    };
+    let uri: http::Uri = url
+        .get_ref()
+        .parse()
+        .map_err(|_| at.err(url, "identity.public_url", format!("{:?} is not a URL", url.get_ref()), "write an absolute https URL"))?;
+    let loopback = uri
+        .host()
+        .is_some_and(|h| h == "localhost" || h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+    match uri.scheme_str() {
+        Some("https") => {}
+        Some("http") if loopback => {}
+        _ => {
+            return Err(at.err(
+                url,
+                "identity.public_url",
+                "consent pages and redirects need https".into(),
+                "use an https URL (http only on loopback)",
+            ));
+        }
+    }
+    if uri.query().is_some() || url.get_ref().contains('#') {
+        return Err(at.err(url, "identity.public_url", "a base URL has no query or fragment".into(), "remove them"));
+    }
+    let vault = s.vault.as_deref().unwrap_or("mcpgate-vault.json");
+    let vault = if Path::new(vault).is_absolute() { PathBuf::from(vault) } else { base.join(vault) };
+    Ok(Some(IdentityConfig { public_url: url.get_ref().trim_end_matches('/').to_string(), vault, allow_loopback: s.allow_loopback }))
+}
