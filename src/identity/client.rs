@@ -240,39 +240,8 @@ fn fetch_error(url: &str, reason: impl std::fmt::Display) -> IdentityError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use crate::identity::testserver::server;
     use std::sync::{Arc, Mutex};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    /// A loopback HTTP server answering paths with canned (status, headers, body); it records each
-    /// request's head and body.
-    type Route = (&'static str, u16, Vec<(&'static str, String)>, String);
-    type Answer = (u16, Vec<(&'static str, String)>, String);
-
-    async fn server(routes: impl FnOnce(&str) -> Vec<Route>) -> (String, Arc<Mutex<Vec<String>>>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("addr"));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let routes = routes(&base);
-        let routes: HashMap<&str, Answer> = routes.into_iter().map(|(p, s, h, b)| (p, (s, h, b))).collect();
-        let log = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((mut sock, _)) = listener.accept().await {
-                let mut buf = vec![0u8; 16384];
-                let n = sock.read(&mut buf).await.unwrap_or(0);
-                let text = String::from_utf8_lossy(&buf[..n]).to_string();
-                let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-                log.lock().unwrap().push(text);
-                let (status, headers, body) = routes.get(path.as_str()).cloned().unwrap_or((404, vec![], String::new()));
-                let mut head = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
-                for (k, v) in headers {
-                    head.push_str(&format!("{k}: {v}\r\n"));
-                }
-                let _ = sock.write_all(format!("{head}\r\n{body}").as_bytes()).await;
-            }
-        });
-        (base, seen)
-    }
 
     fn http() -> OAuthHttp {
         OAuthHttp::new(crate::net::new_http_client(), Rules { loopback: true })

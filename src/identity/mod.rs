@@ -14,3 +14,6 @@ pub mod flow;
 pub mod guard;
 pub mod pkce;
 pub mod vault;
+
+#[cfg(test)]
+mod testserver;
