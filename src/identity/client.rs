@@ -30,6 +30,10 @@ pub enum IdentityError {
     Fetch { url: String, reason: String },
     #[error("no authorization metadata was found for {0}")]
     NotFound(String),
+    #[error(
+        "the authorization server {0} offers no way to register the gateway (no client metadata documents, no registration endpoint, no configured client_id)"
+    )]
+    NoRegistration(String),
     #[error("the token endpoint refused the request (HTTP {status}{})", .error.as_deref().map(|e| format!(", {e}")).unwrap_or_default())]
     TokenRefused { status: u16, error: Option<String> },
 }
@@ -163,6 +167,46 @@ impl OAuthHttp {
             expires_at: t.expires_in.map(|s| issued_at.saturating_add(s.min(400 * 24 * 3600))),
             scope: t.scope,
             issued_at,
+        })
+    }
+
+    /// Dynamic Client Registration (RFC 7591) of the gateway as a web client with one redirect
+    /// URI, asking for the strongest token-endpoint authentication the server lists.
+    pub async fn register(&self, server: &ServerMetadata, redirect_uri: &str) -> Result<ClientAuth, IdentityError> {
+        let endpoint = server.registration_endpoint.clone().ok_or_else(|| IdentityError::NoRegistration(server.issuer.clone()))?;
+        guard::resolve(&endpoint, self.rules).await?;
+        let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_default();
+        let method = ["client_secret_basic", "client_secret_post"].into_iter().find(|m| methods.iter().any(|x| x == m)).unwrap_or("none");
+        let body = serde_json::json!({
+            "client_name": "mcpgate",
+            "redirect_uris": [redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": method,
+            "application_type": "web",
+        });
+        let req = Request::post(&endpoint)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| fetch_error(&endpoint, e))?;
+        let (status, bytes) = self.send(&endpoint, req).await?;
+        if !status.is_success() {
+            return Err(fetch_error(&endpoint, format!("registration refused (HTTP {status})")));
+        }
+        #[derive(serde::Deserialize)]
+        struct Registered {
+            client_id: String,
+            #[serde(default)]
+            client_secret: Option<String>,
+            #[serde(default)]
+            token_endpoint_auth_method: Option<String>,
+        }
+        let r: Registered = serde_json::from_slice(&bytes).map_err(|e| fetch_error(&endpoint, format!("no usable registration: {e}")))?;
+        Ok(match (r.client_secret, r.token_endpoint_auth_method.as_deref().unwrap_or(method)) {
+            (Some(secret), "client_secret_post") => ClientAuth::Post { client_id: r.client_id, secret },
+            (Some(secret), _) => ClientAuth::Basic { client_id: r.client_id, secret },
+            (None, _) => ClientAuth::None { client_id: r.client_id },
         })
     }
 

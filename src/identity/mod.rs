@@ -5,7 +5,8 @@
 //! metadata live and what makes that metadata acceptable (`discovery`), PKCE (`pkce`), which URLs
 //! learnt from an upstream or an authorization server the gateway may fetch at all (`guard`), the
 //! started authorizations between consent page and redirect (`flow`), each caller's tokens, sealed
-//! at rest (`vault`), and the guarded HTTP requests for metadata and tokens (`client`).
+//! at rest (`vault`), the guarded HTTP requests for metadata, registration and tokens (`client`),
+//! and the engine that puts them together for the request path and the consent pages (`service`).
 
 pub mod challenge;
 pub mod client;
@@ -13,6 +14,7 @@ pub mod discovery;
 pub mod flow;
 pub mod guard;
 pub mod pkce;
+pub mod service;
 pub mod vault;
 
 #[cfg(test)]

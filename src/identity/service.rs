@@ -1,0 +1,353 @@
+//! The per-user identity engine: what the request path and the consent pages ask of it. For a
+//! caller and a protected upstream it gives a usable access token from the vault (refreshing it
+//! when it is about to expire), or a consent link; a consent link, opened in the caller's browser,
+//! becomes an authorization request (discovery, client registration in the spec's order, PKCE,
+//! `resource`); the redirect back completes it (state, browser and `iss` checks, code exchange)
+//! and the tokens go to the vault under (caller, upstream, issuer).
+//!
+//! Client registration follows the MCP spec's order for each authorization server: the gateway's
+//! Client ID Metadata Document (its URL is the `client_id`) when the server supports it, else the
+//! credentials configured for the upstream, else Dynamic Client Registration (RFC 7591), whose
+//! result is kept per issuer and never used with another.
+
+use super::challenge::Challenge;
+use super::client::{ClientAuth, IdentityError, OAuthHttp};
+use super::discovery::{self, ServerMetadata};
+use super::flow::{self, Flows, Start};
+use super::vault::{TokenSet, Vault, VaultKey};
+use crate::sync::lock;
+use crate::token::Sealer;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const GRANT_PURPOSE: &str = "mcpgate/identity/grant/v1";
+/// How long a consent link stays good.
+const GRANT_TTL: Duration = Duration::from_secs(15 * 60);
+/// A token closer to its expiry than this is refreshed first.
+const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
+/// What the gateway knows about one protected upstream.
+#[derive(Clone)]
+pub struct Protected {
+    pub upstream: String,
+    /// Its canonical URI (RFC 8707 `resource`).
+    pub resource: String,
+    /// Configured client credentials, if any.
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    /// Configured scopes, instead of what the upstream names.
+    pub scopes: Option<Vec<String>>,
+}
+
+/// Where the gateway is and how it presents itself to authorization servers.
+#[derive(Clone)]
+pub struct Settings {
+    pub redirect_uri: String,
+    pub client_metadata_url: String,
+    /// Whether the client metadata document URL is one servers can fetch (https).
+    pub client_metadata_usable: bool,
+    pub consent_url: String,
+}
+
+/// A consent link's payload.
+#[derive(Serialize, Deserialize)]
+struct Grant {
+    c: String,
+    u: String,
+}
+
+/// What the engine learnt about an upstream's authorization, kept until it fails.
+#[derive(Clone)]
+struct Known {
+    server: ServerMetadata,
+    scope: Option<String>,
+}
+
+pub struct Identity {
+    settings: Settings,
+    sealer: Arc<Sealer>,
+    vault: Vault,
+    flows: Flows,
+    http: OAuthHttp,
+    protected: HashMap<String, Protected>,
+    known: Mutex<HashMap<String, Known>>,
+    /// Clients registered dynamically, by issuer.
+    registered: Mutex<HashMap<String, ClientAuth>>,
+}
+
+/// What the redirect back completed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completed {
+    pub caller: String,
+    pub upstream: String,
+}
+
+impl Identity {
+    pub fn new(settings: Settings, sealer: Arc<Sealer>, vault: Vault, http: OAuthHttp, protected: Vec<Protected>) -> Self {
+        Identity {
+            settings,
+            sealer,
+            vault,
+            flows: Flows::default(),
+            http,
+            protected: protected.into_iter().map(|p| (p.upstream.clone(), p)).collect(),
+            known: Mutex::default(),
+            registered: Mutex::default(),
+        }
+    }
+
+    pub fn vault(&self) -> &Vault {
+        &self.vault
+    }
+
+    /// Whether an upstream is reached with each caller's own token.
+    pub fn protects(&self, upstream: &str) -> bool {
+        self.protected.contains_key(upstream)
+    }
+
+    /// The caller's access token for an upstream, refreshed first when it is about to expire;
+    /// `None` when the caller has to consent (again).
+    pub async fn token(&self, caller: &str, upstream: &str) -> Option<String> {
+        let known = lock(&self.known).get(upstream).cloned()?;
+        let key = VaultKey { caller: caller.into(), upstream: upstream.into(), issuer: known.server.issuer.clone() };
+        let held = self.vault.get(&key)?;
+        if held.fresh(REFRESH_MARGIN) {
+            return Some(held.access_token);
+        }
+        let refresh = held.refresh_token.clone()?;
+        let p = self.protected.get(upstream)?;
+        let auth = self.client_for(p, &known.server).await.ok()?;
+        let body = flow::refresh_body(&refresh, &p.resource, held.scope.as_deref());
+        match self.http.token(&known.server, &auth, body).await {
+            Ok(mut fresh) => {
+                // A server that does not rotate refresh tokens keeps the old one valid.
+                if fresh.refresh_token.is_none() {
+                    fresh.refresh_token = Some(refresh);
+                }
+                if let Err(e) = self.vault.put(&key, &fresh) {
+                    tracing::warn!(%upstream, error = %e, "a refreshed token could not be kept");
+                }
+                Some(fresh.access_token)
+            }
+            Err(e) => {
+                tracing::info!(%upstream, error = %e, "refreshing a caller's token failed; consent is needed again");
+                let _ = self.vault.revoke(caller, Some(upstream));
+                None
+            }
+        }
+    }
+
+    /// Learns (or re-learns) where an upstream's authorization lives, from its challenge.
+    pub async fn learn(&self, upstream: &str, challenge: Option<&Challenge>) -> Result<(), IdentityError> {
+        let Some(p) = self.protected.get(upstream) else { return Ok(()) };
+        let prm = self.http.resource_metadata(&p.resource, challenge).await?;
+        let issuer = prm.authorization_servers.first().cloned().ok_or(discovery::DiscoveryError::NoAuthorizationServer)?;
+        let server = self.http.server_metadata(&issuer).await?;
+        let scope = match &p.scopes {
+            Some(s) if !s.is_empty() => Some(s.join(" ")),
+            _ => discovery::scopes_to_request(challenge, Some(&prm)),
+        };
+        lock(&self.known).insert(upstream.into(), Known { server, scope });
+        Ok(())
+    }
+
+    /// A consent link for a caller and an upstream (sealed: it names them and expires).
+    pub fn consent_link(&self, caller: &str, upstream: &str) -> Option<String> {
+        let grant = self.sealer.seal(GRANT_PURPOSE, &Grant { c: caller.into(), u: upstream.into() }).ok()?;
+        let q: String = form_urlencoded::Serializer::new(String::new()).append_pair("grant", &grant).finish();
+        Some(format!("{}?{q}", self.settings.consent_url))
+    }
+
+    /// Who and what a consent link is for, if it is genuine and current.
+    pub fn grant(&self, token: &str) -> Option<(String, String)> {
+        let g: Grant = self.sealer.open(GRANT_PURPOSE, token, GRANT_TTL)?;
+        self.protected.contains_key(&g.u).then_some((g.c, g.u))
+    }
+
+    /// Starts the authorization a consent link grants, in the browser whose cookie nonce is
+    /// `browser`: the URL to send that browser to.
+    pub async fn begin(&self, grant: &str, browser: &str) -> Result<String, IdentityError> {
+        let (caller, upstream) = self.grant(grant).ok_or(IdentityError::NotFound("this consent link".into()))?;
+        if !lock(&self.known).contains_key(&upstream) {
+            self.learn(&upstream, None).await?;
+        }
+        let known = lock(&self.known).get(&upstream).cloned().ok_or(IdentityError::NotFound(upstream.clone()))?;
+        let p = self.protected.get(&upstream).ok_or(IdentityError::NotFound(upstream.clone()))?;
+        let auth = self.client_for(p, &known.server).await?;
+        let start = Start {
+            caller: &caller,
+            upstream: &upstream,
+            client_id: auth.client_id(),
+            redirect_uri: &self.settings.redirect_uri,
+            resource: &p.resource,
+            scope: known.scope.as_deref(),
+            browser,
+        };
+        let started = self.flows.start(&known.server, &start).ok_or(IdentityError::NotFound("randomness".into()))?;
+        Ok(started.authorize_url)
+    }
+
+    /// Completes an authorization the server redirected back: the code is exchanged and the
+    /// tokens are kept for the caller who started it.
+    pub async fn complete(&self, state: &str, code: &str, iss: Option<&str>, browser: Option<&str>) -> Result<Completed, CompleteError> {
+        let pending = self.flows.finish(state, browser, iss)?;
+        let known = lock(&self.known).get(&pending.upstream).cloned().ok_or(CompleteError::Forgotten)?;
+        if known.server.issuer != pending.issuer {
+            return Err(CompleteError::Forgotten);
+        }
+        let p = self.protected.get(&pending.upstream).ok_or(CompleteError::Forgotten)?;
+        let auth = self.client_for(p, &known.server).await?;
+        let tokens: TokenSet = self.http.token(&known.server, &auth, flow::code_exchange_body(&pending, code)).await?;
+        let key = VaultKey { caller: pending.caller.clone(), upstream: pending.upstream.clone(), issuer: pending.issuer.clone() };
+        self.vault.put(&key, &tokens).map_err(|e| CompleteError::Vault(e.to_string()))?;
+        Ok(Completed { caller: pending.caller, upstream: pending.upstream })
+    }
+
+    /// How the gateway is known to an authorization server, in the spec's order.
+    async fn client_for(&self, p: &Protected, server: &ServerMetadata) -> Result<ClientAuth, IdentityError> {
+        if server.client_id_metadata_document_supported == Some(true) && self.settings.client_metadata_usable {
+            return Ok(ClientAuth::None { client_id: self.settings.client_metadata_url.clone() });
+        }
+        if let Some(id) = &p.client_id {
+            let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_else(|| vec!["client_secret_basic".into()]);
+            return Ok(match &p.client_secret {
+                None => ClientAuth::None { client_id: id.clone() },
+                Some(secret)
+                    if !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post") =>
+                {
+                    ClientAuth::Post { client_id: id.clone(), secret: secret.clone() }
+                }
+                Some(secret) => ClientAuth::Basic { client_id: id.clone(), secret: secret.clone() },
+            });
+        }
+        if let Some(auth) = lock(&self.registered).get(&server.issuer).cloned() {
+            return Ok(auth);
+        }
+        let auth = self.http.register(server, &self.settings.redirect_uri).await?;
+        lock(&self.registered).insert(server.issuer.clone(), auth.clone());
+        Ok(auth)
+    }
+}
+
+/// Why a redirect back did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum CompleteError {
+    #[error(transparent)]
+    Flow(#[from] flow::FlowError),
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error("the upstream's authorization changed while you signed in: start again from your client")]
+    Forgotten,
+    #[error("the token could not be kept: {0}")]
+    Vault(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::guard::Rules;
+    use crate::identity::testserver::server;
+    use crate::token::KeySource;
+
+    fn sealer() -> Arc<Sealer> {
+        Arc::new(Sealer::from_keys(&[vec![3u8; 32]], KeySource::File).expect("key"))
+    }
+
+    fn query(url: &str) -> HashMap<String, String> {
+        let q = url.split_once('?').map(|(_, q)| q).unwrap_or("");
+        form_urlencoded::parse(q.as_bytes()).into_owned().collect()
+    }
+
+    async fn engine(token_answer: &'static str, dcr: bool) -> (Identity, String, Arc<Mutex<Vec<String>>>) {
+        let (base, seen) = server(move |base| {
+            let prm = format!(r#"{{"resource":"{base}/mcp","authorization_servers":["{base}"],"scopes_supported":["files:read"]}}"#);
+            let registration = if dcr { format!(r#","registration_endpoint":"{base}/register""#) } else { String::new() };
+            let asm = format!(
+                r#"{{"issuer":"{base}","authorization_endpoint":"{base}/authorize","token_endpoint":"{base}/token","code_challenge_methods_supported":["S256"],"token_endpoint_auth_methods_supported":["client_secret_post"],"authorization_response_iss_parameter_supported":true{registration}}}"#
+            );
+            vec![
+                ("/.well-known/oauth-protected-resource/mcp", 200, vec![], prm),
+                ("/.well-known/oauth-authorization-server", 200, vec![], asm),
+                ("/register", 201, vec![], r#"{"client_id":"dyn-1","client_secret":"dyn-secret","token_endpoint_auth_method":"client_secret_post"}"#.into()),
+                ("/token", 200, vec![], token_answer.into()),
+            ]
+        })
+        .await;
+        let settings = Settings {
+            redirect_uri: "https://gw.example.com/oauth/callback".into(),
+            client_metadata_url: "https://gw.example.com/oauth/client.json".into(),
+            client_metadata_usable: true,
+            consent_url: "https://gw.example.com/oauth/connect".into(),
+        };
+        let protected =
+            Protected { upstream: "files".into(), resource: format!("{base}/mcp"), client_id: None, client_secret: None, scopes: None };
+        let http = OAuthHttp::new(crate::net::new_http_client(), Rules { loopback: true });
+        (Identity::new(settings, sealer(), Vault::in_memory(sealer()), http, vec![protected]), base, seen)
+    }
+
+    #[tokio::test]
+    async fn a_caller_consents_once_and_then_calls_with_its_own_token() {
+        let (id, base, seen) =
+            engine(r#"{"access_token":"alice-token","token_type":"Bearer","expires_in":3600,"refresh_token":"r1"}"#, true).await;
+        assert_eq!(id.token("alice", "files").await, None, "no token before consent");
+        let link = id.consent_link("alice", "files").expect("link");
+        assert!(link.starts_with("https://gw.example.com/oauth/connect?grant="));
+        let grant = query(&link)["grant"].clone();
+        assert_eq!(id.grant(&grant), Some(("alice".into(), "files".into())));
+        assert_eq!(id.grant("forged"), None);
+
+        let authorize = id.begin(&grant, "browser-1").await.expect("begin");
+        let q = query(&authorize);
+        assert!(authorize.starts_with(&format!("{base}/authorize?")));
+        assert_eq!(q["client_id"], "dyn-1", "registered dynamically: the server has no client metadata documents");
+        assert_eq!(q["scope"], "files:read", "scopes from the resource metadata");
+        assert_eq!(q["resource"], format!("{base}/mcp"));
+        assert_eq!(q["redirect_uri"], "https://gw.example.com/oauth/callback");
+
+        // The server sends the browser back; another browser, or no iss, does not complete it.
+        let state = q["state"].clone();
+        assert!(matches!(id.complete(&state, "code-1", Some(&base), Some("browser-2")).await, Err(CompleteError::Flow(_))));
+        let authorize = id.begin(&grant, "browser-1").await.expect("begin again");
+        let state = query(&authorize)["state"].clone();
+        let done = id.complete(&state, "code-1", Some(&base), Some("browser-1")).await.expect("complete");
+        assert_eq!(done, Completed { caller: "alice".into(), upstream: "files".into() });
+        assert_eq!(id.token("alice", "files").await.as_deref(), Some("alice-token"));
+        assert_eq!(id.token("bob", "files").await, None, "bob has not consented");
+
+        let requests = seen.lock().unwrap().clone();
+        let exchange = requests.iter().find(|r| r.starts_with("POST /token")).expect("a code exchange");
+        assert!(
+            exchange.contains("grant_type=authorization_code") && exchange.contains("code=code-1") && exchange.contains("code_verifier=")
+        );
+        assert!(exchange.contains("client_id=dyn-1&client_secret=dyn-secret"), "client_secret_post as registered: {exchange}");
+        let registration = requests.iter().find(|r| r.starts_with("POST /register")).expect("a registration");
+        assert!(registration.contains("\"application_type\":\"web\"") && registration.contains("client_secret_post"), "{registration}");
+        assert_eq!(requests.iter().filter(|r| r.starts_with("POST /register")).count(), 1, "one registration per issuer");
+    }
+
+    #[tokio::test]
+    async fn client_metadata_documents_come_first_and_expired_tokens_are_refreshed() {
+        let (id, base, seen) = engine(r#"{"access_token":"fresh","token_type":"Bearer","expires_in":3600}"#, false).await;
+        // A server that supports client metadata documents gets the gateway's URL as client_id.
+        id.learn("files", None).await.expect("learn");
+        lock(&id.known).get_mut("files").expect("known").server.client_id_metadata_document_supported = Some(true);
+        let grant = query(&id.consent_link("alice", "files").expect("link"))["grant"].clone();
+        let authorize = id.begin(&grant, "b").await.expect("begin");
+        assert_eq!(query(&authorize)["client_id"], "https://gw.example.com/oauth/client.json");
+        // An expired token with a refresh token is refreshed, and the refresh token kept.
+        let key = VaultKey { caller: "alice".into(), upstream: "files".into(), issuer: base.clone() };
+        let stale =
+            TokenSet { access_token: "old".into(), refresh_token: Some("r-old".into()), expires_at: Some(1), scope: None, issued_at: 0 };
+        id.vault().put(&key, &stale).expect("put");
+        assert_eq!(id.token("alice", "files").await.as_deref(), Some("fresh"));
+        assert_eq!(id.vault().get(&key).and_then(|t| t.refresh_token).as_deref(), Some("r-old"));
+        let refresh = seen.lock().unwrap().iter().rev().find(|r| r.starts_with("POST /token")).cloned().expect("a refresh");
+        assert!(refresh.contains("grant_type=refresh_token") && refresh.contains("refresh_token=r-old"), "{refresh}");
+        assert!(
+            refresh
+                .contains(&format!("resource={}", form_urlencoded::byte_serialize(format!("{base}/mcp").as_bytes()).collect::<String>()))
+        );
+    }
+}
