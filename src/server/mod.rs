@@ -5,6 +5,7 @@
 
 pub mod bridge;
 pub mod conns;
+pub mod consent;
 mod console;
 mod cors;
 pub mod era;

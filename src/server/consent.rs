@@ -1,0 +1,226 @@
+//! The pages a person sees when a caller connects a protected upstream (per-user identity,
+//! `crate::identity`): the consent page (`GET /oauth/connect`), its form (`POST /oauth/connect`,
+//! which sends the browser to the authorization server), the redirect endpoint
+//! (`GET /oauth/callback`) and the gateway's client metadata document (`GET /oauth/client.json`).
+//! The confused-deputy rules of the MCP authorization spec apply: the page names the caller, the
+//! upstream, the scopes and where the browser goes next; the form carries a CSRF token bound to a
+//! cookie nonce the page set (a `__Host-` cookie over https); framing is refused, nothing is
+//! cached, no referrer leaves; the redirect is accepted only with the state the gateway issued,
+//! once, in the browser that started it.
+
+use super::render::{Body, full};
+use crate::token::Sealer;
+use http::{HeaderValue, Response, StatusCode};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+const CSRF_PURPOSE: &str = "mcpgate/identity/consent-csrf/v1";
+const CSRF_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// The cookie that binds a consent to one browser: `__Host-` (Secure, no Domain, Path=/) over
+/// https; a plain name on http loopback, where browsers refuse Secure cookies.
+pub fn cookie_name(secure: bool) -> &'static str {
+    if secure { "__Host-mcpgate-consent" } else { "mcpgate-consent" }
+}
+
+/// The `Set-Cookie` value for a nonce.
+pub fn set_cookie(nonce: &str, secure: bool) -> String {
+    let secure_attr = if secure { "; Secure" } else { "" };
+    format!("{}={nonce}; Path=/; HttpOnly; SameSite=Lax; Max-Age=900{secure_attr}", cookie_name(secure))
+}
+
+/// The nonce a request's `Cookie` header carries, if any.
+pub fn cookie_nonce<'a>(cookies: impl IntoIterator<Item = &'a str>, secure: bool) -> Option<String> {
+    let name = cookie_name(secure);
+    cookies.into_iter().flat_map(|h| h.split(';')).find_map(|c| {
+        let (k, v) = c.trim().split_once('=')?;
+        (k == name && !v.is_empty()).then(|| v.to_string())
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+struct Csrf {
+    /// The cookie nonce.
+    n: String,
+    /// The grant it may start.
+    g: String,
+}
+
+/// The form's CSRF token: sealed, naming the cookie nonce and the grant.
+pub fn csrf_token(sealer: &Sealer, nonce: &str, grant: &str) -> Option<String> {
+    sealer.seal(CSRF_PURPOSE, &Csrf { n: nonce.into(), g: grant.into() }).ok()
+}
+
+/// Whether a submitted form's token goes with this browser's cookie and this grant.
+pub fn csrf_ok(sealer: &Sealer, token: &str, nonce: Option<&str>, grant: &str) -> bool {
+    let Some(c) = sealer.open::<Csrf>(CSRF_PURPOSE, token, CSRF_TTL) else { return false };
+    nonce.is_some_and(|n| n == c.n) && c.g == grant
+}
+
+/// What the consent page shows.
+pub struct ConsentView<'a> {
+    pub caller: &'a str,
+    pub upstream: &'a str,
+    pub scopes: Option<&'a str>,
+    /// Where the browser goes next (the authorization server's origin).
+    pub authorization_server: &'a str,
+    pub redirect_uri: &'a str,
+    pub grant: &'a str,
+    pub csrf: &'a str,
+}
+
+/// The consent page.
+pub fn consent_page(v: &ConsentView<'_>) -> String {
+    let scopes = v.scopes.filter(|s| !s.is_empty()).map(escape).unwrap_or_else(|| "(what the server grants by default)".into());
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Connect {upstream} — mcpgate</title>\
+         <style>body{{font:16px system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem}}dt{{font-weight:600}}\
+         button{{font-size:1rem;padding:.5rem 1.2rem}}</style></head><body>\
+         <h1>Connect {upstream}</h1>\
+         <p>An MCP client signed in to this gateway as <strong>{caller}</strong> wants to use <strong>{upstream}</strong> \
+         with your account there. Only continue if you started this from your own client.</p>\
+         <dl><dt>Caller</dt><dd>{caller}</dd><dt>Upstream</dt><dd>{upstream}</dd><dt>Permissions asked</dt><dd>{scopes}</dd>\
+         <dt>You will sign in at</dt><dd>{server}</dd><dt>and come back to</dt><dd>{redirect}</dd></dl>\
+         <form method=\"post\" action=\"/oauth/connect\"><input type=\"hidden\" name=\"grant\" value=\"{grant}\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" id=\"allow\">Continue to sign in</button></form>\
+         </body></html>",
+        upstream = escape(v.upstream),
+        caller = escape(v.caller),
+        server = escape(v.authorization_server),
+        redirect = escape(v.redirect_uri),
+        grant = escape(v.grant),
+        csrf = escape(v.csrf),
+    )
+}
+
+/// A short page with a title and a message (the outcome of the redirect, or a refusal).
+pub fn message_page(title: &str, message: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t} — mcpgate</title></head>\
+         <body style=\"font:16px system-ui,sans-serif;max-width:36rem;margin:3rem auto\"><h1>{t}</h1><p>{m}</p></body></html>",
+        t = escape(title),
+        m = escape(message)
+    )
+}
+
+/// An HTML response with the headers every page of the flow carries.
+pub fn html(status: StatusCode, body: String) -> Response<Body> {
+    let mut r = Response::new(full(body));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert(
+        http::header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        ),
+    );
+    h.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    r
+}
+
+/// A redirect (303) to where the authorization starts; the CSP's `form-action 'self'` does not
+/// cover a redirect answer, which browsers follow.
+pub fn see_other(location: &str) -> Response<Body> {
+    let mut r = html(StatusCode::SEE_OTHER, String::new());
+    if let Ok(v) = HeaderValue::from_str(location) {
+        r.headers_mut().insert(http::header::LOCATION, v);
+    }
+    r
+}
+
+/// The gateway's OAuth client metadata document (draft-ietf-oauth-client-id-metadata-document):
+/// its own URL is the `client_id`.
+pub fn client_metadata(url: &str, redirect_uri: &str) -> String {
+    serde_json::json!({
+        "client_id": url,
+        "client_name": "mcpgate",
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+        "application_type": "web",
+    })
+    .to_string()
+}
+
+/// HTML-escapes text for element content and quoted attributes.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::KeySource;
+
+    fn sealer() -> Sealer {
+        Sealer::from_keys(&[vec![5u8; 32]], KeySource::File).expect("key")
+    }
+
+    #[test]
+    fn the_form_token_goes_with_one_browser_and_one_grant() {
+        let s = sealer();
+        let t = csrf_token(&s, "nonce-a", "grant-1").expect("token");
+        assert!(csrf_ok(&s, &t, Some("nonce-a"), "grant-1"));
+        assert!(!csrf_ok(&s, &t, Some("nonce-b"), "grant-1"), "another browser");
+        assert!(!csrf_ok(&s, &t, None, "grant-1"), "no cookie");
+        assert!(!csrf_ok(&s, &t, Some("nonce-a"), "grant-2"), "another grant");
+        assert!(!csrf_ok(&s, "forged", Some("nonce-a"), "grant-1"));
+    }
+
+    #[test]
+    fn cookies_are_host_prefixed_over_https() {
+        assert_eq!(set_cookie("n1", true), "__Host-mcpgate-consent=n1; Path=/; HttpOnly; SameSite=Lax; Max-Age=900; Secure");
+        assert!(!set_cookie("n1", false).contains("Secure"));
+        assert_eq!(cookie_nonce(["a=1; __Host-mcpgate-consent=n1", "b=2"], true).as_deref(), Some("n1"));
+        assert_eq!(cookie_nonce(["mcpgate-consent=n1"], true), None, "over https only the __Host- cookie counts");
+        assert_eq!(cookie_nonce(["__Host-mcpgate-consent="], true), None);
+    }
+
+    #[test]
+    fn the_page_names_everything_and_escapes_it() {
+        let page = consent_page(&ConsentView {
+            caller: "alice<script>",
+            upstream: "linear",
+            scopes: Some("read write"),
+            authorization_server: "https://linear.app",
+            redirect_uri: "https://gw.example.com/oauth/callback",
+            grant: "g\"x",
+            csrf: "c",
+        });
+        assert!(page.contains("alice&lt;script&gt;") && !page.contains("<script>"));
+        assert!(
+            page.contains("read write") && page.contains("https://linear.app") && page.contains("https://gw.example.com/oauth/callback")
+        );
+        assert!(page.contains("value=\"g&quot;x\""));
+        let r = html(StatusCode::OK, page);
+        assert_eq!(r.headers()["x-frame-options"], "DENY");
+        assert!(r.headers()["content-security-policy"].to_str().unwrap_or("").contains("frame-ancestors 'none'"));
+        assert_eq!(r.headers()["cache-control"], "no-store");
+    }
+
+    #[test]
+    fn the_client_metadata_document_names_itself() {
+        let doc: serde_json::Value =
+            serde_json::from_str(&client_metadata("https://gw.example.com/oauth/client.json", "https://gw.example.com/oauth/callback"))
+                .expect("json");
+        assert_eq!(doc["client_id"], "https://gw.example.com/oauth/client.json");
+        assert_eq!(doc["redirect_uris"][0], "https://gw.example.com/oauth/callback");
+        assert_eq!(doc["token_endpoint_auth_method"], "none");
+    }
+}
