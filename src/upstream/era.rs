@@ -1,0 +1,89 @@
+//! Which era each call goes in (docs/protocol.md, "Which era each upstream is spoken to in"): the
+//! upstream's own, except that a legacy client reaching a modern upstream is spoken to in its own
+//! era where the upstream takes it. On HTTP that is a legacy session of the client's own
+//! (`affinity`); on stdio, where one process serves one era, it is the same process if it takes
+//! the handshake too, else a second process of the same command (the twin), else nothing (the
+//! client is bridged). This module owns that decision and the twin.
+
+use super::{Call, Shared, Upstream, UpstreamError};
+use crate::config::{EraChoice, UpstreamConfig};
+use crate::protocol::{MODERN_VERSION, is_legacy_version};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// The era of one call: the upstream's legacy one, its modern one, or (a legacy client on a
+/// modern upstream) the client's own where the upstream takes it.
+pub(super) enum Era {
+    Legacy(String),
+    Modern(String),
+    Affine(String),
+}
+
+/// Where a modern stdio upstream's legacy clients go.
+#[derive(Clone)]
+pub(super) enum Partner {
+    /// The same process, in the legacy session it took (the negotiated version).
+    Itself(String),
+    /// A second process of the same command, in the legacy era.
+    Twin(Arc<Upstream>),
+    /// Nowhere: they are bridged.
+    None,
+}
+
+/// Whether a failed handshake means the upstream does not speak the legacy era (rather than
+/// being unreachable for now).
+pub(super) fn refuses_legacy(why: &UpstreamError) -> bool {
+    matches!(why, UpstreamError::Refused { .. } | UpstreamError::Protocol(_) | UpstreamError::Status { status: 400..=499 })
+}
+
+impl Upstream {
+    /// The era a call goes in: the upstream's, except that a legacy client reaching a modern
+    /// upstream is spoken to in its own era where the upstream takes it (docs/protocol.md, "Which
+    /// era each upstream is spoken to in").
+    pub(super) fn era_for(&self, call: &Call) -> Era {
+        let st = self.state.load();
+        match st.version.as_deref() {
+            Some(v) if is_legacy_version(v) => Era::Legacy(v.to_string()),
+            v => {
+                let v = v.unwrap_or(MODERN_VERSION).to_string();
+                if call.client.is_some() && self.cfg.era == EraChoice::Auto && !self.legacy_refused.load(Ordering::Relaxed) {
+                    Era::Affine(v)
+                } else {
+                    Era::Modern(v)
+                }
+            }
+        }
+    }
+
+    /// Where a modern stdio upstream's legacy clients go, decided on the first one: the same
+    /// process when it takes the handshake as well (it serves both eras at once); else a second
+    /// process of the same command, spoken to in the legacy era (SDKs lock a process to the era
+    /// of its first request); else nowhere (they are bridged).
+    pub(super) async fn legacy_partner(&self) -> Partner {
+        let decide = async {
+            match self.handshake(None).await {
+                Ok(identity) => {
+                    tracing::info!(upstream = %self.id(), "the process serves both eras: legacy clients use it too");
+                    return Partner::Itself(identity.version);
+                }
+                Err(e) => tracing::debug!(upstream = %self.id(), error = %e, "the process keeps to the modern era"),
+            }
+            let cfg = UpstreamConfig { era: EraChoice::Legacy, ..self.cfg.clone() };
+            let shared = Shared { tasks: self.tasks.child(), ..self.shared.clone() };
+            // Its list changes are this upstream's: the catalogue is re-read.
+            let twin = Arc::new(Upstream::with_signal(self.index, cfg, shared, self.updated.clone(), self.changed.clone()));
+            match twin.refresh().await {
+                Ok(()) => {
+                    tracing::info!(upstream = %self.id(), "started a legacy-era process for legacy clients");
+                    Partner::Twin(twin)
+                }
+                Err(e) => {
+                    tracing::info!(upstream = %self.id(), error = %e, "the command refuses the legacy handshake; legacy clients are bridged");
+                    twin.tasks.stop();
+                    Partner::None
+                }
+            }
+        };
+        self.partner.get_or_init(|| decide).await.clone()
+    }
+}
