@@ -67,17 +67,18 @@ impl ClientAuth {
     }
 }
 
+/// A token endpoint's answer (RFC 6749 §5.1), the members the gateway uses.
 #[derive(serde::Deserialize)]
-struct TokenResponse {
-    access_token: String,
+pub(crate) struct TokenResponse {
+    pub access_token: String,
     #[serde(default)]
-    token_type: Option<String>,
+    pub token_type: Option<String>,
     #[serde(default)]
-    expires_in: Option<u64>,
+    pub expires_in: Option<u64>,
     #[serde(default)]
-    refresh_token: Option<String>,
+    pub refresh_token: Option<String>,
     #[serde(default)]
-    scope: Option<String>,
+    pub scope: Option<String>,
 }
 
 /// The HTTP side of per-user identity.
@@ -287,6 +288,21 @@ mod tests {
     use crate::identity::testserver::server;
     use std::sync::{Arc, Mutex};
 
+    /// The metadata of a server at `base` with its token endpoint at `/token`.
+    fn metadata(base: &str) -> ServerMetadata {
+        ServerMetadata {
+            issuer: base.into(),
+            authorization_endpoint: format!("{base}/authorize"),
+            token_endpoint: format!("{base}/token"),
+            registration_endpoint: None,
+            code_challenge_methods_supported: Some(vec!["S256".into()]),
+            scopes_supported: None,
+            token_endpoint_auth_methods_supported: None,
+            client_id_metadata_document_supported: None,
+            authorization_response_iss_parameter_supported: None,
+        }
+    }
+
     fn http() -> OAuthHttp {
         OAuthHttp::new(crate::net::new_http_client(), Rules { loopback: true })
     }
@@ -339,17 +355,7 @@ mod tests {
     async fn token_requests_authenticate_as_configured_and_parse_the_answer() {
         let answer = r#"{"access_token":"at-1","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-1","scope":"read"}"#.to_string();
         let (base, seen) = server(|_| vec![("/token", 200, vec![("content-type", "application/json".into())], answer)]).await;
-        let md = ServerMetadata {
-            issuer: base.clone(),
-            authorization_endpoint: format!("{base}/authorize"),
-            token_endpoint: format!("{base}/token"),
-            registration_endpoint: None,
-            code_challenge_methods_supported: Some(vec!["S256".into()]),
-            scopes_supported: None,
-            token_endpoint_auth_methods_supported: None,
-            client_id_metadata_document_supported: None,
-            authorization_response_iss_parameter_supported: None,
-        };
+        let md = metadata(&base);
         let http = http();
         let basic = ClientAuth::Basic { client_id: "gw id".into(), secret: "s&cret".into() };
         let t = http.token(&md, &basic, "grant_type=authorization_code&code=c".into()).await.expect("token");
@@ -375,17 +381,7 @@ mod tests {
     async fn refusals_and_private_targets_do_not_leak_or_pass() {
         let (base, _) =
             server(|_| vec![("/token", 400, vec![], r#"{"error":"invalid_grant","error_description":"code c0de is bad"}"#.into())]).await;
-        let md = ServerMetadata {
-            issuer: base.clone(),
-            authorization_endpoint: format!("{base}/a"),
-            token_endpoint: format!("{base}/token"),
-            registration_endpoint: None,
-            code_challenge_methods_supported: Some(vec!["S256".into()]),
-            scopes_supported: None,
-            token_endpoint_auth_methods_supported: None,
-            client_id_metadata_document_supported: None,
-            authorization_response_iss_parameter_supported: None,
-        };
+        let md = metadata(&base);
         let auth = ClientAuth::None { client_id: "c".into() };
         let err = http().token(&md, &auth, "code=c0de".into()).await.expect_err("refused");
         assert_eq!(err, IdentityError::TokenRefused { status: 400, error: Some("invalid_grant".into()) });

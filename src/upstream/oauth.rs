@@ -9,7 +9,6 @@ use crate::config::OAuthConfig;
 use crate::net::HttpClient;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use serde::Deserialize;
 use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -21,15 +20,6 @@ pub struct OAuthClient {
     cfg: OAuthConfig,
     client: HttpClient,
     cached: Mutex<Option<(String, Instant)>>,
-}
-
-#[derive(Deserialize)]
-struct TokenResponse {
-    access_token: String,
-    #[serde(default)]
-    token_type: Option<String>,
-    #[serde(default)]
-    expires_in: Option<u64>,
 }
 
 /// `application/x-www-form-urlencoded` encoding of one value.
@@ -103,7 +93,7 @@ impl OAuthClient {
             tracing::warn!(%status, body = %String::from_utf8_lossy(&bytes[..bytes.len().min(300)]), "token request refused");
             return Err(Fail(format!("the token endpoint {url} refused the request (HTTP {status})")));
         }
-        let t: TokenResponse =
+        let t: crate::identity::client::TokenResponse =
             serde_json::from_slice(&bytes).map_err(|e| Fail(format!("the token endpoint {url} sent no usable token: {e}")))?;
         if t.token_type.as_deref().is_some_and(|k| !k.eq_ignore_ascii_case("bearer")) {
             return Err(Fail(format!("the token endpoint {url} issued a non-bearer token")));

@@ -36,29 +36,9 @@ def embedded(uri: str, text: str, mime_type: str = "text/plain") -> EmbeddedReso
 # Tools passed this way are listed before the decorated ones. test_simple_text is listed first,
 # because http-header-validation calls the first listed tool with `{}`.
 
-JSON_SCHEMA_2020_12: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "$defs": {
-        "address": {
-            "$anchor": "addressDef",
-            "type": "object",
-            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
-        }
-    },
-    "properties": {
-        "name": {"type": "string"},
-        "address": {"$ref": "#/$defs/address"},
-        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
-        "phone": {"type": "string"},
-        "email": {"type": "string"},
-    },
-    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
-    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
-    "then": {"required": ["phone"]},
-    "else": {"required": ["email"]},
-    "additionalProperties": False,
-}
+# The suite checks this schema reaches clients unchanged; it is the same document the low-level
+# fixture serves, so it is taken from there.
+from fixture.catalogue import JSON_SCHEMA_2020_12  # noqa: E402
 
 
 def test_simple_text() -> str:
