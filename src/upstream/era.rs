@@ -30,10 +30,18 @@ pub(super) enum Partner {
     None,
 }
 
-/// Whether a failed handshake means the upstream does not speak the legacy era (rather than
-/// being unreachable for now).
+/// Whether a failed handshake means the upstream does not speak the legacy era, rather than being
+/// unreachable, slow or failing for now: a JSON-RPC refusal of the request itself (invalid request,
+/// unknown method, invalid params, unsupported version, header mismatch), an answer in another
+/// era, or a plain HTTP 400, 404 or 405.
 pub(super) fn refuses_legacy(why: &UpstreamError) -> bool {
-    matches!(why, UpstreamError::Refused { .. } | UpstreamError::Protocol(_) | UpstreamError::Status { status: 400..=499 })
+    match why {
+        UpstreamError::Refused { code, .. } => {
+            code.is_null() || [-32600, -32601, -32602, -32022, -32020].contains(&code.as_i64().unwrap_or(0))
+        }
+        UpstreamError::Status { status } => matches!(status, 400 | 404 | 405),
+        _ => false,
+    }
 }
 
 impl Upstream {
@@ -58,15 +66,18 @@ impl Upstream {
     /// Where a modern stdio upstream's legacy clients go, decided on the first one: the same
     /// process when it takes the handshake as well (it serves both eras at once); else a second
     /// process of the same command, spoken to in the legacy era (SDKs lock a process to the era
-    /// of its first request); else nowhere (they are bridged).
-    pub(super) async fn legacy_partner(&self) -> Partner {
+    /// of its first request); else nowhere (they are bridged). Only a refusal is final: after a
+    /// failure that may pass (a timeout, a restart), `None` bridges this call and the next legacy
+    /// call decides again.
+    pub(super) async fn legacy_partner(&self) -> Option<Partner> {
         let decide = async {
             match self.handshake(None).await {
                 Ok(identity) => {
                     tracing::info!(upstream = %self.id(), "the process serves both eras: legacy clients use it too");
-                    return Partner::Itself(identity.version);
+                    return Ok(Partner::Itself(identity.version));
                 }
-                Err(e) => tracing::debug!(upstream = %self.id(), error = %e, "the process keeps to the modern era"),
+                Err(e) if refuses_legacy(&e) => tracing::debug!(upstream = %self.id(), error = %e, "the process keeps to the modern era"),
+                Err(e) => return Err(e),
             }
             let cfg = UpstreamConfig { era: EraChoice::Legacy, ..self.cfg.clone() };
             let shared = Shared { tasks: self.tasks.child(), ..self.shared.clone() };
@@ -75,15 +86,24 @@ impl Upstream {
             match twin.refresh().await {
                 Ok(()) => {
                     tracing::info!(upstream = %self.id(), "started a legacy-era process for legacy clients");
-                    Partner::Twin(twin)
+                    Ok(Partner::Twin(twin))
                 }
                 Err(e) => {
-                    tracing::info!(upstream = %self.id(), error = %e, "the command refuses the legacy handshake; legacy clients are bridged");
                     twin.tasks.stop();
-                    Partner::None
+                    if !refuses_legacy(&e) {
+                        return Err(e);
+                    }
+                    tracing::info!(upstream = %self.id(), error = %e, "the command refuses the legacy handshake; legacy clients are bridged");
+                    Ok(Partner::None)
                 }
             }
         };
-        self.partner.get_or_init(|| decide).await.clone()
+        match self.partner.get_or_try_init(|| decide).await {
+            Ok(p) => Some(p.clone()),
+            Err(e) => {
+                tracing::info!(upstream = %self.id(), error = %e, "no legacy-era process for now; this legacy client is bridged");
+                None
+            }
+        }
     }
 }

@@ -268,6 +268,13 @@ impl HttpTransport {
                     let _ = tx.send(fail(ended)).await;
                     return;
                 };
+                // A stream that delivered events since the last resumption made progress: only
+                // resumptions in a row that bring nothing count against the limit (servers may close
+                // streams on purpose and expect the client to poll, SEP-1699).
+                // (Each resumed stream gets a fresh decoder, so its count starts at 0.)
+                if decoder.dispatched() > 0 {
+                    resumed = 0;
+                }
                 if resumed == MAX_RESUMES {
                     let _ = tx.send(fail(ended)).await;
                     return;
@@ -404,7 +411,7 @@ enum Pumped {
     Ended(UpstreamError),
 }
 
-/// Resumptions of one response stream, at most.
+/// Resumptions in a row of one response stream that bring no event, at most.
 const MAX_RESUMES: u32 = 5;
 /// The delay before resuming when the stream set none, and the longest one honoured.
 const DEFAULT_RETRY_MS: u64 = 1_000;

@@ -79,25 +79,36 @@ pub(super) struct Hello {
 
 impl Hello {
     /// The gateway's own session, which serves every client: it declares what the gateway relays
-    /// (input requests, MCP Apps' UI resources). A request outside any call, where no caller is
-    /// there to answer, is refused (`inbound`).
+    /// (elicitation and sampling, asked during a call, reach its caller; MCP Apps' UI resources).
+    /// Not `roots`: a server may ask for roots outside any call (many do right after the
+    /// handshake) and keep the answer for the whole session, which here is everyone's.
     fn gateway() -> Hello {
         let ui = crate::protocol::ui_client_capability();
         Hello {
             version: LEGACY_VERSIONS[0].into(),
-            capabilities: json!({ "elicitation": {}, "sampling": {}, "roots": {}, "extensions": { crate::protocol::UI_EXTENSION: ui } }),
+            capabilities: json!({ "elicitation": {}, "sampling": {}, "extensions": { crate::protocol::UI_EXTENSION: ui } }),
             info: json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }),
         }
     }
 
     /// A legacy client's own session: its version, the capabilities it declared (tasks aside,
-    /// which the gateway serves itself) and its client info, as if it spoke to the upstream.
+    /// which the gateway serves itself) and its client info, as if it spoke to the upstream. What
+    /// the client sent is taken only in the shapes `initialize` allows (objects), so a client
+    /// cannot make the upstream refuse the handshake for everyone.
     pub(super) fn client(c: &LegacySession) -> Hello {
-        let mut capabilities = c.capabilities.clone();
+        let mut capabilities = match &c.capabilities {
+            Value::Object(m) => Value::Object(m.clone()),
+            _ => json!({}),
+        };
         if let Some(caps) = capabilities.as_object_mut() {
             caps.remove("tasks");
         }
-        let info = if c.info.is_null() { json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }) } else { c.info.clone() };
+        let info = match &c.info {
+            Value::Object(m) if m.get("name").is_some_and(Value::is_string) && m.get("version").is_some_and(Value::is_string) => {
+                c.info.clone()
+            }
+            _ => json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }),
+        };
         Hello { version: c.version.clone(), capabilities, info }
     }
 
@@ -195,11 +206,15 @@ impl Upstream {
                     slot.clear();
                     self.open(slot, call.endpoint, hello).await.map_err(|e| UpstreamError::Handshake(Box::new(e)))?;
                 }
-                self.exchange_reply(call, Self::envelope(call, slot.id(), &version)).await?
+                let renewed = slot.id();
+                let reply = self.exchange_reply(call, Self::envelope(call, renewed.clone(), &version)).await?;
+                (reply, renewed)
             }
-            other => other?,
+            other => (other?, sent_with),
         };
-        Ok(if call.accepts_input.is_empty() { reply } else { self.watch(reply, call.endpoint, slot.id(), version).settle().await })
+        let (reply, used) = reply;
+        // A parked call answers in the session its question came in.
+        Ok(if call.accepts_input.is_empty() { reply } else { self.watch(reply, call.endpoint, used, version).settle().await })
     }
 
     /// The `initialize` handshake of the gateway's own session on an endpoint (also used to renew
@@ -224,10 +239,9 @@ impl Upstream {
         let r: Announcement = serde_json::from_str(raw.get())
             .map_err(|e| UpstreamError::Protocol(format!("initialize returned an unexpected result: {e}")))?;
         if !is_legacy_version(&r.protocol_version) {
-            return Err(UpstreamError::Protocol(format!(
-                "initialize answered with protocol version {:?}, which is not a legacy version mcpgate speaks",
-                r.protocol_version
-            )));
+            let message =
+                format!("initialize answered with protocol version {:?}, which is not a legacy version mcpgate speaks", r.protocol_version);
+            return Err(UpstreamError::Refused { code: Value::Null, message });
         }
         *lock(&slot.id) = session.clone();
         *lock(&slot.version) = Some(r.protocol_version.clone());

@@ -397,9 +397,9 @@ impl Upstream {
                 Era::Modern(v) => self.call_modern(call, &v).await,
                 Era::Affine(v) => match &self.transport {
                     Transport::Stdio(_) => match self.legacy_partner().await {
-                        Partner::Itself(version) => self.call_legacy(call, &version).await,
-                        Partner::Twin(twin) => return twin.call(call).await,
-                        Partner::None => self.call_modern(call, &v).await,
+                        Some(Partner::Itself(version)) => self.call_legacy(call, &version).await,
+                        Some(Partner::Twin(twin)) => return twin.call(call).await,
+                        Some(Partner::None) | None => self.call_modern(call, &v).await,
                     },
                     Transport::Http(_) => {
                         let version = call.client.as_ref().map(|c| c.version.clone()).unwrap_or_default();
@@ -407,6 +407,11 @@ impl Upstream {
                             Err(UpstreamError::Handshake(why)) if refuses_legacy(&why) => {
                                 tracing::info!(upstream = %self.id(), error = %why, "the upstream refused the legacy handshake; legacy clients are bridged");
                                 self.legacy_refused.store(true, Ordering::Relaxed);
+                                self.call_modern(call, &v).await
+                            }
+                            // A failure that may pass: this call is bridged, the next one tries again.
+                            Err(UpstreamError::Handshake(why)) => {
+                                tracing::debug!(upstream = %self.id(), error = %why, "a legacy client's own session could not be opened now; bridging");
                                 self.call_modern(call, &v).await
                             }
                             other => other,

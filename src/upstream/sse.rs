@@ -17,8 +17,13 @@ pub struct SseDecoder {
     skip_lf: bool,
     /// How much of `buf` is known to hold no line break (so it is not scanned again).
     scanned: usize,
+    /// The last event id (committed when an event is dispatched, as the SSE rules say), and the
+    /// id buffer of the event being read.
     last_id: Option<String>,
+    id_buffer: Option<String>,
     retry: Option<u64>,
+    /// Events dispatched so far.
+    dispatched: u64,
 }
 
 impl SseDecoder {
@@ -31,19 +36,31 @@ impl SseDecoder {
             skip_lf: false,
             scanned: 0,
             last_id: None,
+            id_buffer: None,
             retry: None,
+            dispatched: 0,
         }
     }
 
     /// A decoder for a resumed stream: it starts from what `previous` learnt (the last event id
     /// and the retry delay hold until the new stream sets them).
     pub fn resumed(previous: &SseDecoder) -> Self {
-        SseDecoder { last_id: previous.last_id.clone(), retry: previous.retry, ..SseDecoder::new(previous.max) }
+        SseDecoder {
+            last_id: previous.last_id.clone(),
+            id_buffer: previous.last_id.clone(),
+            retry: previous.retry,
+            ..SseDecoder::new(previous.max)
+        }
     }
 
-    /// The id of the last event that set one (`Last-Event-ID` when resuming).
+    /// The id of the last dispatched event (`Last-Event-ID` when resuming); an empty id clears it.
     pub fn last_id(&self) -> Option<&str> {
-        self.last_id.as_deref()
+        self.last_id.as_deref().filter(|id| !id.is_empty())
+    }
+
+    /// How many events were dispatched.
+    pub fn dispatched(&self) -> u64 {
+        self.dispatched
     }
 
     /// The reconnection delay the stream set, in milliseconds.
@@ -84,6 +101,9 @@ impl SseDecoder {
 
     fn line(&mut self, line: &[u8], events: &mut Vec<Vec<u8>>) -> Result<(), TooLarge> {
         if line.is_empty() {
+            // Dispatch: the id read so far becomes the last event id, data or not.
+            self.last_id = self.id_buffer.clone();
+            self.dispatched += 1;
             if self.has_data {
                 events.push(std::mem::take(&mut self.data));
                 self.has_data = false;
@@ -102,7 +122,7 @@ impl SseDecoder {
         };
         // Per the SSE rules: an id with NUL is ignored; retry is digits only.
         if field == b"id" && !value.contains(&0) {
-            self.last_id = Some(String::from_utf8_lossy(value).into_owned());
+            self.id_buffer = Some(String::from_utf8_lossy(value).into_owned());
             return Ok(());
         }
         if field == b"retry" && !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
@@ -148,6 +168,15 @@ mod tests {
         assert_eq!((d.last_id(), d.retry()), (Some("e-1"), Some(500)), "invalid fields are ignored");
         let r = SseDecoder::resumed(&d);
         assert_eq!((r.last_id(), r.retry()), (Some("e-1"), Some(500)));
+        // An id counts once its event is dispatched: a stream cut inside an event resumes after
+        // the one before, so the cut event is sent again.
+        let mut d = SseDecoder::new(1024);
+        d.push(b"id: 6\ndata: a\n\nid: 7\ndata: {\"partial").unwrap();
+        assert_eq!(d.last_id(), Some("6"));
+        d.push(b"\"}\n\n").unwrap();
+        assert_eq!(d.last_id(), Some("7"));
+        d.push(b"id:\ndata: x\n\n").unwrap();
+        assert_eq!(d.last_id(), None, "an empty id clears it");
     }
 
     #[test]
