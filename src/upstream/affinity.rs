@@ -49,8 +49,13 @@ impl Affinity {
             return (own.clone(), Vec::new());
         }
         let mut gone: Vec<Key> = map.iter().filter(|(_, (_, used))| now.duration_since(*used) > IDLE).map(|(k, _)| k.clone()).collect();
+        // A session with a call in flight (held elsewhere too) is not evicted.
         if map.len() - gone.len() >= MAX_SESSIONS
-            && let Some(oldest) = map.iter().filter(|(k, _)| !gone.contains(k)).min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone())
+            && let Some(oldest) = map
+                .iter()
+                .filter(|(k, (own, _))| !gone.contains(k) && Arc::strong_count(own) == 1)
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
         {
             gone.push(oldest);
         }
@@ -58,6 +63,20 @@ impl Affinity {
         let own = Arc::new(Own::default());
         map.insert(key, (own.clone(), now));
         (own, closed)
+    }
+
+    /// Forgets the sessions unused for longer than [`IDLE`] and no call holds; they are returned
+    /// to be closed.
+    fn idle(&self) -> Vec<(usize, Arc<Own>)> {
+        let mut map = lock(&self.map);
+        let keys: Vec<Key> =
+            map.iter().filter(|(_, (own, used))| used.elapsed() > IDLE && Arc::strong_count(own) == 1).map(|(k, _)| k.clone()).collect();
+        keys.into_iter().filter_map(|k| map.remove(&k).map(|(own, _)| (k.1, own))).collect()
+    }
+
+    /// Forgets every session; they are returned to be closed.
+    fn all(&self) -> Vec<(usize, Arc<Own>)> {
+        lock(&self.map).drain().map(|(k, (own, _))| (k.1, own)).collect()
     }
 
     /// Forgets every session of a client; they are returned to be closed.
@@ -90,17 +109,33 @@ impl Upstream {
         }
     }
 
-    /// Ends one session upstream (`DELETE`, in the background; its GET stream stops with it).
+    /// Closes the clients' sessions that sat unused for too long (run at every refresh).
+    pub(super) fn close_idle_sessions(&self) {
+        for (endpoint, own) in self.affinity.idle() {
+            self.close_session(endpoint, &own);
+        }
+    }
+
+    /// Closes every client's session (the upstream is retired).
+    pub(super) fn close_all_sessions(&self) {
+        for (endpoint, own) in self.affinity.all() {
+            self.close_session(endpoint, &own);
+        }
+    }
+
+    /// Ends one session upstream (`DELETE`, in the background; its GET stream stops with it, and
+    /// no call opens it again).
     fn close_session(&self, endpoint: usize, own: &Own) {
         let Transport::Http(pool) = &self.transport else { return };
-        let (Some(session), version) = (own.slot.id(), own.slot.version()) else { return };
-        own.slot.clear();
+        let (session, version, rules) = (own.slot.id(), own.slot.version(), own.slot.rules());
+        own.slot.end();
+        let Some(session) = session else { return };
         let transport = pool.at(Some(endpoint)).clone();
         let env = Envelope {
             version: version.as_deref().and_then(super::legacy::version_header),
             session: Some(session),
             mcp: None,
-            on_behalf_of: Vec::new(),
+            on_behalf_of: rules,
             traceparent: None,
         };
         let upstream = self.id().to_string();
@@ -130,6 +165,14 @@ mod tests {
             a.take(&format!("c{i}"), 0);
         }
         assert_eq!(a.len(), MAX_SESSIONS, "past the bound, the least recently used session goes");
+        let (still, _) = a.take("s1", 0);
+        assert!(Arc::ptr_eq(&first, &still), "a session a call holds is not evicted, however old");
+        drop((still, other));
+        assert_eq!(a.all().len(), MAX_SESSIONS);
+        assert_eq!(a.len(), 0);
+        for i in 0..10 {
+            a.take(&format!("c{i}"), 0);
+        }
         assert_eq!(a.remove("c5").len(), 1);
         assert!(a.remove("c5").is_empty());
     }

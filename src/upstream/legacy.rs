@@ -38,6 +38,12 @@ pub(super) struct Slot {
     initialized: AtomicBool,
     /// The version the handshake negotiated.
     version: Mutex<Option<String>>,
+    /// The `[[caller]]` rules the session was opened for (a legacy client's own session uses its
+    /// caller's credentials, `caller_headers`, for the handshake, its GET stream and its end).
+    rules: Mutex<Vec<String>>,
+    /// Set when the session is closed for good (a client's own session that ended): no call opens
+    /// it again, and its GET stream stops.
+    ended: tokio_util::sync::CancellationToken,
 }
 
 impl Sessions {
@@ -59,6 +65,16 @@ impl Slot {
         lock(&self.version).clone()
     }
 
+    pub(super) fn rules(&self) -> Vec<String> {
+        lock(&self.rules).clone()
+    }
+
+    /// Closes the session for good (see [`Slot::ended`]).
+    pub(super) fn end(&self) {
+        self.ended.cancel();
+        self.clear();
+    }
+
     pub(super) fn clear(&self) {
         *lock(&self.id) = None;
         self.initialized.store(false, Ordering::SeqCst);
@@ -75,6 +91,8 @@ pub(super) struct Hello {
     version: String,
     capabilities: Value,
     info: Value,
+    /// The `[[caller]]` rules whose credentials the session is opened with.
+    on_behalf_of: Vec<String>,
 }
 
 impl Hello {
@@ -88,6 +106,7 @@ impl Hello {
             version: LEGACY_VERSIONS[0].into(),
             capabilities: json!({ "elicitation": {}, "sampling": {}, "extensions": { crate::protocol::UI_EXTENSION: ui } }),
             info: json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }),
+            on_behalf_of: Vec::new(),
         }
     }
 
@@ -95,7 +114,7 @@ impl Hello {
     /// which the gateway serves itself) and its client info, as if it spoke to the upstream. What
     /// the client sent is taken only in the shapes `initialize` allows (objects), so a client
     /// cannot make the upstream refuse the handshake for everyone.
-    pub(super) fn client(c: &LegacySession) -> Hello {
+    pub(super) fn client(c: &LegacySession, on_behalf_of: &[String]) -> Hello {
         let mut capabilities = match &c.capabilities {
             Value::Object(m) => Value::Object(m.clone()),
             _ => json!({}),
@@ -109,7 +128,7 @@ impl Hello {
             }
             _ => json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }),
         };
-        Hello { version: c.version.clone(), capabilities, info }
+        Hello { version: c.version.clone(), capabilities, info, on_behalf_of: on_behalf_of.to_vec() }
     }
 
     fn params(&self) -> Result<RawObject, UpstreamError> {
@@ -175,7 +194,7 @@ impl Upstream {
         let reply = match (&call.client, &self.transport) {
             (Some(client), Transport::Http(p)) => {
                 let own = self.own_session(&client.sid, p.index(call.endpoint));
-                self.call_in(&call, &own.slot, &Hello::client(client), &own.opening).await?
+                self.call_in(&call, &own.slot, &Hello::client(client, &call.on_behalf_of), &own.opening).await?
             }
             _ => {
                 let hello = Hello { version: version.into(), ..Hello::gateway() };
@@ -225,8 +244,13 @@ impl Upstream {
 
     /// The `initialize` handshake of one session, then `notifications/initialized`.
     async fn open(&self, slot: &Slot, endpoint: Option<usize>, hello: &Hello) -> Result<Identity, UpstreamError> {
-        let call = Call::internal("initialize", hello.params()?, Map::new(), endpoint);
-        let (outcome, session) = self.exchange_outcome(&call, Envelope::default()).await?;
+        if slot.ended.is_cancelled() {
+            return Err(UpstreamError::Unreachable("the session was closed".into()));
+        }
+        let mut call = Call::internal("initialize", hello.params()?, Map::new(), endpoint);
+        call.on_behalf_of = hello.on_behalf_of.clone();
+        let env = Envelope { on_behalf_of: hello.on_behalf_of.clone(), ..Envelope::default() };
+        let (outcome, session) = self.exchange_outcome(&call, env).await?;
         let raw = match outcome {
             Outcome::Result(r) => r,
             Outcome::UpstreamError(e) => {
@@ -245,6 +269,7 @@ impl Upstream {
         }
         *lock(&slot.id) = session.clone();
         *lock(&slot.version) = Some(r.protocol_version.clone());
+        *lock(&slot.rules) = hello.on_behalf_of.clone();
         let initialized = crate::protocol::jsonrpc::bare_notification("notifications/initialized");
         let shared = std::ptr::eq(slot, self.slot(endpoint));
         match &self.transport {
@@ -286,11 +311,12 @@ impl Upstream {
             version: version_header(&version),
             session: Some(started.clone()),
             mcp: None,
-            on_behalf_of: Vec::new(),
+            on_behalf_of: slot.rules(),
             traceparent: None,
         };
         let upstream = self.id().to_string();
         let current = slot.id.clone();
+        let ended = slot.ended.clone();
         let inbound = self.inbound.clone();
         self.tasks.spawn(async move {
             let mut backoff = Duration::from_secs(1);
@@ -298,7 +324,11 @@ impl Upstream {
                 if lock(&current).as_ref() != Some(&started) {
                     return;
                 }
-                match transport.pump_get(&env).await {
+                let pumped = tokio::select! {
+                    p = transport.pump_get(&env) => p,
+                    _ = ended.cancelled() => return,
+                };
+                match pumped {
                     Ok(()) => backoff = Duration::from_secs(1),
                     Err(UpstreamError::Status { status: 405 | 404 | 400 | 401 | 403 }) => return,
                     Err(e) => tracing::debug!(%upstream, error = %e, "upstream GET stream dropped"),

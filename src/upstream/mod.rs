@@ -335,6 +335,7 @@ impl Upstream {
     /// only after its deadline are its loops and streams stopped (a stdio child with them).
     pub fn retire(&self) {
         self.retired.store(true, Ordering::SeqCst);
+        self.close_all_sessions();
         let mut st = (*self.state()).clone();
         st.status = Status::Down(UpstreamError::Removed);
         self.state.store(Arc::new(st));

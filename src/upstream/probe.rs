@@ -47,6 +47,7 @@ impl Upstream {
         if self.is_retired() {
             return Err(UpstreamError::Removed);
         }
+        self.close_idle_sessions();
         let started = Instant::now();
         let result = self.probe_and_list().await;
         let mut next = (*self.state.load_full()).clone();
