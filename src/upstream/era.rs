@@ -107,3 +107,32 @@ impl Upstream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    #[test]
+    fn only_real_refusals_bridge_legacy_clients_for_good() {
+        let refused = |code: Value| UpstreamError::Refused { code, message: String::new() };
+        for e in [
+            refused(json!(-32601)),
+            refused(json!(-32602)),
+            refused(json!(-32022)),
+            refused(Value::Null),
+            UpstreamError::Status { status: 405 },
+        ] {
+            assert!(refuses_legacy(&e), "{e}");
+        }
+        for e in [
+            refused(json!(-32603)),
+            UpstreamError::Status { status: 401 },
+            UpstreamError::Status { status: 503 },
+            UpstreamError::Timeout { after: std::time::Duration::from_secs(1) },
+            UpstreamError::Protocol("the response stream ended before the response".into()),
+        ] {
+            assert!(!refuses_legacy(&e), "{e}");
+        }
+    }
+}

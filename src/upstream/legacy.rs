@@ -412,6 +412,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_clients_own_handshake_takes_only_well_formed_declarations() {
+        let c = |capabilities: Value, info: Value| LegacySession { sid: "s".into(), version: "2025-06-18".into(), capabilities, info };
+        let h = Hello::client(&c(json!({ "roots": {}, "tasks": {} }), json!({ "name": "ide", "version": "1" })), &["alice".into()]);
+        assert_eq!(h.capabilities, json!({ "roots": {} }), "tasks are the gateway's to serve");
+        assert_eq!(h.info["name"], "ide");
+        assert_eq!((h.version.as_str(), h.on_behalf_of.as_slice()), ("2025-06-18", &["alice".to_string()][..]));
+        let h = Hello::client(&c(Value::Null, json!(42)), &[]);
+        assert_eq!(h.capabilities, json!({}));
+        assert_eq!(h.info["name"], "mcpgate", "a malformed clientInfo is not sent on");
+        assert!(Hello::gateway().capabilities.get("roots").is_none(), "the shared session declares no roots");
+    }
+
+    #[test]
     fn legacy_results_gain_modern_fields_without_losing_their_own() {
         let raw = crate::protocol::json::Json::from_string(r#"{"contents":[]}"#.into()).unwrap();
         let Outcome::Result(r) = modernise("resources/read", Outcome::Result(raw)) else { panic!() };
