@@ -1,15 +1,16 @@
 //! The gateway's requests to authorization infrastructure: fetching protected-resource and
 //! authorization-server metadata in the spec's order (`discovery`), and token requests with the
-//! client authentication the server supports. Every URL passes the SSRF guard (`guard`) first;
+//! client authentication the server supports. Every URL passes the SSRF guard (`guard`) first,
+//! and connections go only to the addresses it allows (`connect`);
 //! redirects are followed by hand, at most [`MAX_REDIRECTS`], each hop guarded again; bodies are
 //! bounded and every request has a deadline. Error bodies of token endpoints go to the debug log
 //! only, cut short, since they may echo what was sent.
 
 use super::challenge::Challenge;
+use super::connect::{GuardedClient, guarded_client};
 use super::discovery::{self, ResourceMetadata, ServerMetadata};
 use super::guard::{self, Rules};
 use super::vault::{TokenSet, now};
-use crate::net::HttpClient;
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
@@ -84,13 +85,15 @@ pub(crate) struct TokenResponse {
 /// The HTTP side of per-user identity.
 #[derive(Clone)]
 pub struct OAuthHttp {
-    client: HttpClient,
+    client: GuardedClient,
     rules: Rules,
 }
 
 impl OAuthHttp {
-    pub fn new(client: HttpClient, rules: Rules) -> Self {
-        OAuthHttp { client, rules }
+    /// With its own guarded client (`connect`): identity traffic never shares a connection with
+    /// upstream traffic, and goes only to addresses the rules allow.
+    pub fn new(rules: Rules) -> Self {
+        OAuthHttp { client: guarded_client(rules), rules }
     }
 
     /// The protected-resource metadata of `resource` (the upstream's canonical URI): the
@@ -101,20 +104,37 @@ impl OAuthHttp {
             Some(url) => vec![url],
             None => discovery::resource_metadata_urls(resource)?,
         };
+        let mut last = IdentityError::NotFound(resource.into());
         for url in urls {
-            if let Some(doc) = self.get_json::<ResourceMetadata>(&url).await? {
-                doc.check(resource)?;
-                return Ok(doc);
+            match self.get_json::<ResourceMetadata>(&url).await {
+                Ok(Some(doc)) => {
+                    doc.check(resource)?;
+                    return Ok(doc);
+                }
+                // Not there, or not a metadata document (an HTML catch-all, an error): the next URL.
+                Ok(None) => {}
+                Err(e @ IdentityError::Fetch { .. }) => last = e,
+                Err(e) => return Err(e),
             }
         }
-        Err(IdentityError::NotFound(resource.into()))
+        Err(last)
     }
 
     /// The metadata of authorization server `issuer`, from the first URL of the spec's order that
     /// has it; the document must name the same issuer and offer PKCE S256.
     pub async fn server_metadata(&self, issuer: &str) -> Result<ServerMetadata, IdentityError> {
+        let mut last = IdentityError::NotFound(issuer.into());
         for url in discovery::server_metadata_urls(issuer)? {
-            if let Some(doc) = self.get_json::<ServerMetadata>(&url).await? {
+            let doc = match self.get_json::<ServerMetadata>(&url).await {
+                Ok(Some(doc)) => Some(doc),
+                Ok(None) => None,
+                Err(e @ IdentityError::Fetch { .. }) => {
+                    last = e;
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(doc) = doc {
                 doc.check(issuer)?;
                 for endpoint in
                     [Some(&doc.authorization_endpoint), Some(&doc.token_endpoint), doc.registration_endpoint.as_ref()].into_iter().flatten()
@@ -124,13 +144,13 @@ impl OAuthHttp {
                 return Ok(doc);
             }
         }
-        Err(IdentityError::NotFound(issuer.into()))
+        Err(last)
     }
 
     /// A token request (`body` is the grant's form) to the server's token endpoint.
     pub async fn token(&self, server: &ServerMetadata, auth: &ClientAuth, body: String) -> Result<TokenSet, IdentityError> {
         let url = server.token_endpoint.clone();
-        guard::resolve(&url, self.rules).await?;
+        guard::check_url(&url, self.rules)?;
         let mut body = body;
         let mut req = Request::builder()
             .method(Method::POST)
@@ -175,7 +195,7 @@ impl OAuthHttp {
     /// URI, asking for the strongest token-endpoint authentication the server lists.
     pub async fn register(&self, server: &ServerMetadata, redirect_uri: &str) -> Result<ClientAuth, IdentityError> {
         let endpoint = server.registration_endpoint.clone().ok_or_else(|| IdentityError::NoRegistration(server.issuer.clone()))?;
-        guard::resolve(&endpoint, self.rules).await?;
+        guard::check_url(&endpoint, self.rules)?;
         let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_default();
         let method = ["client_secret_basic", "client_secret_post"].into_iter().find(|m| methods.iter().any(|x| x == m)).unwrap_or("none");
         let body = serde_json::json!({
@@ -215,7 +235,7 @@ impl OAuthHttp {
     async fn get_json<T: DeserializeOwned>(&self, url: &str) -> Result<Option<T>, IdentityError> {
         let mut url = url.to_string();
         for _ in 0..=MAX_REDIRECTS {
-            guard::resolve(&url, self.rules).await?;
+            guard::check_url(&url, self.rules)?;
             let req =
                 Request::get(&url).header("accept", "application/json").body(Full::new(Bytes::new())).map_err(|e| fetch_error(&url, e))?;
             let (status, bytes, location) = self.send_with_location(&url, req).await?;
@@ -254,13 +274,10 @@ impl OAuthHttp {
     }
 }
 
-/// A `Location` made absolute against the URL it answered.
+/// A `Location` resolved against the URL it answered (RFC 3986 §5.2, by the `url` crate); an
+/// unresolvable one is kept as is, and the guard refuses it.
 fn absolute(base: &str, location: &str) -> String {
-    if location.contains("://") {
-        return location.to_string();
-    }
-    let origin_end = base.find("://").and_then(|i| base[i + 3..].find('/').map(|j| i + 3 + j)).unwrap_or(base.len());
-    if location.starts_with('/') { format!("{}{location}", &base[..origin_end]) } else { format!("{}/{location}", &base[..origin_end]) }
+    url::Url::parse(base).and_then(|b| b.join(location)).map(String::from).unwrap_or_else(|_| location.to_string())
 }
 
 fn append(body: &mut String, pairs: &[(&str, &str)]) {
@@ -304,7 +321,7 @@ mod tests {
     }
 
     fn http() -> OAuthHttp {
-        OAuthHttp::new(crate::net::new_http_client(), Rules { loopback: true })
+        OAuthHttp::new(Rules { loopback: true })
     }
 
     fn first_lines(seen: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
@@ -386,7 +403,7 @@ mod tests {
         let err = http().token(&md, &auth, "code=c0de".into()).await.expect_err("refused");
         assert_eq!(err, IdentityError::TokenRefused { status: 400, error: Some("invalid_grant".into()) });
         assert!(!err.to_string().contains("c0de"), "{err}");
-        let strict = OAuthHttp::new(crate::net::new_http_client(), Rules::default());
+        let strict = OAuthHttp::new(Rules::default());
         assert!(matches!(strict.token(&md, &auth, String::new()).await, Err(IdentityError::Refused(_))));
         assert!(matches!(strict.server_metadata("https://10.0.0.1").await, Err(IdentityError::Refused(_))));
     }
@@ -396,5 +413,8 @@ mod tests {
         assert_eq!(absolute("https://a.example/x/y", "/z"), "https://a.example/z");
         assert_eq!(absolute("https://a.example/x/y", "https://b.example/"), "https://b.example/");
         assert_eq!(absolute("https://a.example", "z"), "https://a.example/z");
+        assert_eq!(absolute("https://a.example/x/y", "z"), "https://a.example/x/z");
+        assert_eq!(absolute("https://a.example/x", "//b.example/p"), "https://b.example/p");
+        assert_eq!(absolute("https://a.example/x", "/p?u=https://c.example"), "https://a.example/p?u=https://c.example");
     }
 }

@@ -61,9 +61,9 @@ pub fn check_url(url: &str, rules: Rules) -> Result<Target, Refused> {
     Ok(Target { host, port, loopback })
 }
 
-/// The whole check: [`check_url`], then every address the host resolves to. Returns the
-/// addresses to connect to, so the connection goes where the check looked (no second lookup an
-/// attacker's DNS could answer differently).
+/// The whole check as a lookup: [`check_url`], then every address the host resolves to (for a
+/// verdict before any request; connections themselves go through `connect`'s resolver, which
+/// applies the same rule to the answer it connects with).
 pub async fn resolve(url: &str, rules: Rules) -> Result<Vec<std::net::SocketAddr>, Refused> {
     let target = check_url(url, rules)?;
     let addrs: Vec<std::net::SocketAddr> =
@@ -80,21 +80,46 @@ pub async fn resolve(url: &str, rules: Rules) -> Result<Vec<std::net::SocketAddr
     Ok(addrs)
 }
 
-/// Whether an address is a public unicast one.
+/// Whether an address is a public unicast one. IPv6 forms that carry an IPv4 address (mapped,
+/// compatible, 6to4, NAT64, Teredo's obfuscated server aside) are judged by that address.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => public_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+        IpAddr::V6(v6) => match embedded_v4(v6) {
             Some(v4) => public_v4(v4),
             None => public_v6(v6),
         },
     }
 }
 
+/// The IPv4 address an IPv6 one stands for, in the forms that route to it.
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    // IPv4-compatible ::a.b.c.d (deprecated, still routed by some stacks); not :: and ::1.
+    if s[..6] == [0; 6] && (s[6] != 0 || s[7] > 1) {
+        return Some(low);
+    }
+    // NAT64: the well-known prefix 64:ff9b::/96 and the local-use 64:ff9b:1::/48.
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..3] == [0x64, 0xff9b, 1] {
+        return Some(low);
+    }
+    // 6to4 2002:a.b.c.d::/48.
+    if s[0] == 0x2002 {
+        return Some(Ipv4Addr::new((s[1] >> 8) as u8, s[1] as u8, (s[2] >> 8) as u8, s[2] as u8));
+    }
+    None
+}
+
 fn public_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
+    let [a, b, c, _] = ip.octets();
     let shared = a == 100 && (64..128).contains(&b); // 100.64.0.0/10, carrier-grade NAT
     let benchmarking = a == 198 && (b == 18 || b == 19); // 198.18.0.0/15
+    let protocol_assignments = a == 192 && b == 0 && c == 0; // 192.0.0.0/24
+    let relay_anycast = a == 192 && b == 88 && c == 99; // 192.88.99.0/24, 6to4 relays
     let reserved = a >= 240; // 240.0.0.0/4 and broadcast
     let this_network = a == 0;
     !(ip.is_private()
@@ -106,21 +131,27 @@ fn public_v4(ip: Ipv4Addr) -> bool {
         || ip.is_unspecified()
         || shared
         || benchmarking
+        || protocol_assignments
+        || relay_anycast
         || reserved
         || this_network)
 }
 
 fn public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
-    let documentation = first == 0x2001 && ip.segments()[1] == 0x0db8; // 2001:db8::/32
-    let nat64 = ip.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0]; // 64:ff9b::/96 maps v4
+    let s = ip.segments();
+    let documentation = s[0] == 0x2001 && s[1] == 0x0db8; // 2001:db8::/32
+    let teredo_and_ietf = s[0] == 0x2001 && s[1] < 0x0200; // 2001::/23 (Teredo 2001::/32 among them)
+    let discard = s[..4] == [0x100, 0, 0, 0]; // 100::/64
+    let site_local = s[0] & 0xffc0 == 0xfec0; // fec0::/10
     !(ip.is_loopback()
         || ip.is_unspecified()
         || ip.is_multicast()
         || ip.is_unique_local()
         || ip.is_unicast_link_local()
         || documentation
-        || nat64)
+        || teredo_and_ietf
+        || discard
+        || site_local)
 }
 
 #[cfg(test)]
@@ -171,7 +202,7 @@ mod tests {
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"] {
+        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
     }

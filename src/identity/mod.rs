@@ -10,6 +10,7 @@
 
 pub mod challenge;
 pub mod client;
+pub mod connect;
 pub mod discovery;
 pub mod flow;
 pub mod guard;

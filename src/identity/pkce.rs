@@ -6,10 +6,16 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 /// A PKCE pair: the verifier (kept by the gateway until the code is exchanged) and its challenge
 /// (sent in the authorization request).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Pkce {
     pub verifier: String,
     pub challenge: String,
+}
+
+impl std::fmt::Debug for Pkce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pkce").field("verifier", &"<redacted>").field("challenge", &self.challenge).finish()
+    }
 }
 
 impl Pkce {

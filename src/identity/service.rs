@@ -34,8 +34,10 @@ pub struct Protected {
     pub upstream: String,
     /// Its canonical URI (RFC 8707 `resource`).
     pub resource: String,
-    /// Configured client credentials, if any.
+    /// Configured client credentials, if any, and the authorization server they belong to: they
+    /// are never sent to another one.
     pub client_id: Option<String>,
+    pub client_issuer: Option<String>,
     pub client_secret: Option<String>,
     /// Configured scopes, instead of what the upstream names.
     pub scopes: Option<Vec<String>>,
@@ -75,6 +77,9 @@ pub struct Identity {
     known: Mutex<HashMap<String, Known>>,
     /// Clients registered dynamically, by issuer.
     registered: Mutex<HashMap<String, ClientAuth>>,
+    /// Held while a token is refreshed, so concurrent calls refresh once (servers that rotate
+    /// refresh tokens take each one once).
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 /// What the redirect back completed.
@@ -95,6 +100,7 @@ impl Identity {
             protected: protected.into_iter().map(|p| (p.upstream.clone(), p)).collect(),
             known: Mutex::default(),
             registered: Mutex::default(),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -116,6 +122,12 @@ impl Identity {
         if held.fresh(REFRESH_MARGIN) {
             return Some(held.access_token);
         }
+        let _refreshing = self.refreshing.lock().await;
+        // Another call may have refreshed it meanwhile.
+        let held = self.vault.get(&key)?;
+        if held.fresh(REFRESH_MARGIN) {
+            return Some(held.access_token);
+        }
         let refresh = held.refresh_token.clone()?;
         let p = self.protected.get(upstream)?;
         let auth = self.client_for(p, &known.server).await.ok()?;
@@ -131,9 +143,15 @@ impl Identity {
                 }
                 Some(fresh.access_token)
             }
+            // The grant is gone (expired, revoked, used): consent is needed again.
+            Err(IdentityError::TokenRefused { error: Some(e), .. }) if e == "invalid_grant" => {
+                tracing::info!(%upstream, "a caller's refresh token was refused; consent is needed again");
+                let _ = self.vault.remove(&key);
+                None
+            }
+            // Anything else may pass: the tokens stay, this call goes without.
             Err(e) => {
-                tracing::info!(%upstream, error = %e, "refreshing a caller's token failed; consent is needed again");
-                let _ = self.vault.revoke(caller, Some(upstream));
+                tracing::info!(%upstream, error = %e, "refreshing a caller's token failed for now");
                 None
             }
         }
@@ -210,7 +228,7 @@ impl Identity {
         if server.client_id_metadata_document_supported == Some(true) && self.settings.client_metadata_usable {
             return Ok(ClientAuth::None { client_id: self.settings.client_metadata_url.clone() });
         }
-        if let Some(id) = &p.client_id {
+        if let Some(id) = p.client_id.as_ref().filter(|_| p.client_issuer.as_deref() == Some(server.issuer.as_str())) {
             let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_else(|| vec!["client_secret_basic".into()]);
             return Ok(match &p.client_secret {
                 None => ClientAuth::None { client_id: id.clone() },
@@ -221,6 +239,9 @@ impl Identity {
                 }
                 Some(secret) => ClientAuth::Basic { client_id: id.clone(), secret: secret.clone() },
             });
+        }
+        if p.client_id.is_some() {
+            tracing::warn!(upstream = %p.upstream, issuer = %server.issuer, "the upstream names another authorization server than its configured client's; registering anew");
         }
         if let Some(auth) = lock(&self.registered).get(&server.issuer).cloned() {
             return Ok(auth);
@@ -261,6 +282,16 @@ mod tests {
     }
 
     async fn engine(token_answer: &'static str, dcr: bool) -> (Identity, String, Arc<Mutex<Vec<String>>>) {
+        engine_with(token_answer, dcr, None).await
+    }
+
+    /// `configured`: a pre-registered client id and the issuer it was registered with (`None`:
+    /// the server's own).
+    async fn engine_with(
+        token_answer: &'static str,
+        dcr: bool,
+        configured: Option<(&str, Option<&str>)>,
+    ) -> (Identity, String, Arc<Mutex<Vec<String>>>) {
         let (base, seen) = server(move |base| {
             let prm = format!(r#"{{"resource":"{base}/mcp","authorization_servers":["{base}"],"scopes_supported":["files:read"]}}"#);
             let registration = if dcr { format!(r#","registration_endpoint":"{base}/register""#) } else { String::new() };
@@ -281,9 +312,19 @@ mod tests {
             client_metadata_usable: true,
             consent_url: "https://gw.example.com/oauth/connect".into(),
         };
-        let protected =
-            Protected { upstream: "files".into(), resource: format!("{base}/mcp"), client_id: None, client_secret: None, scopes: None };
-        let http = OAuthHttp::new(crate::net::new_http_client(), Rules { loopback: true });
+        let (client_id, client_issuer) = match configured {
+            Some((id, issuer)) => (Some(id.to_string()), Some(issuer.map(str::to_string).unwrap_or_else(|| base.clone()))),
+            None => (None, None),
+        };
+        let protected = Protected {
+            upstream: "files".into(),
+            resource: format!("{base}/mcp"),
+            client_id,
+            client_issuer,
+            client_secret: Some("cfg-secret".into()).filter(|_| configured.is_some()),
+            scopes: None,
+        };
+        let http = OAuthHttp::new(Rules { loopback: true });
         (Identity::new(settings, sealer(), Vault::in_memory(sealer()), http, vec![protected]), base, seen)
     }
 
@@ -325,6 +366,18 @@ mod tests {
         let registration = requests.iter().find(|r| r.starts_with("POST /register")).expect("a registration");
         assert!(registration.contains("\"application_type\":\"web\"") && registration.contains("client_secret_post"), "{registration}");
         assert_eq!(requests.iter().filter(|r| r.starts_with("POST /register")).count(), 1, "one registration per issuer");
+    }
+
+    #[tokio::test]
+    async fn configured_credentials_go_only_to_their_own_server() {
+        let answer = r#"{"access_token":"t","token_type":"Bearer"}"#;
+        let (id, _, _) = engine_with(answer, true, Some(("cfg-id", None))).await;
+        let grant = query(&id.consent_link("alice", "files").expect("link"))["grant"].clone();
+        assert_eq!(query(&id.begin(&grant, "b").await.expect("begin"))["client_id"], "cfg-id");
+        let (id, _, seen) = engine_with(answer, true, Some(("cfg-id", Some("https://another-as.example.com")))).await;
+        let grant = query(&id.consent_link("alice", "files").expect("link"))["grant"].clone();
+        assert_eq!(query(&id.begin(&grant, "b").await.expect("begin"))["client_id"], "dyn-1", "registered anew instead");
+        assert!(!seen.lock().unwrap().iter().any(|r| r.contains("cfg-secret")), "the configured secret never left");
     }
 
     #[tokio::test]

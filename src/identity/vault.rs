@@ -108,12 +108,15 @@ pub struct Vault {
     path: Option<PathBuf>,
     /// Slot → sealed entry (its key, in the clear, and the sealed token set).
     entries: Mutex<BTreeMap<String, (VaultKey, String)>>,
+    /// Held from a change's snapshot to the end of its write, so writes land in the order the
+    /// changes were made (a stale snapshot never overwrites a newer one).
+    writing: Mutex<()>,
 }
 
 impl Vault {
     /// A vault kept in memory only (tokens end with the process).
     pub fn in_memory(sealer: Arc<Sealer>) -> Vault {
-        Vault { sealer, path: None, entries: Mutex::default() }
+        Vault { sealer, path: None, entries: Mutex::default(), writing: Mutex::default() }
     }
 
     /// The vault stored at `path` (created on the first write).
@@ -127,7 +130,7 @@ impl Vault {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(VaultError::Read { path: path.display().to_string(), reason: e.to_string() }),
         };
-        Ok(Vault { sealer, path: Some(path), entries: Mutex::new(entries) })
+        Ok(Vault { sealer, path: Some(path), entries: Mutex::new(entries), writing: Mutex::default() })
     }
 
     /// The caller's tokens for an upstream and issuer, if held and still openable.
@@ -139,26 +142,40 @@ impl Vault {
     /// Keeps a caller's tokens (replacing what was held).
     pub fn put(&self, key: &VaultKey, tokens: &TokenSet) -> Result<(), VaultError> {
         let sealed = self.sealer.seal(&key.purpose(), tokens).map_err(|e| VaultError::Seal(e.to_string()))?;
-        let snapshot = {
-            let mut entries = lock(&self.entries);
+        self.change(|entries| {
             entries.insert(key.slot(), (key.clone(), sealed));
-            entries.values().cloned().collect::<Vec<_>>()
+            1
+        })
+        .map(|_| ())
+    }
+
+    /// Forgets one entry; whether it was held.
+    pub fn remove(&self, key: &VaultKey) -> Result<bool, VaultError> {
+        self.change(|entries| usize::from(entries.remove(&key.slot()).is_some())).map(|n| n > 0)
+    }
+
+    /// Applies a change to the entries and writes the result, one change at a time; the change
+    /// returns how many entries it touched (nothing is written when none).
+    fn change(&self, f: impl FnOnce(&mut BTreeMap<String, (VaultKey, String)>) -> usize) -> Result<usize, VaultError> {
+        let _writing = lock(&self.writing);
+        let (touched, snapshot) = {
+            let mut entries = lock(&self.entries);
+            let touched = f(&mut entries);
+            (touched, entries.values().cloned().collect::<Vec<_>>())
         };
-        self.persist(&snapshot)
+        if touched > 0 {
+            self.persist(&snapshot)?;
+        }
+        Ok(touched)
     }
 
     /// Forgets the tokens of `caller` (for one upstream, or all); how many entries went.
     pub fn revoke(&self, caller: &str, upstream: Option<&str>) -> Result<usize, VaultError> {
-        let (gone, snapshot) = {
-            let mut entries = lock(&self.entries);
+        self.change(|entries| {
             let before = entries.len();
             entries.retain(|_, (k, _)| !(k.caller == caller && upstream.is_none_or(|u| k.upstream == u)));
-            (before - entries.len(), entries.values().cloned().collect::<Vec<_>>())
-        };
-        if gone > 0 {
-            self.persist(&snapshot)?;
-        }
-        Ok(gone)
+            before - entries.len()
+        })
     }
 
     /// What is held (for one caller, or everyone), without any token.
@@ -186,18 +203,27 @@ impl Vault {
         let Some(path) = &self.path else { return Ok(()) };
         let fail = |e: &dyn std::fmt::Display| VaultError::Write { path: path.display().to_string(), reason: e.to_string() };
         let bytes = serde_json::to_vec(entries).map_err(|e| fail(&e))?;
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        // A name no other writer uses (writes are serialised here; another process with the same
+        // file gets its own names too).
+        let tmp = path.with_extension(format!("tmp-{}-{}", std::process::id(), crate::token::random_hex(8)));
         {
             use std::io::Write;
             let mut options = std::fs::OpenOptions::new();
-            options.write(true).create(true).truncate(true);
+            options.write(true).create_new(true);
             #[cfg(unix)]
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
             let mut file = options.open(&tmp).map_err(|e| fail(&e))?;
             file.write_all(&bytes).map_err(|e| fail(&e))?;
             file.sync_all().map_err(|e| fail(&e))?;
         }
-        std::fs::rename(&tmp, path).map_err(|e| fail(&e))
+        std::fs::rename(&tmp, path).map_err(|e| fail(&e))?;
+        // The rename itself survives a crash once the directory is synced.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && let Ok(d) = std::fs::File::open(dir)
+        {
+            let _ = d.sync_all();
+        }
+        Ok(())
     }
 }
 

@@ -105,25 +105,30 @@ pub fn message_page(title: &str, message: &str) -> String {
 
 /// An HTML response with the headers every page of the flow carries.
 pub fn html(status: StatusCode, body: String) -> Response<Body> {
+    html_sending_forms_to(status, body, None)
+}
+
+/// [`html`] for the consent page, whose form leads (through the gateway's redirect) to the
+/// authorization server at `origin`: browsers apply `form-action` to the redirects a form
+/// submission follows, so that origin is allowed too.
+pub fn html_sending_forms_to(status: StatusCode, body: String, origin: Option<&str>) -> Response<Body> {
     let mut r = Response::new(full(body));
     *r.status_mut() = status;
     let h = r.headers_mut();
     h.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
-    h.insert(
-        http::header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
-        ),
-    );
+    let extra = origin.and_then(form_origin).map(|o| format!(" {o}")).unwrap_or_default();
+    let csp = format!("default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'{extra}; base-uri 'none'");
+    if let Ok(v) = HeaderValue::from_str(&csp) {
+        h.insert(http::header::CONTENT_SECURITY_POLICY, v);
+    }
     h.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     r
 }
 
-/// A redirect (303) to where the authorization starts; the CSP's `form-action 'self'` does not
-/// cover a redirect answer, which browsers follow.
+/// A redirect (303) to where the authorization starts (the consent page's CSP allows its origin).
 pub fn see_other(location: &str) -> Response<Body> {
     let mut r = html(StatusCode::SEE_OTHER, String::new());
     if let Ok(v) = HeaderValue::from_str(location) {
@@ -145,6 +150,12 @@ pub fn client_metadata(url: &str, redirect_uri: &str) -> String {
         "application_type": "web",
     })
     .to_string()
+}
+
+/// The `scheme://host[:port]` of a URL, for a CSP source (nothing else of the URL gets in).
+fn form_origin(url: &str) -> Option<String> {
+    let u = url::Url::parse(url).ok()?;
+    matches!(u.scheme(), "https" | "http").then(|| u.origin().ascii_serialization()).filter(|o| o != "null")
 }
 
 /// HTML-escapes text for element content and quoted attributes.
@@ -212,6 +223,14 @@ mod tests {
         assert_eq!(r.headers()["x-frame-options"], "DENY");
         assert!(r.headers()["content-security-policy"].to_str().unwrap_or("").contains("frame-ancestors 'none'"));
         assert_eq!(r.headers()["cache-control"], "no-store");
+        let csp_of = |url: &str| {
+            let r = html_sending_forms_to(StatusCode::OK, String::new(), Some(url));
+            r.headers()["content-security-policy"].to_str().unwrap_or("").to_string()
+        };
+        let csp = csp_of("https://linear.app/oauth/authorize?x=1");
+        assert!(csp.contains("form-action 'self' https://linear.app;"), "{csp}");
+        let csp = csp_of("https://linear.app/authorize?x=1;script-src");
+        assert!(csp.contains("form-action 'self' https://linear.app;") && !csp.contains("script-src"), "only the origin gets in: {csp}");
     }
 
     #[test]

@@ -25,8 +25,10 @@ pub struct IdentitySection {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserAuthSection {
-    /// A client registered in advance with the upstream's authorization server.
+    /// A client registered in advance with the upstream's authorization server, and that
+    /// server's issuer (the credentials are never sent to another).
     pub client_id: Option<String>,
+    pub issuer: Option<String>,
     pub client_secret: Option<HeaderSource>,
     /// The scopes to ask for, instead of what the upstream's challenge or metadata names.
     pub scopes: Option<Vec<String>>,
@@ -58,6 +60,7 @@ impl IdentityConfig {
 #[derive(Clone, PartialEq)]
 pub struct UserAuthConfig {
     pub client_id: Option<String>,
+    pub issuer: Option<String>,
     pub client_secret: Option<String>,
     pub scopes: Option<Vec<String>>,
 }
@@ -109,6 +112,14 @@ pub(super) fn user_auth(
         }
         (None, _) => None,
     };
+    if u.client_id.is_some() && u.issuer.is_none() {
+        return Err(at.err(
+            id,
+            "upstream.user_auth.issuer",
+            "a configured client_id belongs to one authorization server".into(),
+            "add issuer = \"<that server's issuer URL>\"",
+        ));
+    }
     if u.scopes.as_ref().is_some_and(|s| s.iter().any(|x| x.is_empty() || x.contains(char::is_whitespace))) {
         return Err(at.err(
             id,
@@ -117,7 +128,7 @@ pub(super) fn user_auth(
             "list each scope as its own string",
         ));
     }
-    Ok(UserAuthConfig { client_id: u.client_id.clone(), client_secret, scopes: u.scopes.clone() })
+    Ok(UserAuthConfig { client_id: u.client_id.clone(), issuer: u.issuer.clone(), client_secret, scopes: u.scopes.clone() })
 }
 
 /// Refuses `user_auth` while the gateway cannot serve it: the consent flow, the token vault and the

@@ -198,7 +198,7 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
     assert!(e.contains("[identity] public_url"), "{e}");
     // A valid section is checked in full, then refused: this build cannot serve it yet.
     let e = parse(&format!(
-        "[identity]\npublic_url = \"https://gw.example.com/\"\n{up}client_id = \"gw\"\nclient_secret = {{ env = \"CALC_TOKEN\" }}\nscopes = [\"read\"]\n"
+        "[identity]\npublic_url = \"https://gw.example.com/\"\n{up}client_id = \"gw\"\nissuer = \"https://linear.app\"\nclient_secret = {{ env = \"CALC_TOKEN\" }}\nscopes = [\"read\"]\n"
     ))
     .unwrap_err()
     .0;
@@ -206,7 +206,7 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
     let id = identity::IdentityConfig { public_url: "https://gw.example.com".into(), vault: "v".into(), allow_loopback: false };
     assert_eq!(id.redirect_uri(), "https://gw.example.com/oauth/callback");
     assert_eq!(id.client_metadata_url(), "https://gw.example.com/oauth/client.json");
-    let ua = identity::UserAuthConfig { client_id: Some("gw".into()), client_secret: Some("s3cret".into()), scopes: None };
+    let ua = identity::UserAuthConfig { client_id: Some("gw".into()), issuer: None, client_secret: Some("s3cret".into()), scopes: None };
     assert!(!format!("{ua:?}").contains("s3cret"), "the secret is not in Debug output");
     for (config, expect) in [
         (format!("[identity]\npublic_url = \"http://gw.example.com\"\n{up}"), "https"),
@@ -214,6 +214,7 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
         ("[identity]\npublic_url = \"https://gw\"\n[[upstream]]\nid = \"a\"\ncommand = [\"x\"]\n[upstream.user_auth]\n".to_string(), "only to url upstreams"),
         (format!("[identity]\npublic_url = \"https://gw\"\n{up}client_secret = {{ env = \"CALC_TOKEN\" }}\n"), "needs its client_id"),
         (format!("[identity]\npublic_url = \"https://gw\"\n{up}scopes = [\"a b\"]\n"), "space"),
+        (format!("[identity]\npublic_url = \"https://gw\"\n{up}client_id = \"gw\"\n"), "issuer"),
         (
             "[identity]\npublic_url = \"https://gw\"\n[[upstream]]\nid = \"a\"\nurl = \"https://a.example/mcp\"\n[upstream.user_auth]\n[upstream.oauth]\ntoken_url = \"https://a.example/t\"\nclient_id = \"x\"\nclient_secret = { env = \"CALC_TOKEN\" }\n".to_string(),
             "keep one of them",
