@@ -469,7 +469,11 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
         gw.tasks.spawn(async move {
             let _ = cluster.ping().await;
         });
-        gw.tasks.spawn(legacy.clone().follow_endings(gw.tasks.token()));
+        let ended: Arc<dyn Fn(&str) + Send + Sync> = {
+            let gw = gw.clone();
+            Arc::new(move |sid: &str| mcpgate::dispatch::Service::session_ended(&*gw, sid))
+        };
+        gw.tasks.spawn(legacy.clone().follow_endings(gw.tasks.token(), ended));
     }
     let auth = Some(gw.auth());
     reload_on_signal_or_change(gw.clone(), source);

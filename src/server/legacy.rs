@@ -160,8 +160,9 @@ impl LegacyState {
     }
 
     /// With `[cluster]`: learns every half second which sessions other replicas ended, so open
-    /// GET streams of those sessions end here too. Returns when `stop` is cancelled.
-    pub async fn follow_endings(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+    /// GET streams of those sessions end here too, and `on_end` releases what this replica keeps
+    /// for them (their own upstream sessions). Returns when `stop` is cancelled.
+    pub async fn follow_endings(self: Arc<Self>, stop: tokio_util::sync::CancellationToken, on_end: Arc<dyn Fn(&str) + Send + Sync>) {
         let Some(cluster) = self.cluster.clone() else { return };
         let mut since = 0u64;
         let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -174,6 +175,7 @@ impl LegacyState {
             if let Ok((sids, newest)) = cluster.ended_since(since).await {
                 for sid in sids {
                     self.mark_ended(&sid);
+                    on_end(&sid);
                 }
                 since = newest;
             }

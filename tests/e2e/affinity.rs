@@ -22,7 +22,7 @@ fn fixture_gateway(stdio: bool) -> (Option<(Proc, String)>, Gateway) {
 }
 
 /// A legacy session opened with clientInfo `name`; its `Mcp-Session-Id`.
-async fn open_session(url: &str, name: &str) -> String {
+pub async fn open_session(url: &str, name: &str) -> String {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": name, "version": "1" } } });
     let r =
@@ -32,7 +32,7 @@ async fn open_session(url: &str, name: &str) -> String {
 }
 
 /// What the upstream says about the session a legacy client's call ran in.
-async fn whoami(url: &str, session: &str) -> String {
+pub async fn whoami(url: &str, session: &str) -> String {
     let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "app__test_whoami", "arguments": {} } });
     let headers = [
         ("Content-Type", "application/json"),
@@ -44,7 +44,7 @@ async fn whoami(url: &str, session: &str) -> String {
 }
 
 /// The HTTP status of a legacy request sent straight to the upstream in `session`.
-async fn whoami_direct(url: &str, session: &str) -> u16 {
+pub async fn whoami_direct(url: &str, session: &str) -> u16 {
     let body = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "test_whoami", "arguments": {} } });
     let headers = [
         ("Content-Type", "application/json"),
@@ -55,7 +55,7 @@ async fn whoami_direct(url: &str, session: &str) -> u16 {
     post_raw(url, &headers, body.to_string()).await.status
 }
 
-fn field<'a>(who: &'a str, key: &str) -> &'a str {
+pub fn field<'a>(who: &'a str, key: &str) -> &'a str {
     who.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|r| r.strip_prefix('='))).unwrap_or_else(|| panic!("{key} in {who:?}"))
 }
 

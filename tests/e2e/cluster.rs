@@ -251,3 +251,39 @@ async fn rotated_keys_open_old_tokens_until_the_old_key_is_removed() {
     assert_eq!(legacy_list(&after.url, &new_session).await, 200, "new tokens are sealed with the first key");
     assert_eq!(legacy_list(&before.url, &new_session).await, 404);
 }
+
+/// A legacy client's own upstream session, opened by whichever replica served its call, is ended
+/// upstream when the client ends its session on another replica (docs/protocol.md, "Which era
+/// each upstream is spoken to in").
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_ended_on_one_replica_ends_its_upstream_sessions_on_the_others() {
+    use crate::affinity::{field, open_session, whoami, whoami_direct};
+    let redis = Redis::start();
+    let key = "5d".repeat(32);
+    let env = [("MCPGATE_TOKEN_KEY", key.as_str())];
+    let (_fixture, upstream) = py_script_http("tests/py/sdk_conformance_fixture.py", &[]);
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[cluster]\nredis = \"{}\"\n\n[[upstream]]\nid = \"app\"\nurl = \"{upstream}\"\n",
+        redis.url()
+    );
+    let (a, b) = (gateway_with_env(&config, &env), gateway_with_env(&config, &env));
+    let session = open_session(&a.url, "client-a").await;
+    let who = whoami(&b.url, &session).await;
+    let upstream_session = field(&who, "session").to_string();
+    assert_eq!(whoami_direct(&upstream, &upstream_session).await, 200, "replica b opened the client's upstream session: {who}");
+    let end = http::Request::delete(&a.url)
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .expect("request");
+    assert_eq!(send(end).await.expect("DELETE").status, 200);
+    let mut ended = false;
+    for _ in 0..50 {
+        if whoami_direct(&upstream, &upstream_session).await == 404 {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ended, "the client ended its session on replica a; replica b ends the upstream session it kept for it");
+}
