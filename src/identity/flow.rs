@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 
 /// How long a started authorization may take to come back.
 pub const FLOW_TTL: Duration = Duration::from_secs(600);
-/// Started authorizations kept at once (the oldest go first).
+/// Started authorizations kept at once (the oldest go first), and per caller (so one caller
+/// starting many cannot push out everyone else's).
 const MAX_PENDING: usize = 10_000;
+const MAX_PENDING_PER_CALLER: usize = 16;
 
 /// One started authorization.
 #[derive(Clone)]
@@ -104,9 +106,15 @@ impl Flows {
         };
         let mut map = lock(&self.pending);
         map.retain(|_, p| p.started.elapsed() < FLOW_TTL);
-        if map.len() >= MAX_PENDING
-            && let Some(oldest) = map.iter().min_by_key(|(_, p)| p.started).map(|(k, _)| k.clone())
-        {
+        let mine = map.values().filter(|p| p.caller == s.caller).count();
+        let evict = if mine >= MAX_PENDING_PER_CALLER {
+            map.iter().filter(|(_, p)| p.caller == s.caller).min_by_key(|(_, p)| p.started).map(|(k, _)| k.clone())
+        } else if map.len() >= MAX_PENDING {
+            map.iter().min_by_key(|(_, p)| p.started).map(|(k, _)| k.clone())
+        } else {
+            None
+        };
+        if let Some(oldest) = evict {
             map.remove(&oldest);
         }
         map.insert(state.clone(), pending);
@@ -114,12 +122,17 @@ impl Flows {
     }
 
     /// Takes the authorization a redirect names (once), checked against the browser it reached
-    /// and the `iss` it carries.
+    /// and the `iss` it carries. A redirect that reaches another browser leaves it waiting for
+    /// the one that started it (someone who learnt the state cannot spend it for its owner).
     pub fn finish(&self, state: &str, browser: Option<&str>, iss: Option<&str>) -> Result<Pending, FlowError> {
-        let pending = lock(&self.pending).remove(state).filter(|p| p.started.elapsed() < FLOW_TTL).ok_or(FlowError::UnknownState)?;
-        if !browser.is_some_and(|b| constant_time_eq(b.as_bytes(), pending.browser.as_bytes())) {
-            return Err(FlowError::OtherBrowser);
-        }
+        let pending = {
+            let mut map = lock(&self.pending);
+            let live = map.get(state).filter(|p| p.started.elapsed() < FLOW_TTL).ok_or(FlowError::UnknownState)?;
+            if !browser.is_some_and(|b| constant_time_eq(b.as_bytes(), live.browser.as_bytes())) {
+                return Err(FlowError::OtherBrowser);
+            }
+            map.remove(state).ok_or(FlowError::UnknownState)?
+        };
         check_iss(&pending, iss)?;
         Ok(pending)
     }
@@ -248,13 +261,25 @@ mod tests {
         let flows = Flows::default();
         let s = flows.start(&server(None), &start("nonce-1")).expect("started");
         assert_eq!(flows.finish(&s.state, Some("nonce-2"), None).err(), Some(FlowError::OtherBrowser));
-        assert_eq!(flows.finish(&s.state, Some("nonce-1"), None).err(), Some(FlowError::UnknownState), "a refused state is spent");
-        let s = flows.start(&server(None), &start("nonce-1")).expect("started");
-        assert!(flows.finish(&s.state, Some("nonce-1"), None).is_ok());
+        assert!(flows.finish(&s.state, Some("nonce-1"), None).is_ok(), "another browser cannot spend the owner's state");
         assert_eq!(flows.finish(&s.state, Some("nonce-1"), None).err(), Some(FlowError::UnknownState));
         assert_eq!(flows.finish("made-up", Some("nonce-1"), None).err(), Some(FlowError::UnknownState));
         let s = flows.start(&server(None), &start("nonce-1")).expect("started");
         assert_eq!(flows.finish(&s.state, None, None).err(), Some(FlowError::OtherBrowser), "no cookie, no completion");
+    }
+
+    #[test]
+    fn one_caller_cannot_push_out_the_others_flows() {
+        let flows = Flows::default();
+        let bob = flows.start(&server(None), &Start { caller: "bob", ..start("nb") }).expect("started");
+        let first = flows.start(&server(None), &start("na")).expect("started");
+        for _ in 0..(MAX_PENDING_PER_CALLER * 2) {
+            flows.start(&server(None), &start("na")).expect("started");
+        }
+        assert_eq!(flows.finish(&first.state, Some("na"), None).err(), Some(FlowError::UnknownState), "alice's oldest went");
+        assert!(flows.finish(&bob.state, Some("nb"), None).is_ok(), "bob's flow is untouched");
+        let alice = lock(&flows.pending).values().filter(|p| p.caller == "alice").count();
+        assert_eq!(alice, MAX_PENDING_PER_CALLER);
     }
 
     #[test]
