@@ -61,22 +61,8 @@ pub fn field<'a>(who: &'a str, key: &str) -> &'a str {
 
 /// The official SDK client in the legacy era, answering elicitation and roots requests.
 fn legacy_sdk(gw: &Gateway, args: &[&str]) -> Vec<Value> {
-    let out = std::process::Command::new(python())
-        .arg(repo().join("tests/py/modern_client.py"))
-        .args(["--mode", "legacy", "--elicit", r#"{"username":"ada","email":"ada@example.com"}"#, "--roots", "file:///work/project"])
-        .arg(&gw.url)
-        .args(args)
-        .output()
-        .expect("run the Python SDK client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}\n{stdout}\n{}\ngateway log:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr),
-        gw.proc.log()
-    );
-    stdout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    let answers = ["--mode", "legacy", "--elicit", r#"{"username":"ada","email":"ada@example.com"}"#, "--roots", "file:///work/project"];
+    sdk_lines(&answers, &gw.url, args)
 }
 
 /// `roots`: whether the client's roots are asked for too (in a session of the client's own; the

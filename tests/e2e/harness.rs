@@ -408,16 +408,27 @@ pub fn names_in(list: &Value) -> Vec<String> {
 /// Runs the official Python SDK client (tests/py/modern_client.py) in `mode` on `url` with `args`;
 /// its last line of output, as JSON.
 pub fn sdk(mode: &str, url: &str, args: &[&str]) -> Value {
+    let lines = sdk_lines(&["--mode", mode], url, args);
+    lines.last().cloned().unwrap_or_else(|| panic!("the client printed no JSON for {mode} {args:?}"))
+}
+
+/// Runs the Python SDK client with `options` (before the URL) on `url` with `args`; its output
+/// lines (JSON each: questions it was asked, progress, the result last).
+pub fn sdk_lines(options: &[&str], url: &str, args: &[&str]) -> Vec<Value> {
     let out = Command::new(python())
         .arg(repo().join("tests/py/modern_client.py"))
-        .args(["--mode", mode, url])
+        .args(options)
+        .arg(url)
         .args(args)
         .output()
         .expect("run the Python SDK client");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{mode} {args:?}: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}"))
+    assert!(out.status.success(), "{options:?} {args:?}: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
 }
 
 /// An executable installed by scripts/install-test-deps.sh into `.work/<folder>/node_modules/.bin`
