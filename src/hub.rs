@@ -65,6 +65,9 @@ pub enum Change {
     /// The gateway ended the subscription (its callers or policy were reloaded): the client
     /// subscribes again, and is then judged by the new rules.
     Ended,
+    /// An out-of-band step the caller was sent to (a URL elicitation: consent to an upstream)
+    /// finished; the id it was given (2025-11-25 `notifications/elicitation/complete`).
+    Completed(String),
 }
 
 fn bit(kind: Kind) -> u8 {
@@ -81,6 +84,7 @@ struct Sub {
     uris: UriSet,
     pending: AtomicU8,
     updates: Mutex<VecDeque<String>>,
+    completed: Mutex<VecDeque<String>>,
     overflow: AtomicBool,
     ended: AtomicBool,
     wake: Notify,
@@ -143,6 +147,7 @@ impl Hub {
             uris,
             pending: AtomicU8::new(0),
             updates: Mutex::default(),
+            completed: Mutex::default(),
             overflow: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             wake: Notify::new(),
@@ -193,6 +198,30 @@ impl Hub {
                 s.pending.fetch_or(hit, Ordering::SeqCst);
                 s.wake.notify_one();
             }
+        }
+    }
+
+    /// Tells every subscription of caller `id` that its lists may have changed (its own view of
+    /// an upstream reached with its own token: connected, listed again, or disconnected).
+    pub fn caller_changed(&self, id: &str) {
+        for s in self.subs.iter().filter(|s| s.caller.id == id) {
+            let wanted: u8 = LIST_KINDS.iter().filter(|k| s.filter.wants(**k)).map(|k| bit(*k)).fold(0, |a, b| a | b);
+            if wanted != 0 {
+                s.pending.fetch_or(wanted, Ordering::SeqCst);
+                s.wake.notify_one();
+            }
+        }
+    }
+
+    /// Tells every subscription of caller `id` that the out-of-band step `elicitation` finished.
+    pub fn completed(&self, id: &str, elicitation: &str) {
+        for s in self.subs.iter().filter(|s| s.caller.id == id) {
+            let mut q = lock(&s.completed);
+            if q.len() < MAX_QUEUED_UPDATES {
+                q.push_back(elicitation.to_string());
+            }
+            drop(q);
+            s.wake.notify_one();
         }
     }
 
@@ -264,6 +293,8 @@ impl Subscription {
             }
             let updates: Vec<String> = lock(&self.sub.updates).drain(..).collect();
             self.ready.extend(updates.into_iter().map(Change::Updated));
+            let completed: Vec<String> = lock(&self.sub.completed).drain(..).collect();
+            self.ready.extend(completed.into_iter().map(Change::Completed));
             if self.sub.pending.load(Ordering::SeqCst) != 0 {
                 tokio::time::sleep(self.hub.debounce).await;
                 let bits = self.sub.pending.swap(0, Ordering::SeqCst);

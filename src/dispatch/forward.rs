@@ -18,6 +18,7 @@ use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::xheader;
 use crate::reply::{Outcome, Reply};
+use crate::gateway::Routed;
 use crate::upstream::Call;
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -90,10 +91,12 @@ pub(super) async fn forward(
     param_headers: Vec<(String, String)>,
     endpoint: Option<usize>,
 ) -> Reply {
-    let Some(up) = gw.upstream(upstream) else {
-        return Reply::error(RpcError::internal("catalogue points at a missing upstream"));
-    };
     let item = named.shown;
+    let up = match gw.upstream_for(&req.caller, upstream).await {
+        Some(Routed::Up(up)) => up,
+        Some(Routed::Consent) => return super::consent::needed(gw, &req, gw.upstream_id(upstream), item),
+        None => return Reply::error(RpcError::internal("catalogue points at a missing upstream")),
+    };
     let span = tracing::Span::current();
     span.record("item", item);
     span.record("upstream", up.id());
@@ -106,8 +109,12 @@ pub(super) async fn forward(
         started: Instant::now(),
         arguments: gw.config.audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
     };
+    // A request to a caller's own upstream is kept, to send the caller to consent if its token
+    // is refused.
+    let again = gw.is_personal(upstream).then(|| req.clone());
     let mut params = req.params;
     params.remove("_meta");
+    super::consent::strip_answer(&mut params);
     let max_age = gw.config.server.input_timeout;
     let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: req.method.as_str(), item };
     if let Err(why) = state::open(&gw.sealer, &mut params, &bind, max_age) {
@@ -142,7 +149,19 @@ pub(super) async fn forward(
         logs: false,
     };
     let pending = audit::Pending::new(gw.audit.clone(), entry);
-    up.call(call).await.map_outcome(move |o| {
+    let reply = up.call(call).await;
+    // The caller's own token was refused and no renewal helped: consent again.
+    let reply = match reply {
+        Reply::Single(o) if super::consent::is_needed(&o) && again.is_some() => {
+            pending.finish(&o);
+            match &again {
+                Some(req) => return super::consent::needed(gw, req, &upstream_id, &item_name),
+                None => Reply::Single(o),
+            }
+        }
+        other => other,
+    };
+    reply.map_outcome(move |o| {
         pending.finish(&o);
         metrics.call(method.as_str(), &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &audit::outcome_label(&o), started.elapsed());
         let bind = state::Binding { caller: &caller, upstream: &upstream_id, method: method.as_str(), item: &item_name };
@@ -191,6 +210,11 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
                 return Reply::error(bare::ambiguous(Kind::Tool, &name, &candidates));
             }
             Bare::Unknown => {
+                // The `connect` tool of an upstream the caller has meanwhile consented to (the
+                // retry of the call that sent it to consent).
+                if let Some(index) = gw.connect_tool_of(&req.caller, &name) {
+                    return tool_result(&format!("Connected to {}: its tools are listed now.", gw.upstream_id(index)), false);
+                }
                 if let Some(e) = needs_scope(gw, &req, Kind::Tool, &name) {
                     return Reply::error(e);
                 }
@@ -289,7 +313,12 @@ fn private_scope(raw: &Json) -> Option<Json> {
 
 /// A `CallToolResult` with `isError: true`: a failure the model can read and act on.
 fn tool_error(text: &str) -> Reply {
-    let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": true });
+    tool_result(text, true)
+}
+
+/// A `CallToolResult` the gateway answers itself.
+fn tool_result(text: &str, is_error: bool) -> Reply {
+    let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": is_error });
     match Json::to_json(&result) {
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(e.to_string())),

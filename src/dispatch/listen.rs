@@ -127,6 +127,8 @@ async fn relay(mut sub: Subscription, ack: Value, id: Json, tx: mpsc::Sender<Eve
         let msg = match change {
             Change::List(kind) => message(kind.list_changed_method(), &id, None),
             Change::Updated(uri) => message("notifications/resources/updated", &id, Some(("uri", &uri))),
+            // A modern client retries with its request state; nothing to tell it.
+            Change::Completed(_) => continue,
             Change::Ended => {
                 // Graceful end: the final result, after which the client may listen again.
                 if let Ok(ev) = finish(&done) {

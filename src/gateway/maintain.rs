@@ -38,6 +38,10 @@ impl Gateway {
 impl Gateway {
     /// Starts one upstream's loops, owned by the upstream (a reload that removes it stops them).
     pub(super) fn maintain(self: &Arc<Self>, up: &Arc<Upstream>, updates: Option<tokio::sync::mpsc::Receiver<String>>) {
+        if self.is_personal(up.index) {
+            // Each caller's own handle keeps itself fresh (`personal`).
+            return;
+        }
         up.tasks().spawn(refresh_loop(Arc::downgrade(self), up.clone()));
         up.tasks().spawn(up.clone().keep_following());
         if let Some(mut rx) = updates {

@@ -7,8 +7,11 @@
 //! that connects at once sees every upstream that is ready.
 
 mod maintain;
+mod personal;
 mod reads;
 mod reload;
+
+pub use personal::{CONNECT_META, Routed};
 
 pub use reload::Report;
 
@@ -43,6 +46,8 @@ pub enum StartError {
     UpstreamTls { upstream: String, source: crate::net::pem::TlsError },
     #[error("authentication setup failed: {0}")]
     Auth(#[from] crate::auth::jwt::JwksError),
+    #[error("per-user identity: {0}")]
+    Identity(String),
 }
 
 pub struct Gateway {
@@ -83,6 +88,11 @@ pub struct Gateway {
     pub sealer: Arc<Sealer>,
     /// Each upstream's announced resource updates, until maintenance takes them.
     updates: Mutex<Vec<Option<mpsc::Receiver<String>>>>,
+    /// Per-user upstream identity (`[identity]`): the engine, and each caller's own handles of
+    /// the `user_auth` upstreams (fixed until a restart).
+    pub personal: Option<Arc<personal::Personal>>,
+    /// The gateway itself, for the loops it starts on demand.
+    me: std::sync::Weak<Gateway>,
 }
 
 impl Gateway {
@@ -109,7 +119,8 @@ impl Gateway {
         }
         let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
-        Ok(Arc::new(Gateway {
+        let personal = personal::identity(&config, &sealer)?.map(|id| Arc::new(personal::Personal::new(Arc::new(id))));
+        Ok(Arc::new_cyclic(|me| Gateway {
             config: ArcSwap::from_pointee(config),
             upstreams: ArcSwap::from_pointee(upstreams),
             ids: ArcSwap::from_pointee(ids),
@@ -131,6 +142,8 @@ impl Gateway {
             audit,
             ranking: Arc::new(tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get().div_ceil(2)))),
             updates: Mutex::new(updates),
+            personal,
+            me: me.clone(),
         }))
     }
 
@@ -169,6 +182,9 @@ impl Gateway {
     /// The catalogue as `caller` sees it through the endpoint it came in by: the root's, or a
     /// virtual server's view (empty when a reload removed that endpoint).
     pub fn catalog_for(&self, caller: &crate::auth::Principal) -> Arc<Catalog> {
+        if let Some(p) = &self.personal {
+            return self.personal_catalog(p, caller);
+        }
         match caller.endpoint.as_deref() {
             None => self.catalog(),
             Some(path) => self.view(path).unwrap_or_default(),
@@ -188,7 +204,8 @@ impl Gateway {
     /// Whether the upstreams `/readyz` needs are ready (`server.ready_when`).
     pub fn upstreams_ready(&self) -> bool {
         let ready = |u: &Arc<Upstream>| u.state().status == Status::Ready;
-        let live = self.live_upstreams();
+        // An upstream reached with each caller's own token has no state of its own to be ready.
+        let live: Vec<_> = self.live_upstreams().into_iter().filter(|u| !self.is_personal(u.index)).collect();
         match self.config().server.ready_when {
             _ if live.is_empty() => true,
             crate::config::ReadyWhen::Any => live.iter().any(ready),
@@ -231,6 +248,14 @@ impl Gateway {
     }
 
     async fn refresh_one(&self, up: &Arc<Upstream>) {
+        if let Some(p) = self.personal.as_ref().filter(|_| self.is_personal(up.index)) {
+            // Never called with a credential of the gateway's: only where its authorization lives
+            // is learnt (each caller's own handle probes and lists it).
+            if let Err(e) = p.identity.discover(up.id()).await {
+                tracing::warn!(upstream = %up.id(), error = %e, "the upstream's authorization could not be discovered yet");
+            }
+            return;
+        }
         let before = up.state().status.clone();
         match up.refresh().await {
             Ok(()) => {

@@ -231,6 +231,27 @@ impl OAuthHttp {
         })
     }
 
+    /// The `Bearer` challenge `resource` answers an unauthenticated MCP request with (where
+    /// discovery starts, MCP authorization "Protected Resource Metadata Discovery"); `None` when
+    /// it answers without one.
+    pub async fn challenge(&self, resource: &str) -> Result<Option<Challenge>, IdentityError> {
+        guard::check_url(resource, self.rules)?;
+        // A request servers only answer to authenticated clients (some let `initialize` through).
+        let body = r#"{"jsonrpc":"2.0","id":"mcpgate-discovery","method":"tools/list","params":{}}"#;
+        let req = Request::post(resource)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(Full::new(Bytes::from_static(body.as_bytes())))
+            .map_err(|e| fetch_error(resource, e))?;
+        let resp = tokio::time::timeout(DEADLINE, self.client.request(req))
+            .await
+            .map_err(|_| fetch_error(resource, "no answer within 10 s"))?
+            .map_err(|e| fetch_error(resource, format!("unreachable: {e}")))?;
+        let values: Vec<&str> = resp.headers().get_all(http::header::WWW_AUTHENTICATE).iter().filter_map(|v| v.to_str().ok()).collect();
+        Ok(super::challenge::bearer(values))
+    }
+
     /// A JSON document, following redirects by hand; `None` for a 404 (try the next URL).
     async fn get_json<T: DeserializeOwned>(&self, url: &str) -> Result<Option<T>, IdentityError> {
         let mut url = url.to_string();

@@ -55,9 +55,15 @@ pub struct ServerMetadata {
 
 impl ResourceMetadata {
     /// Accepts the document for `resource` (the upstream's canonical URI): its `resource` must be
-    /// that URI (RFC 9728 §3.3, against impersonation) and it must name an authorization server.
+    /// that URI or one that contains it, on the same origin, whole path segments (RFC 9728 §3.3
+    /// and the MCP spec: a server at `https://h/mcp` may be protected as `https://h`), against
+    /// impersonation; and it must name an authorization server.
     pub fn check(&self, resource: &str) -> Result<(), DiscoveryError> {
-        if canonical_resource(&self.resource).as_deref() != Some(resource) {
+        let covers = canonical_resource(&self.resource).is_some_and(|declared| {
+            resource == declared
+                || resource.strip_prefix(declared.as_str()).is_some_and(|rest| rest.starts_with('/') || rest.starts_with('?'))
+        });
+        if !covers {
             return Err(DiscoveryError::ResourceMismatch { expected: resource.into(), found: self.resource.clone() });
         }
         if self.authorization_servers.is_empty() {
@@ -204,6 +210,11 @@ mod tests {
             scopes_supported: None,
         };
         assert!(prm("https://MCP.example.com/mcp").check("https://mcp.example.com/mcp").is_ok());
+        assert!(prm("https://mcp.example.com").check("https://mcp.example.com/mcp").is_ok(), "the origin covers its paths");
+        assert!(prm("https://mcp.example.com/").check("https://mcp.example.com/mcp").is_ok());
+        for other in ["https://mcp.example.com/m", "https://mcp.example.com/other", "https://mcp.example.com:8443/mcp", "http://mcp.example.com/mcp"] {
+            assert!(prm(other).check("https://mcp.example.com/mcp").is_err(), "{other}");
+        }
         assert!(matches!(
             prm("https://evil.example.com/mcp").check("https://mcp.example.com/mcp"),
             Err(DiscoveryError::ResourceMismatch { .. })

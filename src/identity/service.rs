@@ -27,6 +27,11 @@ const GRANT_PURPOSE: &str = "mcpgate/identity/grant/v1";
 const GRANT_TTL: Duration = Duration::from_secs(15 * 60);
 /// A token closer to its expiry than this is refreshed first.
 const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+/// How many times in a row one caller is sent to consent to more scopes for one upstream before
+/// the gateway stops asking (an upstream that keeps answering `insufficient_scope`).
+const MAX_STEP_UPS: u32 = 2;
+/// When a run of step-ups is forgotten.
+const STEP_UP_WINDOW: Duration = Duration::from_secs(10 * 60);
 
 /// What the gateway knows about one protected upstream.
 #[derive(Clone)]
@@ -65,6 +70,8 @@ struct Grant {
 struct Known {
     server: ServerMetadata,
     scope: Option<String>,
+    /// The resource as its metadata names it (RFC 8707 `resource`, exactly as declared).
+    resource: String,
 }
 
 pub struct Identity {
@@ -80,6 +87,21 @@ pub struct Identity {
     /// Held while a token is refreshed, so concurrent calls refresh once (servers that rotate
     /// refresh tokens take each one once).
     refreshing: tokio::sync::Mutex<()>,
+    /// Held while an upstream's authorization is discovered.
+    learning: tokio::sync::Mutex<()>,
+    /// Step-ups in a row per (caller, upstream), and when the run started.
+    step_ups: Mutex<HashMap<(String, String), (u32, std::time::Instant)>>,
+}
+
+/// What a refused token leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A new token was obtained: retry once.
+    Retry,
+    /// The caller has to consent (again, perhaps to more scopes).
+    Consent,
+    /// The upstream keeps asking for more scopes than consent gave: stop asking.
+    GiveUp,
 }
 
 /// What the redirect back completed.
@@ -101,7 +123,130 @@ impl Identity {
             known: Mutex::default(),
             registered: Mutex::default(),
             refreshing: tokio::sync::Mutex::new(()),
+            learning: tokio::sync::Mutex::new(()),
+            step_ups: Mutex::default(),
         }
+    }
+
+    /// The settings the pages use (redirect URI, client metadata URL).
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The protected upstreams' ids.
+    pub fn upstreams(&self) -> impl Iterator<Item = &str> {
+        self.protected.keys().map(String::as_str)
+    }
+
+    /// The issuer and scopes a consent for `upstream` goes to, once discovered.
+    pub fn describe(&self, upstream: &str) -> Option<(String, Option<String>)> {
+        lock(&self.known).get(upstream).map(|k| (k.server.authorization_endpoint.clone(), k.scope.clone()))
+    }
+
+    /// Discovers an upstream's authorization, unless it is known: from its challenge to an
+    /// unauthenticated request, else from the well-known URLs.
+    pub async fn discover(&self, upstream: &str) -> Result<(), IdentityError> {
+        let _learning = self.learning.lock().await;
+        if lock(&self.known).contains_key(upstream) {
+            return Ok(());
+        }
+        let Some(p) = self.protected.get(upstream) else { return Ok(()) };
+        let challenge = match self.http.challenge(&p.resource).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(%upstream, error = %e, "no challenge from the upstream; discovery goes by the well-known URLs");
+                None
+            }
+        };
+        self.learn(upstream, challenge.as_ref()).await
+    }
+
+    /// The upstream refused a caller's token with HTTP `status` and `challenge` (its
+    /// `WWW-Authenticate` values). A 401 re-learns where the upstream's authorization lives (an
+    /// upstream may move to another authorization server) and refreshes the token once; a 403
+    /// `insufficient_scope` asks the caller to consent to the union of the scopes held and asked,
+    /// at most [`MAX_STEP_UPS`] times in a row.
+    pub async fn refused(&self, caller: &str, upstream: &str, status: u16, challenge: &[String]) -> Refusal {
+        let challenge = super::challenge::bearer(challenge.iter().map(String::as_str));
+        let Some(before) = lock(&self.known).get(upstream).cloned() else { return Refusal::Consent };
+        let key = VaultKey { caller: caller.into(), upstream: upstream.into(), issuer: before.server.issuer.clone() };
+        if status == 403 && challenge.as_ref().is_some_and(Challenge::insufficient_scope) {
+            let ch = challenge.as_ref().map(|c| c.scopes.clone()).unwrap_or_default();
+            let run = {
+                let mut runs = lock(&self.step_ups);
+                let entry = runs.entry((caller.into(), upstream.into())).or_insert((0, std::time::Instant::now()));
+                if entry.1.elapsed() > STEP_UP_WINDOW {
+                    *entry = (0, std::time::Instant::now());
+                }
+                entry.0 += 1;
+                entry.0
+            };
+            if run > MAX_STEP_UPS {
+                tracing::warn!(%upstream, "the upstream keeps asking for more scopes than consent gave; not asking again");
+                return Refusal::GiveUp;
+            }
+            let held = self.vault.get(&key).and_then(|t| t.scope).or(before.scope.clone()).unwrap_or_default();
+            let wanted = match challenge.as_ref() {
+                Some(c) if !ch.is_empty() => discovery::step_up_scopes(&held, c),
+                _ => held.clone(),
+            };
+            // Consent to what was already granted would change nothing.
+            let granted: Vec<&str> = held.split_ascii_whitespace().collect();
+            if wanted.split_ascii_whitespace().all(|s| granted.contains(&s)) && self.vault.get(&key).is_some() {
+                tracing::warn!(%upstream, "the upstream asks for scopes the caller's token already has; not asking again");
+                return Refusal::GiveUp;
+            }
+            if let Some(k) = lock(&self.known).get_mut(upstream) {
+                k.scope = Some(wanted).filter(|s| !s.is_empty());
+            }
+            let _ = self.vault.remove(&key);
+            return Refusal::Consent;
+        }
+        if status != 401 {
+            return Refusal::Consent;
+        }
+        // Where the authorization lives may have moved: learn again from this challenge.
+        if let Err(e) = self.learn(upstream, challenge.as_ref()).await {
+            tracing::info!(%upstream, error = %e, "re-discovering the upstream's authorization failed");
+        }
+        let moved = lock(&self.known).get(upstream).is_none_or(|k| k.server.issuer != before.server.issuer);
+        if moved {
+            tracing::info!(%upstream, "the upstream's authorization server changed; consent is needed there");
+            return Refusal::Consent;
+        }
+        let Some(held) = self.vault.get(&key) else { return Refusal::Consent };
+        if held.refresh_token.is_some() {
+            // Refreshed as if expired; a refresh that fails leaves consent as the way on.
+            let stale = TokenSet { expires_at: Some(0), ..held.clone() };
+            if self.vault.put(&key, &stale).is_ok()
+                && let Some(fresh) = self.token(caller, upstream).await
+                && fresh != held.access_token
+            {
+                return Refusal::Retry;
+            }
+        }
+        let _ = self.vault.remove(&key);
+        Refusal::Consent
+    }
+
+    /// Forgets a caller's tokens for one upstream, or all of them; how many were held.
+    pub fn revoke(&self, caller: &str, upstream: Option<&str>) -> usize {
+        match self.vault.revoke(caller, upstream) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "revoking tokens failed");
+                0
+            }
+        }
+    }
+
+    /// Whether the caller holds a token for the upstream (fresh or refreshable), without
+    /// touching the network.
+    pub fn holds(&self, caller: &str, upstream: &str) -> bool {
+        let Some(issuer) = lock(&self.known).get(upstream).map(|k| k.server.issuer.clone()) else {
+            return self.vault.list(Some(caller)).iter().any(|h| h.upstream == upstream);
+        };
+        self.vault.get(&VaultKey { caller: caller.into(), upstream: upstream.into(), issuer }).is_some()
     }
 
     pub fn vault(&self) -> &Vault {
@@ -116,6 +261,15 @@ impl Identity {
     /// The caller's access token for an upstream, refreshed first when it is about to expire;
     /// `None` when the caller has to consent (again).
     pub async fn token(&self, caller: &str, upstream: &str) -> Option<String> {
+        if !lock(&self.known).contains_key(upstream) {
+            if !self.holds(caller, upstream) {
+                return None;
+            }
+            if let Err(e) = self.discover(upstream).await {
+                tracing::info!(%upstream, error = %e, "the upstream's authorization could not be discovered");
+                return None;
+            }
+        }
         let known = lock(&self.known).get(upstream).cloned()?;
         let key = VaultKey { caller: caller.into(), upstream: upstream.into(), issuer: known.server.issuer.clone() };
         let held = self.vault.get(&key)?;
@@ -131,7 +285,7 @@ impl Identity {
         let refresh = held.refresh_token.clone()?;
         let p = self.protected.get(upstream)?;
         let auth = self.client_for(p, &known.server).await.ok()?;
-        let body = flow::refresh_body(&refresh, &p.resource, held.scope.as_deref());
+        let body = flow::refresh_body(&refresh, &known.resource, held.scope.as_deref());
         match self.http.token(&known.server, &auth, body).await {
             Ok(mut fresh) => {
                 // A server that does not rotate refresh tokens keeps the old one valid.
@@ -163,11 +317,17 @@ impl Identity {
         let prm = self.http.resource_metadata(&p.resource, challenge).await?;
         let issuer = prm.authorization_servers.first().cloned().ok_or(discovery::DiscoveryError::NoAuthorizationServer)?;
         let server = self.http.server_metadata(&issuer).await?;
-        let scope = match &p.scopes {
+        let mut scope = match &p.scopes {
             Some(s) if !s.is_empty() => Some(s.join(" ")),
             _ => discovery::scopes_to_request(challenge, Some(&prm)),
         };
-        lock(&self.known).insert(upstream.into(), Known { server, scope });
+        // Refresh tokens where the server offers them (MCP authorization, "offline_access").
+        if server.scopes_supported.as_ref().is_some_and(|s| s.iter().any(|x| x == "offline_access"))
+            && !scope.as_deref().unwrap_or("").split_ascii_whitespace().any(|s| s == "offline_access")
+        {
+            scope = Some(scope.map_or_else(|| "offline_access".to_string(), |s| format!("{s} offline_access")));
+        }
+        lock(&self.known).insert(upstream.into(), Known { server, scope, resource: prm.resource.clone() });
         Ok(())
     }
 
@@ -188,9 +348,7 @@ impl Identity {
     /// `browser`: the URL to send that browser to.
     pub async fn begin(&self, grant: &str, browser: &str) -> Result<String, IdentityError> {
         let (caller, upstream) = self.grant(grant).ok_or(IdentityError::NotFound("this consent link".into()))?;
-        if !lock(&self.known).contains_key(&upstream) {
-            self.learn(&upstream, None).await?;
-        }
+        self.discover(&upstream).await?;
         let known = lock(&self.known).get(&upstream).cloned().ok_or(IdentityError::NotFound(upstream.clone()))?;
         let p = self.protected.get(&upstream).ok_or(IdentityError::NotFound(upstream.clone()))?;
         let auth = self.client_for(p, &known.server).await?;
@@ -199,7 +357,7 @@ impl Identity {
             upstream: &upstream,
             client_id: auth.client_id(),
             redirect_uri: &self.settings.redirect_uri,
-            resource: &p.resource,
+            resource: &known.resource,
             scope: known.scope.as_deref(),
             browser,
         };
@@ -217,7 +375,10 @@ impl Identity {
         }
         let p = self.protected.get(&pending.upstream).ok_or(CompleteError::Forgotten)?;
         let auth = self.client_for(p, &known.server).await?;
-        let tokens: TokenSet = self.http.token(&known.server, &auth, flow::code_exchange_body(&pending, code)).await?;
+        let mut tokens: TokenSet = self.http.token(&known.server, &auth, flow::code_exchange_body(&pending, code)).await?;
+        if tokens.scope.is_none() {
+            tokens.scope = known.scope.clone();
+        }
         let key = VaultKey { caller: pending.caller.clone(), upstream: pending.upstream.clone(), issuer: pending.issuer.clone() };
         self.vault.put(&key, &tokens).map_err(|e| CompleteError::Vault(e.to_string()))?;
         Ok(Completed { caller: pending.caller, upstream: pending.upstream })

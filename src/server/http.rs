@@ -145,6 +145,9 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
     if path == "/console" || path.starts_with("/console/") {
         return Ok(super::console::handle(&st, req, peer).await);
     }
+    if super::connect::owns(path) {
+        return Ok(super::connect::handle(&st, req).await);
+    }
     // The root endpoint, or a virtual server (checked against the current config, so a reload
     // adds and removes them).
     let endpoint = if path == st.cfg.path {

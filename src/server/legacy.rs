@@ -378,6 +378,10 @@ pub fn change_message(change: &Change) -> Option<Vec<u8>> {
             let params = Json::to_json(&json!({ "uri": uri })).ok()?;
             Some(jsonrpc::notification_message("notifications/resources/updated", &params))
         }
+        Change::Completed(id) => {
+            let params = Json::to_json(&json!({ "elicitationId": id })).ok()?;
+            Some(jsonrpc::notification_message("notifications/elicitation/complete", &params))
+        }
         Change::TooSlow | Change::Ended => None,
     }
 }

@@ -6,6 +6,7 @@
 pub mod bridge;
 pub mod conns;
 pub mod consent;
+mod connect;
 mod console;
 mod cors;
 pub mod era;

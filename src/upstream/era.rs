@@ -82,7 +82,7 @@ impl Upstream {
             let cfg = UpstreamConfig { era: EraChoice::Legacy, ..self.cfg.clone() };
             let shared = Shared { tasks: self.tasks.child(), ..self.shared.clone() };
             // Its list changes are this upstream's: the catalogue is re-read.
-            let twin = Arc::new(Upstream::with_signal(self.index, cfg, shared, self.updated.clone(), self.changed.clone()));
+            let twin = Arc::new(Upstream::with_signal(self.index, cfg, shared, self.updated.clone(), self.changed.clone(), None));
             match twin.refresh().await {
                 Ok(()) => {
                     tracing::info!(upstream = %self.id(), "started a legacy-era process for legacy clients");

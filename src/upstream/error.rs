@@ -47,9 +47,27 @@ pub enum UpstreamError {
     /// A reload took the upstream out of the configuration.
     #[error("removed from the configuration")]
     Removed,
+    /// The upstream is reached with each caller's own token, and this caller has none it takes:
+    /// the caller has to consent (per-user identity).
+    #[error("needs your consent before it can be used")]
+    ConsentNeeded,
 }
 
+/// The application error code of a request the caller has to consent to first (outside the
+/// JSON-RPC reserved range; the request path turns it into a consent request where it can).
+pub const CONSENT_NEEDED: i64 = -31042;
+
 impl UpstreamError {
+    /// Whether the failure is a caller's own token the upstream did not take (per-user identity),
+    /// directly or during a handshake.
+    pub fn needs_consent(&self) -> bool {
+        match self {
+            UpstreamError::ConsentNeeded => true,
+            UpstreamError::Handshake(inner) => inner.needs_consent(),
+            _ => false,
+        }
+    }
+
     /// The error a client sees, naming the upstream `id`.
     pub fn into_rpc(self, id: &str) -> RpcError {
         match self {
@@ -62,6 +80,8 @@ impl UpstreamError {
                 let data = json!({ "upstream": id, "upstreamError": { "code": code, "message": message } });
                 RpcError::internal(format!("Upstream '{id}' {self}")).with_data(data)
             }
+            UpstreamError::ConsentNeeded => RpcError::new(CONSENT_NEEDED, format!("Upstream '{id}' {self}"))
+                .with_data(json!({ "upstream": id, "consentNeeded": true })),
             UpstreamError::NotParked => RpcError::invalid_params(format!("Upstream '{id}': {self}")).with_data(json!({ "upstream": id })),
             other => RpcError::internal(format!("Upstream '{id}' is unavailable: {other}")).with_data(json!({ "upstream": id })),
         }

@@ -8,7 +8,7 @@
 
 use super::error::UpstreamError;
 use super::inbound::Inbound;
-use super::outbound::{Envelope, Outbound};
+use super::outbound::{Envelope, Outbound, Renewal};
 use super::sse::SseDecoder;
 use crate::net::HttpClient;
 use crate::protocol::jsonrpc::{Kind, Message};
@@ -117,9 +117,16 @@ impl HttpTransport {
                 Ok(Err(e)) => return Err(UpstreamError::Unreachable(describe_client_error(&e))),
                 Ok(Ok(r)) => r,
             };
-            if resp.status() == StatusCode::UNAUTHORIZED && !retried && me.out.renew_token().await {
-                retried = true;
-                continue;
+            let status = resp.status().as_u16();
+            if status == 401 || status == 403 {
+                match me.out.renew_token(status, www_authenticate(&resp), retried).await {
+                    Renewal::Retry if !retried => {
+                        retried = true;
+                        continue;
+                    }
+                    Renewal::Retry | Renewal::Consent => return Err(UpstreamError::ConsentNeeded),
+                    Renewal::Refuse => {}
+                }
             }
             break resp;
         };
@@ -441,4 +448,9 @@ fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {
         src = s.source();
     }
     out
+}
+
+/// The `WWW-Authenticate` values of a response.
+fn www_authenticate<B>(resp: &http::Response<B>) -> Vec<String> {
+    resp.headers().get_all(http::header::WWW_AUTHENTICATE).iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect()
 }

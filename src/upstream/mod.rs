@@ -25,7 +25,8 @@ mod sse;
 mod stdio;
 
 pub use self::child::supervise;
-pub use self::error::UpstreamError;
+pub use self::error::{CONSENT_NEEDED, UpstreamError};
+pub use self::outbound::{Renewal, UserToken};
 
 use self::era::{Era, Partner, refuses_legacy};
 use self::outbound::{Envelope, McpHeaders};
@@ -244,7 +245,19 @@ struct Sent {
 impl Upstream {
     /// A handle; resource updates the upstream announces go to `updated` (its URI form).
     pub fn new(index: usize, cfg: UpstreamConfig, shared: Shared, updated: tokio::sync::mpsc::Sender<String>) -> Upstream {
-        Upstream::with_signal(index, cfg, shared, updated, Arc::new(tokio::sync::Notify::new()))
+        Upstream::with_signal(index, cfg, shared, updated, Arc::new(tokio::sync::Notify::new()), None)
+    }
+
+    /// One caller's own handle of a `user_auth` upstream: every request carries that caller's
+    /// token (per-user identity); it is probed, listed and followed like any upstream.
+    pub fn personal(
+        index: usize,
+        cfg: UpstreamConfig,
+        shared: Shared,
+        updated: tokio::sync::mpsc::Sender<String>,
+        token: Arc<dyn UserToken>,
+    ) -> Upstream {
+        Upstream::with_signal(index, cfg, shared, updated, Arc::new(tokio::sync::Notify::new()), Some(token))
     }
 
     /// [`Self::new`], signalling list changes on `changed`.
@@ -254,6 +267,7 @@ impl Upstream {
         shared: Shared,
         updated: tokio::sync::mpsc::Sender<String>,
         changed: Arc<tokio::sync::Notify>,
+        user: Option<Arc<dyn UserToken>>,
     ) -> Upstream {
         let kept = (shared.clone(), updated.clone());
         let Shared { client, tasks, input_timeout } = shared;
@@ -261,11 +275,15 @@ impl Upstream {
         let transport = match &cfg.transport {
             TransportConfig::Http { endpoints } => {
                 // One token for the whole upstream, shared by its endpoints.
-                let oauth = cfg.oauth.clone().map(|o| Arc::new(oauth::OAuthClient::new(o, client.clone())));
+                let credential = match (user, &cfg.oauth) {
+                    (Some(u), _) => outbound::Credential::User(u),
+                    (None, Some(o)) => outbound::Credential::Client(Arc::new(oauth::OAuthClient::new(o.clone(), client.clone()))),
+                    (None, None) => outbound::Credential::Headers,
+                };
                 let inbound = inbound.clone();
                 let endpoint = |url: &::http::Uri| {
                     let out =
-                        outbound::Outbound::new(url.clone(), cfg.headers.clone(), cfg.caller_headers.clone(), oauth.clone(), cfg.timeout);
+                        outbound::Outbound::new(url.clone(), cfg.headers.clone(), cfg.caller_headers.clone(), credential.clone(), cfg.timeout);
                     http::HttpTransport::new(
                         &cfg.id,
                         out,

@@ -2,8 +2,9 @@
 //! (POST), the legacy GET stream, and answers to an upstream's own requests. The credential rules
 //! live here and nowhere else: the upstream's configured headers first, then its OAuth token
 //! *replacing* any configured `Authorization`, then the credentials configured for the caller the
-//! request is made for replacing both; the protocol headers are set last and never duplicated.
-//! Nothing of the client's own request is ever copied in.
+//! request is made for replacing both; a caller's own upstream token (per-user identity, a
+//! [`UserToken`]) replaces everything else. The protocol headers are set last and never
+//! duplicated. Nothing of the client's own request is ever copied in.
 
 use super::error::UpstreamError;
 use super::oauth::OAuthClient;
@@ -12,16 +13,53 @@ use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
 use http_body_util::Full;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One caller's own access token for an upstream (per-user identity): what a caller's own
+/// handle of a `user_auth` upstream sends.
+pub trait UserToken: Send + Sync {
+    /// The current token; `None` when the caller has to consent (again).
+    fn token(&self) -> BoxFuture<'_, Option<String>>;
+    /// The upstream refused the token (HTTP `status`, with its `WWW-Authenticate` values;
+    /// `retried`: a renewed token was refused too): what to do next.
+    fn refused(&self, status: u16, challenge: Vec<String>, retried: bool) -> BoxFuture<'_, Renewal>;
+}
+
+/// What a refused credential leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    /// A new credential was obtained: send the request once more.
+    Retry,
+    /// The caller has to consent (again): [`UpstreamError::ConsentNeeded`].
+    Consent,
+    /// Nothing to renew: the refusal stands.
+    Refuse,
+}
+
+/// How an endpoint authenticates the gateway.
+#[derive(Clone, Default)]
+pub enum Credential {
+    /// Only what the configured headers carry.
+    #[default]
+    Headers,
+    /// One token for the whole upstream (`[upstream.oauth]`).
+    Client(Arc<OAuthClient>),
+    /// One caller's own token.
+    User(Arc<dyn UserToken>),
+}
 
 /// Where and with which credentials one endpoint is reached.
 pub struct Outbound {
     pub url: http::Uri,
     headers: Vec<(HeaderName, HeaderValue)>,
     caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
-    oauth: Option<Arc<OAuthClient>>,
+    credential: Credential,
     timeout: Duration,
 }
 
@@ -52,10 +90,10 @@ impl Outbound {
         url: http::Uri,
         headers: Vec<(HeaderName, HeaderValue)>,
         caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
-        oauth: Option<Arc<OAuthClient>>,
+        credential: Credential,
         timeout: Duration,
     ) -> Self {
-        Outbound { url, headers, caller_headers, oauth, timeout }
+        Outbound { url, headers, caller_headers, credential, timeout }
     }
 
     /// A POST carrying `body` (a JSON-RPC message).
@@ -73,14 +111,16 @@ impl Outbound {
         self.build(Method::DELETE, Bytes::new(), env, deadline).await
     }
 
-    /// Forgets the OAuth token after the upstream refused it; `false` when there is none to renew.
-    pub async fn renew_token(&self) -> bool {
-        match &self.oauth {
-            Some(o) => {
+    /// The upstream refused the request with `status` (401, or 403): renews the credential
+    /// where that can help (`retried`: this is the answer to a retry with a renewed one).
+    pub async fn renew_token(&self, status: u16, challenge: Vec<String>, retried: bool) -> Renewal {
+        match &self.credential {
+            Credential::Client(o) if status == 401 && !retried => {
                 o.invalidate().await;
-                true
+                Renewal::Retry
             }
-            None => false,
+            Credential::User(u) => u.refused(status, challenge, retried).await,
+            _ => Renewal::Refuse,
         }
     }
 
@@ -89,7 +129,7 @@ impl Outbound {
         for (k, v) in &self.headers {
             h.append(k, v.clone());
         }
-        if let Some(oauth) = &self.oauth {
+        if let Credential::Client(oauth) = &self.credential {
             let token = match timeout_at(deadline, oauth.token()).await {
                 Err(_) => return Err(UpstreamError::Timeout { after: self.timeout }),
                 Ok(t) => t?,
@@ -100,6 +140,14 @@ impl Outbound {
             for (k, v) in set {
                 h.insert(k, v.clone());
             }
+        }
+        if let Credential::User(user) = &self.credential {
+            let token = match timeout_at(deadline, user.token()).await {
+                Err(_) => return Err(UpstreamError::Timeout { after: self.timeout }),
+                Ok(None) => return Err(UpstreamError::ConsentNeeded),
+                Ok(Some(t)) => t,
+            };
+            h.insert(AUTHORIZATION, bearer(&token)?);
         }
         if method == Method::GET {
             h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -163,7 +211,7 @@ mod tests {
             "http://127.0.0.1:1/mcp".parse().unwrap(),
             vec![(AUTHORIZATION, hv("Bearer static")), (HeaderName::from_static("x-team"), hv("a")), (ACCEPT, hv("text/plain"))],
             vec![("alice".into(), vec![(AUTHORIZATION, hv("Bearer alice"))])],
-            None,
+            Credential::Headers,
             Duration::from_secs(1),
         );
         let deadline = Instant::now() + Duration::from_secs(1);

@@ -266,6 +266,8 @@ impl Upstream {
             let raw = self.internal(method, params, endpoint).await.map_err(|o| match o {
                 // The upstream answered, with an error.
                 Outcome::UpstreamError(_) => Protocol(format!("{method} failed: {}", describe(&o))),
+                // The caller's own token was refused (a caller's own handle).
+                Outcome::Error(e) if e.code == super::CONSENT_NEEDED => UpstreamError::ConsentNeeded,
                 // It did not answer (unreachable, timed out, refused at the HTTP level).
                 _ => UpstreamError::Unreachable(format!("{method} failed: {}", describe(&o))),
             })?;

@@ -19,6 +19,9 @@ pub struct IdentitySection {
     /// Let authorization servers and metadata be on loopback over http (development, tests).
     #[serde(default)]
     pub allow_loopback: bool,
+    /// Where the gateway's client metadata document is published, when not at
+    /// `<public_url>/oauth/client.json` (its URL is the gateway's `client_id`).
+    pub client_metadata_url: Option<String>,
 }
 
 /// `[upstream.user_auth]` as written.
@@ -42,6 +45,8 @@ pub struct IdentityConfig {
     /// The token vault file.
     pub vault: PathBuf,
     pub allow_loopback: bool,
+    /// A client metadata document URL published elsewhere (`None`: the gateway's own).
+    pub client_metadata_url: Option<String>,
 }
 
 impl IdentityConfig {
@@ -52,7 +57,7 @@ impl IdentityConfig {
 
     /// The URL of the gateway's client metadata document (its `client_id` where servers take one).
     pub fn client_metadata_url(&self) -> String {
-        format!("{}/oauth/client.json", self.public_url)
+        self.client_metadata_url.clone().unwrap_or_else(|| format!("{}/oauth/client.json", self.public_url))
     }
 }
 
@@ -131,19 +136,6 @@ pub(super) fn user_auth(
     Ok(UserAuthConfig { client_id: u.client_id.clone(), issuer: u.issuer.clone(), client_secret, scopes: u.scopes.clone() })
 }
 
-/// Refuses `user_auth` while the gateway cannot serve it: the consent flow, the token vault and the
-/// per-caller credentials on the request path are being built (roadmap Part 20), and an upstream
-/// reached without the caller's token must never pass for one reached with it.
-pub(super) fn refuse_unserved(at: &Locator, upstreams: &[super::UpstreamConfig]) -> Result<(), ConfigError> {
-    match upstreams.iter().find(|u| u.user_auth.is_some()) {
-        Some(u) => Err(ConfigError(format!(
-            "{}: upstream '{}': user_auth (each caller's own OAuth token) is not served by this build yet. Fix: remove              [upstream.user_auth]; for one shared credential use headers or [upstream.oauth].",
-            at.file, u.id
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// `[identity]`; required (with `public_url`) when some upstream has `user_auth`.
 pub(super) fn resolve(at: &Locator, s: Option<IdentitySection>, needed: bool, base: &Path) -> Result<Option<IdentityConfig>, ConfigError> {
     let Some(s) = s else {
@@ -183,5 +175,19 @@ pub(super) fn resolve(at: &Locator, s: Option<IdentitySection>, needed: bool, ba
     }
     let vault = s.vault.as_deref().unwrap_or("mcpgate-vault.json");
     let vault = if Path::new(vault).is_absolute() { PathBuf::from(vault) } else { base.join(vault) };
-    Ok(Some(IdentityConfig { public_url: url.get_ref().trim_end_matches('/').to_string(), vault, allow_loopback: s.allow_loopback }))
+    if let Some(u) = &s.client_metadata_url
+        && !u.starts_with("https://")
+    {
+        return Err(ConfigError(format!(
+            "{}: identity.client_metadata_url {u:?}: authorization servers fetch it, so it must be https. Fix: use an https URL, or \
+             leave it out to publish the document at <public_url>/oauth/client.json.",
+            at.file
+        )));
+    }
+    Ok(Some(IdentityConfig {
+        public_url: url.get_ref().trim_end_matches('/').to_string(),
+        vault,
+        allow_loopback: s.allow_loopback,
+        client_metadata_url: s.client_metadata_url,
+    }))
 }

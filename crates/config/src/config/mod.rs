@@ -264,7 +264,6 @@ impl Config {
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
         let identity = identity::resolve(&at, file.identity, upstreams.iter().any(|u| u.user_auth.is_some()), &base_dir)?;
-        identity::refuse_unserved(&at, &upstreams)?;
         Ok(Config {
             source: path.to_path_buf(),
             server,

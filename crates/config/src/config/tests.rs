@@ -196,14 +196,19 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
     let up = "[[upstream]]\nid = \"linear\"\nurl = \"https://mcp.linear.app/mcp\"\n[upstream.user_auth]\n";
     let e = parse(up).unwrap_err().0;
     assert!(e.contains("[identity] public_url"), "{e}");
-    // A valid section is checked in full, then refused: this build cannot serve it yet.
-    let e = parse(&format!(
+    let c = parse(&format!(
         "[identity]\npublic_url = \"https://gw.example.com/\"\n{up}client_id = \"gw\"\nissuer = \"https://linear.app\"\nclient_secret = {{ env = \"CALC_TOKEN\" }}\nscopes = [\"read\"]\n"
     ))
-    .unwrap_err()
-    .0;
-    assert!(e.contains("not served by this build yet") && !e.contains("s3cret"), "{e}");
-    let id = identity::IdentityConfig { public_url: "https://gw.example.com".into(), vault: "v".into(), allow_loopback: false };
+    .expect("a complete section");
+    let ua = c.upstreams[0].user_auth.clone().expect("user_auth");
+    assert_eq!((ua.client_id.as_deref(), ua.issuer.as_deref(), ua.scopes), (Some("gw"), Some("https://linear.app"), Some(vec!["read".to_string()])));
+    assert_eq!(c.identity.as_ref().map(|i| i.public_url.as_str()), Some("https://gw.example.com"), "no trailing slash");
+    let id = identity::IdentityConfig {
+        public_url: "https://gw.example.com".into(),
+        vault: "v".into(),
+        allow_loopback: false,
+        client_metadata_url: None,
+    };
     assert_eq!(id.redirect_uri(), "https://gw.example.com/oauth/callback");
     assert_eq!(id.client_metadata_url(), "https://gw.example.com/oauth/client.json");
     let ua = identity::UserAuthConfig { client_id: Some("gw".into()), issuer: None, client_secret: Some("s3cret".into()), scopes: None };
@@ -223,6 +228,5 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
         let e = parse(&config).unwrap_err().0;
         assert!(e.contains(expect), "{config}\n{e}");
     }
-    let e = parse(&format!("[identity]\npublic_url = \"http://127.0.0.1:8811\"\n{up}")).unwrap_err().0;
-    assert!(e.contains("not served by this build yet"), "http on loopback passes the URL check (development): {e}");
+    assert!(parse(&format!("[identity]\npublic_url = \"http://127.0.0.1:8811\"\n{up}")).is_ok(), "http on loopback (development)");
 }
