@@ -95,6 +95,7 @@ pub(super) async fn forward(
     let up = match gw.upstream_for(&req.caller, upstream).await {
         Some(Routed::Up(up)) => up,
         Some(Routed::Consent) => return super::consent::needed(gw, &req, gw.upstream_id(upstream), item),
+        Some(Routed::Failed(e)) => return Reply::error(e.into_rpc(gw.upstream_id(upstream))),
         None => return Reply::error(RpcError::internal("catalogue points at a missing upstream")),
     };
     let span = tracing::Span::current();

@@ -13,7 +13,7 @@ use crate::auth::Principal;
 use crate::catalog::{self, Catalog, UpstreamLists};
 use crate::identity::service::{Identity, Refusal};
 use crate::sync::lock;
-use crate::upstream::{Shared, Status, Upstream, UserToken};
+use crate::upstream::{Shared, Status, Upstream, UpstreamError, UserToken};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::future::Future;
@@ -84,6 +84,8 @@ pub enum Routed {
     Up(Arc<Upstream>),
     /// The caller has to consent first.
     Consent,
+    /// The caller's own connection could not be opened, for this reason.
+    Failed(UpstreamError),
 }
 
 impl Personal {
@@ -146,20 +148,24 @@ impl Gateway {
             return Some(Routed::Up(up));
         }
         Some(match self.open_personal(&caller.id, index).await {
-            Some(up) => Routed::Up(up),
-            None => Routed::Consent,
+            Ok(Some(up)) => Routed::Up(up),
+            Ok(None) => Routed::Consent,
+            Err(e) => Routed::Failed(e),
         })
     }
 
-    /// Opens (probes and lists) the caller's own handle of `index`, if it holds a token.
-    pub async fn open_personal(&self, caller: &str, index: usize) -> Option<Arc<Upstream>> {
-        let p = self.personal.as_ref()?;
-        let shared = self.upstream(index)?;
-        if shared.is_retired() || !p.identity.holds(caller, shared.id()) {
-            return None;
+    /// Opens (probes and lists) the caller's own handle of `index`, if it holds a token
+    /// (`Ok(None)`: it has to consent).
+    pub async fn open_personal(&self, caller: &str, index: usize) -> Result<Option<Arc<Upstream>>, UpstreamError> {
+        let (Some(p), Some(shared)) = (self.personal.as_ref(), self.upstream(index)) else { return Ok(None) };
+        if shared.is_retired() {
+            return Err(UpstreamError::Removed);
+        }
+        if !p.identity.holds(caller, shared.id()) {
+            return Ok(None);
         }
         if let Some(up) = p.ready_handle(caller, index) {
-            return Some(up);
+            return Ok(Some(up));
         }
         let token = Arc::new(CallerToken { identity: p.identity.clone(), caller: caller.to_string(), upstream: shared.id().to_string() });
         let (tx, _updates) = tokio::sync::mpsc::channel(1);
@@ -170,12 +176,12 @@ impl Gateway {
             Ok(()) => {}
             Err(e) if e.needs_consent() => {
                 up.retire();
-                return None;
+                return Ok(None);
             }
             Err(e) => {
                 tracing::warn!(upstream = %shared.id(), %caller, error = %e, "a caller's own connection to the upstream failed");
                 up.retire();
-                return None;
+                return Err(e);
             }
         }
         let held = Arc::new(Held { up: up.clone(), used: Mutex::new(Instant::now()) });
@@ -195,7 +201,7 @@ impl Gateway {
         up.tasks().spawn(personal_loop(self.me.clone(), up.clone(), caller.to_string()));
         up.tasks().spawn(up.clone().keep_following());
         p.changed(self, caller);
-        Some(up)
+        Ok(Some(up))
     }
 
     /// A caller finished consenting to upstream `upstream`: its own handle opens, its lists
@@ -204,7 +210,9 @@ impl Gateway {
         let Some(p) = self.personal.as_ref() else { return };
         let Some(index) = self.upstreams().iter().position(|u| u.id() == upstream && !u.is_retired()) else { return };
         p.close(self, caller, index);
-        self.open_personal(caller, index).await;
+        if let Err(e) = self.open_personal(caller, index).await {
+            tracing::warn!(%upstream, %caller, error = %e, "the caller's own connection could not be opened after consent");
+        }
         let ids = lock(&p.elicitations).remove(&(caller.to_string(), upstream.to_string())).unwrap_or_default();
         for id in ids {
             self.hub.completed(caller, &id);
