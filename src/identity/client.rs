@@ -48,6 +48,8 @@ pub enum ClientAuth {
     Basic { client_id: String, secret: String },
     /// `client_secret_post`.
     Post { client_id: String, secret: String },
+    /// RFC 7523 `private_key_jwt`: a signed assertion made for this request.
+    Assertion { client_id: String, assertion: String },
 }
 
 impl std::fmt::Debug for ClientAuth {
@@ -56,6 +58,7 @@ impl std::fmt::Debug for ClientAuth {
             ClientAuth::None { client_id } => write!(f, "None({client_id})"),
             ClientAuth::Basic { client_id, .. } => write!(f, "Basic({client_id}, <secret>)"),
             ClientAuth::Post { client_id, .. } => write!(f, "Post({client_id}, <secret>)"),
+            ClientAuth::Assertion { client_id, .. } => write!(f, "Assertion({client_id}, <assertion>)"),
         }
     }
 }
@@ -63,7 +66,10 @@ impl std::fmt::Debug for ClientAuth {
 impl ClientAuth {
     pub fn client_id(&self) -> &str {
         match self {
-            ClientAuth::None { client_id } | ClientAuth::Basic { client_id, .. } | ClientAuth::Post { client_id, .. } => client_id,
+            ClientAuth::None { client_id }
+            | ClientAuth::Basic { client_id, .. }
+            | ClientAuth::Post { client_id, .. }
+            | ClientAuth::Assertion { client_id, .. } => client_id,
         }
     }
 }
@@ -151,22 +157,12 @@ impl OAuthHttp {
     pub async fn token(&self, server: &ServerMetadata, auth: &ClientAuth, body: String) -> Result<TokenSet, IdentityError> {
         let url = server.token_endpoint.clone();
         guard::check_url(&url, self.rules)?;
-        let mut body = body;
-        let mut req = Request::builder()
+        let req = Request::builder()
             .method(Method::POST)
             .uri(&url)
             .header("content-type", "application/x-www-form-urlencoded")
             .header("accept", "application/json");
-        match auth {
-            ClientAuth::None { client_id } => append(&mut body, &[("client_id", client_id)]),
-            ClientAuth::Post { client_id, secret } => append(&mut body, &[("client_id", client_id), ("client_secret", secret)]),
-            ClientAuth::Basic { client_id, secret } => {
-                // RFC 6749 §2.3.1: each part form-encoded before base64.
-                let pair = format!("{}:{}", form(client_id), form(secret));
-                let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pair);
-                req = req.header("authorization", format!("Basic {basic}"));
-            }
-        }
+        let (req, body) = authenticate(req, body, auth);
         let req = req.body(Full::new(Bytes::from(body))).map_err(|e| fetch_error(&url, e))?;
         let (status, bytes) = self.send(&url, req).await?;
         if !status.is_success() {
@@ -293,6 +289,32 @@ impl OAuthHttp {
             .to_bytes();
         Ok((status, bytes, location))
     }
+}
+
+/// A token request's client authentication (RFC 6749 §2.3, RFC 7523 §2.2): in the body or as an
+/// HTTP Basic header.
+pub fn authenticate(req: http::request::Builder, body: String, auth: &ClientAuth) -> (http::request::Builder, String) {
+    let mut body = body;
+    let mut req = req;
+    match auth {
+        ClientAuth::None { client_id } => append(&mut body, &[("client_id", client_id)]),
+        ClientAuth::Post { client_id, secret } => append(&mut body, &[("client_id", client_id), ("client_secret", secret)]),
+        ClientAuth::Assertion { client_id, assertion } => append(
+            &mut body,
+            &[
+                ("client_id", client_id),
+                ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+                ("client_assertion", assertion),
+            ],
+        ),
+        ClientAuth::Basic { client_id, secret } => {
+            // RFC 6749 §2.3.1: each part form-encoded before base64.
+            let pair = format!("{}:{}", form(client_id), form(secret));
+            let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pair);
+            req = req.header("authorization", format!("Basic {basic}"));
+        }
+    }
+    (req, body)
 }
 
 /// A `Location` resolved against the URL it answered (RFC 3986 §5.2, by the `url` crate); an

@@ -1,11 +1,17 @@
-//! OAuth 2.0 client credentials (RFC 6749 §4.4) for upstreams that want their own token: the
-//! gateway asks the upstream's authorization server for an access token (client secret from the
-//! environment or a file, `resource` per RFC 8707 so the token is for that upstream only), caches
-//! it until shortly before it expires, fetches one at a time, and drops it when the upstream
-//! answers 401. The client's own credentials are never involved.
+//! OAuth 2.0 client credentials (RFC 6749 §4.4; the MCP `oauth-client-credentials` extension) for
+//! upstreams that want one token of the gateway's own: the gateway asks the upstream's
+//! authorization server for an access token (client secret or private key from the environment
+//! or a file; `resource` per RFC 8707 so the token is for that upstream only), caches it until
+//! shortly before it expires, fetches one at a time, and drops it when the upstream answers 401.
+//! The token endpoint is the configured one, or the one the upstream's metadata names (discovered
+//! as per-user identity discovers it, with its SSRF guard). The client authenticates with HTTP
+//! Basic, in the body, or with an RFC 7523 `private_key_jwt` assertion (ES256) whose audience is
+//! the authorization server's issuer. The client's own credentials are never involved.
 
 use super::error::UpstreamError;
-use crate::config::OAuthConfig;
+use crate::config::{ClientAuthMethod, OAuthConfig};
+use crate::identity::client::{ClientAuth, OAuthHttp, authenticate};
+use crate::identity::guard::Rules;
 use crate::net::HttpClient;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -20,22 +26,16 @@ pub struct OAuthClient {
     cfg: OAuthConfig,
     client: HttpClient,
     cached: Mutex<Option<(String, Instant)>>,
+    /// The discovered authorization server, when no token URL is configured.
+    discovered: tokio::sync::OnceCell<crate::identity::discovery::ServerMetadata>,
 }
 
-/// `application/x-www-form-urlencoded` encoding of one value.
-fn form(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            b' ' => "+".to_string(),
-            other => format!("%{other:02X}"),
-        })
-        .collect()
-}
+/// How long a client assertion is valid.
+const ASSERTION_LIFETIME: u64 = 300;
 
 impl OAuthClient {
     pub fn new(cfg: OAuthConfig, client: HttpClient) -> Self {
-        OAuthClient { cfg, client, cached: Mutex::new(None) }
+        OAuthClient { cfg, client, cached: Mutex::new(None), discovered: tokio::sync::OnceCell::new() }
     }
 
     /// A valid access token: the cached one, or a fresh one.
@@ -58,26 +58,40 @@ impl OAuthClient {
         *self.cached.lock().await = None;
     }
 
-    async fn fetch(&self) -> Result<(String, Duration), UpstreamError> {
-        use UpstreamError::Credentials as Fail;
-        let mut body = format!("grant_type=client_credentials&client_id={}", form(&self.cfg.client_id));
+    /// How the gateway authenticates to the token endpoint, for a request to `audience` (the
+    /// authorization server's issuer, or the configured token URL).
+    fn client_auth(&self, audience: &str) -> Result<ClientAuth, UpstreamError> {
+        let (id, secret) = (self.cfg.client_id.clone(), self.cfg.client_secret.clone());
+        Ok(match self.cfg.client_auth {
+            ClientAuthMethod::Basic => ClientAuth::Basic { client_id: id, secret },
+            ClientAuthMethod::Post => ClientAuth::Post { client_id: id, secret },
+            ClientAuthMethod::PrivateKeyJwt => {
+                ClientAuth::Assertion { assertion: assertion(&id, audience, &secret)?, client_id: id }
+            }
+        })
+    }
+
+    /// The request body of a client-credentials grant, before client authentication.
+    fn grant(&self) -> String {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        q.append_pair("grant_type", "client_credentials");
         if let Some(scope) = &self.cfg.scope {
-            body.push_str(&format!("&scope={}", form(scope)));
+            q.append_pair("scope", scope);
         }
         if let Some(resource) = &self.cfg.resource {
-            body.push_str(&format!("&resource={}", form(resource)));
+            q.append_pair("resource", resource);
         }
-        let basic = base64::Engine::encode(
-            &base64::engine::general_purpose::STANDARD,
-            format!("{}:{}", form(&self.cfg.client_id), form(&self.cfg.client_secret)),
-        );
-        let req = http::Request::post(self.cfg.token_url.clone())
-            .header("content-type", "application/x-www-form-urlencoded")
-            .header("accept", "application/json")
-            .header("authorization", format!("Basic {basic}"))
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| Fail(e.to_string()))?;
-        let url = &self.cfg.token_url;
+        q.finish()
+    }
+
+    async fn fetch(&self) -> Result<(String, Duration), UpstreamError> {
+        use UpstreamError::Credentials as Fail;
+        let Some(url) = self.cfg.token_url.clone() else { return self.fetch_discovered().await };
+        let audience = url.to_string();
+        let req = http::Request::post(url.clone()).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
+        let (req, body) = authenticate(req, self.grant(), &self.client_auth(&audience)?);
+        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| Fail(e.to_string()))?;
+        let url = &url;
         let resp = tokio::time::timeout(Duration::from_secs(10), self.client.request(req))
             .await
             .map_err(|_| Fail(format!("the token endpoint {url} did not answer within 10 s")))?
@@ -103,6 +117,47 @@ impl OAuthClient {
         }
         Ok((t.access_token, Duration::from_secs(t.expires_in.unwrap_or(300).max(1))))
     }
+
+    /// A token from the authorization server the upstream's metadata names (discovered once).
+    async fn fetch_discovered(&self) -> Result<(String, Duration), UpstreamError> {
+        use UpstreamError::Credentials as Fail;
+        let resource = self.cfg.resource.clone().ok_or_else(|| Fail("no token_url is configured and the upstream has no URL".into()))?;
+        let resource = crate::identity::discovery::canonical_resource(&resource).unwrap_or(resource);
+        // Metadata on loopback is followed only for an upstream on loopback (development).
+        let loopback = crate::identity::guard::check_url(&resource, Rules { loopback: true }).is_ok_and(|t| t.loopback);
+        let http = OAuthHttp::new(Rules { loopback });
+        let server = self
+            .discovered
+            .get_or_try_init(|| async {
+                let challenge = http.challenge(&resource).await.ok().flatten();
+                let prm = http.resource_metadata(&resource, challenge.as_ref()).await?;
+                let issuer = prm.authorization_servers.first().cloned().unwrap_or_default();
+                http.server_metadata(&issuer).await
+            })
+            .await
+            .map_err(|e| Fail(format!("the token endpoint could not be discovered: {e}")))?;
+        let auth = self.client_auth(&server.issuer)?;
+        let t = http.token(server, &auth, self.grant()).await.map_err(|e| Fail(e.to_string()))?;
+        let lifetime = t.expires_at.map_or(300, |at| at.saturating_sub(t.issued_at)).max(1);
+        Ok((t.access_token, Duration::from_secs(lifetime)))
+    }
+}
+
+/// An RFC 7523 client assertion: `iss` and `sub` the client, `aud` the authorization server,
+/// short-lived and unique, signed ES256 with the PKCS#8 P-256 key in `pem`.
+fn assertion(client_id: &str, audience: &str, pem: &str) -> Result<String, UpstreamError> {
+    use UpstreamError::Credentials as Fail;
+    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).map(str::trim).collect();
+    let der = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, body.as_bytes())
+        .map_err(|_| Fail("the private key is not PEM (PKCS#8)".into()))?;
+    let now = crate::identity::vault::now();
+    let jti = crate::identity::flow::random_token().ok_or_else(|| Fail("no randomness for an assertion id".into()))?;
+    let claims = serde_json::json!({
+        "iss": client_id, "sub": client_id, "aud": audience, "iat": now, "exp": now + ASSERTION_LIFETIME, "jti": jti,
+    });
+    let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_ec_der(&der))
+        .map_err(|e| Fail(format!("the client assertion could not be signed (the key must be a PKCS#8 P-256 key): {e}")))
 }
 
 /// How long a token with this lifetime is used: until shortly before it expires, and never more
@@ -113,7 +168,7 @@ fn cache_for(lifetime: Duration) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::{cache_for, form};
+    use super::{assertion, cache_for};
     use std::time::Duration;
 
     #[test]
@@ -126,8 +181,24 @@ mod tests {
     }
 
     #[test]
-    fn form_encodes() {
-        assert_eq!(form("a b&c=d/é"), "a+b%26c%3Dd%2F%C3%A9");
-        assert_eq!(form("Az09-._~"), "Az09-._~");
+    fn client_assertions_are_signed_es256_for_the_authorization_server() {
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair, UnparsedPublicKey};
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).expect("key");
+        let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pkcs8.as_ref());
+        let pem = format!("-----BEGIN PRIVATE KEY-----\n{b64}\n-----END PRIVATE KEY-----\n");
+        let jwt = assertion("gw-client", "https://as.example.com", &pem).expect("signed");
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let decode = |p: &str| base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, p).expect("base64url");
+        let header: serde_json::Value = serde_json::from_slice(&decode(parts[0])).expect("header");
+        let claims: serde_json::Value = serde_json::from_slice(&decode(parts[1])).expect("claims");
+        assert_eq!(header["alg"], "ES256");
+        assert_eq!((claims["iss"].as_str(), claims["sub"].as_str(), claims["aud"].as_str()), (Some("gw-client"), Some("gw-client"), Some("https://as.example.com")));
+        assert!(claims["exp"].as_u64() > claims["iat"].as_u64() && claims["jti"].as_str().is_some_and(|j| j.len() >= 16));
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).expect("pair");
+        let public = UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, pair.public_key().as_ref().to_vec());
+        public.verify(format!("{}.{}", parts[0], parts[1]).as_bytes(), &decode(parts[2])).expect("a valid signature");
+        assert!(assertion("gw-client", "https://as.example.com", "not a key").is_err());
     }
 }

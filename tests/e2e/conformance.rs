@@ -135,8 +135,9 @@ fn conformance_2026_07_28_stdio_sdk_fixture() {
     run_suite_allowing(&gw, "2026-07-28", "stdio everyday-SDK", &["tasks-"]);
 }
 
-/// The client scenarios of the suite that concern a gateway (the `auth/*` ones belong to
-/// per-user upstream identity).
+/// The client scenarios of the suite that concern a gateway. In the `auth/*` ones the mock
+/// server is OAuth-protected: the gateway is the OAuth client (per-user identity; the
+/// `client-credentials-*` ones the client-credentials extension), and the driver plays the user.
 const CLIENT_SCENARIOS: &[&str] = &[
     "initialize",
     "tools_call",
@@ -149,6 +150,33 @@ const CLIENT_SCENARIOS: &[&str] = &[
     "sep-2322-client-request-state",
     "sse-retry",
     "elicitation-sep1034-client-defaults",
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+    "auth/client-credentials-basic",
+    "auth/client-credentials-jwt",
 ];
 
 #[test]

@@ -159,8 +159,13 @@ pub struct EndpointSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthSection {
-    pub token_url: Spanned<String>,
-    pub client_id: String,
+    /// Discovered from the upstream (its protected-resource and authorization-server metadata)
+    /// when left out.
+    pub token_url: Option<Spanned<String>>,
+    pub client_id: Spanned<String>,
+    /// `client_secret_basic` (default), `client_secret_post` or `private_key_jwt` (RFC 7523;
+    /// `client_secret` is then the PKCS#8 PEM of a P-256 key, and assertions are signed ES256).
+    pub client_auth: Option<Spanned<String>>,
     pub client_secret: HeaderSource,
     pub scope: Option<String>,
     pub resource: Option<String>,

@@ -195,12 +195,24 @@ pub enum TransportConfig {
 /// OAuth 2.0 client credentials for one upstream (see `upstream::oauth`).
 #[derive(Clone, PartialEq)]
 pub struct OAuthConfig {
-    pub token_url: http::Uri,
+    /// `None`: discovered from the upstream's metadata.
+    pub token_url: Option<http::Uri>,
     pub client_id: String,
+    pub client_auth: ClientAuthMethod,
     pub client_secret: String,
     pub scope: Option<String>,
     /// RFC 8707 `resource`: the upstream's canonical URI, so the token is for it only.
     pub resource: Option<String>,
+}
+
+/// How the gateway authenticates to a token endpoint for client credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientAuthMethod {
+    #[default]
+    Basic,
+    Post,
+    /// RFC 7523 `private_key_jwt`, ES256.
+    PrivateKeyJwt,
 }
 
 impl std::fmt::Debug for OAuthConfig {

@@ -138,6 +138,20 @@ fn oauth_client_credentials_are_checked() {
     .unwrap_err()
     .0;
     assert!(e.contains("only to url upstreams"), "{e}");
+    let discovered = parse(
+        "[[upstream]]\nid = \"gh\"\nurl = \"https://api.example.com/mcp\"\n[upstream.oauth]\nclient_id = \"gw\"\n\
+        client_auth = \"private_key_jwt\"\nclient_secret = { env = \"CALC_TOKEN\" }\n",
+    )
+    .expect("a token URL is discovered when left out");
+    let o = discovered.upstreams[0].oauth.as_ref().expect("oauth");
+    assert_eq!((o.token_url.as_ref(), o.client_auth), (None, super::ClientAuthMethod::PrivateKeyJwt));
+    let e = parse(
+        "[[upstream]]\nid = \"gh\"\nurl = \"https://api.example.com/mcp\"\n[upstream.oauth]\nclient_id = \"gw\"\n\
+        client_auth = \"tls_client_auth\"\nclient_secret = { env = \"CALC_TOKEN\" }\n",
+    )
+    .unwrap_err()
+    .0;
+    assert!(e.contains("client_secret_basic, client_secret_post or private_key_jwt"), "{e}");
 }
 
 #[test]

@@ -213,30 +213,55 @@ fn oauth(
 ) -> Result<OAuthConfig, ConfigError> {
     if !matches!(transport, TransportConfig::Http { .. }) {
         return Err(at.err(
-            &o.token_url,
+            &o.client_id,
             "upstream.oauth",
             format!("upstream '{id}' is a command: oauth applies only to url upstreams"),
             "remove it",
         ));
     }
-    let token_url = parse_url(at, &o.token_url, "upstream.oauth.token_url")?;
-    let loopback = token_url.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
-    if token_url.scheme_str() != Some("https") && !loopback {
-        return Err(at.err(
-            &o.token_url,
-            "upstream.oauth.token_url",
-            "client secrets are only sent over https".into(),
-            "use an https URL (http is allowed for loopback only)",
-        ));
-    }
-    let (_, secret) = header(at, id, "client_secret", &o.client_secret, base, env)?;
-    let client_secret =
-        secret.to_str().map_err(|_| ConfigError(format!("{}: upstream '{id}' oauth client_secret: not text", at.file)))?.to_string();
+    let token_url = match &o.token_url {
+        None => None,
+        Some(raw) => {
+            let token_url = parse_url(at, raw, "upstream.oauth.token_url")?;
+            let loopback =
+                token_url.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+            if token_url.scheme_str() != Some("https") && !loopback {
+                return Err(at.err(
+                    raw,
+                    "upstream.oauth.token_url",
+                    "client secrets are only sent over https".into(),
+                    "use an https URL (http is allowed for loopback only)",
+                ));
+            }
+            Some(token_url)
+        }
+    };
+    let client_auth = match o.client_auth.as_ref().map(|m| (m, m.get_ref().as_str())) {
+        None | Some((_, "client_secret_basic")) => super::ClientAuthMethod::Basic,
+        Some((_, "client_secret_post")) => super::ClientAuthMethod::Post,
+        Some((_, "private_key_jwt")) => super::ClientAuthMethod::PrivateKeyJwt,
+        Some((m, other)) => {
+            return Err(at.err(
+                m,
+                "upstream.oauth.client_auth",
+                format!("{other:?} is not a client authentication method the gateway uses"),
+                "use client_secret_basic, client_secret_post or private_key_jwt",
+            ));
+        }
+    };
+    let client_secret = match client_auth {
+        // A private key (PEM, several lines) is read as it is.
+        super::ClientAuthMethod::PrivateKeyJwt => secret(at, &format!("upstream '{id}' oauth client_secret"), &o.client_secret, base, env)?,
+        _ => {
+            let (_, secret) = header(at, id, "client_secret", &o.client_secret, base, env)?;
+            secret.to_str().map_err(|_| ConfigError(format!("{}: upstream '{id}' oauth client_secret: not text", at.file)))?.to_string()
+        }
+    };
     let resource = o.resource.clone().or_else(|| match transport {
         TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
         TransportConfig::Stdio { .. } => None,
     });
-    Ok(OAuthConfig { token_url, client_id: o.client_id.clone(), client_secret, scope: o.scope.clone(), resource })
+    Ok(OAuthConfig { token_url, client_id: o.client_id.get_ref().clone(), client_auth, client_secret, scope: o.scope.clone(), resource })
 }
 
 /// The upstream's `rename` table, each new name checked against the tool-name rules.
