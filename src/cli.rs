@@ -1,6 +1,7 @@
 //! The bodies of the small `mcpgate` commands that are not the gateway itself: `health` (a
 //! container HEALTHCHECK without curl), `check` (probe every upstream, with progress on a
-//! terminal and coloured status), `tools` and `import`. Exit codes: 0 fine, 1 something is down
+//! terminal and coloured status), `tools`, `import` and `tokens` (the connected upstream
+//! accounts of a running gateway). Exit codes: 0 fine, 1 something is down
 //! or unhealthy, 2 a startup error (returned as `Err` to `main`).
 
 use crate::gateway::Gateway;
@@ -139,4 +140,69 @@ mod tests {
         assert!(p.contains("\x1b[1mUnavailable upstreams:\x1b[0m"));
         assert!(p.contains("  gone: ready  down\n"), "text after the table stays plain: {p:?}");
     }
+}
+
+/// One request to a running gateway's `/oauth/tokens` API: status and JSON body.
+async fn tokens_api(url: &str, key: Option<&str>, path: &str, body: Option<serde_json::Value>) -> anyhow::Result<serde_json::Value> {
+    let target = format!("{}{path}", url.trim_end_matches('/'));
+    let mut req = http::Request::builder().uri(&target).header("accept", "application/json");
+    if let Some(k) = key {
+        req = req.header("authorization", format!("Bearer {k}"));
+    }
+    let req = match &body {
+        Some(b) => req.method("POST").header("content-type", "application/json").body(http_body_util::Full::new(bytes::Bytes::from(b.to_string()))),
+        None => req.method("GET").body(http_body_util::Full::new(bytes::Bytes::new())),
+    }
+    .with_context(|| format!("'{target}' is not a URL"))?;
+    let client = crate::net::new_http_client();
+    let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
+        .await
+        .with_context(|| format!("{target}: no answer within 10 s"))?
+        .with_context(|| format!("{target}: unreachable"))?;
+    let status = resp.status();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body()).await.with_context(|| format!("{target}: reading the answer"))?.to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| serde_json::json!({ "error": String::from_utf8_lossy(&bytes) }));
+    if !status.is_success() {
+        let why = v["error"].as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+        anyhow::bail!("{target}: HTTP {status}: {why}{}", if key.is_none() { " (set MCPGATE_API_KEY to your key)" } else { "" });
+    }
+    Ok(v)
+}
+
+/// `mcpgate tokens list`: the connected accounts, as a table.
+pub async fn tokens_list(url: &str, key: Option<&str>, caller: Option<&str>) -> anyhow::Result<ExitCode> {
+    let q: String = caller.map(|c| form_urlencoded::Serializer::new(String::new()).append_pair("caller", c).finish()).map(|q| format!("?{q}")).unwrap_or_default();
+    let v = tokens_api(url, key, &format!("/oauth/tokens{q}"), None).await?;
+    let rows = v["tokens"].as_array().cloned().unwrap_or_default();
+    if rows.is_empty() {
+        println!("no connected accounts");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let now = crate::identity::vault::now();
+    println!("{:<20} {:<16} {:<36} {:<24} {:<12} REFRESHES", "CALLER", "UPSTREAM", "ISSUER", "SCOPE", "EXPIRES");
+    for r in rows {
+        let expires = match r["expiresAt"].as_u64() {
+            None => "-".to_string(),
+            Some(at) if at <= now => "expired".to_string(),
+            Some(at) => humantime::format_duration(Duration::from_secs(at - now)).to_string().split(' ').next().unwrap_or("").to_string(),
+        };
+        println!(
+            "{:<20} {:<16} {:<36} {:<24} {:<12} {}",
+            r["caller"].as_str().unwrap_or(""),
+            r["upstream"].as_str().unwrap_or(""),
+            r["issuer"].as_str().unwrap_or(""),
+            r["scope"].as_str().unwrap_or("-"),
+            expires,
+            if r["refreshable"].as_bool() == Some(true) { "yes" } else { "no" }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mcpgate tokens revoke`: forgets the tokens; the caller consents again on its next call.
+pub async fn tokens_revoke(url: &str, key: Option<&str>, caller: Option<&str>, upstream: Option<&str>) -> anyhow::Result<ExitCode> {
+    let body = serde_json::json!({ "caller": caller, "upstream": upstream });
+    let v = tokens_api(url, key, "/oauth/tokens/revoke", Some(body)).await?;
+    println!("revoked {} account(s)", v["revoked"].as_u64().unwrap_or(0));
+    Ok(ExitCode::SUCCESS)
 }

@@ -50,6 +50,17 @@ enum LogFormat {
 }
 
 #[derive(Subcommand)]
+enum TokensAction {
+    /// Print the connected accounts (never a token).
+    List,
+    /// Forget the tokens (of one upstream with --upstream): the caller consents again on its next call.
+    Revoke {
+        #[arg(long)]
+        upstream: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run the gateway.
     Run {
@@ -112,6 +123,18 @@ enum Command {
         /// Give up after this long.
         #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
         timeout: std::time::Duration,
+    },
+    /// List or revoke the upstream accounts callers connected (per-user identity), on a running
+    /// gateway: your own, or anyone's with an admin key. The key is read from MCPGATE_API_KEY.
+    Tokens {
+        #[command(subcommand)]
+        action: TokensAction,
+        /// The gateway's base URL.
+        #[arg(long, global = true, default_value = "http://127.0.0.1:8811")]
+        url: String,
+        /// Another caller's accounts (admin callers only).
+        #[arg(long, global = true)]
+        caller: Option<String>,
     },
     /// Run the built-in demo upstream (a small modern MCP server).
     DemoServer {
@@ -340,6 +363,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut Cli::command(), "mcpgate", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Tokens { action, url, caller } => {
+            let key = std::env::var("MCPGATE_API_KEY").ok().filter(|k| !k.is_empty());
+            match action {
+                TokensAction::List => mcpgate::cli::tokens_list(&url, key.as_deref(), caller.as_deref()).await,
+                TokensAction::Revoke { upstream } => {
+                    mcpgate::cli::tokens_revoke(&url, key.as_deref(), caller.as_deref(), upstream.as_deref()).await
+                }
+            }
+        }
         Command::HashKey { key, generate } => {
             if generate {
                 let key = Sealer::random()?.random_id() + &Sealer::random()?.random_id();
@@ -431,7 +463,13 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
     // The token key is checked before anything starts, so a bad key fails fast.
     let gw = Gateway::new(cfg)?;
     let cfg = gw.config();
-    if gw.sealer.source == KeySource::Random {
+    if gw.sealer.source == KeySource::Random && cfg.identity.is_some() {
+        tracing::warn!(
+            "no token key configured: the token vault is sealed with a key that dies with this process, so every caller \
+                consents again after a restart (set {} or server.token_key_file)",
+            mcpgate::token::KEY_ENV
+        );
+    } else if gw.sealer.source == KeySource::Random {
         tracing::warn!(
             "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set \
                 {} or server.token_key_file)",

@@ -95,7 +95,33 @@ pub fn state(gw: &Gateway) -> Value {
         "upstreams": upstreams(gw),
         "catalog": catalog(gw),
         "callers": gw.config().callers.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
+        "tokens": tokens(gw, None),
     })
+}
+
+/// The upstream accounts callers connected (per-user identity): who, which upstream, which
+/// authorization server, the scopes, when it expires and whether it refreshes; never a token.
+/// `caller`: one caller's only.
+pub fn tokens(gw: &Gateway, caller: Option<&str>) -> Value {
+    let Some(p) = &gw.personal else { return json!([]) };
+    let rows: Vec<Value> = p
+        .identity
+        .vault()
+        .list(caller)
+        .into_iter()
+        .map(|h| {
+            json!({
+                "caller": h.caller,
+                "upstream": h.upstream,
+                "issuer": h.issuer,
+                "scope": h.scope,
+                "expiresAt": h.expires_at,
+                "refreshable": h.refreshable,
+                "issuedAt": h.issued_at,
+            })
+        })
+        .collect();
+    Value::Array(rows)
 }
 
 /// What `[[caller]]` `id` may see, exactly as its policy decides for lists (`kind:name` keys):

@@ -4,14 +4,16 @@
 //! form, CSRF-checked against that cookie) starts the authorization and sends the browser to the
 //! authorization server; `GET /oauth/callback` is the redirect URI, where the code is exchanged
 //! (state, browser and `iss` checked) and the caller's own connection opens; and
-//! `GET /oauth/client.json` is the gateway's client metadata document. Served only when
-//! `[identity]` is configured.
+//! `GET /oauth/client.json` is the gateway's client metadata document. `GET /oauth/tokens` and
+//! `POST /oauth/tokens/revoke` list and revoke the accounts callers connected (never the tokens):
+//! an authenticated caller its own, an admin caller anyone's (`mcpgate tokens` uses them). Served
+//! only when `[identity]` is configured.
 
 use super::consent::{self, ConsentView};
-use super::http::State;
+use super::http::{State, authenticate};
 use super::render::{self, Body};
 use crate::identity::flow::random_token;
-use http::header::{CONTENT_TYPE, COOKIE, SET_COOKIE};
+use http::header::{CONTENT_TYPE, COOKIE, HOST, ORIGIN, SET_COOKIE};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -22,7 +24,7 @@ const MAX_FORM: usize = 16 * 1024;
 
 /// Whether `path` is one of these routes.
 pub fn owns(path: &str) -> bool {
-    matches!(path, "/oauth/connect" | "/oauth/callback" | "/oauth/client.json")
+    matches!(path, "/oauth/connect" | "/oauth/callback" | "/oauth/client.json" | "/oauth/tokens" | "/oauth/tokens/revoke")
 }
 
 fn query(req: &Request<Incoming>) -> HashMap<String, String> {
@@ -33,7 +35,7 @@ fn page(status: StatusCode, title: &str, message: &str) -> Response<Body> {
     consent::html(status, consent::message_page(title, message))
 }
 
-pub(super) async fn handle(st: &State, req: Request<Incoming>) -> Response<Body> {
+pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Body> {
     let Some(gw) = st.console.as_ref() else { return render::plain(StatusCode::NOT_FOUND, "not found\n") };
     let Some(personal) = gw.personal.as_ref() else {
         return render::plain(StatusCode::NOT_FOUND, "not found: per-user identity is off ([identity] turns it on)\n");
@@ -44,6 +46,9 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>) -> Response<Body>
     let cookies: Vec<&str> = req.headers().get_all(COOKIE).iter().filter_map(|v| v.to_str().ok()).collect();
     let nonce = consent::cookie_nonce(cookies, secure);
     let path = req.uri().path().to_string();
+    if path.starts_with("/oauth/tokens") {
+        return tokens(st, gw, req, peer).await;
+    }
     match (req.method().clone(), path.as_str()) {
         (Method::GET, "/oauth/client.json") => {
             let mut r = Response::new(render::full(consent::client_metadata(&settings.client_metadata_url, &settings.redirect_uri)));
@@ -143,4 +148,74 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>) -> Response<Body>
         }
         _ => render::plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
     }
+}
+
+/// `GET /oauth/tokens[?caller=ID]` and `POST /oauth/tokens/revoke` (JSON `{caller?, upstream?}`):
+/// a caller's own accounts, or, for an admin caller, anyone's.
+async fn tokens(st: &State, gw: &crate::gateway::Gateway, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Body> {
+    let host = req.headers().get(HOST).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let origin = req.headers().get(ORIGIN).and_then(|v| v.to_str().ok());
+    if let Err(reason) = st.origin.check(origin, host.as_deref()) {
+        return json(StatusCode::FORBIDDEN, &serde_json::json!({ "error": format!("Forbidden: {reason}") }));
+    }
+    let caller = match authenticate(st, &req, host.as_deref(), &st.cfg.path).await {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
+    let admin = crate::console::may_read(gw, &caller, peer.ip().is_loopback());
+    let whose = |asked: Option<String>| -> Result<Option<String>, Response<Body>> {
+        match asked {
+            Some(other) if other != caller.id && !admin => {
+                Err(json(StatusCode::FORBIDDEN, &serde_json::json!({ "error": "only an admin caller may see or revoke another caller's accounts" })))
+            }
+            Some(c) => Ok(Some(c)),
+            None if admin => Ok(None),
+            None => Ok(Some(caller.id.clone())),
+        }
+    };
+    match (req.method().clone(), req.uri().path()) {
+        (Method::GET, "/oauth/tokens") => {
+            let asked = query(&req).remove("caller");
+            match whose(asked) {
+                Ok(who) => json(StatusCode::OK, &serde_json::json!({ "tokens": crate::console::tokens(gw, who.as_deref()) })),
+                Err(r) => r,
+            }
+        }
+        (Method::POST, "/oauth/tokens/revoke") => {
+            let body = match Limited::new(req.into_body(), MAX_FORM).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => return json(StatusCode::PAYLOAD_TOO_LARGE, &serde_json::json!({ "error": "the request is too large" })),
+            };
+            #[derive(serde::Deserialize, Default)]
+            struct Revoke {
+                caller: Option<String>,
+                upstream: Option<String>,
+            }
+            let asked: Revoke = match body.is_empty() {
+                true => Revoke::default(),
+                false => match serde_json::from_slice(&body) {
+                    Ok(r) => r,
+                    Err(e) => return json(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": format!("not the expected JSON: {e}") })),
+                },
+            };
+            // Revoking everyone's needs naming nobody on purpose: an admin names a caller.
+            let who = match whose(asked.caller.or_else(|| Some(caller.id.clone()))) {
+                Ok(Some(w)) => w,
+                Ok(None) => caller.id.clone(),
+                Err(r) => return r,
+            };
+            let revoked = gw.disconnect(&who, asked.upstream.as_deref());
+            tracing::info!(caller = %who, upstream = asked.upstream.as_deref().unwrap_or("*"), by = %caller.id, revoked, "upstream accounts revoked");
+            json(StatusCode::OK, &serde_json::json!({ "revoked": revoked }))
+        }
+        _ => json(StatusCode::METHOD_NOT_ALLOWED, &serde_json::json!({ "error": "GET /oauth/tokens or POST /oauth/tokens/revoke" })),
+    }
+}
+
+fn json(status: StatusCode, v: &serde_json::Value) -> Response<Body> {
+    let mut r = Response::new(render::full(v.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }

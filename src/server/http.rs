@@ -146,7 +146,7 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
         return Ok(super::console::handle(&st, req, peer).await);
     }
     if super::connect::owns(path) {
-        return Ok(super::connect::handle(&st, req).await);
+        return Ok(super::connect::handle(&st, req, peer).await);
     }
     // The root endpoint, or a virtual server (checked against the current config, so a reload
     // adds and removes them).
