@@ -1,4 +1,5 @@
-// mcpgate console: a read-only view of a running gateway. Data comes from /console/api/*, with
+// mcpgate console: a view of a running gateway (its one action: revoking connected upstream
+// accounts, through /oauth/tokens/revoke). Data comes from /console/api/*, with
 // the admin caller's credential (kept in this tab's sessionStorage) when authentication is on.
 "use strict";
 const base = "/console";
@@ -23,6 +24,30 @@ function renderUpstreams(list) {
     cell(u.id, "name"), cell(u.transport), cell(u.era), cell(u.status, u.status),
     cell(u.tools), cell(u.latency_ms == null ? "-" : u.latency_ms + " ms"), cell(u.circuit, u.circuit),
   ])));
+}
+
+function renderAccounts(list) {
+  $("#accounts-section").hidden = false;
+  const now = Date.now() / 1000;
+  $("#accounts tbody").replaceChildren(...list.map((t) => {
+    const expires = t.expiresAt == null ? "-" : t.expiresAt <= now ? "expired" : new Date(t.expiresAt * 1000).toLocaleString();
+    const button = document.createElement("button");
+    button.textContent = "Revoke";
+    button.className = "revoke";
+    button.addEventListener("click", () => revoke(t.caller, t.upstream));
+    const action = document.createElement("td");
+    action.appendChild(button);
+    return row([cell(t.caller, "name"), cell(t.upstream), cell(t.issuer), cell(t.scope || "-"), cell(expires), cell(t.refreshable ? "yes" : "no"), action]);
+  }));
+}
+
+async function revoke(caller, upstream) {
+  const r = await fetch("/oauth/tokens/revoke", {
+    method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, headers()), body: JSON.stringify({ caller, upstream }),
+  });
+  if (!r.ok) { alert("Revoking failed: " + r.status + " " + await r.text()); return; }
+  const state = await api("state");
+  renderAccounts(state.tokens || []);
 }
 
 function renderCatalog() {
@@ -54,6 +79,7 @@ async function load() {
   const state = await api("state");
   $("#version").textContent = state.version;
   renderUpstreams(state.upstreams);
+  if (state.tokens && state.tokens.length) renderAccounts(state.tokens);
   catalog = state.catalog;
   const select = $("#view-as");
   select.replaceChildren(new Option("everything", ""), ...state.callers.map((c) => new Option(c, c)));
