@@ -105,3 +105,20 @@ fn one_caller_may_hold_only_so_many_streams() {
     drop(held);
     assert!(hub.subscribe(caller("a", &["*"]), Filter::ALL, UriSet::default()).is_some());
 }
+
+#[tokio::test]
+async fn a_callers_own_changes_and_completed_consents_reach_only_that_caller() {
+    let hub = Hub::new(Duration::from_millis(10));
+    let mut alice = hub.subscribe(caller("alice", &["*"]), Filter::ALL, UriSet::default()).unwrap();
+    let mut alice_prompts = hub.subscribe(caller("alice", &["*"]), Filter { prompts: true, ..Filter::default() }, UriSet::default()).unwrap();
+    let mut bob = hub.subscribe(caller("bob", &["*"]), Filter::ALL, UriSet::default()).unwrap();
+    hub.caller_changed("alice");
+    let mut heard = vec![next(&mut alice).await, next(&mut alice).await, next(&mut alice).await];
+    heard.sort_by_key(|c| format!("{c:?}"));
+    assert_eq!(heard, vec![Some(Change::List(Kind::Prompt)), Some(Change::List(Kind::Resource)), Some(Change::List(Kind::Tool))]);
+    assert_eq!(next(&mut alice_prompts).await, Some(Change::List(Kind::Prompt)), "each filter honoured");
+    assert_eq!(next(&mut bob).await, None, "another caller hears nothing");
+    hub.completed("alice", "elicit-1");
+    assert_eq!(next(&mut alice).await, Some(Change::Completed("elicit-1".into())));
+    assert_eq!(next(&mut bob).await, None);
+}

@@ -496,6 +496,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_finished_consent_is_announced_to_a_legacy_client() {
+        let msg = change_message(&Change::Completed("e-1".into())).expect("a notification");
+        let v: serde_json::Value = serde_json::from_slice(&msg).expect("json");
+        assert_eq!(v["method"], "notifications/elicitation/complete");
+        assert_eq!(v["params"]["elicitationId"], "e-1");
+    }
+
+    #[test]
     fn negotiates_the_clients_version_or_the_newest() {
         assert_eq!(negotiate("2025-06-18"), "2025-06-18");
         assert_eq!(negotiate("2025-03-26"), "2025-03-26");

@@ -14,9 +14,9 @@ import json
 import anyio
 
 
-async def serve_asgi(app: Any, port: int, prog: str, background: Callable[[], Awaitable[None]] | None = None) -> None:
-    import uvicorn
-
+def bind_loopback(port: int, prog: str) -> socket.socket:
+    """A listening socket on 127.0.0.1:`port` (0 = ephemeral), for apps that must know their port
+    before they are built (pass it to `serve_asgi` as `sock`)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -25,6 +25,21 @@ async def serve_asgi(app: Any, port: int, prog: str, background: Callable[[], Aw
         sys.exit(f"{prog}: cannot bind 127.0.0.1:{port}: {exc}")
     sock.listen(128)
     sock.setblocking(False)
+    return sock
+
+
+async def serve_asgi(
+    app: Any,
+    port: int,
+    prog: str,
+    background: Callable[[], Awaitable[None]] | None = None,
+    *,
+    sock: socket.socket | None = None,
+) -> None:
+    import uvicorn
+
+    if sock is None:
+        sock = bind_loopback(port, prog)
     bound_port = sock.getsockname()[1]
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
 
