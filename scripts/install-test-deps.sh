@@ -13,6 +13,8 @@
 #   .work/apps-host    the MCP Apps host page of the browser test: ext-apps' AppBridge and the MCP
 #                      TypeScript client, bundled from tests/js/apps-host with esbuild
 #   .work/clients      Claude Code, the MCP Inspector and mcp-remote (the docs' quick start runs them)
+#   .work/oidc         oidc-provider, the OpenID-certified authorization server library behind
+#                      tests/js/oidc-as/server.mjs (the per-user OAuth tests' authorization server)
 #   chromium           Debian's chromium and chromium-driver (the console's headless browser test)
 #   redis-server       Debian's package (the multi-replica tests share state through it); installed
 #                      with apt-get when missing and running as root, else the script says what to run
@@ -36,6 +38,8 @@ NODE22_PKG="node@22.23.3"
 # Real clients the documentation's quick start is checked with.
 CLIENT_PKGS=("@anthropic-ai/claude-code@2.1.328" "@modelcontextprotocol/inspector@2.12.0" "mcp-remote@0.15.1")
 NODE22_VERSION="v22.23.3"
+# The authorization server of the per-user OAuth tests (tests/js/oidc-as/server.mjs; runs on Node 22).
+OIDC_PKGS=("oidc-provider@9.13.3")
 NPM_BEFORE="2026-11-30"   # resolve transitive npm deps as they were when verified (PEERS.md)
 PYTHON="${PYTHON:-python3.11}"
 
@@ -182,6 +186,17 @@ else
   stamp_write "$CLIENTS_DIR" "${CLIENT_PKGS[*]} before=$NPM_BEFORE"
 fi
 
+# ---- 4d. oidc-provider --------------------------------------------------------------------------
+OIDC_DIR="$WORK/oidc"
+if stamp_ok "$OIDC_DIR" "${OIDC_PKGS[*]} before=$NPM_BEFORE"; then
+  log "oidc-provider up to date (${OIDC_PKGS[*]})"
+else
+  npm_folder "$OIDC_DIR" "${OIDC_PKGS[@]}"
+  STEP="verifying oidc-provider"
+  [[ -f "$OIDC_DIR/node_modules/oidc-provider/lib/index.js" ]] || die "oidc-provider not found after install"
+  stamp_write "$OIDC_DIR" "${OIDC_PKGS[*]} before=$NPM_BEFORE"
+fi
+
 # apt-get as root, or through sudo when it needs no password; empty when neither is possible.
 apt_cmd() {
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then echo "apt-get"
@@ -241,6 +256,8 @@ export MCPGATE_CHROMEDRIVER="$CHROMEDRIVER_BIN"
 export MCPGATE_CLIENTS_BIN="$CLIENTS_DIR/node_modules/.bin"
 export MCPGATE_SERVERS_BIN="$SERVERS_DIR/node_modules/.bin"
 export MCPGATE_APPS_HOST="$APPS_HOST_DIR/page"
+export MCPGATE_OIDC_NODE_MODULES="$OIDC_DIR/node_modules"
+export MCPGATE_OIDC_AS="$ROOT/tests/js/oidc-as/server.mjs"
 ENV
 log "python:      $VENV/bin/python ($("$VENV/bin/python" --version 2>&1))"
 log "node22:      $NODE22_BIN ($("$NODE22_BIN" --version))"

@@ -76,12 +76,41 @@ pub struct Authenticator {
     config: AuthConfig,
     callers: Vec<CallerConfig>,
     jwt: Option<jwt::JwtVerifier>,
+    /// Each JWT caller's latest validated token and its expiry, kept (in memory only) when an
+    /// upstream exchanges it for a token of its own (RFC 8693); never logged.
+    subjects: Option<std::sync::Mutex<std::collections::HashMap<String, (String, u64)>>>,
 }
+
+/// The most subject tokens kept for token exchange.
+const MAX_SUBJECTS: usize = 10_000;
 
 impl Authenticator {
     pub fn new(cfg: &Config, client: HttpClient) -> Authenticator {
         let jwt = cfg.auth.jwt.as_ref().map(|j| jwt::JwtVerifier::new(j.clone(), client));
-        Authenticator { mode: cfg.auth.mode, config: cfg.auth.clone(), callers: cfg.callers.clone(), jwt }
+        let exchanges = cfg.upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| a.exchange));
+        let subjects = (exchanges && cfg.auth.mode == AuthMode::Jwt).then(Default::default);
+        Authenticator { mode: cfg.auth.mode, config: cfg.auth.clone(), callers: cfg.callers.clone(), jwt, subjects }
+    }
+
+    /// The latest validated token of JWT caller `id`, while it is unexpired (for token exchange).
+    pub fn subject_token(&self, id: &str) -> Option<String> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let subjects = crate::sync::lock(self.subjects.as_ref()?);
+        subjects.get(id).filter(|(_, exp)| *exp > now).map(|(t, _)| t.clone())
+    }
+
+    fn keep_subject(&self, id: &str, token: &str, claims: &Value) {
+        let Some(subjects) = &self.subjects else { return };
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(now + 300);
+        let mut m = crate::sync::lock(subjects);
+        if m.len() >= MAX_SUBJECTS {
+            m.retain(|_, (_, e)| *e > now);
+            if m.len() >= MAX_SUBJECTS {
+                m.clear();
+            }
+        }
+        m.insert(id.to_string(), (token.to_string(), exp));
     }
 
     pub fn mode(&self) -> AuthMode {
@@ -165,6 +194,7 @@ impl Authenticator {
             }
         }
         let rate = matched.iter().find_map(|c| c.rate_limit);
+        self.keep_subject(&subject, token, &claims);
         Ok(Principal { id: subject, rules: matched.iter().map(|c| c.id.clone()).collect(), grants, scopes, rate, endpoint: None })
     }
 

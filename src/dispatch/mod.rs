@@ -151,6 +151,8 @@ impl Service for Gateway {
                 self.metrics.refused("rate_limited");
                 return Err(rate_limited(&req.caller.id, wait));
             }
+            // And the upstreams it reaches with its own token, where it has one.
+            self.prepare_personal(&req.caller).await;
             Ok(())
         })
     }

@@ -48,24 +48,55 @@ pub struct Personal {
     connect_tools: Mutex<HashMap<usize, Vec<Box<RawValue>>>>,
     /// URL elicitations handed to 2025-11-25 clients, by (caller, upstream): their ids.
     elicitations: Mutex<HashMap<(String, String), Vec<String>>>,
+    /// When opening a caller's own handle last failed, so a request does not retry at once.
+    failed: Mutex<HashMap<(String, usize), Instant>>,
 }
+
+/// How long after a failed opening a caller's own handle is not tried again by a request.
+const RETRY_OPEN_AFTER: Duration = Duration::from_secs(30);
 
 /// A caller's token for one upstream, as the upstream layer asks for it.
 struct CallerToken {
     identity: Arc<Identity>,
     caller: String,
     upstream: String,
+    /// For an upstream whose tokens come by token exchange: the gateway, whose authenticator
+    /// holds the caller's latest validated JWT.
+    exchange: Option<Weak<Gateway>>,
+}
+
+impl CallerToken {
+    async fn exchanged(&self, gw: &Weak<Gateway>) -> Option<String> {
+        let subject = gw.upgrade()?.auth().subject_token(&self.caller)?;
+        match self.identity.exchanged(&self.caller, &self.upstream, &subject).await {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!(upstream = %self.upstream, caller = %self.caller, error = %e, "token exchange failed");
+                None
+            }
+        }
+    }
 }
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 impl UserToken for CallerToken {
     fn token(&self) -> BoxFuture<'_, Option<String>> {
-        Box::pin(self.identity.token(&self.caller, &self.upstream))
+        Box::pin(async move {
+            match &self.exchange {
+                Some(gw) => self.exchanged(gw).await,
+                None => self.identity.token(&self.caller, &self.upstream).await,
+            }
+        })
     }
 
     fn refused(&self, status: u16, challenge: Vec<String>, retried: bool) -> BoxFuture<'_, crate::upstream::Renewal> {
         Box::pin(async move {
+            if self.exchange.is_some() {
+                // An exchanged token is exchanged again, once; there is nothing to consent to.
+                self.identity.forget_exchanged(&self.caller, &self.upstream);
+                return if status == 401 && !retried { crate::upstream::Renewal::Retry } else { crate::upstream::Renewal::Refuse };
+            }
             if retried && status == 401 {
                 self.identity.revoke(&self.caller, Some(&self.upstream));
                 return crate::upstream::Renewal::Consent;
@@ -97,6 +128,7 @@ impl Personal {
             generation: AtomicU64::new(1),
             connect_tools: Mutex::default(),
             elicitations: Mutex::default(),
+            failed: Mutex::default(),
         }
     }
 
@@ -161,13 +193,24 @@ impl Gateway {
         if shared.is_retired() {
             return Err(UpstreamError::Removed);
         }
-        if !p.identity.holds(caller, shared.id()) {
+        let exchange = p.identity.exchanges(shared.id());
+        if exchange && self.auth().subject_token(caller).is_none() {
+            return Err(UpstreamError::Credentials(
+                "this upstream is reached with a token exchanged for the caller's own JWT, and the request carried none".into(),
+            ));
+        }
+        if !exchange && !p.identity.holds(caller, shared.id()) {
             return Ok(None);
         }
         if let Some(up) = p.ready_handle(caller, index) {
             return Ok(Some(up));
         }
-        let token = Arc::new(CallerToken { identity: p.identity.clone(), caller: caller.to_string(), upstream: shared.id().to_string() });
+        let token = Arc::new(CallerToken {
+            identity: p.identity.clone(),
+            caller: caller.to_string(),
+            upstream: shared.id().to_string(),
+            exchange: exchange.then(|| self.me.clone()),
+        });
         let (tx, _updates) = tokio::sync::mpsc::channel(1);
         let config = self.config();
         let shared_parts = Shared { client: self.client.clone(), tasks: self.tasks.child(), input_timeout: config.server.input_timeout };
@@ -204,12 +247,41 @@ impl Gateway {
         Ok(Some(up))
     }
 
+    /// Before a request of `caller` is served: opens the caller's own handles that can open
+    /// without it (a token in the vault, a JWT to exchange), so its lists show them. A handle that
+    /// failed to open is tried again after [`RETRY_OPEN_AFTER`].
+    pub async fn prepare_personal(&self, caller: &Principal) {
+        let Some(p) = self.personal.as_ref() else { return };
+        for up in self.upstreams().iter().filter(|u| !u.is_retired() && p.identity.protects(u.id())) {
+            let key = (caller.id.clone(), up.index);
+            if lock(&p.handles).contains_key(&key) || lock(&p.failed).get(&key).is_some_and(|t| t.elapsed() < RETRY_OPEN_AFTER) {
+                continue;
+            }
+            let ready = if p.identity.exchanges(up.id()) {
+                self.auth().subject_token(&caller.id).is_some()
+            } else {
+                p.identity.holds(&caller.id, up.id())
+            };
+            if !ready {
+                continue;
+            }
+            if !matches!(self.open_personal(&caller.id, up.index).await, Ok(Some(_))) {
+                let mut failed = lock(&p.failed);
+                if failed.len() >= MAX_HANDLES {
+                    failed.clear();
+                }
+                failed.insert(key, Instant::now());
+            }
+        }
+    }
+
     /// A caller finished consenting to upstream `upstream`: its own handle opens, its lists
     /// change, and the 2025-11-25 clients that were sent to consent hear it is done.
     pub async fn consented(&self, caller: &str, upstream: &str) {
         let Some(p) = self.personal.as_ref() else { return };
         let Some(index) = self.upstreams().iter().position(|u| u.id() == upstream && !u.is_retired()) else { return };
         p.close(self, caller, index);
+        lock(&p.failed).remove(&(caller.to_string(), index));
         if let Err(e) = self.open_personal(caller, index).await {
             tracing::warn!(%upstream, %caller, error = %e, "the caller's own connection could not be opened after consent");
         }
@@ -264,6 +336,10 @@ impl Gateway {
                 continue;
             }
             let personal = p.identity.protects(u.id());
+            // A token-exchange upstream the caller cannot reach now has nothing to show.
+            if personal && mine.is_none() && p.identity.exchanges(u.id()) {
+                continue;
+            }
             if personal && mine.is_none() {
                 let empty: &[Box<RawValue>] = &[];
                 let tools: &[Box<RawValue>] = connect.get(&u.index).map_or(empty, Vec::as_slice);
@@ -395,7 +471,22 @@ async fn personal_loop(gw: Weak<Gateway>, up: Arc<Upstream>, caller: String) {
 /// The identity engine for a configuration with `[identity]`, or `None` without.
 pub(super) fn identity(config: &crate::config::Config, sealer: &Arc<crate::token::Sealer>) -> Result<Option<Identity>, super::StartError> {
     use crate::identity::{client::OAuthHttp, discovery, guard::Rules, service, vault::Vault};
-    let Some(ic) = &config.identity else { return Ok(None) };
+    let exchange_only = config.upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| a.exchange));
+    let fallback;
+    let ic = match &config.identity {
+        Some(ic) => ic,
+        // Token exchange needs no consent pages: nothing is public, and nothing is kept.
+        None if exchange_only => {
+            fallback = crate::config::identity::IdentityConfig {
+                public_url: String::new(),
+                vault: std::path::PathBuf::new(),
+                allow_loopback: false,
+                client_metadata_url: None,
+            };
+            &fallback
+        }
+        None => return Ok(None),
+    };
     let mut protected = Vec::new();
     for u in &config.upstreams {
         let (Some(ua), crate::config::TransportConfig::Http { endpoints }) = (&u.user_auth, &u.transport) else { continue };
@@ -409,9 +500,13 @@ pub(super) fn identity(config: &crate::config::Config, sealer: &Arc<crate::token
             client_issuer: ua.issuer.clone(),
             client_secret: ua.client_secret.clone(),
             scopes: ua.scopes.clone(),
+            exchange: ua.exchange,
         });
     }
-    let vault = Vault::open(sealer.clone(), ic.vault.clone()).map_err(|e| super::StartError::Identity(e.to_string()))?;
+    let vault = match config.identity {
+        Some(_) => Vault::open(sealer.clone(), ic.vault.clone()).map_err(|e| super::StartError::Identity(e.to_string()))?,
+        None => Vault::in_memory(sealer.clone()),
+    };
     let settings = service::Settings {
         redirect_uri: ic.redirect_uri(),
         client_metadata_url: ic.client_metadata_url(),

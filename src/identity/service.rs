@@ -46,6 +46,8 @@ pub struct Protected {
     pub client_secret: Option<String>,
     /// Configured scopes, instead of what the upstream names.
     pub scopes: Option<Vec<String>>,
+    /// The caller's JWT is exchanged at `client_issuer` (RFC 8693) instead of a consent.
+    pub exchange: bool,
 }
 
 /// Where the gateway is and how it presents itself to authorization servers.
@@ -91,6 +93,9 @@ pub struct Identity {
     learning: tokio::sync::Mutex<()>,
     /// Step-ups in a row per (caller, upstream), and when the run started.
     step_ups: Mutex<HashMap<(String, String), (u32, std::time::Instant)>>,
+    /// Tokens got by token exchange, per (caller, upstream): the token, its expiry, and a digest
+    /// of the subject token it was exchanged for (a new subject token exchanges again).
+    exchanged: Mutex<HashMap<(String, String), (String, u64, Vec<u8>)>>,
 }
 
 /// What a refused token leads to.
@@ -125,7 +130,75 @@ impl Identity {
             refreshing: tokio::sync::Mutex::new(()),
             learning: tokio::sync::Mutex::new(()),
             step_ups: Mutex::default(),
+            exchanged: Mutex::default(),
         }
+    }
+
+    /// Whether the upstream's tokens come by token exchange (no consent).
+    pub fn exchanges(&self, upstream: &str) -> bool {
+        self.protected.get(upstream).is_some_and(|p| p.exchange)
+    }
+
+    /// A token for `upstream` on behalf of `caller`, exchanged for the caller's validated JWT
+    /// `subject` at the identity provider that issued it (RFC 8693: the subject token is an
+    /// access token; the upstream's canonical URI is the `resource` and `audience`). Kept until
+    /// shortly before it expires, or until the caller presents another subject token.
+    pub async fn exchanged(&self, caller: &str, upstream: &str, subject: &str) -> Result<String, IdentityError> {
+        let p = self.protected.get(upstream).filter(|p| p.exchange).ok_or_else(|| IdentityError::NotFound(upstream.into()))?;
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, subject.as_bytes()).as_ref().to_vec();
+        let key = (caller.to_string(), upstream.to_string());
+        let now = super::vault::now();
+        if let Some((token, exp, d)) = lock(&self.exchanged).get(&key)
+            && *d == digest
+            && *exp > now + REFRESH_MARGIN.as_secs()
+        {
+            return Ok(token.clone());
+        }
+        let issuer = p.client_issuer.clone().ok_or_else(|| IdentityError::NotFound(format!("{upstream}: the issuer to exchange at")))?;
+        let cached = lock(&self.known).get(upstream).map(|k| k.server.clone());
+        let server = match cached {
+            Some(s) if s.issuer == issuer => s,
+            _ => {
+                let server = self.http.server_metadata(&issuer).await?;
+                let scope = p.scopes.as_ref().map(|s| s.join(" "));
+                lock(&self.known).insert(upstream.into(), Known { server: server.clone(), scope, resource: p.resource.clone() });
+                server
+            }
+        };
+        let auth = match (&p.client_id, &p.client_secret) {
+            (Some(id), Some(secret)) => {
+                let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_default();
+                if !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post") {
+                    ClientAuth::Post { client_id: id.clone(), secret: secret.clone() }
+                } else {
+                    ClientAuth::Basic { client_id: id.clone(), secret: secret.clone() }
+                }
+            }
+            (Some(id), None) => ClientAuth::None { client_id: id.clone() },
+            (None, _) => return Err(IdentityError::NoRegistration(issuer)),
+        };
+        let body = {
+            let mut q = form_urlencoded::Serializer::new(String::new());
+            q.append_pair("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange");
+            q.append_pair("subject_token", subject);
+            q.append_pair("subject_token_type", "urn:ietf:params:oauth:token-type:access_token");
+            q.append_pair("requested_token_type", "urn:ietf:params:oauth:token-type:access_token");
+            q.append_pair("resource", &p.resource);
+            q.append_pair("audience", &p.resource);
+            if let Some(scopes) = &p.scopes {
+                q.append_pair("scope", &scopes.join(" "));
+            }
+            q.finish()
+        };
+        let t = self.http.token(&server, &auth, body).await?;
+        let exp = t.expires_at.unwrap_or(now + 300);
+        lock(&self.exchanged).insert(key, (t.access_token.clone(), exp, digest));
+        Ok(t.access_token)
+    }
+
+    /// Forgets an exchanged token the upstream refused.
+    pub fn forget_exchanged(&self, caller: &str, upstream: &str) {
+        lock(&self.exchanged).remove(&(caller.to_string(), upstream.to_string()));
     }
 
     /// The settings the pages use (redirect URI, client metadata URL).
@@ -484,6 +557,7 @@ mod tests {
             client_issuer,
             client_secret: Some("cfg-secret".into()).filter(|_| configured.is_some()),
             scopes: None,
+            exchange: false,
         };
         let http = OAuthHttp::new(Rules { loopback: true });
         (Identity::new(settings, sealer(), Vault::in_memory(sealer()), http, vec![protected]), base, seen)

@@ -213,14 +213,30 @@ fn start_gateway(config: &str, env: &[(&str, &str)], wait_ready: bool) -> Gatewa
     launch(Command::new(env!("CARGO_BIN_EXE_mcpgate")), config, env, wait_ready)
 }
 
-fn launch(mut cmd: Command, config: &str, env: &[(&str, &str)], wait_ready: bool) -> Gateway {
+/// [`gateway_with_env`] on a given loopback port (for configurations that name their own URL,
+/// such as `[identity] public_url`).
+pub fn gateway_on_port(config: &str, port: u16, env: &[(&str, &str)]) -> Gateway {
+    launch_at(Command::new(env!("CARGO_BIN_EXE_mcpgate")), config, env, true, &format!("127.0.0.1:{port}"))
+}
+
+/// A free loopback port (bound and released: another process could take it first, which the
+/// tests using it would report as a failure to start).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+fn launch(cmd: Command, config: &str, env: &[(&str, &str)], wait_ready: bool) -> Gateway {
+    launch_at(cmd, config, env, wait_ready, "127.0.0.1:0")
+}
+
+fn launch_at(mut cmd: Command, config: &str, env: &[(&str, &str)], wait_ready: bool, listen: &str) -> Gateway {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gateway.toml");
     std::fs::write(&path, config).expect("write config");
     let mut child = cmd
         .args(["run", "-c"])
         .arg(&path)
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", listen])
         .env("MCPGATE_LOG", "info,mcpgate=debug")
         .env_remove("MCPGATE_TOKEN_KEY")
         .envs(env.iter().copied())

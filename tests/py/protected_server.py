@@ -20,6 +20,7 @@ Binds 127.0.0.1 only (port 0 = ephemeral); streamable HTTP at /mcp; prints `LIST
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -72,6 +73,7 @@ def build(issuer: str, resource: str, seen_file: str) -> MCPServer:
     mcp = MCPServer(
         "files",
         instructions="A protected test server.",
+        log_level="WARNING",
         token_verifier=IntrospectionVerifier(issuer, resource, seen_file),
         auth=AuthSettings(
             issuer_url=issuer,
@@ -94,6 +96,7 @@ def main() -> None:
     if len(sys.argv) != 4:
         sys.exit("usage: protected_server.py <port> <issuer-url> <seen-tokens-file>")
     port, issuer, seen_file = int(sys.argv[1]), sys.argv[2].rstrip("/"), sys.argv[3]
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     sock = bind_loopback(port, "protected_server")
     resource = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     app = build(issuer, resource, seen_file).streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1")

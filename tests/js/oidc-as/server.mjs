@@ -20,8 +20,8 @@
 // - Resource Indicators (RFC 8707): the only resource is <resource-url> with scope files:read;
 //   its access tokens are opaque, for that audience, and the resource server checks them at the
 //   introspection endpoint (/token/introspection) as the static client files-rs / rs-secret;
-// - refresh tokens when the authorization request asks for offline_access (and the client
-//   registered the refresh_token grant), as oidc-provider does by default;
+// - a refresh token for every client that registered the refresh_token grant, whether or not the
+//   request asked for offline_access (see issueRefreshToken below);
 // - the built-in development login page (any login name is the account id, e.g. alice; the
 //   password is ignored) and consent page. Sign-in is asked on every authorization request, even
 //   when the browser has a session, so one browser can sign in as alice and then as bob.
@@ -74,6 +74,11 @@ const provider = new Provider(issuer, {
   responseTypes: ['code'],
   pkce: { required: () => true },
   interactions: { policy },
+  // oidc-provider follows OpenID Connect and drops offline_access from an authorization request
+  // without prompt=consent, so a plain OAuth request would get no refresh token: issue one to every
+  // client that registered the refresh_token grant, and let tokens outlive the browser session.
+  issueRefreshToken: (ctx, client) => client.grantTypeAllowed('refresh_token'),
+  expiresWithSession: () => false,
   // Account ids are whatever was typed on the login page.
   findAccount: (ctx, id) => ({ accountId: id, claims: () => ({ sub: id }) }),
   features: {

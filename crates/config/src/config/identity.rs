@@ -35,6 +35,10 @@ pub struct UserAuthSection {
     pub client_secret: Option<HeaderSource>,
     /// The scopes to ask for, instead of what the upstream's challenge or metadata names.
     pub scopes: Option<Vec<String>>,
+    /// On behalf of the caller without a browser: the caller's validated JWT is exchanged for an
+    /// upstream token at `issuer` (RFC 8693 token exchange) instead of a consent.
+    #[serde(default)]
+    pub exchange: bool,
 }
 
 /// Where per-user identity lives.
@@ -68,6 +72,8 @@ pub struct UserAuthConfig {
     pub issuer: Option<String>,
     pub client_secret: Option<String>,
     pub scopes: Option<Vec<String>>,
+    /// RFC 8693 token exchange of the caller's JWT at `issuer` instead of a consent.
+    pub exchange: bool,
 }
 
 impl std::fmt::Debug for UserAuthConfig {
@@ -133,7 +139,21 @@ pub(super) fn user_auth(
             "list each scope as its own string",
         ));
     }
-    Ok(UserAuthConfig { client_id: u.client_id.clone(), issuer: u.issuer.clone(), client_secret, scopes: u.scopes.clone() })
+    if u.exchange && u.client_id.is_none() {
+        return Err(at.err(
+            id,
+            "upstream.user_auth.exchange",
+            "token exchange is made by a client registered at the identity provider of the gateway's callers".into(),
+            "add client_id, issuer (that provider's issuer URL) and client_secret",
+        ));
+    }
+    Ok(UserAuthConfig {
+        client_id: u.client_id.clone(),
+        issuer: u.issuer.clone(),
+        client_secret,
+        scopes: u.scopes.clone(),
+        exchange: u.exchange,
+    })
 }
 
 /// `[identity]`; required (with `public_url`) when some upstream has `user_auth`.
@@ -141,7 +161,7 @@ pub(super) fn resolve(at: &Locator, s: Option<IdentitySection>, needed: bool, ba
     let Some(s) = s else {
         if needed {
             return Err(ConfigError(format!(
-                "{}: an upstream has user_auth, so [identity] public_url is needed. Fix: add [identity] with public_url = \
+                "{}: an upstream has user_auth (consent in a browser), so [identity] public_url is needed. Fix: add [identity] with public_url = \
                  \"https://<where browsers reach the gateway>\".",
                 at.file
             )));

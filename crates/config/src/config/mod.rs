@@ -275,7 +275,17 @@ impl Config {
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
-        let identity = identity::resolve(&at, file.identity, upstreams.iter().any(|u| u.user_auth.is_some()), &base_dir)?;
+        let consent = upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| !a.exchange));
+        let identity = identity::resolve(&at, file.identity, consent, &base_dir)?;
+        if let Some(u) = upstreams.iter().find(|u| u.user_auth.as_ref().is_some_and(|a| a.exchange))
+            && auth.mode != auth::AuthMode::Jwt
+        {
+            return Err(ConfigError(format!(
+                "{}: upstream '{}' exchanges the caller's token (user_auth.exchange), which needs callers with JWTs. Fix: set \
+                 [auth] mode = \"jwt\", or remove exchange to have callers consent in a browser.",
+                at.file, u.id
+            )));
+        }
         Ok(Config {
             source: path.to_path_buf(),
             server,
