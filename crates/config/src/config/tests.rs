@@ -225,7 +225,13 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
     };
     assert_eq!(id.redirect_uri(), "https://gw.example.com/oauth/callback");
     assert_eq!(id.client_metadata_url(), "https://gw.example.com/oauth/client.json");
-    let ua = identity::UserAuthConfig { client_id: Some("gw".into()), issuer: None, client_secret: Some("s3cret".into()), scopes: None };
+    let ua = identity::UserAuthConfig {
+        client_id: Some("gw".into()),
+        issuer: None,
+        client_secret: Some("s3cret".into()),
+        scopes: None,
+        exchange: false,
+    };
     assert!(!format!("{ua:?}").contains("s3cret"), "the secret is not in Debug output");
     for (config, expect) in [
         (format!("[identity]\npublic_url = \"http://gw.example.com\"\n{up}"), "https"),
@@ -243,4 +249,14 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
         assert!(e.contains(expect), "{config}\n{e}");
     }
     assert!(parse(&format!("[identity]\npublic_url = \"http://127.0.0.1:8811\"\n{up}")).is_ok(), "http on loopback (development)");
+    // Token exchange needs JWT callers and a client at their identity provider, not consent pages.
+    let exchange = "[[upstream]]\nid = \"files\"\nurl = \"https://files.example.com/mcp\"\n[upstream.user_auth]\nexchange = true\n";
+    let e = parse(exchange).unwrap_err().0;
+    assert!(e.contains("client_id, issuer"), "{e}");
+    let with_client = format!("{exchange}client_id = \"gw\"\nissuer = \"https://idp.example.com\"\n");
+    let e = parse(&with_client).unwrap_err().0;
+    assert!(e.contains("mode = \"jwt\""), "{e}");
+    let jwt = "[auth]\nmode = \"jwt\"\nissuer = \"https://idp.example.com\"\naudience = [\"https://gw\"]\njwks_url = \"https://idp.example.com/jwks\"\n";
+    let c = parse(&format!("{jwt}{with_client}")).unwrap_or_else(|e| panic!("{}", e.0));
+    assert!(c.identity.is_none() && c.upstreams[0].user_auth.as_ref().is_some_and(|a| a.exchange), "no [identity] is needed");
 }
