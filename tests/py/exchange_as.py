@@ -1,0 +1,125 @@
+"""An identity provider that does RFC 8693 token exchange, for mcpgate's token-exchange test.
+
+It plays the provider that issued the gateway's JWT callers their tokens and that a protected
+upstream trusts: it signs caller JWTs (ES256, published at /jwks; `GET /mint?sub=alice&aud=...`
+hands one out, as a login would), exchanges a caller's JWT for an access token to one resource
+(`POST /token`, `grant_type=urn:ietf:params:oauth:grant-type:token-exchange`, client
+`gw-client`/`gw-secret` by HTTP Basic), and answers introspection (RFC 7662) for the resource
+server's client `files-rs`/`rs-secret` (what tests/py/protected_server.py asks). Every exchange is
+appended to <log-file> as a JSON line (`sub`, `resource`, `audience`, `subject_token_type`).
+
+Usage: exchange_as.py <port> <log-file>      (port 0 = ephemeral; prints `LISTENING <port>`)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import sys
+import time
+
+import anyio
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec
+from serving import bind_loopback, serve_asgi
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
+CLIENTS = {"gw-client": "gw-secret", "files-rs": "rs-secret"}
+
+
+def b64(n: int) -> str:
+    return base64.urlsafe_b64encode(n.to_bytes(32, "big")).rstrip(b"=").decode()
+
+
+def basic_client(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("basic "):
+        return None
+    try:
+        client, _, secret = base64.b64decode(header[6:]).decode().partition(":")
+    except ValueError:
+        return None
+    return client if CLIENTS.get(client) == secret else None
+
+
+def build(issuer: str, log_file: str) -> Starlette:
+    key = ec.generate_private_key(ec.SECP256R1())
+    numbers = key.public_key().public_numbers()
+    jwk = {"kty": "EC", "crv": "P-256", "x": b64(numbers.x), "y": b64(numbers.y), "kid": "k1", "alg": "ES256", "use": "sig"}
+    issued: dict[str, dict] = {}
+
+    async def metadata(_: Request) -> JSONResponse:
+        return JSONResponse({
+            "issuer": issuer,
+            "authorization_endpoint": f"{issuer}/authorize",
+            "token_endpoint": f"{issuer}/token",
+            "introspection_endpoint": f"{issuer}/token/introspection",
+            "jwks_uri": f"{issuer}/jwks",
+            "grant_types_supported": [EXCHANGE],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+        })
+
+    async def jwks(_: Request) -> JSONResponse:
+        return JSONResponse({"keys": [jwk]})
+
+    async def mint(request: Request) -> JSONResponse:
+        now = int(time.time())
+        claims = {"iss": issuer, "sub": request.query_params["sub"], "aud": request.query_params["aud"], "iat": now, "exp": now + 600}
+        return JSONResponse({"token": jwt.encode(claims, key, algorithm="ES256", headers={"kid": "k1"})})
+
+    async def token(request: Request) -> JSONResponse:
+        if basic_client(request) != "gw-client":
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        form = await request.form()
+        if form.get("grant_type") != EXCHANGE:
+            return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+        try:
+            subject = jwt.decode(str(form.get("subject_token")), key.public_key(), algorithms=["ES256"], issuer=issuer, options={"verify_aud": False})
+        except jwt.PyJWTError as exc:
+            return JSONResponse({"error": "invalid_grant", "error_description": str(exc)}, status_code=400)
+        resource = str(form.get("resource") or "")
+        if not resource:
+            return JSONResponse({"error": "invalid_target"}, status_code=400)
+        with open(log_file, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"sub": subject["sub"], "resource": resource, "audience": form.get("audience"),
+                                  "subject_token_type": form.get("subject_token_type")}) + "\n")
+        access = f"xchg-{subject['sub']}-{secrets.token_urlsafe(16)}"
+        issued[access] = {"sub": subject["sub"], "aud": [resource], "exp": int(time.time()) + 600}
+        return JSONResponse({"access_token": access, "issued_token_type": ACCESS_TOKEN, "token_type": "Bearer", "expires_in": 600, "scope": "files:read"})
+
+    async def introspect(request: Request) -> JSONResponse:
+        if basic_client(request) != "files-rs":
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        form = await request.form()
+        t = issued.get(str(form.get("token")))
+        if t is None or t["exp"] < time.time():
+            return JSONResponse({"active": False})
+        return JSONResponse({"active": True, "client_id": "gw-client", "scope": "files:read", "token_type": "Bearer", "iss": issuer, **t})
+
+    return Starlette(routes=[
+        Route("/.well-known/oauth-authorization-server", metadata),
+        Route("/jwks", jwks),
+        Route("/mint", mint),
+        Route("/token", token, methods=["POST"]),
+        Route("/token/introspection", introspect, methods=["POST"]),
+    ])
+
+
+def main() -> None:
+    if len(sys.argv) != 3:
+        sys.exit("usage: exchange_as.py <port> <log-file>")
+    sock = bind_loopback(int(sys.argv[1]), "exchange_as")
+    issuer = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    app = build(issuer, sys.argv[2])
+    anyio.run(lambda: serve_asgi(app, 0, "exchange_as", sock=sock))
+
+
+if __name__ == "__main__":
+    main()
