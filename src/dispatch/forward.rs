@@ -216,6 +216,10 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
                 if let Some(index) = gw.connect_tool_of(&req.caller, &name) {
                     return tool_result(&format!("Connected to {}: its tools are listed now.", gw.upstream_id(index)), false);
                 }
+                // A tool of an upstream the caller has not connected (yet, or any more).
+                if let Some(index) = gw.unconnected_upstream_of(&req.caller, cat, &name) {
+                    return super::consent::needed(gw, &req, gw.upstream_id(index), &name);
+                }
                 if let Some(e) = needs_scope(gw, &req, Kind::Tool, &name) {
                     return Reply::error(e);
                 }

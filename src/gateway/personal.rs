@@ -391,6 +391,22 @@ impl Gateway {
         cat
     }
 
+    /// The `user_auth` upstream a tool name `name` belongs to by its prefix, for a caller who has
+    /// not connected it but may (its `connect` tool is in the caller's view `cat`): a call that
+    /// names one of its tools (a list read before, or a retry) is sent to consent.
+    pub fn unconnected_upstream_of(&self, caller: &Principal, cat: &Catalog, name: &str) -> Option<usize> {
+        let p = self.personal.as_ref()?;
+        let config = self.config();
+        let id_of = |i: usize| self.upstream_id(i);
+        self.upstreams().iter().filter(|u| !u.is_retired() && p.identity.protects(u.id()) && !p.identity.exchanges(u.id())).find_map(|u| {
+            let connect = config.catalog.names.gateway_name(&u.cfg.prefix, CONNECT_TOOL, None);
+            let head = connect.strip_suffix(CONNECT_TOOL)?;
+            let named = !head.is_empty() && name.starts_with(head);
+            let visible = crate::catalog::view::find(cat, crate::catalog::Kind::Tool, &connect, &caller.grants, &id_of).is_some();
+            (named && visible && p.ready_handle(&caller.id, u.index).is_none()).then_some(u.index)
+        })
+    }
+
     /// The `user_auth` upstream whose `connect` tool `name` is, for a caller who already
     /// consented (its catalogue no longer lists the tool, but a retry may still name it).
     pub fn connect_tool_of(&self, caller: &Principal, name: &str) -> Option<usize> {

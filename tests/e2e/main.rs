@@ -14,6 +14,7 @@ mod docs;
 mod edge;
 mod endpoints;
 mod experience;
+mod identity;
 mod input;
 mod interop;
 mod legacy;
