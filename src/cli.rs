@@ -130,18 +130,6 @@ pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn only_the_table_statuses_and_headings_are_painted() {
-        let report = "UPSTREAM  STATUS  TOOLS\ncalc      ready  4\ngone      down  0\n\nUnavailable upstreams:\n  gone: ready  down\n";
-        let p = super::paint(report);
-        assert!(p.contains("\x1b[32mready\x1b[0m") && p.contains("\x1b[31mdown\x1b[0m"));
-        assert!(p.contains("\x1b[1mUnavailable upstreams:\x1b[0m"));
-        assert!(p.contains("  gone: ready  down\n"), "text after the table stays plain: {p:?}");
-    }
-}
-
 /// One request to a running gateway's `/oauth/tokens` API: status and JSON body.
 async fn tokens_api(url: &str, key: Option<&str>, path: &str, body: Option<serde_json::Value>) -> anyhow::Result<serde_json::Value> {
     let target = format!("{}{path}", url.trim_end_matches('/'));
@@ -150,7 +138,9 @@ async fn tokens_api(url: &str, key: Option<&str>, path: &str, body: Option<serde
         req = req.header("authorization", format!("Bearer {k}"));
     }
     let req = match &body {
-        Some(b) => req.method("POST").header("content-type", "application/json").body(http_body_util::Full::new(bytes::Bytes::from(b.to_string()))),
+        Some(b) => {
+            req.method("POST").header("content-type", "application/json").body(http_body_util::Full::new(bytes::Bytes::from(b.to_string())))
+        }
         None => req.method("GET").body(http_body_util::Full::new(bytes::Bytes::new())),
     }
     .with_context(|| format!("'{target}' is not a URL"))?;
@@ -160,8 +150,10 @@ async fn tokens_api(url: &str, key: Option<&str>, path: &str, body: Option<serde
         .with_context(|| format!("{target}: no answer within 10 s"))?
         .with_context(|| format!("{target}: unreachable"))?;
     let status = resp.status();
-    let bytes = http_body_util::BodyExt::collect(resp.into_body()).await.with_context(|| format!("{target}: reading the answer"))?.to_bytes();
-    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| serde_json::json!({ "error": String::from_utf8_lossy(&bytes) }));
+    let bytes =
+        http_body_util::BodyExt::collect(resp.into_body()).await.with_context(|| format!("{target}: reading the answer"))?.to_bytes();
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| serde_json::json!({ "error": String::from_utf8_lossy(&bytes) }));
     if !status.is_success() {
         let why = v["error"].as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
         anyhow::bail!("{target}: HTTP {status}: {why}{}", if key.is_none() { " (set MCPGATE_API_KEY to your key)" } else { "" });
@@ -171,7 +163,10 @@ async fn tokens_api(url: &str, key: Option<&str>, path: &str, body: Option<serde
 
 /// `mcpgate tokens list`: the connected accounts, as a table.
 pub async fn tokens_list(url: &str, key: Option<&str>, caller: Option<&str>) -> anyhow::Result<ExitCode> {
-    let q: String = caller.map(|c| form_urlencoded::Serializer::new(String::new()).append_pair("caller", c).finish()).map(|q| format!("?{q}")).unwrap_or_default();
+    let q: String = caller
+        .map(|c| form_urlencoded::Serializer::new(String::new()).append_pair("caller", c).finish())
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
     let v = tokens_api(url, key, &format!("/oauth/tokens{q}"), None).await?;
     let rows = v["tokens"].as_array().cloned().unwrap_or_default();
     if rows.is_empty() {
@@ -205,4 +200,16 @@ pub async fn tokens_revoke(url: &str, key: Option<&str>, caller: Option<&str>, u
     let v = tokens_api(url, key, "/oauth/tokens/revoke", Some(body)).await?;
     println!("revoked {} account(s)", v["revoked"].as_u64().unwrap_or(0));
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_the_table_statuses_and_headings_are_painted() {
+        let report = "UPSTREAM  STATUS  TOOLS\ncalc      ready  4\ngone      down  0\n\nUnavailable upstreams:\n  gone: ready  down\n";
+        let p = super::paint(report);
+        assert!(p.contains("\x1b[32mready\x1b[0m") && p.contains("\x1b[31mdown\x1b[0m"));
+        assert!(p.contains("\x1b[1mUnavailable upstreams:\x1b[0m"));
+        assert!(p.contains("  gone: ready  down\n"), "text after the table stays plain: {p:?}");
+    }
 }

@@ -34,18 +34,17 @@ pub fn needed(gw: &Served<'_>, req: &Request, upstream: &str, item: &str) -> Rep
     gw.metrics.refused("consent_needed");
     let message = format!("Connect {upstream}: sign in with your own {upstream} account so that this gateway can use it for you.");
     match &req.legacy {
-        Some(session) => {
-            if session.version.as_str() >= "2025-11-25" && url_elicitation(Some(&session.capabilities)) {
-                let Some(id) = crate::identity::flow::random_token() else {
-                    return Reply::error(RpcError::internal("no randomness for an elicitation id"));
-                };
-                if let Some(p) = &gw.personal {
-                    p.elicited(&req.caller.id, upstream, &id);
-                }
-                let data = json!({ "elicitations": [{ "mode": "url", "elicitationId": id, "url": link, "message": message }] });
-                return Reply::error(RpcError::new(URL_ELICITATION_REQUIRED, "This request requires more information.").with_data(data));
+        Some(session) if session.version.as_str() >= "2025-11-25" && url_elicitation(Some(&session.capabilities)) => {
+            let Some(id) = crate::identity::flow::random_token() else {
+                return Reply::error(RpcError::internal("no randomness for an elicitation id"));
+            };
+            if let Some(p) = &gw.personal {
+                p.elicited(&req.caller.id, upstream, &id);
             }
+            let data = json!({ "elicitations": [{ "mode": "url", "elicitationId": id, "url": link, "message": message }] });
+            return Reply::error(RpcError::new(URL_ELICITATION_REQUIRED, "This request requires more information.").with_data(data));
         }
+        Some(_) => {}
         None if req.method.may_ask_input() && url_elicitation(req.meta.client_capabilities()) => {
             let result = json!({
                 "resultType": "input_required",
@@ -76,9 +75,7 @@ pub fn strip_answer(params: &mut crate::protocol::rawobj::RawObject) {
     if responses.remove(INPUT_KEY).is_none() {
         return;
     }
-    if responses.0.is_empty() {
-        params.remove("inputResponses");
-    } else if params.set_json("inputResponses", &responses).is_err() {
+    if responses.0.is_empty() || params.set_json("inputResponses", &responses).is_err() {
         params.remove("inputResponses");
     }
 }

@@ -31,6 +31,11 @@ pub const CONNECT_TOOL: &str = "connect";
 /// The `_meta` key that marks that tool.
 pub const CONNECT_META: &str = "io.mcpgate/consent";
 
+/// A caller's catalogue and the generations (shared catalogue, callers' own lists) it was built at.
+type Built = (usize, u64, Arc<Catalog>);
+/// A caller and the endpoint it came through.
+type CatalogKey = (String, Option<Arc<str>>);
+
 struct Held {
     up: Arc<Upstream>,
     used: Mutex<Instant>,
@@ -41,7 +46,7 @@ pub struct Personal {
     pub identity: Arc<Identity>,
     handles: Mutex<HashMap<(String, usize), Arc<Held>>>,
     /// Per (caller, endpoint): the catalogue, and the generations it was built at.
-    catalogs: Mutex<HashMap<(String, Option<Arc<str>>), (usize, u64, Arc<Catalog>)>>,
+    catalogs: Mutex<HashMap<CatalogKey, Built>>,
     /// Bumped whenever some caller's own lists change.
     generation: AtomicU64,
     /// The `connect` tool of each `user_auth` upstream, by index.
@@ -363,7 +368,12 @@ impl Gateway {
                 upstream: u.index,
                 id: u.id(),
                 prefix: &u.cfg.prefix,
-                items: [st.items(catalog::Kind::Tool), st.items(catalog::Kind::Prompt), st.items(catalog::Kind::Resource), st.items(catalog::Kind::Template)],
+                items: [
+                    st.items(catalog::Kind::Tool),
+                    st.items(catalog::Kind::Prompt),
+                    st.items(catalog::Kind::Resource),
+                    st.items(catalog::Kind::Template),
+                ],
                 ttl_ms: if personal { none } else { st.ttl_ms },
                 listed_at: st.listed_at,
                 private: if personal { [true; 4] } else { st.private },

@@ -110,7 +110,8 @@ fn one_caller_may_hold_only_so_many_streams() {
 async fn a_callers_own_changes_and_completed_consents_reach_only_that_caller() {
     let hub = Hub::new(Duration::from_millis(10));
     let mut alice = hub.subscribe(caller("alice", &["*"]), Filter::ALL, UriSet::default()).unwrap();
-    let mut alice_prompts = hub.subscribe(caller("alice", &["*"]), Filter { prompts: true, ..Filter::default() }, UriSet::default()).unwrap();
+    let mut alice_prompts =
+        hub.subscribe(caller("alice", &["*"]), Filter { prompts: true, ..Filter::default() }, UriSet::default()).unwrap();
     let mut bob = hub.subscribe(caller("bob", &["*"]), Filter::ALL, UriSet::default()).unwrap();
     hub.caller_changed("alice");
     let mut heard = vec![next(&mut alice).await, next(&mut alice).await, next(&mut alice).await];

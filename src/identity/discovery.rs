@@ -212,7 +212,9 @@ mod tests {
         assert!(prm("https://MCP.example.com/mcp").check("https://mcp.example.com/mcp").is_ok());
         assert!(prm("https://mcp.example.com").check("https://mcp.example.com/mcp").is_ok(), "the origin covers its paths");
         assert!(prm("https://mcp.example.com/").check("https://mcp.example.com/mcp").is_ok());
-        for other in ["https://mcp.example.com/m", "https://mcp.example.com/other", "https://mcp.example.com:8443/mcp", "http://mcp.example.com/mcp"] {
+        for other in
+            ["https://mcp.example.com/m", "https://mcp.example.com/other", "https://mcp.example.com:8443/mcp", "http://mcp.example.com/mcp"]
+        {
             assert!(prm(other).check("https://mcp.example.com/mcp").is_err(), "{other}");
         }
         assert!(matches!(

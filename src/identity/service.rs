@@ -95,7 +95,7 @@ pub struct Identity {
     step_ups: Mutex<HashMap<(String, String), (u32, std::time::Instant)>>,
     /// Tokens got by token exchange, per (caller, upstream): the token, its expiry, and a digest
     /// of the subject token it was exchanged for (a new subject token exchanges again).
-    exchanged: Mutex<HashMap<(String, String), (String, u64, Vec<u8>)>>,
+    exchanged: Mutex<HashMap<(String, String), Exchanged>>,
 }
 
 /// What a refused token leads to.
@@ -108,6 +108,9 @@ pub enum Refusal {
     /// The upstream keeps asking for more scopes than consent gave: stop asking.
     GiveUp,
 }
+
+/// A token got by exchange: the token, its expiry, and the digest of the subject token.
+type Exchanged = (String, u64, Vec<u8>);
 
 /// What the redirect back completed.
 #[derive(Debug, Clone, PartialEq, Eq)]

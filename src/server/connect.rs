@@ -163,22 +163,24 @@ async fn tokens(st: &State, gw: &crate::gateway::Gateway, req: Request<Incoming>
         Err(r) => return *r,
     };
     let admin = crate::console::may_read(gw, &caller, peer.ip().is_loopback());
-    let whose = |asked: Option<String>| -> Result<Option<String>, Response<Body>> {
+    let forbidden =
+        || json(StatusCode::FORBIDDEN, &serde_json::json!({ "error": "only an admin caller may see or revoke another caller's accounts" }));
+    // Whose accounts a request may touch: `None` when it names another caller and is no admin's;
+    // `Some(None)`: everyone's.
+    let whose = |asked: Option<String>| -> Option<Option<String>> {
         match asked {
-            Some(other) if other != caller.id && !admin => {
-                Err(json(StatusCode::FORBIDDEN, &serde_json::json!({ "error": "only an admin caller may see or revoke another caller's accounts" })))
-            }
-            Some(c) => Ok(Some(c)),
-            None if admin => Ok(None),
-            None => Ok(Some(caller.id.clone())),
+            Some(other) if other != caller.id && !admin => None,
+            Some(c) => Some(Some(c)),
+            None if admin => Some(None),
+            None => Some(Some(caller.id.clone())),
         }
     };
     match (req.method().clone(), req.uri().path()) {
         (Method::GET, "/oauth/tokens") => {
             let asked = query(&req).remove("caller");
             match whose(asked) {
-                Ok(who) => json(StatusCode::OK, &serde_json::json!({ "tokens": crate::console::tokens(gw, who.as_deref()) })),
-                Err(r) => r,
+                Some(who) => json(StatusCode::OK, &serde_json::json!({ "tokens": crate::console::tokens(gw, who.as_deref()) })),
+                None => forbidden(),
             }
         }
         (Method::POST, "/oauth/tokens/revoke") => {
@@ -200,9 +202,9 @@ async fn tokens(st: &State, gw: &crate::gateway::Gateway, req: Request<Incoming>
             };
             // Revoking everyone's needs naming nobody on purpose: an admin names a caller.
             let who = match whose(asked.caller.or_else(|| Some(caller.id.clone()))) {
-                Ok(Some(w)) => w,
-                Ok(None) => caller.id.clone(),
-                Err(r) => return r,
+                Some(Some(w)) => w,
+                Some(None) => caller.id.clone(),
+                None => return forbidden(),
             };
             let revoked = gw.disconnect(&who, asked.upstream.as_deref());
             tracing::info!(caller = %who, upstream = asked.upstream.as_deref().unwrap_or("*"), by = %caller.id, revoked, "upstream accounts revoked");

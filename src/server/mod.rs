@@ -4,9 +4,9 @@
 //! (`origin`) and reply rendering (`render`).
 
 pub mod bridge;
+mod connect;
 pub mod conns;
 pub mod consent;
-mod connect;
 mod console;
 mod cors;
 pub mod era;

@@ -80,8 +80,9 @@ impl UpstreamError {
                 let data = json!({ "upstream": id, "upstreamError": { "code": code, "message": message } });
                 RpcError::internal(format!("Upstream '{id}' {self}")).with_data(data)
             }
-            UpstreamError::ConsentNeeded => RpcError::new(CONSENT_NEEDED, format!("Upstream '{id}' {self}"))
-                .with_data(json!({ "upstream": id, "consentNeeded": true })),
+            UpstreamError::ConsentNeeded => {
+                RpcError::new(CONSENT_NEEDED, format!("Upstream '{id}' {self}")).with_data(json!({ "upstream": id, "consentNeeded": true }))
+            }
             UpstreamError::NotParked => RpcError::invalid_params(format!("Upstream '{id}': {self}")).with_data(json!({ "upstream": id })),
             other => RpcError::internal(format!("Upstream '{id}' is unavailable: {other}")).with_data(json!({ "upstream": id })),
         }

@@ -282,8 +282,13 @@ impl Upstream {
                 };
                 let inbound = inbound.clone();
                 let endpoint = |url: &::http::Uri| {
-                    let out =
-                        outbound::Outbound::new(url.clone(), cfg.headers.clone(), cfg.caller_headers.clone(), credential.clone(), cfg.timeout);
+                    let out = outbound::Outbound::new(
+                        url.clone(),
+                        cfg.headers.clone(),
+                        cfg.caller_headers.clone(),
+                        credential.clone(),
+                        cfg.timeout,
+                    );
                     http::HttpTransport::new(
                         &cfg.id,
                         out,

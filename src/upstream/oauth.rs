@@ -65,9 +65,7 @@ impl OAuthClient {
         Ok(match self.cfg.client_auth {
             ClientAuthMethod::Basic => ClientAuth::Basic { client_id: id, secret },
             ClientAuthMethod::Post => ClientAuth::Post { client_id: id, secret },
-            ClientAuthMethod::PrivateKeyJwt => {
-                ClientAuth::Assertion { assertion: assertion(&id, audience, &secret)?, client_id: id }
-            }
+            ClientAuthMethod::PrivateKeyJwt => ClientAuth::Assertion { assertion: assertion(&id, audience, &secret)?, client_id: id },
         })
     }
 
@@ -88,7 +86,9 @@ impl OAuthClient {
         use UpstreamError::Credentials as Fail;
         let Some(url) = self.cfg.token_url.clone() else { return self.fetch_discovered().await };
         let audience = url.to_string();
-        let req = http::Request::post(url.clone()).header("content-type", "application/x-www-form-urlencoded").header("accept", "application/json");
+        let req = http::Request::post(url.clone())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json");
         let (req, body) = authenticate(req, self.grant(), &self.client_auth(&audience)?);
         let req = req.body(Full::new(Bytes::from(body))).map_err(|e| Fail(e.to_string()))?;
         let url = &url;
@@ -194,7 +194,10 @@ mod tests {
         let header: serde_json::Value = serde_json::from_slice(&decode(parts[0])).expect("header");
         let claims: serde_json::Value = serde_json::from_slice(&decode(parts[1])).expect("claims");
         assert_eq!(header["alg"], "ES256");
-        assert_eq!((claims["iss"].as_str(), claims["sub"].as_str(), claims["aud"].as_str()), (Some("gw-client"), Some("gw-client"), Some("https://as.example.com")));
+        assert_eq!(
+            (claims["iss"].as_str(), claims["sub"].as_str(), claims["aud"].as_str()),
+            (Some("gw-client"), Some("gw-client"), Some("https://as.example.com"))
+        );
         assert!(claims["exp"].as_u64() > claims["iat"].as_u64() && claims["jti"].as_str().is_some_and(|j| j.len() >= 16));
         let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).expect("pair");
         let public = UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, pair.public_key().as_ref().to_vec());

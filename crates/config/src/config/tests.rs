@@ -215,7 +215,10 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
     ))
     .expect("a complete section");
     let ua = c.upstreams[0].user_auth.clone().expect("user_auth");
-    assert_eq!((ua.client_id.as_deref(), ua.issuer.as_deref(), ua.scopes), (Some("gw"), Some("https://linear.app"), Some(vec!["read".to_string()])));
+    assert_eq!(
+        (ua.client_id.as_deref(), ua.issuer.as_deref(), ua.scopes),
+        (Some("gw"), Some("https://linear.app"), Some(vec!["read".to_string()]))
+    );
     assert_eq!(c.identity.as_ref().map(|i| i.public_url.as_str()), Some("https://gw.example.com"), "no trailing slash");
     let id = identity::IdentityConfig {
         public_url: "https://gw.example.com".into(),
