@@ -495,8 +495,13 @@ async fn personal_loop(gw: Weak<Gateway>, up: Arc<Upstream>, caller: String) {
 }
 
 /// The identity engine for a configuration with `[identity]`, or `None` without.
-pub(super) fn identity(config: &crate::config::Config, sealer: &Arc<crate::token::Sealer>) -> Result<Option<Identity>, super::StartError> {
-    use crate::identity::{client::OAuthHttp, discovery, guard::Rules, service, vault::Vault};
+pub(super) fn identity(
+    config: &crate::config::Config,
+    sealer: &Arc<crate::token::Sealer>,
+    cluster: Option<&Arc<crate::cluster::Cluster>>,
+    tasks: &crate::tasks::Background,
+) -> Result<Option<Identity>, super::StartError> {
+    use crate::identity::{client::OAuthHttp, discovery, flow::Flows, guard::Rules, service, vault::Vault};
     let exchange_only = config.upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| a.exchange));
     let fallback;
     let ic = match &config.identity {
@@ -529,9 +534,15 @@ pub(super) fn identity(config: &crate::config::Config, sealer: &Arc<crate::token
             exchange: ua.exchange,
         });
     }
-    let vault = match config.identity {
-        Some(_) => Vault::open(sealer.clone(), ic.vault.clone()).map_err(|e| super::StartError::Identity(e.to_string()))?,
-        None => Vault::in_memory(sealer.clone()),
+    // Replicas share the vault and the started authorizations through the cluster's Redis.
+    let vault = match (cluster, &config.identity) {
+        (Some(c), Some(_)) => Vault::shared(sealer.clone(), c.clone(), tasks),
+        (None, Some(_)) => Vault::open(sealer.clone(), ic.vault.clone()).map_err(|e| super::StartError::Identity(e.to_string()))?,
+        (_, None) => Vault::in_memory(sealer.clone()),
+    };
+    let flows = match cluster {
+        Some(c) => Flows::shared(c.clone(), sealer.clone()),
+        None => Flows::default(),
     };
     let settings = service::Settings {
         redirect_uri: ic.redirect_uri(),
@@ -540,5 +551,5 @@ pub(super) fn identity(config: &crate::config::Config, sealer: &Arc<crate::token
         consent_url: format!("{}/oauth/connect", ic.public_url),
     };
     let http = OAuthHttp::new(Rules { loopback: ic.allow_loopback });
-    Ok(Some(Identity::new(settings, sealer.clone(), vault, http, protected)))
+    Ok(Some(Identity::new(settings, sealer.clone(), vault, http, protected).with_flows(flows)))
 }

@@ -40,7 +40,8 @@ pub enum IdentityError {
 }
 
 /// How the gateway authenticates to a token endpoint.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "method")]
 pub enum ClientAuth {
     /// A public client: `client_id` in the body.
     None { client_id: String },
@@ -184,6 +185,7 @@ impl OAuthHttp {
             expires_at: t.expires_in.map(|s| issued_at.saturating_add(s.min(400 * 24 * 3600))),
             scope: t.scope,
             issued_at,
+            client: None,
         })
     }
 

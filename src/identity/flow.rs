@@ -3,8 +3,11 @@
 //! authorization is kept here under its `state`: a 256-bit random value, usable once, for at most
 //! [`FLOW_TTL`], and bound to the browser that started it by a nonce the consent step set in a
 //! `__Host-` cookie (compared in constant time), so a link or a redirect replayed elsewhere does
-//! not complete. This module also builds the two requests of the flow (the authorization URL and
-//! the token request body) and checks the authorization response's `iss`.
+//! not complete. With `[cluster]`, a started authorization is also put in Redis (sealed with the
+//! token keys, as a one-time entry only its browser's nonce can take), so the browser may come
+//! back to any replica and the state is still spent once. This module also builds the two
+//! requests of the flow (the authorization URL and the token request body) and checks the
+//! authorization response's `iss`.
 
 use super::discovery::ServerMetadata;
 use super::pkce::Pkce;
@@ -21,12 +24,15 @@ const MAX_PENDING: usize = 10_000;
 const MAX_PENDING_PER_CALLER: usize = 16;
 
 /// One started authorization.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct Pending {
     pub caller: String,
     pub upstream: String,
     pub issuer: String,
     pub client_id: String,
+    /// How the gateway authenticates at the token endpoint, as it was when the flow started (the
+    /// code is exchanged by the same client, whichever replica the browser comes back to).
+    pub client: super::client::ClientAuth,
     pub redirect_uri: String,
     pub resource: String,
     pub scope: Option<String>,
@@ -35,6 +41,7 @@ pub struct Pending {
     pub browser: String,
     /// Whether the server promised `iss` in its responses (RFC 9207).
     pub iss_required: bool,
+    #[serde(skip, default = "Instant::now")]
     started: Instant,
 }
 
@@ -57,13 +64,18 @@ pub enum FlowError {
     MissingIssuer,
     #[error("the authorization server refused: {0}")]
     Refused(String),
+    #[error("the sign-in could not be kept or found: the shared store does not answer ({0})")]
+    Unavailable(String),
 }
 
-/// The started authorizations of this replica.
+/// The started authorizations of this replica (and, in a cluster, of every replica).
 #[derive(Default)]
 pub struct Flows {
     pending: Mutex<HashMap<String, Pending>>,
+    shared: Option<(std::sync::Arc<crate::cluster::Cluster>, std::sync::Arc<crate::token::Sealer>)>,
 }
+
+const SHARED_PURPOSE: &str = "mcpgate/identity/flow/v1";
 
 /// What starting an authorization gives: the URL to send the browser to.
 pub struct Started {
@@ -75,7 +87,7 @@ pub struct Started {
 pub struct Start<'a> {
     pub caller: &'a str,
     pub upstream: &'a str,
-    pub client_id: &'a str,
+    pub client: &'a super::client::ClientAuth,
     pub redirect_uri: &'a str,
     /// The upstream's canonical URI (RFC 8707 `resource`).
     pub resource: &'a str,
@@ -85,6 +97,35 @@ pub struct Start<'a> {
 }
 
 impl Flows {
+    /// Started authorizations shared by the replicas of a cluster through Redis.
+    pub fn shared(cluster: std::sync::Arc<crate::cluster::Cluster>, sealer: std::sync::Arc<crate::token::Sealer>) -> Flows {
+        Flows { pending: Mutex::default(), shared: Some((cluster, sealer)) }
+    }
+
+    /// In a cluster, puts the authorization started as `state` where every replica can take it
+    /// (nothing to do otherwise).
+    pub async fn publish(&self, state: &str) -> Result<(), FlowError> {
+        let Some((cluster, sealer)) = &self.shared else { return Ok(()) };
+        let pending = lock(&self.pending).get(state).cloned().ok_or(FlowError::UnknownState)?;
+        let sealed = sealer.seal(SHARED_PURPOSE, &pending).map_err(|e| FlowError::Unavailable(e.to_string()))?;
+        cluster.once_put(&format!("flow:{state}"), &browser_check(&pending.browser), &sealed, FLOW_TTL).await.map_err(|e| FlowError::Unavailable(e.to_string()))
+    }
+
+    /// [`Self::finish`], from the shared store in a cluster (whichever replica started it).
+    pub async fn take(&self, state: &str, browser: Option<&str>, iss: Option<&str>) -> Result<Pending, FlowError> {
+        let Some((cluster, sealer)) = &self.shared else { return self.finish(state, browser, iss) };
+        let browser = browser.ok_or(FlowError::OtherBrowser)?;
+        let sealed = cluster
+            .once_take(&format!("flow:{state}"), &browser_check(browser))
+            .await
+            .map_err(|e| FlowError::Unavailable(e.to_string()))?
+            .ok_or(FlowError::UnknownState)?;
+        lock(&self.pending).remove(state);
+        let pending: Pending = sealer.open(SHARED_PURPOSE, &sealed, FLOW_TTL).ok_or(FlowError::UnknownState)?;
+        check_iss(&pending, iss)?;
+        Ok(pending)
+    }
+
     /// Starts an authorization: a fresh `state` and PKCE pair, kept until the redirect comes back.
     /// `None` when the random generator fails.
     pub fn start(&self, server: &ServerMetadata, s: &Start<'_>) -> Option<Started> {
@@ -95,7 +136,8 @@ impl Flows {
             caller: s.caller.into(),
             upstream: s.upstream.into(),
             issuer: server.issuer.clone(),
-            client_id: s.client_id.into(),
+            client_id: s.client.client_id().into(),
+            client: s.client.clone(),
             redirect_uri: s.redirect_uri.into(),
             resource: s.resource.into(),
             scope: s.scope.map(str::to_string),
@@ -138,6 +180,11 @@ impl Flows {
     }
 }
 
+/// What proves a browser to the shared store: a digest of its nonce (the nonce itself stays out).
+fn browser_check(nonce: &str) -> String {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, nonce.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// RFC 9207: an `iss` that is present must be the issuer, exactly; a server that promised it must
 /// send it.
 fn check_iss(pending: &Pending, iss: Option<&str>) -> Result<(), FlowError> {
@@ -152,7 +199,7 @@ fn check_iss(pending: &Pending, iss: Option<&str>) -> Result<(), FlowError> {
 fn authorize_url(server: &ServerMetadata, s: &Start<'_>, challenge: &str, state: &str) -> String {
     let mut q = form_urlencoded::Serializer::new(String::new());
     q.append_pair("response_type", "code");
-    q.append_pair("client_id", s.client_id);
+    q.append_pair("client_id", s.client.client_id());
     q.append_pair("redirect_uri", s.redirect_uri);
     q.append_pair("code_challenge", challenge);
     q.append_pair("code_challenge_method", "S256");
@@ -204,6 +251,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::client::ClientAuth;
 
     fn server(iss: Option<bool>) -> ServerMetadata {
         ServerMetadata {
@@ -219,11 +267,14 @@ mod tests {
         }
     }
 
+    static CLIENT: std::sync::LazyLock<ClientAuth> =
+        std::sync::LazyLock::new(|| ClientAuth::None { client_id: "https://gw.example.com/oauth/client".into() });
+
     fn start<'a>(browser: &'a str) -> Start<'a> {
         Start {
             caller: "alice",
             upstream: "linear",
-            client_id: "https://gw.example.com/oauth/client",
+            client: &CLIENT,
             redirect_uri: "https://gw.example.com/oauth/callback",
             resource: "https://mcp.linear.app/mcp",
             scope: Some("read write"),

@@ -204,6 +204,12 @@ impl Identity {
         lock(&self.exchanged).remove(&(caller.to_string(), upstream.to_string()));
     }
 
+    /// With the started authorizations kept in `flows` (shared by the replicas of a cluster).
+    pub fn with_flows(mut self, flows: Flows) -> Self {
+        self.flows = flows;
+        self
+    }
+
     /// The settings the pages use (redirect URI, client metadata URL).
     pub fn settings(&self) -> &Settings {
         &self.settings
@@ -360,7 +366,11 @@ impl Identity {
         }
         let refresh = held.refresh_token.clone()?;
         let p = self.protected.get(upstream)?;
-        let auth = self.client_for(p, &known.server).await.ok()?;
+        // Refresh tokens belong to the client they were issued to.
+        let auth = match held.client.clone() {
+            Some(c) => c,
+            None => self.client_for(p, &known.server).await.ok()?,
+        };
         let body = flow::refresh_body(&refresh, &known.resource, held.scope.as_deref());
         match self.http.token(&known.server, &auth, body).await {
             Ok(mut fresh) => {
@@ -368,6 +378,7 @@ impl Identity {
                 if fresh.refresh_token.is_none() {
                     fresh.refresh_token = Some(refresh);
                 }
+                fresh.client = Some(auth);
                 if let Err(e) = self.vault.put(&key, &fresh) {
                     tracing::warn!(%upstream, error = %e, "a refreshed token could not be kept");
                 }
@@ -431,30 +442,32 @@ impl Identity {
         let start = Start {
             caller: &caller,
             upstream: &upstream,
-            client_id: auth.client_id(),
+            client: &auth,
             redirect_uri: &self.settings.redirect_uri,
             resource: &known.resource,
             scope: known.scope.as_deref(),
             browser,
         };
         let started = self.flows.start(&known.server, &start).ok_or(IdentityError::NotFound("randomness".into()))?;
+        self.flows.publish(&started.state).await.map_err(|e| IdentityError::Fetch { url: "the shared store".into(), reason: e.to_string() })?;
         Ok(started.authorize_url)
     }
 
     /// Completes an authorization the server redirected back: the code is exchanged and the
     /// tokens are kept for the caller who started it.
     pub async fn complete(&self, state: &str, code: &str, iss: Option<&str>, browser: Option<&str>) -> Result<Completed, CompleteError> {
-        let pending = self.flows.finish(state, browser, iss)?;
+        let pending = self.flows.take(state, browser, iss).await?;
         let known = lock(&self.known).get(&pending.upstream).cloned().ok_or(CompleteError::Forgotten)?;
         if known.server.issuer != pending.issuer {
             return Err(CompleteError::Forgotten);
         }
-        let p = self.protected.get(&pending.upstream).ok_or(CompleteError::Forgotten)?;
-        let auth = self.client_for(p, &known.server).await?;
+        // The client that started the flow exchanges its code (and keeps the tokens' refreshes).
+        let auth = pending.client.clone();
         let mut tokens: TokenSet = self.http.token(&known.server, &auth, flow::code_exchange_body(&pending, code)).await?;
         if tokens.scope.is_none() {
             tokens.scope = known.scope.clone();
         }
+        tokens.client = Some(auth);
         let key = VaultKey { caller: pending.caller.clone(), upstream: pending.upstream.clone(), issuer: pending.issuer.clone() };
         self.vault.put(&key, &tokens).map_err(|e| CompleteError::Vault(e.to_string()))?;
         Ok(Completed { caller: pending.caller, upstream: pending.upstream })
@@ -503,142 +516,4 @@ pub enum CompleteError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::identity::guard::Rules;
-    use crate::identity::testserver::server;
-    use crate::token::KeySource;
-
-    fn sealer() -> Arc<Sealer> {
-        Arc::new(Sealer::from_keys(&[vec![3u8; 32]], KeySource::File).expect("key"))
-    }
-
-    fn query(url: &str) -> HashMap<String, String> {
-        let q = url.split_once('?').map(|(_, q)| q).unwrap_or("");
-        form_urlencoded::parse(q.as_bytes()).into_owned().collect()
-    }
-
-    async fn engine(token_answer: &'static str, dcr: bool) -> (Identity, String, Arc<Mutex<Vec<String>>>) {
-        engine_with(token_answer, dcr, None).await
-    }
-
-    /// `configured`: a pre-registered client id and the issuer it was registered with (`None`:
-    /// the server's own).
-    async fn engine_with(
-        token_answer: &'static str,
-        dcr: bool,
-        configured: Option<(&str, Option<&str>)>,
-    ) -> (Identity, String, Arc<Mutex<Vec<String>>>) {
-        let (base, seen) = server(move |base| {
-            let prm = format!(r#"{{"resource":"{base}/mcp","authorization_servers":["{base}"],"scopes_supported":["files:read"]}}"#);
-            let registration = if dcr { format!(r#","registration_endpoint":"{base}/register""#) } else { String::new() };
-            let asm = format!(
-                r#"{{"issuer":"{base}","authorization_endpoint":"{base}/authorize","token_endpoint":"{base}/token","code_challenge_methods_supported":["S256"],"token_endpoint_auth_methods_supported":["client_secret_post"],"authorization_response_iss_parameter_supported":true{registration}}}"#
-            );
-            vec![
-                ("/.well-known/oauth-protected-resource/mcp", 200, vec![], prm),
-                ("/.well-known/oauth-authorization-server", 200, vec![], asm),
-                ("/register", 201, vec![], r#"{"client_id":"dyn-1","client_secret":"dyn-secret","token_endpoint_auth_method":"client_secret_post"}"#.into()),
-                ("/token", 200, vec![], token_answer.into()),
-            ]
-        })
-        .await;
-        let settings = Settings {
-            redirect_uri: "https://gw.example.com/oauth/callback".into(),
-            client_metadata_url: "https://gw.example.com/oauth/client.json".into(),
-            client_metadata_usable: true,
-            consent_url: "https://gw.example.com/oauth/connect".into(),
-        };
-        let (client_id, client_issuer) = match configured {
-            Some((id, issuer)) => (Some(id.to_string()), Some(issuer.map(str::to_string).unwrap_or_else(|| base.clone()))),
-            None => (None, None),
-        };
-        let protected = Protected {
-            upstream: "files".into(),
-            resource: format!("{base}/mcp"),
-            client_id,
-            client_issuer,
-            client_secret: Some("cfg-secret".into()).filter(|_| configured.is_some()),
-            scopes: None,
-            exchange: false,
-        };
-        let http = OAuthHttp::new(Rules { loopback: true });
-        (Identity::new(settings, sealer(), Vault::in_memory(sealer()), http, vec![protected]), base, seen)
-    }
-
-    #[tokio::test]
-    async fn a_caller_consents_once_and_then_calls_with_its_own_token() {
-        let (id, base, seen) =
-            engine(r#"{"access_token":"alice-token","token_type":"Bearer","expires_in":3600,"refresh_token":"r1"}"#, true).await;
-        assert_eq!(id.token("alice", "files").await, None, "no token before consent");
-        let link = id.consent_link("alice", "files").expect("link");
-        assert!(link.starts_with("https://gw.example.com/oauth/connect?grant="));
-        let grant = query(&link)["grant"].clone();
-        assert_eq!(id.grant(&grant), Some(("alice".into(), "files".into())));
-        assert_eq!(id.grant("forged"), None);
-
-        let authorize = id.begin(&grant, "browser-1").await.expect("begin");
-        let q = query(&authorize);
-        assert!(authorize.starts_with(&format!("{base}/authorize?")));
-        assert_eq!(q["client_id"], "dyn-1", "registered dynamically: the server has no client metadata documents");
-        assert_eq!(q["scope"], "files:read", "scopes from the resource metadata");
-        assert_eq!(q["resource"], format!("{base}/mcp"));
-        assert_eq!(q["redirect_uri"], "https://gw.example.com/oauth/callback");
-
-        // The server sends the browser back; another browser, or no iss, does not complete it.
-        let state = q["state"].clone();
-        assert!(matches!(id.complete(&state, "code-1", Some(&base), Some("browser-2")).await, Err(CompleteError::Flow(_))));
-        let authorize = id.begin(&grant, "browser-1").await.expect("begin again");
-        let state = query(&authorize)["state"].clone();
-        let done = id.complete(&state, "code-1", Some(&base), Some("browser-1")).await.expect("complete");
-        assert_eq!(done, Completed { caller: "alice".into(), upstream: "files".into() });
-        assert_eq!(id.token("alice", "files").await.as_deref(), Some("alice-token"));
-        assert_eq!(id.token("bob", "files").await, None, "bob has not consented");
-
-        let requests = seen.lock().unwrap().clone();
-        let exchange = requests.iter().find(|r| r.starts_with("POST /token")).expect("a code exchange");
-        assert!(
-            exchange.contains("grant_type=authorization_code") && exchange.contains("code=code-1") && exchange.contains("code_verifier=")
-        );
-        assert!(exchange.contains("client_id=dyn-1&client_secret=dyn-secret"), "client_secret_post as registered: {exchange}");
-        let registration = requests.iter().find(|r| r.starts_with("POST /register")).expect("a registration");
-        assert!(registration.contains("\"application_type\":\"web\"") && registration.contains("client_secret_post"), "{registration}");
-        assert_eq!(requests.iter().filter(|r| r.starts_with("POST /register")).count(), 1, "one registration per issuer");
-    }
-
-    #[tokio::test]
-    async fn configured_credentials_go_only_to_their_own_server() {
-        let answer = r#"{"access_token":"t","token_type":"Bearer"}"#;
-        let (id, _, _) = engine_with(answer, true, Some(("cfg-id", None))).await;
-        let grant = query(&id.consent_link("alice", "files").expect("link"))["grant"].clone();
-        assert_eq!(query(&id.begin(&grant, "b").await.expect("begin"))["client_id"], "cfg-id");
-        let (id, _, seen) = engine_with(answer, true, Some(("cfg-id", Some("https://another-as.example.com")))).await;
-        let grant = query(&id.consent_link("alice", "files").expect("link"))["grant"].clone();
-        assert_eq!(query(&id.begin(&grant, "b").await.expect("begin"))["client_id"], "dyn-1", "registered anew instead");
-        assert!(!seen.lock().unwrap().iter().any(|r| r.contains("cfg-secret")), "the configured secret never left");
-    }
-
-    #[tokio::test]
-    async fn client_metadata_documents_come_first_and_expired_tokens_are_refreshed() {
-        let (id, base, seen) = engine(r#"{"access_token":"fresh","token_type":"Bearer","expires_in":3600}"#, false).await;
-        // A server that supports client metadata documents gets the gateway's URL as client_id.
-        id.learn("files", None).await.expect("learn");
-        lock(&id.known).get_mut("files").expect("known").server.client_id_metadata_document_supported = Some(true);
-        let grant = query(&id.consent_link("alice", "files").expect("link"))["grant"].clone();
-        let authorize = id.begin(&grant, "b").await.expect("begin");
-        assert_eq!(query(&authorize)["client_id"], "https://gw.example.com/oauth/client.json");
-        // An expired token with a refresh token is refreshed, and the refresh token kept.
-        let key = VaultKey { caller: "alice".into(), upstream: "files".into(), issuer: base.clone() };
-        let stale =
-            TokenSet { access_token: "old".into(), refresh_token: Some("r-old".into()), expires_at: Some(1), scope: None, issued_at: 0 };
-        id.vault().put(&key, &stale).expect("put");
-        assert_eq!(id.token("alice", "files").await.as_deref(), Some("fresh"));
-        assert_eq!(id.vault().get(&key).and_then(|t| t.refresh_token).as_deref(), Some("r-old"));
-        let refresh = seen.lock().unwrap().iter().rev().find(|r| r.starts_with("POST /token")).cloned().expect("a refresh");
-        assert!(refresh.contains("grant_type=refresh_token") && refresh.contains("refresh_token=r-old"), "{refresh}");
-        assert!(
-            refresh
-                .contains(&format!("resource={}", form_urlencoded::byte_serialize(format!("{base}/mcp").as_bytes()).collect::<String>()))
-        );
-    }
-}
+mod tests;

@@ -6,6 +6,9 @@
 //! atomically (a temporary file renamed over it, mode 0600): the gateway keeps at most a few tokens
 //! per caller and upstream, read on a call's path from memory and written only when a token is
 //! issued, refreshed or revoked, which a file serves without a database engine in the binary.
+//! With `[cluster]` the store is Redis instead (a versioned map, see `cluster`): every change is
+//! written there in order, and each replica re-reads the map when its version moved, within a
+//! second, so a caller who consented through one replica is connected on all of them.
 //! Nothing here prints a token: [`TokenSet`]'s `Debug` leaves them out, and listings carry only
 //! what a person needs to decide on a revocation.
 
@@ -60,6 +63,9 @@ pub struct TokenSet {
     pub scope: Option<String>,
     /// When it was issued (or last refreshed), Unix seconds.
     pub issued_at: u64,
+    /// The client the tokens were issued to (refreshes go through it).
+    #[serde(default)]
+    pub client: Option<super::client::ClientAuth>,
 }
 
 impl std::fmt::Debug for TokenSet {
@@ -102,12 +108,33 @@ pub enum VaultError {
     Seal(String),
 }
 
-/// The vault over its embedded file store.
+/// Slot → sealed entry (its key, in the clear, and the sealed token set).
+type Entries = BTreeMap<String, (VaultKey, String)>;
+
+/// The name of the vault's shared map in a cluster.
+const SHARED_MAP: &str = "identity-vault";
+/// How often a replica looks whether another one changed the shared vault.
+const SHARED_POLL: Duration = Duration::from_secs(1);
+
+/// The vault in a cluster: its writes, in order, to Redis, and what this replica last read.
+struct SharedStore {
+    ops: tokio::sync::mpsc::UnboundedSender<Op>,
+    /// Writes handed to the writer and not yet in Redis (no re-read replaces them meanwhile).
+    pending: std::sync::atomic::AtomicUsize,
+}
+
+/// One change for the shared store.
+enum Op {
+    Set(String, String),
+    Remove(Vec<String>),
+}
+
+/// The vault over its embedded file store (or, in a cluster, Redis).
 pub struct Vault {
     sealer: Arc<Sealer>,
     path: Option<PathBuf>,
-    /// Slot → sealed entry (its key, in the clear, and the sealed token set).
-    entries: Mutex<BTreeMap<String, (VaultKey, String)>>,
+    entries: Arc<Mutex<Entries>>,
+    shared: Option<Arc<SharedStore>>,
     /// Held from a change's snapshot to the end of its write, so writes land in the order the
     /// changes were made (a stale snapshot never overwrites a newer one).
     writing: Mutex<()>,
@@ -116,7 +143,60 @@ pub struct Vault {
 impl Vault {
     /// A vault kept in memory only (tokens end with the process).
     pub fn in_memory(sealer: Arc<Sealer>) -> Vault {
-        Vault { sealer, path: None, entries: Mutex::default(), writing: Mutex::default() }
+        Vault { sealer, path: None, entries: Arc::default(), shared: None, writing: Mutex::default() }
+    }
+
+    /// The vault kept in the cluster's Redis: read from it now and whenever another replica
+    /// changed it, written to it with every change. Its loops run on `tasks`.
+    pub fn shared(sealer: Arc<Sealer>, cluster: Arc<crate::cluster::Cluster>, tasks: &crate::tasks::Background) -> Vault {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Op>();
+        let store = Arc::new(SharedStore { ops: tx, pending: Default::default() });
+        let entries: Arc<Mutex<Entries>> = Arc::default();
+        let seen = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+        // The writer: changes reach Redis in the order they were made.
+        let (writer_cluster, writer_store, writer_seen) = (cluster.clone(), store.clone(), seen.clone());
+        tasks.spawn(async move {
+            use std::sync::atomic::Ordering::SeqCst;
+            while let Some(op) = rx.recv().await {
+                let done = match &op {
+                    Op::Set(slot, value) => writer_cluster.map_set(SHARED_MAP, slot, value).await,
+                    Op::Remove(slots) => writer_cluster.map_remove(SHARED_MAP, slots).await,
+                };
+                match done {
+                    // Our own change: no need to read it back, unless another came in between.
+                    Ok(v) if writer_seen.load(SeqCst) == v.saturating_sub(1) => writer_seen.store(v, SeqCst),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "a token vault change could not be written to the cluster's Redis"),
+                }
+                writer_store.pending.fetch_sub(1, SeqCst);
+            }
+        });
+        // The reader: the whole map again whenever its version moved.
+        let (reader_entries, reader_store) = (entries.clone(), store.clone());
+        tasks.spawn(async move {
+            use std::sync::atomic::Ordering::SeqCst;
+            loop {
+                if reader_store.pending.load(SeqCst) == 0
+                    && let Ok(v) = cluster.map_version(SHARED_MAP).await
+                    && v != seen.load(SeqCst)
+                {
+                    match cluster.map_all(SHARED_MAP).await {
+                        Ok((v, all)) if reader_store.pending.load(SeqCst) == 0 => {
+                            let fresh: Entries = all
+                                .into_iter()
+                                .filter_map(|(slot, value)| serde_json::from_str::<(VaultKey, String)>(&value).ok().map(|e| (slot, e)))
+                                .collect();
+                            *lock(&reader_entries) = fresh;
+                            seen.store(v, SeqCst);
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::debug!(error = %e, "the shared token vault could not be read"),
+                    }
+                }
+                tokio::time::sleep(SHARED_POLL).await;
+            }
+        });
+        Vault { sealer, path: None, entries, shared: Some(store), writing: Mutex::default() }
     }
 
     /// The vault stored at `path` (created on the first write).
@@ -130,7 +210,7 @@ impl Vault {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(VaultError::Read { path: path.display().to_string(), reason: e.to_string() }),
         };
-        Ok(Vault { sealer, path: Some(path), entries: Mutex::new(entries), writing: Mutex::default() })
+        Ok(Vault { sealer, path: Some(path), entries: Arc::new(Mutex::new(entries)), shared: None, writing: Mutex::default() })
     }
 
     /// The caller's tokens for an upstream and issuer, if held and still openable.
@@ -156,15 +236,37 @@ impl Vault {
 
     /// Applies a change to the entries and writes the result, one change at a time; the change
     /// returns how many entries it touched (nothing is written when none).
-    fn change(&self, f: impl FnOnce(&mut BTreeMap<String, (VaultKey, String)>) -> usize) -> Result<usize, VaultError> {
+    fn change(&self, f: impl FnOnce(&mut Entries) -> usize) -> Result<usize, VaultError> {
         let _writing = lock(&self.writing);
-        let (touched, snapshot) = {
+        let (touched, before, snapshot) = {
             let mut entries = lock(&self.entries);
+            let before = self.shared.is_some().then(|| entries.clone());
             let touched = f(&mut entries);
-            (touched, entries.values().cloned().collect::<Vec<_>>())
+            (touched, before, entries.clone())
         };
-        if touched > 0 {
-            self.persist(&snapshot)?;
+        if touched == 0 {
+            return Ok(0);
+        }
+        match (&self.shared, before) {
+            (Some(store), Some(before)) => {
+                let removed: Vec<String> = before.keys().filter(|k| !snapshot.contains_key(*k)).cloned().collect();
+                let mut ops: Vec<Op> = snapshot
+                    .iter()
+                    .filter(|(k, v)| before.get(*k) != Some(*v))
+                    .filter_map(|(k, v)| serde_json::to_string(v).ok().map(|json| Op::Set(k.clone(), json)))
+                    .collect();
+                if !removed.is_empty() {
+                    ops.push(Op::Remove(removed));
+                }
+                for op in ops {
+                    store.pending.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if store.ops.send(op).is_err() {
+                        store.pending.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                        return Err(VaultError::Write { path: "the cluster's Redis".into(), reason: "the writer stopped".into() });
+                    }
+                }
+            }
+            _ => self.persist(&snapshot.into_values().collect::<Vec<_>>())?,
         }
         Ok(touched)
     }
@@ -253,6 +355,7 @@ mod tests {
             expires_at: Some(now() + 3600),
             scope: Some("read".into()),
             issued_at: now(),
+            client: None,
         }
     }
 

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A `redis-server` on a loopback port, without persistence, killed on drop.
-struct Redis {
+pub struct Redis {
     proc: Option<Proc>,
     port: u16,
 }
@@ -29,7 +29,7 @@ fn which(name: &str) -> Option<String> {
 }
 
 impl Redis {
-    fn start() -> Redis {
+    pub fn start() -> Redis {
         let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
         let mut r = Redis { proc: None, port };
         r.restart();
@@ -67,7 +67,7 @@ impl Redis {
         s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 }

@@ -5,7 +5,7 @@
 //! headless Chromium and each call reaches the upstream with that caller's own token; revoking one
 //! caller's accounts sends only that caller back to consent; and none of the issued tokens ever
 //! shows in the gateway's log, metrics, console, token API or vault file. A second test covers
-//! RFC 8693 token exchange for JWT callers (tests/py/exchange_as.py).
+//! RFC 8693 token exchange for JWT callers (tests/py/idp.py).
 
 use super::harness::*;
 use std::io::{BufRead, BufReader};
@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// A server that prints `LISTENING <port>` on stdout once ready: its MCP URL.
-fn listening(mut cmd: Command, what: &str) -> (Proc, String) {
+pub fn listening(mut cmd: Command, what: &str) -> (Proc, String) {
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("start {what}: {e}"));
     let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let err = child.stderr.take().expect("stderr");
@@ -54,7 +54,7 @@ fn authorization_server(port: u16, resource: &str) -> Proc {
 }
 
 /// The protected MCP server trusting `issuer`; writes the tokens it accepted to `seen`.
-fn protected_server(issuer: &str, seen: &std::path::Path) -> (Proc, String) {
+pub fn protected_server(issuer: &str, seen: &std::path::Path) -> (Proc, String) {
     let mut cmd = Command::new(python());
     cmd.arg(repo().join("tests/py/protected_server.py")).arg("0").arg(issuer).arg(seen);
     let (proc, base) = listening(cmd, "the protected MCP server");
@@ -146,7 +146,7 @@ async fn a_jwt_callers_token_is_exchanged_for_one_to_the_upstream() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (seen, exchanges) = (dir.path().join("seen-tokens"), dir.path().join("exchanges"));
     let mut cmd = Command::new(python());
-    cmd.arg(repo().join("tests/py/exchange_as.py")).arg("0").arg(&exchanges);
+    cmd.arg(repo().join("tests/py/idp.py")).arg("0").arg(&exchanges);
     let (_idp, issuer) = listening(cmd, "the identity provider");
     let (_rs, rs_url) = protected_server(&issuer, &seen);
     let secret = dir.path().join("client-secret");
@@ -192,7 +192,7 @@ async fn a_jwt_callers_token_is_exchanged_for_one_to_the_upstream() {
     }
     // The upstream saw only exchanged tokens, never a caller's own JWT.
     let tokens = lines(&seen);
-    assert!(!tokens.is_empty() && tokens.iter().all(|t| t.starts_with("xchg-")), "{tokens:?}");
+    assert!(!tokens.is_empty() && tokens.iter().all(|t| t.starts_with("tok-")), "{tokens:?}");
     let log = gw.proc.log();
     for secret in tokens.iter().chain([&alice, &bob]) {
         assert!(!log.contains(secret.as_str()), "a token leaked into the log");

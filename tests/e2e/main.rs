@@ -15,6 +15,7 @@ mod edge;
 mod endpoints;
 mod experience;
 mod identity;
+mod identity_cluster;
 mod input;
 mod interop;
 mod legacy;

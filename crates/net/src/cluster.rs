@@ -1,7 +1,10 @@
 //! State that replicas share through Redis (`[cluster]`): rate-limit buckets kept with GCRA in one
-//! atomic script per check (so N replicas enforce one limit), and the legacy sessions ended with
+//! atomic script per check (so N replicas enforce one limit), the legacy sessions ended with
 //! DELETE (a sorted set scored by Redis's own clock, so every replica sees an ending at its next
-//! request and open streams learn of it from a poll). Every command runs under the configured
+//! request and open streams learn of it from a poll), versioned maps (a hash and a counter bumped
+//! with every change, so a replica re-reads only what changed: the per-user token vault), and
+//! one-time entries taken at most once, by whoever proves what they were put with (the started
+//! authorizations of per-user identity). Every command runs under the configured
 //! deadline; what a failure means is the caller's decision (fail open or closed), this module
 //! counts failures and logs once when Redis goes away and once when it returns.
 
@@ -46,6 +49,29 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return now
 ";
 
+/// Sets (ARGV[1] = field, ARGV[2] = value) or, with one argument per field, removes fields of the
+/// hash KEYS[1]; bumps the version KEYS[2]; returns the new version.
+const MAP_SET: &str = r"
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return redis.call('INCR', KEYS[2])
+";
+const MAP_REMOVE: &str = r"
+redis.call('HDEL', KEYS[1], unpack(ARGV))
+return redis.call('INCR', KEYS[2])
+";
+/// The version KEYS[2] and every field of KEYS[1], read together.
+const MAP_ALL: &str = r"
+return {tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('HGETALL', KEYS[1])}
+";
+/// Takes the one-time entry KEYS[1] if its check is ARGV[1]: its value, removed; else nil (an entry
+/// whose check does not match stays for the one who can prove it).
+const ONCE_TAKE: &str = r"
+if redis.call('HGET', KEYS[1], 'c') ~= ARGV[1] then return false end
+local v = redis.call('HGET', KEYS[1], 'v')
+redis.call('DEL', KEYS[1])
+return v
+";
+
 const UNKNOWN: u8 = 0;
 const UP: u8 = 1;
 const DOWN: u8 = 2;
@@ -66,6 +92,10 @@ pub struct Cluster {
     cfg: ClusterConfig,
     gcra: redis::Script,
     end_session: redis::Script,
+    map_set: redis::Script,
+    map_remove: redis::Script,
+    map_all: redis::Script,
+    once_take: redis::Script,
     state: AtomicU8,
     errors: AtomicU64,
     failed_open: AtomicU64,
@@ -108,6 +138,10 @@ impl Cluster {
             cfg: cfg.clone(),
             gcra: redis::Script::new(GCRA),
             end_session: redis::Script::new(END_SESSION),
+            map_set: redis::Script::new(MAP_SET),
+            map_remove: redis::Script::new(MAP_REMOVE),
+            map_all: redis::Script::new(MAP_ALL),
+            once_take: redis::Script::new(ONCE_TAKE),
             state: AtomicU8::new(UNKNOWN),
             errors: AtomicU64::new(0),
             failed_open: AtomicU64::new(0),
@@ -198,6 +232,68 @@ impl Cluster {
         // Scores are whole milliseconds written by the script.
         let newest = found.iter().map(|(_, s)| *s as u64).max().unwrap_or(since_ms).max(since_ms);
         Ok((found.into_iter().map(|(sid, _)| sid).collect(), newest))
+    }
+
+    /// Sets `field` of the shared map `map` to `value`; the map's new version.
+    pub async fn map_set(&self, map: &str, field: &str, value: &str) -> Result<u64, ClusterError> {
+        let mut conn = self.conn.clone();
+        let mut call = self.map_set.key(self.key(&format!("map:{map}")));
+        call.key(self.key(&format!("map:{map}:v"))).arg(field).arg(value);
+        self.run("map_set", call.invoke_async(&mut conn)).await
+    }
+
+    /// Removes `fields` of the shared map `map`; the map's new version.
+    pub async fn map_remove(&self, map: &str, fields: &[String]) -> Result<u64, ClusterError> {
+        if fields.is_empty() {
+            return self.map_version(map).await;
+        }
+        let mut conn = self.conn.clone();
+        let mut call = self.map_remove.key(self.key(&format!("map:{map}")));
+        call.key(self.key(&format!("map:{map}:v")));
+        for f in fields {
+            call.arg(f);
+        }
+        self.run("map_remove", call.invoke_async(&mut conn)).await
+    }
+
+    /// The shared map `map`'s version (0 before its first change).
+    pub async fn map_version(&self, map: &str) -> Result<u64, ClusterError> {
+        let mut conn = self.conn.clone();
+        let v: Option<u64> = self.run("map_version", redis::cmd("GET").arg(self.key(&format!("map:{map}:v"))).query_async(&mut conn)).await?;
+        Ok(v.unwrap_or(0))
+    }
+
+    /// The shared map `map`, whole, and its version at that moment.
+    pub async fn map_all(&self, map: &str) -> Result<(u64, Vec<(String, String)>), ClusterError> {
+        let mut conn = self.conn.clone();
+        let mut call = self.map_all.key(self.key(&format!("map:{map}")));
+        call.key(self.key(&format!("map:{map}:v")));
+        let (version, flat): (u64, Vec<String>) = self.run("map_all", call.invoke_async(&mut conn)).await?;
+        let mut pairs = Vec::with_capacity(flat.len() / 2);
+        let mut it = flat.into_iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            pairs.push((k, v));
+        }
+        Ok((version, pairs))
+    }
+
+    /// Puts the one-time entry `key` for `ttl`: `value`, to be taken by whoever shows `check`.
+    pub async fn once_put(&self, key: &str, check: &str, value: &str, ttl: Duration) -> Result<(), ClusterError> {
+        let mut conn = self.conn.clone();
+        let k = self.key(&format!("once:{key}"));
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("HSET").arg(&k).arg("c").arg(check).arg("v").arg(value).ignore().cmd("PEXPIRE").arg(&k).arg(ms).ignore();
+        self.run("once_put", pipe.query_async::<()>(&mut conn)).await
+    }
+
+    /// Takes the one-time entry `key` if it was put with `check`: its value (then gone), or `None`
+    /// (none, expired, taken, or another check: then it stays).
+    pub async fn once_take(&self, key: &str, check: &str) -> Result<Option<String>, ClusterError> {
+        let mut conn = self.conn.clone();
+        let mut call = self.once_take.key(self.key(&format!("once:{key}")));
+        call.arg(check);
+        self.run("once_take", call.invoke_async(&mut conn)).await
     }
 
     /// Counts a request decided without Redis.
