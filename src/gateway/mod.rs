@@ -119,7 +119,8 @@ impl Gateway {
         }
         let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
-        let personal = personal::identity(&config, &sealer, cluster.as_ref(), &tasks)?.map(|id| Arc::new(personal::Personal::new(Arc::new(id))));
+        let personal =
+            personal::identity(&config, &sealer, cluster.as_ref(), &tasks)?.map(|id| Arc::new(personal::Personal::new(Arc::new(id))));
         Ok(Arc::new_cyclic(|me| Gateway {
             config: ArcSwap::from_pointee(config),
             upstreams: ArcSwap::from_pointee(upstreams),

@@ -108,7 +108,10 @@ impl Flows {
         let Some((cluster, sealer)) = &self.shared else { return Ok(()) };
         let pending = lock(&self.pending).get(state).cloned().ok_or(FlowError::UnknownState)?;
         let sealed = sealer.seal(SHARED_PURPOSE, &pending).map_err(|e| FlowError::Unavailable(e.to_string()))?;
-        cluster.once_put(&format!("flow:{state}"), &browser_check(&pending.browser), &sealed, FLOW_TTL).await.map_err(|e| FlowError::Unavailable(e.to_string()))
+        cluster
+            .once_put(&format!("flow:{state}"), &browser_check(&pending.browser), &sealed, FLOW_TTL)
+            .await
+            .map_err(|e| FlowError::Unavailable(e.to_string()))
     }
 
     /// [`Self::finish`], from the shared store in a cluster (whichever replica started it).

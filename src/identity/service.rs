@@ -449,7 +449,10 @@ impl Identity {
             browser,
         };
         let started = self.flows.start(&known.server, &start).ok_or(IdentityError::NotFound("randomness".into()))?;
-        self.flows.publish(&started.state).await.map_err(|e| IdentityError::Fetch { url: "the shared store".into(), reason: e.to_string() })?;
+        self.flows
+            .publish(&started.state)
+            .await
+            .map_err(|e| IdentityError::Fetch { url: "the shared store".into(), reason: e.to_string() })?;
         Ok(started.authorize_url)
     }
 

@@ -46,9 +46,12 @@ async fn consent(link: &str, callback_base: &str) -> String {
         let rest = &html[at + name.len() + 15..];
         rest[..rest.find('"').expect("a closing quote")].to_string()
     };
-    let form = form_urlencoded::Serializer::new(String::new()).append_pair("grant", &field("grant")).append_pair("csrf", &field("csrf")).finish();
+    let form =
+        form_urlencoded::Serializer::new(String::new()).append_pair("grant", &field("grant")).append_pair("csrf", &field("csrf")).finish();
     let origin = link.split("/oauth/").next().expect("a base").to_string();
-    let posted = post_raw(&format!("{origin}/oauth/connect"), &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &cookie)], form).await;
+    let posted =
+        post_raw(&format!("{origin}/oauth/connect"), &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &cookie)], form)
+            .await;
     assert_eq!(posted.status, 303, "{}", String::from_utf8_lossy(&posted.body));
     let at_server = get(&header(&posted, "location")).await.expect("the authorization server");
     assert_eq!(at_server.status, 302, "{}", String::from_utf8_lossy(&at_server.body));
@@ -62,7 +65,8 @@ async fn consent(link: &str, callback_base: &str) -> String {
 
 async fn legacy_post(url: &str, key: &str, session: Option<&str>, body: Value) -> Resp {
     let auth = format!("Bearer {key}");
-    let mut h = vec![("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"), ("Authorization", auth.as_str())];
+    let mut h =
+        vec![("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream"), ("Authorization", auth.as_str())];
     if let Some(s) = session {
         h.push(("Mcp-Session-Id", s));
         h.push(("MCP-Protocol-Version", LEGACY));
@@ -163,7 +167,12 @@ async fn a_consent_started_on_one_replica_connects_the_caller_on_all_of_them() {
     assert!(link_in(&text_of(&bob)).contains("/oauth/connect?grant="), "{bob}");
 
     // A revocation on replica b reaches replica a: alice is sent to consent again there.
-    let revoke = post_raw(&format!("{}/oauth/tokens/revoke", b.base), &[("Authorization", "Bearer alice-key"), ("Content-Type", "application/json")], "{}").await;
+    let revoke = post_raw(
+        &format!("{}/oauth/tokens/revoke", b.base),
+        &[("Authorization", "Bearer alice-key"), ("Content-Type", "application/json")],
+        "{}",
+    )
+    .await;
     assert_eq!(revoke.json()["revoked"], 1, "{}", String::from_utf8_lossy(&revoke.body));
     let mut again = Value::Null;
     for _ in 0..50 {

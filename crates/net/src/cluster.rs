@@ -259,7 +259,8 @@ impl Cluster {
     /// The shared map `map`'s version (0 before its first change).
     pub async fn map_version(&self, map: &str) -> Result<u64, ClusterError> {
         let mut conn = self.conn.clone();
-        let v: Option<u64> = self.run("map_version", redis::cmd("GET").arg(self.key(&format!("map:{map}:v"))).query_async(&mut conn)).await?;
+        let v: Option<u64> =
+            self.run("map_version", redis::cmd("GET").arg(self.key(&format!("map:{map}:v"))).query_async(&mut conn)).await?;
         Ok(v.unwrap_or(0))
     }
 

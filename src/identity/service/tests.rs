@@ -94,9 +94,7 @@ async fn a_caller_consents_once_and_then_calls_with_its_own_token() {
 
     let requests = seen.lock().unwrap().clone();
     let exchange = requests.iter().find(|r| r.starts_with("POST /token")).expect("a code exchange");
-    assert!(
-        exchange.contains("grant_type=authorization_code") && exchange.contains("code=code-1") && exchange.contains("code_verifier=")
-    );
+    assert!(exchange.contains("grant_type=authorization_code") && exchange.contains("code=code-1") && exchange.contains("code_verifier="));
     assert!(exchange.contains("client_id=dyn-1&client_secret=dyn-secret"), "client_secret_post as registered: {exchange}");
     let registration = requests.iter().find(|r| r.starts_with("POST /register")).expect("a registration");
     assert!(registration.contains("\"application_type\":\"web\"") && registration.contains("client_secret_post"), "{registration}");
@@ -126,15 +124,20 @@ async fn client_metadata_documents_come_first_and_expired_tokens_are_refreshed()
     assert_eq!(query(&authorize)["client_id"], "https://gw.example.com/oauth/client.json");
     // An expired token with a refresh token is refreshed, and the refresh token kept.
     let key = VaultKey { caller: "alice".into(), upstream: "files".into(), issuer: base.clone() };
-    let stale =
-        TokenSet { access_token: "old".into(), refresh_token: Some("r-old".into()), expires_at: Some(1), scope: None, issued_at: 0, client: None };
+    let stale = TokenSet {
+        access_token: "old".into(),
+        refresh_token: Some("r-old".into()),
+        expires_at: Some(1),
+        scope: None,
+        issued_at: 0,
+        client: None,
+    };
     id.vault().put(&key, &stale).expect("put");
     assert_eq!(id.token("alice", "files").await.as_deref(), Some("fresh"));
     assert_eq!(id.vault().get(&key).and_then(|t| t.refresh_token).as_deref(), Some("r-old"));
     let refresh = seen.lock().unwrap().iter().rev().find(|r| r.starts_with("POST /token")).cloned().expect("a refresh");
     assert!(refresh.contains("grant_type=refresh_token") && refresh.contains("refresh_token=r-old"), "{refresh}");
     assert!(
-        refresh
-            .contains(&format!("resource={}", form_urlencoded::byte_serialize(format!("{base}/mcp").as_bytes()).collect::<String>()))
+        refresh.contains(&format!("resource={}", form_urlencoded::byte_serialize(format!("{base}/mcp").as_bytes()).collect::<String>()))
     );
 }
