@@ -77,7 +77,12 @@ fn legacy_questions_reach_the_legacy_client(gw: &Gateway, label: &str, roots: bo
     if !roots {
         return;
     }
-    let lines = legacy_sdk(gw, &["call", "app__test_list_roots", "{}"]);
+    // On failure, the gateway's log says where the question or its answer went.
+    let lines = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| legacy_sdk(gw, &["call", "app__test_list_roots", "{}"])))
+        .unwrap_or_else(|e| {
+            let why = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+            panic!("{label}: {why}\ngateway log:\n{}", gw.proc.log())
+        });
     assert!(lines.iter().any(|l| l["asked"] == "roots/list"), "{label}: the client was asked for roots: {lines:?}");
     let text = text_of(&json!({ "result": lines.last().expect("a result") }));
     assert!(text.contains("file:///work/project"), "{label}: {lines:?}");

@@ -129,12 +129,22 @@ async fn two_callers_connect_an_oauth_upstream_each_with_their_own_account() {
     // console's state, the token API, the vault file.
     let metrics = get_text(&format!("{}/metrics", gw.base), "alice-key").await;
     let console = get_text(&format!("{}/console/api/state", gw.base), "alice-key").await;
+    let calls = get_text(&format!("{}/console/api/calls", gw.base), "alice-key").await;
+    assert!(calls.contains("files__whoami"), "the console's feed of calls: {calls}");
     assert!(console.contains(r#""upstream":"files""#), "the console lists the connected account: {console}");
     let vault_text = std::fs::read_to_string(&vault).unwrap_or_default();
     assert!(vault_text.contains("bob"), "the vault keeps bob's account: {vault_text}");
     let log = gw.proc.log();
     for token in &tokens {
-        for (place, text) in [("log", &log), ("metrics", &metrics), ("console", &console), ("token API", &listed), ("vault", &vault_text)] {
+        let places = [
+            ("log", &log),
+            ("metrics", &metrics),
+            ("console", &console),
+            ("console calls", &calls),
+            ("token API", &listed),
+            ("vault", &vault_text),
+        ];
+        for (place, text) in places {
             assert!(!text.contains(token.as_str()), "an issued token leaked into the {place}");
         }
         assert!(!stdout.contains(token.as_str()) && !stderr.contains(token.as_str()), "an issued token reached the client");
