@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import urllib.request
 from typing import Any
@@ -28,26 +27,14 @@ import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from chrome import browser
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 
 def emit(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)
-
-
-def browser() -> webdriver.Chrome:
-    driver_path = os.environ.get("MCPGATE_CHROMEDRIVER") or shutil.which("chromedriver")
-    chrome_path = os.environ.get("MCPGATE_CHROMIUM") or shutil.which("chromium")
-    if not driver_path or not chrome_path:
-        sys.exit("chromium and chromedriver are missing: run scripts/install-test-deps.sh (apt-get install chromium chromium-driver)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chrome_path
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1000,800"):
-        opts.add_argument(a)
-    return webdriver.Chrome(service=Service(driver_path), options=opts)
 
 
 def heading(d: webdriver.Chrome) -> str:
@@ -138,7 +125,7 @@ async def after_revoke(url: str, base: str, keys: dict[str, str]) -> None:
 
 async def main_async(base: str, keys: dict[str, str], shots: str) -> None:
     url = f"{base}/mcp"
-    d = browser()
+    d = browser("1000,800")
     try:
         for user in ("alice", "bob"):
             # Each person has their own browser (cookies of the last one go).

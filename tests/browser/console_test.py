@@ -6,26 +6,12 @@ Usage: console_test.py CONSOLE_URL SCREENSHOT_PATH [API_KEY]
 Prints "ok: <screenshot path>" on success; any failed expectation raises and exits non-zero.
 """
 import os
-import shutil
 import sys
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+from chrome import browser
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
-
-
-def browser():
-    driver_path = os.environ.get("MCPGATE_CHROMEDRIVER") or shutil.which("chromedriver")
-    chrome_path = os.environ.get("MCPGATE_CHROMIUM") or shutil.which("chromium")
-    if not driver_path or not chrome_path:
-        sys.exit("chromium and chromedriver are missing: run scripts/install-test-deps.sh (apt-get install chromium chromium-driver)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chrome_path
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"):
-        opts.add_argument(a)
-    return webdriver.Chrome(service=Service(driver_path), options=opts)
 
 
 def main():
