@@ -183,8 +183,9 @@ impl HttpTransport {
     }
 
     /// Opens the standalone GET stream and hands every message on it to [`Inbound`] (answering
-    /// the upstream's requests) until it ends. A refusal is [`UpstreamError::Status`].
-    pub async fn pump_get(&self, env: &Envelope) -> Result<(), UpstreamError> {
+    /// the upstream's requests) until it ends. A refusal is [`UpstreamError::Status`]. `opened` is
+    /// told once the upstream accepted the stream (dropped unsaid when it did not).
+    pub async fn pump_get(&self, env: &Envelope, opened: Option<tokio::sync::oneshot::Sender<()>>) -> Result<(), UpstreamError> {
         let me = &self.0;
         let req = me.out.get(env, Instant::now() + me.timeout).await?;
         let resp = match tokio::time::timeout(me.timeout, me.client.request(req)).await {
@@ -193,6 +194,9 @@ impl HttpTransport {
         };
         if !resp.status().is_success() {
             return Err(UpstreamError::Status { status: resp.status().as_u16() });
+        }
+        if let Some(tx) = opened {
+            let _ = tx.send(());
         }
         let mut body = resp.into_body();
         let mut decoder = SseDecoder::new(me.max_bytes);

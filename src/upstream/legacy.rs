@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// How long a new session waits for its standalone GET stream to be accepted before it is used.
+const GET_STREAM_WAIT: Duration = Duration::from_secs(2);
+
 /// The legacy session state of each endpoint.
 pub(super) struct Sessions {
     slots: Vec<Slot>,
@@ -294,7 +297,13 @@ impl Upstream {
             self.refollow.notify_one();
         }
         if session.is_some() {
-            self.start_get_stream(slot, endpoint, r.protocol_version.clone());
+            // Requests the upstream sends outside any call's stream (a `roots/list` an SDK server
+            // sends without a related request) go to the standalone stream, and a server drops
+            // them while none is open: the session is used once its stream is (or could not be).
+            let opened = self.start_get_stream(slot, endpoint, r.protocol_version.clone());
+            if let Some(opened) = opened {
+                let _ = tokio::time::timeout(GET_STREAM_WAIT.min(self.cfg.timeout), opened).await;
+            }
         }
         tracing::info!(upstream = %self.id(), version = %r.protocol_version, own = !shared, "legacy upstream: initialized a session");
         Ok(r.into_identity())
@@ -303,10 +312,12 @@ impl Upstream {
     /// Keeps the standalone GET stream of a session open, to hear `list_changed` and answer
     /// pings, for as long as the session lasts; reconnects with a backoff. An upstream without
     /// one (405), a session it no longer knows (404, 400) or refused credentials (401, 403) end it.
-    fn start_get_stream(&self, slot: &Slot, endpoint: Option<usize>, version: String) {
-        let Transport::Http(pool) = &self.transport else { return };
+    fn start_get_stream(&self, slot: &Slot, endpoint: Option<usize>, version: String) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        let Transport::Http(pool) = &self.transport else { return None };
         let transport = pool.at(endpoint).clone();
-        let Some(started) = slot.id() else { return };
+        let started = slot.id()?;
+        let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
+        let mut opened = Some(opened_tx);
         let env = Envelope {
             version: version_header(&version),
             session: Some(started.clone()),
@@ -325,7 +336,7 @@ impl Upstream {
                     return;
                 }
                 let pumped = tokio::select! {
-                    p = transport.pump_get(&env) => p,
+                    p = transport.pump_get(&env, opened.take()) => p,
                     _ = ended.cancelled() => return,
                 };
                 match pumped {
@@ -342,6 +353,7 @@ impl Upstream {
                 backoff = (backoff * 2).min(Duration::from_secs(60));
             }
         });
+        Some(opened_rx)
     }
 }
 
