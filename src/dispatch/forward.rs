@@ -274,6 +274,26 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
             return Reply::error(RpcError::internal("cannot add the fixed arguments"));
         }
     }
+    // The arguments fit the upstream's own schema, or the call goes nowhere.
+    if gw.upstream(tool.upstream).is_some_and(|u| u.cfg.validate_arguments) {
+        let read;
+        let checked = match req.params.get("arguments") {
+            // Passed through unread so far: read now.
+            Some(raw) if args.is_null() && raw.get() != "null" => {
+                read = raw.parse::<Value>().unwrap_or(Value::Null);
+                &read
+            }
+            _ if args.is_null() => {
+                read = Value::Object(Default::default());
+                &read
+            }
+            _ => &args,
+        };
+        if let Err(refusal) = tool.args.check(checked) {
+            refuse(gw, &req, &name, "invalid_arguments");
+            return Reply::error(invalid_arguments(&name, refusal));
+        }
+    }
     let (upstream, original, headers) = (tool.upstream, tool.original.clone(), xheader::outbound(&tool.headers, &args));
     let policy_name = tool.policy_name().to_string();
     let values = xheader::mirrored_values(&tool.headers, &args);
@@ -314,6 +334,22 @@ fn private_scope(raw: &Json) -> Option<Json> {
     }
     obj.set_json("cacheScope", "private").ok()?;
     Some(obj.to_json())
+}
+
+/// The invalid-params error for arguments that do not fit the tool's schema (MCP
+/// `InvalidParamsError`), naming each failing path, so the model can correct its call.
+fn invalid_arguments(name: &str, refusal: crate::catalog::args::Refusal) -> RpcError {
+    use crate::catalog::args::Refusal;
+    match refusal {
+        Refusal::Invalid(problems) => {
+            let first = problems.first().map(|p| p.message.clone()).unwrap_or_default();
+            let errors: Vec<Value> = problems.iter().map(|p| json!({ "path": p.path, "message": p.message })).collect();
+            RpcError::invalid_params(format!("Invalid arguments for tool {name}: {first}")).with_data(json!({ "errors": errors }))
+        }
+        Refusal::Unusable(why) => {
+            RpcError::invalid_params(format!("Invalid arguments for tool {name}: its inputSchema cannot be used to check them ({why})"))
+        }
+    }
 }
 
 /// A `CallToolResult` with `isError: true`: a failure the model can read and act on.

@@ -80,8 +80,8 @@ async fn endpoints_present_curated_views_that_compose_with_policy() {
     // Called by the new name: the upstream gets its own name and the fixed value (it echoes it,
     // and the mirrored header carries it too).
     assert_eq!(text_of(&call_as(&dev, "all-key", "say", json!({})).await), "hello from dev");
-    assert_eq!(text_of(&call_as(&dev, "all-key", "query_eu", json!({ "sql": "select 1" })).await), "region=eu header=eu at=alpha");
-    let limited = call_as(&dev, "all-key", "query_eu", json!({ "sql": "select 2" })).await;
+    assert_eq!(text_of(&call_as(&dev, "all-key", "query_eu", json!({ "query": "select 1" })).await), "region=eu header=eu at=alpha");
+    let limited = call_as(&dev, "all-key", "query_eu", json!({ "query": "select 2" })).await;
     assert_eq!(limited["error"]["code"], 429, "rate limits apply by the catalogue name: {limited}");
     let forced = call_as(&dev, "all-key", "say", json!({ "text": "something else" })).await;
     assert_eq!(forced["error"]["code"], -32602, "a fixed argument cannot be passed: {forced}");
@@ -92,7 +92,7 @@ async fn endpoints_present_curated_views_that_compose_with_policy() {
 
     // Policy composes: a caller denied py__execute_sql sees it on no endpoint, under no name.
     assert_eq!(names(&list(&dev, "nosql-key").await), ["say", "chg__base", "chg__add_tool", "chg__add_many", "chg__touch"]);
-    let denied = call_as(&dev, "nosql-key", "query_eu", json!({ "sql": "x" })).await;
+    let denied = call_as(&dev, "nosql-key", "query_eu", json!({ "query": "x" })).await;
     assert_eq!(denied["error"]["message"], "Unknown tool: query_eu", "{denied}");
 
     // Each endpoint describes itself.

@@ -173,3 +173,55 @@ async fn lists_are_paged_both_ways() {
     let ok = rpc(&gw.url, "tools/list", json!({ "cursor": issued })).await.json();
     assert_eq!(ok["result"]["tools"][0]["name"], "calc__echo", "{ok}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn arguments_that_do_not_fit_the_tool_schema_never_reach_the_upstream() {
+    let (_up, url) = py_http("alpha", &[]);
+    let config = |validate: bool| {
+        format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"py\"\nurl = \"{url}\"\nvalidate_arguments = {validate}\n")
+    };
+    let gw = gateway(&config(true));
+    // What a model sees through a real client (the official Python SDK): the tool, the failing
+    // path and what is wrong, as the spec's invalid-params error.
+    let out = std::process::Command::new(python())
+        .arg(repo().join("tests/py/modern_client.py"))
+        .arg(&gw.url)
+        .args(["call", "py__execute_sql", r#"{"region":"eu","query":7}"#])
+        .output()
+        .expect("run the Python SDK client");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(!out.status.success(), "{stdout}");
+    let error: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}")).expect("the client's JSON");
+    assert_eq!(error["error"]["code"], -32602, "{stdout}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("Invalid arguments for tool py__execute_sql:") && message.contains("7"), "{message}");
+    // Refused before the upstream: its call counter saw none of them.
+    let missing = rpc_with(
+        &gw.url,
+        "tools/call",
+        json!({ "name": "py__execute_sql", "arguments": { "region": "eu" } }),
+        &[("Mcp-Param-Region", "eu")],
+    )
+    .await
+    .json();
+    assert_eq!(missing["error"]["data"]["errors"][0]["path"], "", "{missing}");
+    assert!(missing["error"]["message"].as_str().unwrap_or_default().contains("\"query\""), "{missing}");
+    let extra = rpc(&gw.url, "tools/call", json!({ "name": "py__calls", "arguments": { "unexpected": 1 } })).await.json();
+    assert_eq!(extra["error"]["code"], -32602, "additionalProperties: false: {extra}");
+    assert_eq!(text_of(&call(&gw.url, "py__calls", json!({})).await), "0", "no refused call reached the upstream");
+    let ok = rpc_with(
+        &gw.url,
+        "tools/call",
+        json!({ "name": "py__execute_sql", "arguments": { "region": "eu", "query": "select 1" } }),
+        &[("Mcp-Param-Region", "eu")],
+    )
+    .await
+    .json();
+    assert!(ok["result"].is_object(), "{ok}");
+    let audit = gw.proc.log();
+    assert!(audit.contains("outcome=refused:invalid_arguments") || audit.contains("invalid_arguments"), "audited: {audit}");
+    // Switched off per upstream: the upstream decides.
+    let open = gateway(&config(false));
+    let passed = rpc(&open.url, "tools/call", json!({ "name": "py__calls", "arguments": { "unexpected": 1 } })).await.json();
+    assert!(passed["result"].is_object(), "{passed}");
+}

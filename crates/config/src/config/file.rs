@@ -145,6 +145,8 @@ pub struct UpstreamSection {
     pub era: super::EraChoice,
     /// Each caller's own OAuth token for this upstream.
     pub user_auth: Option<super::identity::UserAuthSection>,
+    /// Check `tools/call` arguments against the tool's `inputSchema` at the gateway (default on).
+    pub validate_arguments: Option<bool>,
 }
 
 /// One endpoint of a pool: used when every `when` entry (an `x-mcp-header` name → value)

@@ -161,6 +161,8 @@ pub struct UpstreamConfig {
     pub era: EraChoice,
     /// Reached with each caller's own OAuth token (`[upstream.user_auth]`).
     pub user_auth: Option<identity::UserAuthConfig>,
+    /// `tools/call` arguments are checked against the tool's `inputSchema` before they leave.
+    pub validate_arguments: bool,
 }
 
 /// The era the gateway speaks to an upstream that may offer both.

@@ -59,6 +59,7 @@ pub(super) fn upstream(
         tls: super::tls::upstream(at, u.tls.as_ref(), base)?,
         era: u.era,
         user_auth,
+        validate_arguments: u.validate_arguments.unwrap_or(true),
     })
 }
 

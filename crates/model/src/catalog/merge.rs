@@ -69,6 +69,8 @@ pub struct Entry {
     pub fixed: serde_json::Map<String, Value>,
     /// Tools only: the gateway URI of the MCP App UI resource the tool points at, if any.
     pub ui: Option<String>,
+    /// Tools only: the check of a call's arguments against the upstream's own input schema.
+    pub args: super::args::ArgCheck,
 }
 
 impl Entry {
@@ -320,7 +322,8 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
         None
     };
     let json = obj.to_json();
-    Ok(Entry { name, upstream: input.upstream, original, headers, json, canonical: None, fixed: Default::default(), ui })
+    let args = super::args::ArgCheck::new(json.clone());
+    Ok(Entry { name, upstream: input.upstream, original, headers, json, canonical: None, fixed: Default::default(), ui, args })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! routing data, and the gateway's own list cursors. Pure functions over data; the snapshot is
 //! rebuilt off the request path and swapped atomically by the caller.
 
+pub mod args;
 pub mod cursor;
 pub mod endpoint;
 pub mod links;

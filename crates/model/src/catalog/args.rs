@@ -1,0 +1,110 @@
+//! A tool call's arguments checked against the tool's `inputSchema` before the call leaves the
+//! gateway (MCP basic/index "JSON Schema usage"): JSON Schema 2020-12 unless the schema names
+//! another dialect with `$schema`; `$ref` only within the schema (the validator is built without
+//! any resolver, so an upstream's schema cannot make the gateway fetch a URL or read a file, and a
+//! schema whose `$ref` points outside itself is refused rather than treated as permissive);
+//! `format` is an annotation, not checked; `pattern` runs on a linear-time engine. A top-level
+//! argument sent as `null` that the schema does not require is taken as left out (clients send
+//! `null` for "not given", and the MCP `x-mcp-header` rules treat it so), everything else is
+//! checked as sent. The validator
+//! is compiled on first use and kept with the catalogue entry, so each snapshot compiles each
+//! tool's schema at most once and later calls only run it.
+
+use crate::protocol::json::Json;
+use serde_json::Value;
+use std::sync::{Arc, OnceLock};
+
+/// The most problems one refusal lists.
+const MAX_PROBLEMS: usize = 8;
+
+/// One way the arguments do not fit the schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// JSON Pointer into the arguments (`""` for the arguments object itself).
+    pub path: String,
+    pub message: String,
+}
+
+/// Why arguments were refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// They do not fit the schema.
+    Invalid(Vec<Problem>),
+    /// The schema itself cannot be used (an external `$ref`, an unsupported dialect, a broken
+    /// pattern): nothing can be checked against it.
+    Unusable(String),
+}
+
+enum Compiled {
+    Ready(Box<jsonschema::Validator>),
+    /// The tool declares no schema: nothing to check.
+    Open,
+    Unusable(String),
+}
+
+/// A tool's argument check: its definition, and the validator compiled from it on first use.
+#[derive(Clone)]
+pub struct ArgCheck {
+    definition: Json,
+    compiled: Arc<OnceLock<Compiled>>,
+}
+
+impl std::fmt::Debug for ArgCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ArgCheck")
+    }
+}
+
+impl ArgCheck {
+    /// The check for the tool `definition` (its JSON as the upstream listed it).
+    pub fn new(definition: Json) -> Self {
+        ArgCheck { definition, compiled: Arc::default() }
+    }
+
+    /// Whether `args` fit the tool's input schema.
+    pub fn check(&self, args: &Value) -> Result<(), Refusal> {
+        match self.compiled.get_or_init(|| compile(&self.definition)) {
+            Compiled::Open => Ok(()),
+            Compiled::Unusable(why) => Err(Refusal::Unusable(why.clone())),
+            Compiled::Ready(v) => {
+                let without_nulls;
+                let args = match args.as_object() {
+                    Some(m) if m.values().any(Value::is_null) => {
+                        without_nulls =
+                            Value::Object(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect());
+                        &without_nulls
+                    }
+                    _ => args,
+                };
+                let problems: Vec<Problem> = v
+                    .iter_errors(args)
+                    .take(MAX_PROBLEMS)
+                    .map(|e| Problem { path: e.instance_path().to_string(), message: e.to_string() })
+                    .collect();
+                if problems.is_empty() { Ok(()) } else { Err(Refusal::Invalid(problems)) }
+            }
+        }
+    }
+}
+
+fn compile(definition: &Json) -> Compiled {
+    let Ok(tool) = serde_json::from_str::<Value>(definition.get()) else { return Compiled::Open };
+    let Some(schema) = tool.get("inputSchema").filter(|s| s.is_object()) else { return Compiled::Open };
+    let linear = jsonschema::options().with_pattern_options(jsonschema::PatternOptions::regex()).build(schema);
+    match linear {
+        Ok(v) => Compiled::Ready(Box::new(v)),
+        // Patterns the linear engine cannot take (lookaround, backreferences) get a backtracking
+        // engine with a small step budget.
+        Err(first) => {
+            let bounded =
+                jsonschema::options().with_pattern_options(jsonschema::PatternOptions::fancy_regex().backtrack_limit(10_000)).build(schema);
+            match bounded {
+                Ok(v) => Compiled::Ready(Box::new(v)),
+                Err(_) => Compiled::Unusable(first.to_string()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
