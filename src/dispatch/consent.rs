@@ -51,7 +51,7 @@ pub fn needed(gw: &Served<'_>, req: &Request, upstream: &str, item: &str) -> Rep
                 "inputRequests": { INPUT_KEY: { "method": "elicitation/create", "params": { "mode": "url", "message": message, "url": link } } },
             });
             let Ok(raw) = Json::to_json(&result) else { return Reply::error(RpcError::internal("cannot render the consent request")) };
-            let bind = state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item };
+            let bind = state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item, confirmed: None };
             return Reply::Single(state::seal(&gw.sealer, Outcome::Result(raw), &bind));
         }
         None => {}

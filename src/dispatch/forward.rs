@@ -73,11 +73,13 @@ fn needs_scope(gw: &Served<'_>, req: &Request, kind: Kind, name: &str) -> Option
 pub(super) struct Named<'a> {
     pub shown: &'a str,
     pub policy: &'a str,
+    /// A call a person confirmed: the digest of what they confirmed.
+    pub confirmed: Option<&'a str>,
 }
 
 impl<'a> Named<'a> {
     pub fn same(name: &'a str) -> Self {
-        Named { shown: name, policy: name }
+        Named { shown: name, policy: name, confirmed: None }
     }
 }
 
@@ -117,7 +119,7 @@ pub(super) async fn forward(
     params.remove("_meta");
     super::consent::strip_answer(&mut params);
     let max_age = gw.config.server.input_timeout;
-    let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: req.method.as_str(), item };
+    let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: req.method.as_str(), item, confirmed: None };
     if let Err(why) = state::open(&gw.sealer, &mut params, &bind, max_age) {
         gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), item, why.reason());
         gw.metrics.refused("invalid_request_state");
@@ -126,6 +128,7 @@ pub(super) async fn forward(
     let (sealer, caller, upstream_id, method, item_name, policy_name) =
         (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string(), named.policy.to_string());
     let prefix = up.cfg.prefix.clone();
+    let confirmed = named.confirmed.map(str::to_string);
     let endpoint_label = req.caller.endpoint.clone();
     // What a caller with narrowed grants reads must not be shared with callers policy denies.
     let narrowed = !req.caller.grants.is_unrestricted();
@@ -165,7 +168,13 @@ pub(super) async fn forward(
     reply.map_outcome(move |o| {
         pending.finish(&o);
         metrics.call(method.as_str(), &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &audit::outcome_label(&o), started.elapsed());
-        let bind = state::Binding { caller: &caller, upstream: &upstream_id, method: method.as_str(), item: &item_name };
+        let bind = state::Binding {
+            caller: &caller,
+            upstream: &upstream_id,
+            method: method.as_str(),
+            item: &item_name,
+            confirmed: confirmed.as_deref(),
+        };
         if !state::asks_input(&o) {
             match o {
                 Outcome::Result(raw) => {
@@ -274,26 +283,33 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
             return Reply::error(RpcError::internal("cannot add the fixed arguments"));
         }
     }
-    // The arguments fit the upstream's own schema, or the call goes nowhere.
-    if gw.upstream(tool.upstream).is_some_and(|u| u.cfg.validate_arguments) {
-        let read;
-        let checked = match req.params.get("arguments") {
-            // Passed through unread so far: read now.
-            Some(raw) if args.is_null() && raw.get() != "null" => {
-                read = raw.parse::<Value>().unwrap_or(Value::Null);
-                &read
-            }
-            _ if args.is_null() => {
-                read = Value::Object(Default::default());
-                &read
-            }
-            _ => &args,
-        };
-        if let Err(refusal) = tool.args.check(checked) {
-            refuse(gw, &req, &name, "invalid_arguments");
-            return Reply::error(invalid_arguments(&name, refusal));
+    // The arguments as they would be forwarded, read when a check needs them.
+    let validate = gw.upstream(tool.upstream).is_some_and(|u| u.cfg.validate_arguments);
+    let read;
+    let final_args = match req.params.get("arguments") {
+        _ if !validate && gw.config.confirms.is_empty() => &args,
+        // Passed through unread so far: read now.
+        Some(raw) if args.is_null() && raw.get() != "null" => {
+            read = raw.parse::<Value>().unwrap_or(Value::Null);
+            &read
         }
+        _ if args.is_null() => {
+            read = Value::Object(Default::default());
+            &read
+        }
+        _ => &args,
+    };
+    // The arguments fit the upstream's own schema, or the call goes nowhere.
+    if validate && let Err(refusal) = tool.args.check(final_args) {
+        refuse(gw, &req, &name, "invalid_arguments");
+        return Reply::error(invalid_arguments(&name, refusal));
     }
+    // A call a rule names waits for a person's confirmation.
+    let confirmed = match super::confirm::check(gw, &mut req, tool, final_args, gw.upstream_id(tool.upstream)) {
+        super::confirm::Verdict::Free => None,
+        super::confirm::Verdict::Confirmed(digest) => Some(digest),
+        super::confirm::Verdict::Answer(reply) => return *reply,
+    };
     let (upstream, original, headers) = (tool.upstream, tool.original.clone(), xheader::outbound(&tool.headers, &args));
     let policy_name = tool.policy_name().to_string();
     let values = xheader::mirrored_values(&tool.headers, &args);
@@ -305,7 +321,7 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
         }
         None => None,
     };
-    let named = Named { shown: &name, policy: &policy_name };
+    let named = Named { shown: &name, policy: &policy_name, confirmed: confirmed.as_deref() };
     forward(gw, upstream, req, named, Some(("name", &original)), headers, endpoint).await
 }
 

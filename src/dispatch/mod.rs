@@ -4,6 +4,7 @@
 //! through the caller's view (policy) → check scopes and mirrored headers → forward, audited.
 
 mod bare;
+mod confirm;
 mod consent;
 mod discover;
 mod forward;

@@ -30,6 +30,10 @@ struct Sealed {
     n: String,
     /// The upstream's own `requestState`, as the JSON text it sent (absent when it sent none).
     s: Option<String>,
+    /// For a call a person confirmed (`[[confirm]]`): the digest of what was confirmed, so the
+    /// rounds of the upstream's own questions need no second confirmation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    k: Option<String>,
 }
 
 /// What a request is, for binding and checking its state.
@@ -38,6 +42,8 @@ pub struct Binding<'a> {
     pub upstream: &'a str,
     pub method: &'a str,
     pub item: &'a str,
+    /// The digest of a confirmed call's tool and arguments (see `confirm`).
+    pub confirmed: Option<&'a str>,
 }
 
 impl Binding<'_> {
@@ -49,6 +55,7 @@ impl Binding<'_> {
             m: self.method.to_string(),
             n: self.item.to_string(),
             s: inner,
+            k: self.confirmed.map(str::to_string),
         }
     }
 }
@@ -106,6 +113,20 @@ pub fn open(sealer: &Sealer, params: &mut RawObject, bind: &Binding, max_age: Du
     Ok(())
 }
 
+/// The confirmed digest a retry's `requestState` carries, if it is a state this gateway issued
+/// to this caller for this request within `max_age` (read only: [`open`] still checks it).
+pub fn confirmed(sealer: &Sealer, params: &RawObject, bind: &Binding, max_age: Duration) -> Option<String> {
+    let raw = params.get("requestState")?;
+    let token: String = serde_json::from_str(raw.get()).ok()?;
+    let (sealed, age) = sealer.open_aged::<Sealed>(PURPOSE, &token)?;
+    let same = sealed.c == bind.caller.id
+        && sealed.r == bind.caller.rules
+        && sealed.u == bind.upstream
+        && sealed.m == bind.method
+        && sealed.n == bind.item;
+    (age <= max_age && same).then_some(sealed.k).flatten()
+}
+
 /// Seals the `requestState` of an `input_required` result for the client; other outcomes pass.
 pub fn seal(sealer: &Sealer, outcome: Outcome, bind: &Binding) -> Outcome {
     let Outcome::Result(raw) = &outcome else { return outcome };
@@ -159,7 +180,7 @@ mod tests {
     fn the_upstreams_state_goes_back_byte_for_byte_and_only_for_its_request() {
         let sealer = Sealer::from_material(&[3u8; 32], KeySource::Env).unwrap();
         let alice = caller("alice");
-        let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask" };
+        let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask", confirmed: None };
         let inner = r#""  odd \u00e9 state ""#;
         let out = seal(&sealer, result(&format!(r#"{{"resultType":"input_required","requestState":{inner}}}"#)), &bind);
         let Outcome::Result(raw) = out else { panic!() };
@@ -174,7 +195,7 @@ mod tests {
         let mut p = retry();
         let e = open(&sealer, &mut p, &Binding { caller: &bob, ..bind }, Duration::from_secs(60)).unwrap_err();
         assert_eq!(e, Refused::AnotherCaller);
-        let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask" };
+        let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask", confirmed: None };
         let mut p = retry();
         let e = open(&sealer, &mut p, &Binding { item: "fx__other", ..bind }, Duration::from_secs(60)).unwrap_err();
         assert_eq!(e, Refused::AnotherRequest);
@@ -183,7 +204,7 @@ mod tests {
         bytes[mid] = if bytes[mid] == b'A' { b'B' } else { b'A' };
         let altered = String::from_utf8(bytes).unwrap();
         let mut tampered: RawObject = serde_json::from_str(&format!(r#"{{"requestState":"{altered}"}}"#)).unwrap();
-        let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask" };
+        let bind = Binding { caller: &alice, upstream: "fx", method: "tools/call", item: "fx__ask", confirmed: None };
         assert_eq!(open(&sealer, &mut tampered, &bind, Duration::from_secs(60)).unwrap_err(), Refused::NotIssuedHere);
         let mut p = retry();
         std::thread::sleep(Duration::from_millis(1100));

@@ -9,6 +9,7 @@ mod callers;
 mod chaos;
 mod cli;
 mod cluster;
+mod confirm;
 mod conformance;
 mod docs;
 mod edge;

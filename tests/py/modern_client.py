@@ -73,11 +73,13 @@ async def do_call(client: Client, name: str, arguments: dict[str, Any], progress
 def answerers(opts: argparse.Namespace) -> dict[str, Any]:
     """The SDK callbacks for the input requests this run answers."""
     out: dict[str, Any] = {}
-    if opts.elicit is not None:
-        content = json.loads(opts.elicit)
+    if opts.elicit is not None or opts.decline:
+        content = json.loads(opts.elicit) if opts.elicit is not None else None
 
         async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
             emit({"asked": "elicitation/create", "params": dump(params)})
+            if content is None:
+                return types.ElicitResult(action="decline")
             return types.ElicitResult(action="accept", content=content)
 
         out["elicitation_callback"] = on_elicit
@@ -169,6 +171,7 @@ def main() -> int:
     ap.add_argument("--no-list", action="store_true", help="call: do not run tools/list first")
     ap.add_argument("--timeout", type=float, default=60.0, help="per-request read timeout, seconds")
     ap.add_argument("--elicit", metavar="JSON", help="accept every elicitation with this content")
+    ap.add_argument("--decline", action="store_true", help="decline every elicitation")
     ap.add_argument("--sample", metavar="TEXT", help="answer every sampling request with this text")
     ap.add_argument("--roots", metavar="URI", action="append", default=[], help="answer roots/list with these roots")
     ap.add_argument("rest", nargs=argparse.REMAINDER, help="[URL] ACTION [ARGS...]")

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod cluster;
 pub mod endpoint;
 mod file;
+pub mod guard;
 pub mod identity;
 pub mod limits;
 mod tls;
@@ -37,6 +38,8 @@ pub struct Config {
     pub auth: auth::AuthConfig,
     pub callers: Vec<auth::CallerConfig>,
     pub rate_limits: Vec<limits::ToolRateLimit>,
+    /// Calls a person must confirm (`[[confirm]]`).
+    pub confirms: Vec<guard::ConfirmRule>,
     pub audit_arguments: bool,
     /// Virtual servers: more endpoints, each a curated view of the catalogue.
     pub endpoints: Vec<endpoint::EndpointConfig>,
@@ -274,6 +277,7 @@ impl Config {
         let callers = auth::resolve_callers(&at, file.callers, auth.mode)?;
         check_authentication(&at, &auth, &callers, &server, &upstreams)?;
         let rate_limits = limits::resolve_rate_limits(&at, file.rate_limits)?;
+        let confirms = guard::resolve(&at, file.confirms)?;
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
@@ -296,6 +300,7 @@ impl Config {
             auth,
             callers,
             rate_limits,
+            confirms,
             audit_arguments: file.audit.include_arguments,
             endpoints,
             cluster,

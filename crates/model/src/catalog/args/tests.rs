@@ -16,10 +16,13 @@ fn verdict(schema: Value, args: Value) -> Result<(), Vec<String>> {
     }
 }
 
+/// A label, a schema, arguments, and the failing paths expected (`Ok`: none).
+type Case = (&'static str, Value, Value, Result<(), Vec<&'static str>>);
+
 #[test]
 fn arguments_are_checked_as_json_schema_2020_12_says() {
     let object = |props: Value, required: Value| json!({ "type": "object", "properties": props, "required": required });
-    let cases: Vec<(&str, Value, Value, Result<(), Vec<&str>>)> = vec![
+    let cases: Vec<Case> = vec![
         ("types: a number", object(json!({ "n": { "type": "number" } }), json!([])), json!({ "n": 2.5 }), Ok(())),
         ("types: a string is no number", object(json!({ "n": { "type": "number" } }), json!([])), json!({ "n": "2" }), Err(vec!["/n"])),
         ("types: an integer", object(json!({ "i": { "type": "integer" } }), json!([])), json!({ "i": 1.5 }), Err(vec!["/i"])),

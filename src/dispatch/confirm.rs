@@ -1,0 +1,208 @@
+//! Confirmation for dangerous calls (`[[confirm]]`, docs/security.md). Before a call a rule names
+//! is forwarded, the gateway asks the caller's own client to have a person confirm it: a form
+//! elicitation showing the tool, the upstream and the exact arguments, as an `input_required`
+//! result whose `requestState` the gateway seals, bound to the caller and to a digest of the tool
+//! and its arguments (a legacy client gets the same question as a real `elicitation/create`: the
+//! legacy bridge turns the one into the other). The retry goes through only with an accepting
+//! answer and that state; changed arguments need a fresh confirmation; a declined or cancelled
+//! one refuses the call; a client that cannot be asked gets a refusal naming the rule. A confirmed
+//! call whose upstream then asks its own questions carries the confirmed digest in the gateway's
+//! request state, so its rounds are not confirmed again.
+
+use super::{Request, Served};
+use crate::catalog::Entry;
+use crate::config::guard::ConfirmRule;
+use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
+use crate::protocol::rawobj::RawObject;
+use crate::reply::{Outcome, Reply};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+const PURPOSE: &str = "mcpgate/confirm/v1";
+/// The `inputRequests` key of the gateway's confirmation question.
+pub const INPUT_KEY: &str = "mcpgate-confirm";
+
+/// What a confirmation state says: who asked, and the digest of the call.
+#[derive(Serialize, Deserialize)]
+struct Asked {
+    c: String,
+    r: Vec<String>,
+    d: String,
+}
+
+/// What becomes of a call the rules may name.
+pub enum Verdict {
+    /// No rule names it: forward as it is.
+    Free,
+    /// Confirmed (the digest of what was confirmed): forward, with the confirmation taken out.
+    Confirmed(String),
+    /// Answer this instead (the question, or a refusal).
+    Answer(Box<Reply>),
+}
+
+/// Whether a tool's annotations leave destruction possible (MCP defaults: a tool is read-only
+/// only when it says so, and destructive unless it says it is not).
+fn destructive(tool: &Entry) -> bool {
+    let Ok(v) = serde_json::from_str::<Value>(tool.json.get()) else { return true };
+    let a = &v["annotations"];
+    a["readOnlyHint"] != Value::Bool(true) && a["destructiveHint"] != Value::Bool(false)
+}
+
+fn rule_for<'a>(rules: &'a [ConfirmRule], tool: &Entry) -> Option<&'a ConfirmRule> {
+    rules.iter().find(|r| {
+        let named = r.tools.is_empty() || r.tools.iter().any(|g| crate::policy::glob::matches(g, tool.policy_name()));
+        named && (!r.destructive || destructive(tool))
+    })
+}
+
+/// The digest of a call: the tool and its arguments, canonical (sorted keys, no spacing).
+fn digest(tool: &str, args: &Value) -> String {
+    let text = format!("{tool}\n{}", serde_json::to_string(args).unwrap_or_default());
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Decides on a call of `tool` with `args` (the final arguments, as they would be forwarded).
+pub fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, args: &Value, upstream: &str) -> Verdict {
+    let Some(rule) = rule_for(&gw.config.confirms, tool) else { return Verdict::Free };
+    let want = digest(tool.policy_name(), args);
+    let max_age = gw.config.server.input_timeout;
+    // A round of the upstream's own questions in a call that was confirmed already.
+    let bind = super::state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: &tool.name, confirmed: None };
+    if super::state::confirmed(&gw.sealer, &req.params, &bind, max_age).as_deref() == Some(want.as_str()) {
+        return Verdict::Confirmed(want);
+    }
+    // The answer to the gateway's question.
+    let ours = req
+        .params
+        .parse::<String>("requestState")
+        .and_then(Result::ok)
+        .and_then(|t| gw.sealer.open_aged::<Asked>(PURPOSE, &t))
+        .filter(|(a, age)| *age <= max_age && a.c == req.caller.id && a.r == req.caller.rules && a.d == want);
+    if ours.is_some() {
+        let answer = req
+            .params
+            .parse::<RawObject>("inputResponses")
+            .and_then(Result::ok)
+            .and_then(|r| r.get(INPUT_KEY).map(|a| a.get().to_string()));
+        let answer: Value = answer.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or(Value::Null);
+        strip(&mut req.params);
+        if answer["action"] == "accept" && answer["content"]["confirm"] == true {
+            return Verdict::Confirmed(want);
+        }
+        refuse(gw, req, tool, "confirmation_declined");
+        return Verdict::Answer(Box::new(tool_error(&format!("{} was not run: the call was not confirmed.", tool.name))));
+    }
+    // Ask, if the client can be asked.
+    let can_ask = match &req.legacy {
+        Some(session) => session.capabilities.get("elicitation").is_some_and(Value::is_object),
+        None => req.meta.client_capabilities().and_then(|c| c.get("elicitation")).is_some_and(Value::is_object),
+    };
+    if !can_ask {
+        refuse(gw, req, tool, "confirmation_impossible");
+        return Verdict::Answer(Box::new(tool_error(&format!(
+            "{} needs a person's confirmation ({}), and this client cannot ask for one (it declared no elicitation).",
+            tool.name, rule.label
+        ))));
+    }
+    let asked = Asked { c: req.caller.id.clone(), r: req.caller.rules.clone(), d: want };
+    let Ok(state) = gw.sealer.seal(PURPOSE, &asked) else {
+        return Verdict::Answer(Box::new(Reply::error(RpcError::internal("cannot seal the confirmation"))));
+    };
+    let shown = serde_json::to_string_pretty(args).unwrap_or_default();
+    let message = format!(
+        "{}Allow this call?\n\nTool: {}\nUpstream: {upstream}\nArguments:\n{shown}",
+        rule.message.as_deref().map(|m| format!("{m}\n\n")).unwrap_or_default(),
+        tool.name
+    );
+    let question = json!({
+        "resultType": "input_required",
+        "inputRequests": { INPUT_KEY: { "method": "elicitation/create", "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": { "type": "object", "properties": {
+                "confirm": { "type": "boolean", "title": "Allow this call", "description": "Run the call with exactly these arguments", "default": false }
+            }, "required": ["confirm"] },
+        } } },
+        "requestState": state,
+    });
+    gw.metrics.refused("confirmation_asked");
+    Verdict::Answer(Box::new(match Json::to_json(&question) {
+        Ok(raw) => Reply::Single(Outcome::Result(raw)),
+        Err(e) => Reply::error(RpcError::internal(e.to_string())),
+    }))
+}
+
+/// Takes the gateway's confirmation state and answer out of a retry (they are not the upstream's).
+fn strip(params: &mut RawObject) {
+    params.remove("requestState");
+    let Some(Ok(mut responses)) = params.parse::<RawObject>("inputResponses") else { return };
+    responses.remove(INPUT_KEY);
+    if responses.0.is_empty() || params.set_json("inputResponses", &responses).is_err() {
+        params.remove("inputResponses");
+    }
+}
+
+fn refuse(gw: &Served<'_>, req: &Request, tool: &Entry, why: &str) {
+    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), &tool.name, why);
+    gw.metrics.refused(why);
+}
+
+fn tool_error(text: &str) -> Reply {
+    let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": true });
+    match Json::to_json(&result) {
+        Ok(raw) => Reply::Single(Outcome::Result(raw)),
+        Err(e) => Reply::error(RpcError::internal(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, annotations: Value) -> Entry {
+        let json = Json::to_json(&json!({ "name": name, "inputSchema": { "type": "object" }, "annotations": annotations })).expect("json");
+        Entry {
+            name: name.into(),
+            upstream: 0,
+            original: name.into(),
+            headers: Default::default(),
+            args: crate::catalog::args::ArgCheck::new(json.clone()),
+            json,
+            canonical: None,
+            fixed: Default::default(),
+            ui: None,
+        }
+    }
+
+    fn rule(tools: &[&str], destructive: bool) -> ConfirmRule {
+        ConfirmRule { tools: tools.iter().map(|t| t.to_string()).collect(), destructive, message: None, label: "r".into() }
+    }
+
+    #[test]
+    fn rules_name_tools_by_glob_and_by_what_annotations_leave_possible() {
+        let by_name = [rule(&["github__delete_*"], false)];
+        assert!(
+            rule_for(&by_name, &entry("github__delete_repo", json!({ "readOnlyHint": true }))).is_some(),
+            "a name rule ignores annotations"
+        );
+        assert!(rule_for(&by_name, &entry("github__get_repo", json!({}))).is_none());
+        let destructive_only = [rule(&[], true)];
+        assert!(rule_for(&destructive_only, &entry("a", json!({}))).is_some(), "unannotated tools may destroy (the MCP defaults)");
+        assert!(rule_for(&destructive_only, &entry("a", json!({ "readOnlyHint": true }))).is_none());
+        assert!(rule_for(&destructive_only, &entry("a", json!({ "destructiveHint": false }))).is_none());
+        assert!(rule_for(&destructive_only, &entry("a", json!({ "destructiveHint": true }))).is_some());
+        let both = [rule(&["fs__*"], true)];
+        assert!(rule_for(&both, &entry("fs__write", json!({}))).is_some());
+        assert!(rule_for(&both, &entry("fs__read", json!({ "readOnlyHint": true }))).is_none());
+        assert!(rule_for(&both, &entry("db__drop", json!({}))).is_none());
+    }
+
+    #[test]
+    fn the_digest_binds_the_tool_and_every_argument() {
+        let a = digest("t", &json!({ "x": 1, "y": [1, 2] }));
+        assert_eq!(a, digest("t", &json!({ "y": [1, 2], "x": 1 })), "key order does not matter");
+        assert_ne!(a, digest("t", &json!({ "x": 2, "y": [1, 2] })));
+        assert_ne!(a, digest("u", &json!({ "x": 1, "y": [1, 2] })));
+    }
+}
