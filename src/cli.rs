@@ -130,6 +130,77 @@ pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `mcpgate pin`: what differs between the tools served now and their pins; with `approve`,
+/// the pins are rewritten from what is served (all tools, or those `only` names).
+pub fn pin(gw: &Gateway, approve: bool, only: &[String]) -> anyhow::Result<ExitCode> {
+    use crate::catalog::pins::{self, PinFile};
+    let config = gw.config();
+    let path = &config.pins.file;
+    let old = crate::gateway::pins::read(path).map_err(|e| anyhow::anyhow!(e))?.unwrap_or_default();
+    let mut next = PinFile { version: 1, upstreams: old.upstreams.clone() };
+    let mut differs = 0;
+    for up in gw.live_upstreams() {
+        let st = up.state();
+        if st.status != crate::upstream::Status::Ready {
+            println!("  {}: not reachable now; its pins are left as they are", up.id());
+            continue;
+        }
+        let served: Vec<(String, pins::Pin)> = st
+            .items(crate::catalog::Kind::Tool)
+            .iter()
+            .filter_map(|raw| pins::definition(raw.get()))
+            .map(|p| (p.definition.get("name").and_then(|n| n.as_str()).unwrap_or("?").to_string(), p))
+            .collect();
+        let pinned = old.upstreams.get(up.id());
+        let chosen = |tool: &str| {
+            only.is_empty()
+                || only.iter().any(|o| {
+                    o == tool || *o == format!("{}/{tool}", up.id()) || *o == config.catalog.names.gateway_name(&up.cfg.prefix, tool, None)
+                })
+        };
+        let entry = next.upstreams.entry(up.id().to_string()).or_default();
+        for (tool, current) in &served {
+            let line = match pinned.and_then(|p| p.get(tool)) {
+                Some(p) if p.sha256 == current.sha256 => continue,
+                Some(p) => format!(
+                    "~ {}/{tool}\n{}",
+                    up.id(),
+                    pins::diff(&p.definition, &current.definition).iter().map(|l| format!("    {l}\n")).collect::<String>()
+                ),
+                None => format!("+ {}/{tool}\n", up.id()),
+            };
+            print!("{line}");
+            differs += 1;
+            if approve && chosen(tool) {
+                entry.insert(tool.clone(), current.clone());
+            }
+        }
+        for tool in pinned.map(|p| p.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
+            if !served.iter().any(|(t, _)| *t == tool) {
+                println!("- {}/{tool} (no longer served)", up.id());
+                differs += 1;
+                if approve && chosen(&tool) {
+                    entry.remove(&tool);
+                }
+            }
+        }
+    }
+    next.upstreams.retain(|_, tools| !tools.is_empty());
+    if !approve {
+        println!(
+            "{differs} difference(s) from {}{}",
+            path.display(),
+            if differs > 0 { "; mcpgate pin --approve approves them" } else { "" }
+        );
+        return Ok(if differs > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS });
+    }
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, next.render()).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    println!("approved; {} written (a running gateway applies it within a second)", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// One request to a running gateway's `/oauth/tokens` API: status and JSON body.
 async fn tokens_api(url: &str, key: Option<&str>, path: &str, body: Option<serde_json::Value>) -> anyhow::Result<serde_json::Value> {
     let target = format!("{}{path}", url.trim_end_matches('/'));

@@ -124,6 +124,18 @@ enum Command {
         #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
         timeout: std::time::Duration,
     },
+    /// Show how the tools the upstreams serve now differ from their pins (the lock file of
+    /// `[pins]`), and with --approve write them as the new pins (all, or the named ones). Exits 1
+    /// when something differs and nothing was approved.
+    Pin {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: PathBuf,
+        /// Write what the upstreams serve now as the approved definitions.
+        #[arg(long)]
+        approve: bool,
+        /// Only these tools (`upstream/tool`, the upstream's own name, or the served name).
+        tools: Vec<String>,
+    },
     /// List or revoke the upstream accounts callers connected (per-user identity), on a running
     /// gateway: your own, or anyone's with an admin key. The key is read from MCPGATE_API_KEY.
     Tokens {
@@ -362,6 +374,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "mcpgate", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Pin { config, approve, tools } => {
+            let gw = Gateway::new(load(&config, None)?)?;
+            mcpgate::cli::probe_all(&gw).await;
+            mcpgate::cli::pin(&gw, approve, &tools)
         }
         Command::Tokens { action, url, caller } => {
             let key = std::env::var("MCPGATE_API_KEY").ok().filter(|k| !k.is_empty());

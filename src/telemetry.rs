@@ -112,6 +112,9 @@ pub struct Metrics {
     redis_up: Gauge,
     redis_errors: Counter,
     redis_fallbacks: Family<FailLabel, Counter>,
+    /// Tools held by their pins, and tools served although they differ from their pins.
+    tools_held: Gauge,
+    tools_drifted: Gauge,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -143,6 +146,13 @@ impl Default for Metrics {
         registry.register("log_lines_dropped", "Log lines dropped because the log writer could not keep up", log_dropped.clone());
         registry.register("stale_lists", "Lists an upstream could not re-read, served from its previous answer", stale.clone());
         registry.register("change_streams", "Open change streams (listen and legacy GET streams)", streams.clone());
+        let (tools_held, tools_drifted) = (Gauge::default(), Gauge::default());
+        registry.register("tools_held", "Tools held out of the catalogue until approved ([pins] enforce)", tools_held.clone());
+        registry.register(
+            "tools_drifted",
+            "Tools served although their definition differs from its pin ([pins] record)",
+            tools_drifted.clone(),
+        );
         registry.register("requests_in_flight", "Requests in progress at the edge", in_flight.clone());
         registry.register("connections", "Open client connections", connections.clone());
         let (redis_up, redis_errors, redis_fallbacks) = (Gauge::default(), Counter::default(), Family::<FailLabel, Counter>::default());
@@ -172,6 +182,8 @@ impl Default for Metrics {
             redis_up,
             redis_errors,
             redis_fallbacks,
+            tools_held,
+            tools_drifted,
         }
     }
 }
@@ -195,6 +207,12 @@ impl Metrics {
     /// A request refused before any upstream (rate limit, policy, scope, no route, bad state).
     pub fn refused(&self, reason: &str) {
         self.refused.get_or_create(&Reason { reason: reason.to_string() }).inc();
+    }
+
+    /// The tools held by their pins, and those served although they differ, as of the last rebuild.
+    pub fn set_pins(&self, held: usize, drifted: usize) {
+        self.tools_held.set(i64::try_from(held).unwrap_or(i64::MAX));
+        self.tools_drifted.set(i64::try_from(drifted).unwrap_or(i64::MAX));
     }
 
     /// A refresh of `upstream` kept `lists` previous lists because re-reading them failed.

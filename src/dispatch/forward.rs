@@ -232,7 +232,9 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
                 if let Some(e) = needs_scope(gw, &req, Kind::Tool, &name) {
                     return Reply::error(e);
                 }
-                refuse(gw, &req, &name, "unknown_or_denied");
+                // Held by its pin: answered like an unknown tool, audited as what it is.
+                let why = if gw.held_tool(&name) { "held_by_pin" } else { "unknown_or_denied" };
+                refuse(gw, &req, &name, why);
                 return Reply::error(RpcError::unknown_tool(&name));
             }
         },

@@ -23,6 +23,7 @@ impl Gateway {
         for (up, updates) in self.upstreams().iter().zip(receivers) {
             self.maintain(up, updates);
         }
+        self.watch_pins();
         let gw = Arc::downgrade(self);
         let hub = self.hub.clone();
         self.tasks.spawn(async move {

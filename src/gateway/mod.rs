@@ -8,6 +8,7 @@
 
 mod maintain;
 mod personal;
+pub mod pins;
 mod reads;
 mod reload;
 
@@ -93,6 +94,8 @@ pub struct Gateway {
     pub personal: Option<Arc<personal::Personal>>,
     /// The gateway itself, for the loops it starts on demand.
     me: std::sync::Weak<Gateway>,
+    /// The approved tool definitions (`[pins]`).
+    pub pins: pins::Pins,
 }
 
 impl Gateway {
@@ -119,6 +122,8 @@ impl Gateway {
         }
         let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
+        let pins = pins::Pins::default();
+        pins.refresh(&config.pins.file);
         let personal =
             personal::identity(&config, &sealer, cluster.as_ref(), &tasks)?.map(|id| Arc::new(personal::Personal::new(Arc::new(id))));
         Ok(Arc::new_cyclic(|me| Gateway {
@@ -145,6 +150,7 @@ impl Gateway {
             updates: Mutex::new(updates),
             personal,
             me: me.clone(),
+            pins,
         }))
     }
 
@@ -285,15 +291,23 @@ impl Gateway {
         let _guard = lock(&self.rebuild_lock);
         let all = self.upstreams();
         let states: Vec<_> = all.iter().map(|u| u.state()).collect();
+        // Tools screened against their pins: what is held stays out, as a problem.
+        let screened: Vec<pins::Screened> = all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u))).collect();
         let inputs: Vec<UpstreamLists> = all
             .iter()
             .zip(&states)
-            .filter(|(u, st)| st.status == Status::Ready && !u.is_retired())
-            .map(|(u, st)| UpstreamLists {
+            .zip(&screened)
+            .filter(|((u, st), _)| st.status == Status::Ready && !u.is_retired())
+            .map(|((u, st), sc)| UpstreamLists {
                 upstream: u.index,
                 id: u.id(),
                 prefix: &u.cfg.prefix,
-                items: [st.items(Kind::Tool), st.items(Kind::Prompt), st.items(Kind::Resource), st.items(Kind::Template)],
+                items: [
+                    sc.tools.as_deref().unwrap_or(st.items(Kind::Tool)),
+                    st.items(Kind::Prompt),
+                    st.items(Kind::Resource),
+                    st.items(Kind::Template),
+                ],
                 ttl_ms: st.ttl_ms,
                 listed_at: st.listed_at,
                 private: st.private,
@@ -305,7 +319,15 @@ impl Gateway {
         let namespaces: Vec<(usize, String)> =
             all.iter().filter(|u| !u.cfg.prefix.is_empty() && !u.is_retired()).map(|u| (u.index, u.cfg.prefix.clone())).collect();
         let naming = catalog::merge::Naming { policy: &config.catalog.names, namespaces: &namespaces };
-        let next = Arc::new(catalog::merge::build(&inputs, &naming));
+        let mut built = catalog::merge::build(&inputs, &naming);
+        for ((u, st), sc) in all.iter().zip(&states).zip(&screened) {
+            if st.status == Status::Ready && !u.is_retired() {
+                built.problems.extend(sc.held.iter().cloned());
+            }
+        }
+        self.metrics
+            .set_pins(built.problems.iter().filter(|p| p.reason.starts_with(pins::HELD)).count(), screened.iter().map(|s| s.drifted).sum());
+        let next = Arc::new(built);
         let prev = self.catalog.load_full();
         for p in next.problems.iter().filter(|p| !prev.problems.contains(p)) {
             log_problem(p);

@@ -335,8 +335,11 @@ impl Gateway {
             tools.clone()
         };
         let none: [Option<u64>; 4] = [None; 4];
+        // Pins hold tools out of every caller's catalogue alike.
+        let screened: Vec<super::pins::Screened> =
+            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u))).collect();
         let mut inputs: Vec<UpstreamLists> = Vec::new();
-        for ((u, st), mine) in all.iter().zip(&states).zip(&own) {
+        for (((u, st), mine), sc) in all.iter().zip(&states).zip(&own).zip(&screened) {
             if u.is_retired() {
                 continue;
             }
@@ -369,7 +372,7 @@ impl Gateway {
                 id: u.id(),
                 prefix: &u.cfg.prefix,
                 items: [
-                    st.items(catalog::Kind::Tool),
+                    sc.tools.as_deref().unwrap_or(st.items(catalog::Kind::Tool)),
                     st.items(catalog::Kind::Prompt),
                     st.items(catalog::Kind::Resource),
                     st.items(catalog::Kind::Template),

@@ -25,6 +25,7 @@ mod notifications;
 mod observability;
 #[cfg(feature = "otlp")]
 mod otlp;
+mod pins;
 mod pools;
 mod real_servers;
 mod reload;

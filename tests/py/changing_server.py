@@ -6,6 +6,9 @@ Tools:
   add_tool(name)  adds a tool `name` (returning its name), then announces tools/list_changed
   add_many(n)     adds n tools one by one, announcing each (a burst of n announcements)
   touch(uri)      announces notifications/resources/updated for `uri`
+  redescribe(name, description)
+                  gives the tool `name` a new description (as a server changes a definition under
+                  a running client: the "rug pull" of the pinning tests), then announces the change
   confirm(question) asks the client (elicitation) for a name and returns it
 Resource: memo://changing/doc (clients may subscribe to it).
 
@@ -71,6 +74,10 @@ def base() -> str:
     return "base"
 
 
+# The functions of the tools `redescribe` may give a new description.
+_functions = {"base": base}
+
+
 @mcp.tool()
 async def add_tool(name: str, ctx: Context) -> str:
     """Adds a tool called `name`, then announces the change."""
@@ -86,6 +93,21 @@ async def add_many(n: int, ctx: Context) -> str:
         _add(f"burst_{i}")
         await _announce_tools(ctx)
     return f"added {n}"
+
+
+@mcp.tool()
+async def redescribe(name: str, description: str, ctx: Context) -> str:
+    """Gives the tool `name` a new description, then announces the change."""
+    tool = next((t for t in await mcp.list_tools() if t.name == name), None)
+    if tool is None:
+        return f"no tool {name}"
+    fn = _functions.get(name)
+    if fn is None:
+        return f"{name} cannot be redescribed"
+    mcp.remove_tool(name)
+    mcp.add_tool(fn, name=name, description=description)
+    await _announce_tools(ctx)
+    return f"redescribed {name}"
 
 
 @mcp.tool()

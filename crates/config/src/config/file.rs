@@ -23,6 +23,8 @@ pub struct FileConfig {
     #[serde(default, rename = "confirm")]
     pub confirms: Vec<super::guard::ConfirmSection>,
     #[serde(default)]
+    pub pins: super::guard::PinsSection,
+    #[serde(default)]
     pub audit: super::limits::AuditSection,
     #[serde(default, rename = "endpoint")]
     pub endpoints: Vec<super::endpoint::EndpointSection>,
@@ -149,6 +151,8 @@ pub struct UpstreamSection {
     pub user_auth: Option<super::identity::UserAuthSection>,
     /// Check `tools/call` arguments against the tool's `inputSchema` at the gateway (default on).
     pub validate_arguments: Option<bool>,
+    /// Pinned tool definitions for this upstream: `off`, `record` or `enforce` (default: `[pins] mode`).
+    pub pin: Option<Spanned<String>>,
 }
 
 /// One endpoint of a pool: used when every `when` entry (an `x-mcp-header` name → value)

@@ -40,6 +40,8 @@ pub struct Config {
     pub rate_limits: Vec<limits::ToolRateLimit>,
     /// Calls a person must confirm (`[[confirm]]`).
     pub confirms: Vec<guard::ConfirmRule>,
+    /// Pinned tool definitions (`[pins]`, and each upstream's `pin`).
+    pub pins: guard::PinsConfig,
     pub audit_arguments: bool,
     /// Virtual servers: more endpoints, each a curated view of the catalogue.
     pub endpoints: Vec<endpoint::EndpointConfig>,
@@ -166,6 +168,8 @@ pub struct UpstreamConfig {
     pub user_auth: Option<identity::UserAuthConfig>,
     /// `tools/call` arguments are checked against the tool's `inputSchema` before they leave.
     pub validate_arguments: bool,
+    /// Its own pin mode (`None`: `[pins] mode`).
+    pub pin: Option<crate::catalog::pins::PinMode>,
 }
 
 /// The era the gateway speaks to an upstream that may offer both.
@@ -278,6 +282,7 @@ impl Config {
         check_authentication(&at, &auth, &callers, &server, &upstreams)?;
         let rate_limits = limits::resolve_rate_limits(&at, file.rate_limits)?;
         let confirms = guard::resolve(&at, file.confirms)?;
+        let pins = guard::resolve_pins(&at, file.pins, &base_dir)?;
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
@@ -301,6 +306,7 @@ impl Config {
             callers,
             rate_limits,
             confirms,
+            pins,
             audit_arguments: file.audit.include_arguments,
             endpoints,
             cluster,

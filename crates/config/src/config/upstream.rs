@@ -60,6 +60,7 @@ pub(super) fn upstream(
         era: u.era,
         user_auth,
         validate_arguments: u.validate_arguments.unwrap_or(true),
+        pin: u.pin.as_ref().map(|p| super::guard::pin_mode(at, p, "upstream.pin")).transpose()?,
     })
 }
 

@@ -9,6 +9,7 @@ pub mod endpoint;
 pub mod links;
 pub mod merge;
 pub mod names;
+pub mod pins;
 pub mod search;
 pub mod uris;
 pub mod view;

@@ -1,0 +1,149 @@
+//! Pinned tool definitions on the gateway (`[pins]`, docs/security.md): the approved definitions
+//! (the lock file, re-read when it changes, so an approval applies without a restart), and the
+//! screening of each upstream's tools before the catalogue is merged: with `enforce`, a tool whose
+//! definition differs from its pin, or that has none, is held out (a problem of the catalogue,
+//! logged once, shown by `mcpgate check`, counted in `/metrics`); with `record`, it is served and
+//! the difference is logged once and counted.
+
+use super::Gateway;
+use crate::catalog::pins::{self, PinFile, PinMode, Standing};
+use crate::catalog::{Kind, Problem};
+use crate::sync::lock;
+use crate::upstream::{Upstream, UpstreamState};
+use arc_swap::ArcSwap;
+use serde_json::value::RawValue;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// How often the lock file is looked at for changes.
+const WATCH: Duration = Duration::from_secs(1);
+/// How a held tool's problem starts (the audit reason of a call that names it).
+pub const HELD: &str = "held until approved";
+
+/// The approved definitions in effect.
+#[derive(Default)]
+pub struct Pins {
+    file: ArcSwap<PinFile>,
+    /// When the lock file was last read (its modification time).
+    read: Mutex<Option<SystemTime>>,
+    /// Differences already logged in `record` mode (upstream, tool, fingerprint).
+    logged: Mutex<HashSet<(String, String, String)>>,
+}
+
+/// An upstream's tools after screening.
+pub struct Screened {
+    /// The tools to merge (`None`: all of them, nothing held).
+    pub tools: Option<Vec<Box<RawValue>>>,
+    pub held: Vec<Problem>,
+    /// `record` mode: tools served although they differ from their pin.
+    pub drifted: usize,
+}
+
+/// Reads a lock file (`Ok(None)`: there is none).
+pub fn read(path: &Path) -> Result<Option<PinFile>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("{}: not a pin file: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+impl Pins {
+    /// Re-reads the lock file if it changed since the last read; whether it did.
+    pub fn refresh(&self, path: &Path) -> bool {
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        if *lock(&self.read) == modified && modified.is_some() {
+            return false;
+        }
+        match read(path) {
+            Ok(file) => {
+                *lock(&self.read) = modified;
+                self.file.store(Arc::new(file.unwrap_or_default()));
+                true
+            }
+            Err(e) => {
+                // A broken file keeps the pins in effect (held tools stay held).
+                tracing::warn!(error = %e, "the pin file could not be read; the pins in effect stay");
+                *lock(&self.read) = modified;
+                false
+            }
+        }
+    }
+
+    /// Screens an upstream's tools against its pins, in `mode`.
+    pub fn screen(&self, up: &Upstream, st: &UpstreamState, mode: PinMode) -> Screened {
+        if mode == PinMode::Off {
+            return Screened { tools: None, held: Vec::new(), drifted: 0 };
+        }
+        let file = self.file.load();
+        let pinned = file.upstreams.get(up.id());
+        let (mut kept, mut held, mut drifted) = (Vec::new(), Vec::new(), 0);
+        for raw in st.items(Kind::Tool) {
+            let Some(current) = pins::definition(raw.get()) else {
+                kept.push(raw.clone());
+                continue;
+            };
+            let original = current.definition.get("name").and_then(|n| n.as_str()).unwrap_or("?").to_string();
+            let standing = pins::standing(pinned, &original, &current);
+            match (standing, mode) {
+                (Standing::Pinned, _) => kept.push(raw.clone()),
+                (s, PinMode::Enforce) => {
+                    let why = if s == Standing::New { "a new tool, not pinned yet" } else { "its definition differs from its pin" };
+                    held.push(Problem {
+                        upstream: up.id().to_string(),
+                        kind: Kind::Tool,
+                        item: original,
+                        reason: format!("{HELD}: {why} (mcpgate pin shows the difference; mcpgate pin --approve approves it)"),
+                    });
+                }
+                (s, _) => {
+                    drifted += 1;
+                    if lock(&self.logged).insert((up.id().to_string(), original.clone(), current.sha256.clone())) {
+                        let changes = pinned.and_then(|p| p.get(&original)).map(|p| pins::diff(&p.definition, &current.definition));
+                        tracing::warn!(upstream = %up.id(), tool = %original, new = s == Standing::New, changes = ?changes.unwrap_or_default(), "a tool is served that differs from its pin (pins: record)");
+                    }
+                    kept.push(raw.clone());
+                }
+            }
+        }
+        Screened { tools: Some(kept), held, drifted }
+    }
+}
+
+impl Gateway {
+    /// The pin mode of upstream `up` under the configuration in effect.
+    pub fn pin_mode(&self, up: &Upstream) -> PinMode {
+        self.config().pins.mode_for(&up.cfg)
+    }
+
+    /// Watches the lock file: a change (an approval) re-reads it and rebuilds the catalogue,
+    /// which tells each listener once.
+    pub(super) fn watch_pins(self: &Arc<Self>) {
+        let gw = Arc::downgrade(self);
+        self.tasks.spawn(async move {
+            loop {
+                tokio::time::sleep(WATCH).await;
+                let Some(g) = gw.upgrade() else { return };
+                let path: PathBuf = g.config().pins.file.clone();
+                if g.pins.refresh(&path) {
+                    tracing::info!(file = %path.display(), "pins changed; the catalogue is rebuilt");
+                    g.rebuild();
+                }
+            }
+        });
+    }
+
+    /// Whether `name` is a tool held by its pin (for the audit reason of a call that names it).
+    pub fn held_tool(&self, name: &str) -> bool {
+        let cat = self.catalog();
+        let config = self.config();
+        cat.problems.iter().filter(|p| p.kind == Kind::Tool && p.reason.starts_with(HELD)).any(|p| {
+            self.upstreams().iter().find(|u| u.id() == p.upstream).is_some_and(|u| {
+                let rename = u.cfg.rename.iter().find(|(from, _)| *from == p.item).map(|(_, to)| to.as_str());
+                config.catalog.names.gateway_name(&u.cfg.prefix, &p.item, rename) == name
+            })
+        })
+    }
+}
