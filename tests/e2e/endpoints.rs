@@ -66,7 +66,12 @@ async fn endpoints_present_curated_views_that_compose_with_policy() {
     let (dev, support) = (format!("{}/mcp/dev", gw.base), format!("{}/mcp/support", gw.base));
 
     let dev_tools = list(&dev, "all-key").await;
-    assert_eq!(names(&dev_tools), ["say", "query_eu", "chg__base", "chg__add_tool", "chg__add_many", "chg__touch"], "{}", gw.proc.log());
+    assert_eq!(
+        names(&dev_tools),
+        ["say", "query_eu", "chg__base", "chg__add_tool", "chg__add_many", "chg__redescribe", "chg__touch"],
+        "{}",
+        gw.proc.log()
+    );
     assert_eq!(names(&list(&support, "all-key").await), ["fm__add", "fm__shout"]);
     assert!(names(&list(&gw.url, "all-key").await).contains(&"py__whoami"), "the root keeps the whole catalogue");
 
@@ -91,7 +96,10 @@ async fn endpoints_present_curated_views_that_compose_with_policy() {
     }
 
     // Policy composes: a caller denied py__execute_sql sees it on no endpoint, under no name.
-    assert_eq!(names(&list(&dev, "nosql-key").await), ["say", "chg__base", "chg__add_tool", "chg__add_many", "chg__touch"]);
+    assert_eq!(
+        names(&list(&dev, "nosql-key").await),
+        ["say", "chg__base", "chg__add_tool", "chg__add_many", "chg__redescribe", "chg__touch"]
+    );
     let denied = call_as(&dev, "nosql-key", "query_eu", json!({ "query": "x" })).await;
     assert_eq!(denied["error"]["message"], "Unknown tool: query_eu", "{denied}");
 
