@@ -129,6 +129,7 @@ pub(super) async fn forward(
         (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string(), named.policy.to_string());
     let prefix = up.cfg.prefix.clone();
     let confirmed = named.confirmed.map(str::to_string);
+    let (detectors, secrets_audit) = (gw.config.secrets.clone(), gw.audit.clone());
     let endpoint_label = req.caller.endpoint.clone();
     // What a caller with narrowed grants reads must not be shared with callers policy denies.
     let narrowed = !req.caller.grants.is_unrestricted();
@@ -180,6 +181,33 @@ pub(super) async fn forward(
                 Outcome::Result(raw) => {
                     let raw = links::to_gateway(method.as_str(), &raw, &prefix).unwrap_or(raw);
                     let raw = if narrowed && method == Method::ResourcesRead { private_scope(&raw).unwrap_or(raw) } else { raw };
+                    let raw = match super::secrets::scrub(&detectors, &method, raw) {
+                        Ok((raw, redacted)) => {
+                            if !redacted.is_empty() {
+                                metrics.refused("secret_redacted");
+                                let why = format!("secret_redacted:{}", redacted.join(","));
+                                secrets_audit.refused(
+                                    &caller.id,
+                                    endpoint_label.as_deref().unwrap_or("-"),
+                                    method.as_str(),
+                                    &item_name,
+                                    &why,
+                                );
+                            }
+                            raw
+                        }
+                        Err(withheld) => {
+                            metrics.refused("secret_blocked");
+                            secrets_audit.refused(
+                                &caller.id,
+                                endpoint_label.as_deref().unwrap_or("-"),
+                                method.as_str(),
+                                &item_name,
+                                &withheld.reason,
+                            );
+                            return withheld.outcome;
+                        }
+                    };
                     if method == Method::ToolsCall {
                         let created = super::tasks::Created { caller: &caller, upstream: &upstream_id, tool: &policy_name };
                         super::tasks::seal_created(&sealer, Outcome::Result(raw), &created)

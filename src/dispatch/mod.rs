@@ -11,6 +11,7 @@ mod forward;
 mod listen;
 mod lists;
 mod search;
+mod secrets;
 pub mod state;
 mod tasks;
 

@@ -2,7 +2,8 @@
 //! both eras answering the gateway's question: the upstream sees the call only after an accept,
 //! with exactly the confirmed arguments; a decline never reaches it; a client that cannot be
 //! asked is refused with the rule named; a tampered state, or changed arguments, bring a new
-//! question instead of the call.
+//! question instead of the call. And secrets in results (`[secrets]`): redacted or withheld,
+//! audited and counted by detector, never logged.
 
 use crate::harness::*;
 use serde_json::{Value, json};
@@ -85,4 +86,28 @@ async fn a_confirmed_call_reaches_the_upstream_only_after_a_person_accepts() {
     let good =
         rpc(&gw.url, "tools/call", ask(json!({ "text": "a" }), json!({ "requestState": state, "inputResponses": yes }))).await.json();
     assert!(good["result"]["content"][0]["text"].as_str().unwrap_or_default().contains('a'), "{good}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn secrets_in_results_are_redacted_or_withheld_and_never_logged() {
+    let (_up, url) = py_http("alpha", &[]);
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[secrets]\nbuiltin = \"redact\"\n\n\
+         [[secrets.pattern]]\nname = \"internal\"\nregex = \"itk_[a-z0-9]{{12}}\"\naction = \"block\"\n\n\
+         [[upstream]]\nid = \"py\"\nurl = \"{url}\"\n"
+    );
+    let gw = gateway(&config);
+    let key = "AKIAIOSFODNN7EXAMPLE";
+    let redacted = call(&gw.url, "py__echo", json!({ "text": format!("the key is {key}") })).await;
+    let text = text_of(&redacted);
+    assert!(text.contains("[REDACTED:aws-access-key]") && !text.contains(key), "{redacted}");
+    let internal = "itk_abcdef123456";
+    let blocked = call(&gw.url, "py__echo", json!({ "text": format!("token {internal}") })).await;
+    assert_eq!(blocked["result"]["isError"], true, "{blocked}");
+    assert!(text_of(&blocked).contains("(internal)") && !blocked.to_string().contains(internal), "{blocked}");
+    let log = gw.proc.log();
+    assert!(log.contains("secret_redacted:aws-access-key") && log.contains("secret_blocked:internal"), "audited: {log}");
+    assert!(!log.contains(key) && !log.contains(internal), "what matched is never logged");
+    let metrics = String::from_utf8_lossy(&get(&format!("{}/metrics", gw.base)).await.expect("metrics").body).to_string();
+    assert!(metrics.contains(r#"reason="secret_redacted"} 1"#) && metrics.contains(r#"reason="secret_blocked"} 1"#), "{metrics}");
 }

@@ -25,6 +25,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub pins: super::guard::PinsSection,
     #[serde(default)]
+    pub secrets: super::guard::SecretsSection,
+    #[serde(default)]
     pub audit: super::limits::AuditSection,
     #[serde(default, rename = "endpoint")]
     pub endpoints: Vec<super::endpoint::EndpointSection>,

@@ -42,6 +42,8 @@ pub struct Config {
     pub confirms: Vec<guard::ConfirmRule>,
     /// Pinned tool definitions (`[pins]`, and each upstream's `pin`).
     pub pins: guard::PinsConfig,
+    /// Detectors results pass through before they reach a client (`[secrets]`; empty: none).
+    pub secrets: std::sync::Arc<Vec<crate::policy::secrets::Detector>>,
     pub audit_arguments: bool,
     /// Virtual servers: more endpoints, each a curated view of the catalogue.
     pub endpoints: Vec<endpoint::EndpointConfig>,
@@ -283,6 +285,7 @@ impl Config {
         let rate_limits = limits::resolve_rate_limits(&at, file.rate_limits)?;
         let confirms = guard::resolve(&at, file.confirms)?;
         let pins = guard::resolve_pins(&at, file.pins, &base_dir)?;
+        let secrets = std::sync::Arc::new(guard::resolve_secrets(&at, file.secrets)?);
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
@@ -307,6 +310,7 @@ impl Config {
             rate_limits,
             confirms,
             pins,
+            secrets,
             audit_arguments: file.audit.include_arguments,
             endpoints,
             cluster,

@@ -8,6 +8,7 @@
 //! lacks is out of its view too (lists included), whatever its grants.
 
 pub mod glob;
+pub mod secrets;
 
 use crate::protocol::{Kind, uri as uris};
 

@@ -32,8 +32,9 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("slack-token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
     ("stripe-key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b"),
     ("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
-    ("openai-key", r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{32,}\b"),
+    // Before the generic `sk-` shape below, which would take it too.
     ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_\-]{32,}\b"),
+    ("openai-key", r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{32,}\b"),
     ("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     ("private-key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
 ];
@@ -137,7 +138,8 @@ mod tests {
             let text = r["content"][0]["text"].as_str().unwrap_or_default();
             assert!(!text.contains(secret) && text.contains(&format!("[REDACTED:{name}]")), "{name}: {text}");
         }
-        let mut plain = json!({ "content": [{ "type": "text", "text": "ask for a key at the desk; sk is short for sketch; AKIA is a name" }] });
+        let mut plain =
+            json!({ "content": [{ "type": "text", "text": "ask for a key at the desk; sk is short for sketch; AKIA is a name" }] });
         assert_eq!(scrub(&mut plain, &detectors), Findings::default());
     }
 
