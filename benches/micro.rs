@@ -1,5 +1,6 @@
 //! Micro-benchmarks of the pure functions on the request path (divan): the envelope split, the
-//! `_meta` check, the `Mcp-*` header value codec, the policy decision over a view, and tool search. Run with
+//! `_meta` check, the `Mcp-*` header value codec, the policy decision over a view, tool search and the
+//! argument check against a tool schema. Run with
 //! `cargo bench --bench micro`; CI runs each once in test mode (`cargo test --benches`), which
 //! checks that they work and asserts no timings. divan also counts allocations per iteration
 //! (`AllocProfiler`), the figure to watch on a noisy 2-core machine.
@@ -112,4 +113,31 @@ fn tool_search_long_query_over_2000_tools(bencher: divan::Bencher, size: &str) {
             .collect(),
     };
     bencher.bench_local(|| Query::parse(&query).map_or(0, |q| index.rank(&all, &q, 10).len()));
+}
+
+/// A `tools/call`'s arguments checked against a typical tool schema (types, required, an enum,
+/// `additionalProperties: false`, a `$ref`), with the validator compiled once as the catalogue
+/// keeps it: the per-call cost of `validate_arguments`.
+#[divan::bench]
+fn argument_check(bencher: divan::Bencher) {
+    let tool = mcpgate::protocol::json::Json::to_json(&serde_json::json!({
+        "name": "create_issue",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "repo": { "type": "string", "pattern": "^[a-z0-9-]+/[a-z0-9-]+$" },
+                "title": { "type": "string", "minLength": 1 },
+                "labels": { "type": "array", "items": { "$ref": "#/$defs/label" } },
+                "priority": { "enum": ["low", "normal", "high"] },
+            },
+            "required": ["repo", "title"],
+            "additionalProperties": false,
+            "$defs": { "label": { "type": "string", "maxLength": 50 } },
+        },
+    }))
+    .expect("tool");
+    let check = mcpgate::catalog::args::ArgCheck::new(tool);
+    let args = serde_json::json!({ "repo": "acme/web", "title": "Fix the login", "labels": ["bug", "p1"], "priority": "high" });
+    let _ = check.check(&args);
+    bencher.bench_local(|| check.check(divan::black_box(&args)).is_ok());
 }
