@@ -1,5 +1,5 @@
-// mcpgate console: a view of a running gateway (its one action: revoking connected upstream
-// accounts, through /oauth/tokens/revoke). Data comes from /console/api/*, with
+// mcpgate console: a view of a running gateway; its two actions: approving held tools
+// (/console/api/pins/approve) and revoking connected upstream accounts (/oauth/tokens/revoke). Data comes from /console/api/*, with
 // the admin caller's credential (kept in this tab's sessionStorage) when authentication is on.
 "use strict";
 const base = "/console";
@@ -24,6 +24,30 @@ function renderUpstreams(list) {
     cell(u.id, "name"), cell(u.transport), cell(u.era), cell(u.status, u.status),
     cell(u.tools), cell(u.latency_ms == null ? "-" : u.latency_ms + " ms"), cell(u.circuit, u.circuit),
   ])));
+}
+
+function renderHeld(list) {
+  $("#held-section").hidden = list.length === 0;
+  $("#held tbody").replaceChildren(...list.map((h) => {
+    const button = document.createElement("button");
+    button.textContent = "Approve";
+    button.className = "approve";
+    button.addEventListener("click", () => approve(h.upstream, h.tool));
+    const action = document.createElement("td");
+    action.appendChild(button);
+    const changes = cell(h.changes.join("\n"), "desc");
+    changes.style.whiteSpace = "pre-wrap";
+    return row([cell(h.upstream), cell(h.tool, "name"), changes, action]);
+  }));
+}
+
+async function approve(upstream, tool) {
+  const r = await fetch(base + "/api/pins/approve", {
+    method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, headers()), body: JSON.stringify({ upstream, tool }),
+  });
+  if (!r.ok) { alert("Approving failed: " + r.status + " " + await r.text()); return; }
+  const state = await api("state");
+  renderHeld(state.held || []);
 }
 
 function renderAccounts(list) {
@@ -80,6 +104,7 @@ async function load() {
   $("#version").textContent = state.version;
   renderUpstreams(state.upstreams);
   if (state.tokens && state.tokens.length) renderAccounts(state.tokens);
+  renderHeld(state.held || []);
   catalog = state.catalog;
   const select = $("#view-as");
   select.replaceChildren(new Option("everything", ""), ...state.callers.map((c) => new Option(c, c)));

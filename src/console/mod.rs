@@ -98,6 +98,7 @@ pub fn state(gw: &Gateway) -> Value {
         "catalog": catalog(gw),
         "callers": gw.config().callers.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
         "tokens": tokens(gw, None),
+        "held": gw.held_tools(),
     })
 }
 

@@ -135,6 +135,55 @@ impl Gateway {
         });
     }
 
+    /// Approves the definition upstream `upstream` serves now for its tool `tool`: written to the
+    /// lock file, and applied at once (the catalogue is rebuilt, listeners hear it once).
+    pub fn approve_pin(&self, upstream: &str, tool: &str) -> Result<(), String> {
+        let up = self.live_upstreams().into_iter().find(|u| u.id() == upstream).ok_or_else(|| format!("no upstream '{upstream}'"))?;
+        let current = up
+            .state()
+            .items(Kind::Tool)
+            .iter()
+            .filter_map(|raw| pins::definition(raw.get()))
+            .find(|p| p.definition.get("name").and_then(|n| n.as_str()) == Some(tool))
+            .ok_or_else(|| format!("upstream '{upstream}' serves no tool '{tool}' now"))?;
+        let path = self.config().pins.file.clone();
+        let mut file = read(&path)?.unwrap_or_default();
+        file.version = 1;
+        file.upstreams.entry(upstream.to_string()).or_default().insert(tool.to_string(), current);
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        std::fs::write(&tmp, file.render()).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if self.pins.refresh(&path) {
+            self.rebuild();
+        }
+        Ok(())
+    }
+
+    /// The tools held now, each with what differs from its pin (for the console).
+    pub fn held_tools(&self) -> Vec<serde_json::Value> {
+        let file = self.pins.file.load();
+        self.catalog()
+            .problems
+            .iter()
+            .filter(|p| p.kind == Kind::Tool && p.reason.starts_with(HELD))
+            .map(|p| {
+                let current = self.live_upstreams().into_iter().find(|u| u.id() == p.upstream).and_then(|u| {
+                    u.state()
+                        .items(Kind::Tool)
+                        .iter()
+                        .filter_map(|raw| pins::definition(raw.get()))
+                        .find(|d| d.definition.get("name").and_then(|n| n.as_str()) == Some(p.item.as_str()))
+                });
+                let pinned = file.upstreams.get(&p.upstream).and_then(|t| t.get(&p.item));
+                let changes = match (pinned, &current) {
+                    (Some(old), Some(new)) => pins::diff(&old.definition, &new.definition),
+                    _ => vec!["a new tool, not pinned yet".to_string()],
+                };
+                serde_json::json!({ "upstream": p.upstream, "tool": p.item, "changes": changes })
+            })
+            .collect()
+    }
+
     /// Whether `name` is a tool held by its pin (for the audit reason of a call that names it).
     pub fn held_tool(&self, name: &str) -> bool {
         let cat = self.catalog();

@@ -1,7 +1,8 @@
 //! The console over HTTP: `/console` and its script and stylesheet (embedded, served with a
 //! strict Content-Security-Policy: nothing external loads), and `/console/api/*` — `state`,
-//! `view?caller=ID`, `calls` and `events` (SSE) — behind the gateway's authentication, for
-//! admin callers only (see [`crate::console::may_read`]). Off unless `[console] enabled`.
+//! `view?caller=ID`, `calls` and `events` (SSE), and `POST pins/approve` (the console's one
+//! change: approving a held tool) — behind the gateway's authentication, for admin callers only
+//! (see [`crate::console::may_read`]). Off unless `[console] enabled`.
 
 use super::http::{State, authenticate};
 use super::render::{self, Body};
@@ -25,10 +26,13 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
     let Some(gw) = st.console.as_ref().filter(|g| g.config().console) else {
         return render::plain(StatusCode::NOT_FOUND, "not found: the console is off ([console] enabled = true turns it on)\n");
     };
-    if req.method() != Method::GET {
-        return render::plain(StatusCode::METHOD_NOT_ALLOWED, "the console is read-only\n");
-    }
     let path = req.uri().path().to_string();
+    // The one change the console makes: approving a held tool (its other change, revoking a
+    // connected account, goes to /oauth/tokens/revoke).
+    let approving = req.method() == Method::POST && path == "/console/api/pins/approve";
+    if req.method() != Method::GET && !approving {
+        return render::plain(StatusCode::METHOD_NOT_ALLOWED, "the console is read-only but for approving held tools\n");
+    }
     let asset = |body: &'static str, kind: &'static str| {
         let mut r = Response::new(render::full(body));
         let h = r.headers_mut();
@@ -65,6 +69,23 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
         );
     }
     match what {
+        "pins/approve" if approving => {
+            let body = match http_body_util::Limited::new(req.into_body(), 16 * 1024).collect().await {
+                Ok(b) => b.to_bytes(),
+                Err(_) => return json_answer(StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": "too large" })),
+            };
+            let asked: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let (Some(upstream), Some(tool)) = (asked["upstream"].as_str(), asked["tool"].as_str()) else {
+                return json_answer(StatusCode::BAD_REQUEST, json!({ "error": "send {\"upstream\": ..., \"tool\": ...}" }));
+            };
+            match gw.approve_pin(upstream, tool) {
+                Ok(()) => {
+                    tracing::info!(caller = %caller.id, %upstream, %tool, "a held tool was approved from the console");
+                    json_answer(StatusCode::OK, json!({ "approved": format!("{upstream}/{tool}") }))
+                }
+                Err(e) => json_answer(StatusCode::CONFLICT, json!({ "error": e })),
+            }
+        }
         "state" => json_answer(StatusCode::OK, crate::console::state(gw)),
         "calls" => json_answer(StatusCode::OK, serde_json::to_value(gw.audit.recent()).unwrap_or(Value::Null)),
         "view" => {

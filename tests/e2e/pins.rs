@@ -39,7 +39,7 @@ async fn a_tool_whose_definition_changed_is_held_until_approved() {
     // The gateway on the same configuration (its lock file beside it).
     let gw = gateway(&text.replace(
         "[pins]\nmode = \"enforce\"\n",
-        &format!("[pins]\nmode = \"enforce\"\nfile = {:?}\n", dir.path().join("mcpgate-pins.json")),
+        &format!("[console]\nenabled = true\n\n[pins]\nmode = \"enforce\"\nfile = {:?}\n", dir.path().join("mcpgate-pins.json")),
     ));
     assert!(tool_names(&gw.url).await.contains(&"chg__base".to_string()), "pinned tools are served");
     let listener = listen(&gw.url, "P1", json!({ "toolsListChanged": true }), &[]).await;
@@ -70,6 +70,24 @@ async fn a_tool_whose_definition_changed_is_held_until_approved() {
     assert_eq!(text_of(&call(&gw.url, "chg__base", json!({})).await), "base");
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(listener.count(CHANGED), 2, "exactly one change at each step: {:#?}", listener.all());
+
+    // Once more, approved from the console by an admin (on loopback without [auth]).
+    call(&gw.url, "chg__redescribe", json!({ "name": "base", "description": "Always there, again." })).await;
+    assert_eq!(listener.wait_for(CHANGED, 3, Duration::from_secs(5)).await, 3);
+    let state: serde_json::Value = get(&format!("{}/console/api/state", gw.base)).await.expect("state").json();
+    assert_eq!(state["held"][0]["tool"], "base", "{state}");
+    assert!(state["held"][0]["changes"][0].as_str().unwrap_or_default().contains("Always there, again."), "{state}");
+    let approved = post_raw(
+        &format!("{}/console/api/pins/approve", gw.base),
+        &[("Content-Type", "application/json")],
+        json!({ "upstream": "chg", "tool": "base" }).to_string(),
+    )
+    .await;
+    assert_eq!(approved.status, 200, "{}", String::from_utf8_lossy(&approved.body));
+    assert_eq!(listener.wait_for(CHANGED, 4, Duration::from_secs(5)).await, 4);
+    assert!(tool_names(&gw.url).await.contains(&"chg__base".to_string()));
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(listener.count(CHANGED), 4, "{:#?}", listener.all());
 }
 
 #[tokio::test(flavor = "multi_thread")]
