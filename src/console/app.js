@@ -26,15 +26,20 @@ function renderUpstreams(list) {
   ])));
 }
 
+function buttonCell(label, cls, onClick) {
+  const button = document.createElement("button");
+  button.textContent = label;
+  button.className = cls;
+  button.addEventListener("click", onClick);
+  const td = document.createElement("td");
+  td.appendChild(button);
+  return td;
+}
+
 function renderHeld(list) {
   $("#held-section").hidden = list.length === 0;
   $("#held tbody").replaceChildren(...list.map((h) => {
-    const button = document.createElement("button");
-    button.textContent = "Approve";
-    button.className = "approve";
-    button.addEventListener("click", () => approve(h.upstream, h.tool));
-    const action = document.createElement("td");
-    action.appendChild(button);
+    const action = buttonCell("Approve", "approve", () => approve(h.upstream, h.tool));
     const changes = cell(h.changes.join("\n"), "desc");
     changes.style.whiteSpace = "pre-wrap";
     return row([cell(h.upstream), cell(h.tool, "name"), changes, action]);
@@ -55,12 +60,7 @@ function renderAccounts(list) {
   const now = Date.now() / 1000;
   $("#accounts tbody").replaceChildren(...list.map((t) => {
     const expires = t.expiresAt == null ? "-" : t.expiresAt <= now ? "expired" : new Date(t.expiresAt * 1000).toLocaleString();
-    const button = document.createElement("button");
-    button.textContent = "Revoke";
-    button.className = "revoke";
-    button.addEventListener("click", () => revoke(t.caller, t.upstream));
-    const action = document.createElement("td");
-    action.appendChild(button);
+    const action = buttonCell("Revoke", "revoke", () => revoke(t.caller, t.upstream));
     return row([cell(t.caller, "name"), cell(t.upstream), cell(t.issuer), cell(t.scope || "-"), cell(expires), cell(t.refreshable ? "yes" : "no"), action]);
   }));
 }

@@ -9,14 +9,7 @@ use crate::harness::*;
 use serde_json::{Value, json};
 
 fn run(url: &str, options: &[&str], args: &[&str]) -> (bool, Vec<Value>) {
-    let out = std::process::Command::new(python())
-        .arg(repo().join("tests/py/modern_client.py"))
-        .args(options)
-        .arg(url)
-        .args(args)
-        .output()
-        .expect("run the Python SDK client");
-    let lines = String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let (out, lines) = sdk_run(options, url, args);
     (out.status.success(), lines)
 }
 

@@ -431,6 +431,20 @@ pub fn sdk(mode: &str, url: &str, args: &[&str]) -> Value {
 /// Runs the Python SDK client with `options` (before the URL) on `url` with `args`; its output
 /// lines (JSON each: questions it was asked, progress, the result last).
 pub fn sdk_lines(options: &[&str], url: &str, args: &[&str]) -> Vec<Value> {
+    let (out, lines) = sdk_run(options, url, args);
+    assert!(
+        out.status.success(),
+        "{options:?} {args:?}: {}\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines
+}
+
+/// Runs the Python SDK client (see [`sdk_lines`]) whatever its exit: the process output and its
+/// JSON lines.
+pub fn sdk_run(options: &[&str], url: &str, args: &[&str]) -> (std::process::Output, Vec<Value>) {
     let out = Command::new(python())
         .arg(repo().join("tests/py/modern_client.py"))
         .args(options)
@@ -438,13 +452,12 @@ pub fn sdk_lines(options: &[&str], url: &str, args: &[&str]) -> Vec<Value> {
         .args(args)
         .output()
         .expect("run the Python SDK client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{options:?} {args:?}: {}\n{stdout}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-    stdout
+    let lines = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
+        .collect();
+    (out, lines)
 }
 
 /// An executable installed by scripts/install-test-deps.sh into `.work/<folder>/node_modules/.bin`

@@ -183,15 +183,10 @@ async fn arguments_that_do_not_fit_the_tool_schema_never_reach_the_upstream() {
     let gw = gateway(&config(true));
     // What a model sees through a real client (the official Python SDK): the tool, the failing
     // path and what is wrong, as the spec's invalid-params error.
-    let out = std::process::Command::new(python())
-        .arg(repo().join("tests/py/modern_client.py"))
-        .arg(&gw.url)
-        .args(["call", "py__execute_sql", r#"{"region":"eu","query":7}"#])
-        .output()
-        .expect("run the Python SDK client");
+    let (out, lines) = sdk_run(&[], &gw.url, &["call", "py__execute_sql", r#"{"region":"eu","query":7}"#]);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(!out.status.success(), "{stdout}");
-    let error: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}")).expect("the client's JSON");
+    let error = lines.last().cloned().unwrap_or_default();
     assert_eq!(error["error"]["code"], -32602, "{stdout}");
     let message = error["error"]["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("Invalid arguments for tool py__execute_sql:") && message.contains("7"), "{message}");
