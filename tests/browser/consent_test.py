@@ -29,6 +29,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from chrome import browser
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -38,13 +39,18 @@ def emit(**fields: Any) -> None:
 
 
 def heading(d: webdriver.Chrome) -> str:
-    found = d.find_elements(By.TAG_NAME, "h1")
-    return found[0].text if found else ""
+    """The page's h1 (empty while a navigation replaces the page under it)."""
+    try:
+        found = d.find_elements(By.TAG_NAME, "h1")
+        return found[0].text if found else ""
+    except StaleElementReferenceException:
+        return ""
+
 
 
 def consent_in_browser(d: webdriver.Chrome, link: str, user: str, shots: str, base: str) -> None:
     """What the person does with the link the client shows."""
-    wait = WebDriverWait(d, 20)
+    wait = WebDriverWait(d, 20, ignored_exceptions=(StaleElementReferenceException,))
     d.get(link)
     wait.until(lambda d: heading(d).startswith("Connect "))
     page = d.page_source
