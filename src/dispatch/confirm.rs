@@ -136,11 +136,7 @@ pub fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, args: &Value, ups
 /// Takes the gateway's confirmation state and answer out of a retry (they are not the upstream's).
 fn strip(params: &mut RawObject) {
     params.remove("requestState");
-    let Some(Ok(mut responses)) = params.parse::<RawObject>("inputResponses") else { return };
-    responses.remove(INPUT_KEY);
-    if responses.0.is_empty() || params.set_json("inputResponses", &responses).is_err() {
-        params.remove("inputResponses");
-    }
+    super::strip_input_response(params, INPUT_KEY);
 }
 
 fn refuse(gw: &Served<'_>, req: &Request, tool: &Entry, why: &str) {
@@ -149,11 +145,7 @@ fn refuse(gw: &Served<'_>, req: &Request, tool: &Entry, why: &str) {
 }
 
 fn tool_error(text: &str) -> Reply {
-    let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": true });
-    match Json::to_json(&result) {
-        Ok(raw) => Reply::Single(Outcome::Result(raw)),
-        Err(e) => Reply::error(RpcError::internal(e.to_string())),
-    }
+    Reply::Single(super::tool_text(text, true))
 }
 
 #[cfg(test)]

@@ -58,26 +58,11 @@ pub fn needed(gw: &Served<'_>, req: &Request, upstream: &str, item: &str) -> Rep
     }
     let text = format!("{message} Open this link in a browser, then try again: {link}");
     if req.method == crate::protocol::Method::ToolsCall {
-        let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": true });
-        if let Ok(raw) = Json::to_json(&result) {
-            return Reply::Single(Outcome::Result(raw));
-        }
+        return Reply::Single(super::tool_text(&text, true));
     }
     Reply::error(
         RpcError::new(crate::upstream::CONSENT_NEEDED, text).with_data(json!({ "upstream": upstream, "url": link, "consentNeeded": true })),
     )
-}
-
-/// The gateway's own consent answer, taken out of a retry's `inputResponses` (it is not the
-/// upstream's to see); the member goes when nothing else is left in it.
-pub fn strip_answer(params: &mut crate::protocol::rawobj::RawObject) {
-    let Some(Ok(mut responses)) = params.parse::<crate::protocol::rawobj::RawObject>("inputResponses") else { return };
-    if responses.remove(INPUT_KEY).is_none() {
-        return;
-    }
-    if responses.0.is_empty() || params.set_json("inputResponses", &responses).is_err() {
-        params.remove("inputResponses");
-    }
 }
 
 /// Whether an outcome says the caller has to consent (a caller's own token was refused).
@@ -102,11 +87,11 @@ mod tests {
         let mut p: crate::protocol::rawobj::RawObject =
             serde_json::from_str(r#"{"name":"t","inputResponses":{"mcpgate-consent":{"action":"accept"},"k":{"action":"accept"}}}"#)
                 .expect("json");
-        strip_answer(&mut p);
+        crate::dispatch::strip_input_response(&mut p, INPUT_KEY);
         assert_eq!(p.get("inputResponses").map(|r| r.get().to_string()).as_deref(), Some(r#"{"k":{"action":"accept"}}"#));
         let mut p: crate::protocol::rawobj::RawObject =
             serde_json::from_str(r#"{"name":"t","inputResponses":{"mcpgate-consent":{"action":"accept"}}}"#).expect("json");
-        strip_answer(&mut p);
+        crate::dispatch::strip_input_response(&mut p, INPUT_KEY);
         assert!(p.get("inputResponses").is_none());
     }
 }

@@ -117,7 +117,7 @@ pub(super) async fn forward(
     let again = gw.is_personal(upstream).then(|| req.clone());
     let mut params = req.params;
     params.remove("_meta");
-    super::consent::strip_answer(&mut params);
+    super::strip_input_response(&mut params, super::consent::INPUT_KEY);
     let max_age = gw.config.server.input_timeout;
     let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: req.method.as_str(), item, confirmed: None };
     if let Err(why) = state::open(&gw.sealer, &mut params, &bind, max_age) {
@@ -405,11 +405,7 @@ fn tool_error(text: &str) -> Reply {
 
 /// A `CallToolResult` the gateway answers itself.
 fn tool_result(text: &str, is_error: bool) -> Reply {
-    let result = json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": is_error });
-    match Json::to_json(&result) {
-        Ok(raw) => Reply::Single(Outcome::Result(raw)),
-        Err(e) => Reply::error(RpcError::internal(e.to_string())),
-    }
+    Reply::Single(super::tool_text(text, is_error))
 }
 
 /// An item named by its upstream's own name (see `bare`), when `[catalog] bare_names` is on.

@@ -142,6 +142,28 @@ pub fn rate_limited(who: &str, wait: std::time::Duration) -> RpcError {
 /// The application error code of a rate-limited request (outside the JSON-RPC reserved range).
 pub const RATE_LIMITED: i64 = 429;
 
+/// A `CallToolResult` the gateway answers itself, with one text block (`is_error`: a failure the
+/// model can read and act on).
+pub(crate) fn tool_text(text: &str, is_error: bool) -> crate::reply::Outcome {
+    let result = serde_json::json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": is_error });
+    match Json::to_json(&result) {
+        Ok(raw) => crate::reply::Outcome::Result(raw),
+        Err(e) => crate::reply::Outcome::Error(RpcError::internal(e.to_string())),
+    }
+}
+
+/// Takes the gateway's own answer `key` out of a retry's `inputResponses` (it is not the
+/// upstream's to see); the member goes when nothing else is left in it.
+pub(crate) fn strip_input_response(params: &mut RawObject, key: &str) {
+    let Some(Ok(mut responses)) = params.parse::<RawObject>("inputResponses") else { return };
+    if responses.remove(key).is_none() {
+        return;
+    }
+    if responses.0.is_empty() || params.set_json("inputResponses", &responses).is_err() {
+        params.remove("inputResponses");
+    }
+}
+
 impl Service for Gateway {
     fn admit<'a>(&'a self, req: &'a Request) -> BoxFuture<'a, Result<(), RpcError>> {
         Box::pin(async move {

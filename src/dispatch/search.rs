@@ -209,7 +209,7 @@ async fn call_found(gw: &Served<'_>, mut req: Request) -> Reply {
 }
 
 fn tool_error(message: &str) -> Reply {
-    result(json!({ "resultType": "complete", "content": [{ "type": "text", "text": message }], "isError": true }))
+    Reply::Single(super::tool_text(message, true))
 }
 
 fn result(v: Value) -> Reply {

@@ -9,7 +9,7 @@ use crate::protocol::Method;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::reply::Outcome;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// A result withheld: what the client gets, and the audit's reason.
 pub struct Withheld {
@@ -29,12 +29,7 @@ pub fn scrub(detectors: &[Detector], method: &Method, raw: Json) -> Result<(Json
         tracing::warn!(detector = %name, method = %method.as_str(), "a result was withheld: it carried a secret");
         let text = format!("The result was withheld by the gateway: it contained what looks like a secret ({name}).");
         let outcome = match method {
-            Method::ToolsCall => {
-                match Json::to_json(&json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": true })) {
-                    Ok(r) => Outcome::Result(r),
-                    Err(e) => Outcome::Error(RpcError::internal(e.to_string())),
-                }
-            }
+            Method::ToolsCall => super::tool_text(&text, true),
             _ => Outcome::Error(RpcError::internal(text)),
         };
         return Err(Withheld { outcome, reason: format!("secret_blocked:{name}") });
