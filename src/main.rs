@@ -20,7 +20,8 @@ struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text", env = "MCPGATE_LOG_FORMAT")]
     log_format: LogFormat,
-    /// Worker threads of the async runtime (default: one per CPU core).
+    /// Threads serving HTTP clients, each with its own runtime, listening socket and upstream
+    /// connections (default: one per CPU core). The gateway's own work runs on one more thread.
     #[arg(long, global = true, env = "MCPGATE_WORKER_THREADS", value_name = "N")]
     worker_threads: Option<usize>,
     #[command(subcommand)]
@@ -235,11 +236,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = cli.worker_threads {
-        builder.worker_threads(n.max(1));
-    }
-    let runtime = match builder.enable_all().build() {
+    // The control runtime: startup, upstream probes and children, reloads, background work and
+    // the one-connection commands. HTTP clients are served by the workers (`server::workers`).
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -251,7 +250,7 @@ fn main() -> ExitCode {
     let (writer, log_guard) = mcpgate::telemetry::logwriter::start(std::io::stderr());
     let telemetry = init_logging(cli.log_format, runtime.handle(), writer);
     raise_open_files_limit();
-    let result = runtime.block_on(run(cli.command));
+    let result = runtime.block_on(run(cli.command, cli.worker_threads.unwrap_or_else(mcpgate::server::workers::default_workers)));
     #[cfg(feature = "otlp")]
     if let Some(export) = telemetry {
         export.shutdown();
@@ -327,11 +326,11 @@ fn load(path: &std::path::Path, listen: Option<&str>) -> anyhow::Result<Config> 
     Ok(Config::load(path)?)
 }
 
-async fn run(command: Command) -> anyhow::Result<ExitCode> {
+async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run { config, listen } => {
             let cfg = load(&config, listen.as_deref())?;
-            serve_gateway(cfg, Source { path: config, listen }).await?;
+            serve_gateway(cfg, Source { path: config, listen }, workers).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Stdio { config, endpoint } => {
@@ -475,7 +474,7 @@ fn reload_on_signal_or_change(gw: Arc<Gateway>, source: Source) {
     });
 }
 
-async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
+async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyhow::Result<()> {
     fit_connections(&mut cfg);
     // The token key is checked before anything starts, so a bad key fails fast.
     let gw = Gateway::new(cfg)?;
@@ -493,9 +492,9 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
             mcpgate::token::KEY_ENV
         );
     }
-    let listener =
-        tokio::net::TcpListener::bind(cfg.server.listen).await.with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
-    let addr = listener.local_addr()?;
+    let listening = mcpgate::server::workers::bind(cfg.server.listen, workers)
+        .with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
+    let addr = listening.local_addr();
     let server_cfg = cfg.server.clone();
     if !addr.ip().is_loopback() && cfg.auth.mode == AuthMode::None {
         tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use \
@@ -503,7 +502,7 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
     }
     gw.start_auth().await?;
     let scheme = if server_cfg.tls.is_some() { "https" } else { "http" };
-    tracing::info!("mcpgate {} listening on {scheme}://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
+    tracing::info!(workers = workers.max(1), "mcpgate {} listening on {scheme}://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
     let refresher = gw.clone();
     gw.tasks.spawn(async move {
         refresher.refresh_all().await;
@@ -542,11 +541,13 @@ async fn serve_gateway(mut cfg: Config, source: Source) -> anyhow::Result<()> {
         closing.cancel();
     };
     let mount = mcpgate::server::http::Mount { svc, console, legacy, auth };
-    mcpgate::server::http::serve(listener, mount, server_cfg, shutdown).await?;
-    // Background loops end (and stdio children with them) before the process exits.
+    let workers = mcpgate::server::workers::serve(listening, mount, server_cfg, shutdown).await?;
+    // Background loops end (and stdio children with them) before the process exits; some run
+    // on the workers (started by a request), which keep running until then.
     if !tasks.shutdown(std::time::Duration::from_secs(5)).await {
         tracing::warn!("some background tasks did not stop within 5 s");
     }
+    workers.stop();
     tracing::info!("stopped");
     Ok(())
 }

@@ -20,7 +20,7 @@ use crate::auth::Authenticator;
 use crate::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
 use crate::config::Config;
 use crate::hub::Hub;
-use crate::net::{HttpClient, new_http_client};
+use crate::net::HttpClients;
 use crate::ratelimit::Limiter;
 use crate::sync::lock;
 use crate::tasks::Background;
@@ -60,7 +60,7 @@ pub struct Gateway {
     ids: ArcSwap<Vec<&'static str>>,
     auth: ArcSwap<Authenticator>,
     /// The shared upstream HTTP client (upstreams added by a reload get it too).
-    client: HttpClient,
+    client: HttpClients,
     /// Held while a reload is applied.
     reload_lock: tokio::sync::Mutex<()>,
     /// Owns the authenticator's background work (replaced with it by a reload).
@@ -100,10 +100,10 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn new(config: Config) -> Result<Arc<Gateway>, StartError> {
-        Self::with_client(config, new_http_client())
+        Self::with_client(config, HttpClients::new())
     }
 
-    pub fn with_client(config: Config, client: HttpClient) -> Result<Arc<Gateway>, StartError> {
+    pub fn with_client(config: Config, client: HttpClients) -> Result<Arc<Gateway>, StartError> {
         let tasks = Background::new();
         let mut updates = Vec::new();
         let mut upstreams = Vec::new();
@@ -113,7 +113,7 @@ impl Gateway {
             upstreams.push(up);
         }
         let ids = upstreams.iter().map(|u| leak(u.id())).collect();
-        let auth = Authenticator::new(&config, client.clone());
+        let auth = Authenticator::new(&config, client.detached());
         let hub = Hub::new(config.catalog.debounce);
         hub.set_limit(config.server.max_streams_per_caller);
         let audit = Arc::new(crate::audit::Audit::default());
@@ -372,13 +372,13 @@ impl Gateway {
 pub(super) fn make_upstream(
     index: usize,
     u: &crate::config::UpstreamConfig,
-    client: &HttpClient,
+    client: &HttpClients,
     tasks: &Background,
     config: &Config,
 ) -> Result<(Arc<Upstream>, mpsc::Receiver<String>), StartError> {
     let (tx, rx) = mpsc::channel(UPDATE_QUEUE);
     let client = match &u.tls {
-        Some(t) => crate::net::new_http_client_tls(t).map_err(|source| StartError::UpstreamTls { upstream: u.id.clone(), source })?,
+        Some(t) => HttpClients::with_tls(t).map_err(|source| StartError::UpstreamTls { upstream: u.id.clone(), source })?,
         None => client.clone(),
     };
     let shared = Shared { client, tasks: tasks.child(), input_timeout: config.server.input_timeout };

@@ -26,8 +26,9 @@ pub const HELD: &str = "held until approved";
 #[derive(Default)]
 pub struct Pins {
     file: ArcSwap<PinFile>,
-    /// When the lock file was last read (its modification time).
-    read: Mutex<Option<SystemTime>>,
+    /// What the lock file looked like when it was last read: its modification time, `None` when
+    /// there was none (`None` outside: never read).
+    read: Mutex<Option<Option<SystemTime>>>,
     /// Differences already logged in `record` mode (upstream, tool, fingerprint).
     logged: Mutex<HashSet<(String, String, String)>>,
 }
@@ -53,20 +54,26 @@ pub fn read(path: &Path) -> Result<Option<PinFile>, String> {
 impl Pins {
     /// Re-reads the lock file if it changed since the last read; whether it did.
     pub fn refresh(&self, path: &Path) -> bool {
-        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-        if *lock(&self.read) == modified && modified.is_some() {
+        let modified = match std::fs::metadata(path) {
+            Ok(m) => m.modified().ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            // Unreadable now: read (and report) it again.
+            Err(_) => Some(SystemTime::UNIX_EPOCH),
+        };
+        // A file that is still absent, or not modified since, has not changed.
+        if *lock(&self.read) == Some(modified) && modified != Some(SystemTime::UNIX_EPOCH) {
             return false;
         }
         match read(path) {
             Ok(file) => {
-                *lock(&self.read) = modified;
+                *lock(&self.read) = Some(modified);
                 self.file.store(Arc::new(file.unwrap_or_default()));
                 true
             }
             Err(e) => {
                 // A broken file keeps the pins in effect (held tools stay held).
                 tracing::warn!(error = %e, "the pin file could not be read; the pins in effect stay");
-                *lock(&self.read) = modified;
+                *lock(&self.read) = Some(modified);
                 false
             }
         }
@@ -194,5 +201,28 @@ impl Gateway {
                 config.catalog.names.gateway_name(&u.cfg.prefix, &p.item, rename) == name
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_file_that_is_absent_or_unmodified_is_no_change() {
+        let dir = std::env::temp_dir().join(format!("mcpgate-pins-refresh-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("pins.json");
+        let _ = std::fs::remove_file(&path);
+        let pins = Pins::default();
+        assert!(pins.refresh(&path), "the first look reads it");
+        assert!(!pins.refresh(&path), "still absent: no change (no rebuild every second)");
+        std::fs::write(&path, r#"{"version":1,"upstreams":{}}"#).unwrap();
+        assert!(pins.refresh(&path), "written: a change");
+        assert!(!pins.refresh(&path), "not modified since: no change");
+        std::fs::remove_file(&path).unwrap();
+        assert!(pins.refresh(&path), "removed: a change");
+        assert!(!pins.refresh(&path));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

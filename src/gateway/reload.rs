@@ -46,7 +46,7 @@ impl Gateway {
     pub async fn reload(self: &Arc<Self>, new: Config) -> Result<Report, StartError> {
         let _one_at_a_time = self.reload_lock.lock().await;
         let old = self.config();
-        let auth = Authenticator::new(&new, self.client.clone());
+        let auth = Authenticator::new(&new, self.client.detached());
         let auth_owner = self.tasks.child();
         if let Err(e) = auth.start(&auth_owner).await {
             auth_owner.stop();

@@ -50,23 +50,34 @@ pub(super) struct State {
     in_flight: InFlight,
     /// Owns what a reply runs on its own (a legacy client's bridged call, the console's feed).
     pub(super) tasks: Background,
+    /// The certificate when the listener is HTTPS (kept fresh from its files).
+    pub(super) tls: Option<Arc<super::tls::Listener>>,
 }
 
-/// Serves until `shutdown` completes, then lets requests in progress finish (for up to
-/// `server.drain_timeout`). With `server.tls`, every connection is HTTPS.
+/// Serves on the current runtime until `shutdown` completes, then lets requests in progress finish
+/// (for up to `server.drain_timeout`). With `server.tls`, every connection is HTTPS. The gateway's
+/// own listener serves on worker threads instead ([`super::workers`]); this is the one-runtime
+/// form (the demo server, tests, embedding).
 pub async fn serve(listener: TcpListener, mount: Mount, cfg: ServerConfig, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-    let Mount { svc, console, legacy, auth } = mount;
-    let origin = OriginPolicy::new(listener.local_addr()?, &cfg.allowed_origins, &cfg.allowed_hosts);
-    let conns = Conns::new(cfg.max_connections);
-    let in_flight = InFlight::new(cfg.max_in_flight, cfg.max_in_flight_per_caller);
-    let tls = match &cfg.tls {
-        Some(t) => Some(super::tls::Listener::load(t).map_err(std::io::Error::other)?),
-        None => None,
-    };
-    let tasks = Background::new();
-    let state = Arc::new(State { svc, console, cfg, origin, legacy, auth, conns, in_flight, tasks: tasks.clone() });
-    let edge = Edge::new(state.clone(), tls);
-    tokio::pin!(shutdown);
+    let state = State::new(listener.local_addr()?, mount, cfg)?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let accepting = accept_until(listener, state.clone(), stop.clone());
+    tokio::pin!(accepting);
+    tokio::select! {
+        _ = &mut accepting => {}
+        _ = shutdown => {
+            stop.cancel();
+            accepting.await;
+        }
+    }
+    state.tasks.stop();
+    Ok(())
+}
+
+/// Accepts connections on `listener` and serves them on the current runtime until `stop`, then
+/// drains them.
+pub(super) async fn accept_until(listener: TcpListener, state: Arc<State>, stop: tokio_util::sync::CancellationToken) {
+    let edge = Edge::new(state.clone());
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -77,16 +88,34 @@ pub async fn serve(listener: TcpListener, mount: Mount, cfg: ServerConfig, shutd
                     continue;
                 }
             },
-            _ = &mut shutdown => break,
+            _ = stop.cancelled() => break,
         };
         edge.accept(stream, peer);
     }
+    drop(listener);
     edge.drain(state.cfg.drain_timeout).await;
-    tasks.stop();
-    Ok(())
 }
 
 impl State {
+    /// What every connection of a listener shares (its limits count across worker threads);
+    /// `local` is the listening address, for the Host and Origin check.
+    pub(super) fn new(local: std::net::SocketAddr, mount: Mount, cfg: ServerConfig) -> std::io::Result<Arc<State>> {
+        let Mount { svc, console, legacy, auth } = mount;
+        let origin = OriginPolicy::new(local, &cfg.allowed_origins, &cfg.allowed_hosts);
+        let conns = Conns::new(cfg.max_connections);
+        let in_flight = InFlight::new(cfg.max_in_flight, cfg.max_in_flight_per_caller);
+        let tasks = Background::new();
+        let tls = match &cfg.tls {
+            Some(t) => {
+                let t = super::tls::Listener::load(t).map_err(std::io::Error::other)?;
+                t.clone().keep_fresh(&tasks);
+                Some(t)
+            }
+            None => None,
+        };
+        Ok(Arc::new(State { svc, console, cfg, origin, legacy, auth, conns, in_flight, tasks, tls }))
+    }
+
     /// The authenticator in effect: the service's (a reload may replace it), else the listener's.
     fn authenticator(&self) -> Option<Arc<Authenticator>> {
         self.svc.authenticator().or_else(|| self.auth.clone())

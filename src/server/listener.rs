@@ -7,7 +7,6 @@ use super::conns::{Conn, Sending};
 use super::http::{State, handle};
 use super::render::{self, Body};
 use super::slow::WriteDeadline;
-use super::tls;
 use crate::config::ServerConfig;
 use crate::protocol::errors::RpcError;
 use http::{Request, Response, StatusCode};
@@ -32,11 +31,10 @@ pub(super) struct Edge {
     builder: auto::Builder<TokioExecutor>,
     graceful: GracefulShutdown,
     request_ids: RequestIds,
-    tls: Option<Arc<tls::Listener>>,
 }
 
 impl Edge {
-    pub(super) fn new(state: Arc<State>, tls: Option<Arc<tls::Listener>>) -> Self {
+    pub(super) fn new(state: Arc<State>) -> Self {
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
@@ -49,10 +47,7 @@ impl Edge {
             .max_header_list_size(state.cfg.max_header_bytes.min(u32::MAX as usize) as u32)
             .keep_alive_interval(Some(Duration::from_secs(30)))
             .keep_alive_timeout(Duration::from_secs(20));
-        if let Some(t) = &tls {
-            t.clone().keep_fresh(&state.tasks);
-        }
-        Edge { state, builder, graceful: GracefulShutdown::new(), request_ids: RequestIds::default(), tls }
+        Edge { state, builder, graceful: GracefulShutdown::new(), request_ids: RequestIds::default() }
     }
 
     /// Takes an accepted connection: admitted (or refused when every connection is busy), then
@@ -64,7 +59,7 @@ impl Edge {
         };
         let _ = stream.set_nodelay(true);
         let (state, builder, watcher, ids) = (self.state.clone(), self.builder.clone(), self.graceful.watcher(), self.request_ids.clone());
-        match &self.tls {
+        match &self.state.tls {
             None => {
                 tokio::spawn(async move {
                     let io = WriteDeadline::new(stream, state.cfg.write_timeout);

@@ -1,7 +1,7 @@
 //! Serving clients: the Streamable HTTP listener (`http`), the stdio server (`stdio`), era
 //! classification (`era`), the modern and legacy edge adapters (`modern`, `legacy`,
 //! `legacy_http`), input requests bridged to legacy clients (`bridge`), DNS-rebinding protection
-//! (`origin`) and reply rendering (`render`).
+//! (`origin`), reply rendering (`render`) and the worker threads of the data path (`workers`).
 
 pub mod bridge;
 mod connect;
@@ -21,3 +21,4 @@ mod slow;
 pub mod stack;
 pub mod stdio;
 pub mod tls;
+pub mod workers;

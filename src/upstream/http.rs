@@ -3,14 +3,15 @@
 //! standalone SSE stream. It knows nothing of protocol eras: the era adapters give it the
 //! [`Envelope`] (version, session, modern headers), and every request is built by [`Outbound`].
 //! Messages the upstream sends unasked go to [`Inbound`], and answers to its requests are posted
-//! back on the same envelope. The one pooled client of `net` (HTTP/1.1 and h2, rustls) serves all
-//! upstreams.
+//! back on the same envelope. Requests go out on the calling thread's client of `net`'s
+//! [`HttpClients`] (HTTP/1.1 and h2, rustls): the worker serving a call also drives its upstream
+//! connection.
 
 use super::error::UpstreamError;
 use super::inbound::Inbound;
 use super::outbound::{Envelope, Outbound, Renewal};
 use super::sse::SseDecoder;
-use crate::net::HttpClient;
+use crate::net::HttpClients;
 use crate::protocol::jsonrpc::{Kind, Message};
 use crate::reply::{Event, EventStream, Outcome, Reply};
 use crate::tasks::Background;
@@ -30,7 +31,7 @@ pub struct HttpTransport(Arc<Inner>);
 struct Inner {
     id: String,
     out: Outbound,
-    client: HttpClient,
+    client: HttpClients,
     max_bytes: usize,
     timeout: Duration,
     inbound: Arc<Inbound>,
@@ -85,7 +86,7 @@ impl HttpTransport {
     pub fn new(
         id: &str,
         out: Outbound,
-        client: HttpClient,
+        client: HttpClients,
         max_bytes: usize,
         timeout: Duration,
         inbound: Arc<Inbound>,
@@ -112,7 +113,7 @@ impl HttpTransport {
         let asking = self.asking(&relay, &tx, env.session.clone());
         let resp = loop {
             let req = me.out.post(body.clone(), env, deadline).await?;
-            let resp = match timeout_at(deadline, me.client.request(req)).await {
+            let resp = match timeout_at(deadline, me.client.get().request(req)).await {
                 Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
                 Ok(Err(e)) => return Err(UpstreamError::Unreachable(describe_client_error(&e))),
                 Ok(Ok(r)) => r,
@@ -159,7 +160,7 @@ impl HttpTransport {
         let me = &self.0;
         let deadline = Instant::now() + me.timeout;
         let req = me.out.post(bytes::Bytes::from(body), env, deadline).await?;
-        let resp = match timeout_at(deadline, me.client.request(req)).await {
+        let resp = match timeout_at(deadline, me.client.get().request(req)).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };
@@ -172,7 +173,7 @@ impl HttpTransport {
         let me = &self.0;
         let deadline = Instant::now() + me.timeout;
         let req = me.out.delete(env, deadline).await?;
-        let resp = match timeout_at(deadline, me.client.request(req)).await {
+        let resp = match timeout_at(deadline, me.client.get().request(req)).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };
@@ -188,7 +189,7 @@ impl HttpTransport {
     pub async fn pump_get(&self, env: &Envelope, opened: Option<tokio::sync::oneshot::Sender<()>>) -> Result<(), UpstreamError> {
         let me = &self.0;
         let req = me.out.get(env, Instant::now() + me.timeout).await?;
-        let resp = match tokio::time::timeout(me.timeout, me.client.request(req)).await {
+        let resp = match tokio::time::timeout(me.timeout, me.client.get().request(req)).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };
@@ -321,7 +322,7 @@ impl HttpTransport {
         let mut req = me.out.get(&env, deadline).await?;
         let id = HeaderValue::from_str(last).map_err(|_| UpstreamError::Protocol("the stream's event id cannot be sent back".into()))?;
         req.headers_mut().insert("last-event-id", id);
-        let resp = match timeout_at(deadline, me.client.request(req)).await {
+        let resp = match timeout_at(deadline, me.client.get().request(req)).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };

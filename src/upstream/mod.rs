@@ -32,7 +32,7 @@ use self::era::{Era, Partner, refuses_legacy};
 use self::outbound::{Envelope, McpHeaders};
 use crate::catalog::Kind;
 use crate::config::{TransportConfig, UpstreamConfig};
-use crate::net::HttpClient;
+use crate::net::HttpClients;
 use crate::protocol::errors::HEADER_MISMATCH;
 use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;
@@ -228,7 +228,7 @@ const FAILURES_BEFORE_PROBE: u64 = 3;
 /// What every upstream handle shares with the gateway.
 #[derive(Clone)]
 pub struct Shared {
-    pub client: HttpClient,
+    pub client: HttpClients,
     pub tasks: Background,
     /// How long a call of a legacy upstream that asked for input waits for the caller.
     pub input_timeout: Duration,
@@ -277,7 +277,7 @@ impl Upstream {
                 // One token for the whole upstream, shared by its endpoints.
                 let credential = match (user, &cfg.oauth) {
                     (Some(u), _) => outbound::Credential::User(u),
-                    (None, Some(o)) => outbound::Credential::Client(Arc::new(oauth::OAuthClient::new(o.clone(), client.clone()))),
+                    (None, Some(o)) => outbound::Credential::Client(Arc::new(oauth::OAuthClient::new(o.clone(), client.detached()))),
                     (None, None) => outbound::Credential::Headers,
                 };
                 let inbound = inbound.clone();
