@@ -502,7 +502,14 @@ async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyho
     }
     gw.start_auth().await?;
     let scheme = if server_cfg.tls.is_some() { "https" } else { "http" };
-    tracing::info!(workers = workers.max(1), "mcpgate {} listening on {scheme}://{addr}{}", env!("CARGO_PKG_VERSION"), server_cfg.path);
+    // The address ends the line (scripts read it from there); the process id is for `kill -HUP`.
+    tracing::info!(
+        "mcpgate {} (pid {}, {} workers) listening on {scheme}://{addr}{}",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        workers.max(1),
+        server_cfg.path
+    );
     let refresher = gw.clone();
     gw.tasks.spawn(async move {
         refresher.refresh_all().await;
