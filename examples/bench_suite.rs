@@ -356,12 +356,14 @@ async fn main() -> anyhow::Result<()> {
     drop((gw, up));
     report["startup_ms_10_upstreams"] = json!(ready.as_secs_f64() * 1000.0);
     report["rss_kib_idle"] = json!(idle_rss);
-    let per_stream = listen_rss(streams)?;
+    let (per_stream, last_notified_ms) = listen_streams(streams)?;
     report["rss_kib_per_listen_stream"] = json!(per_stream);
+    report["listen_last_notified_ms"] = json!(last_notified_ms);
     println!("\nmemory and startup");
     println!("  RSS idle (1 upstream x 100 tools)          {:>8.1} MiB", idle_rss as f64 / 1024.0);
     println!("  RSS with 10,000 tools                      {:>8.1} MiB", report["rss_kib_10000_tools"].as_f64().unwrap_or(0.0) / 1024.0);
     println!("  RSS per idle listen stream ({streams} streams)   {per_stream:>8.1} KiB");
+    println!("  change -> last of {streams} streams notified      {last_notified_ms:>8.1} ms");
     println!("  startup to ready, 10 upstreams             {:>8.1} ms", ready.as_secs_f64() * 1000.0);
 
     if let Some(parent) = json_path.parent() {
@@ -384,13 +386,29 @@ fn rebuild_ms() -> anyhow::Result<f64> {
     Ok(started.elapsed().as_secs_f64() * 1000.0 / 20.0)
 }
 
-/// RSS per idle listen stream, from `bench_listen` (the release build, as its own process).
-fn listen_rss(streams: usize) -> anyhow::Result<f64> {
+/// RSS per idle listen stream, and how long after a change the last stream heard of it, from
+/// `bench_listen` (the release build, as its own process).
+fn listen_streams(streams: usize) -> anyhow::Result<(f64, f64)> {
     let out = Command::new(release_dir()?.join("examples/bench_listen")).arg(streams.to_string()).output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     anyhow::ensure!(out.status.success(), "bench_listen failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    text.lines()
-        .find_map(|l| l.strip_prefix("RSS per idle stream"))
-        .and_then(|v| v.trim().trim_end_matches("KiB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no RSS per idle stream in:\n{text}"))
+    let field = |name: &str| text.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+    let per_stream = field("RSS per idle stream")
+        .and_then(|v| v.trim_end_matches("KiB").trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no RSS per idle stream in:\n{text}"))?;
+    // A Debug-printed duration: "930.0ms", "1.2s", "850.0µs".
+    let last = field("change -> last notified")
+        .and_then(|v| {
+            let (n, unit) = v.split_at(v.find(|c: char| c.is_alphabetic() || c == 'µ')?);
+            let n: f64 = n.parse().ok()?;
+            Some(match unit {
+                "s" => n * 1000.0,
+                "ms" => n,
+                "µs" => n / 1000.0,
+                "ns" => n / 1e6,
+                _ => return None,
+            })
+        })
+        .ok_or_else(|| anyhow::anyhow!("no change -> last notified in:\n{text}"))?;
+    Ok((per_stream, last))
 }

@@ -228,11 +228,6 @@ type Telemetry = mcpgate::telemetry::otlp::Export;
 #[cfg(not(feature = "otlp"))]
 type Telemetry = std::convert::Infallible;
 
-/// With `--features mimalloc`, mimalloc is the allocator (measured in docs/performance.md).
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();

@@ -20,11 +20,7 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// How long a listen stream may wait for its client to take a notification before it is ended.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether the caller may follow `uri` and its upstream can report updates of it.
 pub fn followable(gw: &Served<'_>, req: &Request, uri: &str) -> bool {
@@ -83,12 +79,13 @@ pub fn listen(gw: &Served<'_>, req: Request) -> Reply {
     let Some(sub) = gw.hub.subscribe(req.caller.clone(), filter, Arc::new(Mutex::new(uris))) else {
         return Reply::error(super::rate_limited(&format!("{} (change streams)", req.caller.id), Duration::from_secs(5)));
     };
-    let (tx, rx) = mpsc::channel(8);
-    let id = req.id.clone();
-    let closing = gw.closing.clone();
-    // Tracked, not cancelled by the owner: at shutdown it ends the stream with its final result.
-    gw.tasks.track(relay(sub, ack, id, tx, closing));
-    Reply::Stream(EventStream::new(rx))
+    let Ok(ack) = Json::to_json(&ack) else { return Reply::error(RpcError::internal("cannot write the acknowledgement")) };
+    let ack = Event::Notification(jsonrpc::notification_message("notifications/subscriptions/acknowledged", &ack));
+    // No task and no channel per stream: the changes are read as the connection asks for the next
+    // event, and a client that stops reading is closed by the connection's write deadline. At
+    // shutdown the stream ends with its final result (the connection drains it).
+    let relay = Relay { sub, id: req.id.clone(), closing: gw.closing.clone(), ack: Some(ack), over: false };
+    Reply::Stream(EventStream::produced(futures_util::stream::unfold(relay, Relay::next)))
 }
 
 fn id_value(id: &Json) -> Value {
@@ -107,44 +104,51 @@ fn message(method: &str, sub_id: &Json, extra: Option<(&str, &str)>) -> Vec<u8> 
     }
 }
 
-async fn relay(mut sub: Subscription, ack: Value, id: Json, tx: mpsc::Sender<Event>, closing: CancellationToken) {
-    let send = |ev: Event| {
-        let tx = tx.clone();
-        async move { matches!(tokio::time::timeout(WRITE_TIMEOUT, tx.send(ev)).await, Ok(Ok(()))) }
-    };
-    let Ok(ack) = Json::to_json(&ack) else { return };
-    if !send(Event::Notification(jsonrpc::notification_message("notifications/subscriptions/acknowledged", &ack))).await {
-        return;
-    }
-    let done = json!({ "resultType": "complete", "_meta": { keys::SUBSCRIPTION_ID: id_value(&id) } });
-    let finish = |done: &Value| Json::to_json(done).map(|raw| Event::Done(Outcome::Result(raw)));
-    loop {
-        let change = tokio::select! {
-            c = sub.next() => c,
-            _ = closing.cancelled() => Change::Ended,
-            _ = tx.closed() => return,
-        };
-        let msg = match change {
-            Change::List(kind) => message(kind.list_changed_method(), &id, None),
-            Change::Updated(uri) => message("notifications/resources/updated", &id, Some(("uri", &uri))),
-            // A modern client retries with its request state; nothing to tell it.
-            Change::Completed(_) => continue,
-            Change::Ended => {
-                // Graceful end: the final result, after which the client may listen again.
-                if let Ok(ev) = finish(&done) {
-                    let _ = send(ev).await;
+/// A listen stream's state: the acknowledgement still to send, then the subscription's changes.
+struct Relay {
+    sub: Subscription,
+    id: Json,
+    closing: CancellationToken,
+    ack: Option<Event>,
+    over: bool,
+}
+
+impl Relay {
+    async fn next(mut self) -> Option<(Event, Relay)> {
+        if let Some(ack) = self.ack.take() {
+            return Some((ack, self));
+        }
+        if self.over {
+            return None;
+        }
+        loop {
+            let change = tokio::select! {
+                c = self.sub.next() => c,
+                _ = self.closing.cancelled() => Change::Ended,
+            };
+            let msg = match change {
+                Change::List(kind) => message(kind.list_changed_method(), &self.id, None),
+                Change::Updated(uri) => message("notifications/resources/updated", &self.id, Some(("uri", &uri))),
+                // A modern client retries with its request state; nothing to tell it.
+                Change::Completed(_) => continue,
+                Change::Ended => {
+                    // Graceful end: the final result, after which the client may listen again.
+                    self.over = true;
+                    let done = json!({ "resultType": "complete", "_meta": { keys::SUBSCRIPTION_ID: id_value(&self.id) } });
+                    let ev = match Json::to_json(&done) {
+                        Ok(raw) => Event::Done(Outcome::Result(raw)),
+                        Err(e) => Event::Done(Outcome::Error(RpcError::internal(e.to_string()))),
+                    };
+                    return Some((ev, self));
                 }
-                return;
-            }
-            Change::TooSlow => {
-                tracing::warn!(subscription = %id.get(), "ending a listen stream whose client does not keep up");
-                let _ = tx.try_send(Event::Done(Outcome::Error(RpcError::internal("The subscription ended: the client did not keep up"))));
-                return;
-            }
-        };
-        if !send(Event::Notification(msg)).await {
-            tracing::warn!(subscription = %id.get(), "ending a listen stream whose client stopped reading");
-            return;
+                Change::TooSlow => {
+                    tracing::warn!(subscription = %self.id.get(), "ending a listen stream whose client does not keep up");
+                    self.over = true;
+                    let err = RpcError::internal("The subscription ended: the client did not keep up");
+                    return Some((Event::Done(Outcome::Error(err)), self));
+                }
+            };
+            return Some((Event::Notification(msg), self));
         }
     }
 }

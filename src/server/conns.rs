@@ -38,8 +38,6 @@ pub struct Conn {
     waiting: Mutex<HashMap<u64, Instant>>,
     next_request: AtomicU64,
     pub close: CancellationToken,
-    /// Signalled when a request ends (the idle clock starts).
-    pub changed: tokio::sync::Notify,
 }
 
 impl Conn {
@@ -60,7 +58,9 @@ impl Conn {
     }
 
     /// When this connection must close unless something happens first: no first request in
-    /// time, idle too long, or a response the client has stopped taking.
+    /// time, idle too long, or a response the client has stopped taking. Requests starting and
+    /// ending do not signal the watcher (that was two wake-ups per request): it looks again at
+    /// least every [`recheck`] interval, which is never later than a deadline set since.
     pub fn deadline(&self, first_request: Duration, idle: Duration, write: Duration) -> Option<Instant> {
         if !self.served.load(Ordering::SeqCst) {
             return Some(self.accepted + first_request);
@@ -70,6 +70,13 @@ impl Conn {
         }
         lock(&self.waiting).values().min().map(|since| *since + write)
     }
+}
+
+/// How long the watcher of a connection may sleep without looking at its deadline again: the
+/// shortest of the limits, so a deadline set after it last looked (at least that far ahead) is
+/// never missed.
+pub fn recheck(first_request: Duration, idle: Duration, write: Duration) -> Duration {
+    first_request.min(idle).min(write).clamp(Duration::from_millis(10), Duration::from_secs(3600))
 }
 
 /// A request in progress on a connection.
@@ -85,13 +92,7 @@ impl Active {
     /// The response handed the client a frame: the clock runs until the client asks for more.
     fn delivered(&mut self) {
         self.listed = true;
-        let mut waiting = lock(&self.conn.waiting);
-        let first = waiting.is_empty();
-        waiting.insert(self.id, Instant::now());
-        drop(waiting);
-        if first {
-            self.conn.changed.notify_one();
-        }
+        lock(&self.conn.waiting).insert(self.id, Instant::now());
     }
 
     /// The client asked for the next frame (or the response is waiting on the gateway).
@@ -107,7 +108,6 @@ impl Drop for Active {
         self.taken();
         *lock(&self.conn.idle_since) = Instant::now();
         self.conn.active.fetch_sub(1, Ordering::SeqCst);
-        self.conn.changed.notify_one();
     }
 }
 
@@ -213,7 +213,6 @@ impl Conns {
             waiting: Mutex::default(),
             next_request: AtomicU64::new(0),
             close: CancellationToken::new(),
-            changed: tokio::sync::Notify::new(),
         });
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.map.insert(id, conn.clone());

@@ -205,9 +205,13 @@ where
     E: std::fmt::Display,
 {
     tokio::pin!(conn);
+    let recheck = super::conns::recheck(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout);
+    let sleep = tokio::time::sleep(recheck);
+    tokio::pin!(sleep);
     loop {
         let deadline = tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout);
-        let wake = deadline.unwrap_or_else(|| tokio::time::Instant::now() + std::time::Duration::from_secs(3600));
+        let horizon = tokio::time::Instant::now() + recheck;
+        sleep.as_mut().reset(deadline.map_or(horizon, |d| d.min(horizon)));
         tokio::select! {
             r = &mut conn => {
                 if let Err(e) = r {
@@ -219,8 +223,7 @@ where
                 tracing::debug!(%peer, "closing the longest-idle connection to make room");
                 return;
             }
-            _ = tracked.changed.notified() => {}
-            _ = tokio::time::sleep_until(wake) => {
+            _ = &mut sleep => {
                 let deadline = tracked.deadline(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout);
                 if deadline.is_some_and(|d| d <= tokio::time::Instant::now()) {
                     if tracked.busy() {

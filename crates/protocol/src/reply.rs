@@ -4,6 +4,7 @@
 
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
+use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -36,7 +37,7 @@ impl<T: Send + Sync> Guard for T {}
 type OutcomeMap = Box<dyn Fn(Outcome) -> Outcome + Send + Sync>;
 
 pub struct EventStream {
-    rx: mpsc::Receiver<Event>,
+    rx: Source,
     map: Option<OutcomeMap>,
     deadline: Option<Instant>,
     timeout_error: Option<RpcError>,
@@ -48,8 +49,33 @@ pub struct EventStream {
     asks: bool,
 }
 
+/// Where a stream's events come from: a channel fed by a task, or events produced as the stream
+/// is read (no task and no channel: what a long-lived, mostly idle stream should cost).
+enum Source {
+    Channel(mpsc::Receiver<Event>),
+    Produced(std::pin::Pin<Box<dyn futures_util::Stream<Item = Event> + Send + Sync>>),
+}
+
+impl Source {
+    async fn recv(&mut self) -> Option<Event> {
+        match self {
+            Source::Channel(rx) => rx.recv().await,
+            Source::Produced(s) => s.next().await,
+        }
+    }
+}
+
 impl EventStream {
     pub fn new(rx: mpsc::Receiver<Event>) -> Self {
+        Self::of(Source::Channel(rx))
+    }
+
+    /// A stream whose events `events` produces as the reader asks for them.
+    pub fn produced(events: impl futures_util::Stream<Item = Event> + Send + Sync + 'static) -> Self {
+        Self::of(Source::Produced(Box::pin(events)))
+    }
+
+    fn of(rx: Source) -> Self {
         EventStream { rx, map: None, deadline: None, timeout_error: None, _guards: Vec::new(), finished: false, first: None, asks: false }
     }
 
