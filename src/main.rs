@@ -487,8 +487,8 @@ async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyho
             mcpgate::token::KEY_ENV
         );
     }
-    let listening = mcpgate::server::workers::bind(cfg.server.listen, workers)
-        .with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
+    let listening =
+        mcpgate::server::workers::bind(cfg.server.listen, workers).with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
     let addr = listening.local_addr();
     let server_cfg = cfg.server.clone();
     if !addr.ip().is_loopback() && cfg.auth.mode == AuthMode::None {
