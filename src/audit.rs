@@ -109,20 +109,29 @@ pub struct Entry {
     pub arguments: Option<String>,
 }
 
-/// A short, secret-free description of how a request ended.
-pub fn outcome_label(o: &Outcome) -> String {
+/// A short, secret-free description of how a request ended. A result is read only for its
+/// top-level `isError` (every other member is skipped unread: no allocation on the call path).
+pub fn outcome_label(o: &Outcome) -> std::borrow::Cow<'static, str> {
+    /// The one member of a result the label needs.
+    #[derive(serde::Deserialize)]
+    struct Flags {
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
     match o {
         Outcome::Result(raw) => {
-            let is_error = serde_json::from_str::<crate::protocol::rawobj::RawObject>(raw.get())
-                .ok()
-                .and_then(|obj| obj.parse::<bool>("isError").and_then(Result::ok))
-                .unwrap_or(false);
-            if is_error { "tool_error".into() } else { "ok".into() }
+            let is_error = serde_json::from_str::<Flags>(raw.get()).ok().and_then(|f| f.is_error).unwrap_or(false);
+            (if is_error { "tool_error" } else { "ok" }).into()
         }
-        Outcome::Error(e) => format!("error {}", e.code),
+        Outcome::Error(e) => format!("error {}", e.code).into(),
         Outcome::UpstreamError(raw) => {
-            let code = serde_json::from_str::<serde_json::Value>(raw.get()).ok().and_then(|v| v["code"].as_i64()).unwrap_or(0);
-            format!("upstream_error {code}")
+            #[derive(serde::Deserialize)]
+            struct Code {
+                #[serde(default)]
+                code: Option<i64>,
+            }
+            let code = serde_json::from_str::<Code>(raw.get()).ok().and_then(|c| c.code).unwrap_or(0);
+            format!("upstream_error {code}").into()
         }
     }
 }
@@ -158,10 +167,10 @@ impl Pending {
         Arc::new(Pending { audit, entry, done: Default::default() })
     }
 
-    /// Records the final outcome (once).
-    pub fn finish(&self, outcome: &Outcome) {
+    /// Records the final outcome (once), described by its [`outcome_label`].
+    pub fn finish(&self, label: &str) {
         if !self.done.swap(true, Ordering::SeqCst) {
-            self.audit.record(&self.entry, outcome);
+            self.audit.record(&self.entry, label);
         }
     }
 }
@@ -182,12 +191,11 @@ impl Drop for Pending {
 
 impl Audit {
     /// The line of one forwarded call that ended with `outcome`.
-    pub fn record(&self, e: &Entry, outcome: &Outcome) {
+    pub fn record(&self, e: &Entry, outcome: &str) {
         let duration_ms = e.started.elapsed().as_millis() as u64;
-        let outcome = outcome_label(outcome);
         let fields = [e.caller.as_str(), &e.endpoint, &e.method, &e.item, &e.upstream];
-        self.keep(fields, &outcome, duration_ms);
-        line(fields, &outcome, duration_ms, e.arguments.as_deref());
+        self.keep(fields, outcome, duration_ms);
+        line(fields, outcome, duration_ms, e.arguments.as_deref());
     }
 }
 
@@ -203,5 +211,31 @@ fn line([caller, endpoint, method, item, upstream]: [&str; 5], outcome: &str, du
             "audit"
         ),
         None => tracing::info!(target: "mcpgate::audit", %caller, %endpoint, %method, %item, %upstream, %outcome, duration_ms, "audit"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::errors::RpcError;
+    use crate::protocol::json::Json;
+
+    fn result(text: &str) -> Outcome {
+        Outcome::Result(Json::to_json(&serde_json::from_str::<serde_json::Value>(text).unwrap()).unwrap())
+    }
+
+    #[test]
+    fn outcome_labels_read_only_the_top_level_flag_and_code() {
+        assert_eq!(outcome_label(&result(r#"{"content":[{"type":"text","text":"fine"}]}"#)), "ok");
+        assert_eq!(outcome_label(&result(r#"{"content":[],"isError":true}"#)), "tool_error");
+        assert_eq!(outcome_label(&result(r#"{"isError":false,"content":[]}"#)), "ok");
+        // Only the result's own member counts, not one inside its content or structured output.
+        assert_eq!(
+            outcome_label(&result(r#"{"structuredContent":{"isError":true},"content":[{"type":"text","text":"\"isError\":true"}]}"#)),
+            "ok"
+        );
+        let upstream = Outcome::UpstreamError(Json::to_json(&serde_json::json!({"code": -32602, "message": "bad"})).unwrap());
+        assert_eq!(outcome_label(&upstream), "upstream_error -32602");
+        assert_eq!(outcome_label(&Outcome::Error(RpcError::internal("x"))), "error -32603");
     }
 }

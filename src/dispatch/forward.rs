@@ -158,7 +158,7 @@ pub(super) async fn forward(
     // The caller's own token was refused and no renewal helped: consent again.
     let reply = match reply {
         Reply::Single(o) if super::consent::is_needed(&o) && again.is_some() => {
-            pending.finish(&o);
+            pending.finish(&audit::outcome_label(&o));
             match &again {
                 Some(req) => return super::consent::needed(gw, req, &upstream_id, &item_name),
                 None => Reply::Single(o),
@@ -167,8 +167,10 @@ pub(super) async fn forward(
         other => other,
     };
     reply.map_outcome(move |o| {
-        pending.finish(&o);
-        metrics.call(method.as_str(), &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &audit::outcome_label(&o), started.elapsed());
+        // Described once, for the audit line and the metrics alike.
+        let label = audit::outcome_label(&o);
+        pending.finish(&label);
+        metrics.call(method.as_str(), &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &label, started.elapsed());
         let bind = state::Binding {
             caller: &caller,
             upstream: &upstream_id,
