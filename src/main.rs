@@ -499,10 +499,11 @@ async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyho
     let scheme = if server_cfg.tls.is_some() { "https" } else { "http" };
     // The address ends the line (scripts read it from there); the process id is for `kill -HUP`.
     tracing::info!(
-        "mcpgate {} (pid {}, {} workers) listening on {scheme}://{addr}{}",
+        "mcpgate {} (pid {}, {} worker{}) listening on {scheme}://{addr}{}",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
         workers.max(1),
+        if workers > 1 { "s" } else { "" },
         server_cfg.path
     );
     let refresher = gw.clone();
