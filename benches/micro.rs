@@ -141,3 +141,27 @@ fn argument_check(bencher: divan::Bencher) {
     let _ = check.check(&args);
     bencher.bench_local(|| check.check(divan::black_box(&args)).is_ok());
 }
+
+/// A `user_auth` upstream's per-call token lookup: one caller's tokens taken out of a vault that
+/// holds 10,000 callers' (the map lookup, the sealed entry opened and read), as
+/// `Identity::token` does on every call before the token is fresh enough to send.
+#[divan::bench]
+fn per_caller_token_lookup(bencher: divan::Bencher) {
+    use mcpgate::identity::vault::{TokenSet, Vault, VaultKey};
+    let sealer = std::sync::Arc::new(mcpgate::token::Sealer::random().expect("sealer"));
+    let vault = Vault::in_memory(sealer);
+    let key = |i: usize| VaultKey { caller: format!("user-{i}"), upstream: "github".into(), issuer: "https://idp.example.com".into() };
+    for i in 0..10_000 {
+        let tokens: TokenSet = serde_json::from_value(serde_json::json!({
+            "access_token": format!("gho_{i:036}"),
+            "refresh_token": format!("ghr_{i:036}"),
+            "expires_at": 4_000_000_000u64,
+            "scope": "repo read:org",
+            "issued_at": 1_700_000_000u64,
+        }))
+        .expect("tokens");
+        vault.put(&key(i), &tokens).expect("put");
+    }
+    let wanted = key(4321);
+    bencher.bench_local(|| vault.get(&wanted).map_or(0, |t| t.access_token.len()));
+}
