@@ -113,7 +113,7 @@ impl HttpTransport {
         let asking = self.asking(&relay, &tx, env.session.clone());
         let resp = loop {
             let req = me.out.post(body.clone(), env, deadline).await?;
-            let resp = match timeout_at(deadline, me.client.get().request(req)).await {
+            let resp = match timeout_at(deadline, me.client.with(|c| c.request(req))).await {
                 Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
                 Ok(Err(e)) => return Err(UpstreamError::Unreachable(describe_client_error(&e))),
                 Ok(Ok(r)) => r,
@@ -160,7 +160,7 @@ impl HttpTransport {
         let me = &self.0;
         let deadline = Instant::now() + me.timeout;
         let req = me.out.post(bytes::Bytes::from(body), env, deadline).await?;
-        let resp = match timeout_at(deadline, me.client.get().request(req)).await {
+        let resp = match timeout_at(deadline, me.client.with(|c| c.request(req))).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };
@@ -173,7 +173,7 @@ impl HttpTransport {
         let me = &self.0;
         let deadline = Instant::now() + me.timeout;
         let req = me.out.delete(env, deadline).await?;
-        let resp = match timeout_at(deadline, me.client.get().request(req)).await {
+        let resp = match timeout_at(deadline, me.client.with(|c| c.request(req))).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };
@@ -189,7 +189,7 @@ impl HttpTransport {
     pub async fn pump_get(&self, env: &Envelope, opened: Option<tokio::sync::oneshot::Sender<()>>) -> Result<(), UpstreamError> {
         let me = &self.0;
         let req = me.out.get(env, Instant::now() + me.timeout).await?;
-        let resp = match tokio::time::timeout(me.timeout, me.client.get().request(req)).await {
+        let resp = match tokio::time::timeout(me.timeout, me.client.with(|c| c.request(req))).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };
@@ -322,7 +322,7 @@ impl HttpTransport {
         let mut req = me.out.get(&env, deadline).await?;
         let id = HeaderValue::from_str(last).map_err(|_| UpstreamError::Protocol("the stream's event id cannot be sent back".into()))?;
         req.headers_mut().insert("last-event-id", id);
-        let resp = match timeout_at(deadline, me.client.get().request(req)).await {
+        let resp = match timeout_at(deadline, me.client.with(|c| c.request(req))).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };

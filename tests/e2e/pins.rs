@@ -19,13 +19,20 @@ fn pin(config: &std::path::Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_tool_whose_definition_changed_is_held_until_approved() {
-    let (_up, url) = py_script_http("tests/py/changing_server.py", &[]);
+/// The changing test server, and a configuration file for it: `before` goes ahead of its
+/// `[[upstream]]` table, `within` inside it. Returns the server, the folder, the file and its text.
+fn changing_upstream(before: &str, within: &str) -> (Proc, tempfile::TempDir, std::path::PathBuf, String) {
+    let (up, url) = py_script_http("tests/py/changing_server.py", &[]);
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("gateway.toml");
-    let text = format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[pins]\nmode = \"enforce\"\n\n[[upstream]]\nid = \"chg\"\nurl = \"{url}\"\n");
+    let text = format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{before}[[upstream]]\nid = \"chg\"\nurl = \"{url}\"\n{within}");
     std::fs::write(&config, &text).expect("write the config");
+    (up, dir, config, text)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_whose_definition_changed_is_held_until_approved() {
+    let (_up, dir, config, text) = changing_upstream("[pins]\nmode = \"enforce\"\n\n", "");
     // Rolled out: the definitions served now become the pins.
     let (ok, out) = pin(&config, &[]);
     assert!(!ok && out.contains("+ chg/base") && out.contains("+ chg/redescribe"), "nothing pinned yet:\n{out}");
@@ -92,11 +99,7 @@ async fn a_tool_whose_definition_changed_is_held_until_approved() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn record_serves_a_changed_tool_and_says_so() {
-    let (_up, url) = py_script_http("tests/py/changing_server.py", &[]);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("gateway.toml");
-    let text = format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"chg\"\nurl = \"{url}\"\npin = \"record\"\n");
-    std::fs::write(&config, &text).expect("write the config");
+    let (_up, dir, config, text) = changing_upstream("", "pin = \"record\"\n");
     assert!(pin(&config, &["--approve"]).0);
     let gw = gateway(&format!("{text}\n[pins]\nfile = {:?}\n", dir.path().join("mcpgate-pins.json")));
     let r = call(&gw.url, "chg__redescribe", json!({ "name": "base", "description": "changed" })).await;

@@ -14,6 +14,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -55,7 +56,7 @@ thread_local! {
     /// This thread's client of each family it has used (few: the default setup and the
     /// upstreams with their own TLS settings). Entries of families that are gone are pruned
     /// when another is added.
-    static PER_THREAD: RefCell<Vec<(Weak<Family>, HttpClient)>> = const { RefCell::new(Vec::new()) };
+    static PER_THREAD: RefCell<Vec<(Weak<Family>, Rc<HttpClient>)>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Default for HttpClients {
@@ -113,17 +114,26 @@ impl HttpClients {
 
     /// This thread's client of the family (made on first use).
     pub fn get(&self) -> HttpClient {
-        PER_THREAD.with(|cell| {
-            let mut clients = cell.borrow_mut();
-            let me = Arc::as_ptr(&self.0);
-            if let Some((_, c)) = clients.iter().find(|(f, _)| std::ptr::eq(f.as_ptr(), me)) {
-                return c.clone();
-            }
-            clients.retain(|(f, _)| f.strong_count() > 0);
-            let c = self.detached();
-            clients.push((Arc::downgrade(&self.0), c.clone()));
+        self.with(HttpClient::clone)
+    }
+
+    /// Runs `f` with this thread's client of the family, without cloning it (the call path:
+    /// `clients.with(|c| c.request(req))`).
+    pub fn with<R>(&self, f: impl FnOnce(&HttpClient) -> R) -> R {
+        let me = Arc::as_ptr(&self.0);
+        // An `Rc` clone (no atomics), so `f` runs with the thread's list released.
+        let found =
+            PER_THREAD.with(|cell| cell.borrow().iter().find(|(family, _)| std::ptr::eq(family.as_ptr(), me)).map(|(_, c)| c.clone()));
+        let client = found.unwrap_or_else(|| {
+            let c = Rc::new(self.detached());
+            PER_THREAD.with(|cell| {
+                let mut clients = cell.borrow_mut();
+                clients.retain(|(family, _)| family.strong_count() > 0);
+                clients.push((Arc::downgrade(&self.0), c.clone()));
+            });
             c
-        })
+        });
+        f(&client)
     }
 
     /// A client of the family with a pool of its own, not tied to a thread.
