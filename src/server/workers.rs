@@ -107,7 +107,10 @@ pub async fn serve(listening: Listening, mount: Mount, cfg: ServerConfig, shutdo
     let exit = CancellationToken::new();
     // Each worker holds a sender until it has drained; the receiver sees the channel close.
     let (drained, mut all_drained) = tokio::sync::mpsc::channel::<()>(1);
-    let mut threads = Vec::with_capacity(listening.sockets.len());
+    // A worker that cannot start fails the whole; those already started stop with it (both
+    // tokens are cancelled when these go out of scope early).
+    let mut workers = Workers { exit: exit.clone(), threads: Vec::with_capacity(listening.sockets.len()) };
+    let stopping = stop.clone().drop_guard();
     for (i, socket) in listening.sockets.into_iter().enumerate() {
         let (state, stop, exit, drained) = (state.clone(), stop.clone(), exit.clone(), drained.clone());
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -126,12 +129,11 @@ pub async fn serve(listening: Listening, mount: Mount, cfg: ServerConfig, shutdo
             });
             runtime.shutdown_timeout(Duration::from_secs(1));
         })?;
-        threads.push(thread);
+        workers.threads.push(thread);
     }
     drop(drained);
-    let workers = Workers { exit, threads };
     shutdown.await;
-    stop.cancel();
+    drop(stopping);
     let _ = all_drained.recv().await;
     state.tasks.stop();
     Ok(workers)
