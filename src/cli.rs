@@ -1,7 +1,8 @@
 //! The bodies of the small `mcpgate` commands that are not the gateway itself: `health` (a
 //! container HEALTHCHECK without curl), `check` (probe every upstream, with progress on a
-//! terminal and coloured status), `tools`, `import` and `tokens` (the connected upstream
-//! accounts of a running gateway). Exit codes: 0 fine, 1 something is down
+//! terminal and coloured status), `tools`, `import`, `tokens` (the connected upstream
+//! accounts of a running gateway), `usage` (the usage store's report) and `reload` (SIGHUP to a
+//! running gateway, found by its pid file). Exit codes: 0 fine, 1 something is down
 //! or unhealthy, 2 a startup error (returned as `Err` to `main`).
 
 use crate::gateway::Gateway;
@@ -283,4 +284,70 @@ mod tests {
         assert!(p.contains("\x1b[1mUnavailable upstreams:\x1b[0m"));
         assert!(p.contains("  gone: ready  down\n"), "text after the table stays plain: {p:?}");
     }
+}
+
+/// `mcpgate usage`: the report of the configuration's usage store, as a table or JSON.
+pub async fn usage(cfg: &crate::config::Config, q: crate::usage::query::Query, json: bool) -> anyhow::Result<ExitCode> {
+    if !cfg.usage.enabled && cfg.quotas.is_empty() {
+        eprintln!("note: [usage] enabled = false in {}: no calls are counted", cfg.source.display());
+    }
+    let cluster = cfg.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
+    if cluster.is_none() && !cfg.usage.store.exists() {
+        eprintln!("note: no usage store at {} yet (the gateway writes it after its first counted call)", cfg.usage.store.display());
+    }
+    let usage = crate::usage::Usage::open(&cfg.usage, cluster);
+    let known: Vec<String> = cfg.callers.iter().map(|c| c.id.clone()).collect();
+    let report = usage.report(&q, &cfg.quotas, &known).await.map_err(anyhow::Error::msg)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", crate::usage::query::table(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The file `mcpgate run --pid-file` keeps: written at start, removed at exit.
+pub struct PidFile(std::path::PathBuf);
+
+impl PidFile {
+    pub fn write(path: std::path::PathBuf) -> anyhow::Result<PidFile> {
+        std::fs::write(&path, format!("{}\n", std::process::id())).with_context(|| format!("cannot write the pid file {}", path.display()))?;
+        Ok(PidFile(path))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        // Only our own: another gateway may have taken the file over since.
+        if std::fs::read_to_string(&self.0).is_ok_and(|s| s.trim() == std::process::id().to_string()) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+/// `mcpgate reload`: SIGHUP to the gateway of `pid_file` (or `pid`), after checking that the
+/// process is an mcpgate (a stale pid file must not signal whatever took the number over).
+pub fn reload(pid_file: Option<&Path>, pid: Option<i32>) -> anyhow::Result<ExitCode> {
+    let pid = match (pid, pid_file) {
+        (Some(p), _) => p,
+        (None, Some(f)) => {
+            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read the pid file {}", f.display()))?;
+            text.trim().parse().with_context(|| format!("{}: '{}' is not a process id", f.display(), text.trim()))?
+        }
+        (None, None) => anyhow::bail!(
+            "which gateway? Pass --pid-file (the file `mcpgate run --pid-file` writes, or MCPGATE_PID_FILE) or --pid (the \
+             startup line prints it)"
+        ),
+    };
+    #[cfg(target_os = "linux")]
+    {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).with_context(|| format!("no process {pid} is running"))?;
+        if !comm.trim().starts_with("mcpgate") {
+            anyhow::bail!("process {pid} is '{}', not mcpgate: the pid file is stale", comm.trim());
+        }
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGHUP)
+        .with_context(|| format!("cannot signal process {pid}"))?;
+    println!("sent SIGHUP to mcpgate (pid {pid}): its log says what the reload changed, or why it kept the configuration in effect");
+    Ok(ExitCode::SUCCESS)
 }

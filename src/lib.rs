@@ -4,7 +4,7 @@
 //! Layout, bottom to top (docs/architecture.md): the crates `mcpgate-protocol` (wire model),
 //! `mcpgate-model` (catalogue, policy, sealed tokens), `mcpgate-config` (the file) and
 //! `mcpgate-net` (HTTP client, TLS, Redis); then in this crate `upstream`, `auth` and `telemetry`;
-//! the core (`gateway`, `dispatch`, `hub`, `ratelimit`, `audit`); the edges (`server`, `console`,
+//! the core (`gateway`, `dispatch`, `hub`, `ratelimit`, `audit`, `usage`); the edges (`server`, `console`,
 //! `demo`); and the commands (`check`, `import`, `cli`). `tests/layers.rs` keeps this crate's
 //! modules in their layers.
 
@@ -23,10 +23,11 @@ pub mod ratelimit;
 pub mod server;
 pub mod telemetry;
 pub mod upstream;
+pub mod usage;
 
 // The lower layers live in crates of their own (the compiler keeps them from reaching up); they
 // are re-exported here under their usual paths.
 pub use mcpgate_config::config;
 pub use mcpgate_model::{catalog, policy, token};
-pub use mcpgate_net::{cluster, net};
+pub use mcpgate_net::{cluster, files, net};
 pub use mcpgate_protocol::{protocol, reply, sync, tasks};

@@ -39,6 +39,8 @@ const EXAMPLES: &str = "Examples:
   mcpgate completions bash             shell completions (bash, zsh, fish, elvish, powershell)
   mcpgate hash-key --generate          a new API key and its key_sha256 for [[caller]]
   mcpgate health                       exit 0 when http://127.0.0.1:8811/healthz answers (HEALTHCHECK)
+  mcpgate usage --since 24h            who used which tool, how often, with what error rate; quotas left
+  mcpgate reload --pid-file F          reload a running gateway's configuration (run --pid-file F)
   mcpgate demo-server --profile text   the built-in demo upstream on stdio
   mcpgate demo-server --http 127.0.0.1:3201
 
@@ -70,6 +72,37 @@ enum Command {
         /// Listen address (overrides server.listen and MCPGATE_LISTEN).
         #[arg(long)]
         listen: Option<String>,
+        /// Write the process id to this file (for `mcpgate reload --pid-file`); removed at exit.
+        #[arg(long, env = "MCPGATE_PID_FILE")]
+        pid_file: Option<PathBuf>,
+    },
+    /// Who used which tool, how often, with what error rate (from the usage store of the
+    /// configuration: its file, or the cluster's Redis), and what each caller has left of its quotas.
+    Usage {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: PathBuf,
+        /// Only this caller.
+        #[arg(long)]
+        caller: Option<String>,
+        /// Only the tools this glob matches (catalogue names, e.g. "github__*").
+        #[arg(long)]
+        tool: Option<String>,
+        /// How far back (e.g. 1h, 24h, 7d, 30d).
+        #[arg(long, default_value = "7d", value_parser = humantime::parse_duration)]
+        since: std::time::Duration,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Tell a running gateway to reload its configuration (sends SIGHUP; the gateway logs what
+    /// changed, or why it kept the configuration in effect).
+    Reload {
+        /// The file `mcpgate run --pid-file` wrote.
+        #[arg(long, env = "MCPGATE_PID_FILE", conflicts_with = "pid")]
+        pid_file: Option<PathBuf>,
+        /// The gateway's process id (the startup line prints it).
+        #[arg(long)]
+        pid: Option<i32>,
     },
     /// Validate the config, probe every upstream and print a status table (exit 1 if an upstream is
     /// down or a pool's endpoints disagree).
@@ -323,11 +356,17 @@ fn load(path: &std::path::Path, listen: Option<&str>) -> anyhow::Result<Config> 
 
 async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run { config, listen } => {
+        Command::Run { config, listen, pid_file } => {
             let cfg = load(&config, listen.as_deref())?;
+            let _pid = pid_file.map(mcpgate::cli::PidFile::write).transpose()?;
             serve_gateway(cfg, Source { path: config, listen }, workers).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Usage { config, caller, tool, since, json } => {
+            let cfg = load(&config, None)?;
+            mcpgate::cli::usage(&cfg, mcpgate::usage::query::Query { caller, tool, since }, json).await
+        }
+        Command::Reload { pid_file, pid } => mcpgate::cli::reload(pid_file.as_deref(), pid),
         Command::Stdio { config, endpoint } => {
             let cfg = load(&config, None)?;
             if let Some(path) = &endpoint
@@ -506,6 +545,7 @@ async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyho
         if workers > 1 { "s" } else { "" },
         server_cfg.path
     );
+    gw.usage.spawn_flush(&gw.tasks);
     let refresher = gw.clone();
     gw.tasks.spawn(async move {
         refresher.refresh_all().await;

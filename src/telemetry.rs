@@ -1,8 +1,11 @@
 //! The gateway's metrics, in the Prometheus/OpenMetrics text format (`prometheus-client`, one
 //! registry per gateway): forwarded calls by method, upstream and outcome with their latency,
 //! requests refused before any upstream (by reason), and, read when scraped, upstream health,
-//! catalogue size, open change streams, requests in progress and open connections. Labels never
-//! carry tool names or callers, only methods, upstream ids and fixed reasons.
+//! catalogue size, open change streams, requests in progress and open connections. Labels carry
+//! only methods, upstream ids, endpoints and fixed reasons, except in two families each behind a
+//! `[metrics]` switch: tool calls by catalogue tool name (bounded by the catalogue) and by
+//! configured caller id (bounded by the `[[caller]]` entries; any other caller counts as `other`).
+//! The `cluster_*` series exist only with `[cluster]`.
 
 pub mod logwriter;
 #[cfg(feature = "otlp")]
@@ -76,6 +79,18 @@ struct KindLabel {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabel {
+    tool: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallerLabel {
+    caller: String,
+    outcome: String,
+}
+
 type Histograms = Family<Route, Histogram, fn() -> Histogram>;
 
 /// What the edge knows at scrape time.
@@ -95,6 +110,8 @@ pub struct Snapshot {
     pub streams: usize,
     /// Shared state on Redis, when `[cluster]` is configured.
     pub cluster: Option<crate::cluster::ClusterStats>,
+    /// Audit records the audit file could not take.
+    pub audit_dropped: u64,
 }
 
 pub struct Metrics {
@@ -106,6 +123,9 @@ pub struct Metrics {
     items: Family<KindLabel, Gauge>,
     stale: Family<UpstreamId, Counter>,
     log_dropped: Counter,
+    audit_dropped: Counter,
+    by_tool: Option<Family<ToolLabel, Counter>>,
+    by_caller: Option<Family<CallerLabel, Counter>>,
     streams: Gauge,
     in_flight: Gauge,
     connections: Gauge,
@@ -129,6 +149,14 @@ fn latency_histogram() -> Histogram {
 
 impl Default for Metrics {
     fn default() -> Self {
+        Metrics::new(crate::config::usage::MetricsConfig::default(), false)
+    }
+}
+
+impl Metrics {
+    /// The registry with the optional families `switches` turn on, and the cluster's series when
+    /// `cluster` (so a gateway without `[cluster]` exports no Redis gauge to alarm on).
+    pub fn new(switches: crate::config::usage::MetricsConfig, cluster: bool) -> Self {
         let mut registry = Registry::with_prefix("mcpgate");
         let calls = Family::<Call, Counter>::default();
         let latency = Histograms::new_with_constructor(latency_histogram);
@@ -144,6 +172,16 @@ impl Default for Metrics {
         registry.register("upstream_up", "1 when the upstream answered its last probe", up.clone());
         registry.register("catalog_items", "Items served, by kind", items.clone());
         registry.register("log_lines_dropped", "Log lines dropped because the log writer could not keep up", log_dropped.clone());
+        let audit_dropped = Counter::default();
+        registry.register("audit_records_dropped", "Audit records the audit file could not take ([audit] file)", audit_dropped.clone());
+        let by_tool = switches.per_tool.then(Family::<ToolLabel, Counter>::default);
+        if let Some(f) = &by_tool {
+            registry.register("tool_calls", "Tool calls by catalogue tool name and outcome ([metrics] per_tool)", f.clone());
+        }
+        let by_caller = switches.per_caller.then(Family::<CallerLabel, Counter>::default);
+        if let Some(f) = &by_caller {
+            registry.register("caller_calls", "Tool calls by [[caller]] id and outcome ([metrics] per_caller)", f.clone());
+        }
         registry.register("stale_lists", "Lists an upstream could not re-read, served from its previous answer", stale.clone());
         registry.register("change_streams", "Open change streams (listen and legacy GET streams)", streams.clone());
         let (tools_held, tools_drifted) = (Gauge::default(), Gauge::default());
@@ -156,17 +194,19 @@ impl Default for Metrics {
         registry.register("requests_in_flight", "Requests in progress at the edge", in_flight.clone());
         registry.register("connections", "Open client connections", connections.clone());
         let (redis_up, redis_errors, redis_fallbacks) = (Gauge::default(), Counter::default(), Family::<FailLabel, Counter>::default());
-        registry.register(
-            "cluster_redis_up",
-            "1 when the last command to the cluster's Redis succeeded ([cluster] only)",
-            redis_up.clone(),
-        );
-        registry.register("cluster_redis_errors", "Redis commands that failed or timed out ([cluster] only)", redis_errors.clone());
-        registry.register(
-            "cluster_fallbacks",
-            "Requests decided without Redis: mode=open used this replica's own bucket, mode=closed refused",
-            redis_fallbacks.clone(),
-        );
+        if cluster {
+            registry.register(
+                "cluster_redis_up",
+                "1 when the last command to the cluster's Redis succeeded ([cluster] only)",
+                redis_up.clone(),
+            );
+            registry.register("cluster_redis_errors", "Redis commands that failed or timed out ([cluster] only)", redis_errors.clone());
+            registry.register(
+                "cluster_fallbacks",
+                "Requests decided without Redis: mode=open used this replica's own bucket, mode=closed refused",
+                redis_fallbacks.clone(),
+            );
+        }
         Metrics {
             registry,
             calls,
@@ -176,6 +216,9 @@ impl Default for Metrics {
             items,
             stale,
             log_dropped,
+            audit_dropped,
+            by_tool,
+            by_caller,
             streams,
             in_flight,
             connections,
@@ -195,6 +238,18 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
+    /// A tool call ended with `outcome`, counted by tool (its catalogue name) and by `caller` (a
+    /// configured `[[caller]]` id, `None` for any other) when those families are switched on.
+    pub fn tool_call(&self, tool: &str, caller: Option<&str>, outcome: &str) {
+        let outcome = outcome.split(' ').next().unwrap_or(outcome);
+        if let Some(f) = &self.by_tool {
+            f.get_or_create(&ToolLabel { tool: tool.to_string(), outcome: outcome.to_string() }).inc();
+        }
+        if let Some(f) = &self.by_caller {
+            f.get_or_create(&CallerLabel { caller: caller.unwrap_or("other").to_string(), outcome: outcome.to_string() }).inc();
+        }
+    }
+
     /// A forwarded request ended with `outcome` (an audit outcome label) after `took`.
     pub fn call(&self, method: &str, upstream: &str, endpoint: &str, outcome: &str, took: Duration) {
         let (method, upstream) = (method.to_string(), upstream.to_string());
@@ -237,6 +292,7 @@ impl Metrics {
             self.items.get_or_create(&KindLabel { kind: kind.to_string() }).set(i64::try_from(*n).unwrap_or(i64::MAX));
         }
         catch_up(&self.log_dropped, logwriter::dropped());
+        catch_up(&self.audit_dropped, now.audit_dropped);
         if let Some(c) = now.cluster {
             self.redis_up.set(i64::from(c.up));
             catch_up(&self.redis_errors, c.errors);
@@ -279,6 +335,7 @@ mod tests {
                 catalog: vec![("tools", 4)],
                 streams: 2,
                 cluster: None,
+                audit_dropped: 0,
             },
             EdgeStats::default(),
         );
@@ -289,5 +346,19 @@ mod tests {
         assert!(text.contains(r#"mcpgate_refused_total{reason="rate_limited"} 1"#), "{text}");
         assert!(text.contains(r#"mcpgate_stale_lists_total{upstream="calc"} 2"#), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(!text.contains("cluster_"), "no cluster series without [cluster]: {text}");
+        assert!(!text.contains("tool_calls") && !text.contains("caller_calls"), "per-tool and per-caller series are off: {text}");
+    }
+
+    #[test]
+    fn per_tool_and_per_caller_series_are_switched_on_and_bounded() {
+        let m = Metrics::new(crate::config::usage::MetricsConfig { per_tool: true, per_caller: true }, true);
+        m.tool_call("calc__add", Some("alice"), "ok");
+        m.tool_call("calc__add", None, "error -32602");
+        let text = m.render(&Snapshot { cluster: Some(Default::default()), ..Snapshot::default() }, EdgeStats::default());
+        assert!(text.contains(r#"mcpgate_tool_calls_total{tool="calc__add",outcome="ok"} 1"#), "{text}");
+        assert!(text.contains(r#"mcpgate_tool_calls_total{tool="calc__add",outcome="error"} 1"#), "{text}");
+        assert!(text.contains(r#"mcpgate_caller_calls_total{caller="other",outcome="error"} 1"#), "{text}");
+        assert!(text.contains("mcpgate_cluster_redis_up 0"), "{text}");
     }
 }

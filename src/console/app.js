@@ -1,4 +1,4 @@
-// mcpgate console: a view of a running gateway; its two actions: approving held tools
+// mcpgate console: a view of a running gateway (to a caller that is not an admin: its own usage only); its two actions: approving held tools
 // (/console/api/pins/approve) and revoking connected upstream accounts (/oauth/tokens/revoke). Data comes from /console/api/*, with
 // the admin caller's credential (kept in this tab's sessionStorage) when authentication is on.
 "use strict";
@@ -99,8 +99,33 @@ function addCall(c, top) {
   while (body.children.length > 100) body.lastChild.remove();
 }
 
+function renderUsage(u) {
+  $("#usage-scope").textContent = u.scope === "self" ? "(your calls)" : "(every caller)";
+  $("#usage tbody").replaceChildren(...u.lines.map((l) => row([
+    cell(l.caller), cell(l.tool, "name"), cell(l.upstream), cell(l.endpoint), cell(l.calls), cell(l.errors, l.errors ? "error" : ""),
+    cell((l.error_rate * 100).toFixed(1) + " %"), cell(l.mean_ms.toFixed(1) + " ms"),
+  ])));
+  $("#quotas").hidden = !u.quotas.length;
+  $("#quotas tbody").replaceChildren(...u.quotas.map((q) => row([
+    cell(q.caller), cell(q.tools, "name"), cell(q.limit + " per " + q.window), cell(q.used), cell(q.left, q.left ? "" : "error"),
+    cell(new Date(q.resets_at * 1000).toLocaleString()),
+  ])));
+}
+async function loadUsage() { renderUsage(await api("usage?since=" + encodeURIComponent($("#usage-since").value))); }
+
 async function load() {
-  const state = await api("state");
+  let state;
+  try { state = await api("state"); } catch (e) {
+    // Not an admin: the caller's own usage only.
+    if (!(e.auth && key)) throw e;
+    await loadUsage();
+    document.querySelectorAll(".admin").forEach((el) => { el.hidden = true; });
+    $("#login").hidden = true;
+    $("#app").hidden = false;
+    return;
+  }
+  document.querySelectorAll(".admin").forEach((el) => { el.hidden = false; });
+  loadUsage().catch(() => {});
   $("#version").textContent = state.version;
   renderUpstreams(state.upstreams);
   if (state.tokens && state.tokens.length) renderAccounts(state.tokens);
@@ -151,6 +176,7 @@ async function follow() {
 }
 
 $("#filter").addEventListener("input", renderCatalog);
+$("#usage-since").addEventListener("change", () => { loadUsage().catch(() => {}); });
 $("#view-as").addEventListener("change", async (e) => {
   const caller = e.target.value;
   visible = caller ? new Set((await api("view?caller=" + encodeURIComponent(caller))).visible) : null;
@@ -167,7 +193,7 @@ function start() {
   load().catch((e) => {
     $("#app").hidden = true;
     $("#login").hidden = false;
-    $("#login-error").textContent = e.auth && key ? "That key is not an admin caller's." : (e.auth ? "" : String(e.message));
+    $("#login-error").textContent = e.auth && key ? "That key is not accepted." : (e.auth ? "" : String(e.message));
   });
 }
 start();

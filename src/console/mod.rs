@@ -2,7 +2,8 @@
 //! reads. This module owns what the page shows — upstreams with era, transport, health, latency
 //! and circuit state; the merged catalogue; what one configured caller's policy lets it see; the
 //! recent calls of the audit stream — and the live feed (an SSE stream of upstream and catalogue
-//! changes and of calls as they end). Who may read it (admin callers; anyone on loopback when
+//! changes and of calls as they end), and the usage report (every caller's to an admin, a
+//! caller's own to anyone else). Who may read it (admin callers; anyone on loopback when
 //! authentication is off) is decided here too. The page itself (HTML, CSS, JS) is embedded.
 
 use crate::auth::Principal;
@@ -142,4 +143,21 @@ pub fn view_as(gw: &Gateway, id: &str) -> Option<Value> {
         }
     }
     Some(json!({ "caller": id, "visible": visible }))
+}
+
+/// The usage report the console shows: every caller's to an admin (narrowed by `caller=`), a
+/// caller's own to anyone else; `since=` (default 24h) and `tool=` (a glob) as `mcpgate usage`.
+pub async fn usage(gw: &Gateway, caller: &Principal, admin: bool, param: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Value, (http::StatusCode, String)> {
+    let since = match param("since") {
+        None => std::time::Duration::from_secs(86_400),
+        Some(s) => humantime::parse_duration(&s).map_err(|e| (http::StatusCode::BAD_REQUEST, format!("since={s}: {e}")))?,
+    };
+    let who = if admin { param("caller").filter(|c| !c.is_empty()) } else { Some(caller.id.clone()) };
+    let q = crate::usage::query::Query { caller: who, tool: param("tool").filter(|t| !t.is_empty()), since };
+    let cfg = gw.config();
+    let known: Vec<String> = if admin { cfg.callers.iter().map(|c| c.id.clone()).collect() } else { vec![caller.id.clone()] };
+    let report = gw.usage.report(&q, &cfg.quotas, &known).await.map_err(|e| (http::StatusCode::SERVICE_UNAVAILABLE, e))?;
+    let mut v = serde_json::to_value(report).unwrap_or(Value::Null);
+    v["scope"] = json!(if admin { "everyone" } else { "self" });
+    Ok(v)
 }

@@ -29,6 +29,23 @@ fn refuse(gw: &Served<'_>, req: &Request, item: &str, reason: &str) {
     gw.metrics.refused(reason);
 }
 
+/// Audits, counts in the usage and in the metrics a tool call its caller's limits refused.
+fn limited(gw: &Served<'_>, req: &Request, shown: &str, canonical: &str, upstream: usize, reason: &str) {
+    let entry = audit::Entry {
+        caller: req.caller.id.clone(),
+        endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
+        method: req.method.to_string(),
+        item: canonical.to_string(),
+        presented: (shown != canonical).then(|| shown.to_string()),
+        upstream: gw.upstream_id(upstream).to_string(),
+        started: Instant::now(),
+        arguments: None,
+    };
+    gw.audit.limited(&entry, reason);
+    gw.metrics.refused(reason);
+    gw.metrics.tool_call(canonical, req.caller.rules.first().map(String::as_str), reason);
+}
+
 fn string_param(req: &Request, key: &str) -> Result<String, RpcError> {
     match req.params.parse::<String>(key) {
         Some(Ok(n)) => Ok(n),
@@ -107,7 +124,9 @@ pub(super) async fn forward(
         caller: req.caller.id.clone(),
         endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
         method: req.method.to_string(),
-        item: item.to_string(),
+        // Under the catalogue's name, whatever name the endpoint presents.
+        item: named.policy.to_string(),
+        presented: (named.shown != named.policy).then(|| named.shown.to_string()),
         upstream: up.id().to_string(),
         started: Instant::now(),
         arguments: gw.config.audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
@@ -171,6 +190,9 @@ pub(super) async fn forward(
         let label = audit::outcome_label(&o);
         pending.finish(&label);
         metrics.call(method.as_str(), &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &label, started.elapsed());
+        if method == Method::ToolsCall {
+            metrics.tool_call(&policy_name, caller.rules.first().map(String::as_str), &label);
+        }
         let bind = state::Binding {
             caller: &caller,
             upstream: &upstream_id,
@@ -276,8 +298,15 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
     let canonical = tool.policy_name();
     for (index, limit) in gw.config.rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, canonical)) {
         if let Err(wait) = gw.limiter.check(&format!("tool:{}:{}", req.caller.id, index), limit.rate).await {
-            refuse(gw, &req, &name, "rate_limited");
+            limited(gw, &req, &name, canonical, tool.upstream, "rate_limited");
             return Reply::error(rate_limited(&format!("{} on {name}", req.caller.id), wait));
+        }
+    }
+    if !gw.config.quotas.is_empty() {
+        let fail = gw.config.cluster.as_ref().map_or(crate::config::cluster::FailMode::Open, |c| c.on_redis_error);
+        if let Err(r) = gw.usage.take_quota(&gw.config.quotas, &req.caller.id, &req.caller.rules, canonical, fail).await {
+            limited(gw, &req, &name, canonical, tool.upstream, "quota_exceeded");
+            return Reply::error(super::quota_exceeded(&req.caller.id, &name, &r));
         }
     }
     // The arguments are read only when something depends on their values: mirrored headers

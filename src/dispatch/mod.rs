@@ -139,6 +139,20 @@ pub fn rate_limited(who: &str, wait: std::time::Duration) -> RpcError {
         .with_header("retry-after", secs.to_string())
 }
 
+/// HTTP 429 for a call past its caller's quota: the limit, when it resets (RFC 3339 and
+/// `Retry-After`), answered like a rate limit so clients back off the same way.
+pub fn quota_exceeded(who: &str, tool: &str, r: &crate::usage::Refusal) -> RpcError {
+    let secs = r.wait.as_secs().max(1);
+    let resets = humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.resets_at));
+    RpcError::new(
+        RATE_LIMITED,
+        format!("Quota exceeded for {who} on {tool}: {} calls per {}; it resets at {resets} (in {secs} s)", r.count, r.window),
+    )
+    .with_data(serde_json::json!({ "retryAfterMs": secs * 1000, "quota": { "limit": r.count, "window": r.window, "resetsAt": resets.to_string() } }))
+    .with_status(http::StatusCode::TOO_MANY_REQUESTS)
+    .with_header("retry-after", secs.to_string())
+}
+
 /// The application error code of a rate-limited request (outside the JSON-RPC reserved range).
 pub const RATE_LIMITED: i64 = 429;
 
@@ -256,6 +270,7 @@ impl Service for Gateway {
             catalog: Kind::ALL.iter().map(|k| (k.list_key(), cat.section(*k).entries.len())).collect(),
             streams: self.hub.len(),
             cluster: self.cluster.as_ref().map(|c| c.stats()),
+            audit_dropped: crate::audit::export::dropped(),
         };
         Some(self.metrics.render(&snapshot, edge))
     }

@@ -49,6 +49,8 @@ pub enum StartError {
     Auth(#[from] crate::auth::jwt::JwksError),
     #[error("per-user identity: {0}")]
     Identity(String),
+    #[error("audit export: {0}")]
+    Audit(String),
 }
 
 pub struct Gateway {
@@ -82,6 +84,9 @@ pub struct Gateway {
     pub metrics: Arc<crate::telemetry::Metrics>,
     /// The audit sink: every forwarded or refused request (the console reads its recent calls).
     pub audit: Arc<crate::audit::Audit>,
+    /// The usage accounting and quotas (`[usage]`, `[[quota]]`; fixed until a restart but for
+    /// the quota rules, which come from the configuration in effect).
+    pub usage: Arc<crate::usage::Usage>,
     /// How many tool searches may index or rank at once, on the blocking pool: half the cores
     /// (at least one), so a burst of searches queues and leaves CPU for every other request.
     pub ranking: Arc<tokio::sync::Semaphore>,
@@ -116,11 +121,14 @@ impl Gateway {
         let auth = Authenticator::new(&config, client.detached());
         let hub = Hub::new(config.catalog.debounce);
         hub.set_limit(config.server.max_streams_per_caller);
-        let audit = Arc::new(crate::audit::Audit::default());
+        let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
+        let usage = Arc::new(crate::usage::Usage::open(&config.usage, cluster.clone()));
+        let (metrics_switches, has_cluster) = (config.metrics, cluster.is_some());
+        let export = crate::audit::export::Export::start(&config.audit).map_err(StartError::Audit)?;
+        let audit = Arc::new(crate::audit::Audit::new(Some(usage.clone()), export));
         if config.console {
             audit.keep_recent();
         }
-        let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
         let pins = pins::Pins::default();
         pins.refresh(&config.pins.file);
@@ -144,8 +152,9 @@ impl Gateway {
             tasks,
             closing: CancellationToken::new(),
             sealer,
-            metrics: Arc::default(),
+            metrics: Arc::new(crate::telemetry::Metrics::new(metrics_switches, has_cluster)),
             audit,
+            usage,
             ranking: Arc::new(tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(1, |n| n.get().div_ceil(2)))),
             updates: Mutex::new(updates),
             personal,

@@ -305,27 +305,7 @@ impl Vault {
         let Some(path) = &self.path else { return Ok(()) };
         let fail = |e: &dyn std::fmt::Display| VaultError::Write { path: path.display().to_string(), reason: e.to_string() };
         let bytes = serde_json::to_vec(entries).map_err(|e| fail(&e))?;
-        // A name no other writer uses (writes are serialised here; another process with the same
-        // file gets its own names too).
-        let tmp = path.with_extension(format!("tmp-{}-{}", std::process::id(), crate::token::random_hex(8)));
-        {
-            use std::io::Write;
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut file = options.open(&tmp).map_err(|e| fail(&e))?;
-            file.write_all(&bytes).map_err(|e| fail(&e))?;
-            file.sync_all().map_err(|e| fail(&e))?;
-        }
-        std::fs::rename(&tmp, path).map_err(|e| fail(&e))?;
-        // The rename itself survives a crash once the directory is synced.
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-            && let Ok(d) = std::fs::File::open(dir)
-        {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        crate::files::write_atomic(path, &bytes).map_err(|e| fail(&e))
     }
 }
 

@@ -2,7 +2,8 @@
 //! strict Content-Security-Policy: nothing external loads), and `/console/api/*` — `state`,
 //! `view?caller=ID`, `calls` and `events` (SSE), and `POST pins/approve` (the console's one
 //! change: approving a held tool) — behind the gateway's authentication, for admin callers only
-//! (see [`crate::console::may_read`]). Off unless `[console] enabled`.
+//! (see [`crate::console::may_read`]); and `usage?since=24h` for every caller (its own usage; an
+//! admin's shows everyone's). Off unless `[console] enabled`.
 
 use super::http::{State, authenticate};
 use super::render::{self, Body};
@@ -61,7 +62,14 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
         Ok(c) => c,
         Err(r) => return *r,
     };
-    if !crate::console::may_read(gw, &caller, peer.ip().is_loopback()) {
+    let admin = crate::console::may_read(gw, &caller, peer.ip().is_loopback());
+    // Usage is for everyone: an admin sees every caller's, a caller its own.
+    if what == "usage" {
+        let query = req.uri().query().unwrap_or("");
+        let param = |k: &str| query.split('&').find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('='))).map(percent_decode);
+        return json_answer_result(crate::console::usage(gw, &caller, admin, &param).await);
+    }
+    if !admin {
         tracing::info!(caller = %caller.id, "refused the console to a caller that is not an admin");
         return json_answer(
             StatusCode::FORBIDDEN,
@@ -98,6 +106,13 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
         }
         "events" => events(gw.clone(), &st.tasks),
         _ => json_answer(StatusCode::NOT_FOUND, json!({ "error": "unknown console API" })),
+    }
+}
+
+fn json_answer_result(r: Result<Value, (StatusCode, String)>) -> Response<Body> {
+    match r {
+        Ok(v) => json_answer(StatusCode::OK, v),
+        Err((status, e)) => json_answer(status, json!({ "error": e })),
     }
 }
 

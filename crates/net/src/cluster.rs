@@ -4,9 +4,12 @@
 //! request and open streams learn of it from a poll), versioned maps (a hash and a counter bumped
 //! with every change, so a replica re-reads only what changed: the per-user token vault), and
 //! one-time entries taken at most once, by whoever proves what they were put with (the started
-//! authorizations of per-user identity). Every command runs under the configured
+//! authorizations of per-user identity), and counters (usage and quotas, `counts`). Every command runs under the configured
 //! deadline; what a failure means is the caller's decision (fail open or closed), this module
 //! counts failures and logs once when Redis goes away and once when it returns.
+
+mod counts;
+pub use counts::Add;
 
 use crate::config::cluster::{ClusterConfig, FailMode};
 use crate::config::limits::Rate;
@@ -96,6 +99,7 @@ pub struct Cluster {
     map_remove: redis::Script,
     map_all: redis::Script,
     once_take: redis::Script,
+    quota_take: redis::Script,
     state: AtomicU8,
     errors: AtomicU64,
     failed_open: AtomicU64,
@@ -142,6 +146,7 @@ impl Cluster {
             map_remove: redis::Script::new(MAP_REMOVE),
             map_all: redis::Script::new(MAP_ALL),
             once_take: redis::Script::new(ONCE_TAKE),
+            quota_take: redis::Script::new(counts::QUOTA_TAKE),
             state: AtomicU8::new(UNKNOWN),
             errors: AtomicU64::new(0),
             failed_open: AtomicU64::new(0),

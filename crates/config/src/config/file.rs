@@ -27,7 +27,13 @@ pub struct FileConfig {
     #[serde(default)]
     pub secrets: super::guard::SecretsSection,
     #[serde(default)]
-    pub audit: super::limits::AuditSection,
+    pub audit: super::usage::AuditSection,
+    #[serde(default)]
+    pub usage: super::usage::UsageSection,
+    #[serde(default, rename = "quota")]
+    pub quotas: Vec<super::usage::QuotaSection>,
+    #[serde(default)]
+    pub metrics: super::usage::MetricsSection,
     #[serde(default, rename = "endpoint")]
     pub endpoints: Vec<super::endpoint::EndpointSection>,
     pub cluster: Option<super::cluster::ClusterSection>,

@@ -1,4 +1,4 @@
-//! The `[[rate_limit]]` and `[audit]` parts of `gateway.toml`, and the rate syntax shared with
+//! The `[[rate_limit]]` part of `gateway.toml`, and the rate syntax shared with
 //! `[[caller]] rate_limit`: `COUNT/PERIOD` (`"10/s"`, `"100/min"`, `"5/2s"`).
 
 use super::{ConfigError, Locator};
@@ -13,13 +13,6 @@ pub struct RateLimitSection {
     pub limit: Spanned<String>,
     /// With `[cluster]`: what this limit does while Redis cannot answer (default: the cluster's).
     pub on_redis_error: Option<super::cluster::FailMode>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuditSection {
-    #[serde(default)]
-    pub include_arguments: bool,
 }
 
 /// A rate: `count` requests per `per`, with bursts up to `count`; with `[cluster]`, what it does

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod cluster;
+pub mod usage;
 pub mod endpoint;
 mod file;
 pub mod guard;
@@ -45,6 +46,14 @@ pub struct Config {
     /// Detectors results pass through before they reach a client (`[secrets]`; empty: none).
     pub secrets: std::sync::Arc<Vec<crate::policy::secrets::Detector>>,
     pub audit_arguments: bool,
+    /// `[audit]`: where audit records go besides the log.
+    pub audit: usage::AuditConfig,
+    /// `[usage]`: the usage accounting and its store.
+    pub usage: usage::UsageConfig,
+    /// `[[quota]]`, in file order.
+    pub quotas: Vec<usage::Quota>,
+    /// `[metrics]`: the bounded per-tool and per-caller series.
+    pub metrics: usage::MetricsConfig,
     /// Virtual servers: more endpoints, each a curated view of the catalogue.
     pub endpoints: Vec<endpoint::EndpointConfig>,
     /// Shared state across replicas (`[cluster]`); `None`: every limit is per replica.
@@ -283,6 +292,9 @@ impl Config {
         let callers = auth::resolve_callers(&at, file.callers, auth.mode)?;
         check_authentication(&at, &auth, &callers, &server, &upstreams)?;
         let rate_limits = limits::resolve_rate_limits(&at, file.rate_limits)?;
+        let quotas = usage::resolve_quotas(&at, file.quotas)?;
+        let usage_cfg = usage::resolve_usage(&at, file.usage, &base_dir)?;
+        let audit = usage::resolve_audit(&at, file.audit, &base_dir)?;
         let confirms = guard::resolve(&at, file.confirms)?;
         let pins = guard::resolve_pins(&at, file.pins, &base_dir)?;
         let secrets = std::sync::Arc::new(guard::resolve_secrets(&at, file.secrets)?);
@@ -311,7 +323,11 @@ impl Config {
             confirms,
             pins,
             secrets,
-            audit_arguments: file.audit.include_arguments,
+            audit_arguments: audit.include_arguments,
+            audit,
+            usage: usage_cfg,
+            quotas,
+            metrics: usage::MetricsConfig { per_tool: file.metrics.per_tool, per_caller: file.metrics.per_caller },
             endpoints,
             cluster,
             console: file.console.enabled,

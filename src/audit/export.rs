@@ -1,0 +1,227 @@
+//! Audit records leaving the process besides the log line: as JSON lines to a file (`[audit]
+//! file`), rotated when it reaches `max_file_size` (`audit.jsonl` → `audit.jsonl.1` → … up to
+//! `keep_files`), and as OTLP log records where OTLP export runs (`[audit] otlp = true`, see
+//! `telemetry::otlp`). The call path only hands a line to a bounded queue; one thread writes the
+//! file, so a slow disk never holds up a call. A line the queue cannot take is counted
+//! (`mcpgate_audit_records_dropped_total`) and the first drop is logged, never silently lost.
+
+use super::CallRecord;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+
+/// Lines waiting for the writer at most.
+const QUEUE: usize = 8192;
+
+/// Audit records dropped because the export could not keep up.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// A record sent as an OTLP log (set by the telemetry when it exports logs).
+pub type LogSink = Arc<dyn Fn(&CallRecord, Option<&str>) + Send + Sync>;
+
+/// Where records go.
+#[derive(Default)]
+pub struct Export {
+    file: Option<SyncSender<String>>,
+    otlp: std::sync::OnceLock<LogSink>,
+}
+
+#[derive(Serialize)]
+struct FileRecord<'a> {
+    #[serde(flatten)]
+    record: &'a CallRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a str>,
+}
+
+impl Export {
+    /// The export to the file of `cfg`, its writer thread started (OTLP logs are added by
+    /// [`Export::send_logs`] once the exporter runs).
+    pub fn start(cfg: &crate::config::usage::AuditConfig) -> Result<Export, String> {
+        let file = match &cfg.file {
+            None => None,
+            Some(path) => {
+                let writer = Rotating::open(path.clone(), cfg.max_file_bytes, cfg.keep_files)?;
+                let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+                std::thread::Builder::new()
+                    .name("mcpgate-audit".into())
+                    .spawn(move || writer.run(rx))
+                    .map_err(|e| format!("cannot start the audit file writer: {e}"))?;
+                Some(tx)
+            }
+        };
+        Ok(Export { file, otlp: Default::default() })
+    }
+
+    /// Sends every record to `sink` as well (an OTLP log exporter); once.
+    pub fn send_logs(&self, sink: LogSink) {
+        let _ = self.otlp.set(sink);
+    }
+
+    /// Whether records go anywhere.
+    pub fn active(&self) -> bool {
+        self.file.is_some() || self.otlp.get().is_some()
+    }
+
+    pub fn write(&self, record: &CallRecord, arguments: Option<&str>) {
+        if let Some(tx) = &self.file {
+            match serde_json::to_string(&FileRecord { record, arguments }) {
+                Ok(line) => match tx.try_send(line) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                        if DROPPED.fetch_add(1, Ordering::Relaxed) == 0 {
+                            tracing::warn!("audit records are being dropped: the audit file cannot keep up (counted in \
+                                mcpgate_audit_records_dropped_total)");
+                        }
+                    }
+                },
+                Err(e) => tracing::warn!(error = %e, "an audit record could not be encoded"),
+            }
+        }
+        if let Some(sink) = self.otlp.get() {
+            sink(record, arguments);
+        }
+    }
+}
+
+/// The file and its rotation.
+struct Rotating {
+    path: PathBuf,
+    max: u64,
+    keep: usize,
+    out: std::io::BufWriter<std::fs::File>,
+    size: u64,
+}
+
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path)
+}
+
+impl Rotating {
+    fn open(path: PathBuf, max: u64, keep: usize) -> Result<Rotating, String> {
+        let file = open_append(&path).map_err(|e| format!("cannot open the audit file {}: {e}", path.display()))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(Rotating { path, max, keep, out: std::io::BufWriter::new(file), size })
+    }
+
+    /// `audit.jsonl.N` for N ≥ 1.
+    fn numbered(&self, n: usize) -> PathBuf {
+        let mut p = self.path.clone().into_os_string();
+        p.push(format!(".{n}"));
+        PathBuf::from(p)
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        self.out.flush()?;
+        if self.keep == 0 {
+            std::fs::remove_file(&self.path)?;
+        } else {
+            let _ = std::fs::remove_file(self.numbered(self.keep));
+            for n in (1..self.keep).rev() {
+                let _ = std::fs::rename(self.numbered(n), self.numbered(n + 1));
+            }
+            std::fs::rename(&self.path, self.numbered(1))?;
+        }
+        self.out = std::io::BufWriter::new(open_append(&self.path)?);
+        self.size = 0;
+        Ok(())
+    }
+
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        let len = line.len() as u64 + 1;
+        if self.size > 0 && self.size + len > self.max {
+            self.rotate()?;
+        }
+        self.out.write_all(line.as_bytes())?;
+        self.out.write_all(b"\n")?;
+        self.size += len;
+        Ok(())
+    }
+
+    /// Writes lines until every sender is gone, flushing whenever the queue runs empty.
+    fn run(mut self, rx: Receiver<String>) {
+        let mut failing = false;
+        while let Ok(line) = rx.recv() {
+            let mut done = self.write_line(&line);
+            while done.is_ok()
+                && let Ok(more) = rx.try_recv()
+            {
+                done = self.write_line(&more);
+            }
+            let done = done.and_then(|()| self.out.flush());
+            match done {
+                Ok(()) if failing => {
+                    failing = false;
+                    tracing::info!(file = %self.path.display(), "the audit file is written again");
+                }
+                Ok(()) => {}
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(file = %self.path.display(), error = %e, "the audit file cannot be written");
+                }
+                Err(_) => {}
+            }
+        }
+        let _ = self.out.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(i: usize) -> CallRecord {
+        CallRecord {
+            ts_ms: 1,
+            caller: "alice".into(),
+            endpoint: "/mcp/dev".into(),
+            method: "tools/call".into(),
+            item: "calc__add".into(),
+            presented: Some("add".into()),
+            upstream: "calc".into(),
+            outcome: format!("ok {i}"),
+            duration_ms: 2,
+        }
+    }
+
+    #[test]
+    fn lines_rotate_at_the_size_and_old_files_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut w = Rotating::open(path.clone(), 4096, 2).unwrap();
+        for i in 0..200 {
+            let line = serde_json::to_string(&FileRecord { record: &record(i), arguments: None }).unwrap();
+            w.write_line(&line).unwrap();
+        }
+        w.out.flush().unwrap();
+        let names: Vec<String> = {
+            let mut n: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names, ["audit.jsonl", "audit.jsonl.1", "audit.jsonl.2"]);
+        for n in &names {
+            let text = std::fs::read_to_string(dir.path().join(n)).unwrap();
+            assert!(text.len() as u64 <= 4096, "{n} is {} bytes", text.len());
+            for line in text.lines() {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert_eq!(v["item"], "calc__add");
+                assert_eq!(v["presented"], "add");
+            }
+        }
+        // The newest lines are in the live file, the oldest kept in .2.
+        let last = std::fs::read_to_string(&path).unwrap();
+        assert!(last.contains("\"ok 199\""), "{last}");
+    }
+}

@@ -1,0 +1,325 @@
+//! The audit log: one structured record per call, prompt get, resource read or completion (log
+//! target `mcpgate::audit`): caller, the endpoint it came through (`-` for the root, else a virtual
+//! server's path), method, item (always the catalogue's name, with the name the endpoint presents
+//! beside it when that differs), upstream, outcome and duration. Arguments are recorded only when
+//! `[audit] include_arguments = true`; credentials never are. [`Audit`] is the sink the gateway
+//! owns: each record goes to the log line, to the export (`export`: a JSON-lines file with
+//! rotation, OTLP logs), to the usage accounting (tool calls), and, once something asked for
+//! them, to the recent calls and their subscribers (the console).
+
+pub mod export;
+
+use crate::reply::Outcome;
+use crate::usage::{Row, Usage};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::broadcast;
+
+/// How many recent calls are kept.
+const KEPT: usize = 200;
+
+/// One ended call as the audit has it (never its arguments).
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRecord {
+    pub ts_ms: u64,
+    pub caller: String,
+    pub endpoint: String,
+    pub method: String,
+    /// The catalogue's name of the item.
+    pub item: String,
+    /// The name the endpoint presents, when it differs from the catalogue's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presented: Option<String>,
+    pub upstream: String,
+    pub outcome: String,
+    pub duration_ms: u64,
+}
+
+/// The audit sink. Nothing is kept for subscribers until [`Audit::keep_recent`].
+pub struct Audit {
+    keeping: AtomicBool,
+    recent: Mutex<VecDeque<CallRecord>>,
+    live: broadcast::Sender<CallRecord>,
+    usage: Option<Arc<Usage>>,
+    export: export::Export,
+}
+
+impl Default for Audit {
+    fn default() -> Self {
+        Audit::new(None, export::Export::default())
+    }
+}
+
+impl Audit {
+    /// The sink, counting tool calls in `usage` and exporting records to `export` when given.
+    pub fn new(usage: Option<Arc<Usage>>, export: export::Export) -> Audit {
+        Audit {
+            keeping: AtomicBool::new(false),
+            recent: Mutex::new(VecDeque::with_capacity(KEPT)),
+            live: broadcast::channel(256).0,
+            usage,
+            export,
+        }
+    }
+
+    /// Sends every record as an OTLP log too.
+    pub fn send_logs(&self, sink: export::LogSink) {
+        self.export.send_logs(sink);
+    }
+
+    /// Starts keeping recent calls for subscribers (when a console is enabled).
+    pub fn keep_recent(&self) {
+        self.keeping.store(true, Ordering::Relaxed);
+    }
+
+    /// The kept calls, newest first.
+    pub fn recent(&self) -> Vec<CallRecord> {
+        crate::sync::lock(&self.recent).iter().rev().cloned().collect()
+    }
+
+    /// New calls as they end.
+    pub fn subscribe(&self) -> broadcast::Receiver<CallRecord> {
+        self.live.subscribe()
+    }
+
+    /// A request refused before any upstream was involved (unknown or denied, rate limited, no
+    /// route, a token not honoured): `outcome` says why.
+    pub fn refused(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
+        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-" };
+        self.emit(&e, outcome, 0, None);
+    }
+
+    /// A tool call refused for its caller's limits (a rate limit or a quota), with the tool known
+    /// by its catalogue name: audited, and counted in the usage.
+    pub fn limited(&self, e: &Entry, outcome: &str) {
+        self.emit(&e.fields(), outcome, 0, None);
+        self.count(e, outcome, 0);
+    }
+
+    /// The record of one forwarded call that ended with `outcome`.
+    pub fn record(&self, e: &Entry, outcome: &str) {
+        let duration_ms = e.started.elapsed().as_millis() as u64;
+        self.emit(&e.fields(), outcome, duration_ms, e.arguments.as_deref());
+        self.count(e, outcome, duration_ms);
+    }
+
+    /// Counts a tool call in the usage.
+    fn count(&self, e: &Entry, outcome: &str, duration_ms: u64) {
+        if let Some(u) = &self.usage
+            && e.method == "tools/call"
+        {
+            let row = Row {
+                caller: clean(&e.caller).into_owned(),
+                tool: clean(&e.item).into_owned(),
+                upstream: e.upstream.clone(),
+                endpoint: e.endpoint.clone(),
+                outcome: crate::usage::outcome_class(outcome).to_string(),
+            };
+            u.record(row, duration_ms);
+        }
+    }
+
+    /// Writes the record everywhere it goes.
+    fn emit(&self, e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
+        let (caller, method, item) = (clean(e.caller), clean(e.method), clean(e.item));
+        let presented = e.presented.map(clean);
+        line(&Fields { caller: &caller, method: &method, item: &item, presented: presented.as_deref(), ..*e }, outcome, duration_ms, arguments);
+        let keeping = self.keeping.load(Ordering::Relaxed);
+        if !keeping && !self.export.active() {
+            return;
+        }
+        let record = CallRecord {
+            ts_ms: now_ms(),
+            caller: caller.into_owned(),
+            endpoint: e.endpoint.to_string(),
+            method: method.into_owned(),
+            item: item.into_owned(),
+            presented: presented.map(|p| p.into_owned()),
+            upstream: e.upstream.to_string(),
+            outcome: outcome.to_string(),
+            duration_ms,
+        };
+        if self.export.active() {
+            self.export.write(&record, arguments.map(clean).as_deref());
+        }
+        if keeping {
+            {
+                let mut r = crate::sync::lock(&self.recent);
+                if r.len() == KEPT {
+                    r.pop_front();
+                }
+                r.push_back(record.clone());
+            }
+            // No subscriber (no console open) is fine.
+            let _ = self.live.send(record);
+        }
+    }
+}
+
+/// The parts of a record, borrowed.
+#[derive(Clone, Copy)]
+struct Fields<'a> {
+    caller: &'a str,
+    endpoint: &'a str,
+    method: &'a str,
+    item: &'a str,
+    presented: Option<&'a str>,
+    upstream: &'a str,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+pub struct Entry {
+    pub caller: String,
+    /// The virtual server's path, `-` for the root endpoint.
+    pub endpoint: String,
+    pub method: String,
+    /// The catalogue's name.
+    pub item: String,
+    /// The name the endpoint presents, when it differs.
+    pub presented: Option<String>,
+    pub upstream: String,
+    pub started: Instant,
+    pub arguments: Option<String>,
+}
+
+impl Entry {
+    fn fields(&self) -> Fields<'_> {
+        Fields {
+            caller: &self.caller,
+            endpoint: &self.endpoint,
+            method: &self.method,
+            item: &self.item,
+            presented: self.presented.as_deref(),
+            upstream: &self.upstream,
+        }
+    }
+}
+
+/// A short, secret-free description of how a request ended. A result is read only for its
+/// top-level `isError` (every other member is skipped unread: no allocation on the call path).
+pub fn outcome_label(o: &Outcome) -> std::borrow::Cow<'static, str> {
+    /// The one member of a result the label needs.
+    #[derive(serde::Deserialize)]
+    struct Flags {
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
+    match o {
+        Outcome::Result(raw) => {
+            let is_error = serde_json::from_str::<Flags>(raw.get()).ok().and_then(|f| f.is_error).unwrap_or(false);
+            (if is_error { "tool_error" } else { "ok" }).into()
+        }
+        Outcome::Error(e) => format!("error {}", e.code).into(),
+        Outcome::UpstreamError(raw) => {
+            #[derive(serde::Deserialize)]
+            struct Code {
+                #[serde(default)]
+                code: Option<i64>,
+            }
+            let code = serde_json::from_str::<Code>(raw.get()).ok().and_then(|c| c.code).unwrap_or(0);
+            format!("upstream_error {code}").into()
+        }
+    }
+}
+
+/// A client-controlled value made safe for a log line: control characters escaped (so no value
+/// can start a forged line), at most 200 characters.
+pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+    // The common case (a short, plain name) is logged as it is, without a copy.
+    if s.len() <= 200 && !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len().min(200));
+    for (i, c) in s.chars().enumerate() {
+        if i == 200 {
+            out.push('…');
+            break;
+        }
+        if c.is_control() { out.extend(c.escape_default()) } else { out.push(c) }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The audit record of one forwarded call: written by [`Pending::finish`] with the final outcome,
+/// or on drop when the call ended without one (the client went away, the gateway stopped).
+pub struct Pending {
+    audit: Arc<Audit>,
+    entry: Entry,
+    done: AtomicBool,
+}
+
+impl Pending {
+    pub fn new(audit: Arc<Audit>, entry: Entry) -> Arc<Pending> {
+        Arc::new(Pending { audit, entry, done: Default::default() })
+    }
+
+    /// Records the final outcome (once), described by its [`outcome_label`].
+    pub fn finish(&self, label: &str) {
+        if !self.done.swap(true, Ordering::SeqCst) {
+            self.audit.record(&self.entry, label);
+        }
+    }
+}
+
+/// A call that goes away unfinished (the client hung up during the call or its stream) is
+/// audited as abandoned.
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.done.swap(true, Ordering::SeqCst) {
+            self.audit.record(&self.entry, "abandoned");
+        }
+    }
+}
+
+/// Writes one audit line (target `mcpgate::audit`): caller, endpoint, method, item (and the
+/// presented name) and upstream, the outcome and the duration, and the arguments when they are
+/// audited. The values are cleaned by the caller.
+fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
+    let Fields { caller, endpoint, method, item, presented, upstream } = *e;
+    match (arguments, presented) {
+        (Some(args), _) => tracing::info!(
+            target: "mcpgate::audit",
+            %caller, %endpoint, %method, %item, presented = presented.unwrap_or("-"), %upstream, %outcome, duration_ms,
+            arguments = %clean(args),
+            "audit"
+        ),
+        (None, Some(presented)) => tracing::info!(
+            target: "mcpgate::audit",
+            %caller, %endpoint, %method, %item, %presented, %upstream, %outcome, duration_ms,
+            "audit"
+        ),
+        (None, None) => tracing::info!(target: "mcpgate::audit", %caller, %endpoint, %method, %item, %upstream, %outcome, duration_ms, "audit"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::errors::RpcError;
+    use crate::protocol::json::Json;
+
+    fn result(text: &str) -> Outcome {
+        Outcome::Result(Json::to_json(&serde_json::from_str::<serde_json::Value>(text).unwrap()).unwrap())
+    }
+
+    #[test]
+    fn outcome_labels_read_only_the_top_level_flag_and_code() {
+        assert_eq!(outcome_label(&result(r#"{"content":[{"type":"text","text":"fine"}]}"#)), "ok");
+        assert_eq!(outcome_label(&result(r#"{"content":[],"isError":true}"#)), "tool_error");
+        assert_eq!(outcome_label(&result(r#"{"isError":false,"content":[]}"#)), "ok");
+        // Only the result's own member counts, not one inside its content or structured output.
+        assert_eq!(
+            outcome_label(&result(r#"{"structuredContent":{"isError":true},"content":[{"type":"text","text":"\"isError\":true"}]}"#)),
+            "ok"
+        );
+        let upstream = Outcome::UpstreamError(Json::to_json(&serde_json::json!({"code": -32602, "message": "bad"})).unwrap());
+        assert_eq!(outcome_label(&upstream), "upstream_error -32602");
+        assert_eq!(outcome_label(&Outcome::Error(RpcError::internal("x"))), "error -32603");
+    }
+}

@@ -1,0 +1,332 @@
+//! Usage accounting and quotas: who called which tool, through which upstream and endpoint, with
+//! what outcome, how often and how long (`[usage]`), and how many calls each caller has left of
+//! its `[[quota]]` rules. A call's counts go to this replica's pending rows on the call path (one
+//! lock, no I/O) and reach the store at each flush: the embedded file on one machine, Redis with
+//! `[cluster]` (see `store`). Rows are rolled up per hour and per day; tools are counted under
+//! their catalogue names whatever name an endpoint presents, so one tool's count is never split.
+//! Quota counts are taken on the call path, in the store itself (atomically in Redis, so every
+//! replica enforces one count), and refuse the first call past the limit until the window ends.
+//! `query` answers `mcpgate usage` and the console from the same store.
+
+pub mod query;
+pub mod store;
+
+use crate::cluster::Cluster;
+use crate::config::cluster::FailMode;
+use crate::config::usage::{Quota, UsageConfig};
+use crate::sync::lock;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use store::{DAY, Data, HOUR};
+
+/// What one count is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Row {
+    pub caller: String,
+    /// The catalogue name.
+    pub tool: String,
+    pub upstream: String,
+    /// The virtual server's path, `-` for the root endpoint.
+    pub endpoint: String,
+    /// `ok`, `tool_error`, `error`, `upstream_error`, `abandoned`, `rate_limited` or `quota_exceeded`.
+    pub outcome: String,
+}
+
+/// Calls and their total milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub calls: u64,
+    pub ms: u64,
+}
+
+impl Tally {
+    pub fn add(&mut self, t: Tally) {
+        self.calls += t.calls;
+        self.ms += t.ms;
+    }
+}
+
+/// Where the counts are kept.
+enum Backend {
+    File { path: PathBuf, data: Mutex<Data>, failing: AtomicBool },
+    Shared(Arc<Cluster>),
+}
+
+/// A call refused by a quota: which, and when its window ends.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub count: u64,
+    pub window: String,
+    /// Unix seconds.
+    pub resets_at: u64,
+    pub wait: Duration,
+}
+
+/// The accounting of one gateway (or of `mcpgate usage`, reading the same store).
+pub struct Usage {
+    cfg: UsageConfig,
+    pending: Mutex<HashMap<(u64, Row), Tally>>,
+    backend: Backend,
+    /// Serialises flushes (the loop, a console read and the final flush).
+    flushing: tokio::sync::Mutex<()>,
+}
+
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// The first word of an audit outcome label (`error -32602` counts as `error`).
+pub fn outcome_class(label: &str) -> &str {
+    label.split(' ').next().unwrap_or(label)
+}
+
+impl Usage {
+    /// The accounting over `cluster`'s Redis when given, else over the file `cfg.store` (read
+    /// now; a file that cannot be read as a store is moved aside, never overwritten).
+    pub fn open(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>) -> Usage {
+        let backend = match cluster {
+            Some(c) => Backend::Shared(c),
+            None => {
+                let data = match Data::read(&cfg.store) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        let aside = cfg.store.with_extension(format!("unreadable-{}", now_secs()));
+                        let moved = std::fs::rename(&cfg.store, &aside).is_ok();
+                        tracing::warn!(error = %e, moved_to = %aside.display(), moved, "the usage store could not be read; counting starts afresh");
+                        Data::default()
+                    }
+                };
+                Backend::File { path: cfg.store.clone(), data: Mutex::new(data), failing: AtomicBool::new(false) }
+            }
+        };
+        Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, flushing: tokio::sync::Mutex::new(()) }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.cfg.enabled
+    }
+
+    /// Counts one ended tool call (a no-op with `[usage] enabled = false`).
+    pub fn record(&self, row: Row, took_ms: u64) {
+        if !self.cfg.enabled {
+            return;
+        }
+        let now = now_secs();
+        let mut p = lock(&self.pending);
+        p.entry((now - now % HOUR, row)).or_default().add(Tally { calls: 1, ms: took_ms });
+    }
+
+    /// Sends the pending counts to the store; counts that could not be written are kept for the
+    /// next flush (nothing is lost while Redis or the disk is away).
+    pub async fn flush(&self) {
+        let _one = self.flushing.lock().await;
+        let pending = std::mem::take(&mut *lock(&self.pending));
+        match &self.backend {
+            Backend::File { path, data, failing } => {
+                let written = {
+                    let mut d = lock(data);
+                    for ((hour, row), t) in &pending {
+                        d.add(*hour, row, *t);
+                    }
+                    let now = now_secs();
+                    d.prune(now, self.cfg.keep_hourly.as_secs(), self.cfg.keep_daily.as_secs());
+                    if pending.is_empty() && !failing.load(Ordering::Relaxed) && !d.quotas_dirty {
+                        Ok(())
+                    } else {
+                        d.quotas_dirty = false;
+                        d.write(path)
+                    }
+                };
+                match written {
+                    Ok(()) => {
+                        if failing.swap(false, Ordering::Relaxed) {
+                            tracing::info!(store = %path.display(), "the usage store is written again");
+                        }
+                    }
+                    Err(e) => {
+                        if !failing.swap(true, Ordering::Relaxed) {
+                            tracing::warn!(error = %e, "the usage store cannot be written; counts are kept in memory until it can");
+                        }
+                    }
+                }
+            }
+            Backend::Shared(cluster) => {
+                let (hours, days) = store::adds(&pending);
+                let ttl_h = self.cfg.keep_hourly + Duration::from_secs(HOUR);
+                let ttl_d = self.cfg.keep_daily + Duration::from_secs(DAY);
+                let done = match cluster.counts_add(&hours, ttl_h).await {
+                    Ok(()) => cluster.counts_add(&days, ttl_d).await.map_err(|e| (e, true)),
+                    Err(e) => Err((e, false)),
+                };
+                if let Err((e, hours_written)) = done {
+                    tracing::warn!(error = %e, "usage counts could not be written to the cluster's Redis; kept for the next flush");
+                    // Keep what was not written (the hourly rows went in when only the daily failed:
+                    // those are lost to the daily roll-up rather than counted twice hourly).
+                    if !hours_written {
+                        let mut p = lock(&self.pending);
+                        for (k, t) in pending {
+                            p.entry(k).or_default().add(t);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Flushes every `flush_interval` until `tasks` shut down, then once more.
+    pub fn spawn_flush(self: &Arc<Self>, tasks: &crate::tasks::Background) {
+        let (me, stop, every) = (self.clone(), tasks.token(), self.cfg.flush_interval);
+        tasks.track(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => me.flush().await,
+                    _ = stop.cancelled() => {
+                        me.flush().await;
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Takes one call from every quota that applies to `caller` (its name and the `[[caller]]`
+    /// ids it matched) calling `tool`; refuses, taking nothing, when one is used up.
+    pub async fn take_quota(
+        &self,
+        quotas: &[Quota],
+        caller: &str,
+        rules: &[String],
+        tool: &str,
+        cluster_default: FailMode,
+    ) -> Result<(), Refusal> {
+        let applies = |q: &&Quota| {
+            crate::policy::glob::matches(&q.tools, tool)
+                && q.callers.iter().any(|g| crate::policy::glob::matches(g, caller) || rules.iter().any(|r| crate::policy::glob::matches(g, r)))
+        };
+        let matching: Vec<&Quota> = quotas.iter().filter(applies).collect();
+        if matching.is_empty() {
+            return Ok(());
+        }
+        let now = now_secs();
+        let refusal = |q: &Quota, end: u64| Refusal {
+            count: q.count,
+            window: q.window.label(),
+            resets_at: end,
+            wait: Duration::from_secs(end.saturating_sub(now).max(1)),
+        };
+        match &self.backend {
+            Backend::File { data, .. } => {
+                let mut d = lock(data);
+                for q in &matching {
+                    let (start, end) = q.window.bounds(now);
+                    let used = d.quotas.get(&(q.id.clone(), start, end)).and_then(|c| c.get(caller)).copied().unwrap_or(0);
+                    if used >= q.count {
+                        return Err(refusal(q, end));
+                    }
+                }
+                for q in &matching {
+                    let (start, end) = q.window.bounds(now);
+                    *d.quotas.entry((q.id.clone(), start, end)).or_default().entry(caller.to_string()).or_default() += 1;
+                }
+                d.quotas_dirty = true;
+                Ok(())
+            }
+            Backend::Shared(cluster) => {
+                let mut taken: Vec<String> = Vec::new();
+                for q in &matching {
+                    let (start, end) = q.window.bounds(now);
+                    let hash = store::quota_hash(&q.id, start);
+                    match cluster.quota_take(&hash, caller, q.count, (end + HOUR) * 1000).await {
+                        Ok(Some(_)) => taken.push(hash),
+                        Ok(None) => {
+                            for h in &taken {
+                                let _ = cluster.quota_return(h, caller).await;
+                            }
+                            return Err(refusal(q, end));
+                        }
+                        Err(e) => {
+                            let mode = q.on_redis_error.unwrap_or(cluster_default);
+                            cluster.failed(mode);
+                            tracing::debug!(error = %e, quota = %q.id, "a quota could not be counted in the cluster's Redis");
+                            if mode == FailMode::Closed {
+                                for h in &taken {
+                                    let _ = cluster.quota_return(h, caller).await;
+                                }
+                                return Err(Refusal { wait: Duration::from_secs(1), resets_at: now + 1, ..refusal(q, end) });
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::usage::Window;
+
+    fn quota(callers: &[&str], tools: &str, count: u64) -> Quota {
+        Quota {
+            callers: callers.iter().map(|c| c.to_string()).collect(),
+            tools: tools.into(),
+            count,
+            window: Window::Day,
+            on_redis_error: None,
+            id: format!("{}|{tools}|{count}/day", callers.join(",")),
+        }
+    }
+
+    fn usage() -> (tempfile::TempDir, Usage) {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = UsageConfig { store: dir.path().join("usage.json"), ..UsageConfig::default() };
+        let u = Usage::open(&cfg, None);
+        (dir, u)
+    }
+
+    #[tokio::test]
+    async fn a_quota_refuses_the_first_call_past_it_and_takes_nothing_then() {
+        let (_dir, u) = usage();
+        let quotas = vec![quota(&["team-*"], "*", 5), quota(&["*"], "calc__*", 2)];
+        let rules = vec!["team-a".to_string()];
+        for _ in 0..2 {
+            u.take_quota(&quotas, "alice", &rules, "calc__add", FailMode::Open).await.unwrap();
+        }
+        let refused = u.take_quota(&quotas, "alice", &rules, "calc__add", FailMode::Open).await.unwrap_err();
+        assert_eq!(refused.count, 2);
+        assert!(refused.resets_at > now_secs() && refused.resets_at <= now_secs() + DAY);
+        // The caller-wide quota was not charged for the refused call: 3 more fit elsewhere.
+        for _ in 0..3 {
+            u.take_quota(&quotas, "alice", &rules, "echo__say", FailMode::Open).await.unwrap();
+        }
+        assert!(u.take_quota(&quotas, "alice", &rules, "echo__say", FailMode::Open).await.is_err());
+        // Another caller of the team counts on its own.
+        u.take_quota(&quotas, "bob", &rules, "echo__say", FailMode::Open).await.unwrap();
+        // A caller no quota names is never refused.
+        for _ in 0..10 {
+            u.take_quota(&quotas[..1], "carol", &[], "calc__add", FailMode::Open).await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn counts_survive_a_restart_through_the_file() {
+        let (dir, u) = usage();
+        let row = Row { caller: "alice".into(), tool: "calc__add".into(), upstream: "calc".into(), endpoint: "-".into(), outcome: "ok".into() };
+        u.record(row.clone(), 7);
+        u.record(row.clone(), 5);
+        u.take_quota(&[quota(&["*"], "*", 3)], "alice", &[], "calc__add", FailMode::Open).await.unwrap();
+        u.flush().await;
+        let again = Usage::open(&UsageConfig { store: dir.path().join("usage.json"), ..UsageConfig::default() }, None);
+        let Backend::File { data, .. } = &again.backend else { panic!("a file store") };
+        let d = lock(data);
+        let hour = d.hours.values().next().unwrap();
+        assert_eq!(hour[&row], Tally { calls: 2, ms: 12 });
+        assert_eq!(d.quotas.values().next().unwrap()["alice"], 1);
+    }
+}
