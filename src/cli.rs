@@ -311,7 +311,8 @@ pub struct PidFile(std::path::PathBuf);
 
 impl PidFile {
     pub fn write(path: std::path::PathBuf) -> anyhow::Result<PidFile> {
-        std::fs::write(&path, format!("{}\n", std::process::id())).with_context(|| format!("cannot write the pid file {}", path.display()))?;
+        std::fs::write(&path, format!("{}\n", std::process::id()))
+            .with_context(|| format!("cannot write the pid file {}", path.display()))?;
         Ok(PidFile(path))
     }
 }
@@ -350,4 +351,36 @@ pub fn reload(pid_file: Option<&Path>, pid: Option<i32>) -> anyhow::Result<ExitC
         .with_context(|| format!("cannot signal process {pid}"))?;
     println!("sent SIGHUP to mcpgate (pid {pid}): its log says what the reload changed, or why it kept the configuration in effect");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Audit records as OTLP logs too, when `[audit] otlp` asks and the build and environment allow.
+#[cfg(feature = "otlp")]
+pub fn export_audit_logs(gw: &Gateway, wanted: bool) -> Option<crate::telemetry::otlp::LogsExport> {
+    if !wanted {
+        return None;
+    }
+    match crate::telemetry::otlp::start_logs(tokio::runtime::Handle::current()) {
+        Ok(Some((export, sink))) => {
+            gw.audit.send_logs(sink);
+            Some(export)
+        }
+        Ok(None) => {
+            tracing::warn!(
+                "[audit] otlp = true, but no OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_LOGS_ENDPOINT)"
+            );
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "audit records are not exported as OTLP logs");
+            None
+        }
+    }
+}
+
+#[cfg(not(feature = "otlp"))]
+fn export_audit_logs(_gw: &Gateway, wanted: bool) -> Option<()> {
+    if wanted {
+        tracing::warn!("[audit] otlp = true needs a build with --features otlp: audit records go to the log (and [audit] file) only");
+    }
+    None
 }

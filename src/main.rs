@@ -546,6 +546,7 @@ async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyho
         server_cfg.path
     );
     gw.usage.spawn_flush(&gw.tasks);
+    let audit_logs = mcpgate::cli::export_audit_logs(&gw, cfg.audit.otlp);
     let refresher = gw.clone();
     gw.tasks.spawn(async move {
         refresher.refresh_all().await;
@@ -591,6 +592,12 @@ async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyho
         tracing::warn!("some background tasks did not stop within 5 s");
     }
     workers.stop();
+    #[cfg(feature = "otlp")]
+    if let Some(x) = audit_logs {
+        x.shutdown();
+    }
+    #[cfg(not(feature = "otlp"))]
+    let _ = audit_logs;
     tracing::info!("stopped");
     Ok(())
 }

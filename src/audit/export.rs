@@ -77,8 +77,10 @@ impl Export {
                     Ok(()) => {}
                     Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                         if DROPPED.fetch_add(1, Ordering::Relaxed) == 0 {
-                            tracing::warn!("audit records are being dropped: the audit file cannot keep up (counted in \
-                                mcpgate_audit_records_dropped_total)");
+                            tracing::warn!(
+                                "audit records are being dropped: the audit file cannot keep up (counted in \
+                                mcpgate_audit_records_dropped_total)"
+                            );
                         }
                     }
                 },
@@ -206,7 +208,8 @@ mod tests {
         }
         w.out.flush().unwrap();
         let names: Vec<String> = {
-            let mut n: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            let mut n: Vec<String> =
+                std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
             n.sort();
             n
         };

@@ -126,7 +126,12 @@ impl Audit {
     fn emit(&self, e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
         let (caller, method, item) = (clean(e.caller), clean(e.method), clean(e.item));
         let presented = e.presented.map(clean);
-        line(&Fields { caller: &caller, method: &method, item: &item, presented: presented.as_deref(), ..*e }, outcome, duration_ms, arguments);
+        line(
+            &Fields { caller: &caller, method: &method, item: &item, presented: presented.as_deref(), ..*e },
+            outcome,
+            duration_ms,
+            arguments,
+        );
         let keeping = self.keeping.load(Ordering::Relaxed);
         if !keeping && !self.export.active() {
             return;
@@ -294,7 +299,9 @@ fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>
             %caller, %endpoint, %method, %item, %presented, %upstream, %outcome, duration_ms,
             "audit"
         ),
-        (None, None) => tracing::info!(target: "mcpgate::audit", %caller, %endpoint, %method, %item, %upstream, %outcome, duration_ms, "audit"),
+        (None, None) => {
+            tracing::info!(target: "mcpgate::audit", %caller, %endpoint, %method, %item, %upstream, %outcome, duration_ms, "audit")
+        }
     }
 }
 

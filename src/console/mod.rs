@@ -147,7 +147,12 @@ pub fn view_as(gw: &Gateway, id: &str) -> Option<Value> {
 
 /// The usage report the console shows: every caller's to an admin (narrowed by `caller=`), a
 /// caller's own to anyone else; `since=` (default 24h) and `tool=` (a glob) as `mcpgate usage`.
-pub async fn usage(gw: &Gateway, caller: &Principal, admin: bool, param: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<Value, (http::StatusCode, String)> {
+pub async fn usage(
+    gw: &Gateway,
+    caller: &Principal,
+    admin: bool,
+    param: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<Value, (http::StatusCode, String)> {
     let since = match param("since") {
         None => std::time::Duration::from_secs(86_400),
         Some(s) => humantime::parse_duration(&s).map_err(|e| (http::StatusCode::BAD_REQUEST, format!("since={s}: {e}")))?,

@@ -101,6 +101,9 @@ pub struct Gateway {
     me: std::sync::Weak<Gateway>,
     /// The approved tool definitions (`[pins]`).
     pub pins: pins::Pins,
+    /// The endpoints' selection problems last reported (by path), so each is logged once, and
+    /// only once every upstream has settled.
+    view_problems: Mutex<Vec<(Arc<str>, Problem)>>,
 }
 
 impl Gateway {
@@ -160,6 +163,7 @@ impl Gateway {
             personal,
             me: me.clone(),
             pins,
+            view_problems: Mutex::default(),
         }))
     }
 
@@ -351,13 +355,24 @@ impl Gateway {
             .collect();
         let prev_views = self.views.swap(Arc::new(views.clone()));
         let empty = Catalog::default();
+        // What an endpoint's selection matches is known once every upstream has answered (or
+        // failed): until then "matches nothing" may only mean "not started yet", so it is not
+        // reported; once settled, each problem is reported once.
+        let settled = all.iter().zip(&states).all(|(u, st)| u.is_retired() || self.is_personal(u.index) || st.status != Status::Pending);
+        let mut reported = lock(&self.view_problems);
         for (path, view) in &views {
             let before = prev_views.iter().find(|(p, _)| p == path).map_or(&empty, |(_, v)| v.as_ref());
-            for p in view.problems.iter().filter(|p| !before.problems.contains(p)) {
-                log_problem(p);
+            if settled {
+                for p in view.problems.iter().filter(|p| !reported.iter().any(|(rp, r)| rp == path && r == *p)) {
+                    log_problem(p);
+                }
             }
             self.hub.catalog_changed(before, view, &id_of, Some(path));
         }
+        if settled {
+            *reported = views.iter().flat_map(|(path, v)| v.problems.iter().map(move |p| (path.clone(), p.clone()))).collect();
+        }
+        drop(reported);
         // A followed URI may now route to an upstream that just came up.
         self.hub.follows.notify_one();
     }

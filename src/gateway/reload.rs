@@ -20,6 +20,10 @@ pub struct Report {
     pub added: Vec<String>,
     pub changed: Vec<String>,
     pub removed: Vec<String>,
+    /// Virtual servers (`[[endpoint]]` paths) added, changed and removed.
+    pub endpoints_added: Vec<String>,
+    pub endpoints_changed: Vec<String>,
+    pub endpoints_removed: Vec<String>,
     /// `[server]` or `[cluster]` changed: it applies at the next restart only.
     pub server_needs_restart: bool,
 }
@@ -27,6 +31,13 @@ pub struct Report {
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "added {:?}, changed {:?}, removed {:?}", self.added, self.changed, self.removed)?;
+        if !(self.endpoints_added.is_empty() && self.endpoints_changed.is_empty() && self.endpoints_removed.is_empty()) {
+            write!(
+                f,
+                "; endpoints added {:?}, changed {:?}, removed {:?}",
+                self.endpoints_added, self.endpoints_changed, self.endpoints_removed
+            )?;
+        }
         if self.server_needs_restart {
             write!(f, "; [server] and [cluster] changes apply after a restart")?;
         }
@@ -77,8 +88,23 @@ impl Gateway {
                 report.added.push(c.id.clone());
             }
         }
-        // Probed before they go live, so their tools are there from the first list.
+        // Probed before they go live, so their tools are there from the first list; one that
+        // cannot start is reported as at startup (it is retried like any upstream that is down).
         futures_util::future::join_all(fresh.iter().map(|(up, _)| up.refresh())).await;
+        for (up, _) in &fresh {
+            if let crate::upstream::Status::Down(reason) = &up.state().status {
+                tracing::warn!(upstream = %up.id(), %reason, "upstream unavailable");
+            }
+        }
+        for ep in &new.endpoints {
+            match old.endpoints.iter().find(|o| o.path == ep.path) {
+                None => report.endpoints_added.push(ep.path.clone()),
+                Some(o) if o != ep => report.endpoints_changed.push(ep.path.clone()),
+                Some(_) => {}
+            }
+        }
+        report.endpoints_removed =
+            old.endpoints.iter().filter(|o| !new.endpoints.iter().any(|e| e.path == o.path)).map(|o| o.path.clone()).collect();
         let retiring: Vec<_> = live.iter().filter(|u| !new.upstreams.iter().any(|c| *c == u.cfg)).cloned().collect();
         for up in &retiring {
             if !new.upstreams.iter().any(|c| c.id == up.cfg.id) {

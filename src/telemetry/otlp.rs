@@ -1,4 +1,5 @@
-//! Trace export over OTLP/HTTP (protobuf), built only with `--features otlp` and switched on by
+//! Trace export over OTLP/HTTP (protobuf), and audit records as OTLP logs (`[audit] otlp = true`,
+//! to `/v1/logs` of the same collector), built only with `--features otlp` and switched on by
 //! the standard environment variables (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, or
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` plus `/v1/traces`; `OTEL_SERVICE_NAME`, default `mcpgate`; the
 //! SDK's `OTEL_BSP_*` batching settings). It owns the exporter's HTTP client (the gateway's own
@@ -79,15 +80,97 @@ pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>
         .with_http_client(client)
         .build()
         .map_err(|e| format!("cannot set up OTLP export to {shown}: {e}"))?;
-    let service = std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "mcpgate".into());
-    let resource = opentelemetry_sdk::Resource::builder_empty()
-        .with_service_name(service)
-        .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
-        .build();
-    let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build();
+    let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource()).build();
     let tracer = provider.tracer("mcpgate");
     ACTIVE.store(true, Ordering::Relaxed);
     Ok(Some((Export { provider, endpoint: shown }, tracer)))
+}
+
+/// Who exports: `OTEL_SERVICE_NAME` (default `mcpgate`) and the version.
+fn resource() -> opentelemetry_sdk::Resource {
+    let service = std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "mcpgate".into());
+    opentelemetry_sdk::Resource::builder_empty()
+        .with_service_name(service)
+        .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// The collector's logs URL from the environment (`OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`, or
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` plus `/v1/logs`).
+pub fn logs_endpoint_from_env() -> Option<String> {
+    let var = |k: &str| std::env::var(k).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    var("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
+        .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT").map(|base| format!("{}/v1/logs", base.trim_end_matches('/'))))
+}
+
+/// The running audit log exporter; [`LogsExport::shutdown`] flushes what is still batched.
+pub struct LogsExport {
+    provider: opentelemetry_sdk::logs::SdkLoggerProvider,
+}
+
+impl LogsExport {
+    pub fn shutdown(self) {
+        if let Err(e) = self.provider.shutdown_with_timeout(Duration::from_secs(5)) {
+            eprintln!("warning: OTLP audit log export did not finish cleanly: {e}");
+        }
+    }
+}
+
+/// Starts exporting audit records as OTLP log records (`[audit] otlp = true`): event name
+/// `mcpgate.audit`, the record's fields as attributes. `None` without an endpoint.
+pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport, crate::audit::export::LogSink)>, String> {
+    use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
+    let Some(endpoint) = logs_endpoint_from_env() else { return Ok(None) };
+    let uri: http::Uri = endpoint.parse().map_err(|e| format!("the OTLP logs endpoint is not a URL: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err("the OTLP logs endpoint must be an http:// or https:// URL".into());
+    }
+    let client = {
+        let _entered = runtime.enter();
+        Collector { client: crate::net::new_http_client(), runtime: runtime.clone() }
+    };
+    let exporter = opentelemetry_otlp::LogExporter::builder()
+        .with_http()
+        .with_endpoint(endpoint)
+        .with_timeout(EXPORT_DEADLINE)
+        .with_http_client(client)
+        .build()
+        .map_err(|e| {
+            format!(
+                "cannot set up OTLP log export to {}://{}{}: {e}",
+                uri.scheme_str().unwrap_or("http"),
+                uri.host().unwrap_or(""),
+                uri.path()
+            )
+        })?;
+    let provider = opentelemetry_sdk::logs::SdkLoggerProvider::builder().with_batch_exporter(exporter).with_resource(resource()).build();
+    let logger = provider.logger("mcpgate.audit");
+    let sink: crate::audit::export::LogSink = std::sync::Arc::new(move |r: &crate::audit::CallRecord, arguments: Option<&str>| {
+        let mut rec = logger.create_log_record();
+        rec.set_event_name("mcpgate.audit");
+        rec.set_severity_number(Severity::Info);
+        rec.set_severity_text("INFO");
+        rec.set_body(AnyValue::from("audit"));
+        for (k, v) in [
+            ("caller", &r.caller),
+            ("endpoint", &r.endpoint),
+            ("method", &r.method),
+            ("item", &r.item),
+            ("upstream", &r.upstream),
+            ("outcome", &r.outcome),
+        ] {
+            rec.add_attribute(k, AnyValue::from(v.clone()));
+        }
+        if let Some(p) = &r.presented {
+            rec.add_attribute("presented", AnyValue::from(p.clone()));
+        }
+        if let Some(a) = arguments {
+            rec.add_attribute("arguments", AnyValue::from(a.to_string()));
+        }
+        rec.add_attribute("duration_ms", AnyValue::from(i64::try_from(r.duration_ms).unwrap_or(i64::MAX)));
+        logger.emit(rec);
+    });
+    Ok(Some((LogsExport { provider }, sink)))
 }
 
 /// The exporter's HTTP client: the gateway's hyper client, each export run on the gateway's runtime.

@@ -205,7 +205,9 @@ impl Usage {
     ) -> Result<(), Refusal> {
         let applies = |q: &&Quota| {
             crate::policy::glob::matches(&q.tools, tool)
-                && q.callers.iter().any(|g| crate::policy::glob::matches(g, caller) || rules.iter().any(|r| crate::policy::glob::matches(g, r)))
+                && q.callers
+                    .iter()
+                    .any(|g| crate::policy::glob::matches(g, caller) || rules.iter().any(|r| crate::policy::glob::matches(g, r)))
         };
         let matching: Vec<&Quota> = quotas.iter().filter(applies).collect();
         if matching.is_empty() {
@@ -317,7 +319,8 @@ mod tests {
     #[tokio::test]
     async fn counts_survive_a_restart_through_the_file() {
         let (dir, u) = usage();
-        let row = Row { caller: "alice".into(), tool: "calc__add".into(), upstream: "calc".into(), endpoint: "-".into(), outcome: "ok".into() };
+        let row =
+            Row { caller: "alice".into(), tool: "calc__add".into(), upstream: "calc".into(), endpoint: "-".into(), outcome: "ok".into() };
         u.record(row.clone(), 7);
         u.record(row.clone(), 5);
         u.take_quota(&[quota(&["*"], "*", 3)], "alice", &[], "calc__add", FailMode::Open).await.unwrap();

@@ -67,7 +67,9 @@ pub fn lines(buckets: &Buckets, q: &Query) -> Vec<Line> {
     let mut by: BTreeMap<(String, String, String, String), (Tally, BTreeMap<String, u64>)> = BTreeMap::new();
     for rows in buckets.values() {
         for (r, t) in rows {
-            if q.caller.as_deref().is_some_and(|c| c != r.caller) || q.tool.as_deref().is_some_and(|g| !crate::policy::glob::matches(g, &r.tool)) {
+            if q.caller.as_deref().is_some_and(|c| c != r.caller)
+                || q.tool.as_deref().is_some_and(|g| !crate::policy::glob::matches(g, &r.tool))
+            {
                 continue;
             }
             let e = by.entry((r.caller.clone(), r.tool.clone(), r.upstream.clone(), r.endpoint.clone())).or_default();
@@ -120,7 +122,8 @@ impl Usage {
             let mut counts: BTreeMap<String, u64> = match &self.backend {
                 Backend::File { data, .. } => lock(data).quotas.get(&(q.id.clone(), start, end)).cloned().unwrap_or_default(),
                 Backend::Shared(cluster) => {
-                    let mut all = cluster.counts_get(&[store::quota_hash(&q.id, start)]).await.map_err(|e| format!("the cluster's Redis: {e}"))?;
+                    let mut all =
+                        cluster.counts_get(&[store::quota_hash(&q.id, start)]).await.map_err(|e| format!("the cluster's Redis: {e}"))?;
                     all.pop().unwrap_or_default().into_iter().map(|(c, n)| (c, u64::try_from(n).unwrap_or(0))).collect()
                 }
             };
@@ -199,8 +202,8 @@ fn columns(rows: &[Vec<String>]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::Row;
+    use super::*;
     use std::collections::HashMap;
 
     fn row(caller: &str, tool: &str, endpoint: &str, outcome: &str) -> Row {
@@ -230,6 +233,9 @@ mod tests {
         assert_eq!((only[0].calls, only[0].errors, only[0].error_rate), (2, 2, 1.0));
         let text = table(&Report { from: 0, until: 7200, resolution: "hour", lines: all, quotas: vec![] });
         assert!(text.contains("CALLER  TOOL"), "{text}");
-        assert!(text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["alice", "calc__add", "calc", "-", "8", "1", "12.5", "5.0"]), "{text}");
+        assert!(
+            text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["alice", "calc__add", "calc", "-", "8", "1", "12.5", "5.0"]),
+            "{text}"
+        );
     }
 }

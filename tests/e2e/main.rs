@@ -38,6 +38,7 @@ mod security_bindings;
 mod streams;
 mod supervision;
 mod tls;
+mod usage;
 mod validation;
 
 use harness::*;

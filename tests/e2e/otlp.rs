@@ -217,3 +217,32 @@ async fn a_collector_that_is_down_is_reported_and_calls_go_on() {
     assert_eq!(text_of(&call(&gw.url, "alpha__whoami", json!({})).await), "alpha", "calls go on");
     assert!(!gw.proc.log().contains("sekrit"), "the collector's credential reached the log");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn audit_records_are_exported_as_otlp_logs() {
+    let (endpoint, received) = collector().await;
+    let config = "[server]\nlisten = \"127.0.0.1:0\"\n\n[audit]\notlp = true\n\n\
+        [[endpoint]]\npath = \"/mcp/calc\"\ninclude = [\"calc__*\"]\n\n[[endpoint.tool]]\nname = \"calc__add\"\nrename = \"plus\"\n\n\
+        [[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\n";
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BLRP_SCHEDULE_DELAY", "100")];
+    let gw = gateway_with_env(config, &env);
+    let r = call(&format!("{}/mcp/calc", gw.base), "plus", json!({ "a": 2, "b": 3 })).await;
+    assert_eq!(text_of(&r), "5");
+    let contains = |hay: &[u8], needle: &str| hay.windows(needle.len()).any(|w| w == needle.as_bytes());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let found = received.lock().expect("collector log").iter().any(|(path, ctype, body)| {
+            path == "/v1/logs"
+                && ctype == "application/x-protobuf"
+                && contains(body, "mcpgate.audit")
+                && contains(body, "calc__add")
+                && contains(body, "presented")
+                && contains(body, "plus")
+        });
+        if found {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no audit log record reached the collector:\n{}", gw.proc.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -105,3 +105,63 @@ async fn a_policy_change_ends_open_subscriptions_so_they_are_judged_anew() {
     };
     assert_eq!(names, vec!["calc__add".to_string()], "the new policy applies at once");
 }
+
+/// `mcpgate reload` finds the gateway by the pid file `run --pid-file` wrote and signals it.
+fn reload_command(pid_file: &std::path::Path) {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate")).arg("reload").arg("--pid-file").arg(pid_file).output().expect("reload");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sent SIGHUP to mcpgate"), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_adds_a_missing_program_warns_and_reports_its_endpoints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pid_file = dir.path().join("mcpgate.pid");
+    let pid = pid_file.display().to_string();
+    let gw = gateway_with_env(&config(&[("calc", "calc")], false), &[("MCPGATE_PID_FILE", &pid)]);
+    let written: u32 = std::fs::read_to_string(&pid_file).expect("the pid file").trim().parse().expect("a pid");
+    assert_eq!(written, gw.proc.child.id());
+    let mut next = config(&[("calc", "calc")], false);
+    next.push_str("\n[[upstream]]\nid = \"broken\"\ncommand = [\"/nonexistent/mcp-server\"]\n");
+    next.push_str("\n[[endpoint]]\npath = \"/mcp/calc\"\ninclude = [\"calc__*\"]\n");
+    std::fs::write(&gw.config_path, next).expect("write");
+    reload_command(&pid_file);
+    wait_log(&gw, "configuration reloaded", 1).await;
+    let log = gw.proc.log();
+    let reloaded = log.lines().find(|l| l.contains("configuration reloaded")).expect("the report");
+    assert!(reloaded.contains("added [\"broken\"]") && reloaded.contains("endpoints added [\"/mcp/calc\"]"), "{reloaded}");
+    // The same warning as at startup, naming the program.
+    assert!(log.lines().any(|l| l.contains("upstream unavailable") && l.contains("broken") && l.contains("no such program")), "{log}");
+    // A stale pid file does not signal whatever has the number now.
+    std::fs::write(&pid_file, "1\n").expect("write");
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate")).arg("reload").arg("--pid-file").arg(&pid_file).output().expect("reload");
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("not mcpgate"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn selection_problems_are_reported_once_the_catalogue_is_complete() {
+    // The endpoint selects the tools of an upstream that takes a second to start, beside one
+    // that is ready at once: nothing is wrong with the selection while it starts.
+    let mut c = config(&[("text", "text")], false);
+    c.push_str(&format!(
+        "\n[[upstream]]\nid = \"calc\"\ncommand = [\"sh\", \"-c\", \"sleep 1; exec '{}' demo-server --profile calc\"]\n\
+         \n[[endpoint]]\npath = \"/mcp/calc\"\ninclude = [\"calc__*\"]\n\n[[endpoint.tool]]\nname = \"calc__missing\"\nrename = \"gone\"\n",
+        env!("CARGO_BIN_EXE_mcpgate")
+    ));
+    let gw = gateway(&c);
+    wait_log(&gw, "catalogue ready", 1).await;
+    let log = gw.proc.log();
+    assert!(!log.contains("the selection matches nothing"), "reported while the upstream was starting:\n{log}");
+    // A real problem is still reported, once, after the catalogue is complete.
+    assert_eq!(log.matches("matches no tool the endpoint selects").count(), 1, "{log}");
+    let lines: Vec<&str> = log.lines().collect();
+    let warned = lines.iter().position(|l| l.contains("matches no tool")).expect("warned");
+    let calc_ready = lines.iter().position(|l| l.contains("upstream ready") && l.contains("calc")).expect("calc ready");
+    assert!(calc_ready < warned, "{log}");
+}

@@ -5,7 +5,6 @@
 
 pub mod auth;
 pub mod cluster;
-pub mod usage;
 pub mod endpoint;
 mod file;
 pub mod guard;
@@ -13,6 +12,7 @@ pub mod identity;
 pub mod limits;
 mod tls;
 mod upstream;
+pub mod usage;
 
 use file::{EnvValue, FileConfig, HeaderSource, UpstreamSection};
 use http::{HeaderName, HeaderValue};

@@ -239,7 +239,12 @@ pub(super) fn resolve_quotas(at: &Locator, quotas: Vec<QuotaSection>) -> Result<
             let callers = q.callers.unwrap_or_else(|| vec!["*".into()]);
             let tools = q.tools.unwrap_or_else(|| "*".into());
             if callers.is_empty() {
-                return Err(at.err(&q.limit, "quota.callers", "an empty list matches no caller".into(), "leave callers out for every caller"));
+                return Err(at.err(
+                    &q.limit,
+                    "quota.callers",
+                    "an empty list matches no caller".into(),
+                    "leave callers out for every caller",
+                ));
             }
             let id = format!("{}|{}|{}", callers.join(","), tools, q.limit.get_ref().trim());
             Ok(Quota { callers, tools, count, window, on_redis_error: q.on_redis_error, id })
@@ -250,9 +255,9 @@ pub(super) fn resolve_quotas(at: &Locator, quotas: Vec<QuotaSection>) -> Result<
 pub(super) fn resolve_audit(at: &Locator, s: AuditSection, base: &Path) -> Result<AuditConfig, ConfigError> {
     let max_file_bytes = match &s.max_file_size {
         None => 100 * 1024 * 1024,
-        Some(v) => parse_size(v.get_ref())
-            .filter(|n| *n >= 4096)
-            .ok_or_else(|| at.err(v, "audit.max_file_size", format!("'{}' is not a size of at least 4KB", v.get_ref()), "write e.g. \"100MB\""))?,
+        Some(v) => parse_size(v.get_ref()).filter(|n| *n >= 4096).ok_or_else(|| {
+            at.err(v, "audit.max_file_size", format!("'{}' is not a size of at least 4KB", v.get_ref()), "write e.g. \"100MB\"")
+        })?,
     };
     Ok(AuditConfig {
         include_arguments: s.include_arguments,
