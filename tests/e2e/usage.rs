@@ -223,3 +223,24 @@ async fn replicas_answer_the_same_usage_and_enforce_one_quota() {
     assert_eq!(ca, cb);
     assert_eq!(ca["lines"], from_a["lines"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_shows_usage_to_an_admin_and_to_each_caller_in_chromium() {
+    let config = format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[console]\nenabled = true\n\n{}{CALC}", callers());
+    let gw = gateway(&config);
+    calls(&gw.url, "alice-key", "calc__add", json!({ "a": 1, "b": 2 }), 2).await;
+    calls(&format!("{}/mcp/dev", gw.base), "bob-key", "share", json!({ "a": 1, "b": 0 }), 1).await;
+    let run = |key: &str, expected: Value| {
+        let out = Command::new(python())
+            .arg(repo().join("tests/browser/usage_test.py"))
+            .arg(format!("{}/console", gw.base))
+            .arg(key)
+            .arg(expected.to_string())
+            .output()
+            .expect("run the browser test");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && stdout.contains("ok"), "the browser test failed:\n{stdout}\n{stderr}");
+    };
+    run("alice-key", json!({ "admin": true, "rows": [["alice", "calc__add", "-", 2, 0], ["bob", "calc__divide", "/mcp/dev", 1, 1]] }));
+    run("bob-key", json!({ "admin": false, "rows": [["bob", "calc__divide", "/mcp/dev", 1, 1]] }));
+}
