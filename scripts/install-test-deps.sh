@@ -240,6 +240,22 @@ CHROMIUM_BIN="$(command -v chromium)"
 CHROMEDRIVER_BIN="$(command -v chromedriver)"
 log "chromium:    $CHROMIUM_BIN, $CHROMEDRIVER_BIN"
 
+# ---- 7. openssl (Debian): the docs' TLS recipe is run by the docs tests ------------------------
+STEP="openssl"
+if ! command -v openssl >/dev/null; then
+  APT="$(apt_cmd)"
+  if [[ -n "$APT" ]]; then
+    log "$APT install openssl"
+    export DEBIAN_FRONTEND=noninteractive
+    $APT install -y --no-install-recommends openssl >/dev/null 2>&1 \
+      || { $APT update -qq >/dev/null && $APT install -y --no-install-recommends openssl >/dev/null; } \
+      || die "apt-get install openssl failed"
+  else
+    die "openssl is not installed: run 'sudo apt-get install openssl' and run this again"
+  fi
+fi
+log "openssl:     $(command -v openssl)"
+
 # ---- summary ---------------------------------------------------------------------------------
 STEP="writing summary"
 EVERYTHING_JS="$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"

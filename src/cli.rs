@@ -378,7 +378,7 @@ pub fn export_audit_logs(gw: &Gateway, wanted: bool) -> Option<crate::telemetry:
 }
 
 #[cfg(not(feature = "otlp"))]
-fn export_audit_logs(_gw: &Gateway, wanted: bool) -> Option<()> {
+pub fn export_audit_logs(_gw: &Gateway, wanted: bool) -> Option<()> {
     if wanted {
         tracing::warn!("[audit] otlp = true needs a build with --features otlp: audit records go to the log (and [audit] file) only");
     }

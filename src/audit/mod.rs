@@ -10,7 +10,7 @@
 pub mod export;
 
 use crate::reply::Outcome;
-use crate::usage::{Row, Usage};
+use crate::usage::{RowRef, Usage};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,12 +111,13 @@ impl Audit {
         if let Some(u) = &self.usage
             && e.method == "tools/call"
         {
-            let row = Row {
-                caller: clean(&e.caller).into_owned(),
-                tool: clean(&e.item).into_owned(),
-                upstream: e.upstream.clone(),
-                endpoint: e.endpoint.clone(),
-                outcome: crate::usage::outcome_class(outcome).to_string(),
+            let (caller, tool) = (clean(&e.caller), clean(&e.item));
+            let row = RowRef {
+                caller: &caller,
+                tool: &tool,
+                upstream: &e.upstream,
+                endpoint: &e.endpoint,
+                outcome: crate::usage::outcome_class(outcome),
             };
             u.record(row, duration_ms);
         }

@@ -16,7 +16,6 @@ use crate::config::cluster::FailMode;
 use crate::config::usage::{Quota, UsageConfig};
 use crate::sync::lock;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,6 +33,54 @@ pub struct Row {
     pub endpoint: String,
     /// `ok`, `tool_error`, `error`, `upstream_error`, `abandoned`, `rate_limited` or `quota_exceeded`.
     pub outcome: String,
+}
+
+/// A [`Row`] of hour `hour`, borrowed: how a call is looked up among the pending counts without
+/// copying its parts (it hashes and compares exactly like the owned `(hour, Row)` key).
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    pub caller: &'a str,
+    pub tool: &'a str,
+    pub upstream: &'a str,
+    pub endpoint: &'a str,
+    pub outcome: &'a str,
+}
+
+struct Keyed<'a>(u64, RowRef<'a>);
+
+impl std::hash::Hash for Keyed<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // The order of `(u64, Row)`'s derived hash, field by field.
+        self.0.hash(h);
+        let r = &self.1;
+        for part in [r.caller, r.tool, r.upstream, r.endpoint, r.outcome] {
+            part.hash(h);
+        }
+    }
+}
+
+impl hashbrown::Equivalent<(u64, Row)> for Keyed<'_> {
+    fn equivalent(&self, (hour, row): &(u64, Row)) -> bool {
+        let r = &self.1;
+        self.0 == *hour
+            && r.caller == row.caller
+            && r.tool == row.tool
+            && r.upstream == row.upstream
+            && r.endpoint == row.endpoint
+            && r.outcome == row.outcome
+    }
+}
+
+impl RowRef<'_> {
+    pub fn to_row(&self) -> Row {
+        Row {
+            caller: self.caller.to_string(),
+            tool: self.tool.to_string(),
+            upstream: self.upstream.to_string(),
+            endpoint: self.endpoint.to_string(),
+            outcome: self.outcome.to_string(),
+        }
+    }
 }
 
 /// Calls and their total milliseconds.
@@ -56,6 +103,9 @@ enum Backend {
     Shared(Arc<Cluster>),
 }
 
+/// The counts not flushed yet, by hour and row.
+pub type Pending = hashbrown::HashMap<(u64, Row), Tally>;
+
 /// A call refused by a quota: which, and when its window ends.
 #[derive(Debug, Clone)]
 pub struct Refusal {
@@ -69,7 +119,7 @@ pub struct Refusal {
 /// The accounting of one gateway (or of `mcpgate usage`, reading the same store).
 pub struct Usage {
     cfg: UsageConfig,
-    pending: Mutex<HashMap<(u64, Row), Tally>>,
+    pending: Mutex<Pending>,
     backend: Backend,
     /// Serialises flushes (the loop, a console read and the final flush).
     flushing: tokio::sync::Mutex<()>,
@@ -110,14 +160,22 @@ impl Usage {
         self.cfg.enabled
     }
 
-    /// Counts one ended tool call (a no-op with `[usage] enabled = false`).
-    pub fn record(&self, row: Row, took_ms: u64) {
+    /// Counts one ended tool call (a no-op with `[usage] enabled = false`). A row already
+    /// pending is counted without a copy of its parts.
+    pub fn record(&self, row: RowRef<'_>, took_ms: u64) {
         if !self.cfg.enabled {
             return;
         }
         let now = now_secs();
+        let key = Keyed(now - now % HOUR, row);
+        let one = Tally { calls: 1, ms: took_ms };
         let mut p = lock(&self.pending);
-        p.entry((now - now % HOUR, row)).or_default().add(Tally { calls: 1, ms: took_ms });
+        match p.get_mut(&key) {
+            Some(t) => t.add(one),
+            None => {
+                p.insert((key.0, row.to_row()), one);
+            }
+        }
     }
 
     /// Sends the pending counts to the store; counts that could not be written are kept for the
@@ -319,10 +377,11 @@ mod tests {
     #[tokio::test]
     async fn counts_survive_a_restart_through_the_file() {
         let (dir, u) = usage();
-        let row =
-            Row { caller: "alice".into(), tool: "calc__add".into(), upstream: "calc".into(), endpoint: "-".into(), outcome: "ok".into() };
-        u.record(row.clone(), 7);
-        u.record(row.clone(), 5);
+        let r = RowRef { caller: "alice", tool: "calc__add", upstream: "calc", endpoint: "-", outcome: "ok" };
+        let row = r.to_row();
+        u.record(r, 7);
+        u.record(r, 5);
+        assert_eq!(lock(&u.pending).len(), 1, "the second call found the first's row");
         u.take_quota(&[quota(&["*"], "*", 3)], "alice", &[], "calc__add", FailMode::Open).await.unwrap();
         u.flush().await;
         let again = Usage::open(&UsageConfig { store: dir.path().join("usage.json"), ..UsageConfig::default() }, None);

@@ -130,7 +130,7 @@ fn field(kind: char, r: &Row) -> String {
 /// The additions that bring Redis up to date with `pending` (counts by hour and row).
 /// The additions that bring Redis up to date with `pending` (counts by hour and row): to the
 /// hourly hashes, and to the daily ones.
-pub fn adds(pending: &HashMap<(u64, Row), Tally>) -> (Vec<Add>, Vec<Add>) {
+pub fn adds(pending: &super::Pending) -> (Vec<Add>, Vec<Add>) {
     let (mut hours, mut days) = (Vec::with_capacity(pending.len() * 2), Vec::with_capacity(pending.len() * 2));
     for ((hour, row), t) in pending {
         let (calls, ms) = (field('c', row), field('m', row));
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn redis_fields_round_trip() {
-        let mut pending = HashMap::new();
+        let mut pending = super::super::Pending::new();
         pending.insert((7200, row("alice", "ok")), Tally { calls: 3, ms: 12 });
         pending.insert((7200, row("bob", "tool_error")), Tally { calls: 1, ms: 5 });
         let (hours, days) = adds(&pending);

@@ -1,12 +1,16 @@
 //! The documentation cannot drift from the code. Every fenced snippet of README.md and docs/*.md
-//! is checked: TOML snippets load as configurations, JSON snippets parse (client files also
-//! import), every `mcpgate` command line parses with the real CLI, every other command is a known
-//! program whose repository paths exist, and every curl request is consistent (a JSON-RPC body
-//! whose method and name match its `Mcp-Method` and `Mcp-Name` headers). Beyond syntax, the curl
-//! session is replayed against a real gateway and its outputs compared, the quick start runs with
-//! the real Claude Code CLI, MCP Inspector and mcp-remote, and the troubleshooting page must quote
-//! the messages the binary really prints (see `scenarios.rs`).
+//! is checked: TOML snippets load as configurations and expect no shell interpolation, JSON
+//! snippets parse (client files also import), every `mcpgate` command line parses with the real
+//! CLI, every other command is a known program whose repository paths exist, and every curl
+//! request is consistent (a JSON-RPC body whose method and name match its `Mcp-Method` and
+//! `Mcp-Name` headers). The log levels the prose quotes are the code's (`levels.rs`), and every
+//! metric the gateway registers has a row in the metrics table. Beyond syntax, the curl session is
+//! replayed against a real gateway and its outputs compared, the quick start runs with the real
+//! Claude Code CLI, MCP Inspector and mcp-remote, the troubleshooting page must quote the messages
+//! the binary and those clients really print, and the TLS recipe serves Node clients (see
+//! `scenarios.rs`).
 
+mod levels;
 mod scenarios;
 mod shell;
 
@@ -91,6 +95,139 @@ fn every_toml_snippet_is_a_valid_configuration() {
     assert!(checked >= 15, "only {checked} TOML snippets found");
 }
 
+/// The gateway interpolates nothing: `"${GITHUB_TOKEN}"` or `"$GITHUB_TOKEN"` in a snippet would
+/// reach the child or the upstream as that very text. Secrets are written `{ env = "VAR" }`.
+#[test]
+fn no_toml_snippet_expects_shell_interpolation() {
+    let mut checked = 0;
+    for b in all_blocks().iter().filter(|b| b.lang == "toml") {
+        // A snippet that is not TOML is reported by `every_toml_snippet_is_a_valid_configuration`.
+        let Ok(parsed) = toml::from_str::<toml::Value>(&b.body) else { continue };
+        let mut found = Vec::new();
+        interpolations(&parsed, "", &mut found);
+        if let Some((key, value)) = found.first() {
+            let line = b.body.lines().position(|l| l.contains(value.as_str())).map_or(b.line, |i| b.line + 1 + i);
+            panic!(
+                "{}:{line}: `{key} = {value:?}` expects shell interpolation, which mcpgate does not do: the text would be passed as it is. Write `{{ env = \"{}\" }}` to read the variable from the gateway's environment (or `{{ file = \"path\" }}`).",
+                b.file,
+                variable_in(value)
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} TOML snippets found");
+}
+
+/// Each string of `v` (with its dotted key) that looks like `${VAR}` or `$VAR` interpolation.
+/// The one place a shell expands them is a `command` run with `sh -c` (which `mcpgate import`
+/// writes for a secret in an argument): its arguments are left alone.
+fn interpolations(v: &toml::Value, key: &str, out: &mut Vec<(String, String)>) {
+    match v {
+        toml::Value::String(s) if looks_interpolated(s) => out.push((key.to_string(), s.clone())),
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                if k == "command" && runs_a_shell(v) {
+                    continue;
+                }
+                let key = if key.is_empty() { k.clone() } else { format!("{key}.{k}") };
+                interpolations(v, &key, out);
+            }
+        }
+        toml::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                interpolations(v, &format!("{key}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn looks_interpolated(s: &str) -> bool {
+    // `${…}` anywhere, or a word that is `$` and a variable name in capitals (`$GITHUB_TOKEN`,
+    // `Bearer $TOKEN`); `$5` or `$x` in a description are not taken for one.
+    s.contains("${")
+        || s.split_whitespace().any(|w| {
+            w.strip_prefix('$').is_some_and(|n| {
+                n.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+                    && n.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            })
+        })
+}
+
+/// `["sh", "-c", …]` (or bash, dash, zsh).
+fn runs_a_shell(v: &toml::Value) -> bool {
+    let args: Vec<&str> = v.as_array().into_iter().flatten().filter_map(toml::Value::as_str).collect();
+    args.first().is_some_and(|p| matches!(p.rsplit('/').next(), Some("sh" | "bash" | "dash" | "zsh"))) && args.contains(&"-c")
+}
+
+/// The variable an interpolated value names (`VAR` when none can be told).
+fn variable_in(value: &str) -> String {
+    let name = match value.split_once("${") {
+        Some((_, rest)) => rest.split('}').next().unwrap_or("").trim_start_matches("env:").to_string(),
+        None => value.split_whitespace().find_map(|w| w.strip_prefix('$')).unwrap_or("").to_string(),
+    };
+    if name.is_empty() { "VAR".into() } else { name }
+}
+
+/// Every series the gateway registers (`registry.register("name", …)` in `src/` and `crates/`)
+/// has a row in the metrics table of docs/operations.md, and every row is a registered series.
+#[test]
+fn every_metric_is_in_the_operations_table() {
+    let doc = std::fs::read_to_string(repo().join("docs/operations.md")).expect("docs/operations.md");
+    let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| `mcpgate_")).collect();
+    let mut files = Vec::new();
+    for dir in ["src", "crates"] {
+        rust_files(&repo().join(dir), &mut files);
+    }
+    let mut names = Vec::new();
+    for file in files {
+        let Ok(src) = std::fs::read_to_string(&file) else { continue };
+        for (at, _) in src.match_indices(".register(") {
+            let rest = src[at + ".register(".len()..].trim_start();
+            let Some(rest) = rest.strip_prefix('"') else { continue };
+            if let Some(end) = rest.find('"') {
+                names.push(rest[..end].to_string());
+            }
+        }
+    }
+    assert!(names.len() >= 10, "registered metrics found: {names:?}");
+    for name in &names {
+        let row = format!("| `mcpgate_{name}");
+        assert!(
+            rows.iter().any(|r| r.starts_with(&row)),
+            "docs/operations.md: the metrics table has no row for `mcpgate_{name}` (a counter is exported with `_total`): add one saying what it counts"
+        );
+    }
+    for r in &rows {
+        let series = r.trim_start_matches("| `").split('`').next().unwrap_or("");
+        let base = series.trim_start_matches("mcpgate_");
+        let base = base.strip_suffix("_total").unwrap_or(base);
+        assert!(
+            names.iter().any(|n| n == base),
+            "docs/operations.md: the metrics table lists `{series}`, which the gateway does not register"
+        );
+    }
+}
+
+fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "target") {
+                rust_files(&p, out);
+            }
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_log_level_the_docs_quote_is_the_codes() {
+    levels::check();
+}
+
 /// The relative paths of the files a configuration reads (secrets, PEM files, keys).
 fn secret_files(v: &toml::Value) -> Vec<String> {
     match v {
@@ -163,4 +300,14 @@ async fn the_quick_start_works_with_real_clients() {
 #[tokio::test(flavor = "multi_thread")]
 async fn troubleshooting_quotes_the_real_messages() {
     scenarios::troubleshooting().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clients_send_api_keys_as_documented_and_troubleshooting_quotes_their_refusals() {
+    scenarios::api_key_clients().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tls_recipe_serves_node_clients() {
+    scenarios::tls_recipe().await;
 }

@@ -1,14 +1,17 @@
 //! The documentation run for real: the curl session replayed against a gateway on the shipped
 //! `gateway.toml` (each output compared with the one printed, digits and `…` elisions aside);
 //! the quick start's Claude Code, MCP Inspector and client-file snippets run against a live
-//! gateway over HTTP and stdio; and the troubleshooting page checked against the messages the
-//! binary prints in each situation it describes.
+//! gateway over HTTP and stdio; the troubleshooting page checked against the messages the
+//! binary prints in each situation it describes, and against what the OAuth-capable clients say
+//! when the gateway refuses their API key; and the TLS recipe run, its certificate served and
+//! trusted by the Node clients through `NODE_EXTRA_CA_CERTS`.
 
 use super::{blocks_of, shell};
 use crate::harness::*;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const DOC_URL: &str = "http://127.0.0.1:8811/mcp";
 const DOC_BINARY: &str = "/abs/path/to/mcpgate";
@@ -106,15 +109,37 @@ fn localize(s: &str, url: &str) -> String {
 }
 
 fn run(program: &str, args: &[String], home: &Path) -> (bool, String) {
+    run_with(program, args, home, &[])
+}
+
+/// [`run`] with more environment variables. Its stdin is empty and its stderr a pipe, so a client
+/// never finds a terminal to prompt on.
+fn run_with(program: &str, args: &[String], home: &Path, env: &[(String, String)]) -> (bool, String) {
     let out = Command::new(program)
         .args(args)
         .current_dir(home)
         .env("HOME", home)
         .env("CI", "true")
         .env_remove("MCPGATE_TOKEN_KEY")
+        .env_remove("MCP_AUTO_OPEN_ENABLED")
+        .env_remove("NODE_EXTRA_CA_CERTS")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Whitespace runs as one space: a quote may wrap across lines of the Markdown source.
+fn flat(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The message of the Inspector CLI's `{"error": {"message": …}}` line, or all it printed.
+fn inspector_error(out: &str) -> String {
+    out.lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<Value>(l.trim()).ok().and_then(|v| v["error"]["message"].as_str().map(String::from)))
+        .unwrap_or_else(|| out.trim().to_string())
 }
 
 pub async fn quick_start() {
@@ -274,4 +299,249 @@ pub async fn troubleshooting() {
     )
     .await;
     said(message(bare), "a request without _meta");
+}
+
+/// API keys with real clients. The Inspector commands of the quick start and of the virtual
+/// servers page that send `$MCPGATE_API_KEY` list the tools with a key the gateway knows; with a
+/// wrong key, what the Inspector, `claude mcp list` and mcp-remote say (each takes the 401 for an
+/// OAuth challenge) is quoted on the troubleshooting page, and so is the gateway's own refusal the
+/// Inspector prints with `--stored-auth-only`. On an endpoint path, without the documented
+/// `--transport http`, the Inspector stops with the message the docs quote.
+pub async fn api_key_clients() {
+    let trouble = flat(&std::fs::read_to_string(repo().join("docs/troubleshooting.md")).expect("docs/troubleshooting.md"));
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n[[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"calc__*\"]\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\"]\n\n[[endpoint]]\npath = \"/mcp/dev\"\ninclude = [\"upstream:calc\"]\n",
+        mcpgate::auth::hash_key("alice-key")
+    );
+    let gw = gateway(&config);
+    let inspector = clients_bin("mcp-inspector");
+    let with_key = |words: &[String], key: &str| -> Vec<String> { words.iter().map(|w| w.replace("$MCPGATE_API_KEY", key)).collect() };
+
+    // The documented Inspector commands that send a key, pointed at this gateway.
+    let mut commands = Vec::new();
+    for doc in ["docs/quickstart.md", "docs/virtual-servers.md"] {
+        for b in blocks_of(&repo().join(doc)).iter().filter(|b| b.lang == "sh") {
+            for line in shell::logical_lines(&b.body) {
+                let line = localize(&line, &gw.url).replace("https://gateway.example.com", &gw.base);
+                for words in shell::commands(&line) {
+                    if words.get(1).is_some_and(|w| w == "@modelcontextprotocol/inspector")
+                        && words.iter().any(|w| w.contains("$MCPGATE_API_KEY"))
+                    {
+                        commands.push((doc, b.line, words));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        commands.len() >= 2,
+        "Inspector commands sending $MCPGATE_API_KEY in docs/quickstart.md and docs/virtual-servers.md: {}",
+        commands.len()
+    );
+    for (doc, line, words) in &commands {
+        let at = format!("{doc}:{line}");
+        let home = tempfile::tempdir().expect("tempdir");
+        let (ok, out) = run(&inspector, &with_key(&words[2..], "alice-key"), home.path());
+        assert!(ok && out.contains("calc__add"), "{at}: with a key the gateway knows, `{}` printed:\n{out}", words.join(" "));
+        let (ok, out) = run(&inspector, &with_key(&words[2..], "wrong-key"), home.path());
+        let said = inspector_error(&out);
+        assert!(
+            !ok && trouble.contains(&flat(&said)),
+            "docs/troubleshooting.md should quote what the Inspector prints when the gateway refuses its key (`{}`):\n{said}",
+            words.join(" ")
+        );
+        let mut stored = with_key(&words[2..], "wrong-key");
+        stored.push("--stored-auth-only".into());
+        let (ok, out) = run(&inspector, &stored, home.path());
+        assert!(
+            !ok && out.contains("Unauthorized: unknown API key")
+                && trouble.contains("--stored-auth-only")
+                && trouble.contains("Unauthorized: unknown API key"),
+            "{at}: with --stored-auth-only the Inspector prints the gateway's refusal, which docs/troubleshooting.md should say:\n{out}"
+        );
+        // The transport is guessed from a path ending in /mcp only.
+        let url = words.iter().find(|w| w.starts_with("http://") || w.starts_with("https://")).cloned().unwrap_or_default();
+        if !url.ends_with("/mcp") {
+            let i = words
+                .iter()
+                .position(|w| w == "--transport")
+                .unwrap_or_else(|| panic!("{at}: the Inspector needs `--transport http` for {url}"));
+            let without: Vec<String> = words.iter().enumerate().filter(|(j, _)| *j != i && *j != i + 1).map(|(_, w)| w.clone()).collect();
+            let (ok, out) = run(&inspector, &with_key(&without[2..], "alice-key"), home.path());
+            let said = inspector_error(&out);
+            let said = said.split(": http").next().unwrap_or(said.as_str()).to_string();
+            let text = flat(&std::fs::read_to_string(repo().join(doc)).expect("read doc"));
+            assert!(
+                !ok && text.contains(&flat(&said)),
+                "{at}: without `--transport http` the Inspector says what {doc} should quote:\n{said}"
+            );
+        }
+    }
+
+    // Claude Code, with a wrong key configured as the docs show.
+    let claude = clients_bin("claude");
+    let home = tempfile::tempdir().expect("tempdir");
+    let add: Vec<String> = ["mcp", "add", "--transport", "http", "mcpgate", gw.url.as_str(), "--header", "Authorization: Bearer wrong-key"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let (ok, out) = run(&claude, &add, home.path());
+    assert!(ok, "`claude {}` failed:\n{out}", add.join(" "));
+    let (_, out) = run(&claude, &["mcp".into(), "list".into()], home.path());
+    // `mcpgate: <url> (HTTP) - ✘ Failed to connect — <reason> Error detail: <the gateway's answer>`
+    let reason = out
+        .lines()
+        .find(|l| l.starts_with("mcpgate:"))
+        .and_then(|l| l.split_once(" — "))
+        .map(|(_, r)| r.split(" Error detail:").next().unwrap_or(r).trim().to_string())
+        .unwrap_or_else(|| out.clone());
+    assert!(
+        trouble.contains(&flat(&reason)),
+        "docs/troubleshooting.md should quote what `claude mcp list` says when the gateway refuses the configured key:\n{reason}"
+    );
+
+    // mcp-remote, which tries to register itself as an OAuth client: what it says when the
+    // gateway (with API keys, no authorization server) refuses that.
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(clients_bin("mcp-remote"))
+        .args([gw.url.as_str(), "--header", "Authorization: Bearer wrong-key"])
+        .current_dir(home.path())
+        .env("HOME", home.path())
+        .env("CI", "true")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mcp-remote");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut log, mut said) = (String::new(), None);
+    while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        log.push_str(&line);
+        log.push('\n');
+        if let Some(i) = line.find("Dynamic Client Registration rejected") {
+            said = Some(line[i..].trim().to_string());
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let said = said.unwrap_or_else(|| panic!("mcp-remote did not ask for a sign-in when the gateway refused its key:\n{log}"));
+    assert!(
+        trouble.contains(&flat(&said)),
+        "docs/troubleshooting.md should quote what mcp-remote logs when the gateway refuses its key:\n{said}"
+    );
+}
+
+/// The TLS recipe of docs/operations.md: its commands write the `cert` and `key` its
+/// `[server.tls]` example names, a gateway serves HTTPS with them, and the Node clients the page
+/// shows list the tools through `NODE_EXTRA_CA_CERTS` (and refuse the certificate without it).
+pub async fn tls_recipe() {
+    let doc = "docs/operations.md";
+    let blocks = blocks_of(&repo().join(doc));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recipe = blocks
+        .iter()
+        .find(|b| b.lang == "sh" && b.body.contains("openssl req"))
+        .unwrap_or_else(|| panic!("{doc} shows no `openssl req` recipe"));
+    let made = Command::new("bash").arg("-ec").arg(&recipe.body).current_dir(dir.path()).output().expect("run bash");
+    assert!(
+        made.status.success(),
+        "{doc}:{}: the recipe failed (openssl must be installed):\n{}",
+        recipe.line,
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let tls = blocks
+        .iter()
+        .filter(|b| b.lang == "toml")
+        .find_map(|b| toml::from_str::<toml::Value>(&b.body).ok().and_then(|v| v.get("server")?.get("tls").cloned()))
+        .unwrap_or_else(|| panic!("{doc} has no [server.tls] example"));
+    let file = |k: &str| dir.path().join(tls.get(k).and_then(toml::Value::as_str).unwrap_or_default());
+    let (cert, key) = (file("cert"), file("key"));
+    assert!(
+        cert.is_file() && key.is_file(),
+        "{doc}:{}: the recipe should write the `cert` and `key` of the [server.tls] example ({} and {})",
+        recipe.line,
+        cert.display(),
+        key.display()
+    );
+    let gw = gateway_listening(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[server.tls]\ncert = {:?}\nkey = {:?}\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\"]\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    ));
+    assert!(gw.url.starts_with("https://"), "{}", gw.url);
+    // The certificate names localhost and 127.0.0.1; the page's URL uses the name.
+    let url = gw.url.replace("127.0.0.1", "localhost");
+    let claude_home = tempfile::tempdir().expect("tempdir");
+    let mut ran = (0, 0);
+    for b in blocks.iter().filter(|b| b.lang == "sh") {
+        for line in shell::logical_lines(&b.body) {
+            if !line.contains("https://localhost:8811/mcp") && !line.contains("NODE_EXTRA_CA_CERTS=") {
+                continue;
+            }
+            let at = format!("{doc}:{}", b.line);
+            let line = line.replace("https://localhost:8811/mcp", &url).replace("/abs/path/to/", &format!("{}/", dir.path().display()));
+            // Leading `VAR=value` words are the command's environment.
+            let all = shell::words(&line);
+            let env: Vec<(String, String)> = all
+                .iter()
+                .take_while(|w| {
+                    !w.starts_with('-')
+                        && w.split_once('=').is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+                })
+                .filter_map(|w| w.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect();
+            let words = &all[env.len()..];
+            match (words[0].as_str(), words.get(2).map(String::as_str)) {
+                ("npx", _) if words.get(1).is_some_and(|w| w == "@modelcontextprotocol/inspector") => {
+                    assert!(!env.is_empty(), "{at}: the Inspector needs NODE_EXTRA_CA_CERTS for a self-signed certificate");
+                    let inspector = clients_bin("mcp-inspector");
+                    let home = tempfile::tempdir().expect("tempdir");
+                    // The upstream may still be starting: the gateway is not waited for over HTTPS.
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    loop {
+                        let (ok, out) = run_with(&inspector, &words[2..], home.path(), &env);
+                        if ok && out.contains("calc__add") {
+                            break;
+                        }
+                        assert!(Instant::now() < deadline, "{at}: `{}` printed:\n{out}", words.join(" "));
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    let (ok, out) = run(&inspector, &words[2..], home.path());
+                    assert!(
+                        !ok && out.contains("self-signed certificate"),
+                        "{at}: without NODE_EXTRA_CA_CERTS the Inspector should refuse the certificate, as the page says:\n{out}"
+                    );
+                    ran.0 += 1;
+                }
+                ("claude", Some("add")) => {
+                    let (ok, out) = run_with(&clients_bin("claude"), &words[1..], claude_home.path(), &env);
+                    assert!(ok, "{at}: `{}` failed:\n{out}", words.join(" "));
+                }
+                ("claude", Some("list")) => {
+                    let claude = clients_bin("claude");
+                    let (ok, out) = run_with(&claude, &words[1..], claude_home.path(), &env);
+                    assert!(ok && out.contains("✔ Connected"), "{at}: `{}` printed:\n{out}", words.join(" "));
+                    let (_, out) = run(&claude, &words[1..], claude_home.path());
+                    assert!(
+                        !out.contains("✔ Connected"),
+                        "{at}: without NODE_EXTRA_CA_CERTS, Claude Code should refuse the certificate:\n{out}"
+                    );
+                    ran.1 += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(ran.0 >= 1 && ran.1 >= 1, "TLS commands run (inspector, claude mcp list): {ran:?}");
 }

@@ -204,6 +204,7 @@ const KNOWN: &[&str] = &[
     "systemctl",
     "install",
     "cp",
+    "mkdir",
     "awk",
     "tr",
     "grep",
