@@ -274,18 +274,6 @@ pub async fn tokens_revoke(url: &str, key: Option<&str>, caller: Option<&str>, u
     Ok(ExitCode::SUCCESS)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn only_the_table_statuses_and_headings_are_painted() {
-        let report = "UPSTREAM  STATUS  TOOLS\ncalc      ready  4\ngone      down  0\n\nUnavailable upstreams:\n  gone: ready  down\n";
-        let p = super::paint(report);
-        assert!(p.contains("\x1b[32mready\x1b[0m") && p.contains("\x1b[31mdown\x1b[0m"));
-        assert!(p.contains("\x1b[1mUnavailable upstreams:\x1b[0m"));
-        assert!(p.contains("  gone: ready  down\n"), "text after the table stays plain: {p:?}");
-    }
-}
-
 /// `mcpgate usage`: the report of the configuration's usage store, as a table or JSON.
 pub async fn usage(cfg: &crate::config::Config, q: crate::usage::query::Query, json: bool) -> anyhow::Result<ExitCode> {
     if !cfg.usage.enabled && cfg.quotas.is_empty() {
@@ -383,4 +371,16 @@ pub fn export_audit_logs(_gw: &Gateway, wanted: bool) -> Option<()> {
         tracing::warn!("[audit] otlp = true needs a build with --features otlp: audit records go to the log (and [audit] file) only");
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_the_table_statuses_and_headings_are_painted() {
+        let report = "UPSTREAM  STATUS  TOOLS\ncalc      ready  4\ngone      down  0\n\nUnavailable upstreams:\n  gone: ready  down\n";
+        let p = super::paint(report);
+        assert!(p.contains("\x1b[32mready\x1b[0m") && p.contains("\x1b[31mdown\x1b[0m"));
+        assert!(p.contains("\x1b[1mUnavailable upstreams:\x1b[0m"));
+        assert!(p.contains("  gone: ready  down\n"), "text after the table stays plain: {p:?}");
+    }
 }

@@ -207,7 +207,11 @@ impl Usage {
                     }
                     Err(e) => {
                         if !failing.swap(true, Ordering::Relaxed) {
-                            tracing::warn!(error = %e, "the usage store cannot be written; counts are kept in memory until it can");
+                            tracing::warn!(
+                                error = %e,
+                                "the usage store cannot be written; counts are kept in memory until it can (point [usage] store at a \
+                                 writable file, or use [cluster])"
+                            );
                         }
                     }
                 }

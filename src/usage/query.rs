@@ -64,7 +64,9 @@ pub struct Report {
 
 /// Sums `buckets` into lines, narrowed by `q` (pure).
 pub fn lines(buckets: &Buckets, q: &Query) -> Vec<Line> {
-    let mut by: BTreeMap<(String, String, String, String), (Tally, BTreeMap<String, u64>)> = BTreeMap::new();
+    /// Caller, tool, upstream and endpoint.
+    type Group = (String, String, String, String);
+    let mut by: BTreeMap<Group, (Tally, BTreeMap<String, u64>)> = BTreeMap::new();
     for rows in buckets.values() {
         for (r, t) in rows {
             if q.caller.as_deref().is_some_and(|c| c != r.caller)
@@ -102,7 +104,7 @@ impl Usage {
         let from = start - start % len;
         let buckets: Buckets = match &self.backend {
             Backend::File { data, .. } => {
-                let d = lock(&data);
+                let d = lock(data);
                 let b = if hourly { &d.hours } else { &d.days };
                 b.range(from..).map(|(k, v)| (*k, v.clone())).collect()
             }

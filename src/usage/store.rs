@@ -30,17 +30,22 @@ pub struct Data {
     pub quotas_dirty: bool,
 }
 
+/// Buckets as the file has them: each bucket's start and its rows with calls and milliseconds.
+type FileBuckets = Vec<(u64, Vec<(Row, u64, u64)>)>;
+/// Quota counts as the file has them: quota id, window start and end, counts by caller.
+type FileQuotas = Vec<(String, u64, u64, Vec<(String, u64)>)>;
+
 /// The file's form: rows as arrays, so the file stays small and readable.
 #[derive(Serialize, Deserialize)]
 struct FileForm {
     version: u32,
-    hours: Vec<(u64, Vec<(Row, u64, u64)>)>,
-    days: Vec<(u64, Vec<(Row, u64, u64)>)>,
+    hours: FileBuckets,
+    days: FileBuckets,
     #[serde(default)]
-    quotas: Vec<(String, u64, u64, Vec<(String, u64)>)>,
+    quotas: FileQuotas,
 }
 
-fn to_form(b: &Buckets) -> Vec<(u64, Vec<(Row, u64, u64)>)> {
+fn to_form(b: &Buckets) -> FileBuckets {
     b.iter()
         .map(|(start, rows)| {
             let mut rows: Vec<(Row, u64, u64)> = rows.iter().map(|(r, t)| (r.clone(), t.calls, t.ms)).collect();
@@ -50,7 +55,7 @@ fn to_form(b: &Buckets) -> Vec<(u64, Vec<(Row, u64, u64)>)> {
         .collect()
 }
 
-fn from_form(v: Vec<(u64, Vec<(Row, u64, u64)>)>) -> Buckets {
+fn from_form(v: FileBuckets) -> Buckets {
     v.into_iter().map(|(start, rows)| (start, rows.into_iter().map(|(r, calls, ms)| (r, Tally { calls, ms })).collect())).collect()
 }
 
