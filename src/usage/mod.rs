@@ -156,6 +156,16 @@ impl Usage {
         Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, flushing: tokio::sync::Mutex::new(()) }
     }
 
+    /// The accounting of a configuration, to report from (`mcpgate usage`): as [`Usage::open`],
+    /// but a file that cannot be read is an error, left where it is.
+    pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>) -> Result<Usage, String> {
+        let backend = match cluster {
+            Some(c) => Backend::Shared(c),
+            None => Backend::File { path: cfg.store.clone(), data: Mutex::new(Data::read(&cfg.store)?), failing: AtomicBool::new(false) },
+        };
+        Ok(Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, flushing: tokio::sync::Mutex::new(()) })
+    }
+
     pub fn enabled(&self) -> bool {
         self.cfg.enabled
     }

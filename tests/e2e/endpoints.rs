@@ -121,8 +121,12 @@ async fn endpoints_present_curated_views_that_compose_with_policy() {
     assert_eq!(on_support.count(CHANGED), 0, "support's view did not change: {:#?}", on_support.all());
     assert!(names(&list(&dev, "all-key").await).contains(&"chg__fresh"));
 
-    // Audit lines name the endpoint.
-    assert!(gw.proc.log().contains("endpoint=/mcp/dev method=tools/call item=say upstream=py outcome=ok"), "{}", gw.proc.log());
+    // Audit lines name the endpoint, and the tool by its catalogue name, with the name the endpoint presents beside it.
+    assert!(
+        gw.proc.log().contains("endpoint=/mcp/dev method=tools/call item=py__echo presented=say upstream=py outcome=ok"),
+        "{}",
+        gw.proc.log()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -122,6 +122,8 @@ async fn a_reload_that_adds_a_missing_program_warns_and_reports_its_endpoints() 
     let gw = gateway_with_env(&config(&[("calc", "calc")], false), &[("MCPGATE_PID_FILE", &pid)]);
     let written: u32 = std::fs::read_to_string(&pid_file).expect("the pid file").trim().parse().expect("a pid");
     assert_eq!(written, gw.proc.child.id());
+    // The startup line gives the process id too, for `kill -HUP`.
+    assert!(gw.proc.log().contains(&format!("(pid {written}, ")), "{}", gw.proc.log());
     let mut next = config(&[("calc", "calc")], false);
     next.push_str("\n[[upstream]]\nid = \"broken\"\ncommand = [\"/nonexistent/mcp-server\"]\n");
     next.push_str("\n[[endpoint]]\npath = \"/mcp/calc\"\ninclude = [\"calc__*\"]\n");
