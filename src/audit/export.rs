@@ -23,8 +23,9 @@ pub fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
 
-/// A record sent as an OTLP log (set by the telemetry when it exports logs).
-pub type LogSink = Arc<dyn Fn(&CallRecord, Option<&str>) + Send + Sync>;
+/// A record sent as an OTLP log (set by the telemetry when it exports logs): its fields (name,
+/// value) and its duration.
+pub type LogSink = Arc<dyn Fn(&[(&'static str, &str)], u64) + Send + Sync>;
 
 /// Where records go.
 #[derive(Default)]
@@ -88,7 +89,22 @@ impl Export {
             }
         }
         if let Some(sink) = self.otlp.get() {
-            sink(record, arguments);
+            let r = record;
+            let mut fields: Vec<(&'static str, &str)> = vec![
+                ("caller", &r.caller),
+                ("endpoint", &r.endpoint),
+                ("method", &r.method),
+                ("item", &r.item),
+                ("upstream", &r.upstream),
+                ("outcome", &r.outcome),
+            ];
+            if let Some(p) = &r.presented {
+                fields.push(("presented", p));
+            }
+            if let Some(a) = arguments {
+                fields.push(("arguments", a));
+            }
+            sink(&fields, r.duration_ms);
         }
     }
 }

@@ -103,6 +103,9 @@ pub fn logs_endpoint_from_env() -> Option<String> {
         .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT").map(|base| format!("{}/v1/logs", base.trim_end_matches('/'))))
 }
 
+/// Emits one audit record as an OTLP log record: its fields (name, value) and its duration.
+pub type LogEmitter = std::sync::Arc<dyn Fn(&[(&'static str, &str)], u64) + Send + Sync>;
+
 /// The running audit log exporter; [`LogsExport::shutdown`] flushes what is still batched.
 pub struct LogsExport {
     provider: opentelemetry_sdk::logs::SdkLoggerProvider,
@@ -118,7 +121,7 @@ impl LogsExport {
 
 /// Starts exporting audit records as OTLP log records (`[audit] otlp = true`): event name
 /// `mcpgate.audit`, the record's fields as attributes. `None` without an endpoint.
-pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport, crate::audit::export::LogSink)>, String> {
+pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport, LogEmitter)>, String> {
     use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
     let Some(endpoint) = logs_endpoint_from_env() else { return Ok(None) };
     let uri: http::Uri = endpoint.parse().map_err(|e| format!("the OTLP logs endpoint is not a URL: {e}"))?;
@@ -145,29 +148,16 @@ pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport,
         })?;
     let provider = opentelemetry_sdk::logs::SdkLoggerProvider::builder().with_batch_exporter(exporter).with_resource(resource()).build();
     let logger = provider.logger("mcpgate.audit");
-    let sink: crate::audit::export::LogSink = std::sync::Arc::new(move |r: &crate::audit::CallRecord, arguments: Option<&str>| {
+    let sink: LogEmitter = std::sync::Arc::new(move |fields: &[(&'static str, &str)], duration_ms: u64| {
         let mut rec = logger.create_log_record();
         rec.set_event_name("mcpgate.audit");
         rec.set_severity_number(Severity::Info);
         rec.set_severity_text("INFO");
         rec.set_body(AnyValue::from("audit"));
-        for (k, v) in [
-            ("caller", &r.caller),
-            ("endpoint", &r.endpoint),
-            ("method", &r.method),
-            ("item", &r.item),
-            ("upstream", &r.upstream),
-            ("outcome", &r.outcome),
-        ] {
-            rec.add_attribute(k, AnyValue::from(v.clone()));
+        for (k, v) in fields {
+            rec.add_attribute(*k, AnyValue::from(v.to_string()));
         }
-        if let Some(p) = &r.presented {
-            rec.add_attribute("presented", AnyValue::from(p.clone()));
-        }
-        if let Some(a) = arguments {
-            rec.add_attribute("arguments", AnyValue::from(a.to_string()));
-        }
-        rec.add_attribute("duration_ms", AnyValue::from(i64::try_from(r.duration_ms).unwrap_or(i64::MAX)));
+        rec.add_attribute("duration_ms", AnyValue::from(i64::try_from(duration_ms).unwrap_or(i64::MAX)));
         logger.emit(rec);
     });
     Ok(Some((LogsExport { provider }, sink)))
