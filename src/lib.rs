@@ -5,11 +5,12 @@
 //! `mcpgate-model` (catalogue, policy, sealed tokens), `mcpgate-config` (the file) and
 //! `mcpgate-net` (HTTP client, TLS, Redis); then in this crate `upstream`, `auth` and `telemetry`;
 //! the core (`gateway`, `dispatch`, `hub`, `ratelimit`, `audit`, `usage`); the edges (`server`, `console`,
-//! `demo`); and the commands (`check`, `import`, `cli`). `tests/layers.rs` keeps this crate's
+//! `demo`); and the commands (`check`, `import`, `cli`, `boot`). `tests/layers.rs` keeps this crate's
 //! modules in their layers.
 
 pub mod audit;
 pub mod auth;
+pub mod boot;
 pub mod check;
 pub mod cli;
 pub mod console;

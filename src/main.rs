@@ -277,7 +277,7 @@ fn main() -> ExitCode {
     // them at exit.
     let (writer, log_guard) = mcpgate::telemetry::logwriter::start(std::io::stderr());
     let telemetry = init_logging(cli.log_format, runtime.handle(), writer);
-    raise_open_files_limit();
+    mcpgate::boot::raise_open_files_limit();
     let result = runtime.block_on(run(cli.command, cli.worker_threads.unwrap_or_else(mcpgate::server::workers::default_workers)));
     #[cfg(feature = "otlp")]
     if let Some(export) = telemetry {
@@ -296,79 +296,21 @@ fn main() -> ExitCode {
     }
 }
 
-/// The open-files limit in effect (0: unknown).
-static OPEN_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Keeps `server.max_connections` below the open-files limit, with room for upstream
-/// connections, children's pipes and files, so the listener never fails to accept.
-fn fit_connections(cfg: &mut Config) {
-    let limit = OPEN_FILES.load(std::sync::atomic::Ordering::Relaxed);
-    if limit == 0 {
-        return;
-    }
-    let room = usize::try_from(limit.saturating_sub(128)).unwrap_or(usize::MAX).max(16);
-    if cfg.server.max_connections > room {
-        tracing::info!(
-            configured = cfg.server.max_connections,
-            max = room,
-            open_files = limit,
-            "max_connections lowered to fit the open-files limit"
-        );
-        cfg.server.max_connections = room;
-    }
-}
-
-/// Every client stream and upstream connection is a file descriptor: raise the soft limit to the
-/// hard one, as most servers do (a 1,024 soft limit would cap a gateway at about a thousand clients).
-fn raise_open_files_limit() {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => {
-            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-                tracing::warn!(soft, hard, error = %e, "cannot raise the open-files limit");
-            } else {
-                tracing::debug!(from = soft, to = hard, "raised the open-files limit");
-            }
-        }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "cannot read the open-files limit"),
-    }
-    if let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        OPEN_FILES.store(soft, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-fn load(path: &std::path::Path, listen: Option<&str>) -> anyhow::Result<Config> {
-    if let Some(l) = listen {
-        // SAFETY-free alternative to set_var: parse the file, then replace the address.
-        let mut cfg = Config::load(path)?;
-        cfg.server.listen = l.parse().with_context(|| format!("--listen {l}: not a socket address; use e.g. 127.0.0.1:8811"))?;
-        if !cfg.server.listen.ip().is_loopback() && cfg.auth.mode == AuthMode::None && !cfg.auth.allow_unauthenticated_public {
-            anyhow::bail!(
-                "--listen {l}: the gateway would listen beyond loopback without authentication. Configure [auth] mode = \
-                    \"api_key\" or \"jwt\", or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers."
-            );
-        }
-        return Ok(cfg);
-    }
-    Ok(Config::load(path)?)
-}
-
 async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run { config, listen, pid_file } => {
-            let cfg = load(&config, listen.as_deref())?;
+            let cfg = mcpgate::boot::load(&config, listen.as_deref())?;
             let _pid = pid_file.map(mcpgate::cli::PidFile::write).transpose()?;
             serve_gateway(cfg, Source { path: config, listen }, workers).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Usage { config, caller, tool, since, json } => {
-            let cfg = load(&config, None)?;
+            let cfg = mcpgate::boot::load(&config, None)?;
             mcpgate::cli::usage(&cfg, mcpgate::usage::query::Query { caller, tool, since }, json).await
         }
         Command::Reload { pid_file, pid } => mcpgate::cli::reload(pid_file.as_deref(), pid),
         Command::Stdio { config, endpoint } => {
-            let cfg = load(&config, None)?;
+            let cfg = mcpgate::boot::load(&config, None)?;
             if let Some(path) = &endpoint
                 && !cfg.endpoints.iter().any(|e| &e.path == path)
             {
@@ -389,11 +331,11 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
         }
         Command::Health { url, timeout } => mcpgate::cli::health(&url, timeout).await,
         Command::Check { config } => {
-            let gw = Gateway::new(load(&config, None)?)?;
+            let gw = Gateway::new(mcpgate::boot::load(&config, None)?)?;
             Ok(if mcpgate::cli::check(&gw).await { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Tools { config, json } => {
-            let gw = Gateway::new(load(&config, None)?)?;
+            let gw = Gateway::new(mcpgate::boot::load(&config, None)?)?;
             mcpgate::cli::probe_all(&gw).await;
             if json {
                 println!("{}", mcpgate::check::tools_json(&gw));
@@ -409,7 +351,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Pin { config, approve, tools } => {
-            let gw = Gateway::new(load(&config, None)?)?;
+            let gw = Gateway::new(mcpgate::boot::load(&config, None)?)?;
             mcpgate::cli::probe_all(&gw).await;
             mcpgate::cli::pin(&gw, approve, &tools)
         }
@@ -493,10 +435,10 @@ fn reload_on_signal_or_change(gw: Arc<Gateway>, source: Source) {
             };
             seen = fingerprint();
             tracing::info!(trigger = why, path = %source.path.display(), "reloading the configuration");
-            let loaded = load(&source.path, source.listen.as_deref()).map_err(|e| format!("{e:#}"));
+            let loaded = mcpgate::boot::load(&source.path, source.listen.as_deref()).map_err(|e| format!("{e:#}"));
             let applied = match loaded {
                 Ok(mut cfg) => {
-                    fit_connections(&mut cfg);
+                    mcpgate::boot::fit_connections(&mut cfg);
                     gw.reload(cfg).await.map_err(|e| e.to_string())
                 }
                 Err(e) => Err(e),
@@ -509,7 +451,7 @@ fn reload_on_signal_or_change(gw: Arc<Gateway>, source: Source) {
 }
 
 async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyhow::Result<()> {
-    fit_connections(&mut cfg);
+    mcpgate::boot::fit_connections(&mut cfg);
     // The token key is checked before anything starts, so a bad key fails fast.
     let gw = Gateway::new(cfg)?;
     let cfg = gw.config();

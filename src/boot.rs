@@ -1,0 +1,67 @@
+//! What a command needs before it serves: the configuration loaded (with `--listen` replacing
+//! its address, refused beyond loopback without authentication), and the process fitted to it
+//! (the open-files limit raised to the hard one, `server.max_connections` kept below it).
+
+use crate::config::Config;
+use crate::config::auth::AuthMode;
+use anyhow::Context;
+
+/// The open-files limit in effect (0: unknown).
+static OPEN_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Keeps `server.max_connections` below the open-files limit, with room for upstream
+/// connections, children's pipes and files, so the listener never fails to accept.
+pub fn fit_connections(cfg: &mut Config) {
+    let limit = OPEN_FILES.load(std::sync::atomic::Ordering::Relaxed);
+    if limit == 0 {
+        return;
+    }
+    let room = usize::try_from(limit.saturating_sub(128)).unwrap_or(usize::MAX).max(16);
+    if cfg.server.max_connections > room {
+        tracing::info!(
+            configured = cfg.server.max_connections,
+            max = room,
+            open_files = limit,
+            "max_connections lowered to fit the open-files limit"
+        );
+        cfg.server.max_connections = room;
+    }
+}
+
+/// Every client stream and upstream connection is a file descriptor: raise the soft limit to the
+/// hard one, as most servers do (a 1,024 soft limit would cap a gateway at about a thousand clients).
+pub fn raise_open_files_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!(soft, hard, error = %e, "cannot raise the open-files limit");
+            } else {
+                tracing::debug!(from = soft, to = hard, "raised the open-files limit");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read the open-files limit"),
+    }
+    if let Ok((soft, _)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        OPEN_FILES.store(soft, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Reads and validates `path`; `--listen` (`listen`) replaces its address, refusing one beyond
+/// loopback without authentication.
+pub fn load(path: &std::path::Path, listen: Option<&str>) -> anyhow::Result<Config> {
+    if let Some(l) = listen {
+        // SAFETY-free alternative to set_var: parse the file, then replace the address.
+        let mut cfg = Config::load(path)?;
+        cfg.server.listen = l.parse().with_context(|| format!("--listen {l}: not a socket address; use e.g. 127.0.0.1:8811"))?;
+        if !cfg.server.listen.ip().is_loopback() && cfg.auth.mode == AuthMode::None && !cfg.auth.allow_unauthenticated_public {
+            anyhow::bail!(
+                "--listen {l}: the gateway would listen beyond loopback without authentication. Configure [auth] mode = \
+                    \"api_key\" or \"jwt\", or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers."
+            );
+        }
+        return Ok(cfg);
+    }
+    Ok(Config::load(path)?)
+}
