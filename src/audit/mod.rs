@@ -89,44 +89,36 @@ impl Audit {
     /// route, a token not honoured): `outcome` says why.
     pub fn refused(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
         let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-" };
-        self.emit(&e, outcome, 0, None);
+        self.emit(&e, outcome, 0, None, false);
     }
 
     /// A tool call refused for its caller's limits (a rate limit or a quota), with the tool known
     /// by its catalogue name: audited, and counted in the usage.
     pub fn limited(&self, e: &Entry, outcome: &str) {
-        self.emit(&e.fields(), outcome, 0, None);
-        self.count(e, outcome, 0);
+        self.emit(&e.fields(), outcome, 0, None, true);
     }
 
     /// The record of one forwarded call that ended with `outcome`.
     pub fn record(&self, e: &Entry, outcome: &str) {
         let duration_ms = e.started.elapsed().as_millis() as u64;
-        self.emit(&e.fields(), outcome, duration_ms, e.arguments.as_deref());
-        self.count(e, outcome, duration_ms);
+        self.emit(&e.fields(), outcome, duration_ms, e.arguments.as_deref(), true);
     }
 
-    /// Counts a tool call in the usage.
-    fn count(&self, e: &Entry, outcome: &str, duration_ms: u64) {
-        if let Some(u) = &self.usage
-            && e.method == "tools/call"
-        {
-            let (caller, tool) = (clean(&e.caller), clean(&e.item));
+    /// Writes the record everywhere it goes, its client-controlled values cleaned once; a tool
+    /// call whose tool is known (`counted`) is counted in the usage too.
+    fn emit(&self, e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>, counted: bool) {
+        let (caller, method, item) = (clean(e.caller), clean(e.method), clean(e.item));
+        let presented = e.presented.map(clean);
+        if let Some(u) = self.usage.as_ref().filter(|_| counted && e.method == "tools/call") {
             let row = RowRef {
                 caller: &caller,
-                tool: &tool,
-                upstream: &e.upstream,
-                endpoint: &e.endpoint,
+                tool: &item,
+                upstream: e.upstream,
+                endpoint: e.endpoint,
                 outcome: crate::usage::outcome_class(outcome),
             };
             u.record(row, duration_ms);
         }
-    }
-
-    /// Writes the record everywhere it goes.
-    fn emit(&self, e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
-        let (caller, method, item) = (clean(e.caller), clean(e.method), clean(e.item));
-        let presented = e.presented.map(clean);
         line(
             &Fields { caller: &caller, method: &method, item: &item, presented: presented.as_deref(), ..*e },
             outcome,
