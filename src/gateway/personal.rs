@@ -497,6 +497,21 @@ async fn personal_loop(gw: Weak<Gateway>, up: Arc<Upstream>, caller: String) {
     }
 }
 
+/// Where JWT callers sign in on a consent page: their issuer, asked for a token to the gateway's
+/// resource (`[auth] resource`, else the first audience that is a URL, else the public URL's
+/// `/mcp`), with the scopes every request needs.
+fn sign_in_at(config: &crate::config::Config, public_url: &str) -> Option<crate::identity::service::SignInAt> {
+    let jwt = config.auth.jwt.as_ref().filter(|_| config.auth.mode == crate::config::auth::AuthMode::Jwt)?;
+    let resource = config
+        .auth
+        .resource
+        .clone()
+        .or_else(|| jwt.audiences.iter().find(|a| a.starts_with("https://") || a.starts_with("http://")).cloned())
+        .unwrap_or_else(|| format!("{public_url}{}", config.server.path));
+    let scope = Some(config.auth.required_scopes.join(" ")).filter(|s| !s.is_empty());
+    Some(crate::identity::service::SignInAt { issuer: jwt.issuer.clone(), resource, scope })
+}
+
 /// The identity engine for a configuration with `[identity]`, or `None` without.
 pub(super) fn identity(
     config: &crate::config::Config,
@@ -552,6 +567,7 @@ pub(super) fn identity(
         client_metadata_url: ic.client_metadata_url(),
         client_metadata_usable: ic.client_metadata_url().starts_with("https://"),
         consent_url: format!("{}/oauth/connect", ic.public_url),
+        sign_in: sign_in_at(config, &ic.public_url),
     };
     let http = OAuthHttp::new(Rules { loopback: ic.allow_loopback });
     Ok(Some(Identity::new(settings, sealer.clone(), vault, http, protected).with_flows(flows)))

@@ -37,6 +37,8 @@ pub enum IdentityError {
     NoRegistration(String),
     #[error("the token endpoint refused the request (HTTP {status}{})", .error.as_deref().map(|e| format!(", {e}")).unwrap_or_default())]
     TokenRefused { status: u16, error: Option<String> },
+    #[error("this consent link was used already: start again from your client")]
+    Spent,
 }
 
 /// How the gateway authenticates to a token endpoint.

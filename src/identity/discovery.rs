@@ -21,6 +21,10 @@ pub enum DiscoveryError {
     IssuerMismatch { expected: String, found: String },
     #[error("the authorization server does not offer PKCE with S256 (code_challenge_methods_supported)")]
     NoPkce,
+    #[error(
+        "the authorization server {issuer} sends browsers to {endpoint}, another origin, without promising to name itself in its responses (RFC 9207 iss): refused as a possible mix-up"
+    )]
+    ForeignAuthorizationEndpoint { issuer: String, endpoint: String },
 }
 
 /// RFC 9728 protected-resource metadata (the members the gateway uses).
@@ -83,8 +87,24 @@ impl ServerMetadata {
         if !self.code_challenge_methods_supported.as_ref().is_some_and(|m| m.iter().any(|x| x == "S256")) {
             return Err(DiscoveryError::NoPkce);
         }
+        // Mix-up (RFC 9700 §4.4): a server whose metadata sends the browser to another origin's
+        // authorization endpoint could be pointing at an honest server, to receive its codes. Such
+        // metadata is taken only from a server that promises `iss` in its responses (RFC 9207),
+        // which then must name it, so another server's response is refused.
+        if origin_of(&self.authorization_endpoint) != origin_of(issuer) && self.authorization_response_iss_parameter_supported != Some(true)
+        {
+            return Err(DiscoveryError::ForeignAuthorizationEndpoint {
+                issuer: issuer.into(),
+                endpoint: self.authorization_endpoint.clone(),
+            });
+        }
         Ok(())
     }
+}
+
+/// The `scheme://host:port` of a URL (lower-cased), or `None`.
+fn origin_of(url: &str) -> Option<String> {
+    url::Url::parse(url).ok().map(|u| u.origin().ascii_serialization()).filter(|o| o != "null")
 }
 
 /// The canonical URI of a resource (RFC 8707 §2, the MCP spec): scheme and host lower-cased, no

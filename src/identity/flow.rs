@@ -41,6 +41,10 @@ pub struct Pending {
     pub browser: String,
     /// Whether the server promised `iss` in its responses (RFC 9207).
     pub iss_required: bool,
+    /// For a sign-in of the person on a consent page (not an upstream's authorization): the
+    /// consent link's grant to go back to.
+    #[serde(default)]
+    pub sign_in: Option<String>,
     #[serde(skip, default = "Instant::now")]
     started: Instant,
 }
@@ -72,6 +76,8 @@ pub enum FlowError {
 #[derive(Default)]
 pub struct Flows {
     pending: Mutex<HashMap<String, Pending>>,
+    /// Grant ids spent, and until when they are remembered (without `[cluster]`).
+    spent: Mutex<HashMap<String, Instant>>,
     shared: Option<(std::sync::Arc<crate::cluster::Cluster>, std::sync::Arc<crate::token::Sealer>)>,
 }
 
@@ -94,12 +100,32 @@ pub struct Start<'a> {
     pub scope: Option<&'a str>,
     /// The cookie nonce of the browser starting it.
     pub browser: &'a str,
+    /// For a sign-in on a consent page: that page's grant.
+    pub sign_in: Option<&'a str>,
 }
 
 impl Flows {
     /// Started authorizations shared by the replicas of a cluster through Redis.
     pub fn shared(cluster: std::sync::Arc<crate::cluster::Cluster>, sealer: std::sync::Arc<crate::token::Sealer>) -> Flows {
-        Flows { pending: Mutex::default(), shared: Some((cluster, sealer)) }
+        Flows { pending: Mutex::default(), spent: Mutex::default(), shared: Some((cluster, sealer)) }
+    }
+
+    /// Spends the one-time id `id` for `ttl` (what a consent link's grant carries): `true` the
+    /// first time, on any replica of a cluster.
+    pub async fn spend(&self, id: &str, ttl: Duration) -> Result<bool, FlowError> {
+        if let Some((cluster, _)) = &self.shared {
+            return cluster.claim(&format!("grant:{}", browser_check(id)), ttl).await.map_err(|e| FlowError::Unavailable(e.to_string()));
+        }
+        let mut spent = lock(&self.spent);
+        let now = Instant::now();
+        spent.retain(|_, until| *until > now);
+        if spent.len() >= MAX_PENDING {
+            // A flood of spent links can make links reusable only by pushing out the oldest.
+            if let Some(oldest) = spent.iter().min_by_key(|(_, until)| **until).map(|(k, _)| k.clone()) {
+                spent.remove(&oldest);
+            }
+        }
+        Ok(spent.insert(id.to_string(), now + ttl).is_none())
     }
 
     /// In a cluster, puts the authorization started as `state` where every replica can take it
@@ -147,6 +173,7 @@ impl Flows {
             verifier: pkce.verifier,
             browser: s.browser.into(),
             iss_required: server.authorization_response_iss_parameter_supported == Some(true),
+            sign_in: s.sign_in.map(str::to_string),
             started: Instant::now(),
         };
         let mut map = lock(&self.pending);
@@ -282,6 +309,7 @@ mod tests {
             resource: "https://mcp.linear.app/mcp",
             scope: Some("read write"),
             browser,
+            sign_in: None,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod flow;
 pub mod guard;
 pub mod pkce;
 pub mod service;
+pub mod single;
 pub mod vault;
 
 /// A loopback HTTP server for the identity tests: it answers paths with canned (status, headers,

@@ -13,18 +13,22 @@
 use super::challenge::Challenge;
 use super::client::{ClientAuth, IdentityError, OAuthHttp};
 use super::discovery::{self, ServerMetadata};
-use super::flow::{self, Flows, Start};
+use super::flow::{self, Flows};
+use super::single::Flights;
 use super::vault::{TokenSet, Vault, VaultKey};
 use crate::sync::lock;
 use crate::token::Sealer;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const GRANT_PURPOSE: &str = "mcpgate/identity/grant/v1";
 /// How long a consent link stays good.
 const GRANT_TTL: Duration = Duration::from_secs(15 * 60);
+/// The most one discovery of an upstream's authorization may take (every fetch included), and
+/// the most a request waits for one already running.
+const DISCOVERY_DEADLINE: Duration = Duration::from_secs(20);
+/// The same for one refresh of a caller's token.
+const REFRESH_DEADLINE: Duration = Duration::from_secs(20);
 /// A token closer to its expiry than this is refreshed first.
 const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 /// How many times in a row one caller is sent to consent to more scopes for one upstream before
@@ -58,13 +62,17 @@ pub struct Settings {
     /// Whether the client metadata document URL is one servers can fetch (https).
     pub client_metadata_usable: bool,
     pub consent_url: String,
+    /// Where JWT callers sign in on the consent page (their issuer), when callers are JWTs.
+    pub sign_in: Option<SignInAt>,
 }
 
-/// A consent link's payload.
-#[derive(Serialize, Deserialize)]
-struct Grant {
-    c: String,
-    u: String,
+/// The authorization server that issues the gateway's own JWT callers their tokens, and the
+/// resource (the gateway's) a sign-in asks a token for.
+#[derive(Clone)]
+pub struct SignInAt {
+    pub issuer: String,
+    pub resource: String,
+    pub scope: Option<String>,
 }
 
 /// What the engine learnt about an upstream's authorization, kept until it fails.
@@ -86,11 +94,13 @@ pub struct Identity {
     known: Mutex<HashMap<String, Known>>,
     /// Clients registered dynamically, by issuer.
     registered: Mutex<HashMap<String, ClientAuth>>,
-    /// Held while a token is refreshed, so concurrent calls refresh once (servers that rotate
-    /// refresh tokens take each one once).
-    refreshing: tokio::sync::Mutex<()>,
-    /// Held while an upstream's authorization is discovered.
-    learning: tokio::sync::Mutex<()>,
+    /// One refresh at a time per (caller, upstream), so concurrent calls refresh once (servers
+    /// that rotate refresh tokens take each one once) and a slow server holds only its own.
+    refreshing: Flights<(String, String)>,
+    /// One discovery at a time per upstream.
+    learning: Flights<String>,
+    /// The sign-in server's metadata, once fetched.
+    sign_in_server: Mutex<Option<ServerMetadata>>,
     /// Step-ups in a row per (caller, upstream), and when the run started.
     step_ups: Mutex<HashMap<(String, String), (u32, std::time::Instant)>>,
     /// Tokens got by token exchange, per (caller, upstream): the token, its expiry, and a digest
@@ -114,9 +124,12 @@ type Exchanged = (String, u64, Vec<u8>);
 
 /// What the redirect back completed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Completed {
-    pub caller: String,
-    pub upstream: String,
+pub enum Completed {
+    /// A caller connected an upstream with its own account.
+    Connected { caller: String, upstream: String },
+    /// A person signed in at the JWT callers' issuer on a consent page: the token they got (to be
+    /// checked as any caller's), the caller the consent link is for, and that link's grant.
+    SignedIn { caller: String, grant: String, token: String },
 }
 
 impl Identity {
@@ -130,8 +143,9 @@ impl Identity {
             protected: protected.into_iter().map(|p| (p.upstream.clone(), p)).collect(),
             known: Mutex::default(),
             registered: Mutex::default(),
-            refreshing: tokio::sync::Mutex::new(()),
-            learning: tokio::sync::Mutex::new(()),
+            refreshing: Flights::default(),
+            learning: Flights::default(),
+            sign_in_server: Mutex::default(),
             step_ups: Mutex::default(),
             exchanged: Mutex::default(),
         }
@@ -227,20 +241,26 @@ impl Identity {
 
     /// Discovers an upstream's authorization, unless it is known: from its challenge to an
     /// unauthenticated request, else from the well-known URLs.
+    /// One discovery runs per upstream at a time, under [`DISCOVERY_DEADLINE`]; a slow
+    /// authorization server holds only its own upstream's.
     pub async fn discover(&self, upstream: &str) -> Result<(), IdentityError> {
-        let _learning = self.learning.lock().await;
+        let slow = || IdentityError::Fetch { url: format!("{upstream}'s authorization server"), reason: "no answer in time".into() };
+        let _learning = self.learning.enter(&upstream.to_string(), DISCOVERY_DEADLINE).await.ok_or_else(slow)?;
         if lock(&self.known).contains_key(upstream) {
             return Ok(());
         }
         let Some(p) = self.protected.get(upstream) else { return Ok(()) };
-        let challenge = match self.http.challenge(&p.resource).await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::debug!(%upstream, error = %e, "no challenge from the upstream; discovery goes by the well-known URLs");
-                None
-            }
+        let learnt = async {
+            let challenge = match self.http.challenge(&p.resource).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(%upstream, error = %e, "no challenge from the upstream; discovery goes by the well-known URLs");
+                    None
+                }
+            };
+            self.learn(upstream, challenge.as_ref()).await
         };
-        self.learn(upstream, challenge.as_ref()).await
+        tokio::time::timeout(DISCOVERY_DEADLINE, learnt).await.map_err(|_| slow())?
     }
 
     /// The upstream refused a caller's token with HTTP `status` and `challenge` (its
@@ -358,7 +378,8 @@ impl Identity {
         if held.fresh(REFRESH_MARGIN) {
             return Some(held.access_token);
         }
-        let _refreshing = self.refreshing.lock().await;
+        let flight = (caller.to_string(), upstream.to_string());
+        let _refreshing = self.refreshing.enter(&flight, REFRESH_DEADLINE).await?;
         // Another call may have refreshed it meanwhile.
         let held = self.vault.get(&key)?;
         if held.fresh(REFRESH_MARGIN) {
@@ -372,7 +393,12 @@ impl Identity {
             None => self.client_for(p, &known.server).await.ok()?,
         };
         let body = flow::refresh_body(&refresh, &known.resource, held.scope.as_deref());
-        match self.http.token(&known.server, &auth, body).await {
+        let refreshed = tokio::time::timeout(REFRESH_DEADLINE, self.http.token(&known.server, &auth, body)).await;
+        let Ok(refreshed) = refreshed else {
+            tracing::info!(%upstream, "refreshing a caller's token took too long; this call goes without");
+            return None;
+        };
+        match refreshed {
             Ok(mut fresh) => {
                 // A server that does not rotate refresh tokens keeps the old one valid.
                 if fresh.refresh_token.is_none() {
@@ -418,64 +444,6 @@ impl Identity {
         Ok(())
     }
 
-    /// A consent link for a caller and an upstream (sealed: it names them and expires).
-    pub fn consent_link(&self, caller: &str, upstream: &str) -> Option<String> {
-        let grant = self.sealer.seal(GRANT_PURPOSE, &Grant { c: caller.into(), u: upstream.into() }).ok()?;
-        let q: String = form_urlencoded::Serializer::new(String::new()).append_pair("grant", &grant).finish();
-        Some(format!("{}?{q}", self.settings.consent_url))
-    }
-
-    /// Who and what a consent link is for, if it is genuine and current.
-    pub fn grant(&self, token: &str) -> Option<(String, String)> {
-        let g: Grant = self.sealer.open(GRANT_PURPOSE, token, GRANT_TTL)?;
-        self.protected.contains_key(&g.u).then_some((g.c, g.u))
-    }
-
-    /// Starts the authorization a consent link grants, in the browser whose cookie nonce is
-    /// `browser`: the URL to send that browser to.
-    pub async fn begin(&self, grant: &str, browser: &str) -> Result<String, IdentityError> {
-        let (caller, upstream) = self.grant(grant).ok_or(IdentityError::NotFound("this consent link".into()))?;
-        self.discover(&upstream).await?;
-        let known = lock(&self.known).get(&upstream).cloned().ok_or(IdentityError::NotFound(upstream.clone()))?;
-        let p = self.protected.get(&upstream).ok_or(IdentityError::NotFound(upstream.clone()))?;
-        let auth = self.client_for(p, &known.server).await?;
-        let start = Start {
-            caller: &caller,
-            upstream: &upstream,
-            client: &auth,
-            redirect_uri: &self.settings.redirect_uri,
-            resource: &known.resource,
-            scope: known.scope.as_deref(),
-            browser,
-        };
-        let started = self.flows.start(&known.server, &start).ok_or(IdentityError::NotFound("randomness".into()))?;
-        self.flows
-            .publish(&started.state)
-            .await
-            .map_err(|e| IdentityError::Fetch { url: "the shared store".into(), reason: e.to_string() })?;
-        Ok(started.authorize_url)
-    }
-
-    /// Completes an authorization the server redirected back: the code is exchanged and the
-    /// tokens are kept for the caller who started it.
-    pub async fn complete(&self, state: &str, code: &str, iss: Option<&str>, browser: Option<&str>) -> Result<Completed, CompleteError> {
-        let pending = self.flows.take(state, browser, iss).await?;
-        let known = lock(&self.known).get(&pending.upstream).cloned().ok_or(CompleteError::Forgotten)?;
-        if known.server.issuer != pending.issuer {
-            return Err(CompleteError::Forgotten);
-        }
-        // The client that started the flow exchanges its code (and keeps the tokens' refreshes).
-        let auth = pending.client.clone();
-        let mut tokens: TokenSet = self.http.token(&known.server, &auth, flow::code_exchange_body(&pending, code)).await?;
-        if tokens.scope.is_none() {
-            tokens.scope = known.scope.clone();
-        }
-        tokens.client = Some(auth);
-        let key = VaultKey { caller: pending.caller.clone(), upstream: pending.upstream.clone(), issuer: pending.issuer.clone() };
-        self.vault.put(&key, &tokens).map_err(|e| CompleteError::Vault(e.to_string()))?;
-        Ok(Completed { caller: pending.caller, upstream: pending.upstream })
-    }
-
     /// How the gateway is known to an authorization server, in the spec's order.
     async fn client_for(&self, p: &Protected, server: &ServerMetadata) -> Result<ClientAuth, IdentityError> {
         if server.client_id_metadata_document_supported == Some(true) && self.settings.client_metadata_usable {
@@ -499,7 +467,7 @@ impl Identity {
         if let Some(auth) = lock(&self.registered).get(&server.issuer).cloned() {
             return Ok(auth);
         }
-        let auth = self.http.register(server, &self.settings.redirect_uri).await?;
+        let auth = self.http.register(server, &self.redirect_uri_for(&server.issuer, false)).await?;
         lock(&self.registered).insert(server.issuer.clone(), auth.clone());
         Ok(auth)
     }
@@ -516,7 +484,12 @@ pub enum CompleteError {
     Forgotten,
     #[error("the token could not be kept: {0}")]
     Vault(String),
+    #[error(
+        "the sign-in came back to the address of another authorization server than it started at (a mix-up): start again from your client"
+    )]
+    MixUp,
 }
 
+mod grant;
 #[cfg(test)]
 mod tests;

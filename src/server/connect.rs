@@ -12,19 +12,24 @@
 use super::consent::{self, ConsentView};
 use super::http::{State, authenticate};
 use super::render::{self, Body};
+use crate::auth::Authenticator;
+use crate::config::auth::AuthMode;
 use crate::identity::flow::random_token;
+use crate::identity::service::Completed;
 use http::header::{CONTENT_TYPE, COOKIE, HOST, ORIGIN, SET_COOKIE};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The most a consent form may weigh.
 const MAX_FORM: usize = 16 * 1024;
 
 /// Whether `path` is one of these routes.
 pub fn owns(path: &str) -> bool {
-    matches!(path, "/oauth/connect" | "/oauth/callback" | "/oauth/client.json" | "/oauth/tokens" | "/oauth/tokens/revoke")
+    matches!(path, "/oauth/connect" | "/oauth/signin" | "/oauth/callback" | "/oauth/client.json" | "/oauth/tokens" | "/oauth/tokens/revoke")
+        || path.strip_prefix("/oauth/callback/").is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 fn query(req: &Request<Incoming>) -> HashMap<String, String> {
@@ -35,6 +40,47 @@ fn page(status: StatusCode, title: &str, message: &str) -> Response<Body> {
     consent::html(status, consent::message_page(title, message))
 }
 
+/// What the request's browser brings: its cookie nonce, whom it signed in as, and whether the
+/// cookies are the `__Host-` ones.
+struct Browser {
+    nonce: Option<String>,
+    signed_in: Option<String>,
+    secure: bool,
+}
+
+/// Where the pages run: the gateway, its identity engine, and whether the person must prove to
+/// be the caller (`None`: no authentication, so there is one caller and nothing to prove).
+struct Pages<'a> {
+    gw: &'a crate::gateway::Gateway,
+    identity: &'a crate::identity::service::Identity,
+    auth: Option<Arc<Authenticator>>,
+}
+
+impl Pages<'_> {
+    /// Whether the browser is (or need not be) the caller `caller`.
+    fn is(&self, b: &Browser, caller: &str) -> bool {
+        self.auth.is_none() || b.signed_in.as_deref() == Some(caller)
+    }
+}
+
+/// Every page checks Host like the MCP endpoint, and a form's Origin: the gateway's own public
+/// origin, or one the origin rule accepts. (A GET of these pages is a top-level navigation,
+/// often from the authorization server's origin, and changes nothing.)
+fn admitted(st: &State, req: &Request<Incoming>, public_url: &str) -> Result<(), String> {
+    let host = req.headers().get(HOST).and_then(|v| v.to_str().ok());
+    st.origin.check(None, host)?;
+    if req.method() != Method::GET {
+        let origin = req.headers().get(ORIGIN).and_then(|v| v.to_str().ok());
+        let own = url::Url::parse(public_url).ok().map(|u| u.origin().ascii_serialization());
+        if let Some(o) = origin
+            && own.as_deref() != Some(o.trim_end_matches('/'))
+        {
+            st.origin.check(Some(o), None)?;
+        }
+    }
+    Ok(())
+}
+
 pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Body> {
     let Some(gw) = st.console.as_ref() else { return render::plain(StatusCode::NOT_FOUND, "not found\n") };
     let Some(personal) = gw.personal.as_ref() else {
@@ -42,111 +88,246 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
     };
     let identity = &personal.identity;
     let settings = identity.settings();
-    let secure = settings.redirect_uri.starts_with("https://");
-    let cookies: Vec<&str> = req.headers().get_all(COOKIE).iter().filter_map(|v| v.to_str().ok()).collect();
-    let nonce = consent::cookie_nonce(cookies, secure);
+    if let Err(reason) = admitted(st, &req, &settings.consent_url) {
+        tracing::info!(%reason, "refused a request to the consent pages");
+        return page(StatusCode::FORBIDDEN, "Forbidden", &reason);
+    }
     let path = req.uri().path().to_string();
     if path.starts_with("/oauth/tokens") {
         return tokens(st, gw, req, peer).await;
     }
+    let secure = settings.redirect_uri.starts_with("https://");
+    let cookies: Vec<&str> = req.headers().get_all(COOKIE).iter().filter_map(|v| v.to_str().ok()).collect();
+    let nonce = consent::cookie_nonce(cookies.iter().copied(), secure);
+    let signed_in = consent::signed_in(&gw.sealer, cookies.iter().copied(), nonce.as_deref(), secure);
+    let browser = Browser { nonce, signed_in, secure };
+    let auth = st.authenticator().filter(|a| a.mode() != AuthMode::None);
+    let pages = Pages { gw, identity, auth };
     match (req.method().clone(), path.as_str()) {
         (Method::GET, "/oauth/client.json") => {
-            let mut r = Response::new(render::full(consent::client_metadata(&settings.client_metadata_url, &settings.redirect_uri)));
+            let doc = consent::client_metadata(&settings.client_metadata_url, &identity.redirect_uris());
+            let mut r = Response::new(render::full(doc));
             r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             r
         }
-        (Method::GET, "/oauth/connect") => {
-            let q = query(&req);
-            let grant = q.get("grant").cloned().unwrap_or_default();
-            let Some((caller, upstream)) = identity.grant(&grant) else {
-                return page(
-                    StatusCode::BAD_REQUEST,
-                    "This link is not valid",
-                    "The consent link is not valid or has expired (links last 15 minutes). Start again from your MCP client.",
-                );
-            };
-            if let Err(e) = identity.discover(&upstream).await {
-                tracing::warn!(%upstream, error = %e, "the upstream's authorization could not be discovered");
-                return page(StatusCode::BAD_GATEWAY, "Cannot connect", &format!("{upstream}'s sign-in could not be found: {e}"));
-            }
-            let (server, scopes) = identity.describe(&upstream).unwrap_or_default();
-            let (nonce, fresh) = match nonce {
-                Some(n) => (n, false),
-                None => match random_token() {
-                    Some(n) => (n, true),
-                    None => return page(StatusCode::INTERNAL_SERVER_ERROR, "Cannot connect", "No randomness is available."),
-                },
-            };
-            let Some(csrf) = consent::csrf_token(&gw.sealer, &nonce, &grant) else {
-                return page(StatusCode::INTERNAL_SERVER_ERROR, "Cannot connect", "The form could not be protected.");
-            };
-            let view = ConsentView {
-                caller: &caller,
-                upstream: &upstream,
-                scopes: scopes.as_deref(),
-                authorization_server: &server,
-                redirect_uri: &settings.redirect_uri,
-                grant: &grant,
-                csrf: &csrf,
-            };
-            let mut r = consent::html_sending_forms_to(StatusCode::OK, consent::consent_page(&view), Some(&server));
-            if fresh && let Ok(v) = HeaderValue::from_str(&consent::set_cookie(&nonce, secure)) {
-                r.headers_mut().insert(SET_COOKIE, v);
-            }
-            r
-        }
-        (Method::POST, "/oauth/connect") => {
-            let body = match Limited::new(req.into_body(), MAX_FORM).collect().await {
-                Ok(b) => b.to_bytes(),
-                Err(_) => return page(StatusCode::PAYLOAD_TOO_LARGE, "Cannot connect", "The form was too large."),
-            };
-            let form: HashMap<String, String> = form_urlencoded::parse(&body).into_owned().collect();
-            let grant = form.get("grant").cloned().unwrap_or_default();
-            let csrf = form.get("csrf").cloned().unwrap_or_default();
-            if !consent::csrf_ok(&gw.sealer, &csrf, nonce.as_deref(), &grant) {
-                tracing::warn!("refused a consent form whose CSRF token does not go with this browser");
-                return page(
-                    StatusCode::FORBIDDEN,
-                    "Cannot connect",
-                    "This form was not sent from the consent page this browser opened. Open the link from your client again.",
-                );
-            }
-            let Some(nonce) = nonce else { return page(StatusCode::FORBIDDEN, "Cannot connect", "Cookies are needed to connect.") };
-            match identity.begin(&grant, &nonce).await {
-                Ok(url) => consent::see_other(&url),
-                Err(e) => {
-                    tracing::warn!(error = %e, "an authorization could not be started");
-                    page(StatusCode::BAD_GATEWAY, "Cannot connect", &format!("The sign-in could not be started: {e}"))
-                }
-            }
-        }
-        (Method::GET, "/oauth/callback") => {
-            let q = query(&req);
-            if let Some(error) = q.get("error") {
-                // The state is not consumed: the person may try again from the same page.
-                let error = crate::audit::clean(error);
-                return page(StatusCode::BAD_REQUEST, "Not connected", &format!("The sign-in was not completed ({error})."));
-            }
-            let (Some(state), Some(code)) = (q.get("state"), q.get("code")) else {
-                return page(StatusCode::BAD_REQUEST, "Not connected", "The sign-in came back without a code or state.");
-            };
-            match identity.complete(state, code, q.get("iss").map(String::as_str), nonce.as_deref()).await {
-                Ok(done) => {
-                    tracing::info!(caller = %done.caller, upstream = %done.upstream, "a caller connected an upstream with its own account");
-                    gw.consented(&done.caller, &done.upstream).await;
-                    page(
-                        StatusCode::OK,
-                        &format!("Connected {}", done.upstream),
-                        &format!("{} is connected for {}. You can close this tab and return to your client.", done.upstream, done.caller),
-                    )
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "a redirect back from an authorization server was refused");
-                    page(StatusCode::BAD_REQUEST, "Not connected", &format!("The sign-in could not be completed: {e}"))
-                }
-            }
+        (Method::GET, "/oauth/connect") => connect_page(&pages, &query(&req), browser).await,
+        (Method::POST, "/oauth/signin") => match form(req).await {
+            Ok(f) => sign_in(&pages, &f, browser).await,
+            Err(r) => r,
+        },
+        (Method::POST, "/oauth/connect") => match form(req).await {
+            Ok(f) => start(&pages, &f, browser).await,
+            Err(r) => r,
+        },
+        (Method::GET, p) if p == "/oauth/callback" || p.starts_with("/oauth/callback/") => {
+            let reached = format!("{}{}", settings.redirect_uri, &p["/oauth/callback".len()..]);
+            callback(&pages, &query(&req), browser, &reached).await
         }
         _ => render::plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+    }
+}
+
+async fn form(req: Request<Incoming>) -> Result<HashMap<String, String>, Response<Body>> {
+    match Limited::new(req.into_body(), MAX_FORM).collect().await {
+        Ok(b) => Ok(form_urlencoded::parse(&b.to_bytes()).into_owned().collect()),
+        Err(_) => Err(page(StatusCode::PAYLOAD_TOO_LARGE, "Cannot connect", "The form was too large.")),
+    }
+}
+
+fn invalid_link() -> Response<Body> {
+    page(
+        StatusCode::BAD_REQUEST,
+        "This link is not valid",
+        "The consent link is not valid or has expired (links last 15 minutes). Start again from your MCP client.",
+    )
+}
+
+/// `GET /oauth/connect?grant=…`: the consent page for the link's caller, once the browser has
+/// proved to be that caller; the sign-in page before.
+async fn connect_page(pages: &Pages<'_>, q: &HashMap<String, String>, b: Browser) -> Response<Body> {
+    let grant = q.get("grant").cloned().unwrap_or_default();
+    let Some((caller, upstream)) = pages.identity.grant(&grant) else { return invalid_link() };
+    let (nonce, fresh) = match b.nonce.clone() {
+        Some(n) => (n, false),
+        None => match random_token() {
+            Some(n) => (n, true),
+            None => return page(StatusCode::INTERNAL_SERVER_ERROR, "Cannot connect", "No randomness is available."),
+        },
+    };
+    let Some(csrf) = consent::csrf_token(&pages.gw.sealer, &nonce, &grant) else {
+        return page(StatusCode::INTERNAL_SERVER_ERROR, "Cannot connect", "The form could not be protected.");
+    };
+    let mut r = if !pages.is(&b, &caller) {
+        let settings = pages.identity.settings();
+        let proof = match (&pages.auth, &settings.sign_in) {
+            (Some(a), Some(at)) if a.mode() == AuthMode::Jwt => consent::Proof::Issuer(&at.issuer),
+            _ => consent::Proof::Key,
+        };
+        let other = b.signed_in.as_deref().filter(|o| *o != caller);
+        let view = consent::SignInView { caller: &caller, upstream: &upstream, proof, other, grant: &grant, csrf: &csrf };
+        let target = settings.sign_in.as_ref().map(|s| s.issuer.as_str());
+        consent::html_sending_forms_to(StatusCode::OK, consent::sign_in_page(&view), target)
+    } else {
+        if let Err(e) = pages.identity.discover(&upstream).await {
+            tracing::warn!(%upstream, error = %e, "the upstream's authorization could not be discovered");
+            return page(StatusCode::BAD_GATEWAY, "Cannot connect", &format!("{upstream}'s sign-in could not be found: {e}"));
+        }
+        let (server, scopes) = pages.identity.describe(&upstream).unwrap_or_default();
+        let settings = pages.identity.settings();
+        let view = ConsentView {
+            caller: &caller,
+            upstream: &upstream,
+            scopes: scopes.as_deref(),
+            authorization_server: &server,
+            redirect_uri: &settings.redirect_uri,
+            grant: &grant,
+            csrf: &csrf,
+        };
+        consent::html_sending_forms_to(StatusCode::OK, consent::consent_page(&view), Some(&server))
+    };
+    if fresh && let Ok(v) = HeaderValue::from_str(&consent::set_cookie(&nonce, b.secure)) {
+        r.headers_mut().append(SET_COOKIE, v);
+    }
+    r
+}
+
+/// The form's grant, once its CSRF token goes with this browser and that grant.
+fn checked_form(pages: &Pages<'_>, f: &HashMap<String, String>, b: &Browser) -> Result<(String, String, String, String), Response<Body>> {
+    let grant = f.get("grant").cloned().unwrap_or_default();
+    let csrf = f.get("csrf").map(String::as_str).unwrap_or_default();
+    if !consent::csrf_ok(&pages.gw.sealer, csrf, b.nonce.as_deref(), &grant) {
+        tracing::warn!("refused a consent form whose CSRF token does not go with this browser");
+        return Err(page(
+            StatusCode::FORBIDDEN,
+            "Cannot connect",
+            "This form was not sent from the consent page this browser opened. Open the link from your client again.",
+        ));
+    }
+    let Some(nonce) = b.nonce.clone() else { return Err(page(StatusCode::FORBIDDEN, "Cannot connect", "Cookies are needed to connect.")) };
+    let Some((caller, upstream)) = pages.identity.grant(&grant) else { return Err(invalid_link()) };
+    Ok((grant, nonce, caller, upstream))
+}
+
+/// The refusal of a person who proved to be another caller than the link's.
+fn not_the_caller(link_caller: &str, upstream: &str) -> Response<Body> {
+    tracing::warn!(caller = %link_caller, %upstream, "refused a consent link opened by someone who is not its caller");
+    page(
+        StatusCode::FORBIDDEN,
+        "Not your link",
+        &format!(
+            "This link is for the caller {link_caller}, and you signed in as another caller. A consent link works only for the caller \
+             who asked for it: start again from your own client."
+        ),
+    )
+}
+
+/// `POST /oauth/signin`: the person proves to be the link's caller, with its API key (checked
+/// like a request's) or by a sign-in at the JWT callers' issuer.
+async fn sign_in(pages: &Pages<'_>, f: &HashMap<String, String>, b: Browser) -> Response<Body> {
+    let (grant, nonce, caller, upstream) = match checked_form(pages, f, &b) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let Some(auth) = pages.auth.as_ref() else { return back_to_link(pages, &grant, None) };
+    if auth.mode() == AuthMode::Jwt {
+        return match pages.identity.begin_sign_in(&grant, &nonce).await {
+            Ok(url) => consent::see_other(&url),
+            Err(e) => {
+                tracing::warn!(error = %e, "a sign-in at the callers' issuer could not be started");
+                page(StatusCode::BAD_GATEWAY, "Cannot sign in", &format!("The sign-in could not be started: {e}"))
+            }
+        };
+    }
+    let key = f.get("key").map(|k| k.trim()).unwrap_or_default();
+    match bearer_caller(auth, key).await {
+        Some(id) if id == caller => back_to_link(pages, &grant, consent::set_signed_in(&pages.gw.sealer, &caller, &nonce, b.secure)),
+        Some(_) => not_the_caller(&caller, &upstream),
+        None => page(StatusCode::FORBIDDEN, "Not signed in", "That is not a key of this gateway. Try again from the link."),
+    }
+}
+
+/// Who a bearer credential authenticates as, checked exactly as on a request.
+async fn bearer_caller(auth: &Authenticator, credential: &str) -> Option<String> {
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {credential}")).ok()?);
+    auth.authenticate(&headers).await.ok().map(|p| p.id.clone())
+}
+
+/// Back to the consent link (303), with the signed-in cookie when one was earned.
+fn back_to_link(pages: &Pages<'_>, grant: &str, cookie: Option<String>) -> Response<Body> {
+    let q: String = form_urlencoded::Serializer::new(String::new()).append_pair("grant", grant).finish();
+    let mut r = consent::see_other(&format!("{}?{q}", pages.identity.settings().consent_url));
+    if let Some(v) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        r.headers_mut().append(SET_COOKIE, v);
+    }
+    r
+}
+
+/// `POST /oauth/connect`: the consent form; only the link's own caller may start it, once.
+async fn start(pages: &Pages<'_>, f: &HashMap<String, String>, b: Browser) -> Response<Body> {
+    let (grant, nonce, caller, upstream) = match checked_form(pages, f, &b) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if !pages.is(&b, &caller) {
+        return match b.signed_in {
+            Some(_) => not_the_caller(&caller, &upstream),
+            None => {
+                page(StatusCode::FORBIDDEN, "Not signed in", &format!("Sign in as {caller} first: open the link from your client again."))
+            }
+        };
+    }
+    match pages.identity.begin(&grant, &nonce).await {
+        Ok(url) => consent::see_other(&url),
+        Err(e) => {
+            tracing::warn!(error = %e, "an authorization could not be started");
+            page(StatusCode::BAD_GATEWAY, "Cannot connect", &format!("The sign-in could not be started: {e}"))
+        }
+    }
+}
+
+/// `GET /oauth/callback[/<server>]`: an authorization server sends the browser back.
+async fn callback(pages: &Pages<'_>, q: &HashMap<String, String>, b: Browser, reached: &str) -> Response<Body> {
+    if let Some(error) = q.get("error") {
+        // The state is not consumed: the person may try again from the same page.
+        let error = crate::audit::clean(error);
+        return page(StatusCode::BAD_REQUEST, "Not connected", &format!("The sign-in was not completed ({error})."));
+    }
+    let (Some(state), Some(code)) = (q.get("state"), q.get("code")) else {
+        return page(StatusCode::BAD_REQUEST, "Not connected", "The sign-in came back without a code or state.");
+    };
+    match pages.identity.complete(state, code, q.get("iss").map(String::as_str), b.nonce.as_deref(), reached).await {
+        Ok(Completed::Connected { caller, upstream }) => {
+            tracing::info!(%caller, %upstream, "a caller connected an upstream with its own account");
+            pages.gw.consented(&caller, &upstream).await;
+            page(
+                StatusCode::OK,
+                &format!("Connected {upstream}"),
+                &format!("{upstream} is connected for {caller}. You can close this tab and return to your client."),
+            )
+        }
+        Ok(Completed::SignedIn { caller, grant, token }) => {
+            let upstream = pages.identity.grant(&grant).map(|(_, u)| u).unwrap_or_default();
+            let who = match pages.auth.as_ref() {
+                Some(auth) => bearer_caller(auth, &token).await,
+                None => None,
+            };
+            match (who, b.nonce.as_deref()) {
+                (Some(id), Some(nonce)) if id == caller => {
+                    back_to_link(pages, &grant, consent::set_signed_in(&pages.gw.sealer, &caller, nonce, b.secure))
+                }
+                (Some(_), _) => not_the_caller(&caller, &upstream),
+                (None, _) => page(
+                    StatusCode::FORBIDDEN,
+                    "Not signed in",
+                    "The token the sign-in gave is not one this gateway accepts from its callers (issuer, audience or scopes).",
+                ),
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "a redirect back from an authorization server was refused");
+            page(StatusCode::BAD_REQUEST, "Not connected", &format!("The sign-in could not be completed: {e}"))
+        }
     }
 }
 

@@ -16,6 +16,9 @@ use std::time::Duration;
 
 const CSRF_PURPOSE: &str = "mcpgate/identity/consent-csrf/v1";
 const CSRF_TTL: Duration = Duration::from_secs(15 * 60);
+const SIGNED_IN_PURPOSE: &str = "mcpgate/identity/signed-in/v1";
+/// How long a browser stays signed in as a caller for consent pages.
+const SIGNED_IN_TTL: Duration = Duration::from_secs(15 * 60);
 
 /// The cookie that binds a consent to one browser: `__Host-` (Secure, no Domain, Path=/) over
 /// https; a plain name on http loopback, where browsers refuse Secure cookies.
@@ -31,11 +34,41 @@ pub fn set_cookie(nonce: &str, secure: bool) -> String {
 
 /// The nonce a request's `Cookie` header carries, if any.
 pub fn cookie_nonce<'a>(cookies: impl IntoIterator<Item = &'a str>, secure: bool) -> Option<String> {
-    let name = cookie_name(secure);
+    cookie(cookies, cookie_name(secure))
+}
+
+fn cookie<'a>(cookies: impl IntoIterator<Item = &'a str>, name: &str) -> Option<String> {
     cookies.into_iter().flat_map(|h| h.split(';')).find_map(|c| {
         let (k, v) = c.trim().split_once('=')?;
         (k == name && !v.is_empty()).then(|| v.to_string())
     })
+}
+
+/// The cookie that says which caller the person in this browser proved to be.
+fn signed_in_name(secure: bool) -> &'static str {
+    if secure { "__Host-mcpgate-signed-in" } else { "mcpgate-signed-in" }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SignedIn {
+    /// The caller.
+    c: String,
+    /// The browser's cookie nonce it goes with.
+    n: String,
+}
+
+/// The `Set-Cookie` value that signs this browser (nonce `nonce`) in as `caller`.
+pub fn set_signed_in(sealer: &Sealer, caller: &str, nonce: &str, secure: bool) -> Option<String> {
+    let sealed = sealer.seal(SIGNED_IN_PURPOSE, &SignedIn { c: caller.into(), n: nonce.into() }).ok()?;
+    let secure_attr = if secure { "; Secure" } else { "" };
+    Some(format!("{}={sealed}; Path=/; HttpOnly; SameSite=Lax; Max-Age=900{secure_attr}", signed_in_name(secure)))
+}
+
+/// The caller this browser (nonce `nonce`) signed in as, if any and still current.
+pub fn signed_in<'a>(sealer: &Sealer, cookies: impl IntoIterator<Item = &'a str>, nonce: Option<&str>, secure: bool) -> Option<String> {
+    let sealed = cookie(cookies, signed_in_name(secure))?;
+    let s: SignedIn = sealer.open(SIGNED_IN_PURPOSE, &sealed, SIGNED_IN_TTL)?;
+    nonce.is_some_and(|n| n == s.n).then_some(s.c)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -93,6 +126,56 @@ pub fn consent_page(v: &ConsentView<'_>) -> String {
     )
 }
 
+/// How the person proves to be the caller a consent link is for.
+pub enum Proof<'a> {
+    /// The caller's API key, typed on the page.
+    Key,
+    /// A sign-in at the JWT callers' issuer.
+    Issuer(&'a str),
+}
+
+/// What the sign-in page shows.
+pub struct SignInView<'a> {
+    pub caller: &'a str,
+    pub upstream: &'a str,
+    pub proof: Proof<'a>,
+    /// Whom this browser is signed in as now, if someone else.
+    pub other: Option<&'a str>,
+    pub grant: &'a str,
+    pub csrf: &'a str,
+}
+
+/// The page that asks the person to prove they are the caller before consent.
+pub fn sign_in_page(v: &SignInView<'_>) -> String {
+    let other = v
+        .other
+        .map(|o| {
+            format!("<p id=\"other\">This browser is signed in as <strong>{}</strong>, not as the caller this link is for.</p>", escape(o))
+        })
+        .unwrap_or_default();
+    let proof = match v.proof {
+        Proof::Key => "<label for=\"key\">API key of this caller</label><br><input type=\"password\" id=\"key\" name=\"key\" \
+                       autocomplete=\"off\" required size=\"48\"><br><br><button type=\"submit\" id=\"sign-in\">Sign in</button>"
+            .to_string(),
+        Proof::Issuer(issuer) => format!("<button type=\"submit\" id=\"sign-in\">Sign in at {}</button>", escape(issuer)),
+    };
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sign in to connect {upstream} — mcpgate</title>\
+         <style>body{{font:16px system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem}}\
+         button{{font-size:1rem;padding:.5rem 1.2rem}}</style></head><body>\
+         <h1>Sign in as {caller}</h1>\
+         <p>This link connects <strong>{upstream}</strong> for the caller <strong>{caller}</strong> of this gateway. \
+         Only {caller} may use it: sign in as {caller} first. If someone sent you this link, close this page: \
+         continuing would let them act with your account.</p>{other}\
+         <form method=\"post\" action=\"/oauth/signin\"><input type=\"hidden\" name=\"grant\" value=\"{grant}\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">{proof}</form></body></html>",
+        upstream = escape(v.upstream),
+        caller = escape(v.caller),
+        grant = escape(v.grant),
+        csrf = escape(v.csrf),
+    )
+}
+
 /// A short page with a title and a message (the outcome of the redirect, or a refusal).
 pub fn message_page(title: &str, message: &str) -> String {
     format!(
@@ -139,11 +222,11 @@ pub fn see_other(location: &str) -> Response<Body> {
 
 /// The gateway's OAuth client metadata document (draft-ietf-oauth-client-id-metadata-document):
 /// its own URL is the `client_id`.
-pub fn client_metadata(url: &str, redirect_uri: &str) -> String {
+pub fn client_metadata(url: &str, redirect_uris: &[String]) -> String {
     serde_json::json!({
         "client_id": url,
         "client_name": "mcpgate",
-        "redirect_uris": [redirect_uri],
+        "redirect_uris": redirect_uris,
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
@@ -235,9 +318,11 @@ mod tests {
 
     #[test]
     fn the_client_metadata_document_names_itself() {
-        let doc: serde_json::Value =
-            serde_json::from_str(&client_metadata("https://gw.example.com/oauth/client.json", "https://gw.example.com/oauth/callback"))
-                .expect("json");
+        let doc: serde_json::Value = serde_json::from_str(&client_metadata(
+            "https://gw.example.com/oauth/client.json",
+            &["https://gw.example.com/oauth/callback".into()],
+        ))
+        .expect("json");
         assert_eq!(doc["client_id"], "https://gw.example.com/oauth/client.json");
         assert_eq!(doc["redirect_uris"][0], "https://gw.example.com/oauth/callback");
         assert_eq!(doc["token_endpoint_auth_method"], "none");

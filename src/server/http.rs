@@ -117,7 +117,7 @@ impl State {
     }
 
     /// The authenticator in effect: the service's (a reload may replace it), else the listener's.
-    fn authenticator(&self) -> Option<Arc<Authenticator>> {
+    pub(super) fn authenticator(&self) -> Option<Arc<Authenticator>> {
         self.svc.authenticator().or_else(|| self.auth.clone())
     }
 }

@@ -302,6 +302,17 @@ impl Cluster {
         self.run("once_take", call.invoke_async(&mut conn)).await
     }
 
+    /// Claims `key` for `ttl`, once across every replica: `true` for the first claim, `false`
+    /// while an earlier one lasts (what makes a grant single-use in a cluster).
+    pub async fn claim(&self, key: &str, ttl: Duration) -> Result<bool, ClusterError> {
+        let mut conn = self.conn.clone();
+        let k = self.key(&format!("claim:{key}"));
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let set: Option<String> =
+            self.run("claim", redis::cmd("SET").arg(&k).arg("1").arg("NX").arg("PX").arg(ms).query_async(&mut conn)).await?;
+        Ok(set.is_some())
+    }
+
     /// Counts a request decided without Redis.
     pub fn failed(&self, mode: FailMode) {
         match mode {

@@ -45,6 +45,7 @@ async fn engine_with(
         client_metadata_url: "https://gw.example.com/oauth/client.json".into(),
         client_metadata_usable: true,
         consent_url: "https://gw.example.com/oauth/connect".into(),
+        sign_in: None,
     };
     let (client_id, client_issuer) = match configured {
         Some((id, issuer)) => (Some(id.to_string()), Some(issuer.map(str::to_string).unwrap_or_else(|| base.clone()))),
@@ -80,15 +81,25 @@ async fn a_caller_consents_once_and_then_calls_with_its_own_token() {
     assert_eq!(q["client_id"], "dyn-1", "registered dynamically: the server has no client metadata documents");
     assert_eq!(q["scope"], "files:read", "scopes from the resource metadata");
     assert_eq!(q["resource"], format!("{base}/mcp"));
-    assert_eq!(q["redirect_uri"], "https://gw.example.com/oauth/callback");
+    let redirect = format!("https://gw.example.com/oauth/callback/{}", grant::server_id(&base));
+    assert_eq!(q["redirect_uri"], redirect, "a redirect URI of this authorization server's own");
+    assert!(id.redirect_uris().contains(&redirect), "the client metadata document lists it");
+
+    // A consent link starts one authorization only.
+    assert!(matches!(id.begin(&grant, "browser-1").await, Err(IdentityError::Spent)), "a link is single-use");
 
     // The server sends the browser back; another browser, or no iss, does not complete it.
     let state = q["state"].clone();
-    assert!(matches!(id.complete(&state, "code-1", Some(&base), Some("browser-2")).await, Err(CompleteError::Flow(_))));
-    let authorize = id.begin(&grant, "browser-1").await.expect("begin again");
-    let state = query(&authorize)["state"].clone();
-    let done = id.complete(&state, "code-1", Some(&base), Some("browser-1")).await.expect("complete");
-    assert_eq!(done, Completed { caller: "alice".into(), upstream: "files".into() });
+    assert!(matches!(id.complete(&state, "code-1", Some(&base), Some("browser-2"), &redirect).await, Err(CompleteError::Flow(_))));
+    let fresh = |id: &Identity| query(&id.consent_link("alice", "files").expect("link"))["grant"].clone();
+    // A response that reaches another server's redirect URI is a mix-up: refused (and spent).
+    let state = query(&id.begin(&fresh(&id), "browser-1").await.expect("begin"))["state"].clone();
+    let elsewhere = "https://gw.example.com/oauth/callback/another-server";
+    assert!(matches!(id.complete(&state, "code-1", Some(&base), Some("browser-1"), elsewhere).await, Err(CompleteError::MixUp)));
+    assert!(matches!(id.complete(&state, "code-1", Some(&base), Some("browser-1"), &redirect).await, Err(CompleteError::Flow(_))));
+    let state = query(&id.begin(&fresh(&id), "browser-1").await.expect("begin again"))["state"].clone();
+    let done = id.complete(&state, "code-1", Some(&base), Some("browser-1"), &redirect).await.expect("complete");
+    assert_eq!(done, Completed::Connected { caller: "alice".into(), upstream: "files".into() });
     assert_eq!(id.token("alice", "files").await.as_deref(), Some("alice-token"));
     assert_eq!(id.token("bob", "files").await, None, "bob has not consented");
 
@@ -140,4 +151,95 @@ async fn client_metadata_documents_come_first_and_expired_tokens_are_refreshed()
     assert!(
         refresh.contains(&format!("resource={}", form_urlencoded::byte_serialize(format!("{base}/mcp").as_bytes()).collect::<String>()))
     );
+}
+
+/// A server that accepts connections and never answers (a stalled authorization server).
+async fn stalled() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    base
+}
+
+#[tokio::test]
+async fn one_stalled_authorization_server_holds_only_its_own_upstream() {
+    let (id, _, _) = engine(r#"{"access_token":"t","token_type":"Bearer"}"#, true).await;
+    let slow_base = stalled().await;
+    let mut protected: Vec<Protected> = id.protected.values().cloned().collect();
+    protected.push(Protected {
+        upstream: "slow".into(),
+        resource: format!("{slow_base}/mcp"),
+        client_id: None,
+        client_issuer: None,
+        client_secret: None,
+        scopes: None,
+        exchange: false,
+    });
+    let id = Arc::new(Identity::new(
+        id.settings.clone(),
+        sealer(),
+        Vault::in_memory(sealer()),
+        OAuthHttp::new(Rules { loopback: true }),
+        protected,
+    ));
+    let stuck = tokio::spawn({
+        let id = id.clone();
+        async move { id.discover("slow").await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Another upstream's discovery, and a consent link's start there, do not wait for the stalled one.
+    let other = tokio::time::timeout(Duration::from_secs(8), id.discover("files")).await;
+    assert!(matches!(other, Ok(Ok(()))), "the healthy upstream's discovery went on: {:?}", other.map(|r| r.map_err(|e| e.to_string())));
+    assert!(!stuck.is_finished(), "the stalled server is still being waited for");
+    stuck.abort();
+}
+
+#[tokio::test]
+async fn metadata_that_sends_browsers_to_another_origin_needs_iss() {
+    // A hostile authorization server names an honest one's authorization endpoint (mix-up).
+    let (honest, _) = server(|_| vec![]).await;
+    let (id, _, _) = {
+        let honest = honest.clone();
+        let (base, seen) = server(move |base| {
+            let prm = format!(r#"{{"resource":"{base}/mcp","authorization_servers":["{base}"]}}"#);
+            let asm = format!(
+                r#"{{"issuer":"{base}","authorization_endpoint":"{honest}/authorize","token_endpoint":"{base}/token","code_challenge_methods_supported":["S256"],"registration_endpoint":"{base}/register"}}"#
+            );
+            vec![
+                ("/.well-known/oauth-protected-resource/mcp", 200, vec![], prm),
+                ("/.well-known/oauth-authorization-server", 200, vec![], asm),
+                ("/register", 201, vec![], r#"{"client_id":"dyn-1"}"#.into()),
+            ]
+        })
+        .await;
+        let (template, _, _) = engine("{}", true).await;
+        let p = Protected {
+            upstream: "files".into(),
+            resource: format!("{base}/mcp"),
+            client_id: None,
+            client_issuer: None,
+            client_secret: None,
+            scopes: None,
+            exchange: false,
+        };
+        (
+            Identity::new(
+                template.settings.clone(),
+                sealer(),
+                Vault::in_memory(sealer()),
+                OAuthHttp::new(Rules { loopback: true }),
+                vec![p],
+            ),
+            base,
+            seen,
+        )
+    };
+    let grant = query(&id.consent_link("alice", "files").expect("link"))["grant"].clone();
+    let refused = id.begin(&grant, "b").await.expect_err("refused");
+    assert!(refused.to_string().contains("mix-up"), "{refused}");
 }
