@@ -206,7 +206,9 @@ pub fn html_sending_forms_to(status: StatusCode, body: String, origin: Option<&s
         h.insert(http::header::CONTENT_SECURITY_POLICY, v);
     }
     h.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    // `same-origin`: no referrer leaves for another origin, and the pages' own forms carry their
+    // Origin (with `no-referrer` browsers send `Origin: null`, which the Origin check refuses).
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     r
 }

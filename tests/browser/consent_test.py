@@ -4,13 +4,21 @@ account, in headless Chromium (Debian's chromium + chromedriver, through Seleniu
 Each caller is an everyday MCP client (the official Python SDK, protocol 2026-07-28, its API key
 as the bearer). It lists the tools, sees the upstream's `connect` tool, calls it, and gets a URL
 elicitation; its elicitation handler does what the person does: opens the link in the browser,
-reads the gateway's consent page, continues to the authorization server, signs in as the user,
-approves, and lands back on the gateway. The retry succeeds, the upstream's tools are listed, and
-`whoami` (answered by the upstream from the token it validated) names the user. Then alice's
-accounts are revoked through the gateway's API: her next call asks for consent again (declined
-here), while bob's still goes through.
+signs in to the gateway as the caller (its API key, on the page), reads the consent page, continues
+to the authorization server, signs in as the user, approves, and lands back on the gateway. The
+retry succeeds, the upstream's tools are listed, and `whoami` (answered by the upstream from the
+token it validated) names the user.
 
-Usage: consent_test.py GATEWAY_BASE KEY_ALICE KEY_BOB SCREENSHOT_DIR
+Then the phishing case of the spec's URL-mode elicitation: mallory's client is sent to consent and
+mallory hands the link to bob. Bob's browser (signed in at the authorization server from his own
+consent) opens it: the gateway asks him to sign in as mallory; his own key is refused as another
+caller's, and the consent form, posted without that sign-in, is refused too. In a second browser
+alice (signed in there as well) opens bob's next link, leaked: refused the same way. Mallory still
+has nothing connected, and a link, once used, does not start a second authorization. Finally
+alice's accounts are revoked through the gateway's API: her next call asks for consent again
+(declined here), while bob's still goes through.
+
+Usage: consent_test.py GATEWAY_BASE KEY_ALICE KEY_BOB KEY_MALLORY SCREENSHOT_DIR
 Prints one JSON line per step; any failed expectation raises and exits non-zero.
 """
 
@@ -48,10 +56,20 @@ def heading(d: webdriver.Chrome) -> str:
 
 
 
-def consent_in_browser(d: webdriver.Chrome, link: str, user: str, shots: str, base: str) -> None:
+def sign_in_as(d: webdriver.Chrome, key: str) -> None:
+    """The gateway's sign-in page: the caller's API key, typed in."""
+    d.find_element(By.ID, "key").send_keys(key)
+    d.find_element(By.ID, "sign-in").click()
+
+
+def consent_in_browser(d: webdriver.Chrome, link: str, user: str, key: str, shots: str, base: str) -> None:
     """What the person does with the link the client shows."""
     wait = WebDriverWait(d, 20, ignored_exceptions=(StaleElementReferenceException,))
     d.get(link)
+    wait.until(lambda d: heading(d) == f"Sign in as {user}")
+    if user == "alice":
+        d.save_screenshot(os.path.join(shots, "consent-sign-in.png"))
+    sign_in_as(d, key)
     wait.until(lambda d: heading(d).startswith("Connect "))
     page = d.page_source
     assert user in page and "files" in page, "the consent page names the caller and the upstream"
@@ -88,7 +106,7 @@ async def connect_and_call(d: webdriver.Chrome, url: str, base: str, user: str, 
     async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         assert getattr(params, "mode", None) == "url", params
         asked.append(params.url)
-        await anyio.to_thread.run_sync(consent_in_browser, d, params.url, user, shots, base)
+        await anyio.to_thread.run_sync(consent_in_browser, d, params.url, user, key, shots, base)
         return types.ElicitResult(action="accept")
 
     async with client(url, key, on_elicit) as c:
@@ -129,24 +147,106 @@ async def after_revoke(url: str, base: str, keys: dict[str, str]) -> None:
     emit(step="revoked", alice_asked_again=True, bob="you are bob")
 
 
+async def link_for(url: str, key: str) -> str:
+    """A fresh consent link of the caller with `key`, as its client is shown it (not opened)."""
+    links: list[str] = []
+
+    async def keep(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        links.append(params.url)
+        return types.ElicitResult(action="decline")
+
+    async with client(url, key, keep) as c:
+        try:
+            await c.call_tool("files__connect", {})
+        except Exception:  # noqa: BLE001 - a declined consent may end the call either way
+            pass
+    assert links and all("/oauth/connect?grant=" in link for link in links), links
+    return links[-1]
+
+
+def refused_as_another_caller(d: webdriver.Chrome, link: str, owner: str, own_key: str) -> None:
+    """Someone who is not the link's caller opens it: asked to sign in as the owner, their own key
+    is refused, and the consent form, posted without that sign-in, is refused as well."""
+    wait = WebDriverWait(d, 20, ignored_exceptions=(StaleElementReferenceException,))
+    d.get(link)
+    wait.until(lambda d: heading(d) == f"Sign in as {owner}")
+    assert d.find_elements(By.ID, "key") and not d.find_elements(By.ID, "allow"), "no consent before the sign-in"
+    grant = d.find_element(By.NAME, "grant").get_attribute("value")
+    csrf = d.find_element(By.NAME, "csrf").get_attribute("value")
+    sign_in_as(d, own_key)
+    wait.until(lambda d: heading(d) == "Not your link")
+    # The consent form itself, posted from this browser with the page's own tokens.
+    d.get(link)
+    wait.until(lambda d: heading(d) == f"Sign in as {owner}")
+    assert d.find_elements(By.ID, "other"), "the page says this browser is someone else"
+    d.execute_script(
+        "const f=document.createElement('form');f.method='post';f.action='/oauth/connect';"
+        "for (const [k,v] of [['grant',arguments[0]],['csrf',arguments[1]]]) {"
+        "const i=document.createElement('input');i.type='hidden';i.name=k;i.value=v;f.appendChild(i);}"
+        "document.body.appendChild(f);f.submit();",
+        grant,
+        csrf,
+    )
+    wait.until(lambda d: heading(d) == "Not your link")
+    assert "127.0.0.1" in d.current_url and "/oauth/connect" in d.current_url, d.current_url
+
+
+async def phishing(url: str, base: str, keys: dict[str, str], victim: webdriver.Chrome, other: webdriver.Chrome) -> None:
+    # Mallory's link, opened by bob (the victim) in his own browser.
+    link = await link_for(url, keys["mallory"])
+    await anyio.to_thread.run_sync(refused_as_another_caller, victim, link, "mallory", keys["bob"])
+    # Another of mallory's links, leaked to alice (the reverse: it would bind alice's account to
+    # mallory), opened in alice's browser.
+    leaked = await link_for(url, keys["mallory"])
+    await anyio.to_thread.run_sync(refused_as_another_caller, other, leaked, "mallory", keys["alice"])
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with client(url, keys["mallory"], never) as c:
+        names = [t.name for t in (await c.list_tools()).tools]
+        assert names == ["files__connect"], f"nothing was connected for mallory: {names}"
+    emit(step="phishing refused", mallory_tools=names)
+
+
+def single_use(d: webdriver.Chrome, link: str, key: str, owner: str) -> None:
+    """The owner uses a link once; the same link does not start a second authorization."""
+    wait = WebDriverWait(d, 20, ignored_exceptions=(StaleElementReferenceException,))
+    for attempt in (1, 2):
+        d.get(link)
+        wait.until(lambda d: heading(d) in (f"Sign in as {owner}", f"Connect files"))
+        if heading(d) == f"Sign in as {owner}":
+            sign_in_as(d, key)
+            wait.until(lambda d: heading(d) == "Connect files")
+        d.find_element(By.ID, "allow").click()
+        if attempt == 1:
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "input[name=login]"))
+        else:
+            wait.until(lambda d: heading(d) == "Cannot connect")
+            assert "used already" in d.page_source, d.page_source
+    emit(step="single use", owner=owner)
+
+
 async def main_async(base: str, keys: dict[str, str], shots: str) -> None:
     url = f"{base}/mcp"
-    d = browser("1000,800")
+    # Each person has their own browser.
+    browsers = {user: browser("1000,800") for user in ("alice", "bob")}
     try:
         for user in ("alice", "bob"):
-            # Each person has their own browser (cookies of the last one go).
-            if d.current_url.startswith("http"):
-                d.delete_all_cookies()
-            await connect_and_call(d, url, base, user, keys[user], shots)
+            await connect_and_call(browsers[user], url, base, user, keys[user], shots)
+        await phishing(url, base, keys, browsers["bob"], browsers["alice"])
+        link = await link_for(url, keys["mallory"])
+        await anyio.to_thread.run_sync(single_use, browsers["alice"], link, keys["mallory"], "mallory")
     finally:
-        d.quit()
+        for d in browsers.values():
+            d.quit()
     await after_revoke(url, base, keys)
 
 
 def main() -> None:
-    base, alice, bob, shots = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    base, alice, bob, mallory, shots = sys.argv[1:6]
     os.makedirs(shots, exist_ok=True)
-    anyio.run(main_async, base.rstrip("/"), {"alice": alice, "bob": bob}, shots)
+    anyio.run(main_async, base.rstrip("/"), {"alice": alice, "bob": bob, "mallory": mallory}, shots)
     print("ok", flush=True)
 
 

@@ -88,18 +88,20 @@ async fn two_callers_connect_an_oauth_upstream_each_with_their_own_account() {
         "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
          [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nadmin = true\nallow = [\"*\"]\n\n\
          [[caller]]\nid = \"bob\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[caller]]\nid = \"mallory\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
          [console]\nenabled = true\n\n\
          [identity]\npublic_url = \"http://127.0.0.1:{gw_port}\"\nvault = {vault:?}\nallow_loopback = true\n\n\
          [[upstream]]\nid = \"files\"\nurl = \"{rs_url}\"\ntimeout = \"20s\"\n[upstream.user_auth]\n",
         crate::callers::hash("alice-key"),
         crate::callers::hash("bob-key"),
+        crate::callers::hash("mallory-key"),
     );
     let key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     let gw = gateway_on_port(&config, gw_port, &[("MCPGATE_TOKEN_KEY", key)]);
     let shots = repo().join(".work/screenshots");
     let out = Command::new(python())
         .arg(repo().join("tests/browser/consent_test.py"))
-        .args([gw.base.as_str(), "alice-key", "bob-key"])
+        .args([gw.base.as_str(), "alice-key", "bob-key", "mallory-key"])
         .arg(&shots)
         .output()
         .expect("run the browser test");
@@ -107,7 +109,10 @@ async fn two_callers_connect_an_oauth_upstream_each_with_their_own_account() {
     assert!(out.status.success(), "the browser test failed:\n{stdout}\n{stderr}\ngateway log:\n{}", gw.proc.log());
     assert!(stdout.contains(r#""whoami": "you are alice""#) && stdout.contains(r#""whoami": "you are bob""#), "{stdout}");
     assert!(stdout.lines().last() == Some("ok"), "{stdout}");
-    for shot in ["consent-page.png", "consent-done.png"] {
+    assert!(stdout.contains(r#""step": "phishing refused""#) && stdout.contains(r#""step": "single use""#), "{stdout}");
+    let early = gw.proc.log();
+    assert!(early.contains("refused a consent link opened by someone who is not its caller"), "{early}");
+    for shot in ["consent-sign-in.png", "consent-page.png", "consent-done.png"] {
         let size = std::fs::metadata(shots.join(shot)).map(|m| m.len()).unwrap_or(0);
         assert!(size > 5_000, "a real screenshot of {shot}: {size} bytes");
     }
