@@ -16,15 +16,15 @@ use std::time::{Duration, Instant};
 
 const LEGACY: &str = "2025-11-25";
 
-fn cookie_of(r: &Resp) -> String {
+pub(crate) fn cookie_of(r: &Resp) -> String {
     r.headers.get("set-cookie").and_then(|v| v.to_str().ok()).and_then(|c| c.split(';').next()).unwrap_or_default().to_string()
 }
 
-fn header(r: &Resp, name: &str) -> String {
+pub(crate) fn header(r: &Resp, name: &str) -> String {
     r.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
 }
 
-async fn get_with(url: &str, headers: &[(&str, &str)]) -> Resp {
+pub(crate) async fn get_with(url: &str, headers: &[(&str, &str)]) -> Resp {
     let mut b = http::Request::get(url);
     for (k, v) in headers {
         b = b.header(*k, *v);
@@ -36,19 +36,35 @@ async fn get_with(url: &str, headers: &[(&str, &str)]) -> Resp {
 /// names), submits it, signs in at the authorization server (which approves at once), and is sent
 /// back; the redirect back is delivered to `callback_base` instead (another replica behind the
 /// same public URL).
-async fn consent(link: &str, callback_base: &str) -> String {
-    let page = get(link).await.expect("the consent page");
-    assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
-    let cookie = cookie_of(&page);
-    let html = String::from_utf8_lossy(&page.body).to_string();
-    let field = |name: &str| {
+async fn consent(link: &str, key: &str, callback_base: &str) -> String {
+    let origin = link.split("/oauth/").next().expect("a base").to_string();
+    let field = |html: &str, name: &str| {
         let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("no {name} in the page: {html}"));
         let rest = &html[at + name.len() + 15..];
         rest[..rest.find('"').expect("a closing quote")].to_string()
     };
-    let form =
-        form_urlencoded::Serializer::new(String::new()).append_pair("grant", &field("grant")).append_pair("csrf", &field("csrf")).finish();
-    let origin = link.split("/oauth/").next().expect("a base").to_string();
+    // First the sign-in as the link's caller, with its key.
+    let page = get(link).await.expect("the sign-in page");
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    assert!(page.status == 200 && html.contains("Sign in as"), "{html}");
+    let nonce = cookie_of(&page);
+    let form = form_urlencoded::Serializer::new(String::new())
+        .append_pair("grant", &field(&html, "grant"))
+        .append_pair("csrf", &field(&html, "csrf"))
+        .append_pair("key", key)
+        .finish();
+    let signed =
+        post_raw(&format!("{origin}/oauth/signin"), &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &nonce)], form)
+            .await;
+    assert_eq!(signed.status, 303, "{}", String::from_utf8_lossy(&signed.body));
+    let cookie = format!("{nonce}; {}", cookie_of(&signed));
+    let page = get_with(link, &[("Cookie", &cookie)]).await;
+    assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    let form = form_urlencoded::Serializer::new(String::new())
+        .append_pair("grant", &field(&html, "grant"))
+        .append_pair("csrf", &field(&html, "csrf"))
+        .finish();
     let posted =
         post_raw(&format!("{origin}/oauth/connect"), &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &cookie)], form)
             .await;
@@ -74,12 +90,12 @@ async fn legacy_post(url: &str, key: &str, session: Option<&str>, body: Value) -
     post_raw(url, &h, body.to_string()).await
 }
 
-async fn call_as(url: &str, key: &str, tool: &str) -> Value {
+pub(crate) async fn call_as(url: &str, key: &str, tool: &str) -> Value {
     let auth = format!("Bearer {key}");
     rpc_with(url, "tools/call", json!({ "name": tool, "arguments": {} }), &[("authorization", &auth)]).await.message()
 }
 
-fn link_in(text: &str) -> String {
+pub(crate) fn link_in(text: &str) -> String {
     let at = text.find("http://").unwrap_or_else(|| panic!("no link in {text}"));
     text[at..].split_whitespace().next().unwrap_or_default().to_string()
 }
@@ -135,7 +151,7 @@ async fn a_consent_started_on_one_replica_connects_the_caller_on_all_of_them() {
     assert!(link.starts_with(&format!("http://127.0.0.1:{public}/oauth/connect?grant=")), "{link}");
 
     // The consent page and its form on replica b; the redirect back reaches replica a.
-    let page = consent(link, &a.base).await;
+    let page = consent(link, "alice-key", &a.base).await;
     assert!(page.contains("Connected files"), "{page}");
 
     // Replica a announces the end of the elicitation to the legacy client that was sent to it.

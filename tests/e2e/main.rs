@@ -17,6 +17,7 @@ mod endpoints;
 mod experience;
 mod identity;
 mod identity_cluster;
+mod identity_signin;
 mod input;
 mod interop;
 mod legacy;

@@ -56,7 +56,7 @@ def basic_client(request: Request) -> str | None:
     return client if CLIENTS.get(client) == secret else None
 
 
-def build(issuer: str, log_file: str) -> Starlette:
+def build(issuer: str, log_file: str, jwt_resource: str | None = None) -> Starlette:
     key = ec.generate_private_key(ec.SECP256R1())
     numbers = key.public_key().public_numbers()
     jwk = {"kty": "EC", "crv": "P-256", "x": b64(numbers.x), "y": b64(numbers.y), "kid": "k1", "alg": "ES256", "use": "sig"}
@@ -127,6 +127,11 @@ def build(issuer: str, log_file: str) -> Starlette:
                     or grant["redirect_uri"] != form.get("redirect_uri") or grant["resource"] != form.get("resource"):
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
             log({"grant_type": "authorization_code", "sub": grant["sub"], "resource": grant["resource"], "client_id": grant["client_id"]})
+            if jwt_resource and grant["resource"] == jwt_resource:
+                now = int(time.time())
+                claims = {"iss": issuer, "sub": grant["sub"], "aud": jwt_resource, "iat": now, "exp": now + 600, "client_id": grant["client_id"]}
+                access = jwt.encode(claims, key, algorithm="ES256", headers={"kid": "k1", "typ": "at+jwt"})
+                return JSONResponse({"access_token": access, "token_type": "Bearer", "expires_in": 600})
             return issue(grant["sub"], grant["resource"], grant["client_id"])
         if basic_client(request) != "gw-client":
             return JSONResponse({"error": "invalid_client"}, status_code=401)
@@ -140,7 +145,8 @@ def build(issuer: str, log_file: str) -> Starlette:
         if not resource:
             return JSONResponse({"error": "invalid_target"}, status_code=400)
         log({"grant_type": EXCHANGE, "sub": subject["sub"], "resource": resource, "audience": form.get("audience"),
-             "subject_token_type": form.get("subject_token_type"), "client_id": "gw-client"})
+             "subject_token_type": form.get("subject_token_type"), "client_id": "gw-client",
+             "subject_digest": hashlib.sha256(str(form.get("subject_token")).encode()).hexdigest()})
         return issue(subject["sub"], resource, "gw-client")
 
     async def introspect(request: Request) -> JSONResponse:
@@ -164,11 +170,11 @@ def build(issuer: str, log_file: str) -> Starlette:
 
 
 def main() -> None:
-    if len(sys.argv) != 3:
-        sys.exit("usage: idp.py <port> <log-file>")
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: idp.py <port> <log-file> [<jwt-resource>]")
     sock = bind_loopback(int(sys.argv[1]), "idp")
     issuer = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    app = build(issuer, sys.argv[2])
+    app = build(issuer, sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
     anyio.run(lambda: serve_asgi(app, 0, "idp", sock=sock))
 
 

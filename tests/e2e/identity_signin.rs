@@ -1,0 +1,162 @@
+//! The consent link of a JWT caller: before the consent page, the person in the browser signs in
+//! at the callers' own issuer (tests/py/idp.py, which approves at once as the user `login_hint`
+//! names), and the token it gives must be one the gateway accepts from that very caller. Someone
+//! who signs in as another user is refused, and nothing is connected for the link's caller; the
+//! link's own caller connects, and their calls reach the upstream with their own token. The browser
+//! is played over plain HTTP (redirects followed by hand, cookies kept), as the identity cluster
+//! test does.
+
+use crate::harness::*;
+use crate::identity::{listening, protected_server};
+use crate::identity_cluster::{call_as, cookie_of, get_with, header, link_in};
+use std::process::Command;
+
+/// A browser: its cookies, by name.
+#[derive(Default)]
+struct Browser {
+    cookies: Vec<(String, String)>,
+}
+
+impl Browser {
+    fn cookie(&self) -> String {
+        self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ")
+    }
+
+    fn keep(&mut self, r: &Resp) {
+        for v in r.headers.get_all("set-cookie") {
+            let Some((k, v)) = v.to_str().ok().and_then(|c| c.split(';').next()).and_then(|c| c.split_once('=')) else { continue };
+            self.cookies.retain(|(name, _)| name != k);
+            self.cookies.push((k.to_string(), v.to_string()));
+        }
+    }
+
+    /// GETs `url` (the gateway's cookies only go to the gateway), following redirects.
+    async fn open(&mut self, url: &str, gateway: &str) -> (Resp, String) {
+        let mut url = url.to_string();
+        for _ in 0..8 {
+            let cookie = if url.starts_with(gateway) { self.cookie() } else { String::new() };
+            let r = get_with(&url, &[("Cookie", &cookie)]).await;
+            self.keep(&r);
+            if !(300..400).contains(&r.status) {
+                return (r, url);
+            }
+            url = header(&r, "location");
+            if url.starts_with('/') {
+                url = format!("{gateway}{url}");
+            }
+        }
+        panic!("too many redirects at {url}");
+    }
+
+    /// POSTs a form of the gateway's, then follows where it leads.
+    async fn submit(&mut self, url: &str, fields: &[(&str, &str)], gateway: &str) -> (Resp, String) {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in fields {
+            form.append_pair(k, v);
+        }
+        let cookie = self.cookie();
+        let r = post_raw(
+            url,
+            &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &cookie), ("Origin", gateway)],
+            form.finish(),
+        )
+        .await;
+        self.keep(&r);
+        if (300..400).contains(&r.status) {
+            let next = header(&r, "location");
+            return self.open(&next, gateway).await;
+        }
+        (r, url.to_string())
+    }
+}
+
+fn field(html: &str, name: &str) -> String {
+    let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("no {name} in the page: {html}"));
+    let rest = &html[at + name.len() + 15..];
+    rest[..rest.find('"').expect("a closing quote")].to_string()
+}
+
+fn heading(r: &Resp) -> String {
+    let html = String::from_utf8_lossy(&r.body);
+    html.split("<h1>").nth(1).and_then(|h| h.split("</h1>").next()).unwrap_or_default().to_string()
+}
+
+/// The person signs in at the issuer as `user` from the sign-in page of `link`: where that ends.
+async fn sign_in_at_issuer(b: &mut Browser, link: &str, user: &str, gateway: &str) -> Resp {
+    let (page, _) = b.open(link, gateway).await;
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    assert!(heading(&page).starts_with("Sign in as") && html.contains("Sign in at http://127.0.0.1:"), "{html}");
+    let cookie = b.cookie();
+    let posted = post_raw(
+        &format!("{gateway}/oauth/signin"),
+        &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &cookie), ("Origin", gateway)],
+        form_urlencoded::Serializer::new(String::new())
+            .append_pair("grant", &field(&html, "grant"))
+            .append_pair("csrf", &field(&html, "csrf"))
+            .finish(),
+    )
+    .await;
+    assert_eq!(posted.status, 303, "{}", String::from_utf8_lossy(&posted.body));
+    // The issuer signs in whoever `login_hint` names.
+    let authorize = format!("{}&login_hint={user}", header(&posted, "location"));
+    b.open(&authorize, gateway).await.0
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jwt_callers_link_needs_a_sign_in_as_that_caller_at_its_issuer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw_port = free_port();
+    let gateway = format!("http://127.0.0.1:{gw_port}");
+    let resource = format!("{gateway}/mcp");
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("tests/py/idp.py")).arg("0").arg(dir.path().join("issued")).arg(&resource);
+    let (_idp, issuer) = listening(cmd, "the identity provider");
+    let (_rs, rs_url) = protected_server(&issuer, &dir.path().join("seen"));
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n\
+         [auth]\nmode = \"jwt\"\nissuer = \"{issuer}\"\naudience = [\"mcpgate-test\", \"{resource}\"]\njwks_url = \"{issuer}/jwks\"\n\n\
+         [identity]\npublic_url = \"{gateway}\"\nvault = {:?}\nallow_loopback = true\n\n\
+         [[upstream]]\nid = \"files\"\nurl = \"{rs_url}\"\ntimeout = \"20s\"\n[upstream.user_auth]\n",
+        dir.path().join("vault.json"),
+    );
+    let gw = gateway_on_port(&config, gw_port, &[("MCPGATE_TOKEN_KEY", &"5a".repeat(32))]);
+    let mint = |sub: &str| {
+        let url = format!("{issuer}/mint?sub={sub}&aud=mcpgate-test");
+        let out = Command::new(python())
+            .args(["-c", "import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1]).read().decode())", &url])
+            .output()
+            .expect("mint a token");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a minted token");
+        v["token"].as_str().unwrap_or_default().to_string()
+    };
+    let (alice, mallory) = (mint("alice"), mint("mallory"));
+
+    // Mallory's link, opened by bob, who signs in at the issuer as himself: refused.
+    let link = link_in(&text_of(&call_as(&gw.url, &mallory, "files__connect").await));
+    let mut bobs = Browser::default();
+    let refused = sign_in_at_issuer(&mut bobs, &link, "bob", &gateway).await;
+    assert_eq!((refused.status, heading(&refused).as_str()), (403, "Not your link"), "{}", String::from_utf8_lossy(&refused.body));
+    let (page, _) = bobs.open(&link, &gateway).await;
+    assert_eq!(heading(&page), "Sign in as mallory", "bob's browser is still not mallory's");
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    let (posted, _) = bobs
+        .submit(&format!("{gateway}/oauth/connect"), &[("grant", &field(&html, "grant")), ("csrf", &field(&html, "csrf"))], &gateway)
+        .await;
+    assert_eq!((posted.status, heading(&posted).as_str()), (403, "Not signed in"), "the consent form refuses him too");
+    let still = call_as(&gw.url, &mallory, "files__connect").await;
+    assert!(text_of(&still).contains("/oauth/connect?grant="), "nothing was connected for mallory: {still}");
+
+    // Alice's own link, signed in as alice: the consent page, the upstream's sign-in, connected.
+    let link = link_in(&text_of(&call_as(&gw.url, &alice, "files__connect").await));
+    let mut hers = Browser::default();
+    let back = sign_in_at_issuer(&mut hers, &link, "alice", &gateway).await;
+    assert_eq!(heading(&back), "Connect files", "{}\n{}", String::from_utf8_lossy(&back.body), gw.proc.log());
+    let html = String::from_utf8_lossy(&back.body).to_string();
+    let (done, _) = hers
+        .submit(&format!("{gateway}/oauth/connect"), &[("grant", &field(&html, "grant")), ("csrf", &field(&html, "csrf"))], &gateway)
+        .await;
+    assert_eq!((done.status, heading(&done).as_str()), (200, "Connected files"), "{}", String::from_utf8_lossy(&done.body));
+    let who = call_as(&gw.url, &alice, "files__whoami").await;
+    assert_eq!(text_of(&who), "you are alice", "{who}");
+    assert!(gw.proc.log().contains("refused a consent link opened by someone who is not its caller"));
+}
