@@ -33,6 +33,19 @@ pub struct Principal {
     pub rate: Option<Rate>,
     /// The virtual server (`[[endpoint]]` path) the caller came through; `None` for the root.
     pub endpoint: Option<Arc<str>>,
+    /// The JWT this request carried, kept only when some upstream exchanges it (RFC 8693): the
+    /// request's own token is the one exchanged, never another request's.
+    pub subject_token: Option<SubjectToken>,
+}
+
+/// A caller's validated JWT, as a subject token for token exchange; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SubjectToken(pub Arc<str>);
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(..)")
+    }
 }
 
 impl Principal {
@@ -45,6 +58,7 @@ impl Principal {
             scopes: Vec::new(),
             rate: None,
             endpoint: None,
+            subject_token: None,
         })
     }
 
@@ -164,6 +178,7 @@ impl Authenticator {
             scopes: Vec::new(),
             rate: c.rate_limit,
             endpoint: None,
+            subject_token: None,
         })
     }
 
@@ -195,7 +210,16 @@ impl Authenticator {
         }
         let rate = matched.iter().find_map(|c| c.rate_limit);
         self.keep_subject(&subject, token, &claims);
-        Ok(Principal { id: subject, rules: matched.iter().map(|c| c.id.clone()).collect(), grants, scopes, rate, endpoint: None })
+        let subject_token = self.subjects.as_ref().map(|_| SubjectToken(Arc::from(token)));
+        Ok(Principal {
+            id: subject,
+            rules: matched.iter().map(|c| c.id.clone()).collect(),
+            grants,
+            scopes,
+            rate,
+            endpoint: None,
+            subject_token,
+        })
     }
 
     /// Each scope table with the kinds of item it covers.

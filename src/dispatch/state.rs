@@ -169,6 +169,7 @@ mod tests {
             scopes: vec![],
             rate: None,
             endpoint: None,
+            subject_token: None,
         })
     }
 

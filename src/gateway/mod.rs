@@ -8,6 +8,7 @@
 
 mod maintain;
 mod personal;
+pub use personal::REQUEST_SUBJECT;
 pub mod pins;
 mod reads;
 mod reload;

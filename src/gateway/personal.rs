@@ -70,9 +70,24 @@ struct CallerToken {
     exchange: Option<Weak<Gateway>>,
 }
 
+tokio::task_local! {
+    /// The JWT of the request being served (set around its upstream work by the dispatch), so a
+    /// token exchange made for it exchanges that request's own token.
+    pub static REQUEST_SUBJECT: crate::auth::SubjectToken;
+}
+
 impl CallerToken {
+    /// The subject token to exchange: the current request's own JWT; for work no request asked
+    /// for (a probe, a list refresh of the caller's handle), the caller's latest valid one.
+    fn subject(&self, gw: &Weak<Gateway>) -> Option<String> {
+        match REQUEST_SUBJECT.try_with(|s| s.0.to_string()) {
+            Ok(own) => Some(own),
+            Err(_) => gw.upgrade()?.auth().subject_token(&self.caller),
+        }
+    }
+
     async fn exchanged(&self, gw: &Weak<Gateway>) -> Option<String> {
-        let subject = gw.upgrade()?.auth().subject_token(&self.caller)?;
+        let subject = self.subject(gw)?;
         match self.identity.exchanged(&self.caller, &self.upstream, &subject).await {
             Ok(t) => Some(t),
             Err(e) => {
@@ -572,3 +587,6 @@ pub(super) fn identity(
     let http = OAuthHttp::new(Rules { loopback: ic.allow_loopback });
     Ok(Some(Identity::new(settings, sealer.clone(), vault, http, protected).with_flows(flows)))
 }
+
+#[cfg(test)]
+mod tests;

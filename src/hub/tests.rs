@@ -31,6 +31,7 @@ fn caller(rule: &str, allow: &[&str]) -> Arc<Principal> {
         scopes: Vec::new(),
         rate: None,
         endpoint: None,
+        subject_token: None,
     })
 }
 

@@ -4,7 +4,7 @@
 //! who signs in as another user is refused, and nothing is connected for the link's caller; the
 //! link's own caller connects, and their calls reach the upstream with their own token. The browser
 //! is played over plain HTTP (redirects followed by hand, cookies kept), as the identity cluster
-//! test does.
+//! test does. Every OAuth page checks Host, and a form's Origin.
 
 use crate::harness::*;
 use crate::identity::{listening, protected_server};
@@ -130,6 +130,22 @@ async fn a_jwt_callers_link_needs_a_sign_in_as_that_caller_at_its_issuer() {
         v["token"].as_str().unwrap_or_default().to_string()
     };
     let (alice, mallory) = (mint("alice"), mint("mallory"));
+
+    // Every page checks Host, like the MCP endpoint (a rebound name reaches none of them).
+    for path in ["/oauth/connect?grant=x", "/oauth/callback?state=s&code=c", "/oauth/callback/abc?state=s&code=c", "/oauth/client.json"] {
+        let r = get_with(&format!("{gateway}{path}"), &[("Host", "evil.example")]).await;
+        assert_eq!(r.status, 403, "{path} with a foreign Host: {}", String::from_utf8_lossy(&r.body));
+        let r = get_with(&format!("{gateway}{path}"), &[]).await;
+        assert_ne!(r.status, 403, "{path} with the gateway's own Host");
+    }
+    // A form posted from another origin is refused before anything else.
+    let r = post_raw(
+        &format!("{gateway}/oauth/signin"),
+        &[("Origin", "http://evil.example"), ("Content-Type", "application/x-www-form-urlencoded")],
+        "grant=x&csrf=y",
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
 
     // Mallory's link, opened by bob, who signs in at the issuer as himself: refused.
     let link = link_in(&text_of(&call_as(&gw.url, &mallory, "files__connect").await));
