@@ -113,11 +113,11 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
         (Method::GET, "/oauth/connect") => connect_page(&pages, &query(&req), browser).await,
         (Method::POST, "/oauth/signin") => match form(req).await {
             Ok(f) => sign_in(&pages, &f, browser).await,
-            Err(r) => r,
+            Err(r) => *r,
         },
         (Method::POST, "/oauth/connect") => match form(req).await {
             Ok(f) => start(&pages, &f, browser).await,
-            Err(r) => r,
+            Err(r) => *r,
         },
         (Method::GET, p) if p == "/oauth/callback" || p.starts_with("/oauth/callback/") => {
             let reached = format!("{}{}", settings.redirect_uri, &p["/oauth/callback".len()..]);
@@ -127,10 +127,10 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
     }
 }
 
-async fn form(req: Request<Incoming>) -> Result<HashMap<String, String>, Response<Body>> {
+async fn form(req: Request<Incoming>) -> Result<HashMap<String, String>, Box<Response<Body>>> {
     match Limited::new(req.into_body(), MAX_FORM).collect().await {
         Ok(b) => Ok(form_urlencoded::parse(&b.to_bytes()).into_owned().collect()),
-        Err(_) => Err(page(StatusCode::PAYLOAD_TOO_LARGE, "Cannot connect", "The form was too large.")),
+        Err(_) => Err(Box::new(page(StatusCode::PAYLOAD_TOO_LARGE, "Cannot connect", "The form was too large."))),
     }
 }
 
@@ -192,20 +192,31 @@ async fn connect_page(pages: &Pages<'_>, q: &HashMap<String, String>, b: Browser
 }
 
 /// The form's grant, once its CSRF token goes with this browser and that grant.
-fn checked_form(pages: &Pages<'_>, f: &HashMap<String, String>, b: &Browser) -> Result<(String, String, String, String), Response<Body>> {
+fn checked_form(pages: &Pages<'_>, f: &HashMap<String, String>, b: &Browser) -> Result<Checked, Box<Response<Body>>> {
     let grant = f.get("grant").cloned().unwrap_or_default();
     let csrf = f.get("csrf").map(String::as_str).unwrap_or_default();
     if !consent::csrf_ok(&pages.gw.sealer, csrf, b.nonce.as_deref(), &grant) {
         tracing::warn!("refused a consent form whose CSRF token does not go with this browser");
-        return Err(page(
+        return Err(Box::new(page(
             StatusCode::FORBIDDEN,
             "Cannot connect",
             "This form was not sent from the consent page this browser opened. Open the link from your client again.",
-        ));
+        )));
     }
-    let Some(nonce) = b.nonce.clone() else { return Err(page(StatusCode::FORBIDDEN, "Cannot connect", "Cookies are needed to connect.")) };
-    let Some((caller, upstream)) = pages.identity.grant(&grant) else { return Err(invalid_link()) };
-    Ok((grant, nonce, caller, upstream))
+    let Some(nonce) = b.nonce.clone() else {
+        return Err(Box::new(page(StatusCode::FORBIDDEN, "Cannot connect", "Cookies are needed to connect.")));
+    };
+    let Some((caller, upstream)) = pages.identity.grant(&grant) else { return Err(Box::new(invalid_link())) };
+    Ok(Checked { grant, nonce, caller, upstream })
+}
+
+/// A form that passed its CSRF check: its grant, the browser's nonce, the grant's caller and
+/// upstream.
+struct Checked {
+    grant: String,
+    nonce: String,
+    caller: String,
+    upstream: String,
 }
 
 /// The refusal of a person who proved to be another caller than the link's.
@@ -224,9 +235,9 @@ fn not_the_caller(link_caller: &str, upstream: &str) -> Response<Body> {
 /// `POST /oauth/signin`: the person proves to be the link's caller, with its API key (checked
 /// like a request's) or by a sign-in at the JWT callers' issuer.
 async fn sign_in(pages: &Pages<'_>, f: &HashMap<String, String>, b: Browser) -> Response<Body> {
-    let (grant, nonce, caller, upstream) = match checked_form(pages, f, &b) {
+    let Checked { grant, nonce, caller, upstream } = match checked_form(pages, f, &b) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let Some(auth) = pages.auth.as_ref() else { return back_to_link(pages, &grant, None) };
     if auth.mode() == AuthMode::Jwt {
@@ -265,9 +276,9 @@ fn back_to_link(pages: &Pages<'_>, grant: &str, cookie: Option<String>) -> Respo
 
 /// `POST /oauth/connect`: the consent form; only the link's own caller may start it, once.
 async fn start(pages: &Pages<'_>, f: &HashMap<String, String>, b: Browser) -> Response<Body> {
-    let (grant, nonce, caller, upstream) = match checked_form(pages, f, &b) {
+    let Checked { grant, nonce, caller, upstream } = match checked_form(pages, f, &b) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if !pages.is(&b, &caller) {
         return match b.signed_in {

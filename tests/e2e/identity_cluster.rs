@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 const LEGACY: &str = "2025-11-25";
 
-pub(crate) fn cookie_of(r: &Resp) -> String {
+fn cookie_of(r: &Resp) -> String {
     r.headers.get("set-cookie").and_then(|v| v.to_str().ok()).and_then(|c| c.split(';').next()).unwrap_or_default().to_string()
 }
 

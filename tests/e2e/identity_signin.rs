@@ -8,7 +8,7 @@
 
 use crate::harness::*;
 use crate::identity::{listening, protected_server};
-use crate::identity_cluster::{call_as, cookie_of, get_with, header, link_in};
+use crate::identity_cluster::{call_as, get_with, header, link_in};
 use std::process::Command;
 
 /// A browser: its cookies, by name.
