@@ -271,10 +271,14 @@ impl Gateway {
     async fn refresh_one(&self, up: &Arc<Upstream>) {
         if let Some(p) = self.personal.as_ref().filter(|_| self.is_personal(up.index)) {
             // Never called with a credential of the gateway's: only where its authorization lives
-            // is learnt (each caller's own handle probes and lists it).
-            if let Err(e) = p.identity.discover(up.id()).await {
-                tracing::warn!(upstream = %up.id(), error = %e, "the upstream's authorization could not be discovered yet");
-            }
+            // is learnt (each caller's own handle probes and lists it), in the background, so a
+            // slow authorization server does not hold the catalogue (its `connect` tool needs none).
+            let (identity, id) = (p.identity.clone(), up.id().to_string());
+            self.tasks.spawn(async move {
+                if let Err(e) = identity.discover(&id).await {
+                    tracing::warn!(upstream = %id, error = %e, "the upstream's authorization could not be discovered yet");
+                }
+            });
             return;
         }
         let before = up.state().status.clone();

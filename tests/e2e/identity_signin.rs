@@ -176,3 +176,43 @@ async fn a_jwt_callers_link_needs_a_sign_in_as_that_caller_at_its_issuer() {
     assert_eq!(text_of(&who), "you are alice", "{who}");
     assert!(gw.proc.log().contains("refused a consent link opened by someone who is not its caller"));
 }
+
+/// A server that accepts connections and never answers: a stalled upstream and authorization server.
+fn stalled() -> (String, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let held = std::thread::spawn(move || {
+        let mut sockets = Vec::new();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < until {
+            match listener.accept() {
+                Ok((s, _)) => sockets.push(s),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+    });
+    (base, held)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_authorization_server_does_not_hold_the_catalogue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (slow, _held) = stalled();
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n\
+         [identity]\npublic_url = \"http://127.0.0.1:1\"\nvault = {:?}\nallow_loopback = true\n\n\
+         [[upstream]]\nid = \"files\"\nurl = \"{slow}/mcp\"\ntimeout = \"20s\"\n[upstream.user_auth]\n\n\
+         [[upstream]]\nid = \"demo\"\ncommand = [{:?}, \"demo-server\", \"--profile\", \"calc\"]\n",
+        dir.path().join("vault.json"),
+        env!("CARGO_BIN_EXE_mcpgate"),
+    );
+    let started = std::time::Instant::now();
+    let gw = gateway(&config);
+    // Ready as soon as the other upstream is: discovery at the stalled server goes on behind.
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "ready only after {:?}:\n{}", started.elapsed(), gw.proc.log());
+    assert!(gw.proc.log().contains("catalogue ready"), "{}", gw.proc.log());
+    let list = rpc_with(&gw.url, "tools/list", serde_json::json!({}), &[]).await.message();
+    let names = names_in(&list["result"]["tools"]);
+    assert!(names.contains(&"files__connect".to_string()) && names.iter().any(|n| n.starts_with("demo__")), "{names:?}");
+}
