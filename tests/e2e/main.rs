@@ -20,6 +20,7 @@ mod identity_cluster;
 mod input;
 mod interop;
 mod legacy;
+mod logfmt;
 mod malformed;
 mod notifications;
 mod observability;
