@@ -39,6 +39,7 @@ mod security_bindings;
 mod streams;
 mod supervision;
 mod tls;
+mod uri_tricks;
 mod usage;
 mod validation;
 
