@@ -11,6 +11,7 @@ mod cli;
 mod cluster;
 mod confirm;
 mod conformance;
+mod console_admission;
 mod docs;
 mod edge;
 mod endpoints;
