@@ -35,6 +35,7 @@ mod resilience;
 mod routing;
 mod scripted;
 mod search;
+mod secrets_paths;
 mod security;
 mod security_bindings;
 mod streams;
