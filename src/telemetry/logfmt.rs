@@ -4,7 +4,8 @@
 //! `x-request-id`) is written bare when it is a plain word, and quoted otherwise (empty, or with a
 //! space, `=`, `"`, `\` or a control character), with `"` and `\` escaped and control characters
 //! spelt out. So `item=nope upstream=evil` chosen as a tool name is one value, never two fields.
-//! Other values (numbers, `%`-formatted values the gateway builds) are written as before.
+//! Formatted values (`%error`, `?list`) follow the same rule, so every field of every text line
+//! reads back as written; the message itself is written as it is.
 
 use std::fmt::{self, Write};
 use tracing::field::{Field, Visit};
@@ -70,10 +71,13 @@ impl Visit for Fields<'_> {
         }
         self.result = self.separate().and_then(|()| {
             if field.name() == "message" {
-                write!(self.writer, "{value:?}")
-            } else {
-                write!(self.writer, "{}={value:?}", Self::name(field))
+                return write!(self.writer, "{value:?}");
             }
+            // A formatted value (`%error`, `?list`) may hold spaces and `=` too: one value all the
+            // same. One that is already a quoted string (`?name` of a string) stays as it is.
+            let text = format!("{value:?}");
+            write!(self.writer, "{}=", Self::name(field))?;
+            if is_quoted(&text) { self.writer.write_str(&text) } else { quoted(&mut self.writer, &text) }
         });
     }
 }
@@ -93,6 +97,23 @@ impl VisitFmt for Fields<'_> {
 /// Whether `value` must be quoted to be read back as one value.
 fn needs_quotes(value: &str) -> bool {
     value.is_empty() || value.chars().any(|c| c <= ' ' || c == '=' || c == '"' || c == '\\' || c.is_control() || c.is_whitespace())
+}
+
+/// Whether `text` is one whole quoted string (as `Debug` writes a string): `"`, then characters
+/// with every `"` and `\` escaped, then `"`.
+fn is_quoted(text: &str) -> bool {
+    let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) else { return false };
+    let mut escaped = false;
+    for c in inner.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => return false,
+            c if c.is_control() => return false,
+            _ => {}
+        }
+    }
+    !escaped
 }
 
 /// Writes `value` as one logfmt value: bare when it is a plain word, else quoted and escaped.
@@ -135,5 +156,41 @@ mod tests {
         assert_eq!(q(r#"x" caller=admin \"#), r#""x\" caller=admin \\""#);
         assert_eq!(q("a\nb\u{1b}"), "\"a\\nb\\u{1b}\"");
         assert_eq!(q("a\u{a0}b"), "\"a\u{a0}b\"", "a non-ASCII space is quoted too");
+    }
+
+    #[test]
+    fn debug_strings_are_already_one_value() {
+        assert!(is_quoted(&format!("{:?}", "a b=c \" \\ \n")));
+        assert!(!is_quoted(r#""a" b="c""#));
+        assert!(!is_quoted(r#""a\""#));
+        assert!(!is_quoted("plain"));
+        assert!(!is_quoted("\""));
+    }
+
+    /// Every field of a real event, formatted by the subscriber, reads back as one value.
+    #[test]
+    fn every_field_of_an_event_is_one_value() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = Sink::default();
+        let out = sink.clone();
+        let subscriber =
+            tracing_subscriber::fmt().fmt_fields(Logfmt).with_ansi(false).without_time().with_writer(move || sink.clone()).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let (name, error) = ("nope upstream=evil", std::io::Error::other("refused: caller=admin"));
+            tracing::info!(item = name, error = %error, list = ?["a b"], n = 3, plain = "ok", "audit");
+        });
+        let line = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert!(line.contains(r#"audit item="nope upstream=evil" error="refused: caller=admin" list="[\"a b\"]" n=3 plain=ok"#), "{line}");
     }
 }
