@@ -216,7 +216,7 @@ fn init_logging(
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let fmt = tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(ansi);
     let fmt = match format {
-        LogFormat::Text => fmt.boxed(),
+        LogFormat::Text => fmt.fmt_fields(mcpgate::telemetry::logfmt::Logfmt).boxed(),
         LogFormat::Json => fmt.json().boxed(),
     };
     // `MCPGATE_LOG` filters the log lines only, not what is exported. The OpenTelemetry crates

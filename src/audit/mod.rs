@@ -277,23 +277,25 @@ impl Drop for Pending {
 
 /// Writes one audit line (target `mcpgate::audit`): caller, endpoint, method, item (and the
 /// presented name) and upstream, the outcome and the duration, and the arguments when they are
-/// audited. The values are cleaned by the caller.
+/// audited. The values are cleaned by the caller, and recorded as strings, which the text log
+/// quotes wherever a logfmt reader could take them for more than one value
+/// (`telemetry::logfmt`).
 fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
     let Fields { caller, endpoint, method, item, presented, upstream } = *e;
     match (arguments, presented) {
         (Some(args), _) => tracing::info!(
             target: "mcpgate::audit",
-            %caller, %endpoint, %method, %item, presented = presented.unwrap_or("-"), %upstream, %outcome, duration_ms,
-            arguments = %clean(args),
+            caller, endpoint, method, item, presented = presented.unwrap_or("-"), upstream, outcome, duration_ms,
+            arguments = &*clean(args),
             "audit"
         ),
         (None, Some(presented)) => tracing::info!(
             target: "mcpgate::audit",
-            %caller, %endpoint, %method, %item, %presented, %upstream, %outcome, duration_ms,
+            caller, endpoint, method, item, presented, upstream, outcome, duration_ms,
             "audit"
         ),
         (None, None) => {
-            tracing::info!(target: "mcpgate::audit", %caller, %endpoint, %method, %item, %upstream, %outcome, duration_ms, "audit")
+            tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, duration_ms, "audit")
         }
     }
 }

@@ -152,6 +152,8 @@ async fn forward_as(
     // A request to a caller's own upstream is kept, to send the caller to consent if its token
     // is refused.
     let again = gw.is_personal(upstream).then(|| req.clone());
+    let redact = super::secrets::Redact::new(gw, &req, item);
+    let redact_events = redact.clone();
     let mut params = req.params;
     params.remove("_meta");
     super::strip_input_response(&mut params, super::consent::INPUT_KEY);
@@ -166,7 +168,6 @@ async fn forward_as(
         (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string(), named.policy.to_string());
     let prefix = up.cfg.prefix.clone();
     let confirmed = named.confirmed.map(str::to_string);
-    let (detectors, secrets_audit) = (gw.config.secrets.clone(), gw.audit.clone());
     let endpoint_label = req.caller.endpoint.clone();
     // What a caller with narrowed grants reads must not be shared with callers policy denies.
     let narrowed = !req.caller.grants.is_unrestricted();
@@ -203,7 +204,7 @@ async fn forward_as(
         }
         other => other,
     };
-    reply.map_outcome(move |o| {
+    let reply = reply.map_outcome(move |o| {
         // Described once, for the audit line and the metrics alike.
         let label = audit::outcome_label(&o);
         pending.finish(&label);
@@ -218,38 +219,16 @@ async fn forward_as(
             item: &item_name,
             confirmed: confirmed.as_deref(),
         };
+        // What the upstream sent passes the redaction step first, whatever it is.
+        let o = match &redact {
+            Some(step) => step.outcome(o),
+            None => o,
+        };
         if !state::asks_input(&o) {
             match o {
                 Outcome::Result(raw) => {
                     let raw = links::to_gateway(method.as_str(), &raw, &prefix).unwrap_or(raw);
                     let raw = if narrowed && method == Method::ResourcesRead { private_scope(&raw).unwrap_or(raw) } else { raw };
-                    let raw = match super::secrets::scrub(&detectors, &method, raw) {
-                        Ok((raw, redacted)) => {
-                            if !redacted.is_empty() {
-                                metrics.refused("secret_redacted");
-                                let why = format!("secret_redacted:{}", redacted.join(","));
-                                secrets_audit.refused(
-                                    &caller.id,
-                                    endpoint_label.as_deref().unwrap_or("-"),
-                                    method.as_str(),
-                                    &item_name,
-                                    &why,
-                                );
-                            }
-                            raw
-                        }
-                        Err(withheld) => {
-                            metrics.refused("secret_blocked");
-                            secrets_audit.refused(
-                                &caller.id,
-                                endpoint_label.as_deref().unwrap_or("-"),
-                                method.as_str(),
-                                &item_name,
-                                &withheld.reason,
-                            );
-                            return withheld.outcome;
-                        }
-                    };
                     if method == Method::ToolsCall {
                         let created = super::tasks::Created { caller: &caller, upstream: &upstream_id, tool: &policy_name };
                         super::tasks::seal_created(&sealer, Outcome::Result(raw), &created)
@@ -267,7 +246,8 @@ async fn forward_as(
                     resources/read may carry"
             )))
         }
-    })
+    });
+    super::secrets::events(reply, redact_events)
 }
 
 pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {

@@ -13,7 +13,8 @@ impl Gateway {
     /// the upstream receives, so that no spelling of a URI (`%73ecret` for `secret`) reaches what
     /// the policy refused; a URI without a canonical form is refused. A caller with restricted
     /// grants reaches only listed resources, or URIs that expand a template it may see and that carry
-    /// no path tricks (`..`, encoded dots, slashes or percent signs, backslashes, empty segments): a
+    /// no path tricks (`..`, encoded dots, slashes or percent signs, backslashes, empty segments,
+    /// `;` path parameters, whitespace; see `uris::has_path_tricks`): a
     /// grant such as `files+file:///docs/*` must not stretch to `file:///docs/../x`.
     ///
     /// On a virtual server every caller is held to what the endpoint selects, the same way, and the

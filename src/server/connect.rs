@@ -350,6 +350,13 @@ async fn tokens(st: &State, gw: &crate::gateway::Gateway, req: Request<Incoming>
     if let Err(reason) = st.origin.check(origin, host.as_deref()) {
         return json(StatusCode::FORBIDDEN, &serde_json::json!({ "error": format!("Forbidden: {reason}") }));
     }
+    // Revoking is a change: from the console's own page (or a client that is no browser) only.
+    if req.method() == Method::POST {
+        let host = host.clone().or_else(|| req.uri().authority().map(|a| a.to_string()));
+        if let Err((status, reason)) = super::origin::own_write(req.headers(), host.as_deref()) {
+            return json(status, &serde_json::json!({ "error": format!("Refused: {reason}") }));
+        }
+    }
     let caller = match authenticate(st, &req, host.as_deref(), &st.cfg.path).await {
         Ok(p) => p,
         Err(r) => return *r,

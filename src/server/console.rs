@@ -58,6 +58,14 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
     if let Err(reason) = st.origin.check(origin, host.as_deref()) {
         return json_answer(StatusCode::FORBIDDEN, json!({ "error": format!("Forbidden: {reason}") }));
     }
+    // A change comes from the console's own page only, never from another page the browser has
+    // open (with `[auth] mode = "none"`, every local page is the anonymous admin).
+    if approving {
+        let host = host.clone().or_else(|| req.uri().authority().map(|a| a.to_string()));
+        if let Err((status, reason)) = super::origin::own_write(req.headers(), host.as_deref()) {
+            return json_answer(status, json!({ "error": format!("Refused: {reason}") }));
+        }
+    }
     let caller = match authenticate(st, &req, host.as_deref(), &st.cfg.path).await {
         Ok(c) => c,
         Err(r) => return *r,

@@ -179,7 +179,7 @@ fn request_span<B>(req: &Request<B>) -> tracing::Span {
     let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
     let span = tracing::info_span!(
         "request",
-        id = %id,
+        id,
         caller = tracing::field::Empty,
         method = tracing::field::Empty,
         item = tracing::field::Empty,

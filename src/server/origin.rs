@@ -1,8 +1,12 @@
 //! DNS-rebinding protection for the HTTP listener: a request whose `Origin` is not allowed, or
 //! whose `Host` is not a loopback name while the listener is bound to loopback, is refused (403).
 //! Allowed origins and hosts can be added in `[server]`; loopback origins are always allowed on a
-//! loopback listener.
+//! loopback listener. A request that changes something from the console's pages (approving a held
+//! tool, revoking accounts) must also come from the gateway's own origin ([`own_write`]): an
+//! origin allowed to call the MCP endpoint is not allowed to act as the console.
 
+use http::header::{CONTENT_TYPE, ORIGIN};
+use http::{HeaderMap, StatusCode};
 use std::net::SocketAddr;
 
 pub struct OriginPolicy {
@@ -65,6 +69,54 @@ impl OriginPolicy {
     }
 }
 
+/// Whether a request that changes something (a console action) comes from the gateway's own
+/// pages, whatever the browser, so that no other page a browser has open can act through it:
+///
+/// - its body is `application/json`: a page on another origin can send that only after a CORS
+///   preflight, which the console's routes never answer, so every browser stops it (a form or a
+///   `text/plain` fetch, which need no preflight, is refused with 415);
+/// - its `Origin`, which browsers send with every POST, names the gateway itself (the request's
+///   own `Host`), not merely an origin the listener accepts (another loopback port is another
+///   origin);
+/// - without `Origin`, its `Sec-Fetch-Site`, which browsers send with every request, is absent
+///   (a client that is no browser: curl, `mcpgate tokens`) or `same-origin` or `none`.
+pub fn own_write(headers: &HeaderMap, host: Option<&str>) -> Result<(), (StatusCode, String)> {
+    let media = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).and_then(|v| v.split(';').next()).map(str::trim);
+    if !media.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+        return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, "send the request as application/json".into()));
+    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    match header(ORIGIN.as_str()) {
+        Some(origin) => {
+            let own = origin
+                .split_once("://")
+                .zip(host)
+                .is_some_and(|((scheme, authority), host)| same_authority(scheme, authority.trim_end_matches('/'), host));
+            if !own {
+                return Err((StatusCode::FORBIDDEN, format!("Origin '{origin}' is not this gateway's own: only its console may do this")));
+            }
+        }
+        None => {
+            if let Some(site) = header("sec-fetch-site").filter(|s| !matches!(s.to_ascii_lowercase().as_str(), "same-origin" | "none")) {
+                return Err((StatusCode::FORBIDDEN, format!("a {site} request: only this gateway's console may do this")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether an origin's `authority` (of `scheme`) is the `host` a request was sent to, with the
+/// scheme's default port left out of either.
+fn same_authority(scheme: &str, authority: &str, host: &str) -> bool {
+    let default = match scheme.to_ascii_lowercase().as_str() {
+        "http" => ":80",
+        "https" => ":443",
+        _ => return false,
+    };
+    let bare = |a: &str| a.to_ascii_lowercase().trim_end_matches(default).to_string();
+    bare(authority) == bare(host)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +154,37 @@ mod tests {
         assert!(p.check(Some("http://localhost:1"), Some("mcp.example.com")).is_err());
         let open = OriginPolicy::new("0.0.0.0:80".parse().unwrap(), &[], &[]);
         assert!(open.check(None, Some("anything")).is_ok());
+    }
+
+    #[test]
+    fn only_the_gateways_own_json_requests_may_change_anything() {
+        let req = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, http::HeaderValue::from_static(v));
+            }
+            h
+        };
+        let host = Some("127.0.0.1:8811");
+        let json = ("content-type", "application/json; charset=utf-8");
+        assert!(own_write(&req(&[json, ("origin", "http://127.0.0.1:8811")]), host).is_ok());
+        assert!(own_write(&req(&[json, ("origin", "HTTP://127.0.0.1:8811/")]), host).is_ok());
+        assert!(own_write(&req(&[json, ("origin", "https://gw.example.com")]), Some("gw.example.com:443")).is_ok());
+        assert!(own_write(&req(&[json]), host).is_ok(), "no browser");
+        assert!(own_write(&req(&[json, ("sec-fetch-site", "same-origin")]), host).is_ok());
+        assert!(own_write(&req(&[json, ("sec-fetch-site", "none")]), host).is_ok());
+        let refused = |pairs: &[(&'static str, &'static str)], status: StatusCode| {
+            assert_eq!(own_write(&req(pairs), host).map_err(|e| e.0), Err(status), "{pairs:?}");
+        };
+        refused(&[("content-type", "text/plain"), ("origin", "http://127.0.0.1:8811")], StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        refused(&[("content-type", "application/x-www-form-urlencoded")], StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        refused(&[], StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        refused(&[json, ("origin", "http://localhost:3000")], StatusCode::FORBIDDEN);
+        refused(&[json, ("origin", "http://127.0.0.1:1")], StatusCode::FORBIDDEN);
+        refused(&[json, ("origin", "http://127.0.0.1:8811.evil.com")], StatusCode::FORBIDDEN);
+        refused(&[json, ("origin", "null")], StatusCode::FORBIDDEN);
+        refused(&[json, ("sec-fetch-site", "cross-site")], StatusCode::FORBIDDEN);
+        refused(&[json, ("sec-fetch-site", "same-site")], StatusCode::FORBIDDEN);
+        assert!(own_write(&req(&[json, ("origin", "http://127.0.0.1:8811")]), None).is_err(), "no Host: nothing to compare with");
     }
 }

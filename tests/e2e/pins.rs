@@ -14,14 +14,14 @@ use std::time::Duration;
 const CHANGED: &str = "notifications/tools/list_changed";
 const ACK: &str = "notifications/subscriptions/acknowledged";
 
-fn pin(config: &std::path::Path, args: &[&str]) -> (bool, String) {
+pub(crate) fn pin(config: &std::path::Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_mcpgate")).arg("pin").arg("-c").arg(config).args(args).output().expect("run mcpgate pin");
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
 /// The changing test server, and a configuration file for it: `before` goes ahead of its
 /// `[[upstream]]` table, `within` inside it. Returns the server, the folder, the file and its text.
-fn changing_upstream(before: &str, within: &str) -> (Proc, tempfile::TempDir, std::path::PathBuf, String) {
+pub(crate) fn changing_upstream(before: &str, within: &str) -> (Proc, tempfile::TempDir, std::path::PathBuf, String) {
     let (up, url) = py_script_http("tests/py/changing_server.py", &[]);
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("gateway.toml");

@@ -132,7 +132,9 @@ async fn a_reload_that_adds_a_missing_program_warns_and_reports_its_endpoints() 
     wait_log(&gw, "configuration reloaded", 1).await;
     let log = gw.proc.log();
     let reloaded = log.lines().find(|l| l.contains("configuration reloaded")).expect("the report");
-    assert!(reloaded.contains("added [\"broken\"]") && reloaded.contains("endpoints added [\"/mcp/calc\"]"), "{reloaded}");
+    // The report is one logfmt value (`report="…"`), read back as written.
+    let report = crate::logfmt::logfmt(reloaded).into_iter().find_map(|(k, v)| (k == "report").then_some(v).flatten()).unwrap_or_default();
+    assert!(report.contains("added [\"broken\"]") && report.contains("endpoints added [\"/mcp/calc\"]"), "{reloaded}");
     // The same warning as at startup, naming the program.
     assert!(log.lines().any(|l| l.contains("upstream unavailable") && l.contains("broken") && l.contains("no such program")), "{log}");
     // A stale pid file does not signal whatever has the number now.

@@ -35,10 +35,14 @@ pub trait Guard: Send + Sync {}
 impl<T: Send + Sync> Guard for T {}
 
 type OutcomeMap = Box<dyn Fn(Outcome) -> Outcome + Send + Sync>;
+type EventFilter = Box<dyn Fn(Event) -> Option<Event> + Send + Sync>;
 
 pub struct EventStream {
     rx: Source,
     map: Option<OutcomeMap>,
+    /// Applied to each notification and request before it is yielded (see
+    /// [`Reply::filter_events`]).
+    filter: Option<EventFilter>,
     deadline: Option<Instant>,
     timeout_error: Option<RpcError>,
     _guards: Vec<Box<dyn Guard>>,
@@ -76,7 +80,17 @@ impl EventStream {
     }
 
     fn of(rx: Source) -> Self {
-        EventStream { rx, map: None, deadline: None, timeout_error: None, _guards: Vec::new(), finished: false, first: None, asks: false }
+        EventStream {
+            rx,
+            map: None,
+            filter: None,
+            deadline: None,
+            timeout_error: None,
+            _guards: Vec::new(),
+            finished: false,
+            first: None,
+            asks: false,
+        }
     }
 
     /// Ends the stream with `error` if it has not finished by `deadline`.
@@ -104,13 +118,36 @@ impl EventStream {
             return None;
         }
         if let Some(ev) = self.first.take() {
+            self.finished = matches!(ev, Event::Done(_));
             return Some(ev);
         }
         loop {
-            match self.next_raw().await {
-                Some(Event::Ask(_)) if !self.asks => tracing::warn!("dropping a request from an upstream that nobody can answer"),
+            let ev = match self.next_raw().await {
+                Some(Event::Ask(_)) if !self.asks => {
+                    tracing::warn!("dropping a request from an upstream that nobody can answer");
+                    continue;
+                }
+                Some(ev @ (Event::Notification(_) | Event::Ask(_))) => ev,
                 other => return other,
+            };
+            let Some(filter) = &self.filter else { return Some(ev) };
+            match filter(ev) {
+                // Left out: the next one.
+                None => continue,
+                // The filter ended the stream: its outcome is mapped like any other.
+                Some(Event::Done(o)) => {
+                    self.finished = true;
+                    return Some(Event::Done(self.mapped(o)));
+                }
+                Some(ev) => return Some(ev),
             }
+        }
+    }
+
+    fn mapped(&self, o: Outcome) -> Outcome {
+        match &self.map {
+            Some(f) => f(o),
+            None => o,
         }
     }
 
@@ -129,10 +166,7 @@ impl EventStream {
         match got {
             Some(Event::Done(o)) => {
                 self.finished = true;
-                Some(Event::Done(match &self.map {
-                    Some(f) => f(o),
-                    None => o,
-                }))
+                Some(Event::Done(self.mapped(o)))
             }
             Some(ev) => Some(ev),
             None => {
@@ -197,6 +231,36 @@ impl Reply {
         }
     }
 
+    /// Passes each notification and request of a stream through `f`, which may rewrite it, leave
+    /// it out (`None`) or end the stream with an outcome (`Some(Event::Done(_))`, mapped like the
+    /// stream's own). A single reply has none.
+    pub fn filter_events(self, f: impl Fn(Event) -> Option<Event> + Send + Sync + 'static) -> Reply {
+        match self {
+            Reply::Single(o) => Reply::Single(o),
+            Reply::Stream(mut s) => {
+                let prev = s.filter.take();
+                s.filter = Some(Box::new(move |ev| {
+                    let ev = match &prev {
+                        Some(p) => p(ev)?,
+                        None => ev,
+                    };
+                    match ev {
+                        done @ Event::Done(_) => Some(done),
+                        ev => f(ev),
+                    }
+                }));
+                // An event already taken off the stream (by `settle`) passes the filter too.
+                if let Some(first) = s.first.take() {
+                    s.first = s.filter.as_ref().and_then(|filter| filter(first)).map(|ev| match ev {
+                        Event::Done(o) => Event::Done(s.mapped(o)),
+                        ev => ev,
+                    });
+                }
+                Reply::Stream(s)
+            }
+        }
+    }
+
     pub async fn outcome(self) -> Outcome {
         match self {
             Reply::Single(o) => o,
@@ -238,5 +302,32 @@ mod tests {
         }
         assert!(s.next().await.is_none());
         drop(tx);
+    }
+
+    #[tokio::test]
+    async fn filters_see_every_event_even_one_already_settled_and_may_end_the_stream() {
+        let (tx, rx) = mpsc::channel(8);
+        for n in [&b"keep"[..], b"drop", b"stop", b"never"] {
+            tx.send(Event::Notification(n.to_vec())).await.unwrap();
+        }
+        // `settle` has taken the first event off the stream before the filter is added.
+        let reply = Reply::Stream(EventStream::new(rx)).settle().await;
+        let reply = reply.map_outcome(|o| match o {
+            Outcome::Error(e) => Outcome::Error(RpcError::internal(format!("mapped {}", e.message))),
+            o => o,
+        });
+        let reply = reply.filter_events(|ev| match ev {
+            Event::Notification(n) if n == b"keep" => Some(Event::Notification(b"kept".to_vec())),
+            Event::Notification(n) if n == b"drop" => None,
+            Event::Notification(_) => Some(Event::Done(Outcome::Error(RpcError::internal("withheld")))),
+            ev => Some(ev),
+        });
+        let Reply::Stream(mut s) = reply else { panic!("expected a stream") };
+        assert!(matches!(s.next().await, Some(Event::Notification(n)) if n == b"kept"));
+        match s.next().await {
+            Some(Event::Done(Outcome::Error(e))) => assert_eq!(e.message, "mapped withheld", "the filter's outcome is mapped"),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(s.next().await.is_none(), "the stream ended there");
     }
 }

@@ -58,10 +58,14 @@ pub fn route(cat: &Catalog, uri: &str) -> Option<(usize, String)> {
 
 /// Whether a URI holds anything that could make a string match say less than the URI reaches:
 /// dot segments, encoded dots, slashes, backslashes or percent signs (a second decoding),
-/// backslashes, or empty path segments.
+/// backslashes, empty path segments, `;` path parameters (`secret;x=1`, `..;`, also encoded:
+/// servers that strip them read `secret`, `..`), or whitespace or control characters in the path,
+/// raw or encoded (servers that trim a variable read `secret` in `secret%20`). A query may hold
+/// `;` and spaces (a search template's `{?q}`).
 pub fn has_path_tricks(uri: &str) -> bool {
     let lower = uri.to_ascii_lowercase();
     let path = lower.split_once("://").map(|(_, rest)| rest).unwrap_or(&lower);
+    let before_query = path.split(['?', '#']).next().unwrap_or(path);
     path.contains("%2e")
         || path.contains("%2f")
         || path.contains("%5c")
@@ -69,6 +73,31 @@ pub fn has_path_tricks(uri: &str) -> bool {
         || path.contains('\\')
         || path.contains("//")
         || path.split(['/', '?', '#']).any(|seg| seg == "." || seg == "..")
+        || before_query.contains(';')
+        || before_query.contains("%3b")
+        || decoded(before_query).chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// `s` with its percent escapes decoded (a broken escape is kept as it is), read as UTF-8
+/// (a byte that is not valid UTF-8 becomes U+FFFD).
+fn decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Whether `uri` could be an expansion of the RFC 6570 `template`: the literal parts must appear
@@ -127,10 +156,18 @@ mod tests {
             "f+file:///a%2Fb",
             "f+file:///a\\b",
             "f+file:///a/%252e%252e/b",
+            "f+file:///secret;x=1/key",
+            "f+file:///..;/key",
+            "f+file:///secret%3Bx/key",
+            "f+file:///secret%20/key",
+            "f+file:///secret /key",
+            "f+file:///%09secret/key",
+            "f+file:///secret%C2%A0/key",
+            "f+file:///secret%00/key",
         ] {
             assert!(has_path_tricks(bad), "{bad}");
         }
-        for good in ["f+file:///docs/readme.md", "test://template/42/data", "f+file:///docs/a..b"] {
+        for good in ["f+file:///docs/readme.md", "test://template/42/data", "f+file:///docs/a..b", "x://a/b?q=1;2%20x", "x://caf%C3%A9/b"] {
             assert!(!has_path_tricks(good), "{good}");
         }
     }

@@ -1,9 +1,10 @@
 //! Secrets kept out of results (`[secrets]`, docs/security.md): detectors for the common shapes of
 //! credentials (cloud and SaaS keys, tokens, private keys) and the operator's own patterns, each
 //! with an action: `redact` replaces what matched with `[REDACTED:<name>]`, `block` withholds the
-//! whole result. They apply to every string a result carries to the model: text content, embedded
-//! resource text and the values of structured content. A finding is reported by its detector's
-//! name, never by what matched.
+//! whole message. One walker ([`scrub`]) applies them to every string a message from an upstream
+//! carries to a client or its model (results, errors, notifications, questions), but the
+//! protocol's opaque identifiers; a message it cannot read is withheld, never passed. A finding is
+//! reported by its detector's name, never by what matched.
 
 use regex::Regex;
 use serde_json::Value;
@@ -47,48 +48,137 @@ pub fn built_in(action: Action) -> Vec<Detector> {
         .collect()
 }
 
-/// What the detectors did to a result.
+/// What the detectors did to a message.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Findings {
     /// The detectors that redacted something (each once).
     pub redacted: Vec<String>,
-    /// The first detector whose finding withholds the result.
+    /// The first detector whose finding withholds the message ([`UNREADABLE`] for a message the
+    /// walker cannot read).
     pub blocked: Option<String>,
 }
 
-/// Applies `detectors` to every string of a result that reaches the model, in place.
-pub fn scrub(result: &mut Value, detectors: &[Detector]) -> Findings {
+/// The name a message is withheld under when it cannot be read: not JSON, nested deeper than
+/// [`MAX_DEPTH`] levels, or larger than [`MAX_BYTES`]. What cannot be read cannot be shown clean.
+pub const UNREADABLE: &str = "unreadable";
+
+/// The deepest nesting a message may have to be read (serde_json's own limit when parsing).
+pub const MAX_DEPTH: usize = 127;
+
+/// The largest message the walker reads (an upstream message is 16 MiB at most by default).
+pub const MAX_BYTES: usize = 64 * 1024 * 1024;
+
+/// Members that name or identify rather than say something: the protocol's own identifiers and
+/// opaque values (a URI, a MIME type, base64 data, task ids, request states, cursors, progress
+/// tokens), left as they are wherever the protocol puts them. Inside free-form values (below)
+/// every member is read.
+const OPAQUE: &[&str] = &["uri", "mimeType", "blob", "taskId", "requestState", "progressToken", "nextCursor", "cursor"];
+
+/// Members whose whole value is free-form data an upstream chose (structured output, the data
+/// of an error or a log message, a schema shown to a person): every key and string in them is
+/// read, whatever its name.
+const FREE_FORM: &[&str] = &["structuredContent", "data", "requestedSchema", "inputSchema", "outputSchema"];
+
+/// Applies `detectors` to every string of a message that reaches a client or its model: every
+/// string value and every object key (a result's text, names, descriptions and titles of content
+/// blocks and resource links, completion values, error messages and data, log and progress
+/// messages, the questions an upstream asks), but the [`OPAQUE`] members outside free-form values.
+/// The walk is iterative, so its cost is linear in the message whatever its depth, and it stops
+/// at the first finding that blocks.
+pub fn scrub(message: &mut Value, detectors: &[Detector]) -> Findings {
     let mut found = Findings::default();
-    if let Some(content) = result.get_mut("content") {
-        walk(content, detectors, &mut found, true);
+    if detectors.is_empty() {
+        return found;
     }
-    if let Some(structured) = result.get_mut("structuredContent") {
-        walk(structured, detectors, &mut found, false);
-    }
-    // resources/read and prompts/get carry their text elsewhere.
-    for key in ["contents", "messages"] {
-        if let Some(v) = result.get_mut(key) {
-            walk(v, detectors, &mut found, true);
+    let mut stack: Vec<(&mut Value, bool)> = vec![(message, false)];
+    while let Some((v, free)) = stack.pop() {
+        match v {
+            Value::String(s) => check(s, detectors, &mut found),
+            Value::Array(items) => stack.extend(items.iter_mut().map(|i| (i, free))),
+            Value::Object(map) => {
+                rename_keys(map, detectors, &mut found);
+                for (k, item) in map.iter_mut() {
+                    if free || !OPAQUE.contains(&k.as_str()) {
+                        stack.push((item, free || FREE_FORM.contains(&k.as_str())));
+                    }
+                }
+            }
+            _ => {}
+        }
+        if found.blocked.is_some() {
+            break;
         }
     }
     found
 }
 
-/// `only_text`: within content blocks, only the members that carry text (not types, URIs,
-/// MIME types or base64 blobs).
-fn walk(v: &mut Value, detectors: &[Detector], found: &mut Findings, only_text: bool) {
-    match v {
-        Value::String(s) if !only_text => check(s, detectors, found),
-        Value::Array(items) => items.iter_mut().for_each(|i| walk(i, detectors, found, only_text)),
-        Value::Object(map) => {
-            for (k, item) in map.iter_mut() {
-                match item {
-                    Value::String(s) if !only_text || k == "text" => check(s, detectors, found),
-                    other => walk(other, detectors, found, only_text),
+/// Reads one message (JSON text), scrubs it, and writes it again when something was redacted:
+/// `Ok(None)` when nothing was found, `Ok(Some(text))` redacted, `Err(name)` withheld (by a
+/// detector, or [`UNREADABLE`]). Every redacting detector is in `redacted`.
+pub fn scrub_json(text: &str, detectors: &[Detector], redacted: &mut Vec<String>) -> Result<Option<String>, String> {
+    if detectors.is_empty() {
+        return Ok(None);
+    }
+    if text.len() > MAX_BYTES || too_deep(text) {
+        return Err(UNREADABLE.to_string());
+    }
+    let mut v: Value = serde_json::from_str(text).map_err(|_| UNREADABLE.to_string())?;
+    let found = scrub(&mut v, detectors);
+    if let Some(name) = found.blocked {
+        return Err(name);
+    }
+    if found.redacted.is_empty() {
+        return Ok(None);
+    }
+    for name in found.redacted {
+        if !redacted.contains(&name) {
+            redacted.push(name);
+        }
+    }
+    serde_json::to_string(&v).map(Some).map_err(|_| UNREADABLE.to_string())
+}
+
+/// Whether `text` nests arrays and objects deeper than [`MAX_DEPTH`] (one linear pass over the
+/// bytes, brackets inside strings skipped).
+fn too_deep(text: &str) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return true;
                 }
             }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
         }
-        _ => {}
+    }
+    false
+}
+
+/// Object keys are strings a client shows too: a key that holds a secret is redacted (renamed)
+/// or blocks the message.
+fn rename_keys(map: &mut serde_json::Map<String, Value>, detectors: &[Detector], found: &mut Findings) {
+    let hits: Vec<String> = map.keys().filter(|k| detectors.iter().any(|d| d.pattern.is_match(k))).cloned().collect();
+    for key in hits {
+        let mut renamed = key.clone();
+        check(&mut renamed, detectors, found);
+        if renamed != key
+            && let Some(v) = map.remove(&key)
+        {
+            map.insert(renamed, v);
+        }
     }
 }
 
@@ -157,5 +247,97 @@ mod tests {
         let block = built_in(Action::Block);
         let mut r = json!({ "contents": [{ "uri": "x", "text": "AKIAIOSFODNN7EXAMPLE" }] });
         assert_eq!(scrub(&mut r, &block).blocked.as_deref(), Some("aws-access-key"));
+    }
+
+    /// Every string a client sees, whichever member holds it: text, resource links, completion
+    /// values, errors, log data, questions and their schemas, `_meta`, and object keys.
+    #[test]
+    fn every_string_kind_is_read() {
+        let (aws, gh) = ("AKIAIOSFODNN7EXAMPLE", "ghp_0123456789abcdefghijABCDEFGHIJ012345");
+        let mut m = json!({
+            "content": [
+                { "type": "resource_link", "uri": "file:///x", "name": aws, "title": aws, "description": gh },
+                { "type": "image", "data": "aGVsbG8=", "mimeType": "image/png", "annotations": { "audience": [aws] } }
+            ],
+            "completion": { "values": [aws, gh] },
+            "error": { "code": -32000, "message": aws, "data": { "nested": [[{ "deep": gh }]] } },
+            "params": { "level": "info", "logger": aws, "data": { "config": { "token": gh } }, "message": aws },
+            "inputRequests": { "q": { "method": "elicitation/create", "params": {
+                "message": aws,
+                "requestedSchema": { "properties": { aws: { "type": "string", "description": gh, "enum": [aws], "default": gh } } }
+            } } },
+            "_meta": { "note": aws },
+            "structuredContent": { gh: 1 },
+            "statusMessage": aws,
+        });
+        let mut found = scrub(&mut m, &built_in(Action::Redact));
+        let text = m.to_string();
+        assert!(!text.contains(aws) && !text.contains(gh), "{text}");
+        found.redacted.sort();
+        assert_eq!(found.redacted, ["aws-access-key", "github-token"]);
+        assert!(text.contains("\"[REDACTED:github-token]\":1"), "a key is renamed: {text}");
+    }
+
+    #[test]
+    fn opaque_members_are_kept_outside_free_form_values() {
+        let aws = "AKIAIOSFODNN7EXAMPLE";
+        let mut m = json!({
+            "contents": [{ "uri": format!("mem://{aws}"), "mimeType": "text/plain", "blob": aws }],
+            "taskId": aws, "requestState": aws, "nextCursor": aws,
+            "_meta": { "progressToken": aws },
+            "structuredContent": { "uri": aws, "taskId": aws },
+        });
+        let found = scrub(&mut m, &built_in(Action::Redact));
+        assert_eq!(found.redacted, ["aws-access-key"]);
+        assert_eq!(m["contents"][0]["uri"], format!("mem://{aws}"));
+        assert_eq!(
+            (&m["contents"][0]["blob"], &m["taskId"], &m["requestState"], &m["nextCursor"]),
+            (&json!(aws), &json!(aws), &json!(aws), &json!(aws))
+        );
+        assert_eq!(m["_meta"]["progressToken"], aws);
+        assert_eq!(
+            m["structuredContent"],
+            json!({ "uri": "[REDACTED:aws-access-key]", "taskId": "[REDACTED:aws-access-key]" }),
+            "free-form: read whatever the name"
+        );
+    }
+
+    /// `depth` arrays around `inner`, as JSON text.
+    fn nested(depth: usize, inner: &str) -> String {
+        format!("{}{inner}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn what_is_too_deep_or_not_json_is_withheld_and_the_rest_is_read_at_any_depth() {
+        let redact = built_in(Action::Redact);
+        let mut names = Vec::new();
+        let deep = nested(MAX_DEPTH - 1, r#"{"k":"AKIAIOSFODNN7EXAMPLE"}"#);
+        let out = scrub_json(&deep, &redact, &mut names).expect("readable").expect("redacted");
+        assert!(out.contains("[REDACTED:aws-access-key]") && names == ["aws-access-key"], "{out}");
+        for unreadable in [nested(MAX_DEPTH, r#"{"k":1}"#), nested(100_000, "1"), "{\"a\":".to_string(), "not json".to_string()] {
+            assert_eq!(
+                scrub_json(&unreadable, &redact, &mut Vec::new()),
+                Err(UNREADABLE.to_string()),
+                "{}",
+                &unreadable[..20.min(unreadable.len())]
+            );
+        }
+        // Brackets inside strings are not nesting.
+        let brackets = format!(r#"{{"text":"{}"}}"#, "[".repeat(1000));
+        assert_eq!(scrub_json(&brackets, &redact, &mut Vec::new()), Ok(None));
+        assert_eq!(scrub_json(r#"{"text":"\"[[["}"#, &redact, &mut Vec::new()), Ok(None));
+        // Nothing is read without a detector, not even a broken message.
+        assert_eq!(scrub_json("not json", &[], &mut Vec::new()), Ok(None));
+    }
+
+    #[test]
+    fn a_block_stops_the_walk_and_wins_over_redactions() {
+        let mut detectors = built_in(Action::Redact);
+        detectors.push(Detector { name: "internal".into(), pattern: Regex::new("itk_[a-z0-9]{12}").unwrap(), action: Action::Block });
+        let text = r#"{"content":[{"type":"text","text":"AKIAIOSFODNN7EXAMPLE"},{"type":"text","text":"itk_abcdefabcdef"}]}"#;
+        assert_eq!(scrub_json(text, &detectors, &mut Vec::new()), Err("internal".to_string()));
+        // Wide messages are walked without recursion, each string once.
+        let wide = serde_json::to_string(&json!({ "content": vec![json!({ "type": "text", "text": "plain" }); 50_000] })).unwrap();
+        assert_eq!(scrub_json(&wide, &detectors, &mut Vec::new()), Ok(None));
     }
 }
