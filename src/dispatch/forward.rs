@@ -344,11 +344,12 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
             return Reply::error(RpcError::internal("cannot add the fixed arguments"));
         }
     }
-    // The arguments as they would be forwarded, read when a check needs them.
+    // The arguments as they would be forwarded, read when the schema check needs them (a
+    // confirmation reads their exact text itself).
     let validate = gw.upstream(tool.upstream).is_some_and(|u| u.cfg.validate_arguments);
     let read;
     let final_args = match req.params.get("arguments") {
-        _ if !validate && gw.config.confirms.is_empty() => &args,
+        _ if !validate => &args,
         // Passed through unread so far: read now.
         Some(raw) if args.is_null() && raw.get() != "null" => {
             read = raw.parse::<Value>().unwrap_or(Value::Null);
@@ -366,7 +367,7 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
         return Reply::error(invalid_arguments(&name, refusal));
     }
     // A call a rule names waits for a person's confirmation.
-    let confirmed = match super::confirm::check(gw, &mut req, tool, final_args, gw.upstream_id(tool.upstream)) {
+    let confirmed = match super::confirm::check(gw, &mut req, tool, gw.upstream_id(tool.upstream)).await {
         super::confirm::Verdict::Free => None,
         super::confirm::Verdict::Confirmed(digest) => Some(digest),
         super::confirm::Verdict::Answer(reply) => return *reply,

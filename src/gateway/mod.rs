@@ -7,6 +7,7 @@
 //! that connects at once sees every upstream that is ready.
 
 mod maintain;
+pub mod onetime;
 mod personal;
 pub mod pins;
 mod reads;
@@ -101,6 +102,8 @@ pub struct Gateway {
     me: std::sync::Weak<Gateway>,
     /// The approved tool definitions (`[pins]`).
     pub pins: pins::Pins,
+    /// Confirmations asked and not yet answered: each accepted answer runs its call once.
+    pub confirmations: onetime::OneTime,
     /// The endpoints' selection problems last reported (by path), so each is logged once, and
     /// only once every upstream has settled.
     view_problems: Mutex<Vec<(Arc<str>, Problem)>>,
@@ -146,6 +149,7 @@ impl Gateway {
             reload_lock: tokio::sync::Mutex::new(()),
             auth_tasks: Mutex::new(tasks.child()),
             limiter: Limiter::new(cluster.clone()),
+            confirmations: onetime::OneTime::new(cluster.clone()),
             cluster,
             catalog: ArcSwap::from_pointee(Catalog::default()),
             views: ArcSwap::from_pointee(Vec::new()),

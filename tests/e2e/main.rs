@@ -10,6 +10,7 @@ mod chaos;
 mod cli;
 mod cluster;
 mod confirm;
+mod confirm_once;
 mod conformance;
 mod docs;
 mod edge;
