@@ -88,8 +88,9 @@ pub struct Gateway {
     /// The usage accounting and quotas (`[usage]`, `[[quota]]`; fixed until a restart but for
     /// the quota rules, which come from the configuration in effect).
     pub usage: Arc<crate::usage::Usage>,
-    /// How many tool searches may index or rank at once, on the blocking pool: half the cores
-    /// (at least one), so a burst of searches queues and leaves CPU for every other request.
+    /// How many CPU-heavy tasks a caller can start (tool searches indexing or ranking, costly
+    /// argument checks) may run at once, on the blocking pool: half the cores (at least one), so
+    /// a burst of them queues and leaves CPU for every other request.
     pub ranking: Arc<tokio::sync::Semaphore>,
     /// Seals the tokens the gateway hands out (request state; legacy sessions use it too).
     pub sealer: Arc<Sealer>,
@@ -330,6 +331,7 @@ impl Gateway {
                 private: st.private,
                 has_resources: st.offers("resources"),
                 rename: &u.cfg.rename,
+                validate: u.cfg.validate_arguments,
             })
             .collect();
         let config = self.config();

@@ -32,6 +32,7 @@ mod real_servers;
 mod reload;
 mod resilience;
 mod routing;
+mod schema_cost;
 mod scripted;
 mod search;
 mod security;

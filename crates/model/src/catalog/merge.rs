@@ -42,6 +42,9 @@ pub struct UpstreamLists<'a> {
     pub has_resources: bool,
     /// The upstream's `rename` table: its tool or prompt name → the served name.
     pub rename: &'a [(String, String)],
+    /// Whether the gateway checks calls' arguments against its tools' schemas
+    /// (`validate_arguments`): then a schema too costly to check is not served.
+    pub validate: bool,
 }
 
 /// What every upstream's names are fitted to: the name policy, and the namespaces of every
@@ -323,6 +326,12 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
     };
     let json = obj.to_json();
     let args = super::args::ArgCheck::new(json.clone());
+    if kind == Kind::Tool
+        && input.validate
+        && let Err(reason) = args.affordable()
+    {
+        return Err(problem(&original, reason));
+    }
     Ok(Entry { name, upstream: input.upstream, original, headers, json, canonical: None, fixed: Default::default(), ui, args })
 }
 
