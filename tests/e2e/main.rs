@@ -27,6 +27,7 @@ mod observability;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod pins;
+mod pins_review;
 mod pools;
 mod real_servers;
 mod reload;
