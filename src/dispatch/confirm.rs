@@ -92,15 +92,22 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
     };
     let want = digest(tool.policy_name(), &canonical);
     let max_age = gw.config.server.input_timeout;
-    // A round of the upstream's own questions in a call that was confirmed already.
+    let token = req.params.parse::<String>("requestState").and_then(Result::ok);
+    // A round of the upstream's own questions in a call that was confirmed already: each round's
+    // state is a one-time entry too, so a replayed round does not run the call again.
     let bind = super::state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: &tool.name, confirmed: None };
-    if super::state::confirmed(&gw.sealer, &req.params, &bind, max_age).as_deref() == Some(want.as_str()) {
-        return Verdict::Confirmed(want);
+    if let Some(token) = &token
+        && super::state::confirmed(&gw.sealer, &req.params, &bind, max_age).as_deref() == Some(want.as_str())
+    {
+        match gw.confirmations.redeem(&once_key(token)).await {
+            Ok(true) => return Verdict::Confirmed(want),
+            Ok(false) => refuse(gw, req, tool, "confirmation_spent"),
+            Err(e) => return unavailable(gw, req, tool, &e),
+        }
     }
     // The answer to the gateway's question: issued to this caller, on this endpoint, for exactly
     // this call, young enough, and not answered before.
     let endpoint = req.caller.endpoint.as_deref().map(str::to_string);
-    let token = req.params.parse::<String>("requestState").and_then(Result::ok);
     let ours = token
         .as_deref()
         .and_then(|t| gw.sealer.open_aged::<Asked>(PURPOSE, t))
@@ -110,13 +117,7 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
             Ok(true) => return answered(gw, req, tool, want),
             // Answered before (or asked on another replica without a shared store): ask again.
             Ok(false) => refuse(gw, req, tool, "confirmation_spent"),
-            Err(e) => {
-                refuse(gw, req, tool, "confirmation_unavailable");
-                return Verdict::Answer(Box::new(tool_error(&format!(
-                    "{} was not run: its confirmation cannot be checked now ({e}).",
-                    tool.name
-                ))));
-            }
+            Err(e) => return unavailable(gw, req, tool, &e),
         }
     }
     // Ask, if the client can be asked.
@@ -160,6 +161,20 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(e.to_string())),
     }))
+}
+
+/// The refusal of a call whose confirmation cannot be checked now (fails closed).
+fn unavailable(gw: &Served<'_>, req: &Request, tool: &Entry, e: &crate::gateway::onetime::OneTimeError) -> Verdict {
+    refuse(gw, req, tool, "confirmation_unavailable");
+    Verdict::Answer(Box::new(tool_error(&format!("{} was not run: its confirmation cannot be checked now ({e}).", tool.name))))
+}
+
+/// Records the `requestState` of an `input_required` round of a confirmed call as a one-time
+/// entry, so that the round's answer continues the call once.
+pub fn issue_round(once: &crate::gateway::onetime::OneTime, outcome: &Outcome, ttl: std::time::Duration) {
+    let Outcome::Result(raw) = outcome else { return };
+    let Some(Ok(token)) = RawObject::from_json(raw).ok().and_then(|o| o.parse::<String>("requestState")) else { return };
+    once.issue_detached(once_key(&token), ttl);
 }
 
 /// The verdict of a redeemed answer: the call runs if the person accepted.

@@ -149,6 +149,7 @@ pub(super) async fn forward(
         (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string(), named.policy.to_string());
     let prefix = up.cfg.prefix.clone();
     let confirmed = named.confirmed.map(str::to_string);
+    let confirmations = gw.confirmations.clone();
     let (detectors, secrets_audit) = (gw.config.secrets.clone(), gw.audit.clone());
     let endpoint_label = req.caller.endpoint.clone();
     // What a caller with narrowed grants reads must not be shared with callers policy denies.
@@ -243,7 +244,11 @@ pub(super) async fn forward(
                 other => other,
             }
         } else if method.may_ask_input() {
-            state::seal(&sealer, o, &bind)
+            let sealed = state::seal(&sealer, o, &bind);
+            if confirmed.is_some() {
+                super::confirm::issue_round(&confirmations, &sealed, max_age);
+            }
+            sealed
         } else {
             Outcome::Error(RpcError::internal(format!(
                 "Upstream '{upstream_id}' answered {method} with input_required, which only tools/call, prompts/get and \

@@ -104,7 +104,7 @@ pub struct Gateway {
     /// The approved tool definitions (`[pins]`).
     pub pins: pins::Pins,
     /// Confirmations asked and not yet answered: each accepted answer runs its call once.
-    pub confirmations: onetime::OneTime,
+    pub confirmations: Arc<onetime::OneTime>,
     /// The endpoints' selection problems last reported (by path), so each is logged once, and
     /// only once every upstream has settled.
     view_problems: Mutex<Vec<(Arc<str>, Problem)>>,
@@ -150,7 +150,7 @@ impl Gateway {
             reload_lock: tokio::sync::Mutex::new(()),
             auth_tasks: Mutex::new(tasks.child()),
             limiter: Limiter::new(cluster.clone()),
-            confirmations: onetime::OneTime::new(cluster.clone()),
+            confirmations: Arc::new(onetime::OneTime::new(cluster.clone())),
             cluster,
             catalog: ArcSwap::from_pointee(Catalog::default()),
             views: ArcSwap::from_pointee(Vec::new()),

@@ -52,6 +52,29 @@ impl OneTime {
         Ok(())
     }
 
+    /// [`Self::issue`] from code that cannot wait: at once in one process; with a cluster the
+    /// entry is put by a task, and until it lands a redemption finds nothing (the caller is
+    /// asked again: it fails closed).
+    pub fn issue_detached(&self, key: String, ttl: Duration) {
+        let Some(cluster) = &self.cluster else {
+            let now = Instant::now();
+            let mut local = self.local.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if local.len() >= MAX_LOCAL {
+                local.retain(|_, until| *until > now);
+            }
+            if local.len() < MAX_LOCAL {
+                local.insert(key, now + ttl);
+            }
+            return;
+        };
+        let cluster = cluster.clone();
+        tokio::spawn(async move {
+            if let Err(e) = cluster.once_put(&key, "1", "1", ttl).await {
+                tracing::warn!(error = %e, "a one-time entry could not be recorded; its use will be asked again");
+            }
+        });
+    }
+
     /// Spends `key`: true the first time it is redeemed within its time, false after (or for a
     /// key never issued here).
     pub async fn redeem(&self, key: &str) -> Result<bool, OneTimeError> {

@@ -93,3 +93,46 @@ async fn a_confirmation_binds_and_shows_numbers_as_written() {
     let ran = call_raw(&gw.url, "py__structured", r#"{"a":18446744073709551617,"b":1}"#, &yes(&state)).await;
     assert!(text_of(&ran).contains("18446744073709551618"), "the upstream received the exact number: {ran}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_confirmed_calls_own_rounds_are_answered_once() {
+    // An upstream that asks a question of its own and completes on any retry carrying its state.
+    let (url, retries) = crate::input::state_upstream().await;
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[confirm]]\ntools = [\"st__ask\"]\n\n[[upstream]]\nid = \"st\"\nurl = \"{url}\"\n"
+    ));
+    let state = state_of(&call_raw(&gw.url, "st__ask", "{}", &json!({})).await);
+    let round = call_raw(&gw.url, "st__ask", "{}", &yes(&state)).await;
+    assert!(round["result"]["inputRequests"]["q"].is_object(), "confirmed, and the upstream asks its own question: {round}");
+    let round_state = round["result"]["requestState"].as_str().expect("the round's state").to_string();
+    let answer = json!({ "requestState": round_state, "inputResponses": { "q": { "action": "accept", "content": {} } } });
+    let done = call_raw(&gw.url, "st__ask", "{}", &answer).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(retries.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // The round's answer replayed: the gateway's question again, not a second run.
+    let replay = call_raw(&gw.url, "st__ask", "{}", &answer).await;
+    assert!(replay["result"]["inputRequests"]["mcpgate-confirm"].is_object(), "{replay}");
+    assert_eq!(retries.load(std::sync::atomic::Ordering::SeqCst), 1, "the upstream ran the confirmed call once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_a_cluster_a_confirmation_asked_on_one_replica_runs_once_on_any() {
+    let redis = crate::cluster::Redis::start();
+    let (_up, url) = py_http("alpha", &[]);
+    let key = "5d".repeat(32);
+    let env = [("MCPGATE_TOKEN_KEY", key.as_str())];
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[cluster]\nredis = \"{}\"\n\n[[confirm]]\ntools = [\"py__echo\"]\n\n\
+         [[upstream]]\nid = \"py\"\nurl = \"{url}\"\n",
+        redis.url()
+    );
+    let (a, b) = (gateway_with_env(&config, &env), gateway_with_env(&config, &env));
+    let args = r#"{"text":"once"}"#;
+    let state = state_of(&call_raw(&a.url, "py__echo", args, &json!({})).await);
+    let ran = call_raw(&b.url, "py__echo", args, &yes(&state)).await;
+    assert_eq!(text_of(&ran), "once", "answered on another replica: {ran}");
+    for at in [&a.url, &b.url] {
+        let replay = call_raw(at, "py__echo", args, &yes(&state)).await;
+        assert_eq!(replay["result"]["resultType"], "input_required", "spent on every replica: {replay}");
+    }
+}
