@@ -208,6 +208,11 @@ mod tests {
         let mut p = retry();
         let e = open(&sealer, &mut p, &Binding { item: "fx__other", ..bind }, Duration::from_secs(60)).unwrap_err();
         assert_eq!(e, Refused::AnotherRequest);
+        // Issued on the root endpoint: refused on another one.
+        let elsewhere = Arc::new(Principal { endpoint: Some("/mcp/ops".into()), ..(*alice).clone() });
+        let mut p = retry();
+        let e = open(&sealer, &mut p, &Binding { caller: &elsewhere, ..bind }, Duration::from_secs(60)).unwrap_err();
+        assert_eq!(e, Refused::AnotherRequest, "a state is bound to the endpoint it was issued on");
         let mut bytes = token.clone().into_bytes();
         let mid = bytes.len() / 2;
         bytes[mid] = if bytes[mid] == b'A' { b'B' } else { b'A' };
