@@ -1,7 +1,8 @@
 //! Building the merged catalogue from every upstream's lists: tools and prompts get prefixed
 //! names (or their `rename`, fitted to the name policy, see `names`), resources and templates get
 //! prefixed URIs (see `uris`). Names are validated (tools: the tool-name rules, an object
-//! `inputSchema` and their `x-mcp-header` annotations); an item that would land in another
+//! `inputSchema` and their `x-mcp-header` annotations, and, where arguments are checked, a schema
+//! within the cost budget of `args::cost`); an item that would land in another
 //! upstream's namespace (`<its prefix><sep>...` or `<its prefix>+...`) is refused, so that grants
 //! on that namespace never reach it; collisions are reported and never silently shadowed (the
 //! first upstream in config order keeps the name); and the order is deterministic (config order,
