@@ -7,8 +7,9 @@
 //! itself not followed), checked when the catalogue is built, and the applications one check would
 //! make on the arguments actually sent (a recursive schema's expansion grows with the nesting of
 //! the arguments), checked before the validator runs. Both counts stop at their budget, so
-//! counting is cheap whatever the schema; both are upper bounds of what the validator does per
-//! application (it may stop earlier), never lower.
+//! counting is cheap whatever the schema. The count is an upper bound of the validator's work:
+//! an application to a string counts with the string's length, and the subschemas beside an
+//! `unevaluated*` keyword count twice (the validator evaluates them again for it).
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -22,6 +23,9 @@ pub const SCHEMA_BUDGET: usize = 10_000;
 pub const CHECK_BUDGET: usize = 100_000;
 /// Checks counted above this run on the blocking pool, not on a thread that serves requests.
 pub const INLINE_WORK: usize = 1_000;
+/// Applying a subschema to a string counts one more application per this many bytes of it (a
+/// pattern or a length reads the whole string).
+const STRING_UNIT: usize = 256;
 
 /// The keywords that apply their subschemas to the same value.
 const IN_PLACE_ONE: [&str; 4] = ["not", "if", "then", "else"];
@@ -109,7 +113,8 @@ impl<'a> Walk<'a> {
         if self.used > self.budget {
             return;
         }
-        self.used += 1;
+        // Reading a string (a pattern, a length) costs with its length.
+        self.used += 1 + value.and_then(Value::as_str).map_or(0, |t| t.len() / STRING_UNIT);
         let Value::Object(m) = schema else { return };
         let here = (schema as *const Value, value.map_or(std::ptr::null(), |v| v as *const Value));
         if self.path.contains(&here) {
@@ -118,6 +123,18 @@ impl<'a> Walk<'a> {
             return;
         }
         self.path.push(here);
+        // `unevaluatedProperties`/`unevaluatedItems` evaluate the subschemas beside them again to
+        // learn what they evaluated: counted twice.
+        let rounds = if m.contains_key("unevaluatedProperties") || m.contains_key("unevaluatedItems") { 2 } else { 1 };
+        for _ in 0..rounds {
+            self.in_place(m, value);
+        }
+        self.descend(m, value);
+        self.path.pop();
+    }
+
+    /// The keywords that apply their subschemas to `value` itself.
+    fn in_place(&mut self, m: &'a serde_json::Map<String, Value>, value: Option<&'a Value>) {
         for key in REFS {
             if let Some(Value::String(r)) = m.get(key) {
                 let target = self.resolve(r);
@@ -139,8 +156,6 @@ impl<'a> Walk<'a> {
                 map.values().filter(|s| s.is_object() || s.is_boolean()).for_each(|s| self.visit(s, value));
             }
         }
-        self.descend(m, value);
-        self.path.pop();
     }
 
     /// The keywords that apply to the members or items of `value`.

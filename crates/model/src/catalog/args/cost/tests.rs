@@ -85,3 +85,22 @@ fn the_count_is_an_upper_bound_of_what_the_validator_applies() {
     assert_eq!(work, 1 + 1 + 3 * 3 + 2 * 2 + 2);
     assert_eq!(check_work(&schema, &args, 5), Err(6), "counting stops just past the budget");
 }
+
+#[test]
+fn long_strings_and_unevaluated_keywords_count_what_they_cost() {
+    // A thousand patterns over one 4 MB string read 4 GB: refused, though the schema is small.
+    let branches: Vec<Value> = (0..1000).map(|i| json!({ "pattern": format!("^a{i}") })).collect();
+    let schema = json!({ "type": "object", "properties": { "s": { "anyOf": branches } } });
+    assert!(schema_size(&schema, SCHEMA_BUDGET).is_ok());
+    let long = json!({ "s": "b".repeat(4 << 20) });
+    assert!(check_work(&schema, &long, CHECK_BUDGET).is_err());
+    assert!(check_work(&schema, &json!({ "s": "short" }), CHECK_BUDGET).is_ok());
+    // unevaluatedProperties beside a reference, nested: each level doubles.
+    let mut defs = serde_json::Map::new();
+    for i in 0..20 {
+        defs.insert(format!("l{i}"), json!({ "$ref": format!("#/$defs/l{}", i + 1), "unevaluatedProperties": false }));
+    }
+    defs.insert("l20".into(), json!({ "type": "object" }));
+    let nested = json!({ "$ref": "#/$defs/l0", "$defs": defs });
+    assert!(schema_size(&nested, SCHEMA_BUDGET).is_err(), "2^20 evaluations");
+}
