@@ -10,6 +10,7 @@
 //! cancelled one refuses the call; a client that cannot be asked gets a refusal naming the rule.
 //! A confirmed call whose upstream then asks its own questions carries the confirmed digest in the
 //! gateway's request state, so its rounds are not confirmed again.
+
 use super::{Request, Served};
 use crate::catalog::Entry;
 use crate::config::guard::ConfirmRule;
