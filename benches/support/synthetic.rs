@@ -38,6 +38,7 @@ impl Synthetic {
                 private: [false; 4],
                 has_resources: false,
                 rename: &[],
+                validate: true,
             })
             .collect();
         let spaces: Vec<(usize, String)> = self.ids.iter().cloned().enumerate().collect();

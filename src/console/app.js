@@ -39,18 +39,32 @@ function buttonCell(label, cls, onClick) {
 function renderHeld(list) {
   $("#held-section").hidden = list.length === 0;
   $("#held tbody").replaceChildren(...list.map((h) => {
-    const action = buttonCell("Approve", "approve", () => approve(h.upstream, h.tool));
+    // The approval names the fingerprint of the definition shown here: if the upstream serves
+    // another one by the time Approve is clicked, the gateway refuses it (409) and pins nothing.
+    const action = buttonCell("Approve", "approve", () => approve(h.upstream, h.tool, h.fingerprint));
+    if (!h.fingerprint) { action.firstChild.disabled = true; action.firstChild.title = "the upstream does not serve this tool now"; }
     const changes = cell(h.changes.join("\n"), "desc");
     changes.style.whiteSpace = "pre-wrap";
+    if (h.definition) {
+      const details = document.createElement("details");
+      details.className = "definition";
+      details.open = !h.changes.length || h.changes[0].startsWith("a new tool");
+      const summary = document.createElement("summary");
+      summary.textContent = "Definition served now (fingerprint " + String(h.fingerprint).slice(0, 12) + "…)";
+      const pre = document.createElement("pre");
+      pre.textContent = JSON.stringify(h.definition, null, 2);
+      details.append(summary, pre);
+      changes.appendChild(details);
+    }
     return row([cell(h.upstream), cell(h.tool, "name"), changes, action]);
   }));
 }
 
-async function approve(upstream, tool) {
+async function approve(upstream, tool, fingerprint) {
   const r = await fetch(base + "/api/pins/approve", {
-    method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, headers()), body: JSON.stringify({ upstream, tool }),
+    method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, headers()), body: JSON.stringify({ upstream, tool, fingerprint }),
   });
-  if (!r.ok) { alert("Approving failed: " + r.status + " " + await r.text()); return; }
+  if (!r.ok) { alert("Approving failed: " + r.status + " " + await r.text()); }
   const state = await api("state");
   renderHeld(state.held || []);
 }

@@ -1,33 +1,38 @@
 //! Confirmation for dangerous calls (`[[confirm]]`, docs/security.md). Before a call a rule names
 //! is forwarded, the gateway asks the caller's own client to have a person confirm it: a form
-//! elicitation showing the tool, the upstream and the exact arguments, as an `input_required`
-//! result whose `requestState` the gateway seals, bound to the caller and to a digest of the tool
-//! and its arguments (a legacy client gets the same question as a real `elicitation/create`: the
-//! legacy bridge turns the one into the other). The retry goes through only with an accepting
-//! answer and that state; changed arguments need a fresh confirmation; a declined or cancelled
-//! one refuses the call; a client that cannot be asked gets a refusal naming the rule. A confirmed
-//! call whose upstream then asks its own questions carries the confirmed digest in the gateway's
-//! request state, so its rounds are not confirmed again.
+//! elicitation showing the tool, the upstream and the exact arguments (numbers as the client wrote
+//! them), as an `input_required` result whose `requestState` the gateway seals, bound to the
+//! caller, the endpoint and a digest of the tool and the exact text of its arguments (a legacy
+//! client gets the same question as a real `elicitation/create`: the legacy bridge turns the one
+//! into the other). Each question is a one-time entry (`gateway::onetime`): the retry goes through
+//! only with an accepting answer to an unspent question of this caller on this endpoint, and runs
+//! once; a replay, changed arguments or another endpoint bring a fresh question; a declined or
+//! cancelled one refuses the call; a client that cannot be asked gets a refusal naming the rule.
+//! A confirmed call whose upstream then asks its own questions carries the confirmed digest in the
+//! gateway's request state, so its rounds are not confirmed again.
 
 use super::{Request, Served};
 use crate::catalog::Entry;
 use crate::config::guard::ConfirmRule;
 use crate::protocol::errors::RpcError;
+use crate::protocol::exact;
 use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;
 use crate::reply::{Outcome, Reply};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-const PURPOSE: &str = "mcpgate/confirm/v1";
+const PURPOSE: &str = "mcpgate/confirm/v2";
 /// The `inputRequests` key of the gateway's confirmation question.
 pub const INPUT_KEY: &str = "mcpgate-confirm";
 
-/// What a confirmation state says: who asked, and the digest of the call.
+/// What a confirmation state says: who asked, on which endpoint, and the digest of the call.
 #[derive(Serialize, Deserialize)]
 struct Asked {
     c: String,
     r: Vec<String>,
+    /// The endpoint path it was asked on (`None`: the root).
+    e: Option<String>,
     d: String,
 }
 
@@ -56,42 +61,65 @@ fn rule_for<'a>(rules: &'a [ConfirmRule], tool: &Entry) -> Option<&'a ConfirmRul
     })
 }
 
-/// The digest of a call: the tool and its arguments, canonical (sorted keys, no spacing).
-fn digest(tool: &str, args: &Value) -> String {
-    let text = format!("{tool}\n{}", serde_json::to_string(args).unwrap_or_default());
+fn hex_sha256(text: &str) -> String {
     aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Decides on a call of `tool` with `args` (the final arguments, as they would be forwarded).
-pub fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, args: &Value, upstream: &str) -> Verdict {
-    let Some(rule) = rule_for(&gw.config.confirms, tool) else { return Verdict::Free };
-    let want = digest(tool.policy_name(), args);
-    let max_age = gw.config.server.input_timeout;
-    // A round of the upstream's own questions in a call that was confirmed already.
-    let bind = super::state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: &tool.name, confirmed: None };
-    if super::state::confirmed(&gw.sealer, &req.params, &bind, max_age).as_deref() == Some(want.as_str()) {
-        return Verdict::Confirmed(want);
+/// The digest of a call: the tool and the canonical text of its arguments (sorted keys, no
+/// spacing, every number exactly as the client wrote it: see `protocol::exact`).
+fn digest(tool: &str, canonical_args: &str) -> String {
+    hex_sha256(&format!("{tool}\n{canonical_args}"))
+}
+
+/// The one-time entry of a confirmation state.
+fn once_key(state: &str) -> String {
+    format!("confirm:{}", hex_sha256(state))
+}
+
+/// The arguments of a call as they will be forwarded (an absent or `null` member is `{}`).
+fn arguments_text(params: &RawObject) -> &str {
+    match params.get("arguments") {
+        Some(a) if a.get().trim() != "null" => a.get(),
+        _ => "{}",
     }
-    // The answer to the gateway's question.
-    let ours = req
-        .params
-        .parse::<String>("requestState")
-        .and_then(Result::ok)
-        .and_then(|t| gw.sealer.open_aged::<Asked>(PURPOSE, &t))
-        .filter(|(a, age)| *age <= max_age && a.c == req.caller.id && a.r == req.caller.rules && a.d == want);
-    if ours.is_some() {
-        let answer = req
-            .params
-            .parse::<RawObject>("inputResponses")
-            .and_then(Result::ok)
-            .and_then(|r| r.get(INPUT_KEY).map(|a| a.get().to_string()));
-        let answer: Value = answer.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or(Value::Null);
-        strip(&mut req.params);
-        if answer["action"] == "accept" && answer["content"]["confirm"] == true {
-            return Verdict::Confirmed(want);
+}
+
+/// Decides on a call of `tool` (its arguments are read from `req` as they would be forwarded).
+pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &str) -> Verdict {
+    let Some(rule) = rule_for(&gw.config.confirms, tool) else { return Verdict::Free };
+    let args = arguments_text(&req.params);
+    let (Ok(canonical), Ok(shown)) = (exact::canonical(args), exact::pretty(args)) else {
+        return Verdict::Answer(Box::new(Reply::error(RpcError::invalid_params("tools/call arguments must be an object"))));
+    };
+    let want = digest(tool.policy_name(), &canonical);
+    let max_age = gw.config.server.input_timeout;
+    let token = req.params.parse::<String>("requestState").and_then(Result::ok);
+    // A round of the upstream's own questions in a call that was confirmed already: each round's
+    // state is a one-time entry too, so a replayed round does not run the call again.
+    let bind = super::state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: &tool.name, confirmed: None };
+    if let Some(token) = &token
+        && super::state::confirmed(&gw.sealer, &req.params, &bind, max_age).as_deref() == Some(want.as_str())
+    {
+        match gw.confirmations.redeem(&once_key(token)).await {
+            Ok(true) => return Verdict::Confirmed(want),
+            Ok(false) => refuse(gw, req, tool, "confirmation_spent"),
+            Err(e) => return unavailable(gw, req, tool, &e),
         }
-        refuse(gw, req, tool, "confirmation_declined");
-        return Verdict::Answer(Box::new(tool_error(&format!("{} was not run: the call was not confirmed.", tool.name))));
+    }
+    // The answer to the gateway's question: issued to this caller, on this endpoint, for exactly
+    // this call, young enough, and not answered before.
+    let endpoint = req.caller.endpoint.as_deref().map(str::to_string);
+    let ours = token
+        .as_deref()
+        .and_then(|t| gw.sealer.open_aged::<Asked>(PURPOSE, t))
+        .is_some_and(|(a, age)| age <= max_age && a.c == req.caller.id && a.r == req.caller.rules && a.e == endpoint && a.d == want);
+    if let (true, Some(token)) = (ours, token) {
+        match gw.confirmations.redeem(&once_key(&token)).await {
+            Ok(true) => return answered(gw, req, tool, want),
+            // Answered before (or asked on another replica without a shared store): ask again.
+            Ok(false) => refuse(gw, req, tool, "confirmation_spent"),
+            Err(e) => return unavailable(gw, req, tool, &e),
+        }
     }
     // Ask, if the client can be asked.
     let can_ask = match &req.legacy {
@@ -105,11 +133,14 @@ pub fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, args: &Value, ups
             tool.name, rule.label
         ))));
     }
-    let asked = Asked { c: req.caller.id.clone(), r: req.caller.rules.clone(), d: want };
+    let asked = Asked { c: req.caller.id.clone(), r: req.caller.rules.clone(), e: endpoint, d: want };
     let Ok(state) = gw.sealer.seal(PURPOSE, &asked) else {
         return Verdict::Answer(Box::new(Reply::error(RpcError::internal("cannot seal the confirmation"))));
     };
-    let shown = serde_json::to_string_pretty(args).unwrap_or_default();
+    if let Err(e) = gw.confirmations.issue(&once_key(&state), max_age).await {
+        refuse(gw, req, tool, "confirmation_unavailable");
+        return Verdict::Answer(Box::new(tool_error(&format!("{} was not run: a confirmation cannot be asked now ({e}).", tool.name))));
+    }
     let message = format!(
         "{}Allow this call?\n\nTool: {}\nUpstream: {upstream}\nArguments:\n{shown}",
         rule.message.as_deref().map(|m| format!("{m}\n\n")).unwrap_or_default(),
@@ -131,6 +162,33 @@ pub fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, args: &Value, ups
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(e.to_string())),
     }))
+}
+
+/// The refusal of a call whose confirmation cannot be checked now (fails closed).
+fn unavailable(gw: &Served<'_>, req: &Request, tool: &Entry, e: &crate::gateway::onetime::OneTimeError) -> Verdict {
+    refuse(gw, req, tool, "confirmation_unavailable");
+    Verdict::Answer(Box::new(tool_error(&format!("{} was not run: its confirmation cannot be checked now ({e}).", tool.name))))
+}
+
+/// Records the `requestState` of an `input_required` round of a confirmed call as a one-time
+/// entry, so that the round's answer continues the call once.
+pub fn issue_round(once: &crate::gateway::onetime::OneTime, outcome: &Outcome, ttl: std::time::Duration) {
+    let Outcome::Result(raw) = outcome else { return };
+    let Some(Ok(token)) = RawObject::from_json(raw).ok().and_then(|o| o.parse::<String>("requestState")) else { return };
+    once.issue_detached(once_key(&token), ttl);
+}
+
+/// The verdict of a redeemed answer: the call runs if the person accepted.
+fn answered(gw: &Served<'_>, req: &mut Request, tool: &Entry, want: String) -> Verdict {
+    let answer =
+        req.params.parse::<RawObject>("inputResponses").and_then(Result::ok).and_then(|r| r.get(INPUT_KEY).map(|a| a.get().to_string()));
+    let answer: Value = answer.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or(Value::Null);
+    strip(&mut req.params);
+    if answer["action"] == "accept" && answer["content"]["confirm"] == true {
+        return Verdict::Confirmed(want);
+    }
+    refuse(gw, req, tool, "confirmation_declined");
+    Verdict::Answer(Box::new(tool_error(&format!("{} was not run: the call was not confirmed.", tool.name))))
 }
 
 /// Takes the gateway's confirmation state and answer out of a retry (they are not the upstream's).
@@ -192,9 +250,15 @@ mod tests {
 
     #[test]
     fn the_digest_binds_the_tool_and_every_argument() {
-        let a = digest("t", &json!({ "x": 1, "y": [1, 2] }));
-        assert_eq!(a, digest("t", &json!({ "y": [1, 2], "x": 1 })), "key order does not matter");
-        assert_ne!(a, digest("t", &json!({ "x": 2, "y": [1, 2] })));
-        assert_ne!(a, digest("u", &json!({ "x": 1, "y": [1, 2] })));
+        let d = |tool: &str, args: &str| digest(tool, &exact::canonical(args).expect("json"));
+        let a = d("t", r#"{"x": 1, "y": [1, 2]}"#);
+        assert_eq!(a, d("t", r#"{"y":[1,2],"x":1}"#), "key order and spacing do not matter");
+        assert_ne!(a, d("t", r#"{"x": 2, "y": [1, 2]}"#));
+        assert_ne!(a, d("u", r#"{"x": 1, "y": [1, 2]}"#));
+        assert_ne!(
+            d("t", r#"{"n": 18446744073709551617}"#),
+            d("t", r#"{"n": 18446744073709551616}"#),
+            "numbers that round to the same f64 are two calls"
+        );
     }
 }

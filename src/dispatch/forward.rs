@@ -9,6 +9,7 @@ use super::Served;
 use super::bare::{self, Bare};
 use super::{Request, rate_limited, state};
 use crate::audit;
+use crate::catalog::args::{ArgCheck, Refusal, cost};
 use crate::catalog::view;
 use crate::catalog::{Kind, links, uris};
 use crate::gateway::Routed;
@@ -168,6 +169,7 @@ async fn forward_as(
         (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string(), named.policy.to_string());
     let prefix = up.cfg.prefix.clone();
     let confirmed = named.confirmed.map(str::to_string);
+    let confirmations = gw.confirmations.clone();
     let endpoint_label = req.caller.endpoint.clone();
     // What a caller with narrowed grants reads must not be shared with callers policy denies.
     let narrowed = !req.caller.grants.is_unrestricted();
@@ -239,7 +241,11 @@ async fn forward_as(
                 other => other,
             }
         } else if method.may_ask_input() {
-            state::seal(&sealer, o, &bind)
+            let sealed = state::seal(&sealer, o, &bind);
+            if confirmed.is_some() {
+                super::confirm::issue_round(&confirmations, &sealed, max_age);
+            }
+            sealed
         } else {
             Outcome::Error(RpcError::internal(format!(
                 "Upstream '{upstream_id}' answered {method} with input_required, which only tools/call, prompts/get and \
@@ -342,11 +348,12 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
             return Reply::error(RpcError::internal("cannot add the fixed arguments"));
         }
     }
-    // The arguments as they would be forwarded, read when a check needs them.
+    // The arguments as they would be forwarded, read when the schema check needs them (a
+    // confirmation reads their exact text itself).
     let validate = gw.upstream(tool.upstream).is_some_and(|u| u.cfg.validate_arguments);
     let read;
     let final_args = match req.params.get("arguments") {
-        _ if !validate && gw.config.confirms.is_empty() => &args,
+        _ if !validate => &args,
         // Passed through unread so far: read now.
         Some(raw) if args.is_null() && raw.get() != "null" => {
             read = raw.parse::<Value>().unwrap_or(Value::Null);
@@ -359,12 +366,13 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
         _ => &args,
     };
     // The arguments fit the upstream's own schema, or the call goes nowhere.
-    if validate && let Err(refusal) = tool.args.check(final_args) {
-        refuse(gw, &req, &name, "invalid_arguments");
+    if validate && let Err(refusal) = check_arguments(gw, &tool.args, final_args).await {
+        let why = if matches!(refusal, Refusal::TooCostly(_)) { "arguments_too_costly" } else { "invalid_arguments" };
+        refuse(gw, &req, &name, why);
         return Reply::error(invalid_arguments(&name, refusal));
     }
     // A call a rule names waits for a person's confirmation.
-    let confirmed = match super::confirm::check(gw, &mut req, tool, final_args, gw.upstream_id(tool.upstream)) {
+    let confirmed = match super::confirm::check(gw, &mut req, tool, gw.upstream_id(tool.upstream)).await {
         super::confirm::Verdict::Free => None,
         super::confirm::Verdict::Confirmed(digest) => Some(digest),
         super::confirm::Verdict::Answer(reply) => return *reply,
@@ -411,10 +419,29 @@ fn private_scope(raw: &Json) -> Option<Json> {
     Some(obj.to_json())
 }
 
+/// How long a costly argument check may take on the blocking pool before the call is refused.
+const CHECK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Checks a call's arguments against its tool's schema. The work is counted first (and refused
+/// past its budget); a check that may take more than a moment runs on the blocking pool, with the
+/// CPU-heavy work of tool searches (at most half the cores at once), under a deadline, so it
+/// never holds a thread that serves other requests.
+async fn check_arguments(gw: &Served<'_>, check: &ArgCheck, args: &Value) -> Result<(), Refusal> {
+    if check.work(args)? <= cost::INLINE_WORK {
+        return check.check(args);
+    }
+    let (check, args) = (check.clone(), args.clone());
+    let late = || Refusal::TooCostly(format!("checking them did not finish within {} s", CHECK_DEADLINE.as_secs()));
+    let run = async {
+        let _permit = gw.ranking.clone().acquire_owned().await.map_err(|_| late())?;
+        tokio::task::spawn_blocking(move || check.check(&args)).await.map_err(|_| late())?
+    };
+    tokio::time::timeout(CHECK_DEADLINE, run).await.unwrap_or_else(|_| Err(late()))
+}
+
 /// The invalid-params error for arguments that do not fit the tool's schema (MCP
 /// `InvalidParamsError`), naming each failing path, so the model can correct its call.
-fn invalid_arguments(name: &str, refusal: crate::catalog::args::Refusal) -> RpcError {
-    use crate::catalog::args::Refusal;
+fn invalid_arguments(name: &str, refusal: Refusal) -> RpcError {
     match refusal {
         Refusal::Invalid(problems) => {
             let first = problems.first().map(|p| p.message.clone()).unwrap_or_default();
@@ -423,6 +450,9 @@ fn invalid_arguments(name: &str, refusal: crate::catalog::args::Refusal) -> RpcE
         }
         Refusal::Unusable(why) => {
             RpcError::invalid_params(format!("Invalid arguments for tool {name}: its inputSchema cannot be used to check them ({why})"))
+        }
+        Refusal::TooCostly(why) => {
+            RpcError::invalid_params(format!("Arguments for tool {name} were not checked, so it was not called: {why}"))
         }
     }
 }

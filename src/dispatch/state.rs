@@ -34,6 +34,9 @@ struct Sealed {
     /// rounds of the upstream's own questions need no second confirmation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     k: Option<String>,
+    /// The endpoint path it was issued on (`None`: the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    e: Option<String>,
 }
 
 /// What a request is, for binding and checking its state.
@@ -56,6 +59,7 @@ impl Binding<'_> {
             n: self.item.to_string(),
             s: inner,
             k: self.confirmed.map(str::to_string),
+            e: self.caller.endpoint.as_deref().map(str::to_string),
         }
     }
 }
@@ -101,7 +105,11 @@ pub fn open(sealer: &Sealer, params: &mut RawObject, bind: &Binding, max_age: Du
     if sealed.c != bind.caller.id || sealed.r != bind.caller.rules {
         return Err(Refused::AnotherCaller);
     }
-    if sealed.u != bind.upstream || sealed.m != bind.method || sealed.n != bind.item {
+    if sealed.u != bind.upstream
+        || sealed.m != bind.method
+        || sealed.n != bind.item
+        || sealed.e.as_deref() != bind.caller.endpoint.as_deref()
+    {
         return Err(Refused::AnotherRequest);
     }
     match sealed.s {
@@ -123,7 +131,8 @@ pub fn confirmed(sealer: &Sealer, params: &RawObject, bind: &Binding, max_age: D
         && sealed.r == bind.caller.rules
         && sealed.u == bind.upstream
         && sealed.m == bind.method
-        && sealed.n == bind.item;
+        && sealed.n == bind.item
+        && sealed.e.as_deref() == bind.caller.endpoint.as_deref();
     (age <= max_age && same).then_some(sealed.k).flatten()
 }
 
@@ -200,6 +209,11 @@ mod tests {
         let mut p = retry();
         let e = open(&sealer, &mut p, &Binding { item: "fx__other", ..bind }, Duration::from_secs(60)).unwrap_err();
         assert_eq!(e, Refused::AnotherRequest);
+        // Issued on the root endpoint: refused on another one.
+        let elsewhere = Arc::new(Principal { endpoint: Some("/mcp/ops".into()), ..(*alice).clone() });
+        let mut p = retry();
+        let e = open(&sealer, &mut p, &Binding { caller: &elsewhere, ..bind }, Duration::from_secs(60)).unwrap_err();
+        assert_eq!(e, Refused::AnotherRequest, "a state is bound to the endpoint it was issued on");
         let mut bytes = token.clone().into_bytes();
         let mid = bytes.len() / 2;
         bytes[mid] = if bytes[mid] == b'A' { b'B' } else { b'A' };

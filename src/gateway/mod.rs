@@ -7,6 +7,7 @@
 //! that connects at once sees every upstream that is ready.
 
 mod maintain;
+pub mod onetime;
 mod personal;
 pub use personal::REQUEST_SUBJECT;
 pub mod pins;
@@ -88,8 +89,9 @@ pub struct Gateway {
     /// The usage accounting and quotas (`[usage]`, `[[quota]]`; fixed until a restart but for
     /// the quota rules, which come from the configuration in effect).
     pub usage: Arc<crate::usage::Usage>,
-    /// How many tool searches may index or rank at once, on the blocking pool: half the cores
-    /// (at least one), so a burst of searches queues and leaves CPU for every other request.
+    /// How many CPU-heavy tasks a caller can start (tool searches indexing or ranking, costly
+    /// argument checks) may run at once, on the blocking pool: half the cores (at least one), so
+    /// a burst of them queues and leaves CPU for every other request.
     pub ranking: Arc<tokio::sync::Semaphore>,
     /// Seals the tokens the gateway hands out (request state; legacy sessions use it too).
     pub sealer: Arc<Sealer>,
@@ -102,6 +104,8 @@ pub struct Gateway {
     me: std::sync::Weak<Gateway>,
     /// The approved tool definitions (`[pins]`).
     pub pins: pins::Pins,
+    /// Confirmations asked and not yet answered: each accepted answer runs its call once.
+    pub confirmations: Arc<onetime::OneTime>,
     /// The endpoints' selection problems last reported (by path), so each is logged once, and
     /// only once every upstream has settled.
     view_problems: Mutex<Vec<(Arc<str>, Problem)>>,
@@ -147,6 +151,7 @@ impl Gateway {
             reload_lock: tokio::sync::Mutex::new(()),
             auth_tasks: Mutex::new(tasks.child()),
             limiter: Limiter::new(cluster.clone()),
+            confirmations: Arc::new(onetime::OneTime::new(cluster.clone())),
             cluster,
             catalog: ArcSwap::from_pointee(Catalog::default()),
             views: ArcSwap::from_pointee(Vec::new()),
@@ -331,6 +336,7 @@ impl Gateway {
                 private: st.private,
                 has_resources: st.offers("resources"),
                 rename: &u.cfg.rename,
+                validate: u.cfg.validate_arguments,
             })
             .collect();
         let config = self.config();

@@ -376,6 +376,7 @@ impl Gateway {
                     private: [true; 4],
                     has_resources: false,
                     rename: &[],
+                    validate: u.cfg.validate_arguments,
                 });
                 continue;
             }
@@ -397,6 +398,7 @@ impl Gateway {
                 private: if personal { [true; 4] } else { st.private },
                 has_resources: st.offers("resources"),
                 rename: &u.cfg.rename,
+                validate: u.cfg.validate_arguments,
             });
         }
         let config = self.config();

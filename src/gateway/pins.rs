@@ -3,7 +3,8 @@
 //! screening of each upstream's tools before the catalogue is merged: with `enforce`, a tool whose
 //! definition differs from its pin, or that has none, is held out (a problem of the catalogue,
 //! logged once, shown by `mcpgate check`, counted in `/metrics`); with `record`, it is served and
-//! the difference is logged once and counted.
+//! the difference is logged once and counted. An approval from the console names the fingerprint
+//! of the definition the person reviewed, and is refused if the upstream serves another one now.
 
 use super::Gateway;
 use crate::catalog::pins::{self, PinFile, PinMode, Standing};
@@ -31,6 +32,20 @@ pub struct Pins {
     read: Mutex<Option<Option<SystemTime>>>,
     /// Differences already logged in `record` mode (upstream, tool, fingerprint).
     logged: Mutex<HashSet<(String, String, String)>>,
+}
+
+/// Why an approval was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ApproveError {
+    /// The upstream does not serve the tool now.
+    #[error("{0}")]
+    NotServed(String),
+    /// The upstream serves another definition than the one reviewed.
+    #[error("{0}")]
+    Changed(String),
+    /// The lock file could not be read or written.
+    #[error("{0}")]
+    File(String),
 }
 
 /// An upstream's tools after screening.
@@ -142,31 +157,46 @@ impl Gateway {
         });
     }
 
-    /// Approves the definition upstream `upstream` serves now for its tool `tool`: written to the
-    /// lock file, and applied at once (the catalogue is rebuilt, listeners hear it once).
-    pub fn approve_pin(&self, upstream: &str, tool: &str) -> Result<(), String> {
-        let up = self.live_upstreams().into_iter().find(|u| u.id() == upstream).ok_or_else(|| format!("no upstream '{upstream}'"))?;
-        let current = up
-            .state()
+    /// The definition upstream `upstream` serves now for its tool `tool`, with its fingerprint.
+    fn served_definition(&self, upstream: &str, tool: &str) -> Option<pins::Pin> {
+        let up = self.live_upstreams().into_iter().find(|u| u.id() == upstream)?;
+        up.state()
             .items(Kind::Tool)
             .iter()
             .filter_map(|raw| pins::definition(raw.get()))
             .find(|p| p.definition.get("name").and_then(|n| n.as_str()) == Some(tool))
-            .ok_or_else(|| format!("upstream '{upstream}' serves no tool '{tool}' now"))?;
+    }
+
+    /// Approves the definition a person reviewed, named by its fingerprint (`reviewed`), for tool
+    /// `tool` of upstream `upstream`: written to the lock file, and applied at once (the
+    /// catalogue is rebuilt, listeners hear it once). Refused when the upstream serves another
+    /// definition now: what is pinned is always what was reviewed.
+    pub fn approve_pin(&self, upstream: &str, tool: &str, reviewed: &str) -> Result<(), ApproveError> {
+        let current = self
+            .served_definition(upstream, tool)
+            .ok_or_else(|| ApproveError::NotServed(format!("upstream '{upstream}' serves no tool '{tool}' now")))?;
+        if current.sha256 != reviewed {
+            return Err(ApproveError::Changed(format!(
+                "upstream '{upstream}' now serves another definition of '{tool}' (fingerprint {}) than the one reviewed ({reviewed}): \
+                 nothing was approved; review the definition it serves now",
+                current.sha256
+            )));
+        }
         let path = self.config().pins.file.clone();
-        let mut file = read(&path)?.unwrap_or_default();
+        let mut file = read(&path).map_err(ApproveError::File)?.unwrap_or_default();
         file.version = 1;
         file.upstreams.entry(upstream.to_string()).or_default().insert(tool.to_string(), current);
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        std::fs::write(&tmp, file.render()).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(&tmp, file.render()).map_err(|e| ApproveError::File(format!("{}: {e}", tmp.display())))?;
+        std::fs::rename(&tmp, &path).map_err(|e| ApproveError::File(format!("{}: {e}", path.display())))?;
         if self.pins.refresh(&path) {
             self.rebuild();
         }
         Ok(())
     }
 
-    /// The tools held now, each with what differs from its pin (for the console).
+    /// The tools held now, each with the definition its upstream serves (in full), its
+    /// fingerprint (what an approval names) and what differs from its pin (for the console).
     pub fn held_tools(&self) -> Vec<serde_json::Value> {
         let file = self.pins.file.load();
         self.catalog()
@@ -174,19 +204,19 @@ impl Gateway {
             .iter()
             .filter(|p| p.kind == Kind::Tool && p.reason.starts_with(HELD))
             .map(|p| {
-                let current = self.live_upstreams().into_iter().find(|u| u.id() == p.upstream).and_then(|u| {
-                    u.state()
-                        .items(Kind::Tool)
-                        .iter()
-                        .filter_map(|raw| pins::definition(raw.get()))
-                        .find(|d| d.definition.get("name").and_then(|n| n.as_str()) == Some(p.item.as_str()))
-                });
+                let current = self.served_definition(&p.upstream, &p.item);
                 let pinned = file.upstreams.get(&p.upstream).and_then(|t| t.get(&p.item));
                 let changes = match (pinned, &current) {
                     (Some(old), Some(new)) => pins::diff(&old.definition, &new.definition),
                     _ => vec!["a new tool, not pinned yet".to_string()],
                 };
-                serde_json::json!({ "upstream": p.upstream, "tool": p.item, "changes": changes })
+                serde_json::json!({
+                    "upstream": p.upstream,
+                    "tool": p.item,
+                    "changes": changes,
+                    "fingerprint": current.as_ref().map(|c| c.sha256.clone()),
+                    "definition": current.map(|c| c.definition),
+                })
             })
             .collect()
     }

@@ -17,6 +17,7 @@ fn catalog(tools: &[&str]) -> Catalog {
             listed_at: None,
             private: [false; 4],
             rename: &[],
+            validate: true,
             has_resources: false,
         }],
         &crate::catalog::merge::Naming { policy: &Default::default(), namespaces: &[] },

@@ -91,15 +91,26 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
                 Err(_) => return json_answer(StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": "too large" })),
             };
             let asked: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let (Some(upstream), Some(tool)) = (asked["upstream"].as_str(), asked["tool"].as_str()) else {
-                return json_answer(StatusCode::BAD_REQUEST, json!({ "error": "send {\"upstream\": ..., \"tool\": ...}" }));
+            let (Some(upstream), Some(tool), Some(fingerprint)) =
+                (asked["upstream"].as_str(), asked["tool"].as_str(), asked["fingerprint"].as_str())
+            else {
+                return json_answer(
+                    StatusCode::BAD_REQUEST,
+                    json!({ "error": "send {\"upstream\": ..., \"tool\": ..., \"fingerprint\": ...} (the fingerprint of the definition you reviewed, from /console/api/state)" }),
+                );
             };
-            match gw.approve_pin(upstream, tool) {
+            match gw.approve_pin(upstream, tool, fingerprint) {
                 Ok(()) => {
-                    tracing::info!(caller = %caller.id, %upstream, %tool, "a held tool was approved from the console");
-                    json_answer(StatusCode::OK, json!({ "approved": format!("{upstream}/{tool}") }))
+                    tracing::info!(caller = %caller.id, %upstream, %tool, %fingerprint, "a held tool was approved from the console");
+                    json_answer(StatusCode::OK, json!({ "approved": format!("{upstream}/{tool}"), "fingerprint": fingerprint }))
                 }
-                Err(e) => json_answer(StatusCode::CONFLICT, json!({ "error": e })),
+                Err(e @ crate::gateway::pins::ApproveError::File(_)) => {
+                    json_answer(StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": e.to_string() }))
+                }
+                Err(e) => {
+                    tracing::warn!(caller = %caller.id, %upstream, %tool, error = %e, "a console approval was refused");
+                    json_answer(StatusCode::CONFLICT, json!({ "error": e.to_string() }))
+                }
             }
         }
         "state" => json_answer(StatusCode::OK, crate::console::state(gw)),

@@ -104,7 +104,7 @@ fn input_requests_work_in_every_era_pairing() {
 
 /// A scripted modern upstream whose tools `ask` and `ask2` answer `input_required` with an odd
 /// `requestState`, and on the retry return the raw JSON text of the state they received.
-async fn state_upstream() -> (String, Arc<AtomicUsize>) {
+pub(crate) async fn state_upstream() -> (String, Arc<AtomicUsize>) {
     const ODD: &str = r#""  odd \u00e9\n state ""#;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");

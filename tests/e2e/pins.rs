@@ -87,7 +87,7 @@ async fn a_tool_whose_definition_changed_is_held_until_approved() {
     let approved = post_raw(
         &format!("{}/console/api/pins/approve", gw.base),
         &[("Content-Type", "application/json")],
-        json!({ "upstream": "chg", "tool": "base" }).to_string(),
+        json!({ "upstream": "chg", "tool": "base", "fingerprint": state["held"][0]["fingerprint"] }).to_string(),
     )
     .await;
     assert_eq!(approved.status, 200, "{}", String::from_utf8_lossy(&approved.body));

@@ -8,7 +8,10 @@
 //! `null` for "not given", and the MCP `x-mcp-header` rules treat it so), everything else is
 //! checked as sent. The validator
 //! is compiled on first use and kept with the catalogue entry, so each snapshot compiles each
-//! tool's schema at most once and later calls only run it.
+//! tool's schema at most once and later calls only run it. What a check costs is bounded (see
+//! `cost`): a schema that expands past [`cost::SCHEMA_BUDGET`] subschemas is not served (the
+//! catalogue reports it), and a call whose check would make more than [`cost::CHECK_BUDGET`]
+//! applications is refused before the validator runs.
 
 use crate::protocol::json::Json;
 use serde_json::Value;
@@ -33,10 +36,12 @@ pub enum Refusal {
     /// The schema itself cannot be used (an external `$ref`, an unsupported dialect, a broken
     /// pattern): nothing can be checked against it.
     Unusable(String),
+    /// Checking these arguments against the schema would cost more than a check may.
+    TooCostly(String),
 }
 
 enum Compiled {
-    Ready(Box<jsonschema::Validator>),
+    Ready(Box<jsonschema::Validator>, Value),
     /// The tool declares no schema: nothing to check.
     Open,
     Unusable(String),
@@ -61,12 +66,53 @@ impl ArgCheck {
         ArgCheck { definition, compiled: Arc::default() }
     }
 
-    /// Whether `args` fit the tool's input schema.
+    /// Whether the tool's schema is cheap enough to check calls against (its expansion within
+    /// [`cost::SCHEMA_BUDGET`]), or why not. Counting reads the schema only when it could
+    /// expand (it has a reference, or escapes that could spell one).
+    pub fn affordable(&self) -> Result<(), String> {
+        let text = self.definition.get();
+        if !(text.contains("ref") || text.contains("Ref") || text.contains("\\u")) {
+            return Ok(());
+        }
+        let Ok(tool) = serde_json::from_str::<Value>(text) else { return Ok(()) };
+        let Some(schema) = tool.get("inputSchema") else { return Ok(()) };
+        cost::schema_size(schema, cost::SCHEMA_BUDGET).map(|_| ()).map_err(|_| {
+            format!(
+                "the inputSchema expands to more than {} subschemas once its $refs are followed (references inside anyOf, \
+                 oneOf or allOf nest too deep), so checking arguments against it could hold the gateway for minutes; \
+                 the tool is held until the upstream serves a simpler schema (or set validate_arguments = false on this upstream)",
+                cost::SCHEMA_BUDGET
+            )
+        })
+    }
+
+    /// How many schema applications checking `args` may take (an upper bound), or a refusal
+    /// when that is more than [`cost::CHECK_BUDGET`]. Counting stops at the budget.
+    pub fn work(&self, args: &Value) -> Result<usize, Refusal> {
+        match self.compiled() {
+            Compiled::Ready(_, schema) => cost::check_work(schema, args, cost::CHECK_BUDGET).map_err(|_| {
+                Refusal::TooCostly(format!(
+                    "checking them against the tool's inputSchema would take more than {} steps (its references nest as \
+                     deep as the arguments do)",
+                    cost::CHECK_BUDGET
+                ))
+            }),
+            _ => Ok(1),
+        }
+    }
+
+    fn compiled(&self) -> &Compiled {
+        self.compiled.get_or_init(|| compile(&self.definition))
+    }
+
+    /// Whether `args` fit the tool's input schema (refused unchecked when [`Self::work`] is over
+    /// budget).
     pub fn check(&self, args: &Value) -> Result<(), Refusal> {
-        match self.compiled.get_or_init(|| compile(&self.definition)) {
+        self.work(args)?;
+        match self.compiled() {
             Compiled::Open => Ok(()),
             Compiled::Unusable(why) => Err(Refusal::Unusable(why.clone())),
-            Compiled::Ready(v) => {
+            Compiled::Ready(v, _) => {
                 let without_nulls;
                 let args = match args.as_object() {
                     Some(m) if m.values().any(Value::is_null) => {
@@ -92,19 +138,21 @@ fn compile(definition: &Json) -> Compiled {
     let Some(schema) = tool.get("inputSchema").filter(|s| s.is_object()) else { return Compiled::Open };
     let linear = jsonschema::options().with_pattern_options(jsonschema::PatternOptions::regex()).build(schema);
     match linear {
-        Ok(v) => Compiled::Ready(Box::new(v)),
+        Ok(v) => Compiled::Ready(Box::new(v), schema.clone()),
         // Patterns the linear engine cannot take (lookaround, backreferences) get a backtracking
         // engine with a small step budget.
         Err(first) => {
             let bounded =
                 jsonschema::options().with_pattern_options(jsonschema::PatternOptions::fancy_regex().backtrack_limit(10_000)).build(schema);
             match bounded {
-                Ok(v) => Compiled::Ready(Box::new(v)),
+                Ok(v) => Compiled::Ready(Box::new(v), schema.clone()),
                 Err(_) => Compiled::Unusable(first.to_string()),
             }
         }
     }
 }
+
+pub mod cost;
 
 #[cfg(test)]
 mod tests;

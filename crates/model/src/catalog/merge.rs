@@ -1,7 +1,8 @@
 //! Building the merged catalogue from every upstream's lists: tools and prompts get prefixed
 //! names (or their `rename`, fitted to the name policy, see `names`), resources and templates get
 //! prefixed URIs (see `uris`). Names are validated (tools: the tool-name rules, an object
-//! `inputSchema` and their `x-mcp-header` annotations); an item that would land in another
+//! `inputSchema` and their `x-mcp-header` annotations, and, where arguments are checked, a schema
+//! within the cost budget of `args::cost`); an item that would land in another
 //! upstream's namespace (`<its prefix><sep>...` or `<its prefix>+...`) is refused, so that grants
 //! on that namespace never reach it; collisions are reported and never silently shadowed (the
 //! first upstream in config order keeps the name); and the order is deterministic (config order,
@@ -42,6 +43,9 @@ pub struct UpstreamLists<'a> {
     pub has_resources: bool,
     /// The upstream's `rename` table: its tool or prompt name → the served name.
     pub rename: &'a [(String, String)],
+    /// Whether the gateway checks calls' arguments against its tools' schemas
+    /// (`validate_arguments`): then a schema too costly to check is not served.
+    pub validate: bool,
 }
 
 /// What every upstream's names are fitted to: the name policy, and the namespaces of every
@@ -323,6 +327,12 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
     };
     let json = obj.to_json();
     let args = super::args::ArgCheck::new(json.clone());
+    if kind == Kind::Tool
+        && input.validate
+        && let Err(reason) = args.affordable()
+    {
+        return Err(problem(&original, reason));
+    }
     Ok(Entry { name, upstream: input.upstream, original, headers, json, canonical: None, fixed: Default::default(), ui, args })
 }
 

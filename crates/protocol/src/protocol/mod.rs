@@ -3,6 +3,7 @@
 //! Nothing in here does I/O; everything is unit-tested on plain data.
 
 pub mod errors;
+pub mod exact;
 pub mod headers;
 pub mod json;
 pub mod jsonrpc;

@@ -13,6 +13,7 @@ fn verdict(schema: Value, args: Value) -> Result<(), Vec<String>> {
         Ok(()) => Ok(()),
         Err(Refusal::Invalid(p)) => Err(p.into_iter().map(|p| p.path).collect()),
         Err(Refusal::Unusable(why)) => Err(vec![format!("unusable: {why}")]),
+        Err(Refusal::TooCostly(why)) => Err(vec![format!("too costly: {why}")]),
     }
 }
 

@@ -19,6 +19,7 @@ fn base(gh: &[Box<RawValue>], db: &[Box<RawValue>]) -> Catalog {
         private: [false; 4],
         has_resources: false,
         rename: &[],
+        validate: true,
     };
     let gh: &'static [Box<RawValue>] = Box::leak(gh.to_vec().into_boxed_slice());
     let db: &'static [Box<RawValue>] = Box::leak(db.to_vec().into_boxed_slice());

@@ -16,6 +16,7 @@ fn input<'a>(i: usize, id: &'a str, prefix: &'a str, tools: &'a [Box<RawValue>],
         private: [false, false, i == 1, false],
         has_resources: !resources.is_empty(),
         rename: &[],
+        validate: true,
     }
 }
 

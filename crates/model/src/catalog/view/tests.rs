@@ -43,6 +43,7 @@ proptest! {
                 listed_at: None,
                 private: [false; 4],
                 rename: &[],
+                validate: true,
                 has_resources: false,
             })
             .collect();
