@@ -111,24 +111,6 @@ pub(super) async fn forward(
     param_headers: Vec<(String, String)>,
     endpoint: Option<usize>,
 ) -> Reply {
-    match req.caller.subject_token.clone() {
-        Some(own) => {
-            crate::gateway::REQUEST_SUBJECT.scope(own, forward_as(gw, upstream, req, named, rewrite, param_headers, endpoint)).await
-        }
-        None => forward_as(gw, upstream, req, named, rewrite, param_headers, endpoint).await,
-    }
-}
-
-/// [`forward`], within the request's own subject token when it carries one.
-async fn forward_as(
-    gw: &Served<'_>,
-    upstream: usize,
-    req: Request,
-    named: Named<'_>,
-    rewrite: Option<(&str, &str)>,
-    param_headers: Vec<(String, String)>,
-    endpoint: Option<usize>,
-) -> Reply {
     let item = named.shown;
     let up = match gw.upstream_for(&req.caller, upstream).await {
         Some(Routed::Up(up)) => up,

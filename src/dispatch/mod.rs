@@ -196,7 +196,9 @@ impl Service for Gateway {
     }
 
     fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {
-        Box::pin(async move {
+        // A token exchange made for this request exchanges the JWT it carried.
+        let subject = req.caller.subject_token.clone();
+        let work = async move {
             let offered = |cap: &str| self.offers(cap);
             let served = Served::new(self, &req.caller);
             let cx = &served;
@@ -217,6 +219,12 @@ impl Service for Gateway {
                 // Only legacy sessions reach this (the modern edge refuses the method).
                 Method::ResourcesSubscribe if offered("resources") => listen::follow(cx, &req),
                 other => Reply::error(RpcError::method_not_found(other.as_str())),
+            }
+        };
+        Box::pin(async move {
+            match subject {
+                Some(own) => crate::gateway::REQUEST_SUBJECT.scope(own, work).await,
+                None => work.await,
             }
         })
     }

@@ -61,6 +61,17 @@ pub fn protected_server(issuer: &str, seen: &std::path::Path) -> (Proc, String) 
     (proc, format!("{base}/mcp"))
 }
 
+/// A caller JWT for `sub` from tests/py/idp.py at `issuer` (audience `mcpgate-test`).
+pub fn mint(issuer: &str, sub: &str) -> String {
+    let url = format!("{issuer}/mint?sub={sub}&aud=mcpgate-test");
+    let out = Command::new(python())
+        .args(["-c", "import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1]).read().decode())", &url])
+        .output()
+        .expect("mint a token");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a minted token");
+    v["token"].as_str().unwrap_or_default().to_string()
+}
+
 /// Every line of `path` (empty when it does not exist).
 fn lines(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).filter(|l| !l.is_empty()).collect()
@@ -176,16 +187,7 @@ async fn a_jwt_callers_token_is_exchanged_for_one_to_the_upstream() {
         dir.path().join("vault.json"),
     );
     let gw = gateway_on_port(&config, gw_port, &[]);
-    let mint = |sub: &str| {
-        let url = format!("{issuer}/mint?sub={sub}&aud=mcpgate-test");
-        let body = std::process::Command::new(python())
-            .args(["-c", "import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1]).read().decode())", &url])
-            .output()
-            .expect("mint a token");
-        let v: serde_json::Value = serde_json::from_slice(&body.stdout).expect("a minted token");
-        v["token"].as_str().unwrap_or_default().to_string()
-    };
-    let (alice, bob) = (mint("alice"), mint("bob"));
+    let (alice, bob) = (mint(&issuer, "alice"), mint(&issuer, "bob"));
     for (who, jwt) in [("alice", &alice), ("bob", &bob)] {
         let auth = format!("Bearer {jwt}");
         let list = rpc_with(&gw.url, "tools/list", serde_json::json!({}), &[("authorization", &auth)]).await.message();

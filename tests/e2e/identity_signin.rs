@@ -7,7 +7,7 @@
 //! test does. Every OAuth page checks Host, and a form's Origin.
 
 use crate::harness::*;
-use crate::identity::{listening, protected_server};
+use crate::identity::{listening, mint, protected_server};
 use crate::identity_cluster::{call_as, get_with, header, link_in};
 use std::process::Command;
 
@@ -120,16 +120,7 @@ async fn a_jwt_callers_link_needs_a_sign_in_as_that_caller_at_its_issuer() {
         dir.path().join("vault.json"),
     );
     let gw = gateway_on_port(&config, gw_port, &[("MCPGATE_TOKEN_KEY", &"5a".repeat(32))]);
-    let mint = |sub: &str| {
-        let url = format!("{issuer}/mint?sub={sub}&aud=mcpgate-test");
-        let out = Command::new(python())
-            .args(["-c", "import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1]).read().decode())", &url])
-            .output()
-            .expect("mint a token");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a minted token");
-        v["token"].as_str().unwrap_or_default().to_string()
-    };
-    let (alice, mallory) = (mint("alice"), mint("mallory"));
+    let (alice, mallory) = (mint(&issuer, "alice"), mint(&issuer, "mallory"));
 
     // Every page checks Host, like the MCP endpoint (a rebound name reaches none of them).
     for path in ["/oauth/connect?grant=x", "/oauth/callback?state=s&code=c", "/oauth/callback/abc?state=s&code=c", "/oauth/client.json"] {
