@@ -10,13 +10,10 @@
 use crate::harness::*;
 use std::process::Command;
 
+/// Runs the suite's server scenarios of requirement set `revision` against the gateway: every
+/// scored scenario must pass (or match the baseline), and so must every unscored one, the tasks
+/// extension's `tasks-*` among them.
 fn run_suite(gw: &Gateway, revision: &str, label: &str) {
-    run_suite_allowing(gw, revision, label, &[]);
-}
-
-/// [`run_suite`], where unscored scenarios whose names start with one of `unscored_absent` may
-/// fail (an extension the fixture does not implement).
-fn run_suite_allowing(gw: &Gateway, revision: &str, label: &str, unscored_absent: &[&str]) {
     let node = tool("MCPGATE_NODE22", ".work/node22/node_modules/node/bin/node");
     let cli = tool("MCPGATE_CONFORMANCE_JS", ".work/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js");
     let out = tempfile::tempdir().expect("tempdir");
@@ -41,11 +38,7 @@ fn run_suite_allowing(gw: &Gateway, revision: &str, label: &str, unscored_absent
     );
     // The exit code covers scored scenarios; the unscored ones (the tasks extension,
     // json-schema-2020-12, the header scenarios) must pass through the gateway too.
-    let failing: Vec<&str> = summary
-        .lines()
-        .filter(|l| l.starts_with('✗'))
-        .filter(|l| !unscored_absent.iter().any(|p| l.trim_start_matches('✗').trim_start().starts_with(p)))
-        .collect();
+    let failing: Vec<&str> = summary.lines().filter(|l| l.starts_with('✗')).collect();
     assert!(
         failing.is_empty(),
         "unscored scenarios fail through the gateway ({label} fixture, {revision}):\n{summary}\ngateway log:\n{}",
@@ -99,7 +92,8 @@ fn conformance_2025_11_25_stdio_fixture() {
 /// `ctx.elicit()`, `create_message()` and `list_roots()`, which work only in a 2025-11-25 session,
 /// and the SDK's dual-era `Resolve` for the 2026-07-28 input-required tools. Clients of both eras
 /// must get all of them through the gateway (era affinity, docs/protocol.md), over HTTP and over
-/// stdio. It implements no tasks extension, so only the unscored `tasks-*` scenarios may fail.
+/// stdio. It serves the tasks extension through the SDK's extension interface
+/// (tests/py/sdk_fixture/tasks.py), so the `tasks-*` scenarios must pass too.
 fn sdk_fixture_gateway(stdio: bool) -> (Option<Proc>, Gateway) {
     let head = "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"fixture\"\nprefix = \"\"\ntimeout = \"30s\"\n";
     if stdio {
@@ -114,25 +108,25 @@ fn sdk_fixture_gateway(stdio: bool) -> (Option<Proc>, Gateway) {
 #[test]
 fn conformance_2025_11_25_http_sdk_fixture() {
     let (_fixture, gw) = sdk_fixture_gateway(false);
-    run_suite_allowing(&gw, "2025-11-25", "HTTP everyday-SDK", &["tasks-"]);
+    run_suite(&gw, "2025-11-25", "HTTP everyday-SDK");
 }
 
 #[test]
 fn conformance_2026_07_28_http_sdk_fixture() {
     let (_fixture, gw) = sdk_fixture_gateway(false);
-    run_suite_allowing(&gw, "2026-07-28", "HTTP everyday-SDK", &["tasks-"]);
+    run_suite(&gw, "2026-07-28", "HTTP everyday-SDK");
 }
 
 #[test]
 fn conformance_2025_11_25_stdio_sdk_fixture() {
     let (_, gw) = sdk_fixture_gateway(true);
-    run_suite_allowing(&gw, "2025-11-25", "stdio everyday-SDK", &["tasks-"]);
+    run_suite(&gw, "2025-11-25", "stdio everyday-SDK");
 }
 
 #[test]
 fn conformance_2026_07_28_stdio_sdk_fixture() {
     let (_, gw) = sdk_fixture_gateway(true);
-    run_suite_allowing(&gw, "2026-07-28", "stdio everyday-SDK", &["tasks-"]);
+    run_suite(&gw, "2026-07-28", "stdio everyday-SDK");
 }
 
 /// The client scenarios of the suite that concern a gateway. In the `auth/*` ones the mock

@@ -4,8 +4,9 @@ This is the counterpart of tests/py/conformance_fixture.py. That fixture is writ
 low-level `Server` and builds every wire shape by hand so that it passes the suite in both protocol
 eras. This one is written the way everyday servers are written: `@mcp.tool()`, `@mcp.resource(...)`,
 `@mcp.prompt()`, `@mcp.completion()` and `Context`. It implements the same tool, resource, prompt
-and completion names that the suite's server scenarios use, for both requirement sets, except the
-tasks extension. It exists to prove era affinity through the gateway:
+and completion names that the suite's server scenarios use, for both requirement sets, and the tasks
+extension (SEP-2663) through the SDK's extension interface (sdk_fixture/tasks.py, 2026-07-28 only).
+It exists to prove era affinity through the gateway:
 
 * the 2025-11-25 input tools use the legacy helpers (`ctx.elicit`, `ctx.session.create_message`,
   `ctx.session.list_roots`). They only work in a 2025-11-25 session; at 2026-07-28 the SDK refuses

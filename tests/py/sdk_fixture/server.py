@@ -39,6 +39,7 @@ def embedded(uri: str, text: str, mime_type: str = "text/plain") -> EmbeddedReso
 # The suite checks this schema reaches clients unchanged; it is the same document the low-level
 # fixture serves, so it is taken from there.
 from fixture.catalogue import JSON_SCHEMA_2020_12  # noqa: E402
+from sdk_fixture.tasks import TasksExtension  # noqa: E402
 
 
 def test_simple_text() -> str:
@@ -69,4 +70,6 @@ mcp = MCPServer(
         Tool.from_function(test_simple_text),
         Tool.from_function(json_schema_2020_12_tool).model_copy(update={"parameters": JSON_SCHEMA_2020_12}),
     ],
+    # The tasks extension (SEP-2663), through the SDK's extension interface: see sdk_fixture/tasks.py.
+    extensions=[TasksExtension()],
 )
