@@ -23,7 +23,7 @@ pub fn server_info() -> Value {
 }
 
 /// Whether the caller may use anything upstream `index` serves (all of them, when unrestricted).
-fn usable(gw: &Served<'_>, req: &Request, index: usize) -> bool {
+pub(super) fn usable(gw: &Served<'_>, req: &Request, index: usize) -> bool {
     if req.caller.grants.is_unrestricted() && req.caller.endpoint.is_none() {
         return true;
     }
@@ -39,11 +39,6 @@ pub fn offered_to(gw: &Served<'_>, req: &Request, cap: &str) -> bool {
         let st = up.state();
         st.status == Status::Ready && !up.is_retired() && st.offers(cap) && usable(gw, req, up.index)
     })
-}
-
-/// Whether upstream `index` serves an MCP App's UI resource in the caller's view.
-fn serves_ui(gw: &Served<'_>, index: usize) -> bool {
-    gw.view.section(crate::catalog::Kind::Resource).entries.iter().any(|e| e.upstream == index && e.original.starts_with("ui://"))
 }
 
 pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
@@ -73,20 +68,6 @@ pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
                 capabilities.insert(cap.into(), json!({}));
             }
         }
-        // The extensions the gateway relays (tasks are routed, see `tasks`; MCP Apps' `ui://`
-        // resources are mapped, see `catalog::uris`) are offered when an upstream has them; the
-        // UI extension also when an upstream serves UI resources without declaring it.
-        for key in crate::protocol::RELAYED_EXTENSIONS {
-            let declared = st.capabilities.as_ref().and_then(|c| c.get("extensions")).and_then(|e| e.get(*key)).filter(|v| !v.is_null());
-            let serves_ui = *key == crate::protocol::UI_EXTENSION && serves_ui(gw, up.index);
-            if declared.is_none() && !serves_ui {
-                continue;
-            }
-            let extensions = capabilities.entry("extensions").or_insert_with(|| json!({}));
-            if let Some(map) = extensions.as_object_mut() {
-                map.entry(*key).or_insert_with(|| declared.cloned().unwrap_or_else(|| json!({})));
-            }
-        }
         if st.offers("prompts") {
             capabilities.insert("prompts".into(), json!({ "listChanged": true }));
         }
@@ -103,6 +84,11 @@ pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
             };
             sections.push(section(&label, text));
         }
+    }
+    // The extensions: only those the gateway relays, by the one table (see `extensions`).
+    let extensions = super::extensions::advertised(gw, req);
+    if !extensions.is_empty() {
+        capabilities.insert("extensions".into(), Value::Object(extensions));
     }
     let mut result = json!({
         "resultType": "complete",

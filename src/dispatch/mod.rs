@@ -7,6 +7,7 @@ mod bare;
 mod confirm;
 mod consent;
 mod discover;
+mod extensions;
 mod forward;
 mod listen;
 mod lists;

@@ -9,6 +9,7 @@ use crate::auth::Principal;
 use crate::dispatch::{Request, Service};
 use crate::hub::{Change, UriSet};
 use crate::protocol::errors::RpcError;
+use crate::protocol::extensions::{self, Era};
 use crate::protocol::json::Json;
 use crate::protocol::jsonrpc;
 use crate::protocol::jsonrpc::Message;
@@ -267,7 +268,15 @@ pub async fn handshake(svc: &dyn Service, msg: &Message, sid: String, caller: Ar
     };
     let discover = internal(svc, "server/discover", caller).await?;
     let mut capabilities = discover["capabilities"].clone();
+    // Only the extensions the gateway relays to legacy clients (the table in
+    // `protocol::extensions`): discover answers for the modern era.
     if let Some(caps) = capabilities.as_object_mut() {
+        if let Some(Value::Object(ext)) = caps.get_mut("extensions") {
+            extensions::retain_for_era(ext, Era::Legacy);
+        }
+        if caps.get("extensions").and_then(Value::as_object).is_some_and(Map::is_empty) {
+            caps.remove("extensions");
+        }
         for list in ["tools", "prompts", "resources"] {
             if let Some(Value::Object(c)) = caps.get_mut(list) {
                 c.insert("listChanged".into(), Value::Bool(true));
@@ -317,6 +326,9 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
     // 2026-07-28 extension a legacy client cannot use.
     let mut caps = session.caps.as_object().cloned().unwrap_or_default();
     caps.remove("tasks");
+    if let Some(Value::Object(ext)) = caps.get_mut("extensions") {
+        extensions::retain_for_era(ext, Era::Legacy);
+    }
     fields.insert(keys::CLIENT_CAPABILITIES.into(), Value::Object(caps));
     if !session.info.is_null() {
         fields.insert(keys::CLIENT_INFO.into(), session.info.clone());

@@ -10,6 +10,7 @@ use super::outbound::Envelope;
 use super::probe::{Announcement, Identity};
 use super::stdio::Preamble;
 use super::{Call, Transport, Upstream, UpstreamError};
+use crate::protocol::extensions::{self, Era};
 use crate::protocol::meta::LegacySession;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::{LEGACY_VERSIONS, is_legacy_version, keys};
@@ -104,10 +105,10 @@ impl Hello {
     /// Not `roots`: a server may ask for roots outside any call (many do right after the
     /// handshake) and keep the answer for the whole session, which here is everyone's.
     fn gateway() -> Hello {
-        let ui = crate::protocol::ui_client_capability();
+        let own = extensions::gateway_declares(Era::Legacy);
         Hello {
             version: LEGACY_VERSIONS[0].into(),
-            capabilities: json!({ "elicitation": {}, "sampling": {}, "extensions": { crate::protocol::UI_EXTENSION: ui } }),
+            capabilities: json!({ "elicitation": {}, "sampling": {}, "extensions": own }),
             info: json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }),
             on_behalf_of: Vec::new(),
         }
@@ -117,7 +118,7 @@ impl Hello {
     /// which the gateway serves itself) and its client info, as if it spoke to the upstream. What
     /// the client sent is taken only in the shapes `initialize` allows (objects), so a client
     /// cannot make the upstream refuse the handshake for everyone.
-    pub(super) fn client(c: &LegacySession, on_behalf_of: &[String]) -> Hello {
+    pub(super) fn client(c: &LegacySession, on_behalf_of: &[String], upstream: Option<&Map<String, Value>>) -> Hello {
         let mut capabilities = match &c.capabilities {
             Value::Object(m) => Value::Object(m.clone()),
             _ => json!({}),
@@ -125,6 +126,8 @@ impl Hello {
         if let Some(caps) = capabilities.as_object_mut() {
             caps.remove("tasks");
         }
+        // Its extensions as the one table says a legacy upstream session may hear of them.
+        extensions::filter_client_capabilities(&mut capabilities, upstream, Era::Legacy);
         let info = match &c.info {
             Value::Object(m) if m.get("name").is_some_and(Value::is_string) && m.get("version").is_some_and(Value::is_string) => {
                 c.info.clone()
@@ -197,7 +200,10 @@ impl Upstream {
         let reply = match (&call.client, &self.transport) {
             (Some(client), Transport::Http(p)) => {
                 let own = self.own_session(&client.sid, p.index(call.endpoint));
-                self.call_in(&call, &own.slot, &Hello::client(client, &call.on_behalf_of), &own.opening).await?
+                let st = self.state();
+                let declared = st.capabilities.as_ref().and_then(|c| c.get("extensions")).and_then(Value::as_object);
+                let hello = Hello::client(client, &call.on_behalf_of, declared);
+                self.call_in(&call, &own.slot, &hello, &own.opening).await?
             }
             _ => {
                 let hello = Hello { version: version.into(), ..Hello::gateway() };
@@ -426,11 +432,15 @@ mod tests {
     #[test]
     fn a_clients_own_handshake_takes_only_well_formed_declarations() {
         let c = |capabilities: Value, info: Value| LegacySession { sid: "s".into(), version: "2025-06-18".into(), capabilities, info };
-        let h = Hello::client(&c(json!({ "roots": {}, "tasks": {} }), json!({ "name": "ide", "version": "1" })), &["alice".into()]);
-        assert_eq!(h.capabilities, json!({ "roots": {} }), "tasks are the gateway's to serve");
+        let declared =
+            json!({ "roots": {}, "tasks": {}, "extensions": { "com.example/unknown": {}, crate::protocol::TASKS_EXTENSION: {} } });
+        let h = Hello::client(&c(declared, json!({ "name": "ide", "version": "1" })), &["alice".into()], None);
+        assert_eq!(h.capabilities, json!({ "roots": {} }), "tasks are the gateway's to serve, unknown extensions are never declared");
+        let ui = json!({ "extensions": { crate::protocol::UI_EXTENSION: {} } });
+        assert_eq!(Hello::client(&c(ui.clone(), json!(null)), &[], None).capabilities, ui, "MCP Apps pass in both eras");
         assert_eq!(h.info["name"], "ide");
         assert_eq!((h.version.as_str(), h.on_behalf_of.as_slice()), ("2025-06-18", &["alice".to_string()][..]));
-        let h = Hello::client(&c(Value::Null, json!(42)), &[]);
+        let h = Hello::client(&c(Value::Null, json!(42)), &[], None);
         assert_eq!(h.capabilities, json!({}));
         assert_eq!(h.info["name"], "mcpgate", "a malformed clientInfo is not sent on");
         assert!(Hello::gateway().capabilities.get("roots").is_none(), "the shared session declares no roots");

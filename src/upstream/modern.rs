@@ -9,6 +9,7 @@
 
 use super::outbound::Envelope;
 use super::{Call, Status, Upstream, UpstreamError, UpstreamState, gateway_meta};
+use crate::protocol::extensions::{self, Era};
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::{MODERN_VERSION, keys};
@@ -59,14 +60,12 @@ impl Upstream {
     pub(super) async fn call_modern(&self, mut call: Call, version: &str) -> Result<Reply, UpstreamError> {
         call.meta.insert(keys::PROTOCOL_VERSION.into(), Value::String(version.into()));
         call.meta.entry(keys::CLIENT_CAPABILITIES).or_insert_with(|| json!({}));
-        let declares_tasks = self
-            .state()
-            .capabilities
-            .as_ref()
-            .and_then(|c| c.get("extensions"))
-            .and_then(|e| e.get(crate::protocol::TASKS_EXTENSION))
-            .is_some();
-        crate::protocol::meta::strip_tasks_extension(&mut call.meta, declares_tasks);
+        // The client's extensions, as the one table says this upstream may hear of them.
+        if let Some(caps) = call.meta.get_mut(keys::CLIENT_CAPABILITIES) {
+            let st = self.state();
+            let declared = st.capabilities.as_ref().and_then(|c| c.get("extensions")).and_then(Value::as_object);
+            extensions::filter_client_capabilities(caps, declared, Era::Modern);
+        }
         let env = envelope(&call, version);
         self.exchange_reply(&call, env).await
     }

@@ -108,17 +108,6 @@ pub fn check_meta(fields: Map<String, Value>) -> Result<RequestMeta, RpcError> {
     Ok(RequestMeta { protocol_version: version, fields })
 }
 
-/// The client's capabilities for an upstream: without the extension when the upstream does not
-/// declare it.
-pub fn strip_tasks_extension(meta: &mut serde_json::Map<String, serde_json::Value>, upstream_declares: bool) {
-    if upstream_declares {
-        return;
-    }
-    if let Some(ext) = meta.get_mut(keys::CLIENT_CAPABILITIES).and_then(|c| c.get_mut("extensions")).and_then(|e| e.as_object_mut()) {
-        ext.remove(super::TASKS_EXTENSION);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,19 +159,5 @@ mod tests {
         assert_eq!(up["traceparent"], "00-abc");
         assert_eq!(up[keys::CLIENT_CAPABILITIES]["elicitation"], serde_json::json!({}));
         assert_eq!(up[keys::PROGRESS_TOKEN], "gw-7");
-    }
-
-    #[test]
-    fn upstreams_without_the_extension_are_not_told_about_it() {
-        let mut meta = serde_json::Map::new();
-        meta.insert(
-            keys::CLIENT_CAPABILITIES.into(),
-            serde_json::json!({ "extensions": { crate::protocol::TASKS_EXTENSION: {}, "other": {} } }),
-        );
-        strip_tasks_extension(&mut meta, true);
-        assert!(meta[keys::CLIENT_CAPABILITIES]["extensions"].get(crate::protocol::TASKS_EXTENSION).is_some());
-        strip_tasks_extension(&mut meta, false);
-        assert!(meta[keys::CLIENT_CAPABILITIES]["extensions"].get(crate::protocol::TASKS_EXTENSION).is_none());
-        assert!(meta[keys::CLIENT_CAPABILITIES]["extensions"].get("other").is_some());
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod errors;
 pub mod exact;
+pub mod extensions;
 pub mod headers;
 pub mod json;
 pub mod jsonrpc;
@@ -71,9 +72,6 @@ pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// MCP Apps' extension key (SEP-1865, `modelcontextprotocol/ext-apps`).
 pub const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
-
-/// The extensions the gateway relays between clients and upstreams.
-pub const RELAYED_EXTENSIONS: &[&str] = &[TASKS_EXTENSION, UI_EXTENSION];
 
 /// The UI extension's client capability: the gateway passes MCP Apps' HTML through (it renders
 /// nothing itself, its clients do).
