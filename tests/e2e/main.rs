@@ -17,6 +17,7 @@ mod docs;
 mod edge;
 mod endpoints;
 mod experience;
+mod extensions;
 mod identity;
 mod identity_cluster;
 mod identity_signin;
