@@ -3,6 +3,7 @@
 //! instructions merged into one labelled section per upstream. Every list it serves declares
 //! `listChanged` (the gateway announces changes of its own catalogue, whatever its upstreams do),
 //! and `resources.subscribe` is declared when an upstream the caller may use can report updates.
+//! The extensions are those the one table relays (see `extensions`).
 
 use super::Request;
 use super::Served;

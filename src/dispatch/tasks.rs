@@ -9,8 +9,8 @@
 //! created it (policy and the endpoint's selection are decided again, so a reload that denies
 //! the upstream ends access to its tasks); anything else answers like an unknown id. A client
 //! that did not declare the extension gets -32021 for the tasks methods, and upstreams that do
-//! not declare it are not told the client did (`upstream::modern`), so they never answer with a
-//! task.
+//! not declare it are not told the client did (the table in `protocol::extensions`, applied by
+//! `upstream::modern`), so they never answer with a task; nor are legacy clients offered it.
 
 use super::Request;
 use super::Served;

@@ -53,6 +53,15 @@ pub struct Extension {
     pub declare: Declare,
     /// Whether it is relayed to and from legacy clients too (`false`: 2026-07-28 only).
     pub legacy: bool,
+    /// The advertised settings, from those of every upstream of the view that offers it (in
+    /// configuration order, never empty): [`first`], or a rule of the extension's own (a flag
+    /// advertised only when every contributing upstream supports it, say).
+    pub merge: fn(&[Value]) -> Value,
+}
+
+/// The first contributing upstream's settings.
+pub fn first(settings: &[Value]) -> Value {
+    settings.first().cloned().unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 /// The extensions the gateway relays. Agent Skills (`io.modelcontextprotocol/skills`) is added
@@ -65,11 +74,18 @@ pub const EXTENSIONS: &[Extension] = &[
         advertise: Advertise::DeclaredOrServes("ui://"),
         declare: Declare::Always(super::ui_client_capability),
         legacy: true,
+        merge: first,
     },
     // Tasks (SEP-2663): task ids are replaced by sealed gateway ids and `tasks/*` routed back
     // (`dispatch::tasks`); the `resultType: "task"` discriminator and the tasks methods exist
     // only at 2026-07-28.
-    Extension { key: super::TASKS_EXTENSION, advertise: Advertise::DeclaredByModern, declare: Declare::ToDeclaring, legacy: false },
+    Extension {
+        key: super::TASKS_EXTENSION,
+        advertise: Advertise::DeclaredByModern,
+        declare: Declare::ToDeclaring,
+        legacy: false,
+        merge: first,
+    },
 ];
 
 /// The row of a known extension.
@@ -115,12 +131,13 @@ impl Extension {
 }
 
 /// The `capabilities.extensions` advertised to a client served in `era`, from the offers of the
-/// upstreams of its view, in order (the first upstream's settings win).
+/// upstreams of its view, in order (each extension's settings merged by its rule).
 pub fn advertised(offers: &[Offer<'_>], era: Era) -> Map<String, Value> {
     let mut out = Map::new();
     for ext in EXTENSIONS.iter().filter(|e| e.relayed_in(era)) {
-        if let Some(settings) = offers.iter().find_map(|o| ext.offered_by(o)) {
-            out.insert(ext.key.into(), settings);
+        let settings: Vec<Value> = offers.iter().filter_map(|o| ext.offered_by(o)).collect();
+        if !settings.is_empty() {
+            out.insert(ext.key.into(), (ext.merge)(&settings));
         }
     }
     out
@@ -231,6 +248,16 @@ mod tests {
         assert_eq!(advertised(&offers, Era::Legacy)[UI], json!({}), "serving without declaring");
         let null = map(json!({ TASKS: null }));
         assert!(advertised(&[Offer { declared: Some(&null), modern: true, serves: no }], Era::Modern).is_empty(), "null is not declared");
+    }
+
+    #[test]
+    fn the_first_settings_are_the_default_merge() {
+        assert_eq!(first(&[json!({ "a": 1 }), json!({ "b": 2 })]), json!({ "a": 1 }));
+        assert_eq!(first(&[]), json!({}));
+        let mut rows: Vec<&str> = EXTENSIONS.iter().map(|e| e.key).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        assert_eq!(rows.len(), EXTENSIONS.len(), "one row per key");
     }
 
     #[test]
