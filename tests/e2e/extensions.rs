@@ -30,7 +30,11 @@ fn told(r: &Value) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn unknown_extensions_are_never_advertised_nor_declared_in_either_era() {
     let (_upstream, url) = py_script_http("tests/py/extensions_server.py", &[]);
-    let gw = gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"ext\"\nurl = \"{url}\"\n"));
+    let (_plain, plain) = py_http("plain", &[]);
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"ext\"\nurl = \"{url}\"\n\n\
+         [[upstream]]\nid = \"plain\"\nurl = \"{plain}\"\n\n[[endpoint]]\npath = \"/mcp/plain\"\ninclude = [\"upstream:plain\"]\n"
+    ));
 
     // 2026-07-28: discover advertises what the gateway relays, and a call tells the upstream
     // only of those the client declared that the table lets through.
@@ -40,6 +44,9 @@ async fn unknown_extensions_are_never_advertised_nor_declared_in_either_era() {
     m["io.modelcontextprotocol/clientCapabilities"] = client_extensions();
     let r = rpc(&gw.url, "tools/call", json!({ "name": "ext__client_extensions", "arguments": {}, "_meta": m })).await.message();
     assert_eq!(keys(&told(&r)), [TASKS, UI], "modern: {r}");
+    // Per caller view: an endpoint that selects only the plain upstream advertises nothing.
+    let on_plain = rpc(&format!("{}/mcp/plain", gw.base), "server/discover", json!({})).await.message();
+    assert!(on_plain["result"]["capabilities"].get("extensions").is_none(), "{on_plain}");
 
     // 2025-11-25: initialize advertises what the gateway relays to legacy clients (not tasks),
     // and the client's own upstream session declares no more than that.
