@@ -62,3 +62,52 @@ async fn unknown_extensions_are_never_advertised_nor_declared_in_either_era() {
     let r = legacy_request(&gw.url, &session, "tasks/get", json!({ "taskId": "t-1" }), &[]).await;
     assert_eq!(r["error"]["code"], -32021, "a legacy client cannot use tasks: {r}");
 }
+
+/// The same rule on `mcpgate stdio`: its legacy `initialize` advertises no unknown extension and
+/// no tasks, and the legacy client's upstream session hears only of MCP Apps.
+#[test]
+fn mcpgate_stdio_legacy_clients_get_only_what_the_table_relays() {
+    use std::io::{BufRead, BufReader, Write};
+    let (_upstream, url) = py_script_http("tests/py/extensions_server.py", &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, format!("[[upstream]]\nid = \"ext\"\nurl = \"{url}\"\n")).expect("config");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+        .args(["stdio", "-c"])
+        .arg(&path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mcpgate stdio");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // Writes a message; for a request, reads up to its answer.
+    let mut exchange = |msg: Value| -> Value {
+        writeln!(stdin, "{msg}").expect("write");
+        if msg.get("id").is_none() {
+            return Value::Null;
+        }
+        loop {
+            let line = lines.next().and_then(Result::ok).unwrap_or_else(|| panic!("no answer to {msg}"));
+            let v: Value = serde_json::from_str(&line).unwrap_or_default();
+            if v["id"] == msg["id"] {
+                return v;
+            }
+        }
+    };
+    // A modern request first: the catalogue is ready once it is answered.
+    let listed = exchange(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": { "_meta": meta() } }));
+    assert!(listed["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{listed}");
+    let hello = exchange(json!({ "jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": client_extensions(), "clientInfo": { "name": "t", "version": "1" } } }));
+    assert_eq!(keys(&hello["result"]["capabilities"]["extensions"]), [UI], "{hello}");
+    exchange(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    let r = exchange(
+        json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "ext__client_extensions", "arguments": {} } }),
+    );
+    assert_eq!(keys(&told(&r)), [UI], "{r}");
+    drop(exchange);
+    drop(stdin);
+    let _ = child.wait();
+}
