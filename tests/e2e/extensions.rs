@@ -107,7 +107,6 @@ fn mcpgate_stdio_legacy_clients_get_only_what_the_table_relays() {
         json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": { "name": "ext__client_extensions", "arguments": {} } }),
     );
     assert_eq!(keys(&told(&r)), [UI], "{r}");
-    drop(exchange);
     drop(stdin);
     let _ = child.wait();
 }
