@@ -39,6 +39,7 @@ mod routing;
 mod schema_cost;
 mod scripted;
 mod search;
+mod skills;
 mod secrets_paths;
 mod security;
 mod security_bindings;
