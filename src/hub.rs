@@ -44,7 +44,7 @@ impl Filter {
         match kind {
             Kind::Tool => self.tools,
             Kind::Prompt => self.prompts,
-            Kind::Resource | Kind::Template => self.resources,
+            Kind::Resource | Kind::Template | Kind::Skill => self.resources,
         }
     }
 }
@@ -74,7 +74,7 @@ fn bit(kind: Kind) -> u8 {
     match kind {
         Kind::Tool => 1,
         Kind::Prompt => 2,
-        Kind::Resource | Kind::Template => 4,
+        Kind::Resource | Kind::Template | Kind::Skill => 4,
     }
 }
 

@@ -23,7 +23,7 @@ pub fn server_info() -> Value {
 }
 
 /// Whether the caller may use anything upstream `index` serves (all of them, when unrestricted).
-fn usable(gw: &Served<'_>, req: &Request, index: usize) -> bool {
+pub(super) fn usable(gw: &Served<'_>, req: &Request, index: usize) -> bool {
     if req.caller.grants.is_unrestricted() && req.caller.endpoint.is_none() {
         return true;
     }
@@ -102,6 +102,13 @@ pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
                 format!("## {} (tools named {}{}*)", up.id(), up.cfg.prefix, gw.config.catalog.names.separator)
             };
             sections.push(section(&label, text));
+        }
+    }
+    // Agent Skills: offered when an upstream the caller may use declares them (see `skills`).
+    if let Some(settings) = super::skills::advertised(gw, req) {
+        let extensions = capabilities.entry("extensions").or_insert_with(|| json!({}));
+        if let Some(map) = extensions.as_object_mut() {
+            map.insert(crate::protocol::SKILLS_EXTENSION.into(), settings);
         }
     }
     let mut result = json!({

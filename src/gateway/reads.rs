@@ -1,5 +1,8 @@
 //! Which upstream serves a resource URI for a caller, if the caller may read it: the one
 //! decision reads, follows, completions and relayed updates share (see [`Gateway::route_uri`]).
+//! An Agent Skill's files (`skill://` URIs of an upstream that declares the skills extension) are
+//! readable only inside a skill the caller may see: a denied or held skill's files answer like
+//! unknown ones, whatever the resource rules say.
 
 use super::Gateway;
 use crate::auth::Principal;
@@ -39,6 +42,9 @@ impl Gateway {
         if !allows(grants, &item) || cat.selection.as_ref().is_some_and(|s| !allows(s, &item)) {
             return None;
         }
+        if uris::is_skill(&canonical) && self.serves_skills(upstream) {
+            return self.in_visible_skill(cat, grants, upstream, &canonical).then_some((upstream, original));
+        }
         let everything = grants.is_unrestricted() && caller.endpoint.is_none();
         if everything || listed.is_some() {
             return Some((upstream, original));
@@ -49,6 +55,25 @@ impl Gateway {
                 && allows(grants, &Item { kind: Kind::Template, name: &t.name, upstream: id })
         });
         (templated && !uris::has_path_tricks(&canonical)).then_some((upstream, original))
+    }
+
+    /// Whether upstream `index` declares the skills extension (its `skill://` URIs are skills'
+    /// files).
+    fn serves_skills(&self, index: usize) -> bool {
+        self.upstreams().get(index).is_some_and(|u| u.state().capabilities.as_ref().is_some_and(|c| Kind::Skill.declared_by(c)))
+    }
+
+    /// Whether gateway URI `uri` (canonical) of upstream `upstream` lies in the directory of a
+    /// skill the caller may see (a held skill is not in the catalogue), and carries no path tricks.
+    fn in_visible_skill(&self, cat: &Catalog, grants: &Grants, upstream: usize, uri: &str) -> bool {
+        let id_of = |i: usize| self.upstream_id(i);
+        !uris::has_path_tricks(uri)
+            && crate::catalog::view::visible(cat, Kind::Skill, grants, &id_of).iter().any(|s| {
+                s.upstream == upstream
+                    && uris::canonical(&s.name).is_ok_and(|name| {
+                        name.strip_suffix("SKILL.md").is_some_and(|dir| uri.starts_with(dir) || uri == dir.trim_end_matches('/'))
+                    })
+            })
     }
 
     /// Whether `caller` may read `uri` now (a resource update is delivered only then).

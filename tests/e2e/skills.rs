@@ -104,8 +104,7 @@ async fn fastmcp_lists_gets_and_reads_skills_of_two_upstreams_through_the_gatewa
     }
     // The skill files are resources under the same URIs.
     let listed = rpc(&gw.url, "resources/list", json!({})).await.json();
-    let resources: Vec<&str> =
-        listed["result"]["resources"].as_array().into_iter().flatten().filter_map(|r| r["uri"].as_str()).collect();
+    let resources: Vec<&str> = listed["result"]["resources"].as_array().into_iter().flatten().filter_map(|r| r["uri"].as_str()).collect();
     assert!(resources.contains(&"skill://a/code-review/references/CHECKLIST.md"), "{listed}");
     assert!(!resources.iter().any(|u| u.contains("+skill:")), "the scheme is kept: {listed}");
     let unknown = rpc(&gw.url, "skills/get", json!({ "uri": "skill://a/nothing/SKILL.md" })).await.json();

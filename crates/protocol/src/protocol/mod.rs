@@ -64,6 +64,9 @@ pub const MODERN_METHODS: &[&str] = &[
     "tasks/get",
     "tasks/update",
     "tasks/cancel",
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
 ];
 
 /// The tasks extension's capability key (the `modelcontextprotocol/ext-tasks` specification).
@@ -71,6 +74,10 @@ pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// MCP Apps' extension key (SEP-1865, `modelcontextprotocol/ext-apps`).
 pub const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+/// Agent Skills' extension key (SEP-2640): `skills/list`, `skills/get`, and with
+/// `directoryRead: true`, `resources/directory/read`.
+pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
 
 /// The extensions the gateway relays between clients and upstreams.
 pub const RELAYED_EXTENSIONS: &[&str] = &[TASKS_EXTENSION, UI_EXTENSION];
