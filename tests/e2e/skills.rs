@@ -31,17 +31,20 @@ pub(crate) fn skill_roots() -> tempfile::TempDir {
     dir
 }
 
-/// The `[[upstream]]` tables of the two skill servers (stdio) over `roots`.
-pub(crate) fn skill_upstreams(roots: &Path) -> String {
+/// The `[[upstream]]` tables of the two skill servers (stdio) over `roots`, each serving
+/// `resources/directory/read` (and declaring `directoryRead`) as `directory_read` says.
+pub(crate) fn skill_upstreams(roots: &Path, directory_read: [bool; 2]) -> String {
     let script = repo().join("tests/py/skills_server.py");
     ["a", "b"]
         .iter()
-        .map(|s| {
+        .zip(directory_read)
+        .map(|(s, dir)| {
             format!(
-                "[[upstream]]\nid = \"{s}\"\nprefix = \"{s}\"\ncommand = [{:?}, {:?}, \"--root\", {:?}]\ntimeout = \"30s\"\n\n",
+                "[[upstream]]\nid = \"{s}\"\nprefix = \"{s}\"\ncommand = [{:?}, {:?}, \"--root\", {:?}{}]\ntimeout = \"30s\"\n\n",
                 python(),
                 script.display().to_string(),
-                roots.join(s).display().to_string()
+                roots.join(s).display().to_string(),
+                if dir { ", \"--directory-read\"" } else { "" }
             )
         })
         .collect()
@@ -75,7 +78,7 @@ fn uris(listing: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn fastmcp_lists_gets_and_reads_skills_of_two_upstreams_through_the_gateway() {
     let roots = skill_roots();
-    let gw = gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{}", skill_upstreams(roots.path())));
+    let gw = gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{}", skill_upstreams(roots.path(), [true, false])));
     let got = fastmcp_skills(&gw.url, None);
     assert!(got.get("error").is_none(), "{got}\n{}", gw.proc.log());
     assert_eq!(
@@ -109,6 +112,27 @@ async fn fastmcp_lists_gets_and_reads_skills_of_two_upstreams_through_the_gatewa
     assert!(!resources.iter().any(|u| u.contains("+skill:")), "the scheme is kept: {listed}");
     let unknown = rpc(&gw.url, "skills/get", json!({ "uri": "skill://a/nothing/SKILL.md" })).await.json();
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    // Only `a` reads directories: the gateway does not promise it for every skill, and routes
+    // each read to the skill's owner.
+    let discovered = rpc(&gw.url, "server/discover", json!({})).await.json();
+    assert_eq!(discovered["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/skills"], json!({}), "{discovered}");
+    let dir = rpc(&gw.url, "resources/directory/read", json!({ "uri": "skill://a/code-review" })).await.message();
+    let children: Vec<(&str, &str)> = dir["result"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| Some((c["uri"].as_str()?, c["mimeType"].as_str()?)))
+        .collect();
+    assert_eq!(
+        children,
+        [("skill://a/code-review/SKILL.md", "text/markdown"), ("skill://a/code-review/references", "inode/directory")],
+        "{dir}"
+    );
+    let not_dir = rpc(&gw.url, "resources/directory/read", json!({ "uri": "skill://a/code-review/SKILL.md" })).await.message();
+    assert_eq!(not_dir["error"]["code"], -32602, "{not_dir}");
+    let b = rpc(&gw.url, "resources/directory/read", json!({ "uri": "skill://b/deploy" })).await.message();
+    assert_eq!(b["error"]["code"], -32601, "b does not implement it: {b}");
 }
 
 fn bearer(key: &str) -> String {
@@ -124,7 +148,7 @@ async fn callers_see_and_read_only_the_skills_their_policy_allows() {
          [[caller]]\nid = \"ops\"\nkey_sha256 = \"{}\"\nallow = [\"upstream:a\", \"upstream:b\"]\ndeny = [\"skill://a/code-review/SKILL.md\"]\n\n{}",
         crate::callers::hash("reviewer-key"),
         crate::callers::hash("ops-key"),
-        skill_upstreams(roots.path())
+        skill_upstreams(roots.path(), [false, false])
     ));
     let reviewer = fastmcp_skills(&gw.url, Some("reviewer-key"));
     assert!(reviewer.get("error").is_none(), "{reviewer}\n{}", gw.proc.log());
@@ -170,7 +194,7 @@ async fn a_changed_skill_is_held_until_approved() {
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\n[pins]\nmode = \"enforce\"\nfile = {:?}\n\n{}",
         lock.display().to_string(),
-        skill_upstreams(roots.path())
+        skill_upstreams(roots.path(), [false, false])
     );
     let config = dir.path().join("gateway.toml");
     std::fs::write(&config, &text).expect("write the config");
