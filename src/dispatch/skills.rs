@@ -5,14 +5,16 @@
 //! the catalogue like every list (merged, filtered by the caller's view, paged with the gateway's
 //! cursor); `skills/get` and `resources/directory/read` are routed to the skill's owner with the
 //! URI mapped back, and its answer mapped forward (`catalog::links`), digests and sizes untouched.
-//! A skill the caller may not see answers exactly like one that does not exist (-32602).
+//! A skill the caller may not see answers exactly like one that does not exist (-32602). A read
+//! of a file a skill lists is checked against the listing's size and digest before it is
+//! relayed (`catalog::skills`): what the model reads is what was listed (and pinned).
 
 use super::forward::{Named, forward};
 use super::{Request, Served, discover};
-use crate::catalog::{Kind, uris, view};
+use crate::catalog::{Kind, links, skills, uris, view};
 use crate::protocol::SKILLS_EXTENSION;
 use crate::protocol::errors::RpcError;
-use crate::reply::Reply;
+use crate::reply::{Outcome, Reply};
 use crate::upstream::Status;
 use serde_json::{Value, json};
 
@@ -83,4 +85,54 @@ pub async fn directory_read(gw: &Served<'_>, req: Request) -> Reply {
         return Reply::error(RpcError::invalid_params(format!("Not a directory: {uri}")).with_data(json!({ "uri": uri })));
     };
     forward(gw, upstream, req, Named::same(&canonical), Some(("uri", &original)), Vec::new(), None).await
+}
+
+/// What the caller's view lists for skill file `uri` of upstream `upstream` (a file of a skill
+/// it may see), to check a read of it against.
+pub fn promise(gw: &Served<'_>, req: &Request, upstream: usize, uri: &str) -> Option<(String, skills::Listed)> {
+    if !uris::is_skill(uri) {
+        return None;
+    }
+    let id_of = |i: usize| gw.upstream_id(i);
+    let canonical = uris::canonical(uri).map_or_else(|_| uri.to_string(), |c| c.into_owned());
+    view::visible(&gw.view, Kind::Skill, &req.caller.grants, &id_of).iter().filter(|s| s.upstream == upstream).find_map(|s| {
+        let files = links::skill_files(&s.json);
+        let listed = files.iter().find(|f| **f == uri || uris::canonical(f).is_ok_and(|c| c == canonical))?;
+        skills::listed(&s.json, listed).map(|p| (listed.clone(), p))
+    })
+}
+
+/// The check of a skill file's read against its listing, and who asked (for the audit).
+pub struct Check {
+    uri: String,
+    promise: skills::Listed,
+    caller: String,
+    endpoint: String,
+}
+
+impl Check {
+    pub fn new(req: &Request, (uri, promise): (String, skills::Listed)) -> Check {
+        Check { uri, promise, caller: req.caller.id.clone(), endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string() }
+    }
+
+    /// The read's reply, with every result checked against the file's listing: a file whose
+    /// bytes are not the listed ones is not served, and the refusal is audited.
+    pub fn apply(self, gw: &Served<'_>, reply: Reply) -> Reply {
+        let (audit, metrics) = (gw.audit.clone(), gw.metrics.clone());
+        reply.map_outcome(move |o| match o {
+            Outcome::Result(raw) => match skills::verify(&raw, &self.uri, &self.promise) {
+                Ok(()) => Outcome::Result(raw),
+                Err(why) => {
+                    audit.refused(&self.caller, &self.endpoint, "resources/read", &self.uri, "skill_file_mismatch");
+                    metrics.refused("skill_file_mismatch");
+                    tracing::warn!(uri = %self.uri, reason = %why, "a skill file read does not match its listing; not served");
+                    Outcome::Error(RpcError::internal(format!(
+                        "Skill file {} does not match the skill's listing ({why}): not served; list the skills again",
+                        self.uri
+                    )))
+                }
+            },
+            other => other,
+        })
+    }
 }
