@@ -41,6 +41,17 @@ pub fn offered(gw: &Served<'_>, req: &Request) -> bool {
     advertised(gw, req).is_some()
 }
 
+/// The request as the skill's owner is asked it: the extension's methods are served by modern
+/// servers (FastMCP binds them to 2026-07-28 only, and the skills the gateway lists were listed in
+/// that era), so a legacy client's request goes to a modern upstream in the modern era (bridged),
+/// not in the client's own legacy session with it.
+fn bridged(gw: &Served<'_>, mut req: Request, upstream: usize) -> Request {
+    if gw.upstreams().get(upstream).is_some_and(|u| u.state().is_modern()) {
+        req.legacy = None;
+    }
+    req
+}
+
 fn uri_param(req: &Request) -> Result<String, RpcError> {
     match req.params.parse::<String>("uri") {
         Some(Ok(u)) => Ok(u),
@@ -68,6 +79,7 @@ pub async fn get(gw: &Served<'_>, req: Request) -> Reply {
         refuse(gw, &req, &canonical);
         return Reply::error(RpcError::invalid_params(format!("Unknown skill URI: {uri}")).with_data(json!({ "uri": uri })));
     };
+    let req = bridged(gw, req, upstream);
     forward(gw, upstream, req, Named::same(&name), Some(("uri", &original)), Vec::new(), None).await
 }
 
@@ -84,6 +96,7 @@ pub async fn directory_read(gw: &Served<'_>, req: Request) -> Reply {
         refuse(gw, &req, &canonical);
         return Reply::error(RpcError::invalid_params(format!("Not a directory: {uri}")).with_data(json!({ "uri": uri })));
     };
+    let req = bridged(gw, req, upstream);
     forward(gw, upstream, req, Named::same(&canonical), Some(("uri", &original)), Vec::new(), None).await
 }
 

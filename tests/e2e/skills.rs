@@ -133,6 +133,21 @@ async fn fastmcp_lists_gets_and_reads_skills_of_two_upstreams_through_the_gatewa
     assert_eq!(not_dir["error"]["code"], -32602, "{not_dir}");
     let b = rpc(&gw.url, "resources/directory/read", json!({ "uri": "skill://b/deploy" })).await.message();
     assert_eq!(b["error"]["code"], -32601, "b does not implement it: {b}");
+
+    // A legacy client gets the extension and the methods in its session (the gateway speaks to
+    // FastMCP, which serves them to modern clients only, in the modern era).
+    let legacy = [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
+    let r = post_raw(&gw.url, &legacy, init.to_string()).await;
+    let session = r.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("Mcp-Session-Id").to_string();
+    assert!(r.message()["result"]["capabilities"]["extensions"].get("io.modelcontextprotocol/skills").is_some(), "{}", r.message());
+    let in_session = [legacy[0], legacy[1], ("MCP-Protocol-Version", "2025-11-25"), ("Mcp-Session-Id", session.as_str())];
+    let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "skills/get", "params": { "uri": "skill://b/deploy/SKILL.md" } });
+    let got = post_raw(&gw.url, &in_session, body.to_string()).await.message();
+    assert_eq!(got["result"]["skill"]["resources"][0]["digest"], digest(DEPLOY_B), "{got}");
+    let body = json!({ "jsonrpc": "2.0", "id": 3, "method": "skills/list", "params": {} });
+    let listed = post_raw(&gw.url, &in_session, body.to_string()).await.message();
+    assert_eq!(uris(&listed["result"]).len(), 3, "{listed}");
 }
 
 fn bearer(key: &str) -> String {
