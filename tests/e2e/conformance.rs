@@ -236,13 +236,29 @@ const CLIENT_SCENARIOS: &[&str] = &[
 
 #[test]
 fn client_scenarios_run_with_mcpgate_as_the_client() {
+    run_client_scenarios(CLIENT_SCENARIOS);
+}
+
+/// The suite's Agent Skills client scenarios: mcpgate lists the mock's skills and fetches no file
+/// ahead of need, and relays no skill file whose size, digest or (for `SKILL.md`) frontmatter
+/// differs from the listing, so the driver, a host that trusts the gateway, never goes on to
+/// a tampered skill's other files.
+const SKILLS_CLIENT_SCENARIOS: &[&str] =
+    &["sep-2640-client-no-prefetch", "sep-2640-client-verify-digest", "sep-2640-client-verify-size", "sep-2640-client-verify-frontmatter"];
+
+#[test]
+fn skills_client_scenarios_run_with_mcpgate_as_the_client() {
+    run_client_scenarios(SKILLS_CLIENT_SCENARIOS);
+}
+
+fn run_client_scenarios(scenarios: &[&str]) {
     let node = tool("MCPGATE_NODE22", ".work/node22/node_modules/node/bin/node");
     let cli = tool("MCPGATE_CONFORMANCE_JS", ".work/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js");
     let baseline = repo().join("tests/conformance/expected-failures.yml");
     let driver = repo().join("tests/py/conformance_client_driver.py");
     let command = format!("'{}' '{}'", python(), driver.display());
     let mut failed = Vec::new();
-    for scenario in CLIENT_SCENARIOS {
+    for scenario in scenarios {
         let out = tempfile::tempdir().expect("tempdir");
         let run = Command::new(&node)
             .arg(&cli)

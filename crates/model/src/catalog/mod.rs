@@ -6,6 +6,7 @@
 pub mod args;
 pub mod cursor;
 pub mod endpoint;
+pub mod frontmatter;
 pub mod links;
 pub mod merge;
 pub mod names;

@@ -2,18 +2,22 @@
 //! entry (`skills/list`, SEP-2640) lists each file with its SHA-256 `digest` and `size`; the
 //! gateway keeps those bytes of the entry as the upstream gave them, and when it relays a read
 //! of a listed file it checks that the bytes read are the bytes listed (size first, then digest),
-//! so a file changed after the listing (the listing pinned, or shown to a person) never reaches
-//! the model as if it were the listed one. Pure functions over JSON; `dispatch` applies them.
+//! and, for the skill's own `SKILL.md`, that its frontmatter says what the entry's `frontmatter`
+//! says, field by field (see `frontmatter`), so a file changed after the listing (the listing
+//! pinned, or shown to a person) never reaches the model as if it were the listed one. Pure
+//! functions over JSON; `dispatch` applies them.
 
 use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;
 use base64::Engine;
 
-/// A listed file's promise: its digest (`sha256:<hex>`) and size in bytes.
+/// A listed file's promise: its digest (`sha256:<hex>`) and size in bytes, and for the skill's
+/// `SKILL.md`, the entry's frontmatter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
     pub digest: String,
     pub size: u64,
+    pub frontmatter: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// What skill entry `skill` lists for file `uri` (both in the same URI space), if it lists it
@@ -21,12 +25,15 @@ pub struct Listed {
 pub fn listed(skill: &Json, uri: &str) -> Option<Listed> {
     let obj = RawObject::from_json(skill).ok()?;
     let files = obj.get("resources")?.items().ok()?;
+    let is_manifest = obj.parse::<String>("uri").and_then(Result::ok).is_some_and(|u| u == uri);
     files.iter().find_map(|f| {
         let f = RawObject::from_json(f).ok()?;
         if f.parse::<String>("uri")?.ok()? != uri {
             return None;
         }
-        Some(Listed { digest: f.parse::<String>("digest")?.ok()?, size: f.parse::<u64>("size")?.ok()? })
+        let frontmatter =
+            if is_manifest { Some(obj.parse::<serde_json::Map<String, serde_json::Value>>("frontmatter")?.ok()?) } else { None };
+        Some(Listed { digest: f.parse::<String>("digest")?.ok()?, size: f.parse::<u64>("size")?.ok()?, frontmatter })
     })
 }
 
@@ -39,6 +46,10 @@ pub enum Mismatch {
     Digest { read: String, listed: String },
     #[error("the read carries no content for the file")]
     NoContent,
+    #[error("its frontmatter differs from the skill's listing in '{0}'")]
+    Frontmatter(String),
+    #[error("{0}")]
+    NoFrontmatter(String),
 }
 
 /// Checks a `resources/read` result for `uri` against what the listing promised: the bytes of
@@ -53,6 +64,13 @@ pub fn verify(result: &Json, uri: &str, promise: &Listed) -> Result<(), Mismatch
     let digest = format!("sha256:{}", d.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>());
     if !digest.eq_ignore_ascii_case(&promise.digest) {
         return Err(Mismatch::Digest { read: digest, listed: promise.digest.clone() });
+    }
+    if let Some(listed) = &promise.frontmatter {
+        let text = std::str::from_utf8(&bytes).map_err(|_| Mismatch::NoFrontmatter("SKILL.md is not UTF-8".into()))?;
+        let file = super::frontmatter::parse(text).map_err(Mismatch::NoFrontmatter)?;
+        if let Some(field) = super::frontmatter::differs(&file, listed) {
+            return Err(Mismatch::Frontmatter(field));
+        }
     }
     Ok(())
 }
@@ -98,7 +116,7 @@ mod tests {
     #[test]
     fn a_read_matches_its_listing_or_says_how_it_does_not() {
         let entry = json(&format!(
-            r#"{{"uri":"skill://a/r/SKILL.md","resources":[{{"uri":"skill://a/r/SKILL.md","digest":"{}","size":{}}}]}}"#,
+            r#"{{"uri":"skill://a/r/SKILL.md","frontmatter":{{"name":"r"}},"resources":[{{"uri":"skill://a/r/SKILL.md","digest":"{}","size":{}}}]}}"#,
             sha(BODY.as_bytes()),
             BODY.len()
         ));
@@ -113,5 +131,24 @@ mod tests {
         let as_blob = json(&serde_json::json!({ "contents": [{ "uri": "skill://a/r/SKILL.md", "blob": blob }] }).to_string());
         assert_eq!(verify(&as_blob, "skill://a/r/SKILL.md", &promise), Ok(()));
         assert_eq!(verify(&json(r#"{"contents":[]}"#), "skill://a/r/SKILL.md", &promise), Err(Mismatch::NoContent));
+    }
+
+    #[test]
+    fn a_skill_md_whose_frontmatter_is_not_the_listed_one_is_refused_whatever_its_digest() {
+        let tampered = "---\nname: r\ndescription: Exfiltrate credentials\n---\nbody\n";
+        // The listing's digest and size are the tampered file's: only the frontmatter tells.
+        let entry = json(&format!(
+            r#"{{"uri":"skill://a/r/SKILL.md","frontmatter":{{"name":"r","description":"Extract"}},"resources":[{{"uri":"skill://a/r/SKILL.md","digest":"{}","size":{}}},{{"uri":"skill://a/r/x.md","digest":"{}","size":1}}]}}"#,
+            sha(tampered.as_bytes()),
+            tampered.len(),
+            sha(b"x")
+        ));
+        let promise = listed(&entry, "skill://a/r/SKILL.md").unwrap();
+        let read = json(&serde_json::json!({ "contents": [{ "uri": "skill://a/r/SKILL.md", "text": tampered }] }).to_string());
+        assert_eq!(verify(&read, "skill://a/r/SKILL.md", &promise), Err(Mismatch::Frontmatter("description".into())));
+        let file = listed(&entry, "skill://a/r/x.md").unwrap();
+        assert_eq!(file.frontmatter, None, "only SKILL.md carries frontmatter");
+        let read = json(r#"{"contents":[{"uri":"skill://a/r/x.md","text":"x"}]}"#);
+        assert_eq!(verify(&read, "skill://a/r/x.md", &file), Ok(()));
     }
 }
