@@ -158,7 +158,8 @@ fn bearer(key: &str) -> String {
 async fn callers_see_and_read_only_the_skills_their_policy_allows() {
     let roots = skill_roots();
     let gw = gateway(&format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[usage]\nflush_interval = \"200ms\"\n\n[auth]\nmode = \"api_key\"\n\n\
+         [[endpoint]]\npath = \"/mcp/deploy\"\ninclude = [\"skill://b/deploy/*\"]\n\n\
          [[caller]]\nid = \"reviewer\"\nkey_sha256 = \"{}\"\nallow = [\"skill://a/*\"]\n\n\
          [[caller]]\nid = \"ops\"\nkey_sha256 = \"{}\"\nallow = [\"upstream:a\", \"upstream:b\"]\ndeny = [\"skill://a/code-review/SKILL.md\"]\n\n{}",
         crate::callers::hash("reviewer-key"),
@@ -199,6 +200,36 @@ async fn callers_see_and_read_only_the_skills_their_policy_allows() {
     assert_eq!(read["result"]["contents"][0]["text"], REVIEW_B, "{read}");
     let listed = rpc_with(&gw.url, "skills/list", json!({}), &[("Authorization", &bearer("reviewer-key"))]).await.message();
     assert_eq!(listed["result"]["cacheScope"], "private", "a filtered list is not shared: {listed}");
+
+    // A virtual server selects skills (and their files) by URI like any resource.
+    let on_endpoint = fastmcp_skills(&format!("{}/mcp/deploy", gw.base), Some("ops-key"));
+    assert_eq!(uris(&on_endpoint), ["skill://b/deploy/SKILL.md"], "{on_endpoint}");
+    assert_eq!(on_endpoint["files"]["skill://b/deploy/SKILL.md"]["digest"], digest(DEPLOY_B), "{on_endpoint}");
+    let outside = rpc_with(
+        &format!("{}/mcp/deploy", gw.base),
+        "resources/read",
+        json!({ "uri": "skill://b/code-review/SKILL.md" }),
+        &[("Authorization", &bearer("ops-key"))],
+    )
+    .await
+    .message();
+    assert!(outside.get("error").is_some(), "outside the endpoint's selection: {outside}");
+
+    // The usage counts each caller's use of a skill under its gateway URI.
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+        .args(["usage", "--json", "-c"])
+        .arg(&gw.config_path)
+        .output()
+        .expect("run mcpgate usage");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let count = |caller: &str, item: &str| -> u64 {
+        let lines = report["lines"].as_array().or_else(|| report.as_array()).cloned().unwrap_or_default();
+        lines.iter().filter(|l| l["caller"] == caller && l["tool"] == item).filter_map(|l| l["calls"].as_u64()).sum()
+    };
+    assert_eq!(count("reviewer", "skill://a/code-review/SKILL.md"), 2, "a get and a read: {report}");
+    assert_eq!(count("reviewer", "skill://a/code-review/references/CHECKLIST.md"), 1, "{report}");
+    assert_eq!(count("ops", "skill://a/code-review/SKILL.md"), 0, "a refused read is not a use: {report}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
