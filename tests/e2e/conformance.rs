@@ -176,13 +176,24 @@ fn scenario_checks(url: &str, scenario: &str) -> (bool, Vec<String>, Vec<String>
 #[test]
 fn skills_scenarios_pass_through_the_gateway_in_front_of_two_fastmcp_skill_servers() {
     let roots = crate::skills::skill_roots();
-    let gw = gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n\n{}", crate::skills::skill_upstreams(roots.path(), [true, true])));
+    // Two per page: the merged skills/list (three skills) takes two pages of the gateway's cursors.
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[catalog]\npage_size = 2\n\n{}",
+        crate::skills::skill_upstreams(roots.path(), [true, true])
+    ));
     let a = roots.path().join("a").display().to_string();
     let (_direct, direct_url) = py_script_http("tests/py/skills_server.py", &["--root", &a, "--directory-read"]);
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let first = rt.block_on(rpc(&gw.url, "skills/list", serde_json::json!({}))).json();
+    let cursor = first["result"]["nextCursor"].as_str().unwrap_or_else(|| panic!("a second page: {first}")).to_string();
+    let second = rt.block_on(rpc(&gw.url, "skills/list", serde_json::json!({ "cursor": cursor }))).json();
+    let count = |page: &serde_json::Value| page["result"]["skills"].as_array().map_or(0, Vec::len);
+    assert_eq!((count(&first), count(&second), second["result"].get("nextCursor")), (2, 1, None), "{first}\n{second}");
     for scenario in SKILLS_SCENARIOS {
         let (ok, failed, warned, out) = scenario_checks(&gw.url, scenario);
         assert!(ok && failed.is_empty(), "{scenario} through the gateway: failed {failed:?}\n{out}\ngateway log:\n{}", gw.proc.log());
         assert!(out.contains("SUCCESS") && !out.contains("SKIPPED"), "{scenario} ran its checks (none skipped):\n{out}");
+
         let (_, _, direct_warned, _) = scenario_checks(&direct_url, scenario);
         let added: Vec<&String> = warned.iter().filter(|w| *w != MERGE_WARNING && !direct_warned.contains(w)).collect();
         assert!(added.is_empty(), "{scenario}: the gateway adds warnings {added:?} (directly: {direct_warned:?})\n{out}");

@@ -238,7 +238,7 @@ async fn a_changed_skill_is_held_until_approved() {
     let dir = tempfile::tempdir().expect("tempdir");
     let lock = dir.path().join("mcpgate-pins.json");
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\n[pins]\nmode = \"enforce\"\nfile = {:?}\n\n{}",
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[console]\nenabled = true\n\n[pins]\nmode = \"enforce\"\nfile = {:?}\n\n{}",
         lock.display().to_string(),
         skill_upstreams(roots.path(), [false, false])
     );
@@ -256,8 +256,8 @@ async fn a_changed_skill_is_held_until_approved() {
     let held = fastmcp_skills(&gw.url, None);
     assert!(held.get("error").is_none(), "{held}\n{}", gw.proc.log());
     assert_eq!(uris(&held), ["skill://b/code-review/SKILL.md", "skill://b/deploy/SKILL.md"], "held out of the list: {held}");
-    let get = rpc(&gw.url, "skills/get", json!({ "uri": "skill://a/code-review/SKILL.md" })).await.message();
-    assert_eq!(get["error"]["code"], -32602, "{get}");
+    let got = rpc(&gw.url, "skills/get", json!({ "uri": "skill://a/code-review/SKILL.md" })).await.message();
+    assert_eq!(got["error"]["code"], -32602, "{got}");
     for uri in ["skill://a/code-review/SKILL.md", "skill://a/code-review/references/CHECKLIST.md"] {
         let read = rpc(&gw.url, "resources/read", json!({ "uri": uri })).await.message();
         assert!(read.get("error").is_some(), "a held skill's files are not read: {read}");
@@ -265,9 +265,18 @@ async fn a_changed_skill_is_held_until_approved() {
     let (ok, out) = crate::pins::pin(&config, &[]);
     assert!(!ok && out.contains("~ a/skill://code-review/SKILL.md") && out.contains(&digest(&poisoned)), "{out}");
 
-    // Approved: served again without a restart, the new bytes with their new digest.
-    let (ok, out) = crate::pins::pin(&config, &["--approve"]);
-    assert!(ok, "{out}");
+    // The console shows the held skill, what differs (the file's digest) and what it would pin.
+    let state: Value = get(&format!("{}/console/api/state", gw.base)).await.expect("console state").json();
+    let held = state["held"].as_array().and_then(|l| l.iter().find(|h| h["tool"] == "skill://code-review/SKILL.md")).cloned();
+    let held = held.unwrap_or_else(|| panic!("the skill is held in the console: {state}"));
+    assert_eq!(held["kind"], "skill", "{held}");
+    assert!(held["changes"].to_string().contains(&digest(&poisoned)), "{held}");
+
+    // Approved there: served again without a restart, the new bytes with their new digest.
+    let body = json!({ "upstream": "a", "tool": "skill://code-review/SKILL.md", "fingerprint": held["fingerprint"] });
+    let approved =
+        post_raw(&format!("{}/console/api/pins/approve", gw.base), &[("Content-Type", "application/json")], body.to_string()).await;
+    assert_eq!(approved.status, 200, "{}", String::from_utf8_lossy(&approved.body));
     let mut back = Value::Null;
     for _ in 0..50 {
         back = fastmcp_skills(&gw.url, None);
