@@ -100,14 +100,19 @@ pub(super) struct Hello {
 
 impl Hello {
     /// The gateway's own session, which serves every client: it declares what the gateway relays
-    /// (elicitation and sampling, asked during a call, reach its caller; MCP Apps' UI resources).
+    /// (elicitation and sampling, asked during a call, reach its caller; MCP Apps' UI resources;
+    /// Agent Skills).
     /// Not `roots`: a server may ask for roots outside any call (many do right after the
     /// handshake) and keep the answer for the whole session, which here is everyone's.
     fn gateway() -> Hello {
         let ui = crate::protocol::ui_client_capability();
         Hello {
             version: LEGACY_VERSIONS[0].into(),
-            capabilities: json!({ "elicitation": {}, "sampling": {}, "extensions": { crate::protocol::UI_EXTENSION: ui } }),
+            capabilities: json!({
+                "elicitation": {},
+                "sampling": {},
+                "extensions": { crate::protocol::UI_EXTENSION: ui, crate::protocol::SKILLS_EXTENSION: {} }
+            }),
             info: json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }),
             on_behalf_of: Vec::new(),
         }

@@ -563,8 +563,12 @@ pub fn gateway_meta() -> Map<String, Value> {
     m.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
     // Lists are read for every client: a server that registers its MCP Apps' tools only for
     // clients that render them must list them to the gateway, which relays them.
+    // Likewise Agent Skills: the gateway lists them for its clients, which it serves the extension.
     let ui = crate::protocol::ui_client_capability();
-    m.insert(keys::CLIENT_CAPABILITIES.into(), json!({ "extensions": { crate::protocol::UI_EXTENSION: ui } }));
+    m.insert(
+        keys::CLIENT_CAPABILITIES.into(),
+        json!({ "extensions": { crate::protocol::UI_EXTENSION: ui, crate::protocol::SKILLS_EXTENSION: {} } }),
+    );
     m.insert(keys::CLIENT_INFO.into(), json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }));
     m
 }
