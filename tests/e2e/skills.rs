@@ -3,8 +3,10 @@
 //! both serving a skill named `code-review`: FastMCP's own client (`SkillsClientExtension`,
 //! tests/py/skills_client.py) lists, gets and reads them through the gateway under
 //! `skill://<prefix>/<skill-path>/SKILL.md`, and what it reads matches the files byte for byte
-//! (digests and sizes); callers see the skills their policy allows; a changed SKILL.md is held
-//! under `[pins] mode = "enforce"` until approved.
+//! (digests and sizes), in both eras; `directoryRead` is offered only when every skill upstream
+//! declares it; callers (and a virtual server) see and read the skills their policy allows, and
+//! the usage counts them; a file changed after the listing is not relayed; a changed SKILL.md is
+//! held under `[pins] mode = "enforce"` until approved in the console.
 
 use crate::harness::*;
 use serde_json::{Value, json};
