@@ -21,8 +21,7 @@ use serde_json::{Value, json};
 /// The skills extension's settings to advertise to this caller, if any upstream it may use
 /// declares the extension.
 pub fn advertised(gw: &Served<'_>, req: &Request) -> Option<Value> {
-    let mut offered = false;
-    let mut directory_read = true;
+    let mut contributing = Vec::new();
     for up in gw.live_upstreams() {
         let st = up.state();
         let declared = st.capabilities.as_ref().and_then(|c| c.get("extensions")).and_then(|e| e.get(SKILLS_EXTENSION));
@@ -30,10 +29,9 @@ pub fn advertised(gw: &Served<'_>, req: &Request) -> Option<Value> {
         if st.status != Status::Ready || !discover::usable(gw, req, up.index) {
             continue;
         }
-        offered = true;
-        directory_read &= settings.get("directoryRead").and_then(Value::as_bool) == Some(true);
+        contributing.push(settings.clone());
     }
-    offered.then(|| if directory_read { json!({ "directoryRead": true }) } else { json!({}) })
+    (!contributing.is_empty()).then(|| crate::protocol::skills_settings(&contributing))
 }
 
 /// Whether the caller is offered the extension (the methods answer -32601 otherwise).

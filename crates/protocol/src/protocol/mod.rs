@@ -79,6 +79,15 @@ pub const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
 /// `directoryRead: true`, `resources/directory/read`.
 pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
 
+/// The skills extension's settings the gateway advertises, from those of every contributing
+/// upstream (never empty in use): `directoryRead: true` only when every one of them declares it
+/// (a client that sees the flag may call `resources/directory/read` on any skill it lists), else
+/// `{}`. Other settings are not passed on: the gateway offers only what it relays.
+pub fn skills_settings(settings: &[serde_json::Value]) -> serde_json::Value {
+    let all = !settings.is_empty() && settings.iter().all(|s| s.get("directoryRead").and_then(serde_json::Value::as_bool) == Some(true));
+    if all { serde_json::json!({ "directoryRead": true }) } else { serde_json::json!({}) }
+}
+
 /// The extensions the gateway relays between clients and upstreams.
 pub const RELAYED_EXTENSIONS: &[&str] = &[TASKS_EXTENSION, UI_EXTENSION];
 
@@ -95,5 +104,20 @@ pub fn name_param_of(method: &str) -> Option<&'static str> {
         "resources/read" => Some("uri"),
         "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod skills_tests {
+    use super::skills_settings;
+    use serde_json::json;
+
+    #[test]
+    fn directory_read_is_advertised_only_when_every_skill_upstream_declares_it() {
+        let (yes, no) = (json!({ "directoryRead": true, "other": 1 }), json!({}));
+        assert_eq!(skills_settings(&[yes.clone(), yes.clone()]), json!({ "directoryRead": true }), "other settings are not passed on");
+        assert_eq!(skills_settings(&[yes.clone(), no]), json!({}));
+        assert_eq!(skills_settings(&[json!({ "directoryRead": "true" })]), json!({}), "only a boolean true counts");
+        assert_eq!(skills_settings(&[]), json!({}));
     }
 }
