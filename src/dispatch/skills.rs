@@ -131,6 +131,8 @@ impl Check {
     pub fn apply(self, gw: &Served<'_>, reply: Reply) -> Reply {
         let (audit, metrics) = (gw.audit.clone(), gw.metrics.clone());
         reply.map_outcome(move |o| match o {
+            // A question (`input_required`) is no read yet: the answer's read is checked.
+            o if super::state::asks_input(&o) => o,
             Outcome::Result(raw) => match skills::verify(&raw, &self.uri, &self.promise) {
                 Ok(()) => Outcome::Result(raw),
                 Err(why) => {

@@ -63,17 +63,34 @@ impl Gateway {
         self.upstreams().get(index).is_some_and(|u| u.state().capabilities.as_ref().is_some_and(|c| Kind::Skill.declared_by(c)))
     }
 
-    /// Whether gateway URI `uri` (canonical) of upstream `upstream` lies in the directory of a
-    /// skill the caller may see (a held skill is not in the catalogue), and carries no path tricks.
+    /// Whether gateway URI `uri` (canonical) of upstream `upstream` carries no path tricks and lies
+    /// in the directory of a skill the caller may see: the deepest skill that holds it
+    /// (`catalog::skills::owner`; a held skill, out of the catalogue, keeps its files).
     fn in_visible_skill(&self, cat: &Catalog, grants: &Grants, upstream: usize, uri: &str) -> bool {
+        if uris::has_path_tricks(uri) {
+            return false;
+        }
+        let id = self.upstream_id(upstream);
+        let prefix = self.upstreams().get(upstream).map(|u| u.cfg.prefix.clone()).unwrap_or_default();
+        let held: Vec<String> = self
+            .catalog()
+            .problems
+            .iter()
+            .filter(|p| p.kind == Kind::Skill && p.upstream == id && p.reason.starts_with(super::pins::HELD))
+            .filter_map(|p| uris::canonical(&uris::to_gateway(&prefix, &p.item)).ok().map(|c| c.into_owned()))
+            .collect();
+        let skills: Vec<(String, &crate::catalog::Entry)> = cat
+            .section(Kind::Skill)
+            .entries
+            .iter()
+            .filter(|s| s.upstream == upstream)
+            .filter_map(|s| Some((uris::canonical(&s.name).ok()?.into_owned(), s)))
+            .collect();
+        let names: Vec<&str> = skills.iter().map(|(n, _)| n.as_str()).collect();
         let id_of = |i: usize| self.upstream_id(i);
-        !uris::has_path_tricks(uri)
-            && crate::catalog::view::visible(cat, Kind::Skill, grants, &id_of).iter().any(|s| {
-                s.upstream == upstream
-                    && uris::canonical(&s.name).is_ok_and(|name| {
-                        name.strip_suffix("SKILL.md").is_some_and(|dir| uri.starts_with(dir) || uri == dir.trim_end_matches('/'))
-                    })
-            })
+        crate::catalog::skills::owner(&names, &held, uri)
+            .and_then(|i| skills.get(i))
+            .is_some_and(|(_, s)| crate::catalog::view::find(cat, Kind::Skill, &s.name, grants, &id_of).is_some())
     }
 
     /// Whether `caller` may read `uri` now (a resource update is delivered only then).

@@ -37,6 +37,27 @@ pub fn listed(skill: &Json, uri: &str) -> Option<Listed> {
     })
 }
 
+/// The directory (gateway URI ending in `/`) of a skill named by its `SKILL.md` URI.
+pub fn dir_of(skill_md: &str) -> Option<&str> {
+    skill_md.strip_suffix("SKILL.md").filter(|d| d.ends_with('/'))
+}
+
+/// Whether directory `dir` holds `uri` (or is it, written without its last `/`).
+fn holds(dir: &str, uri: &str) -> bool {
+    uri.starts_with(dir) || uri == dir.trim_end_matches('/')
+}
+
+/// Which of one upstream's skills (`skills`: the canonical gateway URIs of their `SKILL.md`) owns
+/// canonical gateway URI `uri`: the deepest one whose directory holds it, as a skill nested in
+/// another's folder is its own; `None` when none holds it, or when a held skill (`held`: the same
+/// URIs of the upstream's held skills) holds it deeper (a held skill is out of the catalogue, and
+/// its files are not its parent's to give).
+pub fn owner(skills: &[&str], held: &[String], uri: &str) -> Option<usize> {
+    let depth = |name: &str| dir_of(name).filter(|d| holds(d, uri)).map(str::len);
+    let (served, i) = skills.iter().enumerate().filter_map(|(i, s)| Some((depth(s)?, i))).max_by_key(|(d, _)| *d)?;
+    (!held.iter().filter_map(|h| depth(h)).any(|d| d > served)).then_some(i)
+}
+
 /// Why a read does not match its listing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Mismatch {
@@ -131,6 +152,21 @@ mod tests {
         let as_blob = json(&serde_json::json!({ "contents": [{ "uri": "skill://a/r/SKILL.md", "blob": blob }] }).to_string());
         assert_eq!(verify(&as_blob, "skill://a/r/SKILL.md", &promise), Ok(()));
         assert_eq!(verify(&json(r#"{"contents":[]}"#), "skill://a/r/SKILL.md", &promise), Err(Mismatch::NoContent));
+    }
+
+    #[test]
+    fn the_deepest_skill_owns_a_file_and_a_held_one_keeps_its_own() {
+        let skills = ["skill://a/p/SKILL.md", "skill://a/p/n/SKILL.md"];
+        let name = |uri: &str, held: &[String]| owner(&skills, held, uri).map(|i| skills[i]);
+        assert_eq!(name("skill://a/p/x.md", &[]), Some("skill://a/p/SKILL.md"));
+        assert_eq!(name("skill://a/p/n/x.md", &[]), Some("skill://a/p/n/SKILL.md"), "a nested skill is its own");
+        assert_eq!(name("skill://a/p", &[]), Some("skill://a/p/SKILL.md"), "the directory itself");
+        assert_eq!(name("skill://a/px/x.md", &[]), None);
+        let held = ["skill://a/p/h/SKILL.md".to_string()];
+        assert_eq!(name("skill://a/p/h/x.md", &held), None, "a held nested skill's file is not its parent's");
+        assert_eq!(name("skill://a/p/x.md", &held), Some("skill://a/p/SKILL.md"));
+        let held = ["skill://a/p/SKILL.md".to_string()];
+        assert_eq!(name("skill://a/p/n/x.md", &held), Some("skill://a/p/n/SKILL.md"), "a served skill inside a held one");
     }
 
     #[test]
