@@ -131,8 +131,9 @@ pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `mcpgate pin`: what differs between the tools served now and their pins; with `approve`,
-/// the pins are rewritten from what is served (all tools, or those `only` names).
+/// `mcpgate pin`: what differs between the tools and skills served now and their pins; with
+/// `approve`, the pins are rewritten from what is served (all of them, or those `only` names: a
+/// tool by its name, a skill by its URI, upstream's or gateway's).
 pub fn pin(gw: &Gateway, approve: bool, only: &[String]) -> anyhow::Result<ExitCode> {
     use crate::catalog::pins::{self, PinFile};
     let config = gw.config();
@@ -146,17 +147,20 @@ pub fn pin(gw: &Gateway, approve: bool, only: &[String]) -> anyhow::Result<ExitC
             println!("  {}: not reachable now; its pins are left as they are", up.id());
             continue;
         }
-        let served: Vec<(String, pins::Pin)> = st
-            .items(crate::catalog::Kind::Tool)
-            .iter()
-            .filter_map(|raw| pins::definition(raw.get()))
-            .map(|p| (p.definition.get("name").and_then(|n| n.as_str()).unwrap_or("?").to_string(), p))
+        // Tools and skills (a skill under its upstream URI).
+        let served: Vec<(String, pins::Pin)> = [crate::catalog::Kind::Tool, crate::catalog::Kind::Skill]
+            .into_iter()
+            .flat_map(|kind| st.items(kind).iter().filter_map(move |raw| crate::gateway::pins::fingerprint(kind, raw.get())))
+            .map(|p| (pins::pinned_name(&p.definition).unwrap_or("?").to_string(), p))
             .collect();
         let pinned = old.upstreams.get(up.id());
         let chosen = |tool: &str| {
             only.is_empty()
                 || only.iter().any(|o| {
-                    o == tool || *o == format!("{}/{tool}", up.id()) || *o == config.catalog.names.gateway_name(&up.cfg.prefix, tool, None)
+                    o == tool
+                        || *o == format!("{}/{tool}", up.id())
+                        || *o == config.catalog.names.gateway_name(&up.cfg.prefix, tool, None)
+                        || *o == crate::catalog::uris::to_gateway(&up.cfg.prefix, tool)
                 })
         };
         let entry = next.upstreams.entry(up.id().to_string()).or_default();

@@ -44,7 +44,7 @@ impl Filter {
         match kind {
             Kind::Tool => self.tools,
             Kind::Prompt => self.prompts,
-            Kind::Resource | Kind::Template => self.resources,
+            Kind::Resource | Kind::Template | Kind::Skill => self.resources,
         }
     }
 }
@@ -74,7 +74,7 @@ fn bit(kind: Kind) -> u8 {
     match kind {
         Kind::Tool => 1,
         Kind::Prompt => 2,
-        Kind::Resource | Kind::Template => 4,
+        Kind::Resource | Kind::Template | Kind::Skill => 4,
     }
 }
 
@@ -258,10 +258,11 @@ pub fn covers(followed: &str, uri: &str) -> bool {
     uri == followed || uri.strip_prefix(followed).is_some_and(|rest| followed.ends_with('/') || rest.starts_with(['/', '#', '?']))
 }
 
-/// The list kinds whose caller-visible contents differ between two catalogues, as bits.
+/// The list kinds whose caller-visible contents differ between two catalogues, as bits (skills
+/// count as resources: SEP-2640 announces them with the resources notification).
 fn changed_kinds<'a>(old: &'a Catalog, new: &'a Catalog, caller: &Principal, upstream_id: &'a dyn Fn(usize) -> &'a str) -> u8 {
     let mut bits = 0;
-    for kind in [Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template] {
+    for kind in Kind::ALL {
         if fingerprint(old, kind, caller, upstream_id) != fingerprint(new, kind, caller, upstream_id) {
             bits |= bit(kind);
         }

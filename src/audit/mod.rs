@@ -4,8 +4,8 @@
 //! beside it when that differs), upstream, outcome and duration. Arguments are recorded only when
 //! `[audit] include_arguments = true`; credentials never are. [`Audit`] is the sink the gateway
 //! owns: each record goes to the log line, to the export (`export`: a JSON-lines file with
-//! rotation, OTLP logs), to the usage accounting (tool calls), and, once something asked for
-//! them, to the recent calls and their subscribers (the console).
+//! rotation, OTLP logs), to the usage accounting (tool calls and uses of skills), and, once
+//! something asked for them, to the recent calls and their subscribers (the console).
 
 pub mod export;
 
@@ -105,11 +105,12 @@ impl Audit {
     }
 
     /// Writes the record everywhere it goes, its client-controlled values cleaned once; a tool
-    /// call whose tool is known (`counted`) is counted in the usage too.
+    /// call whose tool is known (`counted`), and a skill's use (its `skills/get`, a read of one of
+    /// its files), are counted in the usage too.
     fn emit(&self, e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>, counted: bool) {
         let (caller, method, item) = (clean(e.caller), clean(e.method), clean(e.item));
         let presented = e.presented.map(clean);
-        if let Some(u) = self.usage.as_ref().filter(|_| counted && e.method == "tools/call") {
+        if let Some(u) = self.usage.as_ref().filter(|_| counted && is_counted(e.method, e.item)) {
             let row = RowRef {
                 caller: &caller,
                 tool: &item,
@@ -297,6 +298,16 @@ fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>
         (None, None) => {
             tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, duration_ms, "audit")
         }
+    }
+}
+
+/// Whether a forwarded request counts in the usage: a tool call, or the use of an Agent Skill
+/// (`skills/get`, or a read of a `skill://` file), counted under its gateway URI.
+fn is_counted(method: &str, item: &str) -> bool {
+    match method {
+        "tools/call" | "skills/get" => true,
+        "resources/read" => crate::catalog::uris::is_skill(item),
+        _ => false,
     }
 }
 

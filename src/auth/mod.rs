@@ -227,7 +227,7 @@ impl Authenticator {
         [
             (&[Kind::Tool], &self.config.tool_scopes),
             (&[Kind::Prompt], &self.config.prompt_scopes),
-            (&[Kind::Resource, Kind::Template], &self.config.resource_scopes),
+            (&[Kind::Resource, Kind::Template, Kind::Skill], &self.config.resource_scopes),
         ]
     }
 

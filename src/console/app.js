@@ -42,13 +42,13 @@ function renderHeld(list) {
     // The approval names the fingerprint of the definition shown here: if the upstream serves
     // another one by the time Approve is clicked, the gateway refuses it (409) and pins nothing.
     const action = buttonCell("Approve", "approve", () => approve(h.upstream, h.tool, h.fingerprint));
-    if (!h.fingerprint) { action.firstChild.disabled = true; action.firstChild.title = "the upstream does not serve this tool now"; }
+    if (!h.fingerprint) { action.firstChild.disabled = true; action.firstChild.title = "the upstream does not serve this " + (h.kind || "tool") + " now"; }
     const changes = cell(h.changes.join("\n"), "desc");
     changes.style.whiteSpace = "pre-wrap";
     if (h.definition) {
       const details = document.createElement("details");
       details.className = "definition";
-      details.open = !h.changes.length || h.changes[0].startsWith("a new tool");
+      details.open = !h.changes.length || h.changes[0].startsWith("a new ");
       const summary = document.createElement("summary");
       summary.textContent = "Definition served now (fingerprint " + String(h.fingerprint).slice(0, 12) + "…)";
       const pre = document.createElement("pre");

@@ -84,7 +84,8 @@ pub fn catalog(gw: &Gateway) -> Value {
                 "name": e.name,
                 "upstream": gw.upstream_id(e.upstream),
                 "title": item.get("title").cloned().unwrap_or(Value::Null),
-                "description": item.get("description").cloned().unwrap_or(Value::Null),
+                // A skill's description is in its frontmatter.
+                "description": item.get("description").or_else(|| item.get("frontmatter").and_then(|f| f.get("description"))).cloned().unwrap_or(Value::Null),
             }));
         }
     }

@@ -490,8 +490,14 @@ pub async fn read_resource(gw: &Served<'_>, req: Request) -> Reply {
         refuse(gw, &req, &canonical_uri(&uri), "unknown_or_denied");
         return Reply::error(RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
     };
+    // A skill's file is checked against what the skill's listing promised.
+    let check = super::skills::promise(gw, &req, upstream, &uri).map(|p| super::skills::Check::new(&req, p));
     // Audited (and bound to any request state) under the URI that was decided on.
-    forward(gw, upstream, req, Named::same(&canonical_uri(&uri)), Some(("uri", &original)), Vec::new(), None).await
+    let reply = forward(gw, upstream, req, Named::same(&canonical_uri(&uri)), Some(("uri", &original)), Vec::new(), None).await;
+    match check {
+        Some(check) => check.apply(gw, reply),
+        None => reply,
+    }
 }
 
 pub async fn complete(gw: &Served<'_>, mut req: Request) -> Reply {

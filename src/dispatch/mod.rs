@@ -13,6 +13,7 @@ mod listen;
 mod lists;
 mod search;
 mod secrets;
+mod skills;
 pub mod state;
 mod tasks;
 
@@ -214,6 +215,9 @@ impl Service for Gateway {
                 Method::ResourcesList if offered("resources") => lists::list(cx, &req, Kind::Resource),
                 Method::ResourceTemplatesList if offered("resources") => lists::list(cx, &req, Kind::Template),
                 Method::ResourcesRead if offered("resources") => forward::read_resource(cx, req).await,
+                Method::SkillsList if skills::offered(cx, &req) => lists::list(cx, &req, Kind::Skill),
+                Method::SkillsGet if skills::offered(cx, &req) => skills::get(cx, req).await,
+                Method::ResourcesDirectoryRead if skills::offered(cx, &req) => skills::directory_read(cx, req).await,
                 Method::CompletionComplete if offered("completions") => forward::complete(cx, req).await,
                 Method::SubscriptionsListen => listen::listen(cx, req),
                 Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => tasks::forward(cx, req).await,

@@ -328,8 +328,9 @@ impl Gateway {
                 items: [
                     sc.tools.as_deref().unwrap_or(st.items(Kind::Tool)),
                     st.items(Kind::Prompt),
-                    st.items(Kind::Resource),
+                    sc.resources.as_deref().unwrap_or(st.items(Kind::Resource)),
                     st.items(Kind::Template),
+                    sc.skills.as_deref().unwrap_or(st.items(Kind::Skill)),
                 ],
                 ttl_ms: st.ttl_ms,
                 listed_at: st.listed_at,

@@ -349,7 +349,7 @@ impl Gateway {
             }
             tools.clone()
         };
-        let none: [Option<u64>; 4] = [None; 4];
+        let none: [Option<u64>; catalog::Kind::COUNT] = [None; catalog::Kind::COUNT];
         // Pins hold tools out of every caller's catalogue alike.
         let screened: Vec<super::pins::Screened> =
             all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u))).collect();
@@ -370,10 +370,10 @@ impl Gateway {
                     upstream: u.index,
                     id: u.id(),
                     prefix: &u.cfg.prefix,
-                    items: [tools, empty, empty, empty],
-                    ttl_ms: [Some(0), None, None, None],
+                    items: [tools, empty, empty, empty, empty],
+                    ttl_ms: [Some(0), None, None, None, None],
                     listed_at: None,
-                    private: [true; 4],
+                    private: [true; catalog::Kind::COUNT],
                     has_resources: false,
                     rename: &[],
                     validate: u.cfg.validate_arguments,
@@ -390,12 +390,13 @@ impl Gateway {
                 items: [
                     sc.tools.as_deref().unwrap_or(st.items(catalog::Kind::Tool)),
                     st.items(catalog::Kind::Prompt),
-                    st.items(catalog::Kind::Resource),
+                    sc.resources.as_deref().unwrap_or(st.items(catalog::Kind::Resource)),
                     st.items(catalog::Kind::Template),
+                    sc.skills.as_deref().unwrap_or(st.items(catalog::Kind::Skill)),
                 ],
                 ttl_ms: if personal { none } else { st.ttl_ms },
                 listed_at: st.listed_at,
-                private: if personal { [true; 4] } else { st.private },
+                private: if personal { [true; catalog::Kind::COUNT] } else { st.private },
                 has_resources: st.offers("resources"),
                 rename: &u.cfg.rename,
                 validate: u.cfg.validate_arguments,

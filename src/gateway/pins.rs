@@ -5,6 +5,9 @@
 //! logged once, shown by `mcpgate check`, counted in `/metrics`); with `record`, it is served and
 //! the difference is logged once and counted. An approval from the console names the fingerprint
 //! of the definition the person reviewed, and is refused if the upstream serves another one now.
+//! Agent Skills are screened alike (their definition carries their files' digests): a held
+//! skill leaves the skill list, and its files the resource list (reads of them are refused, see
+//! `reads`).
 
 use super::Gateway;
 use crate::catalog::pins::{self, PinFile, PinMode, Standing};
@@ -48,10 +51,14 @@ pub enum ApproveError {
     File(String),
 }
 
-/// An upstream's tools after screening.
+/// An upstream's tools and skills after screening.
 pub struct Screened {
     /// The tools to merge (`None`: all of them, nothing held).
     pub tools: Option<Vec<Box<RawValue>>>,
+    /// The skills to merge (`None`: all of them).
+    pub skills: Option<Vec<Box<RawValue>>>,
+    /// The resources to merge (`None`: all of them): a held skill's files are left out.
+    pub resources: Option<Vec<Box<RawValue>>>,
     pub held: Vec<Problem>,
     /// `record` mode: tools served although they differ from their pin.
     pub drifted: usize,
@@ -94,28 +101,55 @@ impl Pins {
         }
     }
 
-    /// Screens an upstream's tools against its pins, in `mode`.
+    /// Screens an upstream's tools and skills against its pins, in `mode`.
     pub fn screen(&self, up: &Upstream, st: &UpstreamState, mode: PinMode) -> Screened {
         if mode == PinMode::Off {
-            return Screened { tools: None, held: Vec::new(), drifted: 0 };
+            return Screened { tools: None, skills: None, resources: None, held: Vec::new(), drifted: 0 };
         }
+        let (tools, mut held, mut drifted) = self.screen_kind(up, st, mode, Kind::Tool);
+        let (skills, held_skills, skills_drifted) = self.screen_kind(up, st, mode, Kind::Skill);
+        drifted += skills_drifted;
+        // The files of a held skill are held with it.
+        let dirs: Vec<&str> = held_skills.iter().filter_map(|p| p.item.strip_suffix("SKILL.md")).collect();
+        let resources = (!dirs.is_empty()).then(|| {
+            st.items(Kind::Resource)
+                .iter()
+                .filter(|raw| {
+                    let uri = serde_json::from_str::<serde_json::Value>(raw.get()).ok().and_then(|v| v["uri"].as_str().map(str::to_string));
+                    !uri.is_some_and(|u| dirs.iter().any(|d| u.starts_with(d)))
+                })
+                .cloned()
+                .collect()
+        });
+        held.extend(held_skills);
+        Screened { tools: Some(tools), skills: Some(skills), resources, held, drifted }
+    }
+
+    /// Screens the items of `kind` (tools or skills): those kept, those held, and how many
+    /// drifted (`record`).
+    fn screen_kind(&self, up: &Upstream, st: &UpstreamState, mode: PinMode, kind: Kind) -> (Vec<Box<RawValue>>, Vec<Problem>, usize) {
         let file = self.file.load();
         let pinned = file.upstreams.get(up.id());
         let (mut kept, mut held, mut drifted) = (Vec::new(), Vec::new(), 0);
-        for raw in st.items(Kind::Tool) {
-            let Some(current) = pins::definition(raw.get()) else {
+        for raw in st.items(kind) {
+            let Some(current) = fingerprint(kind, raw.get()) else {
                 kept.push(raw.clone());
                 continue;
             };
-            let original = current.definition.get("name").and_then(|n| n.as_str()).unwrap_or("?").to_string();
+            let original = pins::pinned_name(&current.definition).unwrap_or("?").to_string();
             let standing = pins::standing(pinned, &original, &current);
             match (standing, mode) {
                 (Standing::Pinned, _) => kept.push(raw.clone()),
                 (s, PinMode::Enforce) => {
-                    let why = if s == Standing::New { "a new tool, not pinned yet" } else { "its definition differs from its pin" };
+                    let label = kind.label();
+                    let why = if s == Standing::New {
+                        format!("a new {label}, not pinned yet")
+                    } else {
+                        "its definition differs from its pin".into()
+                    };
                     held.push(Problem {
                         upstream: up.id().to_string(),
-                        kind: Kind::Tool,
+                        kind,
                         item: original,
                         reason: format!("{HELD}: {why} (mcpgate pin shows the difference; mcpgate pin --approve approves it)"),
                     });
@@ -124,14 +158,28 @@ impl Pins {
                     drifted += 1;
                     if lock(&self.logged).insert((up.id().to_string(), original.clone(), current.sha256.clone())) {
                         let changes = pinned.and_then(|p| p.get(&original)).map(|p| pins::diff(&p.definition, &current.definition));
-                        tracing::warn!(upstream = %up.id(), tool = %original, new = s == Standing::New, changes = ?changes.unwrap_or_default(), "a tool is served that differs from its pin (pins: record)");
+                        tracing::warn!(upstream = %up.id(), item = %original, new = s == Standing::New, changes = ?changes.unwrap_or_default(), "a {} is served that differs from its pin (pins: record)", kind.label());
                     }
                     kept.push(raw.clone());
                 }
             }
         }
-        Screened { tools: Some(kept), held, drifted }
+        (kept, held, drifted)
     }
+}
+
+/// The pinned definition of an item of `kind` (tools and skills are pinned).
+pub fn fingerprint(kind: Kind, raw: &str) -> Option<pins::Pin> {
+    match kind {
+        Kind::Tool => pins::definition(raw),
+        Kind::Skill => pins::skill_definition(raw),
+        _ => None,
+    }
+}
+
+/// The kind of a pinned item from its name: skills are pinned under their URI.
+pub fn pinned_kind(name: &str) -> Kind {
+    if name.contains("://") { Kind::Skill } else { Kind::Tool }
 }
 
 impl Gateway {
@@ -157,14 +205,16 @@ impl Gateway {
         });
     }
 
-    /// The definition upstream `upstream` serves now for its tool `tool`, with its fingerprint.
+    /// The definition upstream `upstream` serves now for its tool (or skill, by its URI) `tool`,
+    /// with its fingerprint.
     fn served_definition(&self, upstream: &str, tool: &str) -> Option<pins::Pin> {
         let up = self.live_upstreams().into_iter().find(|u| u.id() == upstream)?;
+        let kind = pinned_kind(tool);
         up.state()
-            .items(Kind::Tool)
+            .items(kind)
             .iter()
-            .filter_map(|raw| pins::definition(raw.get()))
-            .find(|p| p.definition.get("name").and_then(|n| n.as_str()) == Some(tool))
+            .filter_map(|raw| fingerprint(kind, raw.get()))
+            .find(|p| pins::pinned_name(&p.definition) == Some(tool))
     }
 
     /// Approves the definition a person reviewed, named by its fingerprint (`reviewed`), for tool
@@ -172,9 +222,9 @@ impl Gateway {
     /// catalogue is rebuilt, listeners hear it once). Refused when the upstream serves another
     /// definition now: what is pinned is always what was reviewed.
     pub fn approve_pin(&self, upstream: &str, tool: &str, reviewed: &str) -> Result<(), ApproveError> {
-        let current = self
-            .served_definition(upstream, tool)
-            .ok_or_else(|| ApproveError::NotServed(format!("upstream '{upstream}' serves no tool '{tool}' now")))?;
+        let current = self.served_definition(upstream, tool).ok_or_else(|| {
+            ApproveError::NotServed(format!("upstream '{upstream}' serves no {} '{tool}' now", pinned_kind(tool).label()))
+        })?;
         if current.sha256 != reviewed {
             return Err(ApproveError::Changed(format!(
                 "upstream '{upstream}' now serves another definition of '{tool}' (fingerprint {}) than the one reviewed ({reviewed}): \
@@ -195,23 +245,25 @@ impl Gateway {
         Ok(())
     }
 
-    /// The tools held now, each with the definition its upstream serves (in full), its
-    /// fingerprint (what an approval names) and what differs from its pin (for the console).
+    /// The tools and skills held now, each with the definition its upstream serves (in full), its
+    /// fingerprint (what an approval names) and what differs from its pin (for the console;
+    /// `tool` names a skill by its upstream URI).
     pub fn held_tools(&self) -> Vec<serde_json::Value> {
         let file = self.pins.file.load();
         self.catalog()
             .problems
             .iter()
-            .filter(|p| p.kind == Kind::Tool && p.reason.starts_with(HELD))
+            .filter(|p| matches!(p.kind, Kind::Tool | Kind::Skill) && p.reason.starts_with(HELD))
             .map(|p| {
                 let current = self.served_definition(&p.upstream, &p.item);
                 let pinned = file.upstreams.get(&p.upstream).and_then(|t| t.get(&p.item));
                 let changes = match (pinned, &current) {
                     (Some(old), Some(new)) => pins::diff(&old.definition, &new.definition),
-                    _ => vec!["a new tool, not pinned yet".to_string()],
+                    _ => vec![format!("a new {}, not pinned yet", p.kind.label())],
                 };
                 serde_json::json!({
                     "upstream": p.upstream,
+                    "kind": p.kind.label(),
                     "tool": p.item,
                     "changes": changes,
                     "fingerprint": current.as_ref().map(|c| c.sha256.clone()),

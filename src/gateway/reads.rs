@@ -1,5 +1,8 @@
 //! Which upstream serves a resource URI for a caller, if the caller may read it: the one
 //! decision reads, follows, completions and relayed updates share (see [`Gateway::route_uri`]).
+//! An Agent Skill's files (`skill://` URIs of an upstream that declares the skills extension) are
+//! readable only inside a skill the caller may see: a denied or held skill's files answer like
+//! unknown ones, whatever the resource rules say.
 
 use super::Gateway;
 use crate::auth::Principal;
@@ -39,6 +42,9 @@ impl Gateway {
         if !allows(grants, &item) || cat.selection.as_ref().is_some_and(|s| !allows(s, &item)) {
             return None;
         }
+        if uris::is_skill(&canonical) && self.serves_skills(upstream) {
+            return self.in_visible_skill(cat, grants, upstream, &canonical).then_some((upstream, original));
+        }
         let everything = grants.is_unrestricted() && caller.endpoint.is_none();
         if everything || listed.is_some() {
             return Some((upstream, original));
@@ -49,6 +55,42 @@ impl Gateway {
                 && allows(grants, &Item { kind: Kind::Template, name: &t.name, upstream: id })
         });
         (templated && !uris::has_path_tricks(&canonical)).then_some((upstream, original))
+    }
+
+    /// Whether upstream `index` declares the skills extension (its `skill://` URIs are skills'
+    /// files).
+    fn serves_skills(&self, index: usize) -> bool {
+        self.upstreams().get(index).is_some_and(|u| u.state().capabilities.as_ref().is_some_and(|c| Kind::Skill.declared_by(c)))
+    }
+
+    /// Whether gateway URI `uri` (canonical) of upstream `upstream` carries no path tricks and lies
+    /// in the directory of a skill the caller may see: the deepest skill that holds it
+    /// (`catalog::skills::owner`; a held skill, out of the catalogue, keeps its files).
+    fn in_visible_skill(&self, cat: &Catalog, grants: &Grants, upstream: usize, uri: &str) -> bool {
+        if uris::has_path_tricks(uri) {
+            return false;
+        }
+        let id = self.upstream_id(upstream);
+        let prefix = self.upstreams().get(upstream).map(|u| u.cfg.prefix.clone()).unwrap_or_default();
+        let held: Vec<String> = self
+            .catalog()
+            .problems
+            .iter()
+            .filter(|p| p.kind == Kind::Skill && p.upstream == id && p.reason.starts_with(super::pins::HELD))
+            .filter_map(|p| uris::canonical(&uris::to_gateway(&prefix, &p.item)).ok().map(|c| c.into_owned()))
+            .collect();
+        let skills: Vec<(String, &crate::catalog::Entry)> = cat
+            .section(Kind::Skill)
+            .entries
+            .iter()
+            .filter(|s| s.upstream == upstream)
+            .filter_map(|s| Some((uris::canonical(&s.name).ok()?.into_owned(), s)))
+            .collect();
+        let names: Vec<&str> = skills.iter().map(|(n, _)| n.as_str()).collect();
+        let id_of = |i: usize| self.upstream_id(i);
+        crate::catalog::skills::owner(&names, &held, uri)
+            .and_then(|i| skills.get(i))
+            .is_some_and(|(_, s)| crate::catalog::view::find(cat, Kind::Skill, &s.name, grants, &id_of).is_some())
     }
 
     /// Whether `caller` may read `uri` now (a resource update is delivered only then).

@@ -12,10 +12,10 @@ fn catalog(tools: &[&str]) -> Catalog {
             upstream: 0,
             id: "calc",
             prefix: "calc",
-            items: [&raws, &[], &[], &[]],
-            ttl_ms: [Some(0); 4],
+            items: [&raws, &[], &[], &[], &[]],
+            ttl_ms: [Some(0); 5],
             listed_at: None,
-            private: [false; 4],
+            private: [false; 5],
             rename: &[],
             validate: true,
             has_resources: false,
@@ -124,4 +124,43 @@ async fn a_callers_own_changes_and_completed_consents_reach_only_that_caller() {
     hub.completed("alice", "elicit-1");
     assert_eq!(next(&mut alice).await, Some(Change::Completed("elicit-1".into())));
     assert_eq!(next(&mut bob).await, None);
+}
+
+fn skills_catalog(skills: &[&str]) -> Catalog {
+    let raws: Vec<Box<RawValue>> = skills
+        .iter()
+        .map(|n| {
+            RawValue::from_string(format!(r#"{{"uri":"skill://{n}/SKILL.md","frontmatter":{{"name":"{n}"}},"resources":"dynamic"}}"#))
+                .unwrap()
+        })
+        .collect();
+    build(
+        &[UpstreamLists {
+            upstream: 0,
+            id: "sk",
+            prefix: "sk",
+            items: [&[], &[], &[], &[], &raws],
+            ttl_ms: [Some(0); 5],
+            listed_at: None,
+            private: [false; 5],
+            rename: &[],
+            validate: true,
+            has_resources: true,
+        }],
+        &crate::catalog::merge::Naming { policy: &Default::default(), namespaces: &[] },
+    )
+}
+
+#[tokio::test]
+async fn a_change_of_skills_is_announced_as_a_resource_list_change_to_those_who_see_it() {
+    let hub = Hub::new(Duration::from_millis(20));
+    let id = |_: usize| "sk";
+    let mut all = hub.subscribe(Principal::anonymous(), Filter::ALL, UriSet::default()).unwrap();
+    let mut review = hub.subscribe(caller("review", &["skill://sk/review/*"]), Filter::ALL, UriSet::default()).unwrap();
+    let mut tools_only = hub.subscribe(Principal::anonymous(), Filter { tools: true, ..Filter::default() }, UriSet::default()).unwrap();
+    hub.catalog_changed(&skills_catalog(&["review"]), &skills_catalog(&["review", "deploy"]), &id, None);
+    assert_eq!(next(&mut all).await, Some(Change::List(Kind::Resource)));
+    assert_eq!(Kind::Skill.list_changed_method(), "notifications/resources/list_changed");
+    assert_eq!(next(&mut review).await, None, "a caller that cannot see the new skill hears nothing");
+    assert_eq!(next(&mut tools_only).await, None, "skills are announced to resource listeners");
 }

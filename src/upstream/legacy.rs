@@ -101,7 +101,8 @@ pub(super) struct Hello {
 
 impl Hello {
     /// The gateway's own session, which serves every client: it declares what the gateway relays
-    /// (elicitation and sampling, asked during a call, reach its caller; MCP Apps' UI resources).
+    /// (elicitation and sampling, asked during a call, reach its caller; MCP Apps' UI resources;
+    /// Agent Skills).
     /// Not `roots`: a server may ask for roots outside any call (many do right after the
     /// handshake) and keep the answer for the whole session, which here is everyone's.
     fn gateway() -> Hello {

@@ -131,14 +131,14 @@ pub struct UpstreamState {
     /// itself for a legacy one: what a legacy client's own session with it speaks.
     pub legacy_version: Option<String>,
     /// The upstream's items per kind, in [`Kind::ALL`] order.
-    pub lists: [Arc<Vec<Box<RawValue>>>; 4],
+    pub lists: [Arc<Vec<Box<RawValue>>>; Kind::COUNT],
     /// Per kind, the smallest `ttlMs` of the list's pages (0 when a page gave none); `None` for a
     /// list it was not asked for.
-    pub ttl_ms: [Option<u64>; 4],
+    pub ttl_ms: [Option<u64>; Kind::COUNT],
     /// The smallest `ttlMs` its lists gave, if any did (what its re-listing schedule follows).
     pub ttl_hint: Option<u64>,
     /// Per kind, whether a page of the list was not `cacheScope: "public"`.
-    pub private: [bool; 4],
+    pub private: [bool; Kind::COUNT],
     /// When the lists were requested (their `ttlMs` counts from then).
     pub listed_at: Option<std::time::Instant>,
     /// How many lists the last refresh could not re-read, so the previous ones are served.

@@ -92,10 +92,9 @@ impl Upstream {
             lists: self.state.load().lists.clone(),
             ..state.clone()
         }));
-        for (kind, capability) in
-            [(Kind::Tool, "tools"), (Kind::Prompt, "prompts"), (Kind::Resource, "resources"), (Kind::Template, "resources")]
-        {
-            if !state.offers(capability) {
+        for kind in Kind::ALL {
+            // Skills are listed when the upstream declares their extension.
+            if !state.capabilities.as_ref().is_some_and(|c| kind.declared_by(c)) {
                 continue;
             }
             match self.list_all(kind, &mut state, None).await {
@@ -244,12 +243,7 @@ impl Upstream {
     /// Reads one whole list, following `nextCursor` up to the configured page limit.
     async fn list_all(&self, kind: Kind, state: &mut UpstreamState, endpoint: Option<usize>) -> Result<(), UpstreamError> {
         use UpstreamError::Protocol;
-        let method = match kind {
-            Kind::Tool => "tools/list",
-            Kind::Prompt => "prompts/list",
-            Kind::Resource => "resources/list",
-            Kind::Template => "resources/templates/list",
-        };
+        let method = kind.list_method();
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         for page in 0.. {

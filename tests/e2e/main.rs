@@ -43,6 +43,7 @@ mod search;
 mod secrets_paths;
 mod security;
 mod security_bindings;
+mod skills;
 mod streams;
 mod supervision;
 mod tls;

@@ -18,6 +18,13 @@ the suite's authorization server (which approves at once) back to the gateway's 
 Then it lists again and calls the upstream's tools, answering any further consent request (a
 step-up, an authorization server that moved) the same way.
 
+The `sep-2640-client-*` scenarios (Agent Skills) make the mock a skill server: the script plays a
+host that trusts the gateway, with FastMCP's client and `SkillsClientExtension`: it lists the
+skills, and (but in `no-prefetch`, where nothing asks for a skill) loads each one: reads its
+SKILL.md and, if that read is served, every file the skill lists. What the mock checks is whether
+the host reached a file after a SKILL.md that does not match its listing: the gateway, which
+checks each read against the listing, must have refused it.
+
 Usage: conformance_client_driver.py SERVER_URL     (MCP_CONFORMANCE_SCENARIO names the scenario)
 """
 
@@ -253,10 +260,33 @@ async def drive(url: str) -> None:
                 sys.stderr.write(f"call {name}: {exc}\n")
 
 
+async def drive_skills(url: str) -> None:
+    from fastmcp import Client as FastMCPClient
+    from fastmcp.skills import SkillsClientExtension
+
+    async with FastMCPClient(url, extensions=[SkillsClientExtension()]) as client:
+        skills = await client.list_skills()
+        if SCENARIO == "sep-2640-client-no-prefetch":
+            return
+        for skill in skills:
+            try:
+                await client.read_resource(skill.uri)
+            except Exception as exc:  # noqa: BLE001 - a refused SKILL.md: the skill is not loaded
+                sys.stderr.write(f"skill {skill.uri} not loaded: {exc}\n")
+                continue
+            files = skill.resources if isinstance(skill.resources, list) else []
+            for f in files:
+                if f.uri != skill.uri:
+                    try:
+                        await client.read_resource(f.uri)
+                    except Exception as exc:  # noqa: BLE001 - the mock judges what was read
+                        sys.stderr.write(f"read {f.uri}: {exc}\n")
+
+
 def main() -> int:
     gw, url = start_gateway(sys.argv[1])
     try:
-        anyio.run(drive, url)
+        anyio.run(drive_skills if SCENARIO.startswith("sep-2640-client-") else drive, url)
     finally:
         gw.terminate()
         try:

@@ -1,7 +1,9 @@
 //! Resource URIs inside results, mapped into the gateway's URI space: the `uri` of every
 //! `resource_link` and embedded `resource` in a tool result's `content` or a prompt's `messages`,
 //! every `contents[].uri` of a read, and the UI resource an MCP App's tool or result points at
-//! (`_meta.ui.resourceUri`, and the deprecated flat `_meta["ui/resourceUri"]`). A client can then `resources/read` what a prefixed
+//! (`_meta.ui.resourceUri`, and the deprecated flat `_meta["ui/resourceUri"]`), and an Agent Skill's
+//! entry (its `uri` and each `resources[].uri`, in `skills/get` and in listings) and the children a
+//! `resources/directory/read` lists. A client can then `resources/read` what a prefixed
 //! upstream pointed it at, and the read routes back by the prefix. Only the blocks that carry a
 //! URI are rewritten (member by member); every other byte of the result is kept.
 
@@ -12,7 +14,8 @@ use crate::protocol::rawobj::RawObject;
 /// The result with its resource URIs in gateway form, or `None` when nothing changes.
 pub fn to_gateway(method: &str, result: &Json, prefix: &str) -> Option<Json> {
     let text = result.get();
-    if prefix.is_empty() || (method != "resources/read" && !text.contains("\"resource") && !text.contains("ui/resourceUri")) {
+    let uris_everywhere = matches!(method, "resources/read" | "skills/get" | "resources/directory/read");
+    if prefix.is_empty() || (!uris_everywhere && !text.contains("\"resource") && !text.contains("ui/resourceUri")) {
         return None;
     }
     let mut obj = RawObject::from_json(result).ok()?;
@@ -40,9 +43,37 @@ pub fn to_gateway(method: &str, result: &Json, prefix: &str) -> Option<Json> {
             let contents = map_items(obj.get("contents")?, |c| with_uri(c, prefix))?;
             obj.set("contents", contents);
         }
+        "skills/get" => {
+            let mut skill = RawObject::from_json(obj.get("skill")?).ok()?;
+            skill_entry(&mut skill, prefix)?;
+            obj.set("skill", skill.to_json());
+        }
+        "resources/directory/read" => {
+            let children = map_items(obj.get("resources")?, |c| with_uri(c, prefix))?;
+            obj.set("resources", children);
+        }
         _ => return None,
     }
     Some(obj.to_json())
+}
+
+/// Maps a skill entry's `uri` and every `resources[].uri` into the gateway's URI space (digests
+/// and sizes are kept: the bytes are the upstream's); `None` when it has no string `uri`.
+pub fn skill_entry(skill: &mut RawObject, prefix: &str) -> Option<()> {
+    let uri = skill.parse::<String>("uri")?.ok()?;
+    skill.set_json("uri", &uris::to_gateway(prefix, &uri)).ok()?;
+    // `resources` may also be the string "dynamic".
+    if let Some(files) = skill.get("resources").and_then(|r| map_items(r, |f| with_uri(f, prefix))) {
+        skill.set("resources", files);
+    }
+    Some(())
+}
+
+/// The URIs a skill entry lists in its `resources` (none when they are `"dynamic"`).
+pub fn skill_files(skill: &Json) -> Vec<String> {
+    let Ok(obj) = RawObject::from_json(skill) else { return Vec::new() };
+    let Some(Ok(files)) = obj.get("resources").map(|r| r.items()) else { return Vec::new() };
+    files.iter().filter_map(|f| RawObject::from_json(f).ok()?.parse::<String>("uri")?.ok()).collect()
 }
 
 /// Maps the UI resource an object's `_meta` points at (`ui.resourceUri`, and the deprecated flat
@@ -143,6 +174,28 @@ mod tests {
             out.get(),
             r#"{"content":[{"type":"text","text":"see \"resource\""},{"type":"resource_link","uri":"fs+file:///a b","name":"a"},{"type":"resource","resource":{"uri":"fs+mem://x","text":"t"},"annotations":{"p":1}}],"isError":false}"#
         );
+    }
+
+    #[test]
+    fn skill_entries_and_directory_children_are_mapped_with_their_digests_kept() {
+        let got = json(
+            r#"{"skill":{"uri":"skill://code-review/SKILL.md","frontmatter":{"name":"code-review"},"resources":[{"uri":"skill://code-review/SKILL.md","digest":"sha256:ab","size":3},{"uri":"skill://code-review/refs/F.md","digest":"sha256:cd","size":1}]},"ttlMs":0}"#,
+        );
+        let out = to_gateway("skills/get", &got, "a").unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"skill":{"uri":"skill://a/code-review/SKILL.md","frontmatter":{"name":"code-review"},"resources":[{"uri":"skill://a/code-review/SKILL.md","digest":"sha256:ab","size":3},{"uri":"skill://a/code-review/refs/F.md","digest":"sha256:cd","size":1}]},"ttlMs":0}"#
+        );
+        let skill = json(r#"{"uri":"skill://a/x/SKILL.md","resources":[{"uri":"skill://a/x/SKILL.md"},{"uri":"skill://a/x/y.md"}]}"#);
+        assert_eq!(skill_files(&skill), ["skill://a/x/SKILL.md", "skill://a/x/y.md"]);
+        assert!(skill_files(&json(r#"{"uri":"skill://a/x/SKILL.md","resources":"dynamic"}"#)).is_empty());
+        let dynamic = json(r#"{"skill":{"uri":"skill://x/SKILL.md","resources":"dynamic"}}"#);
+        assert_eq!(
+            to_gateway("skills/get", &dynamic, "a").unwrap().get(),
+            r#"{"skill":{"uri":"skill://a/x/SKILL.md","resources":"dynamic"}}"#
+        );
+        let dir = json(r#"{"resources":[{"uri":"skill://x/refs/","mimeType":"inode/directory"}]}"#);
+        assert!(to_gateway("resources/directory/read", &dir, "a").unwrap().get().contains(r#""uri":"skill://a/x/refs/""#));
     }
 
     #[test]

@@ -33,13 +33,13 @@ pub struct UpstreamLists<'a> {
     pub id: &'a str,
     pub prefix: &'a str,
     /// Items per kind, in [`Kind::ALL`] order.
-    pub items: [&'a [Box<RawValue>]; 4],
+    pub items: [&'a [Box<RawValue>]; Kind::COUNT],
     /// Per kind: the list's `ttlMs`, `None` when the upstream was not asked for it.
-    pub ttl_ms: [Option<u64>; 4],
+    pub ttl_ms: [Option<u64>; Kind::COUNT],
     /// When these lists were requested (their `ttlMs` counts from then).
     pub listed_at: Option<Instant>,
     /// Per kind: whether the list was not `cacheScope: "public"`.
-    pub private: [bool; 4],
+    pub private: [bool; Kind::COUNT],
     pub has_resources: bool,
     /// The upstream's `rename` table: its tool or prompt name → the served name.
     pub rename: &'a [(String, String)],
@@ -134,13 +134,13 @@ pub struct UriOwner {
 
 #[derive(Debug, Default)]
 pub struct Catalog {
-    pub(super) sections: [Section; 4],
+    pub(super) sections: [Section; Kind::COUNT],
     pub problems: Vec<Problem>,
     /// Per kind: until when every contributing list is fresh (the earliest `listed_at + ttlMs`);
     /// `None` when no upstream contributed that list.
-    pub fresh_until: [Option<Instant>; 4],
+    pub fresh_until: [Option<Instant>; Kind::COUNT],
     /// Per kind: whether any contributing list was not `cacheScope: "public"`.
-    pub private: [bool; 4],
+    pub private: [bool; Kind::COUNT],
     pub owners: Vec<UriOwner>,
     /// Every configured upstream's prefix (by upstream index), up or not: a URI in a prefix's
     /// namespace routes to that upstream only.
@@ -149,7 +149,7 @@ pub struct Catalog {
     /// on it must pass, whatever the item's kind (reads served by a template included).
     pub selection: Option<crate::policy::Grants>,
     /// Per kind: the fingerprint of the list's names (what pagination cursors are bound to).
-    pub fingerprints: [u64; 4],
+    pub fingerprints: [u64; Kind::COUNT],
     /// What each set of grants may see of each list (indices into the section), computed once
     /// per snapshot: callers with the same rules share it (see `view::visible`).
     pub(crate) views: std::sync::Mutex<ViewMemo>,
@@ -240,7 +240,9 @@ impl Catalog {
 /// its scheme, which is case-insensitive: `VAULT+mem:` is in the namespace of `vault`.
 fn in_namespace(kind: Kind, name: &str, prefix: &str, mark: &str) -> bool {
     match kind {
-        Kind::Resource | Kind::Template => uris::split_namespace(name).is_some_and(|(head, _)| head.eq_ignore_ascii_case(prefix)),
+        Kind::Resource | Kind::Template | Kind::Skill => {
+            uris::split_namespace(name).is_some_and(|(head, _)| head.eq_ignore_ascii_case(prefix))
+        }
         Kind::Tool | Kind::Prompt => name.strip_prefix(prefix).is_some_and(|r| r.starts_with(mark)),
     }
 }
@@ -261,7 +263,7 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
             let rename = input.rename.iter().find(|(from, _)| *from == original).map(|(_, to)| to.as_str());
             (naming.policy.gateway_name(input.prefix, &original, rename), naming.policy.separator.as_str())
         }
-        Kind::Resource | Kind::Template => (uris::to_gateway(input.prefix, &original), "+"),
+        Kind::Resource | Kind::Template | Kind::Skill => (uris::to_gateway(input.prefix, &original), "+"),
     };
     if let Some((owner, prefix)) =
         naming.namespaces.iter().find(|(up, prefix)| *up != input.upstream && in_namespace(kind, &name, prefix, mark))
@@ -315,7 +317,10 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
     } else {
         Vec::new()
     };
-    if name != original {
+    if kind == Kind::Skill {
+        // The skill's files are named in the gateway's URI space too, their digests kept.
+        super::links::skill_entry(&mut obj, input.prefix);
+    } else if name != original {
         obj.set_json(key, &name).map_err(|e| problem(&original, e.to_string()))?;
     }
     let ui = if kind == Kind::Tool {

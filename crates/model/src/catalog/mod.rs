@@ -6,11 +6,13 @@
 pub mod args;
 pub mod cursor;
 pub mod endpoint;
+pub mod frontmatter;
 pub mod links;
 pub mod merge;
 pub mod names;
 pub mod pins;
 pub mod search;
+pub mod skills;
 pub mod uris;
 pub mod view;
 

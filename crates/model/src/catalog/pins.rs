@@ -4,7 +4,11 @@
 //! SHA-256), and the approved definitions live in a lock file beside the configuration, one entry
 //! per (upstream, tool), with the definition itself so that a review shows what changed. With
 //! `enforce`, a tool whose definition differs from its pin, or that has none, is held out of the
-//! catalogue until it is approved; with `record`, it is served and reported.
+//! catalogue until it is approved; with `record`, it is served and reported. Agent Skills are
+//! pinned the same way (a skill is instructions the model follows): a skill's definition is its
+//! entry as listed (`uri`, `frontmatter`, and `resources` with every file's SHA-256 digest and
+//! size), keyed by its upstream URI, so a changed SKILL.md or supporting file changes the
+//! fingerprint without the gateway fetching a byte of it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -12,6 +16,10 @@ use std::collections::BTreeMap;
 
 /// The members of a tool that make its definition.
 const DEFINITION: [&str; 6] = ["name", "title", "description", "inputSchema", "outputSchema", "annotations"];
+
+/// The members of a skill entry that make its definition (the files' digests and sizes in
+/// `resources`).
+const SKILL_DEFINITION: [&str; 3] = ["uri", "frontmatter", "resources"];
 
 /// One approved definition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,10 +58,24 @@ pub enum PinMode {
 
 /// A tool's definition and its fingerprint, from its JSON as the upstream lists it.
 pub fn definition(tool: &str) -> Option<Pin> {
-    let v: Value = serde_json::from_str(tool).ok()?;
+    definition_of(tool, &DEFINITION)
+}
+
+/// A skill's definition and its fingerprint, from its entry as the upstream lists it.
+pub fn skill_definition(skill: &str) -> Option<Pin> {
+    definition_of(skill, &SKILL_DEFINITION)
+}
+
+/// The member that names a pinned item in its definition (`name` for tools, `uri` for skills).
+pub fn pinned_name(definition: &Value) -> Option<&str> {
+    definition.get("name").or_else(|| definition.get("uri")).and_then(Value::as_str)
+}
+
+fn definition_of(item: &str, members: &[&str]) -> Option<Pin> {
+    let v: Value = serde_json::from_str(item).ok()?;
     let obj = v.as_object()?;
     let mut def = Map::new();
-    for key in DEFINITION {
+    for &key in members {
         if let Some(x) = obj.get(key) {
             def.insert(key.to_string(), x.clone());
         }
@@ -88,7 +110,8 @@ pub fn standing(pins: Option<&BTreeMap<String, Pin>>, original: &str, current: &
 /// members' old and new values (schemas as compact JSON).
 pub fn diff(old: &Value, new: &Value) -> Vec<String> {
     let mut lines = Vec::new();
-    for key in DEFINITION {
+    let keys: std::collections::BTreeSet<&String> = old.as_object().into_iter().chain(new.as_object()).flat_map(|o| o.keys()).collect();
+    for key in keys {
         let (a, b) = (old.get(key), new.get(key));
         if a == b {
             continue;
@@ -129,6 +152,20 @@ mod tests {
         ] {
             assert_ne!(pin(base.clone()).sha256, pin(changed.clone()).sha256, "{changed}");
         }
+    }
+
+    #[test]
+    fn a_skill_is_pinned_by_its_files_digests() {
+        let entry = |digest: &str| {
+            json!({ "uri": "skill://r/SKILL.md", "frontmatter": { "name": "r", "description": "d" }, "_meta": { "x": 1 },
+                "resources": [{ "uri": "skill://r/SKILL.md", "digest": digest, "size": 3 }] })
+            .to_string()
+        };
+        let (a, b) = (skill_definition(&entry("sha256:aa")).unwrap(), skill_definition(&entry("sha256:bb")).unwrap());
+        assert_ne!(a.sha256, b.sha256, "a changed file is a changed skill");
+        assert_eq!(pinned_name(&a.definition), Some("skill://r/SKILL.md"));
+        assert!(a.definition.get("_meta").is_none());
+        assert_eq!(diff(&a.definition, &b.definition).len(), 1, "{:?}", diff(&a.definition, &b.definition));
     }
 
     #[test]

@@ -5,39 +5,50 @@
 //! goes to the configured upstream with prefix `p`, whether it is up or not (a URI in a prefix's
 //! namespace never reaches another upstream); anything else goes to the unprefixed upstream
 //! whose templates match it, else to the first unprefixed upstream that serves resources.
-//! MCP Apps' `ui://` URIs keep their scheme, which hosts require: an upstream with prefix `p`
-//! serves `ui://<rest>` as `ui://p/<rest>`, and `ui://p/…` routes back to it the same way.
+//! MCP Apps' `ui://` URIs and Agent Skills' `skill://` URIs keep their scheme, which hosts
+//! require: an upstream with prefix `p` serves `ui://<rest>` as `ui://p/<rest>` (and
+//! `skill://<skill-path>/SKILL.md` as `skill://p/<skill-path>/SKILL.md`, so the last segment of
+//! the skill path is still the skill's name), and `ui://p/…` routes back to it the same way.
 //! Every decision about a URI is taken on its canonical form (`protocol::uri::canonical`).
 
 use super::Kind;
 use super::merge::Catalog;
 pub use crate::protocol::uri::{NotCanonical, canonical};
 
-/// The scheme of MCP Apps' UI resources (SEP-1865), which a gateway URI must keep.
-const UI: &str = "ui://";
+/// The schemes an extension requires a gateway URI to keep: MCP Apps' UI resources (SEP-1865)
+/// and Agent Skills' files (SEP-2640). The prefix goes in front of their path instead.
+const KEPT: [&str; 2] = ["ui://", "skill://"];
+
+/// The scheme of Agent Skills' files.
+pub const SKILL: &str = "skill://";
 
 pub fn to_gateway(prefix: &str, uri: &str) -> String {
     if prefix.is_empty() {
         return uri.to_string();
     }
-    match ui_rest(uri) {
-        Some(rest) => format!("{UI}{prefix}/{rest}"),
+    match kept_rest(uri) {
+        Some((scheme, rest)) => format!("{scheme}{prefix}/{rest}"),
         None => format!("{prefix}+{uri}"),
     }
 }
 
-/// What follows `ui://` (the scheme in any case), for a UI resource's URI.
-fn ui_rest(uri: &str) -> Option<&str> {
-    uri.get(..UI.len()).filter(|s| s.eq_ignore_ascii_case(UI)).map(|_| &uri[UI.len()..])
+/// The kept scheme a URI has (in lower case) and what follows it (the scheme in any case).
+fn kept_rest(uri: &str) -> Option<(&'static str, &str)> {
+    KEPT.iter().find_map(|k| uri.get(..k.len()).filter(|s| s.eq_ignore_ascii_case(k)).map(|_| (*k, &uri[k.len()..])))
+}
+
+/// Whether a URI is an Agent Skills file (`skill://`, in any case).
+pub fn is_skill(uri: &str) -> bool {
+    uri.get(..SKILL.len()).is_some_and(|s| s.eq_ignore_ascii_case(SKILL))
 }
 
 /// The namespace a gateway URI names, and the upstream's URI inside it: `p+<uri>`, or
-/// `ui://p/<rest>` for UI resources. The prefix is compared without regard to case, as the scheme
-/// (and a `ui://` authority) it stands in is.
+/// `ui://p/<rest>` (`skill://p/<rest>`) for the kept schemes. The prefix is compared without
+/// regard to case, as the scheme (and an authority) it stands in is.
 pub fn split_namespace(uri: &str) -> Option<(&str, String)> {
-    if let Some(rest) = ui_rest(uri) {
+    if let Some((scheme, rest)) = kept_rest(uri) {
         let (head, tail) = rest.split_once('/')?;
-        return Some((head, format!("{UI}{tail}")));
+        return Some((head, format!("{scheme}{tail}")));
     }
     let (head, _) = crate::protocol::uri::scheme(uri)?.split_once('+')?;
     Some((head, uri[head.len() + 1..].to_string()))
@@ -186,6 +197,10 @@ mod tests {
         assert_eq!(split_namespace("UI://App/x"), Some(("App", "ui://x".into())));
         assert_eq!(split_namespace("files+file:///x"), Some(("files", "file:///x".into())));
         assert_eq!(split_namespace("ui://lonely"), None);
+        assert_eq!(to_gateway("a", "skill://code-review/SKILL.md"), "skill://a/code-review/SKILL.md");
+        assert_eq!(to_gateway("a", "SKILL://x/y/SKILL.md"), "skill://a/x/y/SKILL.md");
+        assert_eq!(split_namespace("skill://a/code-review/refs/F.md"), Some(("a", "skill://code-review/refs/F.md".into())));
+        assert!(is_skill("Skill://a/b") && !is_skill("a+skill://b"));
         assert_eq!(split_namespace("file:///x"), None);
     }
 }

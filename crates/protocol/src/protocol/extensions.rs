@@ -64,8 +64,7 @@ pub fn first(settings: &[Value]) -> Value {
     settings.first().cloned().unwrap_or_else(|| Value::Object(Map::new()))
 }
 
-/// The extensions the gateway relays. Agent Skills (`io.modelcontextprotocol/skills`) is added
-/// here by the part that routes its methods.
+/// The extensions the gateway relays.
 pub const EXTENSIONS: &[Extension] = &[
     // MCP Apps (SEP-1865): `ui://` resources keep their scheme (`catalog::uris`), `_meta.ui` is
     // mapped, an app's bare tool names resolve; nothing era-specific.
@@ -86,7 +85,23 @@ pub const EXTENSIONS: &[Extension] = &[
         legacy: false,
         merge: first,
     },
+    // Agent Skills (SEP-2640): skills are a catalogue kind of their own (`skills/list` merged,
+    // `skill://<prefix>/…` URIs mapped, `skills/get` and `resources/directory/read` routed to the
+    // owner, a legacy client's requests bridged to a modern owner: `dispatch::skills`);
+    // `directoryRead` only when every contributing upstream declares it.
+    Extension {
+        key: super::SKILLS_EXTENSION,
+        advertise: Advertise::Declared,
+        declare: Declare::Always(empty),
+        legacy: true,
+        merge: super::skills_settings,
+    },
 ];
+
+/// No settings (`{}`).
+fn empty() -> Value {
+    Value::Object(Map::new())
+}
 
 /// The row of a known extension.
 pub fn known(key: &str) -> Option<&'static Extension> {

@@ -65,6 +65,9 @@ pub const MODERN_METHODS: &[&str] = &[
     "tasks/get",
     "tasks/update",
     "tasks/cancel",
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
 ];
 
 /// The tasks extension's capability key (the `modelcontextprotocol/ext-tasks` specification).
@@ -72,6 +75,19 @@ pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// MCP Apps' extension key (SEP-1865, `modelcontextprotocol/ext-apps`).
 pub const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+/// Agent Skills' extension key (SEP-2640): `skills/list`, `skills/get`, and with
+/// `directoryRead: true`, `resources/directory/read`.
+pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
+
+/// The skills extension's settings the gateway advertises, from those of every contributing
+/// upstream (never empty in use): `directoryRead: true` only when every one of them declares it
+/// (a client that sees the flag may call `resources/directory/read` on any skill it lists), else
+/// `{}`. Other settings are not passed on: the gateway offers only what it relays.
+pub fn skills_settings(settings: &[serde_json::Value]) -> serde_json::Value {
+    let all = !settings.is_empty() && settings.iter().all(|s| s.get("directoryRead").and_then(serde_json::Value::as_bool) == Some(true));
+    if all { serde_json::json!({ "directoryRead": true }) } else { serde_json::json!({}) }
+}
 
 /// The UI extension's client capability: the gateway passes MCP Apps' HTML through (it renders
 /// nothing itself, its clients do).
@@ -86,5 +102,20 @@ pub fn name_param_of(method: &str) -> Option<&'static str> {
         "resources/read" => Some("uri"),
         "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod skills_tests {
+    use super::skills_settings;
+    use serde_json::json;
+
+    #[test]
+    fn directory_read_is_advertised_only_when_every_skill_upstream_declares_it() {
+        let (yes, no) = (json!({ "directoryRead": true, "other": 1 }), json!({}));
+        assert_eq!(skills_settings(&[yes.clone(), yes.clone()]), json!({ "directoryRead": true }), "other settings are not passed on");
+        assert_eq!(skills_settings(&[yes.clone(), no]), json!({}));
+        assert_eq!(skills_settings(&[json!({ "directoryRead": "true" })]), json!({}), "only a boolean true counts");
+        assert_eq!(skills_settings(&[]), json!({}));
     }
 }

@@ -1,0 +1,135 @@
+//! A `SKILL.md`'s YAML frontmatter, read as JSON, to compare with the frontmatter its skill's
+//! listing carries (SEP-2640: the entry's `frontmatter` is the file's, rendered verbatim as a JSON
+//! object). The block is the text between a first line `---` and the next `---` line; it is parsed
+//! as YAML 1.2 (`yaml-rust2`) only after a pass that refuses aliases (a few bytes of aliases can
+//! expand into gigabytes) and a block over [`MAX_BYTES`]; mapping keys must be strings and numbers
+//! finite, as JSON needs. Comparing is field by field over both sides' keys, numbers by value.
+
+use serde_json::{Map, Number, Value};
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::Marker;
+use yaml_rust2::{Yaml, YamlLoader};
+
+/// The largest frontmatter block read.
+pub const MAX_BYTES: usize = 64 * 1024;
+
+/// The frontmatter of a `SKILL.md`'s text as a JSON object, or why there is none.
+pub fn parse(text: &str) -> Result<Map<String, Value>, String> {
+    let block = block(text).ok_or("SKILL.md does not begin with a --- delimited frontmatter block")?;
+    if block.len() > MAX_BYTES {
+        return Err(format!("the frontmatter is larger than {MAX_BYTES} bytes"));
+    }
+    let mut aliases = NoAliases(false);
+    Parser::new_from_str(block).load(&mut aliases, false).map_err(|e| format!("the frontmatter is not YAML: {e}"))?;
+    if aliases.0 {
+        return Err("the frontmatter uses YAML aliases".into());
+    }
+    let docs = YamlLoader::load_from_str(block).map_err(|e| format!("the frontmatter is not YAML: {e}"))?;
+    match docs.into_iter().next().map(to_json) {
+        Some(Ok(Value::Object(map))) => Ok(map),
+        Some(Err(e)) => Err(e),
+        _ => Err("the frontmatter is not a mapping".into()),
+    }
+}
+
+/// Whether two frontmatter objects say the same, field by field (a missing field is `null`);
+/// the first field that differs otherwise.
+pub fn differs(file: &Map<String, Value>, entry: &Map<String, Value>) -> Option<String> {
+    file.keys().chain(entry.keys()).find(|k| !same(file.get(*k).unwrap_or(&Value::Null), entry.get(*k).unwrap_or(&Value::Null))).cloned()
+}
+
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
+        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w))),
+        _ => a == b,
+    }
+}
+
+/// The text between the opening `---` line and the closing one (a byte-order mark first is
+/// skipped).
+fn block(text: &str) -> Option<&str> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let body = text.strip_prefix("---\r\n").or_else(|| text.strip_prefix("---\n"))?;
+    let mut at = 0;
+    for line in body.split_inclusive('\n') {
+        if line.trim_end_matches(['\r', '\n']).trim_end_matches([' ', '\t']) == "---" {
+            return Some(body[..at].trim_end_matches(['\r', '\n']));
+        }
+        at += line.len();
+    }
+    None
+}
+
+/// Notes whether any alias is used.
+struct NoAliases(bool);
+
+impl MarkedEventReceiver for NoAliases {
+    fn on_event(&mut self, ev: Event, _mark: Marker) {
+        if matches!(ev, Event::Alias(_)) {
+            self.0 = true;
+        }
+    }
+}
+
+fn to_json(y: Yaml) -> Result<Value, String> {
+    Ok(match y {
+        Yaml::Null => Value::Null,
+        Yaml::Boolean(b) => Value::Bool(b),
+        Yaml::Integer(i) => Value::Number(i.into()),
+        Yaml::Real(s) => {
+            let f: f64 = s.parse().map_err(|_| format!("the frontmatter has a number JSON cannot hold: {s}"))?;
+            Value::Number(Number::from_f64(f).ok_or_else(|| format!("the frontmatter has a number JSON cannot hold: {s}"))?)
+        }
+        Yaml::String(s) => Value::String(s),
+        Yaml::Array(items) => Value::Array(items.into_iter().map(to_json).collect::<Result<_, _>>()?),
+        Yaml::Hash(map) => {
+            let mut out = Map::new();
+            for (k, v) in map {
+                let Yaml::String(key) = k else { return Err("the frontmatter has a mapping key that is not a string".into()) };
+                out.insert(key, to_json(v)?);
+            }
+            Value::Object(out)
+        }
+        Yaml::Alias(_) | Yaml::BadValue => return Err("the frontmatter uses YAML aliases".into()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_the_frontmatter_as_json() {
+        let text = "---\nname: pdf-processing\ndescription: \"Extract, fill\"\nmetadata:\n  version: '2'\nn: 3\nf: 1.5\nlist: [a, b]\n---\nBody.\n";
+        let fm = parse(text).unwrap();
+        assert_eq!(
+            Value::Object(fm),
+            json!({ "name": "pdf-processing", "description": "Extract, fill", "metadata": { "version": "2" }, "n": 3, "f": 1.5, "list": ["a", "b"] })
+        );
+        assert!(parse("\u{feff}---\r\nname: x\r\n---\r\n").is_ok(), "a BOM and CRLF lines");
+        assert!(parse("---\nname: x\n---").is_ok(), "the closing line may end the file");
+    }
+
+    #[test]
+    fn refuses_what_is_no_json_object_or_expands() {
+        assert!(parse("no frontmatter").is_err());
+        assert!(parse("---\nname: x\n").is_err(), "unclosed");
+        assert!(parse("---\n- a\n---\n").is_err(), "not a mapping");
+        assert!(parse("---\n? [a]\n: b\n---\n").is_err(), "a key that is no string");
+        assert!(parse("---\na: &x [1, 2]\nb: [*x, *x]\n---\n").unwrap_err().contains("aliases"));
+        assert!(parse(&format!("---\nname: {}\n---\n", "x".repeat(MAX_BYTES))).is_err());
+    }
+
+    #[test]
+    fn compares_field_by_field() {
+        let file = parse("---\nname: p\ndescription: Exfiltrate credentials\nn: 1\n---\n").unwrap();
+        let entry = |v: Value| v.as_object().cloned().unwrap();
+        assert_eq!(differs(&file, &entry(json!({ "name": "p", "description": "Exfiltrate credentials", "n": 1.0 }))), None);
+        assert_eq!(differs(&file, &entry(json!({ "name": "p", "description": "Extract", "n": 1 }))).as_deref(), Some("description"));
+        assert_eq!(differs(&file, &entry(json!({ "name": "p", "description": "Exfiltrate credentials" }))).as_deref(), Some("n"));
+        assert_eq!(differs(&file, &entry(json!({ "name": "p", "description": "Exfiltrate credentials", "n": 1, "x": null }))), None);
+    }
+}

@@ -1,0 +1,151 @@
+//! Agent Skills (SEP-2640, extension `io.modelcontextprotocol/skills`) across upstreams. The
+//! gateway offers the extension to a caller when an upstream it may use declares it, with
+//! `directoryRead: true` only when every such upstream declares that too (a client that sees the
+//! flag may call `resources/directory/read` on any skill it lists). `skills/list` is served from
+//! the catalogue like every list (merged, filtered by the caller's view, paged with the gateway's
+//! cursor); `skills/get` and `resources/directory/read` are routed to the skill's owner with the
+//! URI mapped back, and its answer mapped forward (`catalog::links`), digests and sizes untouched.
+//! A skill the caller may not see answers exactly like one that does not exist (-32602). A read
+//! of a file a skill lists is checked against the listing's size and digest before it is
+//! relayed (`catalog::skills`): what the model reads is what was listed (and pinned).
+
+use super::forward::{Named, forward};
+use super::{Request, Served, discover};
+use crate::catalog::{Kind, links, skills, uris, view};
+use crate::protocol::SKILLS_EXTENSION;
+use crate::protocol::errors::RpcError;
+use crate::reply::{Outcome, Reply};
+use crate::upstream::Status;
+use serde_json::{Value, json};
+
+/// The skills extension's settings to advertise to this caller, if any upstream it may use
+/// declares the extension.
+pub fn advertised(gw: &Served<'_>, req: &Request) -> Option<Value> {
+    let mut contributing = Vec::new();
+    for up in gw.live_upstreams() {
+        let st = up.state();
+        let declared = st.capabilities.as_ref().and_then(|c| c.get("extensions")).and_then(|e| e.get(SKILLS_EXTENSION));
+        let Some(settings) = declared.filter(|v| !v.is_null()) else { continue };
+        if st.status != Status::Ready || !discover::usable(gw, req, up.index) {
+            continue;
+        }
+        contributing.push(settings.clone());
+    }
+    (!contributing.is_empty()).then(|| crate::protocol::skills_settings(&contributing))
+}
+
+/// Whether the caller is offered the extension (the methods answer -32601 otherwise).
+pub fn offered(gw: &Served<'_>, req: &Request) -> bool {
+    advertised(gw, req).is_some()
+}
+
+/// The request as the skill's owner is asked it: the extension's methods are served by modern
+/// servers (FastMCP binds them to 2026-07-28 only, and the skills the gateway lists were listed in
+/// that era), so a legacy client's request goes to a modern upstream in the modern era (bridged),
+/// not in the client's own legacy session with it.
+fn bridged(gw: &Served<'_>, mut req: Request, upstream: usize) -> Request {
+    if gw.upstreams().get(upstream).is_some_and(|u| u.state().is_modern()) {
+        req.legacy = None;
+    }
+    req
+}
+
+fn uri_param(req: &Request) -> Result<String, RpcError> {
+    match req.params.parse::<String>("uri") {
+        Some(Ok(u)) => Ok(u),
+        _ => Err(RpcError::invalid_params(format!("{} needs params.uri (a string)", req.method))),
+    }
+}
+
+fn refuse(gw: &Served<'_>, req: &Request, item: &str) {
+    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), item, "unknown_or_denied");
+    gw.metrics.refused("unknown_or_denied");
+}
+
+/// `skills/get`: the entry of one skill, from its owner.
+pub async fn get(gw: &Served<'_>, req: Request) -> Reply {
+    let uri = match uri_param(&req) {
+        Ok(u) => u,
+        Err(e) => return Reply::error(e),
+    };
+    let id_of = |i: usize| gw.upstream_id(i);
+    let canonical = uris::canonical(&uri).map_or_else(|_| uri.clone(), |c| c.into_owned());
+    let found = view::find(&gw.view, Kind::Skill, &uri, &req.caller.grants, &id_of)
+        .or_else(|| view::find(&gw.view, Kind::Skill, &canonical, &req.caller.grants, &id_of))
+        .map(|s| (s.upstream, s.original.clone(), s.name.clone()));
+    let Some((upstream, original, name)) = found else {
+        refuse(gw, &req, &canonical);
+        return Reply::error(RpcError::invalid_params(format!("Unknown skill URI: {uri}")).with_data(json!({ "uri": uri })));
+    };
+    let req = bridged(gw, req, upstream);
+    forward(gw, upstream, req, Named::same(&name), Some(("uri", &original)), Vec::new(), None).await
+}
+
+/// `resources/directory/read`: the children of a directory inside a skill the caller may see,
+/// from the skill's owner (which answers -32602 for a URI that is no directory, and -32601 if
+/// it does not implement the method).
+pub async fn directory_read(gw: &Served<'_>, req: Request) -> Reply {
+    let uri = match uri_param(&req) {
+        Ok(u) => u,
+        Err(e) => return Reply::error(e),
+    };
+    let canonical = uris::canonical(&uri).map_or_else(|_| uri.clone(), |c| c.into_owned());
+    let Some((upstream, original)) = gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri) else {
+        refuse(gw, &req, &canonical);
+        return Reply::error(RpcError::invalid_params(format!("Not a directory: {uri}")).with_data(json!({ "uri": uri })));
+    };
+    let req = bridged(gw, req, upstream);
+    forward(gw, upstream, req, Named::same(&canonical), Some(("uri", &original)), Vec::new(), None).await
+}
+
+/// What the caller's view lists for skill file `uri` of upstream `upstream` (a file of a skill
+/// it may see), to check a read of it against.
+pub fn promise(gw: &Served<'_>, req: &Request, upstream: usize, uri: &str) -> Option<(String, skills::Listed)> {
+    if !uris::is_skill(uri) {
+        return None;
+    }
+    let id_of = |i: usize| gw.upstream_id(i);
+    let canonical = uris::canonical(uri).map_or_else(|_| uri.to_string(), |c| c.into_owned());
+    view::visible(&gw.view, Kind::Skill, &req.caller.grants, &id_of).iter().filter(|s| s.upstream == upstream).find_map(|s| {
+        let files = links::skill_files(&s.json);
+        let listed = files.iter().find(|f| **f == uri || uris::canonical(f).is_ok_and(|c| c == canonical))?;
+        skills::listed(&s.json, listed).map(|p| (listed.clone(), p))
+    })
+}
+
+/// The check of a skill file's read against its listing, and who asked (for the audit).
+pub struct Check {
+    uri: String,
+    promise: skills::Listed,
+    caller: String,
+    endpoint: String,
+}
+
+impl Check {
+    pub fn new(req: &Request, (uri, promise): (String, skills::Listed)) -> Check {
+        Check { uri, promise, caller: req.caller.id.clone(), endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string() }
+    }
+
+    /// The read's reply, with every result checked against the file's listing: a file whose
+    /// bytes are not the listed ones is not served, and the refusal is audited.
+    pub fn apply(self, gw: &Served<'_>, reply: Reply) -> Reply {
+        let (audit, metrics) = (gw.audit.clone(), gw.metrics.clone());
+        reply.map_outcome(move |o| match o {
+            // A question (`input_required`) is no read yet: the answer's read is checked.
+            o if super::state::asks_input(&o) => o,
+            Outcome::Result(raw) => match skills::verify(&raw, &self.uri, &self.promise) {
+                Ok(()) => Outcome::Result(raw),
+                Err(why) => {
+                    audit.refused(&self.caller, &self.endpoint, "resources/read", &self.uri, "skill_file_mismatch");
+                    metrics.refused("skill_file_mismatch");
+                    tracing::warn!(uri = %self.uri, reason = %why, "a skill file read does not match its listing; not served");
+                    Outcome::Error(RpcError::internal(format!(
+                        "Skill file {} does not match the skill's listing ({why}): not served; list the skills again",
+                        self.uri
+                    )))
+                }
+            },
+            other => other,
+        })
+    }
+}
