@@ -306,8 +306,9 @@ mod tests {
     fn the_gateway_declares_what_it_relays_for_everyone() {
         for era in [Era::Modern, Era::Legacy] {
             let own = gateway_declares(era);
-            assert_eq!(keys(&own), [UI], "{era:?}");
+            assert_eq!(keys(&own), [crate::protocol::SKILLS_EXTENSION, UI], "{era:?}");
             assert_eq!(own[UI], crate::protocol::ui_client_capability());
+            assert_eq!(own[crate::protocol::SKILLS_EXTENSION], json!({}));
         }
     }
 }
