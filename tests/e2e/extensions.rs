@@ -69,17 +69,7 @@ async fn unknown_extensions_are_never_advertised_nor_declared_in_either_era() {
 fn mcpgate_stdio_legacy_clients_get_only_what_the_table_relays() {
     use std::io::{BufRead, BufReader, Write};
     let (_upstream, url) = py_script_http("tests/py/extensions_server.py", &[]);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, format!("[[upstream]]\nid = \"ext\"\nurl = \"{url}\"\n")).expect("config");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate"))
-        .args(["stdio", "-c"])
-        .arg(&path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("mcpgate stdio");
+    let (mut child, _dir) = mcpgate_stdio(&format!("[[upstream]]\nid = \"ext\"\nurl = \"{url}\"\n"));
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     // Writes a message; for a request, reads up to its answer.

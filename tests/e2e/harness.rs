@@ -478,3 +478,20 @@ pub fn installed_server(name: &str) -> String {
 pub fn installed_client(name: &str) -> String {
     installed("MCPGATE_CLIENTS_BIN", ".work/clients", name)
 }
+
+/// `mcpgate stdio` on `config` (written to a temporary folder, kept alive by the returned guard),
+/// with its stdin and stdout piped and its stderr dropped.
+pub fn mcpgate_stdio(config: &str) -> (std::process::Child, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, config).expect("config");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+        .args(["stdio", "-c"])
+        .arg(&path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mcpgate stdio");
+    (child, dir)
+}

@@ -168,17 +168,7 @@ async fn a_client_that_lists_at_once_sees_a_slow_starting_upstream() {
 fn mcpgate_stdio_delivers_changes_to_both_eras() {
     use std::io::{BufRead, BufReader, Write};
     let (_up, url) = py_script_http(CHANGING, &[]);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, format!("[[upstream]]\nid = \"chg\"\nurl = \"{url}\"\n")).expect("config");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate"))
-        .args(["stdio", "-c"])
-        .arg(&path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("mcpgate stdio");
+    let (mut child, _dir) = mcpgate_stdio(&format!("[[upstream]]\nid = \"chg\"\nurl = \"{url}\"\n"));
     let mut stdin = child.stdin.take().expect("stdin");
     let (tx, rx) = std::sync::mpsc::channel::<Value>();
     let stdout = child.stdout.take().expect("stdout");

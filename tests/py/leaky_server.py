@@ -19,19 +19,15 @@ HTTP binds 127.0.0.1 only and prints `LISTENING <port>` once ready.
 
 from __future__ import annotations
 
-import argparse
-import logging
-import sys
 import warnings
 from typing import Annotated, Any
 
-import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
 from mcp.shared.exceptions import MCPError
 from mcp_types import Completion
 from pydantic import BaseModel, Field
-from serving import serve_mcp_app
+from serving import run_server, serve_mcp_app
 
 AWS = "AKIAIOSFODNN7EXAMPLE"
 GITHUB = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
@@ -117,18 +113,7 @@ async def serve_http(port: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--transport", choices=["stdio", "http"], default="http")
-    ap.add_argument("--port", type=int, default=0)
-    args = ap.parse_args()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    try:
-        if args.transport == "stdio":
-            anyio.run(mcp.run_stdio_async)
-        else:
-            anyio.run(serve_http, args.port)
-    except KeyboardInterrupt:
-        pass
+    run_server(__doc__, mcp.run_stdio_async, serve_http, default_transport="http")
 
 
 if __name__ == "__main__":

@@ -34,15 +34,11 @@ choice of transport. Where the high-level API cannot express something, the pack
 SDK's lower layers, and a comment there says so.
 """
 
-import argparse
-import logging
-import sys
 import warnings
 
-import anyio
 
 from mcp.shared.exceptions import MCPDeprecationWarning
-from serving import serve_asgi
+from serving import run_server, serve_asgi
 
 # Logging, sampling and roots are deprecated at 2026-07-28 but are exactly what the 2025-11-25
 # scenarios exercise; the SDK's runtime deprecation warnings are noise here.
@@ -58,18 +54,7 @@ async def serve_http(port: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--transport", choices=["stdio", "http"], required=True)
-    ap.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (0 = ephemeral)")
-    args = ap.parse_args()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    try:
-        if args.transport == "stdio":
-            anyio.run(mcp.run_stdio_async)
-        else:
-            anyio.run(serve_http, args.port)
-    except KeyboardInterrupt:
-        pass
+    run_server(__doc__, mcp.run_stdio_async, serve_http, default_transport=None)
 
 
 if __name__ == "__main__":

@@ -99,3 +99,25 @@ def run_lowlevel(server: Any, port: int, prog: str) -> None:
         anyio.run(serve)
     except KeyboardInterrupt:
         pass
+
+
+def run_server(doc: str | None, run_stdio: Callable[[], Awaitable[None]], serve_http: Callable[[int], Awaitable[None]],
+               *, default_transport: str | None = "http") -> None:
+    """The command line of a fixture server: `--transport stdio|http` (required when
+    `default_transport` is None) and `--port` (0 = ephemeral, 127.0.0.1 only); warnings and errors
+    go to stderr."""
+    import argparse
+    import logging
+
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    ap.add_argument("--transport", choices=["stdio", "http"], default=default_transport, required=default_transport is None)
+    ap.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (0 = ephemeral)")
+    args = ap.parse_args()
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    try:
+        if args.transport == "stdio":
+            anyio.run(run_stdio)
+        else:
+            anyio.run(serve_http, args.port)
+    except KeyboardInterrupt:
+        pass
