@@ -2,7 +2,7 @@
 //! belongs to one layer (the table below, drawn in docs/architecture.md), and production code may
 //! name only modules of its own layer or below, with no cycle among them. The crates of layers 1-4
 //! make the compiler refuse most upward imports; this check covers what shares a crate (the core
-//! and the edges) and the crates' own modules. It reads the sources (everything before a file's
+//! and the edges) and the crates' own modules. It reads the sources (all but the items under
 //! `#[cfg(test)]`, and no `tests.rs` or `tests/` file) and resolves `crate::x` and `super::` paths
 //! to the top-level module they name. A new module must be given a layer here.
 
@@ -37,10 +37,52 @@ fn module_path(rel: &Path) -> Vec<String> {
     parts
 }
 
-/// The production part of a file: everything before its first `#[cfg(test)]`, comments removed.
+/// The production part of a file: comments removed, and every item under `#[cfg(test)]` (a
+/// `mod tests;`, a `mod tests { … }`, a test-only `use` or function) blanked out, lines kept (so
+/// production code after a test module is read too, and line numbers stay true).
 fn production(text: &str) -> String {
-    let code = text.split("#[cfg(test)]").next().unwrap_or("");
-    code.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+    let code = text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let item = &rest[at..];
+        let end = test_item_end(item);
+        out.extend(item[..end].chars().filter(|c| *c == '\n'));
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the item that `item` (starting at its `#[cfg(test)]`) gates ends: after its `;`, or after
+/// the brace that closes its block; string literals are skipped, so braces in them do not count.
+fn test_item_end(item: &str) -> usize {
+    let bytes = item.as_bytes();
+    let (mut i, mut depth) = ("#[cfg(test)]".len(), 0usize);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                // A string (raw ones too: `r#"…"#` ends at `"#`), escapes skipped.
+                let raw = i > 0 && (bytes[i - 1] == b'#' || bytes[i - 1] == b'r');
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' && !raw { 2 } else { 1 };
+                }
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            b';' if depth == 0 => return i + 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    bytes.len()
 }
 
 /// The top-level modules a file names, with the line of each first mention.
@@ -209,6 +251,12 @@ fn the_check_sees_upward_imports_super_paths_and_cycles() {
     );
     let refs = references(&module("protocol/meta.rs"), &code);
     assert_eq!(refs.keys().collect::<Vec<_>>(), ["gateway", "hub"]);
+    // Production code after a test module is read too; the test module is not.
+    let code = production(
+        "#[cfg(test)]\nmod tests;\nuse crate::audit;\n#[cfg(test)]\nmod more {\n    use crate::cli;\n    const S: &str = \"}\";\n}\nuse crate::usage;",
+    );
+    let refs = references(&module("protocol/meta.rs"), &code);
+    assert_eq!(refs, BTreeMap::from([("audit".to_string(), 3), ("usage".to_string(), 9)]), "{code}");
     assert_eq!(references(&module("catalog/merge.rs"), "use super::uris;").keys().collect::<Vec<_>>(), ["catalog"]);
     assert!(references(&module("a.rs"), "mycrate::gateway").is_empty(), "only paths that start at `crate`");
     let known: BTreeSet<String> = ["protocol", "gateway", "policy", "catalog", "token"].iter().map(|s| s.to_string()).collect();
@@ -223,4 +271,26 @@ fn the_check_sees_upward_imports_super_paths_and_cycles() {
     e.insert(("policy".to_string(), "catalog".to_string()), "src/policy/mod.rs:3".to_string());
     let found = violations(&e, &known);
     assert!(found.iter().any(|f| f.starts_with("cycle: ") && f.contains("src/policy/mod.rs:3")), "a cycle within one layer: {found:?}");
+}
+
+/// Source comments point only at what a reader of this repository has: its docs, RFCs and specs by
+/// name, never a document outside it (the project's working notes are not shipped).
+#[test]
+fn no_source_comment_cites_a_document_outside_the_repository() {
+    let mut files = Vec::new();
+    for root in roots() {
+        sources(&root, &mut files);
+    }
+    let outside = ["brief §", "brief, §", "../shared/", "shared/spec", "DESIGN.md", "PEERS.md", "DEPENDENCIES.md"];
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            let comment = line.find("//").map(|i| &line[i..]).unwrap_or("");
+            if let Some(cite) = outside.iter().find(|c| comment.contains(*c)) {
+                found.push(format!("{}:{}: cites {cite:?}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "comments that cite documents outside the repository:\n{}", found.join("\n"));
 }

@@ -1,9 +1,10 @@
 //! Where a protected upstream's authorization metadata lives and what makes it acceptable (MCP
-//! basic/authorization, brief §8): the protected-resource metadata (RFC 9728) found from the
-//! challenge's `resource_metadata` or the well-known URLs, its `resource` matching the upstream;
-//! the authorization server's metadata (RFC 8414, then OpenID Connect discovery, in the spec's
-//! order) with an `issuer` exactly the one asked for and PKCE `S256` offered; and which scopes an
-//! authorization request asks for.
+//! basic/authorization; docs/auth-and-policy.md, "Each caller as themselves"): the
+//! protected-resource metadata (RFC 9728) found from the challenge's `resource_metadata` or the
+//! well-known URLs, its `resource` matching the upstream; the authorization server's metadata
+//! (RFC 8414, then OpenID Connect discovery, in the spec's order) with an `issuer` exactly the one
+//! asked for, PKCE `S256` offered, and an authorization endpoint on its own origin unless it
+//! promises `iss` (mix-up); and which scopes an authorization request asks for.
 
 use super::challenge::Challenge;
 use http::Uri;
