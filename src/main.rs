@@ -520,6 +520,7 @@ async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyho
     let tasks = gw.tasks.clone();
     let closing = gw.closing.clone();
     let console = Some(gw.clone());
+    let audit = gw.audit.clone();
     let svc: Arc<dyn Service> = gw;
     let shutdown = async move {
         shutdown_signal().await;
@@ -534,6 +535,9 @@ async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyho
         tracing::warn!("some background tasks did not stop within 5 s");
     }
     workers.stop();
+    if !audit.close(std::time::Duration::from_secs(5)) {
+        tracing::warn!("the audit file writer did not finish within 5 s");
+    }
     #[cfg(feature = "otlp")]
     if let Some(x) = audit_logs {
         x.shutdown();

@@ -4,6 +4,8 @@
 //! `telemetry::otlp`). The call path only hands a line to a bounded queue; one thread writes the
 //! file, so a slow disk never holds up a call. A line the queue cannot take is counted
 //! (`mcpgate_audit_records_dropped_total`) and the first drop is logged, never silently lost.
+//! The export owns its writer thread: [`Export::close`] (at shutdown) has it write what is queued,
+//! flush, and end, before the process exits.
 
 use super::CallRecord;
 use serde::Serialize;
@@ -12,6 +14,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::time::Duration;
+
+/// What the writer thread is sent: a line, or the order to write what is queued, flush, say so
+/// and end.
+enum Msg {
+    Line(String),
+    Close(std::sync::mpsc::Sender<()>),
+}
 
 /// Lines waiting for the writer at most.
 const QUEUE: usize = 8192;
@@ -30,7 +40,9 @@ pub type LogSink = Arc<dyn Fn(&[(&'static str, &str)], u64) + Send + Sync>;
 /// Where records go.
 #[derive(Default)]
 pub struct Export {
-    file: Option<SyncSender<String>>,
+    file: Option<SyncSender<Msg>>,
+    /// The writer thread, joined by [`Export::close`].
+    writer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     otlp: std::sync::OnceLock<LogSink>,
 }
 
@@ -46,19 +58,32 @@ impl Export {
     /// The export to the file of `cfg`, its writer thread started (OTLP logs are added by
     /// [`Export::send_logs`] once the exporter runs).
     pub fn start(cfg: &crate::config::usage::AuditConfig) -> Result<Export, String> {
-        let file = match &cfg.file {
-            None => None,
-            Some(path) => {
-                let writer = Rotating::open(path.clone(), cfg.max_file_bytes, cfg.keep_files)?;
-                let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
-                std::thread::Builder::new()
-                    .name("mcpgate-audit".into())
-                    .spawn(move || writer.run(rx))
-                    .map_err(|e| format!("cannot start the audit file writer: {e}"))?;
-                Some(tx)
-            }
-        };
-        Ok(Export { file, otlp: Default::default() })
+        let Some(path) = &cfg.file else { return Ok(Export::default()) };
+        let writer = Rotating::open(path.clone(), cfg.max_file_bytes, cfg.keep_files)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let handle = std::thread::Builder::new()
+            .name("mcpgate-audit".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| format!("cannot start the audit file writer: {e}"))?;
+        Ok(Export { file: Some(tx), writer: std::sync::Mutex::new(Some(handle)), otlp: Default::default() })
+    }
+
+    /// Has the file writer write every record queued so far, flush and end, waiting at most
+    /// `within`; `false` when it did not finish in time. Records written afterwards are dropped
+    /// (and counted). Nothing to do without a file.
+    pub fn close(&self, within: Duration) -> bool {
+        let Some(tx) = &self.file else { return true };
+        let (ack, done) = std::sync::mpsc::channel();
+        if tx.send(Msg::Close(ack)).is_err() {
+            return true;
+        }
+        if done.recv_timeout(within).is_err() {
+            return false;
+        }
+        if let Some(handle) = crate::sync::lock(&self.writer).take() {
+            let _ = handle.join();
+        }
+        true
     }
 
     /// Sends every record to `sink` as well (an OTLP log exporter); once.
@@ -74,7 +99,7 @@ impl Export {
     pub fn write(&self, record: &CallRecord, arguments: Option<&str>) {
         if let Some(tx) = &self.file {
             match serde_json::to_string(&FileRecord { record, arguments }) {
-                Ok(line) => match tx.try_send(line) {
+                Ok(line) => match tx.try_send(Msg::Line(line)) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                         if DROPPED.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -167,15 +192,23 @@ impl Rotating {
         Ok(())
     }
 
-    /// Writes lines until every sender is gone, flushing whenever the queue runs empty.
-    fn run(mut self, rx: Receiver<String>) {
+    /// Writes lines until every sender is gone or it is told to close, flushing whenever the queue
+    /// runs empty.
+    fn run(mut self, rx: Receiver<Msg>) {
         let mut failing = false;
-        while let Ok(line) = rx.recv() {
-            let mut done = self.write_line(&line);
-            while done.is_ok()
-                && let Ok(more) = rx.try_recv()
-            {
-                done = self.write_line(&more);
+        while let Ok(first) = rx.recv() {
+            let mut closing = None;
+            let mut done = Ok(());
+            let mut next = Some(first);
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Line(line) => done = done.and_then(|()| self.write_line(&line)),
+                    Msg::Close(ack) => {
+                        closing = Some(ack);
+                        break;
+                    }
+                }
+                next = rx.try_recv().ok();
             }
             let done = done.and_then(|()| self.out.flush());
             match done {
@@ -189,6 +222,10 @@ impl Rotating {
                     tracing::warn!(file = %self.path.display(), error = %e, "the audit file cannot be written");
                 }
                 Err(_) => {}
+            }
+            if let Some(ack) = closing {
+                let _ = ack.send(());
+                return;
             }
         }
         let _ = self.out.flush();
@@ -211,6 +248,23 @@ mod tests {
             outcome: format!("ok {i}"),
             duration_ms: 2,
         }
+    }
+
+    #[test]
+    fn closing_writes_every_queued_record_before_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let cfg =
+            crate::config::usage::AuditConfig { file: Some(path.clone()), max_file_bytes: 1 << 30, keep_files: 2, ..Default::default() };
+        let export = Export::start(&cfg).unwrap();
+        for i in 0..2000 {
+            export.write(&record(i), None);
+        }
+        assert!(export.close(Duration::from_secs(10)), "the writer finished");
+        // The queue (8192) holds them all: every one is in the file once close returns.
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2000);
+        export.write(&record(9), None);
+        assert!(export.close(Duration::from_secs(1)), "closing again is harmless");
     }
 
     #[test]

@@ -65,6 +65,12 @@ impl Audit {
         }
     }
 
+    /// At shutdown: the audit file gets every record queued so far, flushed (see
+    /// [`export::Export::close`]); `false` when its writer did not finish within `within`.
+    pub fn close(&self, within: std::time::Duration) -> bool {
+        self.export.close(within)
+    }
+
     /// Sends every record as an OTLP log too.
     pub fn send_logs(&self, sink: export::LogSink) {
         self.export.send_logs(sink);

@@ -244,3 +244,31 @@ async fn the_console_shows_usage_to_an_admin_and_to_each_caller_in_chromium() {
     run("alice-key", json!({ "admin": true, "rows": [["alice", "calc__add", "-", 2, 0], ["bob", "calc__divide", "/mcp/dev", 1, 1]] }));
     run("bob-key", json!({ "admin": false, "rows": [["bob", "calc__divide", "/mcp/dev", 1, 1]] }));
 }
+
+/// A gateway stopped by SIGTERM right after a burst of calls: every call's record is in the audit
+/// file (the writer is told to write what is queued and flush before the process exits).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_audit_file_has_every_record_after_a_stop() {
+    let gw = gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[audit]\nfile = \"audit.jsonl\"\n\n{CALC}"));
+    let calls: Vec<_> = (0..40)
+        .map(|i| {
+            let url = gw.url.clone();
+            tokio::spawn(async move { rpc(&url, "tools/call", json!({ "name": "calc__add", "arguments": { "a": i, "b": 1 } })).await })
+        })
+        .collect();
+    for c in calls {
+        let r = c.await.expect("join").message();
+        assert!(r["result"].is_object(), "{r}");
+    }
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(gw.proc.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut proc = gw.proc;
+    while proc.child.try_wait().ok().flatten().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the gateway did not exit:\n{}", proc.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let audit = std::fs::read_to_string(gw.config_path.with_file_name("audit.jsonl")).expect("audit.jsonl");
+    let calls = audit.lines().filter(|l| l.contains("\"calc__add\"")).count();
+    assert_eq!(calls, 40, "{audit}");
+}
