@@ -4,12 +4,14 @@
 //! CLI, every other command is a known program whose repository paths exist, and every curl
 //! request is consistent (a JSON-RPC body whose method and name match its `Mcp-Method` and
 //! `Mcp-Name` headers). The log levels the prose quotes are the code's (`levels.rs`), and every
-//! metric the gateway registers has a row in the metrics table. Beyond syntax, the curl session is
+//! metric the gateway registers has a row in the metrics table, and every key the configuration
+//! file accepts is in docs/configuration.md (`config_keys.rs`). Beyond syntax, the curl session is
 //! replayed against a real gateway and its outputs compared, the quick start runs with the real
 //! Claude Code CLI, MCP Inspector and mcp-remote, the troubleshooting page must quote the messages
 //! the binary and those clients really print, and the TLS recipe serves Node clients (see
 //! `scenarios.rs`).
 
+mod config_keys;
 mod levels;
 mod scenarios;
 mod shell;

@@ -1,0 +1,57 @@
+//! Every key the configuration file accepts is documented in docs/configuration.md: the keys are
+//! read from the file model itself (each `#[serde(deny_unknown_fields)]` struct of
+//! crates/config, its fields under their `rename`), and each must appear there in code type
+//! (`` `key` ``, `` `key = …` ``) or as a table heading (`[key]`, `[[section.key]]`).
+
+use crate::harness::*;
+
+/// (file, struct, key) of every key of the file model.
+fn keys() -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let dir = repo().join("crates/config/src/config");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).expect("the config sources").flatten().map(|e| e.path()).collect();
+    files.sort();
+    for file in files.into_iter().filter(|f| f.extension().is_some_and(|e| e == "rs")) {
+        let text = std::fs::read_to_string(&file).expect("a config source");
+        let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        for part in text.split("#[serde(deny_unknown_fields)]").skip(1) {
+            let Some(body_at) = part.find('{') else { continue };
+            let strukt = part[..body_at].split_whitespace().last().unwrap_or("?").to_string();
+            let body = &part[body_at + 1..part.find("\n}").unwrap_or(part.len())];
+            let mut attrs: Vec<&str> = Vec::new();
+            for line in body.lines().map(str::trim) {
+                if line.starts_with("#[serde") {
+                    attrs.push(line);
+                    continue;
+                }
+                if line.is_empty() || line.starts_with("//") {
+                    continue;
+                }
+                if let Some(field) = line.strip_prefix("pub ").and_then(|l| l.split(':').next()) {
+                    let renamed = attrs.iter().find_map(|a| a.split("rename = \"").nth(1).and_then(|r| r.split('"').next()));
+                    if !attrs.iter().any(|a| a.contains("flatten") || a.contains("skip")) {
+                        out.push((name.clone(), strukt.clone(), renamed.unwrap_or(field).to_string()));
+                    }
+                }
+                attrs.clear();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_config_key_is_in_the_configuration_reference() {
+    let doc = std::fs::read_to_string(repo().join("docs/configuration.md")).expect("docs/configuration.md");
+    let all = keys();
+    assert!(all.len() > 80, "the file model was read: {} keys", all.len());
+    let documented =
+        |k: &str| [format!("`{k}`"), format!("`{k} ="), format!("[{k}]"), format!(".{k}]")].iter().any(|form| doc.contains(form.as_str()));
+    let missing: Vec<String> =
+        all.iter().filter(|(_, _, k)| !documented(k)).map(|(f, s, k)| format!("{k} ({s} in crates/config/src/config/{f})")).collect();
+    assert!(
+        missing.is_empty(),
+        "keys the configuration file accepts that docs/configuration.md does not document:\n{}",
+        missing.join("\n")
+    );
+}
