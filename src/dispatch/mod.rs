@@ -4,6 +4,7 @@
 //! through the caller's view (policy) → check scopes and mirrored headers → forward, audited.
 
 mod bare;
+mod chain;
 mod confirm;
 mod consent;
 mod discover;
@@ -11,6 +12,7 @@ mod extensions;
 mod forward;
 mod listen;
 mod lists;
+mod refusal;
 mod search;
 mod secrets;
 mod skills;
@@ -209,7 +211,7 @@ impl Service for Gateway {
                 Method::ToolsList if search::active(cx, &req.caller) => search::list(cx),
                 Method::ToolsList => lists::list(cx, &req, Kind::Tool),
                 Method::ToolsCall if search::active(cx, &req.caller) => search::call(cx, req).await,
-                Method::ToolsCall => forward::call_tool(cx, req).await,
+                Method::ToolsCall => chain::call_tool(cx, req).await,
                 Method::PromptsList if offered("prompts") => lists::list(cx, &req, Kind::Prompt),
                 Method::PromptsGet if offered("prompts") => forward::get_prompt(cx, req).await,
                 Method::ResourcesList if offered("resources") => lists::list(cx, &req, Kind::Resource),

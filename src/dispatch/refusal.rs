@@ -1,0 +1,138 @@
+//! The typed refusals of the call path. Every step of the chain (`dispatch/chain.rs`) that stops
+//! a request says why with one `Refusal`; this module maps each, once, to what the caller reads (a
+//! JSON-RPC error or a tool error result) and to the audit outcome and metric reason it is
+//! recorded under (a refusal for the caller's limits is also counted in the usage). A new refusal
+//! is a new variant here, with its mapping, and nowhere else.
+
+use super::bare;
+use super::{Request, Served};
+use crate::audit;
+use crate::catalog::Kind;
+use crate::catalog::args::Refusal as ArgRefusal;
+use crate::protocol::errors::RpcError;
+use crate::reply::Reply;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// Why a step stopped a request.
+pub enum Refusal {
+    /// The step answered itself, and recorded its answer where it made it: the way to consent, a
+    /// `connect` retry, a confirmation's question or its refusal.
+    Answered(Reply),
+    /// A bare name more than one upstream serves.
+    AmbiguousBareName { kind: Kind, candidates: Vec<String> },
+    /// A tool the caller may not use answers exactly like a missing one.
+    UnknownOrDenied,
+    /// A tool held by its pin: answered like an unknown one, audited as what it is.
+    HeldByPin,
+    /// An item the caller's grants allow but its token lacks the scopes for: the 403 challenge.
+    InsufficientScope(RpcError),
+    /// A resource out of the caller's view (its URI as the caller wrote it).
+    UnknownResource(String),
+    /// A `[[rate_limit]]` of the caller's: retry after the wait.
+    RateLimited(Duration),
+    /// A `[[quota]]` of the caller's is spent.
+    QuotaExceeded(crate::usage::Refusal),
+    /// Arguments of the wrong shape, a fixed argument sent, `Mcp-Param-*` headers that disagree
+    /// with them: answered, not audited (the request never named a decision).
+    Malformed(RpcError),
+    /// Arguments that do not fit the tool's schema, or that were too costly to check.
+    InvalidArguments(ArgRefusal),
+    /// No endpoint of the upstream takes a call with these mirrored values.
+    NoRoute { upstream: String, why: String },
+}
+
+impl Refusal {
+    /// The audit outcome and metric reason, or `None` for a refusal recorded elsewhere or not at all.
+    pub fn label(&self) -> Option<&'static str> {
+        Some(match self {
+            Refusal::Answered(_) | Refusal::Malformed(_) => return None,
+            Refusal::AmbiguousBareName { .. } => "ambiguous_bare_name",
+            Refusal::UnknownOrDenied | Refusal::UnknownResource(_) => "unknown_or_denied",
+            Refusal::HeldByPin => "held_by_pin",
+            Refusal::InsufficientScope(_) => "insufficient_scope",
+            Refusal::RateLimited(_) => "rate_limited",
+            Refusal::QuotaExceeded(_) => "quota_exceeded",
+            Refusal::InvalidArguments(ArgRefusal::TooCostly(_)) => "arguments_too_costly",
+            Refusal::InvalidArguments(_) => "invalid_arguments",
+            Refusal::NoRoute { .. } => "no_route",
+        })
+    }
+
+    /// A refusal for the caller's limits: counted in the usage as a call, and in the tool-call
+    /// metrics.
+    pub fn is_limit(&self) -> bool {
+        matches!(self, Refusal::RateLimited(_) | Refusal::QuotaExceeded(_))
+    }
+
+    /// What the caller `caller` reads for its request on `name`.
+    pub fn into_reply(self, name: &str, caller: &str) -> Reply {
+        let error = match self {
+            Refusal::Answered(reply) => return reply,
+            Refusal::NoRoute { upstream, why } => {
+                return Reply::Single(super::tool_text(&format!("Upstream '{upstream}' cannot take this call: {why}"), true));
+            }
+            Refusal::AmbiguousBareName { kind, candidates } => bare::ambiguous(kind, name, &candidates),
+            Refusal::UnknownOrDenied | Refusal::HeldByPin => RpcError::unknown_tool(name),
+            Refusal::InsufficientScope(e) | Refusal::Malformed(e) => e,
+            Refusal::UnknownResource(uri) => RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })),
+            Refusal::RateLimited(wait) => super::rate_limited(&format!("{caller} on {name}"), wait),
+            Refusal::QuotaExceeded(r) => super::quota_exceeded(caller, name, &r),
+            Refusal::InvalidArguments(r) => invalid_arguments(name, r),
+        };
+        Reply::error(error)
+    }
+}
+
+/// The tool a refused call was resolved to, for a refusal counted in the usage.
+pub struct Resolved<'a> {
+    /// Its catalogue name.
+    pub canonical: &'a str,
+    pub upstream: usize,
+}
+
+/// Records `refusal` of `req` on `item` (audit, metrics, usage) and answers it.
+pub fn answer(gw: &Served<'_>, req: &Request, item: &str, tool: Option<Resolved<'_>>, refusal: Refusal) -> Reply {
+    let endpoint = req.caller.endpoint.as_deref().unwrap_or("-");
+    match (refusal.label(), tool) {
+        (Some(reason), Some(tool)) if refusal.is_limit() => {
+            let entry = audit::Entry {
+                caller: req.caller.id.clone(),
+                endpoint: endpoint.to_string(),
+                method: req.method.to_string(),
+                item: tool.canonical.to_string(),
+                presented: (item != tool.canonical).then(|| item.to_string()),
+                upstream: gw.upstream_id(tool.upstream).to_string(),
+                started: Instant::now(),
+                arguments: None,
+            };
+            gw.audit.limited(&entry, reason);
+            gw.metrics.refused(reason);
+            gw.metrics.tool_call(tool.canonical, req.caller.rules.first().map(String::as_str), reason);
+        }
+        (Some(reason), _) => {
+            gw.audit.refused(&req.caller.id, endpoint, req.method.as_str(), item, reason);
+            gw.metrics.refused(reason);
+        }
+        (None, _) => {}
+    }
+    refusal.into_reply(item, &req.caller.id)
+}
+
+/// The invalid-params error for arguments that do not fit the tool's schema (MCP
+/// `InvalidParamsError`), naming each failing path, so the model can correct its call.
+fn invalid_arguments(name: &str, refusal: ArgRefusal) -> RpcError {
+    match refusal {
+        ArgRefusal::Invalid(problems) => {
+            let first = problems.first().map(|p| p.message.clone()).unwrap_or_default();
+            let errors: Vec<Value> = problems.iter().map(|p| json!({ "path": p.path, "message": p.message })).collect();
+            RpcError::invalid_params(format!("Invalid arguments for tool {name}: {first}")).with_data(json!({ "errors": errors }))
+        }
+        ArgRefusal::Unusable(why) => {
+            RpcError::invalid_params(format!("Invalid arguments for tool {name}: its inputSchema cannot be used to check them ({why})"))
+        }
+        ArgRefusal::TooCostly(why) => {
+            RpcError::invalid_params(format!("Arguments for tool {name} were not checked, so it was not called: {why}"))
+        }
+    }
+}
