@@ -156,7 +156,9 @@ fn arguments(call: &mut ToolCall<'_>) -> Result<(), Refusal> {
     };
     if let Some(fixed) = tool.fixed.keys().find(|k| args.get(k.as_str()).is_some()) {
         let name = &call.name;
-        return Err(Refusal::Malformed(RpcError::invalid_params(format!("Argument '{fixed}' of {name} is fixed on this endpoint: leave it out"))));
+        return Err(Refusal::Malformed(RpcError::invalid_params(format!(
+            "Argument '{fixed}' of {name} is fixed on this endpoint: leave it out"
+        ))));
     }
     if let Some(received) = &req.param_headers {
         xheader::check_inbound(&tool.headers, &args, received).map_err(Refusal::Malformed)?;
@@ -232,4 +234,26 @@ fn route(gw: &Served<'_>, call: &mut ToolCall<'_>) -> Result<(), Refusal> {
         None => None,
     };
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Step, TOOLS_CALL};
+
+    fn at(step: Step) -> usize {
+        TOOLS_CALL.iter().position(|s| *s == step).unwrap_or(usize::MAX)
+    }
+
+    #[test]
+    fn every_step_runs_once_in_the_declared_order() {
+        use Step::*;
+        assert_eq!(TOOLS_CALL, &[Resolve, Admit, Arguments, Validate, Confirm, Quota, Route]);
+        // The tool is known before anything is decided on it.
+        assert_eq!(at(Resolve), 0);
+        // A call refused for its arguments, or one a person has not confirmed, spends no quota.
+        assert!(at(Arguments) < at(Quota) && at(Validate) < at(Quota) && at(Confirm) < at(Quota));
+        // A rate limit is checked before the arguments are read; the route is the last step.
+        assert!(at(Admit) < at(Arguments));
+        assert_eq!(at(Route), TOOLS_CALL.len() - 1);
+    }
 }

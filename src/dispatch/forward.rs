@@ -77,6 +77,20 @@ impl<'a> Named<'a> {
     }
 }
 
+/// The audit record of `req`, under the catalogue's name, whatever name the endpoint presents.
+fn entry(gw: &Served<'_>, req: &Request, named: Named<'_>, upstream: &str) -> audit::Entry {
+    audit::Entry {
+        caller: req.caller.id.clone(),
+        endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
+        method: req.method.to_string(),
+        item: named.policy.to_string(),
+        presented: (named.shown != named.policy).then(|| named.shown.to_string()),
+        upstream: upstream.to_string(),
+        started: Instant::now(),
+        arguments: gw.config.audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
+    }
+}
+
 /// Sends `req` to upstream `upstream` with member `key` rewritten to `original`, and audits it.
 pub(super) async fn forward(
     gw: &Served<'_>,
@@ -97,17 +111,7 @@ pub(super) async fn forward(
     let span = tracing::Span::current();
     span.record("item", item);
     span.record("upstream", up.id());
-    let entry = audit::Entry {
-        caller: req.caller.id.clone(),
-        endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
-        method: req.method.to_string(),
-        // Under the catalogue's name, whatever name the endpoint presents.
-        item: named.policy.to_string(),
-        presented: (named.shown != named.policy).then(|| named.shown.to_string()),
-        upstream: up.id().to_string(),
-        started: Instant::now(),
-        arguments: gw.config.audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
-    };
+    let entry = entry(gw, &req, named, up.id());
     // A request to a caller's own upstream is kept, to send the caller to consent if its token
     // is refused.
     let again = gw.is_personal(upstream).then(|| req.clone());
@@ -123,15 +127,24 @@ pub(super) async fn forward(
         gw.metrics.refused("invalid_request_state");
         return Reply::error(why.to_error());
     }
-    let (sealer, caller, upstream_id, method, item_name, policy_name) =
-        (gw.sealer.clone(), req.caller.clone(), up.id().to_string(), req.method.clone(), item.to_string(), named.policy.to_string());
-    let prefix = up.cfg.prefix.clone();
-    let confirmed = named.confirmed.map(str::to_string);
-    let confirmations = gw.confirmations.clone();
-    let endpoint_label = req.caller.endpoint.clone();
-    // What a caller with narrowed grants reads must not be shared with callers policy denies.
-    let narrowed = !req.caller.grants.is_unrestricted();
-    let (metrics, started) = (gw.metrics.clone(), Instant::now());
+    let after = After {
+        sealer: gw.sealer.clone(),
+        caller: req.caller.clone(),
+        upstream_id: up.id().to_string(),
+        method: req.method.clone(),
+        item: item.to_string(),
+        policy_name: named.policy.to_string(),
+        prefix: up.cfg.prefix.clone(),
+        confirmed: named.confirmed.map(str::to_string),
+        confirmations: gw.confirmations.clone(),
+        // What a caller with narrowed grants reads must not be shared with callers policy denies.
+        narrowed: !req.caller.grants.is_unrestricted(),
+        metrics: gw.metrics.clone(),
+        started: Instant::now(),
+        max_age,
+        redact,
+        pending: None,
+    };
     let mut name = None;
     if let Some((key, original)) = rewrite {
         if params.set_json(key, original).is_err() {
@@ -154,64 +167,92 @@ pub(super) async fn forward(
     let pending = audit::Pending::new(gw.audit.clone(), entry);
     let reply = up.call(call).await;
     // The caller's own token was refused and no renewal helped: consent again.
-    let reply = match reply {
-        Reply::Single(o) if super::consent::is_needed(&o) && again.is_some() => {
-            pending.finish(&audit::outcome_label(&o));
-            match &again {
-                Some(req) => return super::consent::needed(gw, req, &upstream_id, &item_name),
-                None => Reply::Single(o),
-            }
-        }
-        other => other,
-    };
-    let reply = reply.map_outcome(move |o| {
+    if let (Reply::Single(o), Some(req)) = (&reply, &again)
+        && super::consent::is_needed(o)
+    {
+        pending.finish(&audit::outcome_label(o));
+        return super::consent::needed(gw, req, &after.upstream_id, &after.item);
+    }
+    let after = After { pending: Some(pending), ..after };
+    super::secrets::events(reply.map_outcome(move |o| after.outcome(o)), redact_events)
+}
+
+/// The result side of a forwarded request: recorded (audit, metrics), redacted, its links and
+/// tasks mapped to the gateway's, and a question to the client sealed into its request state.
+struct After {
+    sealer: std::sync::Arc<crate::token::Sealer>,
+    caller: std::sync::Arc<crate::auth::Principal>,
+    upstream_id: String,
+    method: Method,
+    item: String,
+    policy_name: String,
+    prefix: String,
+    confirmed: Option<String>,
+    confirmations: std::sync::Arc<crate::gateway::onetime::OneTime>,
+    narrowed: bool,
+    metrics: std::sync::Arc<crate::telemetry::Metrics>,
+    started: Instant,
+    max_age: std::time::Duration,
+    redact: Option<std::sync::Arc<super::secrets::Redact>>,
+    pending: Option<std::sync::Arc<audit::Pending>>,
+}
+
+impl After {
+    fn outcome(&self, o: Outcome) -> Outcome {
+        let method = &self.method;
         // Described once, for the audit line and the metrics alike.
         let label = audit::outcome_label(&o);
-        pending.finish(&label);
-        metrics.call(method.as_str(), &upstream_id, endpoint_label.as_deref().unwrap_or("-"), &label, started.elapsed());
-        if method == Method::ToolsCall {
-            metrics.tool_call(&policy_name, caller.rules.first().map(String::as_str), &label);
+        if let Some(pending) = &self.pending {
+            pending.finish(&label);
         }
-        let bind = state::Binding {
-            caller: &caller,
-            upstream: &upstream_id,
-            method: method.as_str(),
-            item: &item_name,
-            confirmed: confirmed.as_deref(),
-        };
+        let endpoint = self.caller.endpoint.as_deref().unwrap_or("-");
+        self.metrics.call(method.as_str(), &self.upstream_id, endpoint, &label, self.started.elapsed());
+        if *method == Method::ToolsCall {
+            self.metrics.tool_call(&self.policy_name, self.caller.rules.first().map(String::as_str), &label);
+        }
         // What the upstream sent passes the redaction step first, whatever it is.
-        let o = match &redact {
+        let o = match &self.redact {
             Some(step) => step.outcome(o),
             None => o,
         };
         if !state::asks_input(&o) {
-            match o {
-                Outcome::Result(raw) => {
-                    let raw = links::to_gateway(method.as_str(), &raw, &prefix).unwrap_or(raw);
-                    let raw = if narrowed && method == Method::ResourcesRead { private_scope(&raw).unwrap_or(raw) } else { raw };
-                    if method == Method::ToolsCall {
-                        let created = super::tasks::Created { caller: &caller, upstream: &upstream_id, tool: &policy_name };
-                        super::tasks::seal_created(&sealer, Outcome::Result(raw), &created)
-                    } else {
-                        Outcome::Result(raw)
-                    }
-                }
+            return match o {
+                Outcome::Result(raw) => self.result(raw),
                 other => other,
-            }
-        } else if method.may_ask_input() {
-            let sealed = state::seal(&sealer, o, &bind);
-            if confirmed.is_some() {
-                super::confirm::issue_round(&confirmations, &sealed, max_age);
-            }
-            sealed
-        } else {
-            Outcome::Error(RpcError::internal(format!(
-                "Upstream '{upstream_id}' answered {method} with input_required, which only tools/call, prompts/get and \
-                    resources/read may carry"
-            )))
+            };
         }
-    });
-    super::secrets::events(reply, redact_events)
+        if !method.may_ask_input() {
+            return Outcome::Error(RpcError::internal(format!(
+                "Upstream '{}' answered {method} with input_required, which only tools/call, prompts/get and \
+                    resources/read may carry",
+                self.upstream_id
+            )));
+        }
+        let bind = state::Binding {
+            caller: &self.caller,
+            upstream: &self.upstream_id,
+            method: method.as_str(),
+            item: &self.item,
+            confirmed: self.confirmed.as_deref(),
+        };
+        let sealed = state::seal(&self.sealer, o, &bind);
+        if self.confirmed.is_some() {
+            super::confirm::issue_round(&self.confirmations, &sealed, self.max_age);
+        }
+        sealed
+    }
+
+    /// A result: links to the gateway's, a narrowed caller's resource private, a task sealed.
+    fn result(&self, raw: Json) -> Outcome {
+        let method = &self.method;
+        let raw = links::to_gateway(method.as_str(), &raw, &self.prefix).unwrap_or(raw);
+        let raw = if self.narrowed && *method == Method::ResourcesRead { private_scope(&raw).unwrap_or(raw) } else { raw };
+        if *method != Method::ToolsCall {
+            return Outcome::Result(raw);
+        }
+        let created = super::tasks::Created { caller: &self.caller, upstream: &self.upstream_id, tool: &self.policy_name };
+        super::tasks::seal_created(&self.sealer, Outcome::Result(raw), &created)
+    }
 }
 
 pub async fn get_prompt(gw: &Served<'_>, req: Request) -> Reply {

@@ -75,7 +75,9 @@ impl Refusal {
             Refusal::AmbiguousBareName { kind, candidates } => bare::ambiguous(kind, name, &candidates),
             Refusal::UnknownOrDenied | Refusal::HeldByPin => RpcError::unknown_tool(name),
             Refusal::InsufficientScope(e) | Refusal::Malformed(e) => e,
-            Refusal::UnknownResource(uri) => RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })),
+            Refusal::UnknownResource(uri) => {
+                RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri }))
+            }
             Refusal::RateLimited(wait) => super::rate_limited(&format!("{caller} on {name}"), wait),
             Refusal::QuotaExceeded(r) => super::quota_exceeded(caller, name, &r),
             Refusal::InvalidArguments(r) => invalid_arguments(name, r),
@@ -134,5 +136,85 @@ fn invalid_arguments(name: &str, refusal: ArgRefusal) -> RpcError {
         ArgRefusal::TooCostly(why) => {
             RpcError::invalid_params(format!("Arguments for tool {name} were not checked, so it was not called: {why}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::args::Problem;
+    use crate::protocol::errors::INVALID_PARAMS;
+    use crate::reply::Outcome;
+
+    fn error(r: Refusal) -> RpcError {
+        match r.into_reply("calc__add", "carol") {
+            Reply::Single(Outcome::Error(e)) => e,
+            _ => panic!("not a gateway error"),
+        }
+    }
+
+    #[test]
+    fn each_refusal_maps_to_its_wire_error_and_audit_label() {
+        let quota = crate::usage::Refusal { count: 3, window: "day".into(), resets_at: 0, wait: Duration::from_secs(5) };
+        let invalid = ArgRefusal::Invalid(vec![Problem { path: "/a".into(), message: "not a number".into() }]);
+        let cases: Vec<(Refusal, Option<&str>, i64, &str)> = vec![
+            (Refusal::Malformed(RpcError::invalid_params("bad shape")), None, INVALID_PARAMS, "bad shape"),
+            (
+                Refusal::AmbiguousBareName { kind: Kind::Tool, candidates: vec!["a__add".into(), "b__add".into()] },
+                Some("ambiguous_bare_name"),
+                INVALID_PARAMS,
+                "served by more than one upstream",
+            ),
+            (Refusal::UnknownOrDenied, Some("unknown_or_denied"), RpcError::unknown_tool("x").code, "Unknown tool: calc__add"),
+            (Refusal::HeldByPin, Some("held_by_pin"), RpcError::unknown_tool("x").code, "Unknown tool: calc__add"),
+            (
+                Refusal::InsufficientScope(RpcError::invalid_request("Forbidden")),
+                Some("insufficient_scope"),
+                RpcError::invalid_request("").code,
+                "Forbidden",
+            ),
+            (Refusal::UnknownResource("file:///x".into()), Some("unknown_or_denied"), INVALID_PARAMS, "Resource not found: file:///x"),
+            (
+                Refusal::RateLimited(Duration::from_secs(2)),
+                Some("rate_limited"),
+                super::super::RATE_LIMITED,
+                "Rate limit exceeded for carol on calc__add",
+            ),
+            (Refusal::QuotaExceeded(quota), Some("quota_exceeded"), super::super::RATE_LIMITED, "calc__add"),
+            (
+                Refusal::InvalidArguments(invalid),
+                Some("invalid_arguments"),
+                INVALID_PARAMS,
+                "Invalid arguments for tool calc__add: not a number",
+            ),
+            (Refusal::InvalidArguments(ArgRefusal::Unusable("a $ref".into())), Some("invalid_arguments"), INVALID_PARAMS, "cannot be used"),
+            (
+                Refusal::InvalidArguments(ArgRefusal::TooCostly("big".into())),
+                Some("arguments_too_costly"),
+                INVALID_PARAMS,
+                "were not checked",
+            ),
+        ];
+        for (refusal, label, code, message) in cases {
+            assert_eq!(refusal.label(), label, "{message}");
+            let limit = refusal.is_limit();
+            let e = error(refusal);
+            assert_eq!(e.code, code, "{message}: {e:?}");
+            assert!(e.message.contains(message), "{message}: {e:?}");
+            assert_eq!(limit, label == Some("rate_limited") || label == Some("quota_exceeded"));
+        }
+    }
+
+    #[test]
+    fn no_route_is_a_tool_error_and_an_answer_passes_through() {
+        let no_route = Refusal::NoRoute { upstream: "calc".into(), why: "no endpoint for region=mars".into() };
+        assert_eq!(no_route.label(), Some("no_route"));
+        let Reply::Single(Outcome::Result(raw)) = no_route.into_reply("calc__add", "carol") else { panic!("not a tool result") };
+        let v: Value = serde_json::from_str(raw.get()).unwrap_or_default();
+        assert_eq!(v["isError"], true);
+        assert_eq!(v["content"][0]["text"], "Upstream 'calc' cannot take this call: no endpoint for region=mars");
+        let answered = Refusal::Answered(Reply::error(RpcError::invalid_params("the question")));
+        assert_eq!(answered.label(), None);
+        assert_eq!(error(answered).message, "the question");
     }
 }
