@@ -4,7 +4,8 @@
 //! caller's calls, errors and error rate per tool under its catalogue name, an admin sees everyone
 //! and a caller itself; the audit file has each call under the catalogue name with the presented
 //! name beside it. A quota refuses the first call past it (429, `Retry-After`, the reset time) and
-//! lets calls through again when its window ends. With `[cluster]`, two replicas answer the same
+//! lets calls through again when its window ends; a call refused for its arguments or its
+//! confirmation spends none of it. With `[cluster]`, two replicas answer the same
 //! report and enforce one quota.
 
 use crate::cluster::Redis;
@@ -271,4 +272,26 @@ async fn the_audit_file_has_every_record_after_a_stop() {
     let audit = std::fs::read_to_string(gw.config_path.with_file_name("audit.jsonl")).expect("audit.jsonl");
     let calls = audit.lines().filter(|l| l.contains("\"calc__add\"")).count();
     assert_eq!(calls, 40, "{audit}");
+}
+
+/// The quota is the last decision before the call goes out: a call refused for its arguments, or
+/// one a person was not able to confirm, spends none of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_call_spends_no_quota() {
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[quota]]\ncallers = [\"carol\"]\nlimit = \"2/day\"\n\n\
+         [[confirm]]\ntools = [\"calc__multiply\"]\n\n{}{CALC}",
+        callers()
+    );
+    let gw = gateway(&config);
+    for _ in 0..3 {
+        let r = call_as(&gw.url, "carol-key", "calc__add", json!({ "a": "one", "b": 2 })).await;
+        assert_eq!(r.message()["error"]["code"], -32602, "{}", r.message());
+    }
+    // A client that cannot be asked is refused by the confirmation, before the quota.
+    let r = call_as(&gw.url, "carol-key", "calc__multiply", json!({ "a": 1, "b": 2 })).await;
+    assert_ne!(r.status, 429, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.message()["result"]["isError"], true, "{}", r.message());
+    calls(&gw.url, "carol-key", "calc__add", json!({ "a": 1, "b": 2 }), 2).await;
+    assert_eq!(call_as(&gw.url, "carol-key", "calc__add", json!({ "a": 1, "b": 2 })).await.status, 429);
 }
