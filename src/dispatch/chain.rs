@@ -117,11 +117,11 @@ fn not_found(gw: &Served<'_>, call: &ToolCall<'_>) -> Refusal {
     // call that sent it to consent).
     if let Some(index) = gw.connect_tool_of(&req.caller, name) {
         let text = format!("Connected to {}: its tools are listed now.", gw.upstream_id(index));
-        return Refusal::Answered(Reply::Single(super::tool_text(&text, false)));
+        return Refusal::Answered(Box::new(Reply::Single(super::tool_text(&text, false))));
     }
     // A tool of an upstream the caller has not connected (yet, or any more).
     if let Some(index) = gw.unconnected_upstream_of(&req.caller, &gw.view, name) {
-        return Refusal::Answered(super::consent::needed(gw, req, gw.upstream_id(index), name));
+        return Refusal::Answered(Box::new(super::consent::needed(gw, req, gw.upstream_id(index), name)));
     }
     if let Some(e) = needs_scope(gw, req, Kind::Tool, name) {
         return Refusal::InsufficientScope(e);
@@ -209,7 +209,7 @@ async fn confirm(gw: &Served<'_>, call: &mut ToolCall<'_>) -> Result<(), Refusal
             call.confirmed = Some(digest);
             Ok(())
         }
-        super::confirm::Verdict::Answer(reply) => Err(Refusal::Answered(*reply)),
+        super::confirm::Verdict::Answer(reply) => Err(Refusal::Answered(reply)),
     }
 }
 

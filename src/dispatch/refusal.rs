@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 pub enum Refusal {
     /// The step answered itself, and recorded its answer where it made it: the way to consent, a
     /// `connect` retry, a confirmation's question or its refusal.
-    Answered(Reply),
+    Answered(Box<Reply>),
     /// A bare name more than one upstream serves.
     AmbiguousBareName { kind: Kind, candidates: Vec<String> },
     /// A tool the caller may not use answers exactly like a missing one.
@@ -68,7 +68,7 @@ impl Refusal {
     /// What the caller `caller` reads for its request on `name`.
     pub fn into_reply(self, name: &str, caller: &str) -> Reply {
         let error = match self {
-            Refusal::Answered(reply) => return reply,
+            Refusal::Answered(reply) => return *reply,
             Refusal::NoRoute { upstream, why } => {
                 return Reply::Single(super::tool_text(&format!("Upstream '{upstream}' cannot take this call: {why}"), true));
             }
@@ -213,7 +213,7 @@ mod tests {
         let v: Value = serde_json::from_str(raw.get()).unwrap_or_default();
         assert_eq!(v["isError"], true);
         assert_eq!(v["content"][0]["text"], "Upstream 'calc' cannot take this call: no endpoint for region=mars");
-        let answered = Refusal::Answered(Reply::error(RpcError::invalid_params("the question")));
+        let answered = Refusal::Answered(Box::new(Reply::error(RpcError::invalid_params("the question"))));
         assert_eq!(answered.label(), None);
         assert_eq!(error(answered).message, "the question");
     }
