@@ -1,4 +1,4 @@
-//! The call path of `tools/call` as one declared chain of named steps (DESIGN.md principle 9).
+//! The call path of `tools/call` as one declared chain of named steps: every decision is a step.
 //! [`TOOLS_CALL`] lists them in order; each step is one function with one job that either lets
 //! the call go on (leaving what it produced in the [`ToolCall`] it works on) or stops it with one
 //! typed [`Refusal`], which `dispatch/refusal.rs` maps, once, to the wire and the audit. Adding a
