@@ -240,7 +240,7 @@ impl Authenticator {
         let mut out: Vec<String> = Vec::new();
         for (kinds, table) in self.scope_tables() {
             for (pattern, scopes) in table.iter().filter(|_| kinds.contains(&kind)) {
-                if crate::policy::restricts(pattern, &crate::policy::Item { kind, name, upstream: "" }) {
+                if crate::policy::restricts(pattern, &crate::policy::Item { kind, name, upstream: "", json: None }) {
                     out.extend(scopes.iter().filter(|s| !out.contains(s)).cloned().collect::<Vec<_>>());
                 }
             }

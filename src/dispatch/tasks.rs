@@ -126,7 +126,7 @@ fn refusal(gw: &Served<'_>, req: &Request, sealed: &Sealed, age: Duration) -> Op
     if sealed.e.as_deref() != req.caller.endpoint.as_deref() {
         return Some("unknown_task/another_endpoint");
     }
-    let item = Item { kind: Kind::Tool, name: &sealed.n, upstream: &sealed.u };
+    let item = Item { kind: Kind::Tool, name: &sealed.n, upstream: &sealed.u, json: None };
     let view = &gw.view;
     if !allows(&req.caller.grants, &item) || view.selection.as_ref().is_some_and(|s| !allows(s, &item)) {
         return Some("unknown_task/tool_denied");

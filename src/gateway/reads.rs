@@ -38,7 +38,7 @@ impl Gateway {
             None => uris::route(cat, &canonical)?,
         };
         let id = self.upstream_id(upstream);
-        let item = Item { kind: Kind::Resource, name: &canonical, upstream: id };
+        let item = Item { kind: Kind::Resource, name: &canonical, upstream: id, json: None };
         if !allows(grants, &item) || cat.selection.as_ref().is_some_and(|s| !allows(s, &item)) {
             return None;
         }
@@ -52,7 +52,7 @@ impl Gateway {
         let templated = cat.section(Kind::Template).entries.iter().any(|t| {
             t.upstream == upstream
                 && uris::canonical(&t.name).is_ok_and(|name| uris::template_matches(&name, &canonical))
-                && allows(grants, &Item { kind: Kind::Template, name: &t.name, upstream: id })
+                && allows(grants, &Item { kind: Kind::Template, name: &t.name, upstream: id, json: None })
         });
         (templated && !uris::has_path_tricks(&canonical)).then_some((upstream, original))
     }

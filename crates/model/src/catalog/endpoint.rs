@@ -61,7 +61,7 @@ pub fn view<'a>(base: &Catalog, ep: &Selection, upstream_id: &(dyn Fn(usize) -> 
     };
     for kind in Kind::ALL {
         for e in &base.section(kind).entries {
-            if !allows(&selection, &Item { kind, name: e.policy_name(), upstream: upstream_id(e.upstream) }) {
+            if !allows(&selection, &Item { kind, name: e.policy_name(), upstream: upstream_id(e.upstream), json: Some(e.json.get()) }) {
                 continue;
             }
             let over = if kind == Kind::Tool { ep.tools.iter().find(|o| o.name == e.name) } else { None };

@@ -7,7 +7,7 @@ use crate::policy::{Grants, Item, allows};
 
 /// The policy item of a catalogue entry; `upstream_id` maps an upstream index to its id.
 pub fn item<'a>(kind: Kind, e: &'a Entry, upstream_id: &'a dyn Fn(usize) -> &'a str) -> Item<'a> {
-    Item { kind, name: e.policy_name(), upstream: upstream_id(e.upstream) }
+    Item { kind, name: e.policy_name(), upstream: upstream_id(e.upstream), json: Some(e.json.get()) }
 }
 
 /// How many distinct sets of grants a snapshot remembers the views of (more are computed each time).

@@ -1,16 +1,23 @@
-//! Who may see and call what. [`Policy::allows`] is the one function that decides, used for
-//! lists and for every call, get, read and completion alike (through `view`), so what a caller
-//! sees and what it may use can never disagree. Rules come from `[[caller]]` entries; a caller's
-//! grants are the union of every entry that matches it. Patterns are globs on the gateway name
-//! (tools, prompts) or URI (resources, templates), or `upstream:<id-glob>` for everything one
-//! upstream serves. Deny wins over allow; once any caller is configured, what no rule allows is
-//! denied. Scopes join the same decision: an item whose `[auth] *_scopes` the caller's token
-//! lacks is out of its view too (lists included), whatever its grants.
+//! Who may see and call what. [`allows`] decides for lists and lookups, and [`Grants::decide`]
+//! for each call (with its arguments, the request and the clock); both run the same rules
+//! through the same function (`rules::evaluate`), so what a caller sees and what it may use can
+//! never disagree beyond what only the call can tell. Every rule is a [`rules::Rule`]: a
+//! `[[rule]]` entry (target, CEL condition, effect), a `[[caller]]` entry's `allow`/`deny` globs,
+//! or an `[auth] *_scopes` entry the token lacks. Patterns are globs on the gateway name (tools,
+//! prompts) or URI (resources, templates), or `upstream:<id-glob>` for everything one upstream
+//! serves. Deny wins over allow; once anything is configured that allows, what no rule allows is
+//! denied.
 
+pub mod expr;
+pub mod facts;
 pub mod glob;
+pub mod rules;
 pub mod secrets;
 
 use crate::protocol::{Kind, uri as uris};
+use facts::{CallerFacts, Facts};
+use rules::{ALL_KINDS, Effect, Rule, Source, Verdict};
+use std::sync::Arc;
 
 /// One item as the policy sees it.
 #[derive(Debug, Clone, Copy)]
@@ -20,6 +27,8 @@ pub struct Item<'a> {
     pub name: &'a str,
     /// The owning upstream's id.
     pub upstream: &'a str,
+    /// The item's own JSON (a tool's definition), for conditions that read `tool`.
+    pub json: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -80,74 +89,136 @@ fn uri_form<'a>(item: &Item<'a>) -> Result<std::borrow::Cow<'a, str>, uris::NotC
     if item.kind.is_uri() { uris::canonical(item.name) } else { Ok(std::borrow::Cow::Borrowed(item.name)) }
 }
 
-/// What one authenticated caller may use: the merged rules of every `[[caller]]` it matches.
-/// `unrestricted` is for deployments without any `[[caller]]` (no policy configured).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+/// What one authenticated caller may use: the rules that concern it ([`rules::Rule`]: its
+/// `[[caller]]` entries' globs, the `[[rule]]`s naming it or everyone, the scopes its token
+/// lacks), with the conditions that read only the caller already decided. `open`: what no rule
+/// allows is allowed (a deployment where nothing is configured that allows).
+#[derive(Debug, Clone, Default)]
 pub struct Grants {
-    unrestricted: bool,
-    allow: Vec<Pattern>,
-    deny: Vec<Pattern>,
-    /// Items the caller's token lacks the scopes for: (the kinds a pattern applies to, pattern).
-    lacking: Vec<(&'static [Kind], Pattern)>,
+    open: bool,
+    rules: Vec<Arc<Rule>>,
+    caller: Arc<CallerFacts>,
+    /// The `[[endpoint]]` path the caller came through (`None`: the root).
+    endpoint: Option<Arc<str>>,
+}
+
+impl PartialEq for Grants {
+    fn eq(&self, other: &Grants) -> bool {
+        self.open == other.open
+            && self.rules == other.rules
+            && self.endpoint == other.endpoint
+            && (!self.reads_caller() || self.caller == other.caller)
+    }
+}
+
+impl Eq for Grants {}
+
+impl std::hash::Hash for Grants {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.open, &self.rules, &self.endpoint).hash(state);
+        if self.reads_caller() {
+            self.caller.hash(state);
+        }
+    }
 }
 
 impl Grants {
     pub fn unrestricted() -> Grants {
-        Grants { unrestricted: true, ..Default::default() }
+        Grants { open: true, ..Default::default() }
     }
 
-    /// Whether the caller sees everything (no policy, no scope it lacks).
+    /// The grants of a caller: `rules` are those concerning it. A condition reading only the
+    /// caller is decided here, once: a rule it holds for keeps no condition, one it does not hold
+    /// for is left out (a failing condition counts against the caller, as everywhere).
+    pub fn new(open: bool, rules: impl IntoIterator<Item = Arc<Rule>>, caller: Arc<CallerFacts>) -> Grants {
+        let facts = Facts::listing(&caller, None);
+        let rules = rules
+            .into_iter()
+            .filter_map(|r| {
+                let Some(w) = &r.when else { return Some(r) };
+                let reads = w.reads();
+                if reads.request || reads.args || reads.now || reads.tool {
+                    return Some(r);
+                }
+                let holds = match w.eval(&facts) {
+                    Ok(b) => b,
+                    Err(_) => r.effect != Effect::Allow,
+                };
+                holds.then(|| Arc::new(r.decided()))
+            })
+            .collect();
+        Grants { open, rules, caller, endpoint: None }
+    }
+
+    /// The same grants, for calls through the endpoint at `path` (`None`: the root).
+    pub fn at(&self, path: Option<&str>) -> Grants {
+        Grants { endpoint: path.map(Arc::from), ..self.clone() }
+    }
+
+    /// Whether the caller sees everything (nothing restricts it; confirmations hide nothing).
     pub fn is_unrestricted(&self) -> bool {
-        self.unrestricted && self.lacking.is_empty()
+        self.open && self.rules.iter().all(|r| r.effect == Effect::Confirm)
+    }
+
+    /// Whether some rule waits for the call to be decided (a condition reading `request`,
+    /// `args` or `now`) or asks for a confirmation: then each call is decided again with its facts.
+    pub fn decides_calls(&self) -> bool {
+        self.rules.iter().any(|r| r.needs_call() || r.effect == Effect::Confirm)
+    }
+
+    /// Whether any condition reads the caller (then its facts are part of what the grants are).
+    fn reads_caller(&self) -> bool {
+        self.rules.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().caller))
+    }
+
+    pub fn caller(&self) -> &CallerFacts {
+        &self.caller
+    }
+
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.as_deref()
     }
 
     /// Takes the items of `kinds` matching `pattern` out of the view: the token lacks the
     /// scopes they need.
     pub fn lack_scopes_for(&mut self, kinds: &'static [Kind], pattern: &str) {
-        self.lacking.push((kinds, Pattern::parse(pattern)));
+        let rule = Rule::new(format!("scopes of {pattern}"), Effect::Deny, Source::Scope).on(kinds, &[pattern.to_string()]);
+        self.rules.push(Arc::new(rule));
     }
 
     /// The same grants as if the token had every scope (to tell "needs a scope" from "denied").
     pub fn ignoring_scopes(&self) -> Grants {
-        Grants { lacking: Vec::new(), ..self.clone() }
-    }
-
-    /// The grants of a set of rules, each its `allow` and `deny` patterns (the merged
-    /// `[[caller]]` entries a caller matches).
-    pub fn from_rules<'a>(rules: impl IntoIterator<Item = (&'a [String], &'a [String])>) -> Grants {
-        let mut g = Grants::default();
-        for (allow, deny) in rules {
-            g.allow.extend(allow.iter().map(|p| Pattern::parse(p)));
-            g.deny.extend(deny.iter().map(|p| Pattern::parse(p)));
-        }
-        g
+        Grants { rules: self.rules.iter().filter(|r| r.source != Source::Scope).cloned().collect(), ..self.clone() }
     }
 
     /// Builds grants from raw patterns (tests, tools).
     pub fn from_patterns(allow: &[&str], deny: &[&str]) -> Grants {
-        Grants {
-            unrestricted: false,
-            allow: allow.iter().map(|p| Pattern::parse(p)).collect(),
-            deny: deny.iter().map(|p| Pattern::parse(p)).collect(),
-            lacking: Vec::new(),
+        let strings = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let rules = [
+            Rule::new("allow", Effect::Allow, Source::Caller).on(ALL_KINDS, &strings(allow)),
+            Rule::new("deny", Effect::Deny, Source::Caller).on(ALL_KINDS, &strings(deny)),
+        ];
+        Grants { rules: rules.into_iter().filter(Rule::names_items).map(Arc::new).collect(), ..Default::default() }
+    }
+
+    /// The decision on one call of `item` with its facts (`facts.request` set), or, with
+    /// `trace`, each rule's part in it too.
+    pub fn decide(&self, item: &Item, facts: &Facts<'_>, trace: Option<&mut Vec<rules::Step>>) -> Verdict {
+        match uri_form(item) {
+            Ok(name) => rules::evaluate(self.open, &self.rules, &Item { name: &name, ..*item }, self.endpoint(), facts, trace),
+            Err(_) => Verdict { allowed: self.is_unrestricted(), ..Verdict::default() },
         }
     }
 }
 
-/// The decision. A resource or template is decided on its canonical URI ([`uris::canonical`]);
-/// one that has no canonical form is allowed only to callers without restrictions.
+/// The decision when listing and looking up: what rules decide without the call. A resource or
+/// template is decided on its canonical URI ([`uris::canonical`]); one that has no canonical form
+/// is allowed only to callers without restrictions.
 pub fn allows(grants: &Grants, item: &Item) -> bool {
-    let Ok(name) = uri_form(item) else {
-        return grants.is_unrestricted();
-    };
-    let item = &Item { name: &name, ..*item };
-    if grants.lacking.iter().any(|(kinds, p)| kinds.contains(&item.kind) && p.matches(item, Strictness::Deny)) {
-        return false;
-    }
-    if grants.unrestricted {
+    if grants.is_unrestricted() {
         return true;
     }
-    grants.allow.iter().any(|p| p.matches(item, Strictness::Allow)) && !grants.deny.iter().any(|p| p.matches(item, Strictness::Deny))
+    grants.decide(item, &Facts::listing(&grants.caller, item.json), None).allowed
 }
 
 #[cfg(test)]
@@ -155,7 +226,7 @@ mod tests {
     use super::*;
 
     fn tool<'a>(name: &'a str, upstream: &'a str) -> Item<'a> {
-        Item { kind: Kind::Tool, name, upstream }
+        Item { kind: Kind::Tool, name, upstream, json: None }
     }
 
     #[test]
@@ -177,14 +248,14 @@ mod tests {
         let mut g = Grants::unrestricted();
         g.lack_scopes_for(&[Kind::Tool], "admin__*");
         assert!(!allows(&g, &tool("admin__drop", "admin")));
-        assert!(allows(&g, &Item { kind: Kind::Prompt, name: "admin__drop", upstream: "admin" }), "other kinds are not affected");
+        assert!(allows(&g, &Item { kind: Kind::Prompt, name: "admin__drop", upstream: "admin", json: None }), "other kinds are not affected");
         assert!(allows(&g, &tool("calc__add", "calc")));
         assert!(!g.is_unrestricted(), "a filtered view is not everyone's view");
         assert!(allows(&g.ignoring_scopes(), &tool("admin__drop", "admin")));
     }
 
     fn resource<'a>(uri: &'a str) -> Item<'a> {
-        Item { kind: Kind::Resource, name: uri, upstream: "vault" }
+        Item { kind: Kind::Resource, name: uri, upstream: "vault", json: None }
     }
 
     #[test]

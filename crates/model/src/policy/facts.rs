@@ -1,0 +1,239 @@
+//! What a rule's condition sees: the declared variables and how their values are made. `caller`
+//! is made once per authenticated request (id, the `[[caller]]` entries it matched, the token's
+//! claims, groups and scopes); `request`, `tool`, `args` and `now` belong to one call and are
+//! converted only when a condition reads them (a rule that does not read `args` costs no argument
+//! parse). `now` is plain UTC fields; arguments past [`super::expr::MAX_ARG_NODES`] values or
+//! [`super::expr::MAX_ARG_DEPTH`] levels are not converted.
+
+use super::expr::{MAX_ARG_DEPTH, MAX_ARG_NODES, Reads};
+use cel::objects::{Key, Map};
+use cel::{Context, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+/// Who calls, as conditions see it.
+#[derive(Debug, Default)]
+pub struct CallerFacts {
+    pub id: String,
+    /// The ids of the `[[caller]]` entries it matched.
+    pub rules: Vec<String>,
+    /// The token's claims (`{}` for an API key).
+    pub claims: serde_json::Value,
+    pub scopes: Vec<String>,
+    /// The claims' text, for equality and hashing.
+    claims_text: String,
+    value: OnceLock<Value>,
+}
+
+impl CallerFacts {
+    pub fn new(id: &str, rules: &[String], claims: serde_json::Value, scopes: &[String]) -> CallerFacts {
+        let claims_text = claims.to_string();
+        CallerFacts { id: id.to_string(), rules: rules.to_vec(), claims, scopes: scopes.to_vec(), claims_text, value: OnceLock::new() }
+    }
+
+    /// The token's groups: its `groups` claim, when that is a list of strings (or one string).
+    pub fn groups(&self) -> Vec<String> {
+        match self.claims.get("groups") {
+            Some(serde_json::Value::Array(a)) => a.iter().filter_map(|g| g.as_str().map(str::to_string)).collect(),
+            Some(serde_json::Value::String(s)) => vec![s.clone()],
+            _ => Vec::new(),
+        }
+    }
+
+    fn value(&self) -> Value {
+        self.value
+            .get_or_init(|| {
+                let strings = |v: &[String]| Value::List(Arc::new(v.iter().map(|s| Value::String(Arc::new(s.clone()))).collect()));
+                let mut m = HashMap::new();
+                m.insert(key("id"), Value::String(Arc::new(self.id.clone())));
+                m.insert(key("rules"), strings(&self.rules));
+                m.insert(key("claims"), json(&self.claims, &mut usize::MAX.clone(), 0).unwrap_or(Value::Null));
+                m.insert(key("groups"), strings(&self.groups()));
+                m.insert(key("scopes"), strings(&self.scopes));
+                Value::Map(Map { map: Arc::new(m) })
+            })
+            .clone()
+    }
+}
+
+impl PartialEq for CallerFacts {
+    fn eq(&self, other: &CallerFacts) -> bool {
+        self.id == other.id && self.rules == other.rules && self.claims_text == other.claims_text && self.scopes == other.scopes
+    }
+}
+
+impl Eq for CallerFacts {}
+
+impl std::hash::Hash for CallerFacts {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.id, &self.rules, &self.claims_text, &self.scopes).hash(state);
+    }
+}
+
+/// The call, as conditions see it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestFacts<'a> {
+    /// The MCP method (`tools/call`, `prompts/get`, `resources/read`, ...).
+    pub method: &'a str,
+    /// The item's gateway name (tools, prompts) or URI (resources).
+    pub name: &'a str,
+    /// The owning upstream's id.
+    pub upstream: &'a str,
+    /// The `[[endpoint]]` path the call came through (`""`: the root).
+    pub endpoint: &'a str,
+    /// The protocol version the client speaks.
+    pub era: &'a str,
+    /// The client's `clientInfo`, as it sent it.
+    pub client: Option<&'a serde_json::Value>,
+}
+
+/// Everything a condition may read; what is `None` is not known here (a list knows no call).
+#[derive(Clone, Copy)]
+pub struct Facts<'a> {
+    pub caller: &'a CallerFacts,
+    pub request: Option<&'a RequestFacts<'a>>,
+    /// The item's own JSON (a tool's definition with its annotations), when known.
+    pub item: Option<&'a str>,
+    pub args: Option<&'a serde_json::Value>,
+    /// Seconds since the Unix epoch.
+    pub now: Option<u64>,
+}
+
+impl<'a> Facts<'a> {
+    /// The facts known without a call: who calls, and the item.
+    pub fn listing(caller: &'a CallerFacts, item: Option<&'a str>) -> Facts<'a> {
+        Facts { caller, request: None, item, args: None, now: None }
+    }
+
+    /// Adds the variables `reads` names to `ctx`.
+    pub fn bind(&self, ctx: &mut Context<'_, '_>, reads: Reads) -> Result<(), String> {
+        if reads.caller {
+            ctx.add_variable_from_value("caller", self.caller.value());
+        }
+        if reads.request {
+            let r = self.request.ok_or("`request` is known only when a call is made")?;
+            ctx.add_variable_from_value("request", request_value(r));
+        }
+        if reads.tool {
+            let item = match self.item {
+                Some(text) => serde_json::from_str::<serde_json::Value>(text).map_err(|e| format!("the item's definition is not JSON: {e}"))?,
+                None => serde_json::Value::Object(Default::default()),
+            };
+            let mut budget = MAX_ARG_NODES;
+            ctx.add_variable_from_value("tool", json(&item, &mut budget, 0)?);
+        }
+        if reads.args {
+            let empty = serde_json::Value::Object(Default::default());
+            let args = match self.args {
+                Some(serde_json::Value::Null) | None if self.request.is_some() => &empty,
+                Some(a) => a,
+                None => return Err("`args` is known only when a call is made".into()),
+            };
+            let mut budget = MAX_ARG_NODES;
+            ctx.add_variable_from_value("args", json(args, &mut budget, 0)?);
+        }
+        if reads.now {
+            let now = self.now.ok_or("`now` is known only when a call is made")?;
+            ctx.add_variable_from_value("now", now_value(now));
+        }
+        Ok(())
+    }
+}
+
+fn key(k: &str) -> Key {
+    Key::String(Arc::new(k.to_string()))
+}
+
+fn text(s: &str) -> Value {
+    Value::String(Arc::new(s.to_string()))
+}
+
+fn request_value(r: &RequestFacts<'_>) -> Value {
+    let mut m = HashMap::with_capacity(8);
+    m.insert(key("method"), text(r.method));
+    m.insert(key("name"), text(r.name));
+    m.insert(key("tool"), text(if r.method == "tools/call" { r.name } else { "" }));
+    m.insert(key("uri"), text(if r.method.starts_with("resources/") { r.name } else { "" }));
+    m.insert(key("upstream"), text(r.upstream));
+    m.insert(key("endpoint"), text(r.endpoint));
+    m.insert(key("era"), text(r.era));
+    let client = r.client.map_or(Ok(Value::Map(Map { map: Arc::new(HashMap::new()) })), |c| json(c, &mut MAX_ARG_NODES.clone(), 0));
+    m.insert(key("client"), client.unwrap_or(Value::Null));
+    Value::Map(Map { map: Arc::new(m) })
+}
+
+/// A JSON value as a CEL value, spending one of `budget` per value.
+fn json(v: &serde_json::Value, budget: &mut usize, depth: usize) -> Result<Value, String> {
+    if *budget == 0 {
+        return Err(format!("the arguments hold more than {MAX_ARG_NODES} values: too large for a rule to read"));
+    }
+    if depth > MAX_ARG_DEPTH {
+        return Err(format!("the arguments nest deeper than {MAX_ARG_DEPTH} levels: too deep for a rule to read"));
+    }
+    *budget -= 1;
+    Ok(match v {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::Int(i),
+            (None, Some(u)) => Value::UInt(u),
+            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        serde_json::Value::String(s) => Value::String(Arc::new(s.clone())),
+        serde_json::Value::Array(a) => Value::List(Arc::new(a.iter().map(|x| json(x, budget, depth + 1)).collect::<Result<_, _>>()?)),
+        serde_json::Value::Object(o) => {
+            let mut m = HashMap::with_capacity(o.len());
+            for (k, x) in o {
+                m.insert(key(k), json(x, budget, depth + 1)?);
+            }
+            Value::Map(Map { map: Arc::new(m) })
+        }
+    })
+}
+
+/// `now` as plain UTC fields.
+fn now_value(unix: u64) -> Value {
+    let days = (unix / 86_400) as i64;
+    let secs = unix % 86_400;
+    let (year, month, day) = civil(days);
+    // 1970-01-01 was a Thursday (Sunday = 0).
+    let weekday = (days + 4).rem_euclid(7);
+    let fields = [
+        ("unix", unix as i64),
+        ("year", year),
+        ("month", month),
+        ("day", day),
+        ("hour", (secs / 3600) as i64),
+        ("minute", (secs % 3600 / 60) as i64),
+        ("second", (secs % 60) as i64),
+        ("weekday", weekday),
+    ];
+    Value::Map(Map { map: Arc::new(fields.into_iter().map(|(k, v)| (key(k), Value::Int(v))).collect()) })
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
+fn civil(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil(0), (1970, 1, 1));
+        assert_eq!(civil(20_790), (2026, 12, 3));
+        assert_eq!(civil(11_016), (2000, 2, 29));
+        assert_eq!(civil(-1), (1969, 12, 31));
+    }
+}

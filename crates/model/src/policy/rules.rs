@@ -1,0 +1,214 @@
+//! The rules and the one function that decides with them ([`evaluate`]). Every rule the gateway
+//! follows is a [`Rule`]: a `[[rule]]` entry as written, a `[[caller]]` entry's `allow` and `deny`
+//! globs (a rule without a condition), and each `[auth] *_scopes` entry a token lacks (a deny).
+//! A rule has a target (callers, items by kind and glob, upstreams, endpoints), an optional
+//! condition and an effect. The combining order: a deny that holds refuses, whatever allows;
+//! otherwise the call is allowed when an allow holds (or when nothing is configured that allows,
+//! see [`super::Grants`]); an allowed call a confirm rule holds for waits for a person. A
+//! condition that cannot be evaluated counts against the call: a deny or confirm holds, an allow
+//! does not. When listing, a condition that needs the call (`request`, `args`, `now`) is
+//! [`Holds::Later`]: such an allow lists the item, such a deny does not hide it.
+
+use super::expr::Condition;
+use super::facts::Facts;
+use super::{Item, Pattern, Strictness, glob};
+use crate::protocol::Kind;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Effect {
+    Allow,
+    Deny,
+    Confirm,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Allow => "allow",
+            Effect::Deny => "deny",
+            Effect::Confirm => "confirm",
+        }
+    }
+}
+
+/// Where a rule comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// A `[[rule]]` entry.
+    Rule,
+    /// A `[[caller]]` entry's `allow` or `deny`.
+    Caller,
+    /// An `[auth] *_scopes` entry the caller's token lacks scopes for.
+    Scope,
+}
+
+/// Every kind of item.
+pub const ALL_KINDS: &[Kind] = &[Kind::Tool, Kind::Prompt, Kind::Resource, Kind::Template, Kind::Skill];
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Rule {
+    pub name: String,
+    pub effect: Effect,
+    pub source: Source,
+    /// Globs on the caller's id or the ids of the `[[caller]]` entries it matched; empty: anyone.
+    callers: Vec<String>,
+    /// Items by kind and glob; empty: every item.
+    items: Vec<(&'static [Kind], Pattern)>,
+    /// Globs on the owning upstream's id; empty: any.
+    upstreams: Vec<String>,
+    /// Globs on the `[[endpoint]]` path (`/` for the root); empty: any.
+    endpoints: Vec<String>,
+    pub when: Option<Arc<Condition>>,
+}
+
+impl Rule {
+    pub fn new(name: impl Into<String>, effect: Effect, source: Source) -> Rule {
+        Rule { name: name.into(), effect, source, callers: Vec::new(), items: Vec::new(), upstreams: Vec::new(), endpoints: Vec::new(), when: None }
+    }
+
+    /// Targets the items of `kinds` matching `patterns` (globs, or `upstream:<id-glob>`).
+    pub fn on(mut self, kinds: &'static [Kind], patterns: &[String]) -> Rule {
+        self.items.extend(patterns.iter().map(|p| (kinds, Pattern::parse(p))));
+        self
+    }
+
+    pub fn for_callers(mut self, callers: &[String]) -> Rule {
+        self.callers = callers.to_vec();
+        self
+    }
+
+    pub fn of_upstreams(mut self, upstreams: &[String]) -> Rule {
+        self.upstreams = upstreams.to_vec();
+        self
+    }
+
+    pub fn at_endpoints(mut self, endpoints: &[String]) -> Rule {
+        self.endpoints = endpoints.to_vec();
+        self
+    }
+
+    pub fn when(mut self, condition: Condition) -> Rule {
+        self.when = Some(Arc::new(condition));
+        self
+    }
+
+    /// Whether the rule is about this caller (its id, or a `[[caller]]` entry it matched).
+    pub fn concerns(&self, id: &str, entries: &[String]) -> bool {
+        self.callers.is_empty() || self.callers.iter().any(|g| glob::matches(g, id) || entries.iter().any(|e| glob::matches(g, e)))
+    }
+
+    /// Whether the rule is about `item` (in canonical form), reached through `endpoint`.
+    pub(super) fn targets(&self, item: &Item, endpoint: Option<&str>) -> bool {
+        let how = if self.effect == Effect::Allow { Strictness::Allow } else { Strictness::Deny };
+        (self.items.is_empty() || self.items.iter().any(|(kinds, p)| kinds.contains(&item.kind) && p.matches(item, how)))
+            && (self.upstreams.is_empty() || self.upstreams.iter().any(|g| glob::matches(g, item.upstream)))
+            && (self.endpoints.is_empty() || self.endpoints.iter().any(|g| glob::matches(g, endpoint.unwrap_or("/"))))
+    }
+
+    /// The same rule with its condition decided true.
+    pub fn decided(&self) -> Rule {
+        Rule { when: None, ..self.clone() }
+    }
+
+    /// Whether the rule names items (a rule naming none is about every item).
+    pub fn names_items(&self) -> bool {
+        !self.items.is_empty()
+    }
+
+    /// Whether the rule only waits on the call to be decided (its condition reads the call).
+    pub fn needs_call(&self) -> bool {
+        self.when.as_ref().is_some_and(|w| w.reads().needs_call())
+    }
+}
+
+/// What became of one rule's condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holds {
+    Yes,
+    No,
+    /// Decided only when the call is made.
+    Later,
+    /// The condition could not be evaluated (why).
+    Failed(String),
+}
+
+/// The decision on one item (a listing) or one call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    pub allowed: bool,
+    /// The deny rule that refused it.
+    pub denied_by: Option<String>,
+    /// The confirm rule that holds for an allowed call.
+    pub confirm_by: Option<String>,
+    /// When refused because no allow held: the allow rules whose conditions said no.
+    pub unmet: Vec<String>,
+}
+
+/// One rule's part in a decision (for `mcpgate policy explain`).
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub rule: String,
+    pub effect: Effect,
+    pub source: Source,
+    pub condition: Option<String>,
+    pub holds: Holds,
+}
+
+/// Decides on `item` (in canonical form) with the rules concerning the caller. `open`: whether
+/// what no rule allows is allowed. `facts.request` is `None` when listing.
+pub(super) fn evaluate(open: bool, rules: &[Arc<Rule>], item: &Item, endpoint: Option<&str>, facts: &Facts<'_>, mut trace: Option<&mut Vec<Step>>) -> Verdict {
+    let listing = facts.request.is_none();
+    let applying: Vec<&Rule> = rules.iter().map(|r| r.as_ref()).filter(|r| r.targets(item, endpoint)).collect();
+    // One context for every condition, holding the union of what they read.
+    let reads = applying.iter().filter_map(|r| r.when.as_ref()).filter(|w| !(listing && w.reads().needs_call())).fold(None, |acc, w| {
+        let r = w.reads();
+        let a: super::expr::Reads = acc.unwrap_or_default();
+        Some(super::expr::Reads {
+            caller: a.caller || r.caller,
+            request: a.request || r.request,
+            tool: a.tool || r.tool,
+            args: a.args || r.args,
+            now: a.now || r.now,
+        })
+    });
+    let ctx = reads.map(|reads| Condition::context(facts, reads));
+    let mut verdict = Verdict { allowed: open, ..Verdict::default() };
+    let mut allowed_by_rule = false;
+    for rule in applying {
+        let holds = match (&rule.when, &ctx) {
+            (None, _) => Holds::Yes,
+            (Some(w), _) if listing && w.reads().needs_call() => Holds::Later,
+            (Some(w), Some(Ok(ctx))) => match w.eval_in(ctx) {
+                Ok(true) => Holds::Yes,
+                Ok(false) => Holds::No,
+                Err(e) => Holds::Failed(e),
+            },
+            (Some(_), Some(Err(e))) => Holds::Failed(e.clone()),
+            (Some(_), None) => Holds::Failed("no facts to evaluate it with".into()),
+        };
+        let counts = matches!(holds, Holds::Yes | Holds::Failed(_));
+        match rule.effect {
+            Effect::Deny if counts && verdict.denied_by.is_none() => verdict.denied_by = Some(rule.name.clone()),
+            Effect::Allow if matches!(holds, Holds::Yes | Holds::Later) => allowed_by_rule = true,
+            Effect::Allow => verdict.unmet.push(rule.name.clone()),
+            Effect::Confirm if counts && verdict.confirm_by.is_none() => verdict.confirm_by = Some(rule.name.clone()),
+            _ => {}
+        }
+        if let Some(t) = trace.as_deref_mut() {
+            let condition = rule.when.as_ref().map(|w| w.source().to_string());
+            t.push(Step { rule: rule.name.clone(), effect: rule.effect, source: rule.source, condition, holds });
+        }
+    }
+    verdict.allowed = (open || allowed_by_rule) && verdict.denied_by.is_none();
+    if !verdict.allowed {
+        verdict.confirm_by = None;
+    }
+    if verdict.allowed || verdict.denied_by.is_some() {
+        verdict.unmet.clear();
+    }
+    verdict
+}
+
+#[cfg(test)]
+mod tests;
