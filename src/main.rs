@@ -324,8 +324,8 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             let gw = Gateway::new(cfg)?;
             gw.refresh_all().await;
             gw.spawn_maintenance();
+            let caller = gw.auth().anonymous().at(endpoint.as_deref());
             let svc: Arc<dyn Service> = gw;
-            let caller = mcpgate::auth::Principal::anonymous().at(endpoint.as_deref());
             mcpgate::server::stdio::serve_as(svc, caller, tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }

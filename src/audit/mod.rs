@@ -35,6 +35,9 @@ pub struct CallRecord {
     pub presented: Option<String>,
     pub upstream: String,
     pub outcome: String,
+    /// The `[[rule]]` that decided a refusal, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     pub duration_ms: u64,
 }
 
@@ -94,7 +97,13 @@ impl Audit {
     /// A request refused before any upstream was involved (unknown or denied, rate limited, no
     /// route, a token not honoured): `outcome` says why.
     pub fn refused(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
-        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-" };
+        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: None };
+        self.emit(&e, outcome, 0, None, false);
+    }
+
+    /// A call a rule refused (or that no rule allowed): the record names the rule.
+    pub fn refused_by_rule(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str, rule: &str) {
+        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: Some(rule) };
         self.emit(&e, outcome, 0, None, false);
     }
 
@@ -145,6 +154,7 @@ impl Audit {
             presented: presented.map(|p| p.into_owned()),
             upstream: e.upstream.to_string(),
             outcome: outcome.to_string(),
+            rule: e.rule.map(str::to_string),
             duration_ms,
         };
         if self.export.active() {
@@ -173,6 +183,8 @@ struct Fields<'a> {
     item: &'a str,
     presented: Option<&'a str>,
     upstream: &'a str,
+    /// The rule that decided (refusals by a rule).
+    rule: Option<&'a str>,
 }
 
 fn now_ms() -> u64 {
@@ -202,6 +214,7 @@ impl Entry {
             item: &self.item,
             presented: self.presented.as_deref(),
             upstream: &self.upstream,
+            rule: None,
         }
     }
 }
@@ -288,7 +301,11 @@ impl Drop for Pending {
 /// quotes wherever a logfmt reader could take them for more than one value
 /// (`telemetry::logfmt`).
 fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
-    let Fields { caller, endpoint, method, item, presented, upstream } = *e;
+    let Fields { caller, endpoint, method, item, presented, upstream, rule } = *e;
+    if let Some(rule) = rule {
+        tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, rule, duration_ms, "audit");
+        return;
+    }
     match (arguments, presented) {
         (Some(args), _) => tracing::info!(
             target: "mcpgate::audit",

@@ -14,6 +14,8 @@ use crate::config::auth::{AuthConfig, AuthMode, CallerConfig};
 use crate::config::limits::Rate;
 use crate::net::HttpClient;
 use crate::policy::Grants;
+use crate::policy::facts::CallerFacts;
+use crate::policy::rules::{ALL_KINDS, Effect, Rule, Source};
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use std::sync::Arc;
@@ -67,7 +69,7 @@ impl Principal {
         if self.endpoint.as_deref() == path {
             return self;
         }
-        Arc::new(Principal { endpoint: path.map(Arc::from), ..(*self).clone() })
+        Arc::new(Principal { endpoint: path.map(Arc::from), grants: self.grants.at(path), ..(*self).clone() })
     }
 
     pub fn has_scopes(&self, needed: &[String]) -> bool {
@@ -93,6 +95,12 @@ pub struct Authenticator {
     /// Each JWT caller's latest validated token and its expiry, kept (in memory only) when an
     /// upstream exchanges it for a token of its own (RFC 8693); never logged.
     subjects: Option<std::sync::Mutex<std::collections::HashMap<String, (String, u64)>>>,
+    /// Each `[[caller]]` entry's `allow` and `deny` globs as rules, by entry.
+    caller_rules: Vec<Vec<Arc<Rule>>>,
+    /// The `[[rule]]`s.
+    rules: Vec<Arc<Rule>>,
+    /// Whether what no rule allows is allowed: no `[[caller]]` and no allowing `[[rule]]`.
+    open: bool,
 }
 
 /// The most subject tokens kept for token exchange.
@@ -103,7 +111,27 @@ impl Authenticator {
         let jwt = cfg.auth.jwt.as_ref().map(|j| jwt::JwtVerifier::new(j.clone(), client));
         let exchanges = cfg.upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| a.exchange));
         let subjects = (exchanges && cfg.auth.mode == AuthMode::Jwt).then(Default::default);
-        Authenticator { mode: cfg.auth.mode, config: cfg.auth.clone(), callers: cfg.callers.clone(), jwt, subjects }
+        let caller_rules = cfg.callers.iter().map(caller_rules).collect();
+        let open = cfg.callers.is_empty() && !cfg.rules.iter().any(|r| r.effect == Effect::Allow);
+        Authenticator { mode: cfg.auth.mode, config: cfg.auth.clone(), callers: cfg.callers.clone(), jwt, subjects, caller_rules, rules: cfg.rules.clone(), open }
+    }
+
+    /// The grants of caller `id`, who matched the `[[caller]]` entries `matched` (indices).
+    fn grants(&self, id: &str, matched: &[usize], claims: Value, scopes: &[String]) -> Grants {
+        let entries: Vec<String> = matched.iter().filter_map(|&i| self.callers.get(i)).map(|c| c.id.clone()).collect();
+        let own = matched.iter().filter_map(|&i| self.caller_rules.get(i)).flatten().cloned();
+        let general = self.rules.iter().filter(|r| r.concerns(id, &entries)).cloned();
+        let facts = Arc::new(CallerFacts::new(id, &entries, claims, scopes));
+        Grants::new(self.open, own.chain(general), facts)
+    }
+
+    /// Who calls where no credential is asked for (`[auth] mode = "none"`, the local stdio client).
+    pub fn anonymous(&self) -> Arc<Principal> {
+        let p = Principal::anonymous();
+        if self.rules.is_empty() {
+            return p;
+        }
+        Arc::new(Principal { grants: self.grants(&p.id, &[], Value::Object(Default::default()), &[]), ..(*p).clone() })
     }
 
     /// The latest validated token of JWT caller `id`, while it is unexpired (for token exchange).
@@ -145,13 +173,13 @@ impl Authenticator {
 
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, AuthError> {
         if self.mode == AuthMode::None {
-            return Ok(Principal::anonymous());
+            return Ok(self.anonymous());
         }
         let token = bearer(headers).ok_or(AuthError::Missing)?;
         let principal = match self.mode {
             AuthMode::ApiKey => self.api_key(token)?,
             AuthMode::Jwt => self.jwt(token).await?,
-            AuthMode::None => return Ok(Principal::anonymous()),
+            AuthMode::None => return Ok(self.anonymous()),
         };
         if !principal.has_scopes(&self.config.required_scopes) && self.mode == AuthMode::Jwt {
             return Err(AuthError::InsufficientScope(self.config.required_scopes.clone()));
@@ -163,18 +191,19 @@ impl Authenticator {
         let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.as_bytes());
         // Compare against every key, in constant time each, so timing tells nothing.
         let mut found = None;
-        for c in &self.callers {
+        for (i, c) in self.callers.iter().enumerate() {
             if let Some(h) = &c.key_sha256
                 && aws_lc_rs::constant_time::verify_slices_are_equal(h, digest.as_ref()).is_ok()
             {
-                found = Some(c);
+                found = Some(i);
             }
         }
-        let c = found.ok_or_else(|| AuthError::Unauthorized("unknown API key".into()))?;
+        let index = found.ok_or_else(|| AuthError::Unauthorized("unknown API key".into()))?;
+        let c = self.callers.get(index).ok_or_else(|| AuthError::Unauthorized("unknown API key".into()))?;
         Ok(Principal {
             id: c.id.clone(),
             rules: vec![c.id.clone()],
-            grants: Grants::from_rules([(c.allow.as_slice(), c.deny.as_slice())]),
+            grants: self.grants(&c.id, &[index], Value::Object(Default::default()), &[]),
             scopes: Vec::new(),
             rate: c.rate_limit,
             endpoint: None,
@@ -185,22 +214,28 @@ impl Authenticator {
     async fn jwt(&self, token: &str) -> Result<Principal, AuthError> {
         let verifier = self.jwt.as_ref().ok_or_else(|| AuthError::Unauthorized("JWT authentication is not configured".into()))?;
         let claims = verifier.verify(token).await.map_err(|e| AuthError::Unauthorized(e.to_string()))?;
+        let mut principal = self.from_claims(&claims, verifier.subject_claim())?;
+        self.keep_subject(&principal.id, token, &claims);
+        principal.subject_token = self.subjects.as_ref().map(|_| SubjectToken(Arc::from(token)));
+        Ok(principal)
+    }
+
+    /// The caller a validated token with `claims` is: its subject (the `subject_claim`), the
+    /// `[[caller]]` entries it matches, its scopes and grants. `mcpgate policy explain` asks it too.
+    pub fn from_claims(&self, claims: &Value, subject_claim: &str) -> Result<Principal, AuthError> {
         // A token must name its bearer: without one, every such token would share one identity
         // (legacy sessions, rate limits, logs). Tokens naming the client elsewhere (`client_id`,
         // `azp`) are accepted by setting `[auth] subject_claim` to that claim.
-        let subject = match claims.get(verifier.subject_claim()) {
+        let subject = match claims.get(subject_claim) {
             Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
             // A numeric id (`uid`, `user_id`) names its bearer as well as a string.
             Some(Value::Number(n)) => n.to_string(),
-            _ => return Err(AuthError::Unauthorized(format!("the token has no `{}` claim naming its subject", verifier.subject_claim()))),
+            _ => return Err(AuthError::Unauthorized(format!("the token has no `{subject_claim}` claim naming its subject"))),
         };
-        let scopes = token_scopes(&claims);
-        let matched: Vec<&CallerConfig> = self.callers.iter().filter(|c| caller_matches(c, &subject, &claims, &scopes)).collect();
-        let mut grants = if self.callers.is_empty() {
-            Grants::unrestricted()
-        } else {
-            Grants::from_rules(matched.iter().map(|c| (c.allow.as_slice(), c.deny.as_slice())))
-        };
+        let scopes = token_scopes(claims);
+        let indices: Vec<usize> = (0..self.callers.len()).filter(|&i| caller_matches(&self.callers[i], &subject, claims, &scopes)).collect();
+        let matched: Vec<&CallerConfig> = indices.iter().filter_map(|&i| self.callers.get(i)).collect();
+        let mut grants = self.grants(&subject, &indices, claims.clone(), &scopes);
         for (kinds, table) in self.scope_tables() {
             for (pattern, needed) in table {
                 if !needed.iter().all(|s| scopes.contains(s)) {
@@ -209,17 +244,16 @@ impl Authenticator {
             }
         }
         let rate = matched.iter().find_map(|c| c.rate_limit);
-        self.keep_subject(&subject, token, &claims);
-        let subject_token = self.subjects.as_ref().map(|_| SubjectToken(Arc::from(token)));
-        Ok(Principal {
-            id: subject,
-            rules: matched.iter().map(|c| c.id.clone()).collect(),
-            grants,
-            scopes,
-            rate,
-            endpoint: None,
-            subject_token,
-        })
+        Ok(Principal { id: subject, rules: matched.iter().map(|c| c.id.clone()).collect(), grants, scopes, rate, endpoint: None, subject_token: None })
+    }
+
+    /// The caller `[[caller]]` entry `id` describes on its own, as its API key would be (the
+    /// console's "view as", `mcpgate policy explain`).
+    pub fn as_entry(&self, id: &str) -> Option<Principal> {
+        let index = self.callers.iter().position(|c| c.id == id)?;
+        let c = self.callers.get(index)?;
+        let grants = self.grants(id, &[index], Value::Object(Default::default()), &[]);
+        Some(Principal { id: id.to_string(), rules: vec![id.to_string()], grants, scopes: Vec::new(), rate: c.rate_limit, endpoint: None, subject_token: None })
     }
 
     /// Each scope table with the kinds of item it covers.
@@ -269,6 +303,13 @@ impl Authenticator {
             ),
         }
     }
+}
+
+/// A `[[caller]]` entry's globs as rules of the engine.
+fn caller_rules(c: &CallerConfig) -> Vec<Arc<Rule>> {
+    let allow = Rule::new(format!("caller {} allow", c.id), Effect::Allow, Source::Caller).on(ALL_KINDS, &c.allow);
+    let deny = Rule::new(format!("caller {} deny", c.id), Effect::Deny, Source::Caller).on(ALL_KINDS, &c.deny);
+    [allow, deny].into_iter().filter(Rule::names_items).map(Arc::new).collect()
 }
 
 fn quote_safe(s: &str) -> String {

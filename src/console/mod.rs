@@ -9,7 +9,6 @@
 use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::gateway::Gateway;
-use crate::policy::Grants;
 use crate::upstream::Status;
 use serde_json::{Value, json};
 
@@ -132,9 +131,7 @@ pub fn tokens(gw: &Gateway, caller: Option<&str>) -> Value {
 /// What `[[caller]]` `id` may see, exactly as its policy decides for lists (`kind:name` keys):
 /// `None` for an unknown caller.
 pub fn view_as(gw: &Gateway, id: &str) -> Option<Value> {
-    let cfg = gw.config();
-    let caller = cfg.callers.iter().find(|c| c.id == id)?;
-    let grants = Grants::from_rules([(caller.allow.as_slice(), caller.deny.as_slice())]);
+    let grants = gw.auth().as_entry(id)?.grants;
     let cat = gw.catalog();
     let id_of = |i: usize| gw.upstream_id(i);
     let mut visible = Vec::new();

@@ -6,6 +6,7 @@
 //! forwarded (`forward::forward`), where the result side (redaction, recording) runs.
 
 use super::bare::{self, Bare};
+use super::decide::Subject;
 use super::forward::{Named, check_arguments, forward, needs_scope, string_param};
 use super::refusal::{self, Refusal, Resolved};
 use super::{Request, Served};
@@ -26,6 +27,8 @@ pub enum Step {
     Admit,
     /// The arguments' shape, a virtual endpoint's fixed arguments, `Mcp-Param-*` headers.
     Arguments,
+    /// The policy's rules over what only the call tells: its arguments, the request, the clock.
+    Decide,
     /// The arguments against the upstream's `inputSchema`.
     Validate,
     /// A person's confirmation, when a `[[confirm]]` rule names the call.
@@ -37,7 +40,7 @@ pub enum Step {
 }
 
 /// The chain of `tools/call`, in order. Then `forward`.
-pub const TOOLS_CALL: &[Step] = &[Step::Resolve, Step::Admit, Step::Arguments, Step::Validate, Step::Confirm, Step::Quota, Step::Route];
+pub const TOOLS_CALL: &[Step] = &[Step::Resolve, Step::Admit, Step::Arguments, Step::Decide, Step::Validate, Step::Confirm, Step::Quota, Step::Route];
 
 /// One `tools/call` on its way through the chain: the request, and what the steps produced.
 pub struct ToolCall<'g> {
@@ -51,6 +54,8 @@ pub struct ToolCall<'g> {
     args: Value,
     /// The digest of what a person confirmed.
     confirmed: Option<String>,
+    /// The `[[rule]]` asking a person to confirm the call.
+    confirm_rule: Option<String>,
     endpoint: Option<usize>,
 }
 
@@ -66,7 +71,7 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
         Err(e) => return Reply::error(e),
     };
     let id_of = |i: usize| gw.upstream_id(i);
-    let mut call = ToolCall { req, id_of: &id_of, name, tool: None, args: Value::Null, confirmed: None, endpoint: None };
+    let mut call = ToolCall { req, id_of: &id_of, name, tool: None, args: Value::Null, confirmed: None, confirm_rule: None, endpoint: None };
     for step in TOOLS_CALL {
         if let Err(why) = run(*step, gw, &mut call).await {
             let tool = call.tool.map(|t| Resolved { canonical: t.policy_name(), upstream: t.upstream });
@@ -84,6 +89,7 @@ async fn run<'g>(step: Step, gw: &'g Served<'_>, call: &mut ToolCall<'g>) -> Res
         Step::Resolve => resolve(gw, call),
         Step::Admit => admit(gw, call).await,
         Step::Arguments => arguments(call),
+        Step::Decide => decide(gw, call),
         Step::Validate => validate(gw, call).await,
         Step::Confirm => confirm(gw, call).await,
         Step::Quota => quota(gw, call).await,
@@ -178,6 +184,15 @@ fn arguments(call: &mut ToolCall<'_>) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// The rules that need the call decide it (the arguments as they will be forwarded).
+fn decide(gw: &Served<'_>, call: &mut ToolCall<'_>) -> Result<(), Refusal> {
+    let tool = call.tool()?;
+    let subject = Subject { kind: Kind::Tool, name: tool.policy_name(), upstream: gw.upstream_id(tool.upstream), json: Some(tool.json.get()) };
+    let args = (!call.args.is_null()).then_some(&call.args);
+    call.confirm_rule = super::decide::decide(gw, &call.req, &subject, args)?;
+    Ok(())
+}
+
 /// The arguments fit the upstream's own schema, or the call goes nowhere. They are checked as
 /// they would be forwarded (read now if they passed through unread so far).
 async fn validate(gw: &Served<'_>, call: &mut ToolCall<'_>) -> Result<(), Refusal> {
@@ -203,7 +218,7 @@ async fn validate(gw: &Served<'_>, call: &mut ToolCall<'_>) -> Result<(), Refusa
 /// A call a rule names waits for a person's confirmation.
 async fn confirm(gw: &Served<'_>, call: &mut ToolCall<'_>) -> Result<(), Refusal> {
     let tool = call.tool()?;
-    match super::confirm::check(gw, &mut call.req, tool, gw.upstream_id(tool.upstream)).await {
+    match super::confirm::check(gw, &mut call.req, tool, gw.upstream_id(tool.upstream), call.confirm_rule.as_deref()).await {
         super::confirm::Verdict::Free => Ok(()),
         super::confirm::Verdict::Confirmed(digest) => {
             call.confirmed = Some(digest);
@@ -247,11 +262,13 @@ mod tests {
     #[test]
     fn every_step_runs_once_in_the_declared_order() {
         use Step::*;
-        assert_eq!(TOOLS_CALL, &[Resolve, Admit, Arguments, Validate, Confirm, Quota, Route]);
+        assert_eq!(TOOLS_CALL, &[Resolve, Admit, Arguments, Decide, Validate, Confirm, Quota, Route]);
         // The tool is known before anything is decided on it.
         assert_eq!(at(Resolve), 0);
         // A call refused for its arguments, or one a person has not confirmed, spends no quota.
         assert!(at(Arguments) < at(Quota) && at(Validate) < at(Quota) && at(Confirm) < at(Quota));
+        // The rules see the arguments as they will be forwarded, and a refused call asks no one.
+        assert!(at(Arguments) < at(Decide) && at(Decide) < at(Confirm) && at(Decide) < at(Quota));
         // A rate limit is checked before the arguments are read; the route is the last step.
         assert!(at(Admit) < at(Arguments));
         assert_eq!(at(Route), TOOLS_CALL.len() - 1);

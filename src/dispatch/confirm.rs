@@ -84,9 +84,18 @@ fn arguments_text(params: &RawObject) -> &str {
     }
 }
 
-/// Decides on a call of `tool` (its arguments are read from `req` as they would be forwarded).
-pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &str) -> Verdict {
-    let Some(rule) = rule_for(&gw.config.confirms, tool) else { return Verdict::Free };
+/// Decides on a call of `tool` (its arguments are read from `req` as they would be forwarded);
+/// `by_rule`: a `[[rule]]` with `effect = "confirm"` that holds for the call.
+pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &str, by_rule: Option<&str>) -> Verdict {
+    let named;
+    let rule = match (rule_for(&gw.config.confirms, tool), by_rule) {
+        (Some(rule), _) => rule,
+        (None, Some(name)) => {
+            named = ConfirmRule { tools: Vec::new(), destructive: false, message: None, label: format!("[[rule]] {name:?}") };
+            &named
+        }
+        (None, None) => return Verdict::Free,
+    };
     let args = arguments_text(&req.params);
     let (Ok(canonical), Ok(shown)) = (exact::canonical(args), exact::pretty(args)) else {
         return Verdict::Answer(Box::new(Reply::error(RpcError::invalid_params("tools/call arguments must be an object"))));

@@ -7,6 +7,7 @@ mod bare;
 mod chain;
 mod confirm;
 mod consent;
+mod decide;
 mod discover;
 mod extensions;
 mod forward;

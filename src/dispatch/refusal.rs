@@ -40,6 +40,11 @@ pub enum Refusal {
     InvalidArguments(ArgRefusal),
     /// No endpoint of the upstream takes a call with these mirrored values.
     NoRoute { upstream: String, why: String },
+    /// A `[[rule]]` decided against the call with what only the call tells (its arguments, the
+    /// request, the clock): `rule` is the deny rule that held, or, when `allowed_by_none`, the
+    /// allow rules that did not. A tool call reads a tool error naming it; a prompt get or a
+    /// resource read an invalid-params error.
+    ByRule { rule: String, allowed_by_none: bool, tool: bool },
 }
 
 impl Refusal {
@@ -56,6 +61,8 @@ impl Refusal {
             Refusal::InvalidArguments(ArgRefusal::TooCostly(_)) => "arguments_too_costly",
             Refusal::InvalidArguments(_) => "invalid_arguments",
             Refusal::NoRoute { .. } => "no_route",
+            Refusal::ByRule { allowed_by_none: false, .. } => "denied_by_rule",
+            Refusal::ByRule { allowed_by_none: true, .. } => "not_allowed_by_rule",
         })
     }
 
@@ -71,6 +78,17 @@ impl Refusal {
             Refusal::Answered(reply) => return *reply,
             Refusal::NoRoute { upstream, why } => {
                 return Reply::Single(super::tool_text(&format!("Upstream '{upstream}' cannot take this call: {why}"), true));
+            }
+            Refusal::ByRule { rule, allowed_by_none, tool } => {
+                let text = match (allowed_by_none, rule.is_empty()) {
+                    (false, _) => format!("The gateway's policy refused this call of {name}: rule '{rule}'."),
+                    (true, true) => format!("The gateway's policy allows no call of {name} like this one."),
+                    (true, false) => format!("The gateway's policy allows no call of {name} like this one: rule '{rule}' does not hold for it."),
+                };
+                if tool {
+                    return Reply::Single(super::tool_text(&text, true));
+                }
+                RpcError::invalid_params(text)
             }
             Refusal::AmbiguousBareName { kind, candidates } => bare::ambiguous(kind, name, &candidates),
             Refusal::UnknownOrDenied | Refusal::HeldByPin => RpcError::unknown_tool(name),
@@ -111,6 +129,10 @@ pub fn answer(gw: &Served<'_>, req: &Request, item: &str, tool: Option<Resolved<
             gw.audit.limited(&entry, reason);
             gw.metrics.refused(reason);
             gw.metrics.tool_call(tool.canonical, req.caller.rules.first().map(String::as_str), reason);
+        }
+        (Some(reason), _) if let Refusal::ByRule { rule, .. } = &refusal => {
+            gw.audit.refused_by_rule(&req.caller.id, endpoint, req.method.as_str(), item, reason, rule);
+            gw.metrics.refused(reason);
         }
         (Some(reason), _) => {
             gw.audit.refused(&req.caller.id, endpoint, req.method.as_str(), item, reason);

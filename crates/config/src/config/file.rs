@@ -20,6 +20,8 @@ pub struct FileConfig {
     pub callers: Vec<super::auth::CallerSection>,
     #[serde(default, rename = "rate_limit")]
     pub rate_limits: Vec<super::limits::RateLimitSection>,
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<super::rules::RuleSection>,
     #[serde(default, rename = "confirm")]
     pub confirms: Vec<super::guard::ConfirmSection>,
     #[serde(default)]

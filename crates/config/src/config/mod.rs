@@ -10,6 +10,7 @@ mod file;
 pub mod guard;
 pub mod identity;
 pub mod limits;
+pub mod rules;
 mod tls;
 mod upstream;
 pub mod usage;
@@ -39,6 +40,8 @@ pub struct Config {
     pub auth: auth::AuthConfig,
     pub callers: Vec<auth::CallerConfig>,
     pub rate_limits: Vec<limits::ToolRateLimit>,
+    /// `[[rule]]`s, in file order: policy as code.
+    pub rules: Vec<std::sync::Arc<crate::policy::rules::Rule>>,
     /// Calls a person must confirm (`[[confirm]]`).
     pub confirms: Vec<guard::ConfirmRule>,
     /// Pinned tool definitions (`[pins]`, and each upstream's `pin`).
@@ -296,6 +299,7 @@ impl Config {
         let usage_cfg = usage::resolve_usage(&at, file.usage, &base_dir)?;
         let audit = usage::resolve_audit(&at, file.audit, &base_dir)?;
         let confirms = guard::resolve(&at, file.confirms)?;
+        let rules = rules::resolve(&at, file.rules, &server.path)?;
         let pins = guard::resolve_pins(&at, file.pins, &base_dir)?;
         let secrets = std::sync::Arc::new(guard::resolve_secrets(&at, file.secrets)?);
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
@@ -320,6 +324,7 @@ impl Config {
             auth,
             callers,
             rate_limits,
+            rules,
             confirms,
             pins,
             secrets,

@@ -166,6 +166,11 @@ impl Grants {
         self.rules.iter().any(|r| r.needs_call() || r.effect == Effect::Confirm)
     }
 
+    /// Whether any condition reads the call's arguments.
+    pub fn reads_arguments(&self) -> bool {
+        self.rules.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().args))
+    }
+
     /// Whether any condition reads the caller (then its facts are part of what the grants are).
     fn reads_caller(&self) -> bool {
         self.rules.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().caller))

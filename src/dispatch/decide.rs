@@ -1,0 +1,89 @@
+//! The policy decision on one call, with what only the call tells: the request, the arguments
+//! and the clock (`policy::Grants::decide`). Lists and lookups have already decided everything
+//! the caller and the item alone decide (`catalog::view`); this step decides the rest, with the
+//! same rules through the same function, for tool calls, prompt gets, resource reads and
+//! completions alike. A refusal names the rule; a `confirm` rule that holds is handed to the
+//! confirmation step. The arguments are read only when a rule that concerns the call reads them.
+
+use super::refusal::Refusal;
+use super::{Request, Served};
+use crate::catalog::Kind;
+use crate::policy::Item;
+use crate::policy::facts::{Facts, RequestFacts};
+use crate::protocol::keys;
+use serde_json::Value;
+use std::sync::OnceLock;
+
+/// The environment variable that fixes the clock rules read as `now` (RFC 3339, or seconds since
+/// the epoch): for tests of time rules; unset in production.
+pub const CLOCK_ENV: &str = "MCPGATE_POLICY_NOW";
+
+/// The seconds since the epoch rules see as `now`.
+pub fn now() -> u64 {
+    static FIXED: OnceLock<Option<u64>> = OnceLock::new();
+    let fixed = FIXED.get_or_init(|| std::env::var(CLOCK_ENV).ok().and_then(|v| parse_time(&v)));
+    fixed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+}
+
+/// A time as RFC 3339 (`2026-12-03T10:00:00Z`) or seconds since the epoch.
+pub fn parse_time(text: &str) -> Option<u64> {
+    let text = text.trim();
+    text.parse::<u64>().ok().or_else(|| {
+        humantime::parse_rfc3339_weak(text).ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs())
+    })
+}
+
+/// The item a call is about, as the rules see it.
+pub struct Subject<'a> {
+    pub kind: Kind,
+    /// Its catalogue name (tools, prompts) or gateway URI (resources).
+    pub name: &'a str,
+    pub upstream: &'a str,
+    /// Its definition (a tool's, with its annotations).
+    pub json: Option<&'a str>,
+}
+
+/// Decides on `req` for `subject`: `Ok(Some(rule))` when a confirm rule holds. `args` are the
+/// call's arguments when already read (`None`: read from `params.arguments` if a rule needs them).
+pub fn decide(gw: &Served<'_>, req: &Request, subject: &Subject<'_>, args: Option<&Value>) -> Result<Option<String>, Refusal> {
+    let grants = &req.caller.grants;
+    if !grants.decides_calls() {
+        return Ok(None);
+    }
+    let read;
+    let args = match args {
+        Some(a) if !a.is_null() => Some(a),
+        _ if grants.reads_arguments() => {
+            read = req.params.get("arguments").and_then(|raw| raw.parse::<Value>().ok());
+            read.as_ref()
+        }
+        _ => None,
+    };
+    let client = match &req.legacy {
+        Some(session) => Some(&session.info),
+        None => req.meta.fields.get(keys::CLIENT_INFO),
+    };
+    let era = match &req.legacy {
+        Some(session) => session.version.as_str(),
+        None => req.meta.protocol_version.as_str(),
+    };
+    let request = RequestFacts {
+        method: req.method.as_str(),
+        name: subject.name,
+        upstream: subject.upstream,
+        endpoint: req.caller.endpoint.as_deref().unwrap_or(&gw.config.server.path),
+        era,
+        client,
+    };
+    let facts = Facts { caller: grants.caller(), request: Some(&request), item: subject.json, args, now: Some(now()) };
+    let item = Item { kind: subject.kind, name: subject.name, upstream: subject.upstream, json: subject.json };
+    let verdict = grants.decide(&item, &facts, None);
+    if let Some(rule) = verdict.denied_by {
+        return Err(Refusal::ByRule { rule, allowed_by_none: false, tool: subject.kind == Kind::Tool });
+    }
+    if !verdict.allowed {
+        let rule = verdict.unmet.join(", ");
+        return Err(Refusal::ByRule { rule, allowed_by_none: true, tool: subject.kind == Kind::Tool });
+    }
+    Ok(verdict.confirm_by)
+}
