@@ -16,6 +16,7 @@ pub mod cli;
 pub mod console;
 pub mod demo;
 pub mod dispatch;
+pub mod explain;
 pub mod gateway;
 pub mod hub;
 pub mod identity;

@@ -64,6 +64,54 @@ enum TokensAction {
 }
 
 #[derive(Subcommand)]
+enum PolicyAction {
+    /// The decision on one call: allow, confirm, deny (listed, this call refused) or hidden
+    /// (not listed); exits 0 for allow and confirm, 3 otherwise.
+    Explain {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: PathBuf,
+        /// A `[[caller]]` id (API keys) or a token's subject (JWT).
+        #[arg(long)]
+        caller: String,
+        /// The token's claims, as JSON (JWT callers).
+        #[arg(long, value_parser = json_arg)]
+        claims: Option<serde_json::Value>,
+        #[arg(long, group = "item")]
+        tool: Option<String>,
+        #[arg(long, group = "item")]
+        prompt: Option<String>,
+        #[arg(long, group = "item")]
+        resource: Option<String>,
+        /// The call's arguments, as JSON.
+        #[arg(long, value_parser = json_arg)]
+        args: Option<serde_json::Value>,
+        /// The item's annotations as its upstream lists them, as JSON.
+        #[arg(long, value_parser = json_arg)]
+        annotations: Option<serde_json::Value>,
+        /// The endpoint path the call comes through (default: the root).
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// The time of the call (RFC 3339; default: now).
+        #[arg(long)]
+        now: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs a TOML file of `[[case]]`s (each a call and `expect = "allow" | "confirm" | "deny" |
+    /// "hidden"`); exits 1 when one decides otherwise.
+    Test {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: PathBuf,
+        cases: PathBuf,
+    },
+}
+
+fn json_arg(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Run the gateway.
     Run {
@@ -93,6 +141,12 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Ask the policy: `explain` one call's decision with each rule's part, or `test` a table of
+    /// expected decisions (for CI). Only the configuration is read; no upstream is contacted.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
     },
     /// Tell a running gateway to reload its configuration (sends SIGHUP; the gateway logs what
     /// changed, or why it kept the configuration in effect).
@@ -307,6 +361,15 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
         Command::Usage { config, caller, tool, since, json } => {
             let cfg = mcpgate::boot::load(&config, None)?;
             mcpgate::cli::usage(&cfg, mcpgate::usage::query::Query { caller, tool, since }, json).await
+        }
+        Command::Policy { action: PolicyAction::Explain { config, caller, claims, tool, prompt, resource, args, annotations, endpoint, now, json } } => {
+            let cfg = mcpgate::boot::load(&config, None)?;
+            let case = mcpgate::explain::Case { caller, claims, tool, prompt, resource, args, annotations, endpoint, now, ..Default::default() };
+            mcpgate::explain::explain(&cfg, &case, json)
+        }
+        Command::Policy { action: PolicyAction::Test { config, cases } } => {
+            let cfg = mcpgate::boot::load(&config, None)?;
+            mcpgate::explain::test(&cfg, &cases)
         }
         Command::Reload { pid_file, pid } => mcpgate::cli::reload(pid_file.as_deref(), pid),
         Command::Stdio { config, endpoint } => {

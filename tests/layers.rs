@@ -18,7 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("5 upstreams, authentication, per-user identity, telemetry", &["upstream", "auth", "identity", "telemetry"]),
     ("6 core: gateway state, the pipeline, the change hub, limits, audit", &["audit", "usage", "hub", "ratelimit", "gateway", "dispatch"]),
     ("7 edges: HTTP, legacy sessions, stdio, console, the demo server", &["server", "console", "demo"]),
-    ("8 commands", &["check", "import", "cli", "boot"]),
+    ("8 commands", &["check", "import", "cli", "boot", "explain"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -5,6 +5,7 @@
 //! exactly like a missing one; every forwarded request is audited. The item's name or URI is
 //! rewritten to the upstream's own; everything else passes through.
 
+use super::decide::{Subject, decide};
 use super::Served;
 use super::bare::{self, Bare};
 use super::refusal::{self, Refusal};
@@ -261,14 +262,17 @@ pub async fn get_prompt(gw: &Served<'_>, req: Request) -> Reply {
         Err(e) => return Reply::error(e),
     };
     let id_of = |i: usize| gw.upstream_id(i);
-    let Some((upstream, original)) =
-        view::find(&gw.view, Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone()))
-    else {
+    let Some(prompt) = view::find(&gw.view, Kind::Prompt, &name, &req.caller.grants, &id_of) else {
         if let Some(e) = needs_scope(gw, &req, Kind::Prompt, &name) {
             return refusal::answer(gw, &req, &name, None, Refusal::InsufficientScope(e));
         }
         return Reply::error(RpcError::invalid_params(format!("Unknown prompt: {name}")));
     };
+    let (upstream, original) = (prompt.upstream, prompt.original.clone());
+    let subject = Subject { kind: Kind::Prompt, name: prompt.policy_name(), upstream: gw.upstream_id(upstream), json: Some(prompt.json.get()) };
+    if let Err(why) = decide(gw, &req, &subject, None) {
+        return refusal::answer(gw, &req, &name, None, why);
+    }
     forward(gw, upstream, req, Named::same(&name), Some(("name", &original)), Vec::new(), None).await
 }
 
@@ -341,6 +345,11 @@ pub async fn read_resource(gw: &Served<'_>, req: Request) -> Reply {
         }
         return refusal::answer(gw, &req, &canonical_uri(&uri), None, Refusal::UnknownResource(uri));
     };
+    let canonical = canonical_uri(&uri);
+    let subject = Subject { kind: Kind::Resource, name: &canonical, upstream: gw.upstream_id(upstream), json: None };
+    if let Err(why) = decide(gw, &req, &subject, None) {
+        return refusal::answer(gw, &req, &canonical, None, why);
+    }
     // A skill's file is checked against what the skill's listing promised.
     let check = super::skills::promise(gw, &req, upstream, &uri).map(|p| super::skills::Check::new(&req, p));
     // Audited (and bound to any request state) under the URI that was decided on.
@@ -372,6 +381,11 @@ pub async fn complete(gw: &Served<'_>, mut req: Request) -> Reply {
     let Some((upstream, original, item)) = target else {
         return Reply::error(RpcError::invalid_params("Unknown completion reference"));
     };
+    let item_kind = if key == "name" { Kind::Prompt } else { Kind::Resource };
+    let subject = Subject { kind: item_kind, name: &item, upstream: gw.upstream_id(upstream), json: None };
+    if let Err(why) = decide(gw, &req, &subject, None) {
+        return refusal::answer(gw, &req, &item, None, why);
+    }
     if reference.set_json(key, &original).is_err() || req.params.set_json("ref", &reference).is_err() {
         return Reply::error(RpcError::internal("cannot rewrite the completion reference"));
     }

@@ -7,7 +7,7 @@ mod bare;
 mod chain;
 mod confirm;
 mod consent;
-mod decide;
+pub mod decide;
 mod discover;
 mod extensions;
 mod forward;
