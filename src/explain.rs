@@ -93,7 +93,9 @@ pub fn decide(cfg: &Config, auth: &Authenticator, case: &Case) -> Result<Decisio
     let separator = &cfg.catalog.names.separator;
     let upstream = match &case.upstream {
         Some(u) => u.clone(),
-        None if kind == Kind::Resource => name.split_once("://").map_or("", |(scheme, _)| scheme.split('+').next().unwrap_or("")).to_string(),
+        None if kind == Kind::Resource => {
+            name.split_once("://").map_or("", |(scheme, _)| scheme.split('+').next().unwrap_or("")).to_string()
+        }
         None => name.split_once(separator.as_str()).map_or("", |(prefix, _)| prefix).to_string(),
     };
     let principal = principal(auth, cfg, case)?;
@@ -103,7 +105,8 @@ pub fn decide(cfg: &Config, auth: &Authenticator, case: &Case) -> Result<Decisio
     let item = Item { kind, name, upstream: &upstream, json: Some(&definition) };
     if !allows(&grants, &item) {
         let steps = trace(&grants, &item, &Facts::listing(grants.caller(), item.json));
-        let rule = steps.iter().find(|s| s.effect == Effect::Deny && matches!(s.holds, Holds::Yes | Holds::Failed(_))).map(|s| s.rule.clone());
+        let rule =
+            steps.iter().find(|s| s.effect == Effect::Deny && matches!(s.holds, Holds::Yes | Holds::Failed(_))).map(|s| s.rule.clone());
         return Ok(Decision { outcome: "hidden", rule, steps });
     }
     let now = match &case.now {
@@ -116,7 +119,14 @@ pub fn decide(cfg: &Config, auth: &Authenticator, case: &Case) -> Result<Decisio
         _ => "resources/read",
     };
     let era = case.era.as_deref().unwrap_or(crate::protocol::MODERN_VERSION);
-    let request = RequestFacts { method, name, upstream: &upstream, endpoint: case.endpoint.as_deref().unwrap_or(&cfg.server.path), era, client: None };
+    let request = RequestFacts {
+        method,
+        name,
+        upstream: &upstream,
+        endpoint: case.endpoint.as_deref().unwrap_or(&cfg.server.path),
+        era,
+        client: None,
+    };
     let args = case.args.clone().unwrap_or_else(|| json!({}));
     let facts = Facts { caller: grants.caller(), request: Some(&request), item: item.json, args: Some(&args), now: Some(now) };
     let mut steps = Vec::new();
@@ -169,7 +179,8 @@ pub fn explain(cfg: &Config, case: &Case, json_out: bool) -> anyhow::Result<std:
     let auth = Authenticator::new(cfg, crate::net::HttpClients::new().detached());
     let d = decide(cfg, &auth, case).map_err(anyhow::Error::msg)?;
     if json_out {
-        let steps: Vec<Value> = d.steps.iter().map(|s| json!({"rule": s.rule, "effect": s.effect.as_str(), "holds": format!("{:?}", s.holds)})).collect();
+        let steps: Vec<Value> =
+            d.steps.iter().map(|s| json!({"rule": s.rule, "effect": s.effect.as_str(), "holds": format!("{:?}", s.holds)})).collect();
         println!("{}", json!({"decision": d.outcome, "rule": d.rule, "rules": steps}));
     } else {
         print!("{}", render(case, &d));

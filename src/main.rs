@@ -362,9 +362,12 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             let cfg = mcpgate::boot::load(&config, None)?;
             mcpgate::cli::usage(&cfg, mcpgate::usage::query::Query { caller, tool, since }, json).await
         }
-        Command::Policy { action: PolicyAction::Explain { config, caller, claims, tool, prompt, resource, args, annotations, endpoint, now, json } } => {
+        Command::Policy {
+            action: PolicyAction::Explain { config, caller, claims, tool, prompt, resource, args, annotations, endpoint, now, json },
+        } => {
             let cfg = mcpgate::boot::load(&config, None)?;
-            let case = mcpgate::explain::Case { caller, claims, tool, prompt, resource, args, annotations, endpoint, now, ..Default::default() };
+            let case =
+                mcpgate::explain::Case { caller, claims, tool, prompt, resource, args, annotations, endpoint, now, ..Default::default() };
             mcpgate::explain::explain(&cfg, &case, json)
         }
         Command::Policy { action: PolicyAction::Test { config, cases } } => {

@@ -113,7 +113,16 @@ impl Authenticator {
         let subjects = (exchanges && cfg.auth.mode == AuthMode::Jwt).then(Default::default);
         let caller_rules = cfg.callers.iter().map(caller_rules).collect();
         let open = cfg.callers.is_empty() && !cfg.rules.iter().any(|r| r.effect == Effect::Allow);
-        Authenticator { mode: cfg.auth.mode, config: cfg.auth.clone(), callers: cfg.callers.clone(), jwt, subjects, caller_rules, rules: cfg.rules.clone(), open }
+        Authenticator {
+            mode: cfg.auth.mode,
+            config: cfg.auth.clone(),
+            callers: cfg.callers.clone(),
+            jwt,
+            subjects,
+            caller_rules,
+            rules: cfg.rules.clone(),
+            open,
+        }
     }
 
     /// The grants of caller `id`, who matched the `[[caller]]` entries `matched` (indices).
@@ -233,7 +242,8 @@ impl Authenticator {
             _ => return Err(AuthError::Unauthorized(format!("the token has no `{subject_claim}` claim naming its subject"))),
         };
         let scopes = token_scopes(claims);
-        let indices: Vec<usize> = (0..self.callers.len()).filter(|&i| caller_matches(&self.callers[i], &subject, claims, &scopes)).collect();
+        let indices: Vec<usize> =
+            (0..self.callers.len()).filter(|&i| caller_matches(&self.callers[i], &subject, claims, &scopes)).collect();
         let matched: Vec<&CallerConfig> = indices.iter().filter_map(|&i| self.callers.get(i)).collect();
         let mut grants = self.grants(&subject, &indices, claims.clone(), &scopes);
         for (kinds, table) in self.scope_tables() {
@@ -244,7 +254,15 @@ impl Authenticator {
             }
         }
         let rate = matched.iter().find_map(|c| c.rate_limit);
-        Ok(Principal { id: subject, rules: matched.iter().map(|c| c.id.clone()).collect(), grants, scopes, rate, endpoint: None, subject_token: None })
+        Ok(Principal {
+            id: subject,
+            rules: matched.iter().map(|c| c.id.clone()).collect(),
+            grants,
+            scopes,
+            rate,
+            endpoint: None,
+            subject_token: None,
+        })
     }
 
     /// The caller `[[caller]]` entry `id` describes on its own, as its API key would be (the
@@ -253,7 +271,15 @@ impl Authenticator {
         let index = self.callers.iter().position(|c| c.id == id)?;
         let c = self.callers.get(index)?;
         let grants = self.grants(id, &[index], Value::Object(Default::default()), &[]);
-        Some(Principal { id: id.to_string(), rules: vec![id.to_string()], grants, scopes: Vec::new(), rate: c.rate_limit, endpoint: None, subject_token: None })
+        Some(Principal {
+            id: id.to_string(),
+            rules: vec![id.to_string()],
+            grants,
+            scopes: Vec::new(),
+            rate: c.rate_limit,
+            endpoint: None,
+            subject_token: None,
+        })
     }
 
     /// Each scope table with the kinds of item it covers.

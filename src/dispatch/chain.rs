@@ -40,7 +40,8 @@ pub enum Step {
 }
 
 /// The chain of `tools/call`, in order. Then `forward`.
-pub const TOOLS_CALL: &[Step] = &[Step::Resolve, Step::Admit, Step::Arguments, Step::Decide, Step::Validate, Step::Confirm, Step::Quota, Step::Route];
+pub const TOOLS_CALL: &[Step] =
+    &[Step::Resolve, Step::Admit, Step::Arguments, Step::Decide, Step::Validate, Step::Confirm, Step::Quota, Step::Route];
 
 /// One `tools/call` on its way through the chain: the request, and what the steps produced.
 pub struct ToolCall<'g> {
@@ -71,7 +72,8 @@ pub async fn call_tool(gw: &Served<'_>, req: Request) -> Reply {
         Err(e) => return Reply::error(e),
     };
     let id_of = |i: usize| gw.upstream_id(i);
-    let mut call = ToolCall { req, id_of: &id_of, name, tool: None, args: Value::Null, confirmed: None, confirm_rule: None, endpoint: None };
+    let mut call =
+        ToolCall { req, id_of: &id_of, name, tool: None, args: Value::Null, confirmed: None, confirm_rule: None, endpoint: None };
     for step in TOOLS_CALL {
         if let Err(why) = run(*step, gw, &mut call).await {
             let tool = call.tool.map(|t| Resolved { canonical: t.policy_name(), upstream: t.upstream });
@@ -187,7 +189,8 @@ fn arguments(call: &mut ToolCall<'_>) -> Result<(), Refusal> {
 /// The rules that need the call decide it (the arguments as they will be forwarded).
 fn decide(gw: &Served<'_>, call: &mut ToolCall<'_>) -> Result<(), Refusal> {
     let tool = call.tool()?;
-    let subject = Subject { kind: Kind::Tool, name: tool.policy_name(), upstream: gw.upstream_id(tool.upstream), json: Some(tool.json.get()) };
+    let subject =
+        Subject { kind: Kind::Tool, name: tool.policy_name(), upstream: gw.upstream_id(tool.upstream), json: Some(tool.json.get()) };
     let args = (!call.args.is_null()).then_some(&call.args);
     call.confirm_rule = super::decide::decide(gw, &call.req, &subject, args)?;
     Ok(())

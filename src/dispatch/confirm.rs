@@ -91,7 +91,8 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
     let rule = match (rule_for(&gw.config.confirms, tool), by_rule) {
         (Some(rule), _) => rule,
         (None, Some(name)) => {
-            named = ConfirmRule { tools: Vec::new(), destructive: false, message: None, label: format!("[[rule]] {name:?}") };
+            let message = Some(format!("The gateway's rule '{name}' asks a person to confirm this call."));
+            named = ConfirmRule { tools: Vec::new(), destructive: false, message, label: format!("[[rule]] {name:?}") };
             &named
         }
         (None, None) => return Verdict::Free,

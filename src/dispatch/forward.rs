@@ -5,9 +5,9 @@
 //! exactly like a missing one; every forwarded request is audited. The item's name or URI is
 //! rewritten to the upstream's own; everything else passes through.
 
-use super::decide::{Subject, decide};
 use super::Served;
 use super::bare::{self, Bare};
+use super::decide::{Subject, decide};
 use super::refusal::{self, Refusal};
 use super::{Request, state};
 use crate::audit;
@@ -269,7 +269,8 @@ pub async fn get_prompt(gw: &Served<'_>, req: Request) -> Reply {
         return Reply::error(RpcError::invalid_params(format!("Unknown prompt: {name}")));
     };
     let (upstream, original) = (prompt.upstream, prompt.original.clone());
-    let subject = Subject { kind: Kind::Prompt, name: prompt.policy_name(), upstream: gw.upstream_id(upstream), json: Some(prompt.json.get()) };
+    let subject =
+        Subject { kind: Kind::Prompt, name: prompt.policy_name(), upstream: gw.upstream_id(upstream), json: Some(prompt.json.get()) };
     if let Err(why) = decide(gw, &req, &subject, None) {
         return refusal::answer(gw, &req, &name, None, why);
     }

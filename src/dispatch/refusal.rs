@@ -83,7 +83,15 @@ impl Refusal {
                 let text = match (allowed_by_none, rule.is_empty()) {
                     (false, _) => format!("The gateway's policy refused this call of {name}: rule '{rule}'."),
                     (true, true) => format!("The gateway's policy allows no call of {name} like this one."),
-                    (true, false) => format!("The gateway's policy allows no call of {name} like this one: rule '{rule}' does not hold for it."),
+                    (true, false) if rule.contains(", ") => {
+                        format!(
+                            "The gateway's policy allows no call of {name} like this one: none of the rules '{}' holds for it.",
+                            rule.replace(", ", "', '")
+                        )
+                    }
+                    (true, false) => {
+                        format!("The gateway's policy allows no call of {name} like this one: rule '{rule}' does not hold for it.")
+                    }
                 };
                 if tool {
                     return Reply::Single(super::tool_text(&text, true));

@@ -32,6 +32,7 @@ mod observability;
 mod otlp;
 mod pins;
 mod pins_review;
+mod policy;
 mod pools;
 mod real_servers;
 mod reload;

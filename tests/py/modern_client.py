@@ -20,7 +20,7 @@ Actions (each prints JSON objects, one per line, on stdout):
                             {"action": "list"} | {"action": "call", "name": N, "arguments": {...}}
                             Each prints its own line; a failed call prints {"error": {...}} and the run goes on.
 
-Options: --mode 2026-07-28|auto|legacy, --progress, --no-list (`call` skips the tools/list it normally
+Options: --mode 2026-07-28|auto|legacy, --bearer TOKEN (sent as Authorization: Bearer), --progress, --no-list (`call` skips the tools/list it normally
 runs first, so the SDK's HEADER_MISMATCH -> relist -> retry recovery path is exercised), --timeout SECONDS.
 Input requests (elicitation, sampling, roots) are answered when asked for: --elicit JSON accepts every
 elicitation with that content, --sample TEXT answers every sampling request with that text, --roots URI
@@ -106,6 +106,13 @@ async def run(opts: argparse.Namespace) -> int:
     if opts.stdio:
         argv = shlex.split(opts.stdio)
         target: Any = StdioServerParameters(command=argv[0], args=argv[1:])
+    elif opts.bearer:
+        # A caller with a credential: the gateway's API key or a JWT, as `Authorization: Bearer`.
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {opts.bearer}"})
+        target = streamable_http_client(opts.url, http_client=http)
     else:
         target = opts.url
     async with Client(target, mode=opts.mode, read_timeout_seconds=opts.timeout, **answerers(opts)) as client:
@@ -167,6 +174,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mode", default="2026-07-28", help="2026-07-28 (default) | auto | legacy")
     ap.add_argument("--stdio", metavar="CMD", help="launch CMD (shell-quoted string) and talk stdio instead of HTTP")
+    ap.add_argument("--bearer", metavar="TOKEN", help="send Authorization: Bearer TOKEN (an API key or a JWT)")
     ap.add_argument("--progress", action="store_true", help="request progress and print progress lines")
     ap.add_argument("--no-list", action="store_true", help="call: do not run tools/list first")
     ap.add_argument("--timeout", type=float, default=60.0, help="per-request read timeout, seconds")

@@ -7,9 +7,9 @@
 //! `policy::rules`, alongside the `[[caller]]` globs and the scopes.
 
 use super::{ConfigError, Locator};
+use crate::catalog::Kind;
 use crate::policy::expr::Condition;
 use crate::policy::rules::{Effect, Rule, Source};
-use crate::catalog::Kind;
 use serde::Deserialize;
 use std::sync::Arc;
 use toml::Spanned;
@@ -55,12 +55,32 @@ pub(super) fn resolve(at: &Locator, sections: Vec<RuleSection>, root_path: &str)
             "allow" => Effect::Allow,
             "deny" => Effect::Deny,
             "confirm" => Effect::Confirm,
-            other => return Err(at.err(&s.effect, "rule.effect", format!("{other:?} is not an effect"), "write \"allow\", \"deny\" or \"confirm\"")),
+            other => {
+                return Err(at.err(
+                    &s.effect,
+                    "rule.effect",
+                    format!("{other:?} is not an effect"),
+                    "write \"allow\", \"deny\" or \"confirm\"",
+                ));
+            }
         };
         if effect == Effect::Confirm && !(s.prompts.is_empty() && s.resources.is_empty()) {
-            return Err(at.err(&s.effect, "rule.effect", "only tool calls are confirmed".into(), "name tools (or nothing) in a confirm rule"));
+            return Err(at.err(
+                &s.effect,
+                "rule.effect",
+                "only tool calls are confirmed".into(),
+                "name tools (or nothing) in a confirm rule",
+            ));
         }
-        let empty = s.callers.iter().chain(&s.tools).chain(&s.prompts).chain(&s.resources).chain(&s.upstreams).chain(&s.endpoints).find(|p| p.trim().is_empty());
+        let empty = s
+            .callers
+            .iter()
+            .chain(&s.tools)
+            .chain(&s.prompts)
+            .chain(&s.resources)
+            .chain(&s.upstreams)
+            .chain(&s.endpoints)
+            .find(|p| p.trim().is_empty());
         if empty.is_some() {
             return Err(at.err(&s.name, "rule", "an empty pattern".into(), "remove it, or write a glob such as \"fs__*\""));
         }
@@ -78,7 +98,12 @@ pub(super) fn resolve(at: &Locator, sections: Vec<RuleSection>, root_path: &str)
         rule = rule.at_endpoints(&endpoints);
         if let Some(when) = &s.when {
             let condition = Condition::compile(when.get_ref()).map_err(|e| {
-                at.err(when, &format!("rule {name:?} when"), e.to_string(), "see docs/policy.md for the variables and functions a rule may use")
+                at.err(
+                    when,
+                    &format!("rule {name:?} when"),
+                    e.to_string(),
+                    "see docs/policy.md for the variables and functions a rule may use",
+                )
             })?;
             rule = rule.when(condition);
         }

@@ -34,8 +34,32 @@ const VARIABLES: &[(&str, Option<&[&str]>)] = &[
 /// The functions (and operators) a condition may call: CEL's standard library and its strings
 /// extension.
 const FUNCTIONS: &[&str] = &[
-    "size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn", "charAt",
-    "indexOf", "lastIndexOf", "join", "lowerAscii", "upperAscii", "trim", "replace", "split", "substring", "reverse", "max", "min",
+    "size",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bytes",
+    "bool",
+    "type",
+    "dyn",
+    "charAt",
+    "indexOf",
+    "lastIndexOf",
+    "join",
+    "lowerAscii",
+    "upperAscii",
+    "trim",
+    "replace",
+    "split",
+    "substring",
+    "reverse",
+    "max",
+    "min",
 ];
 
 /// Which of the declared variables a condition reads.
@@ -204,7 +228,11 @@ impl Checker<'_> {
             }
             Expr::Comprehension(c) => {
                 if self.depth >= 1 {
-                    return Err(self.error(e, "comprehensions (all, exists, map, filter) may not nest: a condition must run in time linear in what it reads".into()));
+                    return Err(self.error(
+                        e,
+                        "comprehensions (all, exists, map, filter) may not nest: a condition must run in time linear in what it reads"
+                            .into(),
+                    ));
                 }
                 self.walk(&c.iter_range)?;
                 self.walk(&c.accu_init)?;

@@ -116,7 +116,9 @@ impl<'a> Facts<'a> {
         }
         if reads.tool {
             let item = match self.item {
-                Some(text) => serde_json::from_str::<serde_json::Value>(text).map_err(|e| format!("the item's definition is not JSON: {e}"))?,
+                Some(text) => {
+                    serde_json::from_str::<serde_json::Value>(text).map_err(|e| format!("the item's definition is not JSON: {e}"))?
+                }
                 None => serde_json::Value::Object(Default::default()),
             };
             let mut budget = MAX_ARG_NODES;

@@ -253,7 +253,10 @@ mod tests {
         let mut g = Grants::unrestricted();
         g.lack_scopes_for(&[Kind::Tool], "admin__*");
         assert!(!allows(&g, &tool("admin__drop", "admin")));
-        assert!(allows(&g, &Item { kind: Kind::Prompt, name: "admin__drop", upstream: "admin", json: None }), "other kinds are not affected");
+        assert!(
+            allows(&g, &Item { kind: Kind::Prompt, name: "admin__drop", upstream: "admin", json: None }),
+            "other kinds are not affected"
+        );
         assert!(allows(&g, &tool("calc__add", "calc")));
         assert!(!g.is_unrestricted(), "a filtered view is not everyone's view");
         assert!(allows(&g.ignoring_scopes(), &tool("admin__drop", "admin")));

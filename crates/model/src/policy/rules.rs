@@ -64,7 +64,16 @@ pub struct Rule {
 
 impl Rule {
     pub fn new(name: impl Into<String>, effect: Effect, source: Source) -> Rule {
-        Rule { name: name.into(), effect, source, callers: Vec::new(), items: Vec::new(), upstreams: Vec::new(), endpoints: Vec::new(), when: None }
+        Rule {
+            name: name.into(),
+            effect,
+            source,
+            callers: Vec::new(),
+            items: Vec::new(),
+            upstreams: Vec::new(),
+            endpoints: Vec::new(),
+            when: None,
+        }
     }
 
     /// Targets the items of `kinds` matching `patterns` (globs, or `upstream:<id-glob>`).
@@ -141,7 +150,8 @@ pub struct Verdict {
     pub denied_by: Option<String>,
     /// The confirm rule that holds for an allowed call.
     pub confirm_by: Option<String>,
-    /// When refused because no allow held: the allow rules whose conditions said no.
+    /// When refused because no allow held: the allow rules whose conditions, reading the call,
+    /// said no.
     pub unmet: Vec<String>,
 }
 
@@ -157,7 +167,14 @@ pub struct Step {
 
 /// Decides on `item` (in canonical form) with the rules concerning the caller. `open`: whether
 /// what no rule allows is allowed. `facts.request` is `None` when listing.
-pub(super) fn evaluate(open: bool, rules: &[Arc<Rule>], item: &Item, endpoint: Option<&str>, facts: &Facts<'_>, mut trace: Option<&mut Vec<Step>>) -> Verdict {
+pub(super) fn evaluate(
+    open: bool,
+    rules: &[Arc<Rule>],
+    item: &Item,
+    endpoint: Option<&str>,
+    facts: &Facts<'_>,
+    mut trace: Option<&mut Vec<Step>>,
+) -> Verdict {
     let listing = facts.request.is_none();
     let applying: Vec<&Rule> = rules.iter().map(|r| r.as_ref()).filter(|r| r.targets(item, endpoint)).collect();
     // One context for every condition, holding the union of what they read.
@@ -191,7 +208,8 @@ pub(super) fn evaluate(open: bool, rules: &[Arc<Rule>], item: &Item, endpoint: O
         match rule.effect {
             Effect::Deny if counts && verdict.denied_by.is_none() => verdict.denied_by = Some(rule.name.clone()),
             Effect::Allow if matches!(holds, Holds::Yes | Holds::Later) => allowed_by_rule = true,
-            Effect::Allow => verdict.unmet.push(rule.name.clone()),
+            // The allow rules the call itself could have met (not those the item never meets).
+            Effect::Allow if rule.needs_call() => verdict.unmet.push(rule.name.clone()),
             Effect::Confirm if counts && verdict.confirm_by.is_none() => verdict.confirm_by = Some(rule.name.clone()),
             _ => {}
         }

@@ -7,7 +7,13 @@ fn caller() -> CallerFacts {
 }
 
 fn call<'a>(caller: &'a CallerFacts, request: &'a RequestFacts<'a>, args: &'a serde_json::Value, now: u64) -> Facts<'a> {
-    Facts { caller, request: Some(request), item: Some(r#"{"name":"write","annotations":{"readOnlyHint":false}}"#), args: Some(args), now: Some(now) }
+    Facts {
+        caller,
+        request: Some(request),
+        item: Some(r#"{"name":"write","annotations":{"readOnlyHint":false}}"#),
+        args: Some(args),
+        now: Some(now),
+    }
 }
 
 #[test]

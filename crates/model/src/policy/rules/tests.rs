@@ -56,7 +56,10 @@ fn deny_wins_and_a_failing_deny_holds() {
 
 #[test]
 fn caller_conditions_are_decided_once_and_hide_at_listing() {
-    let rules = vec![rule("oncall-restarts", Effect::Allow, &["ops__restart"], Some(r#""oncall" in caller.groups"#)), rule("reads", Effect::Allow, &["*"], Some("tool.annotations.readOnlyHint == true"))];
+    let rules = vec![
+        rule("oncall-restarts", Effect::Allow, &["ops__restart"], Some(r#""oncall" in caller.groups"#)),
+        rule("reads", Effect::Allow, &["*"], Some("tool.annotations.readOnlyHint == true")),
+    ];
     let oncall = grants(rules.clone(), &["oncall"]);
     let other = grants(rules, &["dev"]);
     assert!(allows(&oncall, &tool("ops__restart")));
@@ -87,7 +90,14 @@ fn confirm_holds_only_for_an_allowed_call_and_time_rules_use_the_clock() {
 
 #[test]
 fn explain_traces_every_rule_that_targets_the_item() {
-    let g = grants(vec![rule("all", Effect::Allow, &["*"], None), rule("other", Effect::Deny, &["x__*"], None), rule("etc", Effect::Deny, &["*"], Some("has(args.path)"))], &[]);
+    let g = grants(
+        vec![
+            rule("all", Effect::Allow, &["*"], None),
+            rule("other", Effect::Deny, &["x__*"], None),
+            rule("etc", Effect::Deny, &["*"], Some("has(args.path)")),
+        ],
+        &[],
+    );
     let req = RequestFacts { method: "tools/call", name: "fs__a", upstream: "fs", ..Default::default() };
     let args = json!({"path": "/"});
     let facts = Facts { caller: g.caller(), request: Some(&req), item: None, args: Some(&args), now: Some(0) };
