@@ -165,3 +165,44 @@ fn per_caller_token_lookup(bencher: divan::Bencher) {
     let wanted = key(4321);
     bencher.bench_local(|| vault.get(&wanted).map_or(0, |t| t.access_token.len()));
 }
+
+/// The decision on one `tools/call` under 50 `[[rule]]`s with CEL conditions (a team's policy:
+/// each rule targets its own tools, a tenth apply to every tool), with the call's facts bound
+/// once: `targeted` evaluates the rules naming the called tool and the general ones; `all`
+/// evaluates every one of the 50 conditions for the call (every rule targets every tool).
+#[divan::bench(args = ["targeted", "all"])]
+fn policy_rules_50_per_call(bencher: divan::Bencher, shape: &str) {
+    use mcpgate::policy::Item;
+    use mcpgate::policy::expr::Condition;
+    use mcpgate::policy::facts::{CallerFacts, Facts, RequestFacts};
+    use mcpgate::policy::rules::{Effect, Rule, Source};
+    use std::sync::Arc;
+    let conditions = [
+        r#"has(args.path) && args.path.startsWith("/workspace/")"#,
+        r#""oncall" in caller.groups"#,
+        "now.hour >= 9 && now.hour < 17",
+        r#"request.endpoint == "/mcp""#,
+        "size(args) < 20",
+    ];
+    let rules = (0..50).map(|i| {
+        let tools = match (shape, i % 10) {
+            ("all", _) | (_, 0) => vec!["*".to_string()],
+            _ => vec![format!("svc{i}__*")],
+        };
+        let effect = if i % 3 == 0 { Effect::Deny } else { Effect::Allow };
+        let when = conditions[i % conditions.len()];
+        let when = if effect == Effect::Deny { format!("!({when})") } else { when.to_string() };
+        Condition::compile(&when).map(|c| Arc::new(Rule::new(format!("rule-{i}"), effect, Source::Rule).on(&[Kind::Tool], &tools).when(c)))
+    });
+    let rules: Vec<Arc<Rule>> = rules.collect::<Result<_, _>>().unwrap_or_default();
+    assert_eq!(rules.len(), 50, "every condition compiles");
+    let caller = Arc::new(CallerFacts::new("alice", &["staff".to_string()], serde_json::json!({"groups": ["oncall"]}), &[]));
+    let grants = Grants::new(false, rules, caller);
+    let args = serde_json::json!({"path": "/workspace/a.txt", "content": "hello"});
+    let request = RequestFacts { method: "tools/call", name: "svc1__write", upstream: "svc1", endpoint: "/mcp", era: "2026-07-28", client: None };
+    let item = Item { kind: Kind::Tool, name: "svc1__write", upstream: "svc1", json: Some(r#"{"name":"write","annotations":{}}"#) };
+    bencher.bench(|| {
+        let facts = Facts { caller: grants.caller(), request: Some(&request), item: item.json, args: Some(&args), now: Some(1_796_292_000) };
+        divan::black_box(grants.decide(&item, &facts, None))
+    });
+}

@@ -63,6 +63,8 @@ enum TokensAction {
     },
 }
 
+// Parsed once per process: the size of its largest variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum PolicyAction {
     /// The decision on one call: allow, confirm, deny (listed, this call refused) or hidden

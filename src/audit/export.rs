@@ -246,6 +246,7 @@ mod tests {
             presented: Some("add".into()),
             upstream: "calc".into(),
             outcome: format!("ok {i}"),
+            rule: None,
             duration_ms: 2,
         }
     }
