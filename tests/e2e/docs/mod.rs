@@ -74,7 +74,7 @@ pub fn all_blocks() -> Vec<Block> {
 #[test]
 fn every_toml_snippet_is_a_valid_configuration() {
     let mut checked = 0;
-    for b in all_blocks().iter().filter(|b| b.lang == "toml") {
+    for b in all_blocks().iter().filter(|b| b.lang == "toml" && !is_cases(b)) {
         // Secret files a snippet names exist, with a made-up value.
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("snippet.toml");
@@ -95,6 +95,35 @@ fn every_toml_snippet_is_a_valid_configuration() {
         checked += 1;
     }
     assert!(checked >= 15, "only {checked} TOML snippets found");
+}
+
+/// A `policy test` cases file (its first line says so), run by [`the_policy_examples_decide_as_documented`].
+fn is_cases(b: &Block) -> bool {
+    b.body.lines().next().is_some_and(|l| l.trim() == "# cases.toml")
+}
+
+/// Each cases file in the docs is run with `mcpgate policy test` against the configuration shown
+/// just before it, and every case decides as the docs say.
+#[test]
+fn the_policy_examples_decide_as_documented() {
+    let blocks = all_blocks();
+    let mut ran = 0;
+    for (i, b) in blocks.iter().enumerate().filter(|(_, b)| b.lang == "toml" && is_cases(b)) {
+        let config = blocks[..i].iter().rev().find(|c| c.file == b.file && c.lang == "toml" && !is_cases(c));
+        let Some(config) = config else { panic!("{}:{}: a cases file with no configuration before it", b.file, b.line) };
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("gateway.toml"), &config.body).expect("write");
+        std::fs::write(dir.path().join("cases.toml"), &b.body).expect("write");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+            .args(["policy", "test", "-c", "gateway.toml", "cases.toml"])
+            .current_dir(dir.path())
+            .output()
+            .expect("run mcpgate policy test");
+        let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && printed.contains(", 0 failed"), "{}:{}: the documented cases fail:\n{printed}", b.file, b.line);
+        ran += 1;
+    }
+    assert!(ran >= 1, "no cases file in the docs");
 }
 
 /// The gateway interpolates nothing: `"${GITHUB_TOKEN}"` or `"$GITHUB_TOKEN"` in a snippet would
