@@ -199,10 +199,12 @@ fn policy_rules_50_per_call(bencher: divan::Bencher, shape: &str) {
     let caller = Arc::new(CallerFacts::new("alice", &["staff".to_string()], serde_json::json!({"groups": ["oncall"]}), &[]));
     let grants = Grants::new(false, rules, caller);
     let args = serde_json::json!({"path": "/workspace/a.txt", "content": "hello"});
-    let request = RequestFacts { method: "tools/call", name: "svc1__write", upstream: "svc1", endpoint: "/mcp", era: "2026-07-28", client: None };
+    let request =
+        RequestFacts { method: "tools/call", name: "svc1__write", upstream: "svc1", endpoint: "/mcp", era: "2026-07-28", client: None };
     let item = Item { kind: Kind::Tool, name: "svc1__write", upstream: "svc1", json: Some(r#"{"name":"write","annotations":{}}"#) };
     bencher.bench(|| {
-        let facts = Facts { caller: grants.caller(), request: Some(&request), item: item.json, args: Some(&args), now: Some(1_796_292_000) };
+        let facts =
+            Facts { caller: grants.caller(), request: Some(&request), item: item.json, args: Some(&args), now: Some(1_796_292_000) };
         divan::black_box(grants.decide(&item, &facts, None))
     });
 }

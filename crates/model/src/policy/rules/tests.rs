@@ -107,3 +107,53 @@ fn explain_traces_every_rule_that_targets_the_item() {
     let seen: Vec<(&str, Holds)> = trace.iter().map(|s| (s.rule.as_str(), s.holds.clone())).collect();
     assert_eq!(seen, [("all", Holds::Yes), ("etc", Holds::Yes)]);
 }
+
+mod list_and_call {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn rules() -> Vec<Arc<Rule>> {
+        vec![
+            rule("reads", Effect::Allow, &["*"], Some("has(tool.annotations.readOnlyHint) && tool.annotations.readOnlyHint")),
+            rule("oncall", Effect::Allow, &["ops__*"], Some(r#""oncall" in caller.groups"#)),
+            rule("workspace", Effect::Allow, &["fs__write"], Some(r#"has(args.path) && args.path.startsWith("/workspace/")"#)),
+            rule("no-etc", Effect::Deny, &["fs__*"], Some(r#"has(args.path) && args.path.startsWith("/etc")"#)),
+            rule("hours", Effect::Deny, &["ops__*"], Some("now.hour < 9")),
+            rule("dev-no-admin", Effect::Deny, &["*__admin*"], Some(r#""dev" in caller.groups"#)),
+            rule("writes-confirm", Effect::Confirm, &["fs__write"], Some("has(args.content) && size(args.content) > 3")),
+        ]
+    }
+
+    proptest! {
+        /// What a call may do, its listing shows: a call allowed with any arguments, request or
+        /// time is of an item listed for the caller; an item not listed refuses every call.
+        #[test]
+        fn a_call_is_allowed_only_for_a_listed_item(
+            groups in proptest::sample::subsequence(vec!["oncall", "dev"], 0..=2),
+            tool in proptest::sample::select(vec!["fs__write", "fs__read", "ops__restart", "ops__admin_drop", "db__query"]),
+            read_only in proptest::option::of(any::<bool>()),
+            path in proptest::sample::select(vec!["/workspace/a", "/etc/passwd", "/home/x", ""]),
+            content in "[a-z]{0,6}",
+            hour in 0u64..24,
+        ) {
+            let caller = CallerFacts::new("p", &[], json!({ "groups": groups }), &[]);
+            let g = Grants::new(false, rules(), Arc::new(caller));
+            let definition = match read_only {
+                Some(b) => json!({ "annotations": { "readOnlyHint": b } }).to_string(),
+                None => json!({}).to_string(),
+            };
+            let item = Item { kind: Kind::Tool, name: tool, upstream: tool.split("__").next().unwrap_or(""), json: Some(&definition) };
+            let listed = allows(&g, &item);
+            let args = if path.is_empty() { json!({ "content": content }) } else { json!({ "path": path, "content": content }) };
+            let req = RequestFacts { method: "tools/call", name: tool, upstream: item.upstream, ..Default::default() };
+            let facts = Facts { caller: g.caller(), request: Some(&req), item: item.json, args: Some(&args), now: Some(hour * 3600) };
+            let called = g.decide(&item, &facts, None);
+            prop_assert!(!called.allowed || listed, "{tool} called but not listed: {called:?}");
+            if !listed {
+                prop_assert!(!called.allowed);
+            }
+            // A confirmation is asked only of a call that is allowed.
+            prop_assert!(called.confirm_by.is_none() || called.allowed);
+        }
+    }
+}
