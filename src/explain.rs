@@ -226,3 +226,71 @@ pub fn test(cfg: &Config, file: &std::path::Path) -> anyhow::Result<std::process
     println!("{} cases, {failed} failed", cases.cases.len());
     Ok(if failed == 0 { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
 }
+
+/// `mcpgate policy …`: the command line.
+// Parsed once per process: the size of its largest variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(clap::Subcommand)]
+pub enum Action {
+    /// The decision on one call: allow, confirm, deny (listed, this call refused) or hidden
+    /// (not listed); exits 0 for allow and confirm, 3 otherwise.
+    Explain {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: std::path::PathBuf,
+        /// A `[[caller]]` id (API keys) or a token's subject (JWT).
+        #[arg(long)]
+        caller: String,
+        /// The token's claims, as JSON (JWT callers).
+        #[arg(long, value_parser = json_arg)]
+        claims: Option<serde_json::Value>,
+        #[arg(long, group = "item")]
+        tool: Option<String>,
+        #[arg(long, group = "item")]
+        prompt: Option<String>,
+        #[arg(long, group = "item")]
+        resource: Option<String>,
+        /// The call's arguments, as JSON.
+        #[arg(long, value_parser = json_arg)]
+        args: Option<serde_json::Value>,
+        /// The item's annotations as its upstream lists them, as JSON.
+        #[arg(long, value_parser = json_arg)]
+        annotations: Option<serde_json::Value>,
+        /// The endpoint path the call comes through (default: the root).
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// The time of the call (RFC 3339; default: now).
+        #[arg(long)]
+        now: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs a TOML file of `[[case]]`s (each a call and `expect = "allow" | "confirm" | "deny" |
+    /// "hidden"`); exits 1 when one decides otherwise.
+    Test {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: std::path::PathBuf,
+        cases: std::path::PathBuf,
+    },
+}
+
+pub fn json_arg(text: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+}
+
+impl Action {
+    /// Runs the command: loads the configuration, then explains or tests.
+    pub fn run(self) -> anyhow::Result<std::process::ExitCode> {
+        match self {
+            Action::Explain { config, caller, claims, tool, prompt, resource, args, annotations, endpoint, now, json } => {
+                let cfg = crate::boot::load(&config, None)?;
+                let case = Case { caller, claims, tool, prompt, resource, args, annotations, endpoint, now, ..Default::default() };
+                explain(&cfg, &case, json)
+            }
+            Action::Test { config, cases } => {
+                let cfg = crate::boot::load(&config, None)?;
+                test(&cfg, &cases)
+            }
+        }
+    }
+}

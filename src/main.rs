@@ -63,56 +63,6 @@ enum TokensAction {
     },
 }
 
-// Parsed once per process: the size of its largest variant costs nothing worth a box.
-#[allow(clippy::large_enum_variant)]
-#[derive(Subcommand)]
-enum PolicyAction {
-    /// The decision on one call: allow, confirm, deny (listed, this call refused) or hidden
-    /// (not listed); exits 0 for allow and confirm, 3 otherwise.
-    Explain {
-        #[arg(short, long, default_value = "gateway.toml")]
-        config: PathBuf,
-        /// A `[[caller]]` id (API keys) or a token's subject (JWT).
-        #[arg(long)]
-        caller: String,
-        /// The token's claims, as JSON (JWT callers).
-        #[arg(long, value_parser = json_arg)]
-        claims: Option<serde_json::Value>,
-        #[arg(long, group = "item")]
-        tool: Option<String>,
-        #[arg(long, group = "item")]
-        prompt: Option<String>,
-        #[arg(long, group = "item")]
-        resource: Option<String>,
-        /// The call's arguments, as JSON.
-        #[arg(long, value_parser = json_arg)]
-        args: Option<serde_json::Value>,
-        /// The item's annotations as its upstream lists them, as JSON.
-        #[arg(long, value_parser = json_arg)]
-        annotations: Option<serde_json::Value>,
-        /// The endpoint path the call comes through (default: the root).
-        #[arg(long)]
-        endpoint: Option<String>,
-        /// The time of the call (RFC 3339; default: now).
-        #[arg(long)]
-        now: Option<String>,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Runs a TOML file of `[[case]]`s (each a call and `expect = "allow" | "confirm" | "deny" |
-    /// "hidden"`); exits 1 when one decides otherwise.
-    Test {
-        #[arg(short, long, default_value = "gateway.toml")]
-        config: PathBuf,
-        cases: PathBuf,
-    },
-}
-
-fn json_arg(text: &str) -> Result<serde_json::Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Run the gateway.
@@ -148,7 +98,7 @@ enum Command {
     /// expected decisions (for CI). Only the configuration is read; no upstream is contacted.
     Policy {
         #[command(subcommand)]
-        action: PolicyAction,
+        action: mcpgate::explain::Action,
     },
     /// Tell a running gateway to reload its configuration (sends SIGHUP; the gateway logs what
     /// changed, or why it kept the configuration in effect).
@@ -364,18 +314,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             let cfg = mcpgate::boot::load(&config, None)?;
             mcpgate::cli::usage(&cfg, mcpgate::usage::query::Query { caller, tool, since }, json).await
         }
-        Command::Policy {
-            action: PolicyAction::Explain { config, caller, claims, tool, prompt, resource, args, annotations, endpoint, now, json },
-        } => {
-            let cfg = mcpgate::boot::load(&config, None)?;
-            let case =
-                mcpgate::explain::Case { caller, claims, tool, prompt, resource, args, annotations, endpoint, now, ..Default::default() };
-            mcpgate::explain::explain(&cfg, &case, json)
-        }
-        Command::Policy { action: PolicyAction::Test { config, cases } } => {
-            let cfg = mcpgate::boot::load(&config, None)?;
-            mcpgate::explain::test(&cfg, &cases)
-        }
+        Command::Policy { action } => action.run(),
         Command::Reload { pid_file, pid } => mcpgate::cli::reload(pid_file.as_deref(), pid),
         Command::Stdio { config, endpoint } => {
             let cfg = mcpgate::boot::load(&config, None)?;
