@@ -169,8 +169,9 @@ fn per_caller_token_lookup(bencher: divan::Bencher) {
 /// The decision on one `tools/call` under 50 `[[rule]]`s with CEL conditions (a team's policy:
 /// each rule targets its own tools, a tenth apply to every tool), with the call's facts bound
 /// once: `targeted` evaluates the rules naming the called tool and the general ones; `all`
-/// evaluates every one of the 50 conditions for the call (every rule targets every tool).
-#[divan::bench(args = ["targeted", "all"])]
+/// makes every rule target every tool (the engine skips allows once one holds); `all_denies`
+/// is the worst case, 50 denies on every tool, none holding, so every condition is evaluated.
+#[divan::bench(args = ["targeted", "all", "all_denies"])]
 fn policy_rules_50_per_call(bencher: divan::Bencher, shape: &str) {
     use mcpgate::policy::Item;
     use mcpgate::policy::expr::Condition;
@@ -186,10 +187,10 @@ fn policy_rules_50_per_call(bencher: divan::Bencher, shape: &str) {
     ];
     let rules = (0..50).map(|i| {
         let tools = match (shape, i % 10) {
-            ("all", _) | (_, 0) => vec!["*".to_string()],
+            ("all" | "all_denies", _) | (_, 0) => vec!["*".to_string()],
             _ => vec![format!("svc{i}__*")],
         };
-        let effect = if i % 3 == 0 { Effect::Deny } else { Effect::Allow };
+        let effect = if i % 3 == 0 || shape == "all_denies" { Effect::Deny } else { Effect::Allow };
         let when = conditions[i % conditions.len()];
         let when = if effect == Effect::Deny { format!("!({when})") } else { when.to_string() };
         Condition::compile(&when).map(|c| Arc::new(Rule::new(format!("rule-{i}"), effect, Source::Rule).on(&[Kind::Tool], &tools).when(c)))

@@ -9,6 +9,7 @@
 //! or only with the call itself.
 
 use super::facts::Facts;
+use super::fast::{Node, Scope};
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use cel::{Context, Env, Program, Value};
 use std::sync::{Arc, OnceLock};
@@ -98,6 +99,8 @@ pub struct Condition {
     source: String,
     program: Program,
     reads: Reads,
+    /// The fast form, when every part of the expression has one.
+    fast: Option<Node>,
 }
 
 impl std::fmt::Debug for Condition {
@@ -139,7 +142,8 @@ impl Condition {
             return Err(checker.error(program.expression(), "the expression must be true or false".into()));
         }
         let reads = checker.reads;
-        Ok(Condition { source: source.to_string(), program, reads })
+        let fast = Node::compile(program.expression());
+        Ok(Condition { source: source.to_string(), program, reads, fast })
     }
 
     pub fn source(&self) -> &str {
@@ -153,9 +157,27 @@ impl Condition {
     /// The condition's value over `facts`: `Err` when it cannot be evaluated (a missing
     /// argument, a value of the wrong type, arguments too large) or is not a boolean.
     pub fn eval(&self, facts: &Facts<'_>) -> Result<bool, String> {
+        if let Some(b) = self.eval_fast(&Scope::new(facts)) {
+            return Ok(b);
+        }
         let mut ctx = Context::with_env(env().clone());
         facts.bind(&mut ctx, self.reads)?;
         self.eval_in(&ctx)
+    }
+
+    /// The condition's value from the fast path, when it is certain of it (see `fast.rs`).
+    pub(super) fn eval_fast(&self, scope: &Scope<'_>) -> Option<bool> {
+        scope.eval(self.fast.as_ref()?)
+    }
+
+    /// Whether the expression has a fast form (for tests and benchmarks).
+    pub fn is_fast(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// The condition's value by the interpreter alone (for the differential test).
+    pub fn eval_interpreted(&self, facts: &Facts<'_>) -> Result<bool, String> {
+        self.eval_in(&Condition::context(facts, self.reads)?)
     }
 
     /// The condition's value in a context already holding the variables it reads.

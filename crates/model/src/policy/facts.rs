@@ -22,22 +22,33 @@ pub struct CallerFacts {
     pub scopes: Vec<String>,
     /// The claims' text, for equality and hashing.
     claims_text: String,
+    /// The token's groups (see [`CallerFacts::groups`]).
+    groups: Vec<String>,
     value: OnceLock<Value>,
 }
 
 impl CallerFacts {
     pub fn new(id: &str, rules: &[String], claims: serde_json::Value, scopes: &[String]) -> CallerFacts {
         let claims_text = claims.to_string();
-        CallerFacts { id: id.to_string(), rules: rules.to_vec(), claims, scopes: scopes.to_vec(), claims_text, value: OnceLock::new() }
-    }
-
-    /// The token's groups: its `groups` claim, when that is a list of strings (or one string).
-    pub fn groups(&self) -> Vec<String> {
-        match self.claims.get("groups") {
+        let groups = match claims.get("groups") {
             Some(serde_json::Value::Array(a)) => a.iter().filter_map(|g| g.as_str().map(str::to_string)).collect(),
             Some(serde_json::Value::String(s)) => vec![s.clone()],
             _ => Vec::new(),
+        };
+        CallerFacts {
+            id: id.to_string(),
+            rules: rules.to_vec(),
+            claims,
+            scopes: scopes.to_vec(),
+            claims_text,
+            groups,
+            value: OnceLock::new(),
         }
+    }
+
+    /// The token's groups: its `groups` claim, when that is a list of strings (or one string).
+    pub fn groups(&self) -> &[String] {
+        &self.groups
     }
 
     fn value(&self) -> Value {
@@ -48,7 +59,7 @@ impl CallerFacts {
                 m.insert(key("id"), Value::String(Arc::new(self.id.clone())));
                 m.insert(key("rules"), strings(&self.rules));
                 m.insert(key("claims"), json(&self.claims, &mut usize::MAX.clone(), 0).unwrap_or(Value::Null));
-                m.insert(key("groups"), strings(&self.groups()));
+                m.insert(key("groups"), strings(&self.groups));
                 m.insert(key("scopes"), strings(&self.scopes));
                 Value::Map(Map { map: Arc::new(m) })
             })
@@ -195,12 +206,17 @@ fn json(v: &serde_json::Value, budget: &mut usize, depth: usize) -> Result<Value
 
 /// `now` as plain UTC fields.
 fn now_value(unix: u64) -> Value {
+    Value::Map(Map { map: Arc::new(now_fields(unix).into_iter().map(|(k, v)| (key(k), Value::Int(v))).collect()) })
+}
+
+/// The fields of `now`, by name.
+pub(super) fn now_fields(unix: u64) -> [(&'static str, i64); 8] {
     let days = (unix / 86_400) as i64;
     let secs = unix % 86_400;
     let (year, month, day) = civil(days);
     // 1970-01-01 was a Thursday (Sunday = 0).
     let weekday = (days + 4).rem_euclid(7);
-    let fields = [
+    [
         ("unix", unix as i64),
         ("year", year),
         ("month", month),
@@ -209,8 +225,7 @@ fn now_value(unix: u64) -> Value {
         ("minute", (secs % 3600 / 60) as i64),
         ("second", (secs % 60) as i64),
         ("weekday", weekday),
-    ];
-    Value::Map(Map { map: Arc::new(fields.into_iter().map(|(k, v)| (key(k), Value::Int(v))).collect()) })
+    ]
 }
 
 /// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).

@@ -12,16 +12,26 @@ pub fn matches_ignoring_case(pattern: &str, text: &str) -> bool {
 }
 
 fn matches_with(pattern: &str, text: &str, fold: bool) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    if pattern.is_ascii() && text.is_ascii() {
+        // Each byte is a character: no copy needed.
+        return walk(pattern.as_bytes(), text.as_bytes(), b'*', b'?', |a, b| a == b || (fold && a.eq_ignore_ascii_case(&b)));
+    }
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
-    let same = |a: char, b: char| a == b || (fold && a.eq_ignore_ascii_case(&b));
+    walk(&p, &t, '*', '?', |a, b| a == b || (fold && a.eq_ignore_ascii_case(&b)))
+}
+
+fn walk<T: Copy + PartialEq>(p: &[T], t: &[T], any: T, one: T, same: impl Fn(T, T) -> bool) -> bool {
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || same(p[pi], t[ti])) {
+        if pi < p.len() && (p[pi] == one || same(p[pi], t[ti])) {
             pi += 1;
             ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+        } else if pi < p.len() && p[pi] == any {
             star = Some((pi, ti));
             pi += 1;
         } else if let Some((sp, st)) = star {
@@ -32,7 +42,7 @@ fn matches_with(pattern: &str, text: &str, fold: bool) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|&c| c == '*')
+    p[pi..].iter().all(|&c| c == any)
 }
 
 #[cfg(test)]
@@ -54,5 +64,10 @@ mod tests {
         assert!(!matches(&"*a".repeat(50), &"a".repeat(40)));
         assert!(!matches("mem://secret/*", "mem://SECRET/key"));
         assert!(matches_ignoring_case("mem://secret/*", "MEM://SeCreT/key"));
+        // `?` is one character, not one byte.
+        assert!(matches("n?te", "nоte"));
+        assert!(matches("caf?", "café"));
+        assert!(!matches("caf??", "café"));
+        assert!(matches("*é*", "thé vert"));
     }
 }

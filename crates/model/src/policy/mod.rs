@@ -10,6 +10,7 @@
 
 pub mod expr;
 pub mod facts;
+mod fast;
 pub mod glob;
 pub mod rules;
 pub mod secrets;

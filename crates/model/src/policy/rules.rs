@@ -9,10 +9,12 @@
 //! does not. When listing, a condition that needs the call (`request`, `args`, `now`) is
 //! [`Holds::Later`]: such an allow lists the item, such a deny does not hide it.
 
-use super::expr::Condition;
+use super::expr::{Condition, Reads};
 use super::facts::Facts;
+use super::fast::Scope;
 use super::{Item, Pattern, Strictness, glob};
 use crate::protocol::Kind;
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,33 +178,55 @@ pub(super) fn evaluate(
     mut trace: Option<&mut Vec<Step>>,
 ) -> Verdict {
     let listing = facts.request.is_none();
-    let applying: Vec<&Rule> = rules.iter().map(|r| r.as_ref()).filter(|r| r.targets(item, endpoint)).collect();
-    // One context for every condition, holding the union of what they read.
-    let reads = applying.iter().filter_map(|r| r.when.as_ref()).filter(|w| !(listing && w.reads().needs_call())).fold(None, |acc, w| {
-        let r = w.reads();
-        let a: super::expr::Reads = acc.unwrap_or_default();
-        Some(super::expr::Reads {
-            caller: a.caller || r.caller,
-            request: a.request || r.request,
-            tool: a.tool || r.tool,
-            args: a.args || r.args,
-            now: a.now || r.now,
-        })
-    });
-    let ctx = reads.map(|reads| Condition::context(facts, reads));
+    let applying = rules.iter().map(|r| r.as_ref()).filter(|r| r.targets(item, endpoint));
+    let scope = Scope::new(facts);
+    // The interpreter's context, made only when a condition has no fast answer, holding what
+    // every condition applying may read.
+    let ctx: OnceCell<Result<cel::Context<'static, 'static>, String>> = OnceCell::new();
+    let interpreted = |w: &Condition| {
+        let ctx = ctx.get_or_init(|| {
+            let reads =
+                rules.iter().filter(|r| r.targets(item, endpoint)).filter_map(|r| r.when.as_ref()).fold(Reads::default(), |a, w| {
+                    let r = w.reads();
+                    Reads {
+                        caller: a.caller || r.caller,
+                        request: a.request || r.request,
+                        tool: a.tool || r.tool,
+                        args: a.args || r.args,
+                        now: a.now || r.now,
+                    }
+                });
+            let reads = if listing { Reads { request: false, args: false, now: false, ..reads } } else { reads };
+            Condition::context(facts, reads)
+        });
+        match ctx {
+            Ok(ctx) => w.eval_in(ctx),
+            // What one condition reads failed (arguments too large): each decides with its own.
+            Err(_) => w.eval_interpreted(facts),
+        }
+    };
     let mut verdict = Verdict { allowed: open, ..Verdict::default() };
     let mut allowed_by_rule = false;
     for rule in applying {
-        let holds = match (&rule.when, &ctx) {
-            (None, _) => Holds::Yes,
-            (Some(w), _) if listing && w.reads().needs_call() => Holds::Later,
-            (Some(w), Some(Ok(ctx))) => match w.eval_in(ctx) {
+        // Without a trace, a rule whose answer cannot change the verdict is not evaluated: after
+        // a deny holds, nothing; after an allow holds, no other allow; after a confirm, no other.
+        let moot = match rule.effect {
+            _ if verdict.denied_by.is_some() => true,
+            Effect::Allow => allowed_by_rule,
+            Effect::Confirm => verdict.confirm_by.is_some(),
+            Effect::Deny => false,
+        };
+        if moot && trace.is_none() {
+            continue;
+        }
+        let holds = match &rule.when {
+            None => Holds::Yes,
+            Some(w) if listing && w.reads().needs_call() => Holds::Later,
+            Some(w) => match w.eval_fast(&scope).map_or_else(|| interpreted(w), Ok) {
                 Ok(true) => Holds::Yes,
                 Ok(false) => Holds::No,
                 Err(e) => Holds::Failed(e),
             },
-            (Some(_), Some(Err(e))) => Holds::Failed(e.clone()),
-            (Some(_), None) => Holds::Failed("no facts to evaluate it with".into()),
         };
         let counts = matches!(holds, Holds::Yes | Holds::Failed(_));
         match rule.effect {
