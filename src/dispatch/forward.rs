@@ -1,14 +1,12 @@
-//! The methods that act on one item and are forwarded to the upstream that owns it: `tools/call`
-//! (mirrored headers checked, `Mcp-Param-*` rebuilt from the upstream's schema), `prompts/get`,
-//! `resources/read` (URIs mapped both ways) and `completion/complete` (routed by its `ref`).
-//! Every lookup goes through the caller's view, so an item the caller may not use answers
-//! exactly like a missing one; every forwarded request is audited. The item's name or URI is
-//! rewritten to the upstream's own; everything else passes through.
+//! The last step of the call path (`dispatch/chain`): a request every step let go is sent to the
+//! upstream that owns its item (through the caller's own connection where it has one, or to
+//! consent), with the item's name or URI rewritten to the upstream's own and everything else
+//! passed through; and the result side: recorded (audit, metrics), redacted, its links and tasks
+//! mapped to the gateway's, a question to the client sealed into its request state. Also the
+//! helpers the steps share: a request's string parameter, the scope challenge, the argument
+//! check on the blocking pool.
 
 use super::Served;
-use super::bare::{self, Bare};
-use super::decide::{Subject, decide};
-use super::refusal::{self, Refusal};
 use super::{Request, state};
 use crate::audit;
 use crate::catalog::args::{ArgCheck, Refusal as ArgRefusal, cost};
@@ -72,12 +70,6 @@ pub(super) struct Named<'a> {
     pub confirmed: Option<&'a str>,
 }
 
-impl<'a> Named<'a> {
-    pub fn same(name: &'a str) -> Self {
-        Named { shown: name, policy: name, confirmed: None }
-    }
-}
-
 /// The audit record of `req`, under the catalogue's name, whatever name the endpoint presents.
 fn entry(gw: &Served<'_>, req: &Request, named: Named<'_>, upstream: &str) -> audit::Entry {
     audit::Entry {
@@ -122,12 +114,6 @@ pub(super) async fn forward(
     params.remove("_meta");
     super::strip_input_response(&mut params, super::consent::INPUT_KEY);
     let max_age = gw.config.server.input_timeout;
-    let bind = state::Binding { caller: &req.caller, upstream: up.id(), method: req.method.as_str(), item, confirmed: None };
-    if let Err(why) = state::open(&gw.sealer, &mut params, &bind, max_age) {
-        gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), item, why.reason());
-        gw.metrics.refused("invalid_request_state");
-        return Reply::error(why.to_error());
-    }
     let after = After {
         sealer: gw.sealer.clone(),
         caller: req.caller.clone(),
@@ -256,27 +242,6 @@ impl After {
     }
 }
 
-pub async fn get_prompt(gw: &Served<'_>, req: Request) -> Reply {
-    let name = match string_param(&req, "name") {
-        Ok(n) => n,
-        Err(e) => return Reply::error(e),
-    };
-    let id_of = |i: usize| gw.upstream_id(i);
-    let Some(prompt) = view::find(&gw.view, Kind::Prompt, &name, &req.caller.grants, &id_of) else {
-        if let Some(e) = needs_scope(gw, &req, Kind::Prompt, &name) {
-            return refusal::answer(gw, &req, &name, None, Refusal::InsufficientScope(e));
-        }
-        return Reply::error(RpcError::invalid_params(format!("Unknown prompt: {name}")));
-    };
-    let (upstream, original) = (prompt.upstream, prompt.original.clone());
-    let subject =
-        Subject { kind: Kind::Prompt, name: prompt.policy_name(), upstream: gw.upstream_id(upstream), json: Some(prompt.json.get()) };
-    if let Err(why) = decide(gw, &req, &subject, None) {
-        return refusal::answer(gw, &req, &name, None, why);
-    }
-    forward(gw, upstream, req, Named::same(&name), Some(("name", &original)), Vec::new(), None).await
-}
-
 /// The result with `cacheScope: "private"`, or `None` when it already says so (or is no object).
 fn private_scope(raw: &Json) -> Option<Json> {
     let mut obj = RawObject::from_json(raw).ok()?;
@@ -307,88 +272,7 @@ pub(super) async fn check_arguments(gw: &Served<'_>, check: &ArgCheck, args: &Va
     tokio::time::timeout(CHECK_DEADLINE, run).await.unwrap_or_else(|_| Err(late()))
 }
 
-/// An item named by its upstream's own name (see `bare`), when `[catalog] bare_names` is on.
-fn bare_name(gw: &Served<'_>, cat: &crate::catalog::Catalog, kind: Kind, name: &str, req: &Request) -> Bare {
-    if !gw.config.catalog.bare_names {
-        return Bare::Unknown;
-    }
-    let id_of = |i: usize| gw.upstream_id(i);
-    bare::resolve(cat, kind, name, &req.caller.grants, &id_of)
-}
-
 /// A URI in canonical form, for the decisions that name it (scopes, audit).
-fn canonical_uri(uri: &str) -> String {
+pub(super) fn canonical_uri(uri: &str) -> String {
     uris::canonical(uri).map_or_else(|_| uri.to_string(), |c| c.into_owned())
-}
-
-pub async fn read_resource(gw: &Served<'_>, req: Request) -> Reply {
-    let uri = match string_param(&req, "uri") {
-        Ok(n) => n,
-        Err(e) => return Reply::error(e),
-    };
-    let mut uri = uri;
-    let mut routed = gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri);
-    if routed.is_none() {
-        match bare_name(gw, &gw.view, Kind::Resource, &uri, &req) {
-            Bare::One(gateway_uri) => {
-                uri = gateway_uri;
-                routed = gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri);
-            }
-            Bare::Ambiguous(candidates) => {
-                return refusal::answer(gw, &req, &uri, None, Refusal::AmbiguousBareName { kind: Kind::Resource, candidates });
-            }
-            Bare::Unknown => {}
-        }
-    }
-    let Some((upstream, original)) = routed else {
-        if let Some(e) = needs_scope(gw, &req, Kind::Resource, &uri) {
-            return refusal::answer(gw, &req, &uri, None, Refusal::InsufficientScope(e));
-        }
-        return refusal::answer(gw, &req, &canonical_uri(&uri), None, Refusal::UnknownResource(uri));
-    };
-    let canonical = canonical_uri(&uri);
-    let subject = Subject { kind: Kind::Resource, name: &canonical, upstream: gw.upstream_id(upstream), json: None };
-    if let Err(why) = decide(gw, &req, &subject, None) {
-        return refusal::answer(gw, &req, &canonical, None, why);
-    }
-    // A skill's file is checked against what the skill's listing promised.
-    let check = super::skills::promise(gw, &req, upstream, &uri).map(|p| super::skills::Check::new(&req, p));
-    // Audited (and bound to any request state) under the URI that was decided on.
-    let reply = forward(gw, upstream, req, Named::same(&canonical_uri(&uri)), Some(("uri", &original)), Vec::new(), None).await;
-    match check {
-        Some(check) => check.apply(gw, reply),
-        None => reply,
-    }
-}
-
-pub async fn complete(gw: &Served<'_>, mut req: Request) -> Reply {
-    let Some(Ok(mut reference)) = req.params.parse::<RawObject>("ref") else {
-        return Reply::error(RpcError::invalid_params("completion/complete needs params.ref"));
-    };
-    let kind = reference.parse::<String>("type").and_then(Result::ok).unwrap_or_default();
-    let id_of = |i: usize| gw.upstream_id(i);
-    let (key, target) = match kind.as_str() {
-        "ref/prompt" => {
-            let name = reference.parse::<String>("name").and_then(Result::ok).unwrap_or_default();
-            ("name", view::find(&gw.view, Kind::Prompt, &name, &req.caller.grants, &id_of).map(|p| (p.upstream, p.original.clone(), name)))
-        }
-        "ref/resource" => {
-            let uri = reference.parse::<String>("uri").and_then(Result::ok).unwrap_or_default();
-            let template = view::find(&gw.view, Kind::Template, &uri, &req.caller.grants, &id_of).map(|t| (t.upstream, t.original.clone()));
-            ("uri", template.or_else(|| gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri)).map(|(up, orig)| (up, orig, uri)))
-        }
-        _ => return Reply::error(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}"))),
-    };
-    let Some((upstream, original, item)) = target else {
-        return Reply::error(RpcError::invalid_params("Unknown completion reference"));
-    };
-    let item_kind = if key == "name" { Kind::Prompt } else { Kind::Resource };
-    let subject = Subject { kind: item_kind, name: &item, upstream: gw.upstream_id(upstream), json: None };
-    if let Err(why) = decide(gw, &req, &subject, None) {
-        return refusal::answer(gw, &req, &item, None, why);
-    }
-    if reference.set_json(key, &original).is_err() || req.params.set_json("ref", &reference).is_err() {
-        return Reply::error(RpcError::internal("cannot rewrite the completion reference"));
-    }
-    forward(gw, upstream, req, Named::same(&item), None, Vec::new(), None).await
 }

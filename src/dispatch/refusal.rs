@@ -1,4 +1,4 @@
-//! The typed refusals of the call path. Every step of the chain (`dispatch/chain.rs`) that stops
+//! The typed refusals of the call path. Every step of the chain (`dispatch/chain`) that stops
 //! a request says why with one `Refusal`; this module maps each, once, to what the caller reads (a
 //! JSON-RPC error or a tool error result) and to the audit outcome and metric reason it is
 //! recorded under (a refusal for the caller's limits is also counted in the usage). A new refusal
@@ -29,6 +29,15 @@ pub enum Refusal {
     InsufficientScope(RpcError),
     /// A resource out of the caller's view (its URI as the caller wrote it).
     UnknownResource(String),
+    /// A prompt, skill, directory or completion reference out of the caller's view, with the
+    /// error its method answers for a missing one.
+    UnknownItem(RpcError),
+    /// A task id not issued here, expired, another caller's, or of a tool the caller may no
+    /// longer use (`why`, for the audit); the client hears `error` whatever it is.
+    UnknownTask { why: &'static str, error: RpcError },
+    /// A retry's `requestState` that this gateway did not issue for this caller and request, or
+    /// too old: the audit says which, the client is told only to start again.
+    InvalidRequestState(super::state::Refused),
     /// A `[[rate_limit]]` of the caller's: retry after the wait.
     RateLimited(Duration),
     /// A `[[quota]]` of the caller's is spent.
@@ -53,7 +62,9 @@ impl Refusal {
         Some(match self {
             Refusal::Answered(_) | Refusal::Malformed(_) => return None,
             Refusal::AmbiguousBareName { .. } => "ambiguous_bare_name",
-            Refusal::UnknownOrDenied | Refusal::UnknownResource(_) => "unknown_or_denied",
+            Refusal::UnknownOrDenied | Refusal::UnknownResource(_) | Refusal::UnknownItem(_) => "unknown_or_denied",
+            Refusal::UnknownTask { .. } => "unknown_task",
+            Refusal::InvalidRequestState(_) => "invalid_request_state",
             Refusal::HeldByPin => "held_by_pin",
             Refusal::InsufficientScope(_) => "insufficient_scope",
             Refusal::RateLimited(_) => "rate_limited",
@@ -64,6 +75,15 @@ impl Refusal {
             Refusal::ByRule { allowed_by_none: false, .. } => "denied_by_rule",
             Refusal::ByRule { allowed_by_none: true, .. } => "not_allowed_by_rule",
         })
+    }
+
+    /// The audit's outcome: the metric's reason, or a finer one where the audit tells more.
+    pub fn audit_reason(&self) -> Option<&'static str> {
+        match self {
+            Refusal::UnknownTask { why, .. } => Some(why),
+            Refusal::InvalidRequestState(why) => Some(why.reason()),
+            other => other.label(),
+        }
     }
 
     /// A refusal for the caller's limits: counted in the usage as a call, and in the tool-call
@@ -100,7 +120,9 @@ impl Refusal {
             }
             Refusal::AmbiguousBareName { kind, candidates } => bare::ambiguous(kind, name, &candidates),
             Refusal::UnknownOrDenied | Refusal::HeldByPin => RpcError::unknown_tool(name),
-            Refusal::InsufficientScope(e) | Refusal::Malformed(e) => e,
+            Refusal::InsufficientScope(e) | Refusal::Malformed(e) | Refusal::UnknownItem(e) => e,
+            Refusal::UnknownTask { error, .. } => error,
+            Refusal::InvalidRequestState(why) => why.to_error(),
             Refusal::UnknownResource(uri) => {
                 RpcError::invalid_params(format!("Resource not found: {uri}")).with_data(json!({ "uri": uri }))
             }
@@ -143,7 +165,7 @@ pub fn answer(gw: &Served<'_>, req: &Request, item: &str, tool: Option<Resolved<
             gw.metrics.refused(reason);
         }
         (Some(reason), _) => {
-            gw.audit.refused(&req.caller.id, endpoint, req.method.as_str(), item, reason);
+            gw.audit.refused(&req.caller.id, endpoint, req.method.as_str(), item, refusal.audit_reason().unwrap_or(reason));
             gw.metrics.refused(reason);
         }
         (None, _) => {}
@@ -204,6 +226,18 @@ mod tests {
                 "Forbidden",
             ),
             (Refusal::UnknownResource("file:///x".into()), Some("unknown_or_denied"), INVALID_PARAMS, "Resource not found: file:///x"),
+            (
+                Refusal::UnknownItem(RpcError::invalid_params("Unknown prompt: p")),
+                Some("unknown_or_denied"),
+                INVALID_PARAMS,
+                "Unknown prompt: p",
+            ),
+            (
+                Refusal::InvalidRequestState(super::super::state::Refused::Expired),
+                Some("invalid_request_state"),
+                INVALID_PARAMS,
+                "Invalid requestState",
+            ),
             (
                 Refusal::RateLimited(Duration::from_secs(2)),
                 Some("rate_limited"),

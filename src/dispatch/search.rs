@@ -98,7 +98,7 @@ pub async fn call(gw: &Served<'_>, req: Request) -> Reply {
     match name.as_deref() {
         Some(SEARCH) => search(gw, &req).await,
         Some(CALL) => call_found(gw, req).await,
-        _ => chain::call_tool(gw, req).await,
+        _ => chain::serve(gw, req).await,
     }
 }
 
@@ -205,7 +205,7 @@ async fn call_found(gw: &Served<'_>, mut req: Request) -> Reply {
     if let Err(e) = set {
         return Reply::error(RpcError::internal(format!("cannot build the call: {e}")));
     }
-    chain::call_tool(gw, req).await
+    chain::serve(gw, req).await
 }
 
 fn tool_error(message: &str) -> Reply {

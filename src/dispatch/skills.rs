@@ -3,20 +3,20 @@
 //! `directoryRead: true` only when every such upstream declares that too (a client that sees the
 //! flag may call `resources/directory/read` on any skill it lists). `skills/list` is served from
 //! the catalogue like every list (merged, filtered by the caller's view, paged with the gateway's
-//! cursor); `skills/get` and `resources/directory/read` are routed to the skill's owner with the
-//! URI mapped back, and its answer mapped forward (`catalog::links`), digests and sizes untouched.
+//! cursor); `skills/get` and `resources/directory/read` go through the call path
+//! (`dispatch/chain`) to the skill's owner with the URI mapped back, and its answer mapped forward
+//! (`catalog::links`), digests and sizes untouched.
 //! A skill the caller may not see answers exactly like one that does not exist (-32602). A read
 //! of a file a skill lists is checked against the listing's size and digest before it is
 //! relayed (`catalog::skills`): what the model reads is what was listed (and pinned).
 
-use super::forward::{Named, forward};
 use super::{Request, Served, discover};
 use crate::catalog::{Kind, links, skills, uris, view};
 use crate::protocol::SKILLS_EXTENSION;
 use crate::protocol::errors::RpcError;
 use crate::reply::{Outcome, Reply};
 use crate::upstream::Status;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The skills extension's settings to advertise to this caller, if any upstream it may use
 /// declares the extension.
@@ -43,59 +43,10 @@ pub fn offered(gw: &Served<'_>, req: &Request) -> bool {
 /// servers (FastMCP binds them to 2026-07-28 only, and the skills the gateway lists were listed in
 /// that era), so a legacy client's request goes to a modern upstream in the modern era (bridged),
 /// not in the client's own legacy session with it.
-fn bridged(gw: &Served<'_>, mut req: Request, upstream: usize) -> Request {
+pub fn bridge(gw: &Served<'_>, req: &mut Request, upstream: usize) {
     if gw.upstreams().get(upstream).is_some_and(|u| u.state().is_modern()) {
         req.legacy = None;
     }
-    req
-}
-
-fn uri_param(req: &Request) -> Result<String, RpcError> {
-    match req.params.parse::<String>("uri") {
-        Some(Ok(u)) => Ok(u),
-        _ => Err(RpcError::invalid_params(format!("{} needs params.uri (a string)", req.method))),
-    }
-}
-
-fn refuse(gw: &Served<'_>, req: &Request, item: &str) {
-    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), item, "unknown_or_denied");
-    gw.metrics.refused("unknown_or_denied");
-}
-
-/// `skills/get`: the entry of one skill, from its owner.
-pub async fn get(gw: &Served<'_>, req: Request) -> Reply {
-    let uri = match uri_param(&req) {
-        Ok(u) => u,
-        Err(e) => return Reply::error(e),
-    };
-    let id_of = |i: usize| gw.upstream_id(i);
-    let canonical = uris::canonical(&uri).map_or_else(|_| uri.clone(), |c| c.into_owned());
-    let found = view::find(&gw.view, Kind::Skill, &uri, &req.caller.grants, &id_of)
-        .or_else(|| view::find(&gw.view, Kind::Skill, &canonical, &req.caller.grants, &id_of))
-        .map(|s| (s.upstream, s.original.clone(), s.name.clone()));
-    let Some((upstream, original, name)) = found else {
-        refuse(gw, &req, &canonical);
-        return Reply::error(RpcError::invalid_params(format!("Unknown skill URI: {uri}")).with_data(json!({ "uri": uri })));
-    };
-    let req = bridged(gw, req, upstream);
-    forward(gw, upstream, req, Named::same(&name), Some(("uri", &original)), Vec::new(), None).await
-}
-
-/// `resources/directory/read`: the children of a directory inside a skill the caller may see,
-/// from the skill's owner (which answers -32602 for a URI that is no directory, and -32601 if
-/// it does not implement the method).
-pub async fn directory_read(gw: &Served<'_>, req: Request) -> Reply {
-    let uri = match uri_param(&req) {
-        Ok(u) => u,
-        Err(e) => return Reply::error(e),
-    };
-    let canonical = uris::canonical(&uri).map_or_else(|_| uri.clone(), |c| c.into_owned());
-    let Some((upstream, original)) = gw.route_uri_in(&gw.view, &req.caller, &req.caller.grants, &uri) else {
-        refuse(gw, &req, &canonical);
-        return Reply::error(RpcError::invalid_params(format!("Not a directory: {uri}")).with_data(json!({ "uri": uri })));
-    };
-    let req = bridged(gw, req, upstream);
-    forward(gw, upstream, req, Named::same(&canonical), Some(("uri", &original)), Vec::new(), None).await
 }
 
 /// What the caller's view lists for skill file `uri` of upstream `upstream` (a file of a skill

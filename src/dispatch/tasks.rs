@@ -14,6 +14,7 @@
 
 use super::Request;
 use super::Served;
+use super::refusal::Refusal;
 use crate::auth::Principal;
 use crate::catalog::Kind;
 use crate::catalog::links;
@@ -134,33 +135,41 @@ fn refusal(gw: &Served<'_>, req: &Request, sealed: &Sealed, age: Duration) -> Op
     None
 }
 
-/// `tasks/get`, `tasks/update` and `tasks/cancel`: routed to the upstream that created the task,
-/// with its own task id, and answered with the gateway's.
-pub async fn forward(gw: &Served<'_>, req: Request) -> Reply {
-    if !declared(&req) {
-        return Reply::error(missing());
+/// A task the caller may reach: the upstream that created it, its own id for it, and the
+/// gateway's.
+pub struct Task {
+    pub upstream: usize,
+    pub own: String,
+    pub id: String,
+    pub prefix: String,
+}
+
+/// The task `tasks/get`, `tasks/update` and `tasks/cancel` name, routed back to the upstream that
+/// created it (the chain's `Resolve` step for them; answered with the gateway's id by
+/// [`with_gateway_ids`]).
+pub fn resolve(gw: &Served<'_>, req: &Request) -> Result<Task, Refusal> {
+    if !declared(req) {
+        return Err(Refusal::Malformed(missing()));
     }
     let task_id = match req.params.parse::<String>("taskId") {
         Some(Ok(t)) => t,
-        _ => return Reply::error(RpcError::invalid_params(format!("{} needs params.taskId (a string)", req.method))),
+        _ => return Err(Refusal::Malformed(RpcError::invalid_params(format!("{} needs params.taskId (a string)", req.method)))),
     };
-    let refuse = |why: &str| {
-        gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), "-", why);
-        gw.metrics.refused("unknown_task");
-        Reply::error(unknown(&task_id))
-    };
+    let refuse = |why: &'static str| Refusal::UnknownTask { why, error: unknown(&task_id) };
     let Some((sealed, age)) = gw.sealer.open_aged::<Sealed>(PURPOSE, &task_id) else {
-        return refuse("unknown_task/not_issued_here");
+        return Err(refuse("unknown_task/not_issued_here"));
     };
-    if let Some(why) = refusal(gw, &req, &sealed, age) {
-        return refuse(why);
+    if let Some(why) = refusal(gw, req, &sealed, age) {
+        return Err(refuse(why));
     }
     let Some(up) = gw.upstreams().iter().find(|u| u.id() == sealed.u && !u.is_retired()).cloned() else {
-        return refuse("unknown_task/upstream_removed");
+        return Err(refuse("unknown_task/upstream_removed"));
     };
-    let prefix = up.cfg.prefix.clone();
-    let named = super::forward::Named::same(&task_id);
-    let reply = super::forward::forward(gw, up.index, req, named, Some(("taskId", &sealed.t)), Vec::new(), None).await;
+    Ok(Task { upstream: up.index, own: sealed.t, id: task_id, prefix: up.cfg.prefix.clone() })
+}
+
+/// A tasks method's reply with the gateway's task id in place of the upstream's.
+pub fn with_gateway_ids(reply: Reply, task_id: String, prefix: String) -> Reply {
     reply.map_outcome(move |o| match o {
         Outcome::Result(raw) => Outcome::Result(with_gateway_id(&raw, &task_id, &prefix).unwrap_or(raw)),
         other => other,

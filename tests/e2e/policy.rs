@@ -215,3 +215,48 @@ async fn a_reload_with_a_broken_rule_keeps_the_running_rules() {
     assert!(text_of(&still).contains("rule 'small-sums'"), "the running rule still holds: {still}");
     assert_eq!(text_of(&call(&gw.url, "calc__add", json!({ "a": 2, "b": 3 })).await), "5");
 }
+
+/// Every method that acts on one item goes through the same chain, so a rule reading the call
+/// decides prompts, reads and completions as it decides tool calls (server-everything's own).
+#[tokio::test(flavor = "multi_thread")]
+async fn call_time_rules_decide_prompts_reads_and_completions_too() {
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"ev\"\ncommand = {}\ntimeout = \"30s\"\n\n\
+         [[rule]]\nname = \"night\"\neffect = \"deny\"\nprompts = [\"ev__*\"]\nresources = [\"*\"]\nwhen = 'now.hour >= 22'\n",
+        everything_stdio_command()
+    );
+    let at = |time: &str| gateway_with_env(&config, &[("MCPGATE_POLICY_NOW", time)]);
+    let gw = at("2026-12-03T23:00:00Z");
+    // Listed all the same: the rule waits for the call.
+    let prompts = rpc(&gw.url, "prompts/list", json!({})).await.message();
+    let names: Vec<&str> = prompts["result"]["prompts"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str()).collect();
+    assert!(names.contains(&"ev__simple-prompt") && names.contains(&"ev__completable-prompt"), "{prompts}");
+    let resources = rpc(&gw.url, "resources/list", json!({})).await.message();
+    let uri = resources["result"]["resources"][0]["uri"].as_str().unwrap_or_else(|| panic!("a resource: {resources}")).to_string();
+
+    let refused = |r: &Value, what: &str| {
+        assert_eq!(r["error"]["code"], -32602, "{what}: {r}");
+        let message = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("policy refused this call") && message.contains("rule 'night'"), "{what}: {r}");
+    };
+    refused(&rpc(&gw.url, "prompts/get", json!({ "name": "ev__simple-prompt" })).await.message(), "prompts/get");
+    refused(&rpc(&gw.url, "resources/read", json!({ "uri": uri })).await.message(), "resources/read");
+    let complete =
+        json!({ "ref": { "type": "ref/prompt", "name": "ev__completable-prompt" }, "argument": { "name": "department", "value": "E" } });
+    refused(&rpc(&gw.url, "completion/complete", complete.clone()).await.message(), "completion/complete");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !gw.proc.log().lines().any(|l| l.contains("mcpgate::audit") && l.contains("prompts/get") && l.contains("night")) {
+        assert!(Instant::now() < deadline, "the audit names the rule:\n{}", gw.proc.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(gw);
+
+    // By day the same requests are served.
+    let gw = at("2026-12-03T10:00:00Z");
+    let got = rpc(&gw.url, "prompts/get", json!({ "name": "ev__simple-prompt" })).await.message();
+    assert!(got["result"]["messages"].as_array().is_some_and(|m| !m.is_empty()), "{got}");
+    let read = rpc(&gw.url, "resources/read", json!({ "uri": uri })).await.message();
+    assert!(read["result"]["contents"].as_array().is_some_and(|c| !c.is_empty()), "{read}");
+    let completed = rpc(&gw.url, "completion/complete", complete).await.message();
+    assert!(completed["result"]["completion"]["values"].is_array(), "{completed}");
+}

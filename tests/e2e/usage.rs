@@ -274,8 +274,9 @@ async fn the_audit_file_has_every_record_after_a_stop() {
     assert_eq!(calls, 40, "{audit}");
 }
 
-/// The quota is the last decision before the call goes out: a call refused for its arguments, or
-/// one a person was not able to confirm, spends none of it.
+/// The quota is the last decision before the call goes out: a call refused for its arguments, for
+/// a request state this gateway did not issue, or one a person was not able to confirm, spends
+/// none of it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_call_spends_no_quota() {
     let config = format!(
@@ -287,6 +288,13 @@ async fn a_refused_call_spends_no_quota() {
     for _ in 0..3 {
         let r = call_as(&gw.url, "carol-key", "calc__add", json!({ "a": "one", "b": 2 })).await;
         assert_eq!(r.message()["error"]["code"], -32602, "{}", r.message());
+    }
+    // A retry carrying a state the gateway never issued is refused before the quota.
+    for _ in 0..3 {
+        let params = json!({ "name": "calc__add", "arguments": { "a": 1, "b": 2 }, "requestState": "forged",
+            "inputResponses": { "q": { "action": "accept", "content": {} } } });
+        let r = rpc_with(&gw.url, "tools/call", params, &[("Authorization", "Bearer carol-key")]).await;
+        assert_eq!(r.message()["error"]["message"], "Invalid requestState: send the request again without inputResponses and requestState");
     }
     // A client that cannot be asked is refused by the confirmation, before the quota.
     let r = call_as(&gw.url, "carol-key", "calc__multiply", json!({ "a": 1, "b": 2 })).await;

@@ -1,0 +1,234 @@
+//! The call path as declared chains of named steps: every request that acts on one item
+//! (`tools/call`, `prompts/get`, `resources/read`, `completion/complete`, `skills/get`,
+//! `resources/directory/read`, and the tasks methods) goes through the chain of its method
+//! ([`chain_of`]), and every decision on it is a step there. Each step is one function with one
+//! job that either lets the request go on (leaving what it produced in the [`Call`] it works on)
+//! or stops it with one typed [`Refusal`], which `dispatch/refusal.rs` maps, once, to the wire
+//! and the audit. Adding a step is one line in a chain (and its function). After the last step
+//! the request is forwarded (`forward::forward`), where the result side (redaction, recording)
+//! runs. The tool steps live in `tool.rs`, how each method finds its item in `items.rs`.
+
+mod items;
+mod tool;
+
+use super::decide::Subject;
+use super::forward::{Named, forward};
+use super::refusal::{self, Refusal, Resolved};
+use super::{Request, Served, skills, state};
+use crate::catalog::Kind;
+use crate::catalog::merge::Entry;
+use crate::protocol::Method;
+use crate::protocol::errors::RpcError;
+use crate::protocol::xheader;
+use crate::reply::Reply;
+use serde_json::Value;
+
+/// The named steps of the call path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The item in the caller's view: catalogue, bare names, consent, pins, scopes (a task: its
+    /// id, and whether the caller may still use the tool that made it).
+    Resolve,
+    /// The caller's `[[rate_limit]]`s.
+    Admit,
+    /// The arguments' shape, a virtual endpoint's fixed arguments, `Mcp-Param-*` headers.
+    Arguments,
+    /// The policy's rules over what only the call tells: its arguments, the request, the clock.
+    Decide,
+    /// The arguments against the upstream's `inputSchema`.
+    Validate,
+    /// A person's confirmation, when a `[[confirm]]` or `confirm` rule names the call.
+    Confirm,
+    /// The `requestState` of a retry: issued here, to this caller, for this request, in time.
+    State,
+    /// The caller's `[[quota]]`s: taken only by a call that is about to be forwarded.
+    Quota,
+    /// The upstream's endpoint for the call's mirrored values.
+    Route,
+}
+
+use Step::*;
+
+/// The chain of `tools/call`, in order. Then `forward`.
+pub const TOOLS_CALL: &[Step] = &[Resolve, Admit, Arguments, Decide, Validate, Confirm, State, Quota, Route];
+/// `prompts/get` and `resources/read` (both may carry a retry's `requestState`).
+pub const GET_OR_READ: &[Step] = &[Resolve, Decide, State];
+/// `completion/complete`, `skills/get` and `resources/directory/read`.
+pub const LOOKUP: &[Step] = &[Resolve, Decide, State];
+/// `tasks/get`, `tasks/update`, `tasks/cancel`: the task was decided when its tool was called;
+/// resolving it decides again whether the caller may still use that tool.
+pub const TASKS: &[Step] = &[Resolve, State];
+
+/// The chain of a method, if it acts on one item.
+pub fn chain_of(method: &Method) -> Option<&'static [Step]> {
+    Some(match method {
+        Method::ToolsCall => TOOLS_CALL,
+        Method::PromptsGet | Method::ResourcesRead => GET_OR_READ,
+        Method::CompletionComplete | Method::SkillsGet | Method::ResourcesDirectoryRead => LOOKUP,
+        Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => TASKS,
+        _ => return None,
+    })
+}
+
+/// The item a request acts on, once resolved.
+pub(super) struct Target<'g> {
+    pub kind: Kind,
+    pub upstream: usize,
+    /// The name policy decides on and the audit records: the catalogue's name (whatever an
+    /// endpoint presents), a URI in canonical form.
+    pub policy: String,
+    /// The member of `params` set to the upstream's own name, and that name.
+    pub rewrite: Option<(&'static str, String)>,
+    /// The catalogue entry (its definition, the tool's argument check and headers).
+    pub entry: Option<&'g Entry>,
+}
+
+/// What is done with the reply once forwarded.
+pub(super) enum Then {
+    Relay,
+    /// A skill file's read is checked against its listing.
+    SkillFile(skills::Check),
+    /// A task's id is the gateway's again.
+    TaskId {
+        id: String,
+        prefix: String,
+    },
+}
+
+/// One request on its way through its chain: the request, and what the steps produced.
+pub(super) struct Call<'g> {
+    pub req: Request,
+    /// An upstream's id by its index, as catalogue lookups take it.
+    pub id_of: &'g (dyn Fn(usize) -> &'g str + Sync),
+    /// The item as the caller named it (a tool's gateway name once a bare name is resolved;
+    /// a URI in canonical form), as the audit presents it and request states are bound to.
+    pub name: String,
+    pub target: Option<Target<'g>>,
+    /// The arguments, when something depends on their values (`Null`: passed through unread).
+    pub args: Value,
+    /// The digest of what a person confirmed.
+    pub confirmed: Option<String>,
+    /// The `[[rule]]` asking a person to confirm the call.
+    pub confirm_rule: Option<String>,
+    pub endpoint: Option<usize>,
+    pub then: Then,
+}
+
+impl<'g> Call<'g> {
+    fn target(&self) -> Result<&Target<'g>, Refusal> {
+        self.target
+            .as_ref()
+            .ok_or_else(|| Refusal::Malformed(RpcError::internal("a step of the call path ran before the item was resolved")))
+    }
+
+    /// The tool a `tools/call` resolved to.
+    pub fn tool(&self) -> Result<&'g Entry, Refusal> {
+        self.target()?.entry.ok_or_else(|| Refusal::Malformed(RpcError::internal("a tool step ran on no tool")))
+    }
+}
+
+/// Serves a request that acts on one item through its method's chain, then forwards it.
+pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
+    let Some(chain) = chain_of(&req.method) else {
+        return Reply::error(RpcError::method_not_found(req.method.as_str()));
+    };
+    let id_of = |i: usize| gw.upstream_id(i);
+    let mut call = Call {
+        req,
+        id_of: &id_of,
+        name: String::new(),
+        target: None,
+        args: Value::Null,
+        confirmed: None,
+        confirm_rule: None,
+        endpoint: None,
+        then: Then::Relay,
+    };
+    for step in chain {
+        if let Err(why) = run(*step, gw, &mut call).await {
+            let tool =
+                call.target.as_ref().filter(|t| t.kind == Kind::Tool).map(|t| Resolved { canonical: &t.policy, upstream: t.upstream });
+            return refusal::answer(gw, &call.req, &call.name, tool, why);
+        }
+    }
+    let Some(target) = call.target else { return Reply::error(RpcError::internal("the call path resolved no item")) };
+    let headers = match target.entry {
+        Some(tool) if target.kind == Kind::Tool => xheader::outbound(&tool.headers, &call.args),
+        _ => Vec::new(),
+    };
+    let named = Named { shown: &call.name, policy: &target.policy, confirmed: call.confirmed.as_deref() };
+    let rewrite = target.rewrite.as_ref().map(|(key, value)| (*key, value.as_str()));
+    let reply = forward(gw, target.upstream, call.req, named, rewrite, headers, call.endpoint).await;
+    match call.then {
+        Then::Relay => reply,
+        Then::SkillFile(check) => check.apply(gw, reply),
+        Then::TaskId { id, prefix } => super::tasks::with_gateway_ids(reply, id, prefix),
+    }
+}
+
+async fn run<'g>(step: Step, gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {
+    match step {
+        Resolve => items::resolve(gw, call),
+        Admit => tool::admit(gw, call).await,
+        Arguments => tool::arguments(call),
+        Decide => decide(gw, call),
+        Validate => tool::validate(gw, call).await,
+        Confirm => tool::confirm(gw, call).await,
+        State => open_state(gw, call),
+        Quota => tool::quota(gw, call).await,
+        Route => tool::route(gw, call),
+    }
+}
+
+/// The rules that need the call decide it (a tool's arguments as they will be forwarded).
+fn decide(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
+    let target = call.target()?;
+    let json = target.entry.filter(|_| matches!(target.kind, Kind::Tool | Kind::Prompt | Kind::Skill)).map(|e| e.json.get());
+    let subject = Subject { kind: target.kind, name: &target.policy, upstream: gw.upstream_id(target.upstream), json };
+    let args = (!call.args.is_null()).then_some(&call.args);
+    call.confirm_rule = super::decide::decide(gw, &call.req, &subject, args)?;
+    Ok(())
+}
+
+/// A retry's `requestState` is opened: the upstream's own state goes on, or the request stops.
+fn open_state(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
+    let upstream = gw.upstream_id(call.target()?.upstream);
+    let req = &mut call.req;
+    let bind = state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: &call.name, confirmed: None };
+    state::open(&gw.sealer, &mut req.params, &bind, gw.config.server.input_timeout).map_err(Refusal::InvalidRequestState)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(chain: &[Step], step: Step) -> usize {
+        chain.iter().position(|s| *s == step).unwrap_or(usize::MAX)
+    }
+
+    #[test]
+    fn every_step_runs_once_in_the_declared_order() {
+        let t = |s| at(TOOLS_CALL, s);
+        assert_eq!(TOOLS_CALL, &[Resolve, Admit, Arguments, Decide, Validate, Confirm, State, Quota, Route]);
+        // The item is known before anything is decided on it, in every chain.
+        for chain in [TOOLS_CALL, GET_OR_READ, LOOKUP, TASKS] {
+            assert_eq!(at(chain, Resolve), 0);
+            let mut seen = chain.to_vec();
+            seen.dedup();
+            assert_eq!(seen.len(), chain.len(), "a step runs once");
+        }
+        // A call refused for its arguments, its state, or one a person has not confirmed, spends
+        // no quota.
+        assert!(t(Arguments) < t(Quota) && t(Validate) < t(Quota) && t(Confirm) < t(Quota) && t(State) < t(Quota));
+        // The rules see the arguments as they will be forwarded, and a refused call asks no one.
+        assert!(t(Arguments) < t(Decide) && t(Decide) < t(Confirm) && t(Decide) < t(Quota));
+        // A rate limit is checked before the arguments are read; the route is the last step.
+        assert!(t(Admit) < t(Arguments));
+        assert_eq!(t(Route), TOOLS_CALL.len() - 1);
+        // Every method that names an item is decided by the rules.
+        for method in [Method::ToolsCall, Method::PromptsGet, Method::ResourcesRead, Method::CompletionComplete, Method::SkillsGet] {
+            assert!(chain_of(&method).is_some_and(|c| c.contains(&Decide)), "{method}");
+        }
+        assert!(chain_of(&Method::ToolsList).is_none());
+    }
+}

@@ -1,0 +1,173 @@
+//! The steps of `tools/call` that only a tool call has: its rate limits, its arguments (shape,
+//! fixed arguments, `Mcp-Param-*` headers, schema), a person's confirmation, its quota and its
+//! route to one of the upstream's endpoints; and how a tool is found in the caller's view (bare
+//! names, a `connect` retry, consent, scopes, pins).
+
+use super::{Call, Target};
+use crate::catalog::{Kind, view};
+use crate::dispatch::Served;
+use crate::dispatch::bare::{self, Bare};
+use crate::dispatch::forward::{check_arguments, needs_scope, string_param};
+use crate::dispatch::refusal::Refusal;
+use crate::policy;
+use crate::protocol::errors::RpcError;
+use crate::protocol::xheader;
+use crate::reply::Reply;
+use serde_json::Value;
+
+pub(super) fn resolve<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {
+    call.name = string_param(&call.req, "name").map_err(Refusal::Malformed)?;
+    let (cat, grants, id_of) = (&gw.view, &call.req.caller.grants, call.id_of);
+    if let Some(tool) = view::find(cat, Kind::Tool, &call.name, grants, id_of) {
+        call.target = Some(target(tool));
+        return Ok(());
+    }
+    let bare = if gw.config.catalog.bare_names { bare::resolve(cat, Kind::Tool, &call.name, grants, id_of) } else { Bare::Unknown };
+    match bare {
+        Bare::One(gateway_name) => {
+            call.target = view::find(cat, Kind::Tool, &gateway_name, grants, id_of).map(target);
+            call.name = gateway_name;
+            // Out of view after all: answered like an unknown tool, unaudited as before.
+            call.target.as_ref().map(|_| ()).ok_or_else(|| Refusal::Malformed(RpcError::unknown_tool(&call.name)))
+        }
+        Bare::Ambiguous(candidates) => Err(Refusal::AmbiguousBareName { kind: Kind::Tool, candidates }),
+        Bare::Unknown => Err(not_found(gw, call)),
+    }
+}
+
+/// Why a name is not in the caller's view.
+fn not_found(gw: &Served<'_>, call: &Call<'_>) -> Refusal {
+    let (req, name) = (&call.req, call.name.as_str());
+    // The `connect` tool of an upstream the caller has meanwhile consented to (the retry of the
+    // call that sent it to consent).
+    if let Some(index) = gw.connect_tool_of(&req.caller, name) {
+        let text = format!("Connected to {}: its tools are listed now.", gw.upstream_id(index));
+        return Refusal::Answered(Box::new(Reply::Single(crate::dispatch::tool_text(&text, false))));
+    }
+    // A tool of an upstream the caller has not connected (yet, or any more).
+    if let Some(index) = gw.unconnected_upstream_of(&req.caller, &gw.view, name) {
+        return Refusal::Answered(Box::new(crate::dispatch::consent::needed(gw, req, gw.upstream_id(index), name)));
+    }
+    if let Some(e) = needs_scope(gw, req, Kind::Tool, name) {
+        return Refusal::InsufficientScope(e);
+    }
+    if gw.held_tool(name) { Refusal::HeldByPin } else { Refusal::UnknownOrDenied }
+}
+
+/// A tool as the chain's target.
+fn target(tool: &crate::catalog::merge::Entry) -> Target<'_> {
+    Target {
+        kind: Kind::Tool,
+        upstream: tool.upstream,
+        policy: tool.policy_name().to_string(),
+        rewrite: Some(("name", tool.original.clone())),
+        entry: Some(tool),
+    }
+}
+
+/// Rate limits are configured on catalogue names, whatever name an endpoint presents.
+pub(super) async fn admit(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
+    let canonical = call.tool()?.policy_name();
+    for (index, limit) in gw.config.rate_limits.iter().enumerate().filter(|(_, l)| policy::glob::matches(&l.tools, canonical)) {
+        gw.limiter.check(&format!("tool:{}:{}", call.req.caller.id, index), limit.rate).await.map_err(Refusal::RateLimited)?;
+    }
+    Ok(())
+}
+
+/// The arguments are read only when something depends on their values: mirrored headers (and
+/// the routing they drive), `Mcp-Param-*` headers to check, or fixed arguments. Otherwise they
+/// pass through unread, once their shape is known to be an object.
+pub(super) fn arguments(call: &mut Call<'_>) -> Result<(), Refusal> {
+    let tool = call.tool()?;
+    let req = &mut call.req;
+    let not_object = || Refusal::Malformed(RpcError::invalid_params("tools/call arguments must be an object"));
+    let needs_values = !tool.headers.is_empty() || !tool.fixed.is_empty() || req.param_headers.as_ref().is_some_and(|h| !h.is_empty());
+    let mut args: Value = match req.params.get("arguments") {
+        None => Value::Object(Default::default()),
+        Some(raw) if !needs_values && (raw.get().starts_with('{') || raw.get() == "null") => Value::Null,
+        Some(raw) => match raw.parse::<Value>() {
+            Ok(v @ (Value::Object(_) | Value::Null)) => v,
+            _ => return Err(not_object()),
+        },
+    };
+    if let Some(fixed) = tool.fixed.keys().find(|k| args.get(k.as_str()).is_some()) {
+        let name = &call.name;
+        return Err(Refusal::Malformed(RpcError::invalid_params(format!(
+            "Argument '{fixed}' of {name} is fixed on this endpoint: leave it out"
+        ))));
+    }
+    if let Some(received) = &req.param_headers {
+        xheader::check_inbound(&tool.headers, &args, received).map_err(Refusal::Malformed)?;
+    }
+    // A virtual server's fixed arguments go in, with the values it set.
+    if !tool.fixed.is_empty() {
+        if args.is_null() {
+            args = Value::Object(Default::default());
+        }
+        let Value::Object(map) = &mut args else { return Err(not_object()) };
+        map.extend(tool.fixed.clone());
+        if req.params.set_json("arguments", &args).is_err() {
+            return Err(Refusal::Malformed(RpcError::internal("cannot add the fixed arguments")));
+        }
+    }
+    call.args = args;
+    Ok(())
+}
+
+/// The arguments fit the upstream's own schema, or the call goes nowhere. They are checked as
+/// they would be forwarded (read now if they passed through unread so far).
+pub(super) async fn validate(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
+    let tool = call.tool()?;
+    if !gw.upstream(tool.upstream).is_some_and(|u| u.cfg.validate_arguments) {
+        return Ok(());
+    }
+    let read;
+    let args = match call.req.params.get("arguments") {
+        Some(raw) if call.args.is_null() && raw.get() != "null" => {
+            read = raw.parse::<Value>().unwrap_or(Value::Null);
+            &read
+        }
+        _ if call.args.is_null() => {
+            read = Value::Object(Default::default());
+            &read
+        }
+        _ => &call.args,
+    };
+    check_arguments(gw, &tool.args, args).await.map_err(Refusal::InvalidArguments)
+}
+
+/// A call a rule names waits for a person's confirmation.
+pub(super) async fn confirm(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
+    let tool = call.tool()?;
+    match crate::dispatch::confirm::check(gw, &mut call.req, tool, gw.upstream_id(tool.upstream), call.confirm_rule.as_deref()).await {
+        crate::dispatch::confirm::Verdict::Free => Ok(()),
+        crate::dispatch::confirm::Verdict::Confirmed(digest) => {
+            call.confirmed = Some(digest);
+            Ok(())
+        }
+        crate::dispatch::confirm::Verdict::Answer(reply) => Err(Refusal::Answered(reply)),
+    }
+}
+
+/// Quotas are configured on catalogue names, and spent only by a call every other step let go.
+pub(super) async fn quota(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
+    if gw.config.quotas.is_empty() {
+        return Ok(());
+    }
+    let canonical = call.tool()?.policy_name();
+    let fail = gw.config.cluster.as_ref().map_or(crate::config::cluster::FailMode::Open, |c| c.on_redis_error);
+    let req = &call.req;
+    gw.usage.take_quota(&gw.config.quotas, &req.caller.id, &req.caller.rules, canonical, fail).await.map_err(Refusal::QuotaExceeded)
+}
+
+/// The upstream's endpoint that takes the call, by its mirrored values.
+pub(super) fn route(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
+    let tool = call.tool()?;
+    let values = xheader::mirrored_values(&tool.headers, &call.args);
+    call.endpoint = match gw.upstream(tool.upstream).map(|u| u.route(&values)) {
+        Some(Ok(e)) => e,
+        Some(Err(why)) => return Err(Refusal::NoRoute { upstream: gw.upstream_id(tool.upstream).to_string(), why: why.to_string() }),
+        None => None,
+    };
+    Ok(())
+}
