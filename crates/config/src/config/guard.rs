@@ -159,7 +159,7 @@ pub(super) fn resolve_secrets(at: &Locator, s: SecretsSection) -> Result<Vec<cra
             Some(a) => action(at, a, "secrets.pattern.action")?.unwrap_or(Action::Redact),
             None => Action::Redact,
         };
-        detectors.push(Detector { name: p.name, pattern, action: act });
+        detectors.push(Detector::new(p.name, pattern, act));
     }
     Ok(detectors)
 }

@@ -14,6 +14,8 @@ mod fast;
 pub mod glob;
 pub mod rules;
 pub mod secrets;
+pub mod shapes;
+pub mod unhide;
 
 use crate::protocol::{Kind, uri as uris};
 use facts::{CallerFacts, Facts};

@@ -1,11 +1,16 @@
-//! Secrets kept out of results (`[secrets]`, docs/security.md): detectors for the common shapes of
-//! credentials (cloud and SaaS keys, tokens, private keys) and the operator's own patterns, each
-//! with an action: `redact` replaces what matched with `[REDACTED:<name>]`, `block` withholds the
-//! whole message. One walker ([`scrub`]) applies them to every string a message from an upstream
-//! carries to a client or its model (results, errors, notifications, questions), but the
-//! protocol's opaque identifiers; a message it cannot read is withheld, never passed. A finding is
-//! reported by its detector's name, never by what matched.
+//! Detectors over what flows through (`[secrets]` and the built-in guards, docs/security.md): the
+//! shapes of `policy::shapes` (credentials, personal data, hidden instructions) and the
+//! operator's own patterns, each with an action: `redact` replaces what matched with
+//! `[REDACTED:<name>]`, `block` withholds the whole message, `flag` only reports it. One walker
+//! ([`scrub`]) applies them to every string a message carries to a client or its model (results,
+//! errors, notifications, questions, definitions), but the protocol's opaque identifiers; a
+//! message it cannot read is withheld, never passed. Each string is read as written, as it reads
+//! (`policy::unhide::visible`: invisible characters removed, NFKC), and with its base64 runs
+//! decoded (bounded); the texts of one content array are also read joined, so a token cut in two
+//! blocks is found. A finding is reported by its detector's name, never by what matched.
 
+use super::shapes::{INJECTION, PII, SECRETS, Shape};
+use super::unhide;
 use regex::Regex;
 use serde_json::Value;
 
@@ -14,6 +19,8 @@ use serde_json::Value;
 pub enum Action {
     Redact,
     Block,
+    /// Report the finding, change nothing.
+    Flag,
 }
 
 /// One detector.
@@ -22,30 +29,69 @@ pub struct Detector {
     pub name: String,
     pub pattern: Regex,
     pub action: Action,
+    /// The check a match must pass too (check digits).
+    pub verify: Option<fn(&str) -> bool>,
 }
 
-/// The built-in detectors: (name, pattern). Shapes with a fixed, recognisable prefix, so that
-/// ordinary text does not match.
-pub const BUILT_IN: &[(&str, &str)] = &[
-    ("aws-access-key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
-    ("gitlab-token", r"\bglpat-[A-Za-z0-9_\-]{20,}\b"),
-    ("slack-token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}\b"),
-    ("stripe-key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b"),
-    ("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
-    // Before the generic `sk-` shape below, which would take it too.
-    ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_\-]{32,}\b"),
-    ("openai-key", r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{32,}\b"),
-    ("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    ("private-key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"),
-];
+impl Detector {
+    pub fn new(name: impl Into<String>, pattern: Regex, action: Action) -> Detector {
+        Detector { name: name.into(), pattern, action, verify: None }
+    }
 
-/// The built-in detectors with `action`.
-pub fn built_in(action: Action) -> Vec<Detector> {
-    BUILT_IN
+    fn counts(&self, found: &str) -> bool {
+        self.verify.is_none_or(|v| v(found))
+    }
+
+    /// Whether it finds something in `text`.
+    pub fn finds(&self, text: &str) -> bool {
+        match self.verify {
+            None => self.pattern.is_match(text),
+            Some(_) => self.pattern.find_iter(text).any(|m| self.counts(m.as_str())),
+        }
+    }
+
+    /// `text` with what it finds replaced by its marker.
+    fn redact(&self, text: &str) -> String {
+        let marker = format!("[REDACTED:{}]", self.name);
+        self.pattern
+            .replace_all(text, |c: &regex::Captures<'_>| if self.counts(&c[0]) { marker.clone() } else { c[0].to_string() })
+            .into_owned()
+    }
+}
+
+/// The groups of built-in detectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Group {
+    Secrets,
+    Pii,
+    Injection,
+}
+
+impl Group {
+    pub fn shapes(self) -> &'static [Shape] {
+        match self {
+            Group::Secrets => SECRETS,
+            Group::Pii => PII,
+            Group::Injection => INJECTION,
+        }
+    }
+}
+
+/// The built-in detectors of `group` named in `names` (all of them when empty), with `action`.
+pub fn group(group: Group, names: &[&str], action: Action) -> Vec<Detector> {
+    group
+        .shapes()
         .iter()
-        .filter_map(|(name, p)| Regex::new(p).ok().map(|pattern| Detector { name: (*name).to_string(), pattern, action }))
+        .filter(|(name, _, _)| names.is_empty() || names.contains(name))
+        .filter_map(|(name, p, verify)| {
+            Regex::new(p).ok().map(|pattern| Detector { name: (*name).to_string(), pattern, action, verify: *verify })
+        })
         .collect()
+}
+
+/// The built-in credential detectors with `action` (`[secrets] builtin`).
+pub fn built_in(action: Action) -> Vec<Detector> {
+    group(Group::Secrets, &[], action)
 }
 
 /// What the detectors did to a message.
@@ -56,6 +102,24 @@ pub struct Findings {
     /// The first detector whose finding withholds the message ([`UNREADABLE`] for a message the
     /// walker cannot read).
     pub blocked: Option<String>,
+    /// The flagging detectors that found something (each once).
+    pub flagged: Vec<String>,
+}
+
+impl Findings {
+    fn record(&mut self, d: &Detector) {
+        let list = match d.action {
+            Action::Block => {
+                self.blocked.get_or_insert_with(|| d.name.clone());
+                return;
+            }
+            Action::Redact => &mut self.redacted,
+            Action::Flag => &mut self.flagged,
+        };
+        if !list.contains(&d.name) {
+            list.push(d.name.clone());
+        }
+    }
 }
 
 /// The name a message is withheld under when it cannot be read: not JSON, nested deeper than
@@ -90,13 +154,17 @@ pub fn scrub(message: &mut Value, detectors: &[Detector]) -> Findings {
     if detectors.is_empty() {
         return found;
     }
+    let mut budget = unhide::MAX_RUNS;
     let mut stack: Vec<(&mut Value, bool)> = vec![(message, false)];
     while let Some((v, free)) = stack.pop() {
         match v {
-            Value::String(s) => check(s, detectors, &mut found),
-            Value::Array(items) => stack.extend(items.iter_mut().map(|i| (i, free))),
+            Value::String(s) => check(s, detectors, &mut found, &mut budget),
+            Value::Array(items) => {
+                across(items, detectors, &mut found);
+                stack.extend(items.iter_mut().map(|i| (i, free)));
+            }
             Value::Object(map) => {
-                rename_keys(map, detectors, &mut found);
+                rename_keys(map, detectors, &mut found, &mut budget);
                 for (k, item) in map.iter_mut() {
                     if free || !OPAQUE.contains(&k.as_str()) {
                         stack.push((item, free || FREE_FORM.contains(&k.as_str())));
@@ -169,11 +237,13 @@ fn too_deep(text: &str) -> bool {
 
 /// Object keys are strings a client shows too: a key that holds a secret is redacted (renamed)
 /// or blocks the message.
-fn rename_keys(map: &mut serde_json::Map<String, Value>, detectors: &[Detector], found: &mut Findings) {
-    let hits: Vec<String> = map.keys().filter(|k| detectors.iter().any(|d| d.pattern.is_match(k))).cloned().collect();
-    for key in hits {
+fn rename_keys(map: &mut serde_json::Map<String, Value>, detectors: &[Detector], found: &mut Findings, budget: &mut usize) {
+    // Keys are nearly always short ASCII names: those are read as written only.
+    let suspect = |k: &str| !k.is_ascii() || k.len() >= 16 || detectors.iter().any(|d| d.finds(k));
+    let keys: Vec<String> = map.keys().filter(|k| suspect(k)).cloned().collect();
+    for key in keys {
         let mut renamed = key.clone();
-        check(&mut renamed, detectors, found);
+        check(&mut renamed, detectors, found, budget);
         if renamed != key
             && let Some(v) = map.remove(&key)
         {
@@ -182,162 +252,88 @@ fn rename_keys(map: &mut serde_json::Map<String, Value>, detectors: &[Detector],
     }
 }
 
-fn check(s: &mut String, detectors: &[Detector], found: &mut Findings) {
+/// One string, read as written, as it reads, and with its base64 runs decoded.
+fn check(s: &mut String, detectors: &[Detector], found: &mut Findings, budget: &mut usize) {
     for d in detectors {
-        if !d.pattern.is_match(s) {
-            continue;
-        }
-        match d.action {
-            Action::Block => {
-                found.blocked.get_or_insert_with(|| d.name.clone());
+        if d.finds(s) {
+            found.record(d);
+            if d.action == Action::Redact {
+                *s = d.redact(s);
             }
-            Action::Redact => {
-                *s = d.pattern.replace_all(s, format!("[REDACTED:{}]", d.name).as_str()).into_owned();
-                if !found.redacted.contains(&d.name) {
-                    found.redacted.push(d.name.clone());
-                }
+        }
+    }
+    if let Some(mut seen) = unhide::visible(s) {
+        let mut changed = false;
+        for d in detectors {
+            if !d.finds(&seen) {
+                continue;
+            }
+            found.record(d);
+            if d.action == Action::Redact {
+                seen = d.redact(&seen);
+                changed = true;
+            }
+        }
+        // What was hidden is redacted in the text as it reads.
+        if changed {
+            *s = seen;
+        }
+    }
+    let mut edits = Vec::new();
+    for (range, decoded) in unhide::base64_runs(s, budget) {
+        for d in detectors.iter().filter(|d| d.finds(&decoded)) {
+            found.record(d);
+            if d.action == Action::Redact {
+                edits.push((range.clone(), format!("[REDACTED:{}]", d.name)));
+                break;
+            }
+        }
+    }
+    for (range, marker) in edits.into_iter().rev() {
+        s.replace_range(range, &marker);
+    }
+}
+
+/// The texts of an array's content blocks read as one text: a finding that spans two or more
+/// blocks (one inside a block is the block's own) is recorded, and redacted in each block it
+/// touches (the marker in the first, the rest of it removed from the others).
+fn across(items: &mut [Value], detectors: &[Detector], found: &mut Findings) {
+    if items.iter().filter(|i| i.get("text").is_some_and(Value::is_string)).take(2).count() < 2 {
+        return;
+    }
+    for d in detectors {
+        let mut joined = String::new();
+        let mut bounds = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            if let Some(t) = item.get("text").and_then(Value::as_str) {
+                bounds.push((i, joined.len(), joined.len() + t.len()));
+                joined.push_str(t);
+            }
+        }
+        let mut edits: Vec<(usize, std::ops::Range<usize>, String)> = Vec::new();
+        for m in d.pattern.find_iter(&joined).filter(|m| d.counts(m.as_str())) {
+            let touched: Vec<_> = bounds.iter().filter(|(_, s, e)| m.start() < *e && m.end() > *s).collect();
+            if touched.len() < 2 {
+                continue;
+            }
+            found.record(d);
+            if d.action != Action::Redact {
+                continue;
+            }
+            for (n, (i, s, e)) in touched.into_iter().enumerate() {
+                let local = m.start().max(*s) - s..m.end().min(*e) - s;
+                edits.push((*i, local, if n == 0 { format!("[REDACTED:{}]", d.name) } else { String::new() }));
+            }
+        }
+        for (i, range, marker) in edits.into_iter().rev() {
+            if let Some(Value::String(t)) = items.get_mut(i).and_then(|item| item.get_mut("text")) {
+                t.replace_range(range, &marker);
             }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn each_built_in_shape_is_found_and_ordinary_text_is_not() {
-        let samples = [
-            ("aws-access-key", "AKIAIOSFODNN7EXAMPLE"),
-            ("github-token", "ghp_0123456789abcdefghijABCDEFGHIJ012345"),
-            ("gitlab-token", "glpat-abcdefghij0123456789"),
-            ("slack-token", "xoxb-1234567890-abcdefghij"),
-            ("stripe-key", "sk_live_0123456789abcdefABCD"),
-            ("google-api-key", "AIzaSyA0123456789abcdefghijklmnopqrstuv"),
-            ("openai-key", "sk-proj-0123456789abcdefghij0123456789abcdef"),
-            ("anthropic-key", "sk-ant-api03-0123456789abcdefghij0123456789ab"),
-            ("jwt", "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLWJ5dGVz"),
-            ("private-key", "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----"),
-        ];
-        let detectors = built_in(Action::Redact);
-        for (name, secret) in samples {
-            let mut r = json!({ "content": [{ "type": "text", "text": format!("here: {secret} (done)") }] });
-            let f = scrub(&mut r, &detectors);
-            assert!(f.redacted.contains(&name.to_string()), "{name}: {f:?}");
-            let text = r["content"][0]["text"].as_str().unwrap_or_default();
-            assert!(!text.contains(secret) && text.contains(&format!("[REDACTED:{name}]")), "{name}: {text}");
-        }
-        let mut plain =
-            json!({ "content": [{ "type": "text", "text": "ask for a key at the desk; sk is short for sketch; AKIA is a name" }] });
-        assert_eq!(scrub(&mut plain, &detectors), Findings::default());
-    }
-
-    #[test]
-    fn structured_content_and_resources_are_scrubbed_blobs_and_uris_are_not() {
-        let detectors = built_in(Action::Redact);
-        let mut r = json!({
-            "content": [{ "type": "resource", "resource": { "uri": "mem://AKIAIOSFODNN7EXAMPLE", "text": "key AKIAIOSFODNN7EXAMPLE" } }],
-            "structuredContent": { "creds": { "id": "AKIAIOSFODNN7EXAMPLE" }, "n": 1 },
-        });
-        scrub(&mut r, &detectors);
-        assert_eq!(r["content"][0]["resource"]["uri"], "mem://AKIAIOSFODNN7EXAMPLE", "a URI is not text for the model");
-        assert_eq!(r["content"][0]["resource"]["text"], "key [REDACTED:aws-access-key]");
-        assert_eq!(r["structuredContent"]["creds"]["id"], "[REDACTED:aws-access-key]");
-        let block = built_in(Action::Block);
-        let mut r = json!({ "contents": [{ "uri": "x", "text": "AKIAIOSFODNN7EXAMPLE" }] });
-        assert_eq!(scrub(&mut r, &block).blocked.as_deref(), Some("aws-access-key"));
-    }
-
-    /// Every string a client sees, whichever member holds it: text, resource links, completion
-    /// values, errors, log data, questions and their schemas, `_meta`, and object keys.
-    #[test]
-    fn every_string_kind_is_read() {
-        let (aws, gh) = ("AKIAIOSFODNN7EXAMPLE", "ghp_0123456789abcdefghijABCDEFGHIJ012345");
-        let mut m = json!({
-            "content": [
-                { "type": "resource_link", "uri": "file:///x", "name": aws, "title": aws, "description": gh },
-                { "type": "image", "data": "aGVsbG8=", "mimeType": "image/png", "annotations": { "audience": [aws] } }
-            ],
-            "completion": { "values": [aws, gh] },
-            "error": { "code": -32000, "message": aws, "data": { "nested": [[{ "deep": gh }]] } },
-            "params": { "level": "info", "logger": aws, "data": { "config": { "token": gh } }, "message": aws },
-            "inputRequests": { "q": { "method": "elicitation/create", "params": {
-                "message": aws,
-                "requestedSchema": { "properties": { aws: { "type": "string", "description": gh, "enum": [aws], "default": gh } } }
-            } } },
-            "_meta": { "note": aws },
-            "structuredContent": { gh: 1 },
-            "statusMessage": aws,
-        });
-        let mut found = scrub(&mut m, &built_in(Action::Redact));
-        let text = m.to_string();
-        assert!(!text.contains(aws) && !text.contains(gh), "{text}");
-        found.redacted.sort();
-        assert_eq!(found.redacted, ["aws-access-key", "github-token"]);
-        assert!(text.contains("\"[REDACTED:github-token]\":1"), "a key is renamed: {text}");
-    }
-
-    #[test]
-    fn opaque_members_are_kept_outside_free_form_values() {
-        let aws = "AKIAIOSFODNN7EXAMPLE";
-        let mut m = json!({
-            "contents": [{ "uri": format!("mem://{aws}"), "mimeType": "text/plain", "blob": aws }],
-            "taskId": aws, "requestState": aws, "nextCursor": aws,
-            "_meta": { "progressToken": aws },
-            "structuredContent": { "uri": aws, "taskId": aws },
-        });
-        let found = scrub(&mut m, &built_in(Action::Redact));
-        assert_eq!(found.redacted, ["aws-access-key"]);
-        assert_eq!(m["contents"][0]["uri"], format!("mem://{aws}"));
-        assert_eq!(
-            (&m["contents"][0]["blob"], &m["taskId"], &m["requestState"], &m["nextCursor"]),
-            (&json!(aws), &json!(aws), &json!(aws), &json!(aws))
-        );
-        assert_eq!(m["_meta"]["progressToken"], aws);
-        assert_eq!(
-            m["structuredContent"],
-            json!({ "uri": "[REDACTED:aws-access-key]", "taskId": "[REDACTED:aws-access-key]" }),
-            "free-form: read whatever the name"
-        );
-    }
-
-    /// `depth` arrays around `inner`, as JSON text.
-    fn nested(depth: usize, inner: &str) -> String {
-        format!("{}{inner}{}", "[".repeat(depth), "]".repeat(depth))
-    }
-
-    #[test]
-    fn what_is_too_deep_or_not_json_is_withheld_and_the_rest_is_read_at_any_depth() {
-        let redact = built_in(Action::Redact);
-        let mut names = Vec::new();
-        let deep = nested(MAX_DEPTH - 1, r#"{"k":"AKIAIOSFODNN7EXAMPLE"}"#);
-        let out = scrub_json(&deep, &redact, &mut names).expect("readable").expect("redacted");
-        assert!(out.contains("[REDACTED:aws-access-key]") && names == ["aws-access-key"], "{out}");
-        for unreadable in [nested(MAX_DEPTH, r#"{"k":1}"#), nested(100_000, "1"), "{\"a\":".to_string(), "not json".to_string()] {
-            assert_eq!(
-                scrub_json(&unreadable, &redact, &mut Vec::new()),
-                Err(UNREADABLE.to_string()),
-                "{}",
-                &unreadable[..20.min(unreadable.len())]
-            );
-        }
-        // Brackets inside strings are not nesting.
-        let brackets = format!(r#"{{"text":"{}"}}"#, "[".repeat(1000));
-        assert_eq!(scrub_json(&brackets, &redact, &mut Vec::new()), Ok(None));
-        assert_eq!(scrub_json(r#"{"text":"\"[[["}"#, &redact, &mut Vec::new()), Ok(None));
-        // Nothing is read without a detector, not even a broken message.
-        assert_eq!(scrub_json("not json", &[], &mut Vec::new()), Ok(None));
-    }
-
-    #[test]
-    fn a_block_stops_the_walk_and_wins_over_redactions() {
-        let mut detectors = built_in(Action::Redact);
-        detectors.push(Detector { name: "internal".into(), pattern: Regex::new("itk_[a-z0-9]{12}").unwrap(), action: Action::Block });
-        let text = r#"{"content":[{"type":"text","text":"AKIAIOSFODNN7EXAMPLE"},{"type":"text","text":"itk_abcdefabcdef"}]}"#;
-        assert_eq!(scrub_json(text, &detectors, &mut Vec::new()), Err("internal".to_string()));
-        // Wide messages are walked without recursion, each string once.
-        let wide = serde_json::to_string(&json!({ "content": vec![json!({ "type": "text", "text": "plain" }); 50_000] })).unwrap();
-        assert_eq!(scrub_json(&wide, &detectors, &mut Vec::new()), Ok(None));
-    }
-}
+mod evasions;
+#[cfg(test)]
+mod tests;

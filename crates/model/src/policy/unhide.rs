@@ -1,0 +1,93 @@
+//! Seeing text the way a reader does, so that a detector is not fooled by how it is written:
+//! [`visible`] is the text with its invisible characters (format characters such as zero-width
+//! spaces, soft hyphens, word joiners, bidirectional controls, variation selectors and the tag
+//! block) removed and its compatibility forms (fullwidth letters, ligatures) folded by NFKC; and
+//! [`base64_runs`] decodes the runs of base64 in a text, bounded in number and size, for the
+//! detectors to read again.
+
+use base64::Engine;
+use icu_normalizer::ComposingNormalizerBorrowed;
+use regex::Regex;
+use std::ops::Range;
+use std::sync::LazyLock;
+
+/// The most base64 runs decoded in one message.
+pub const MAX_RUNS: usize = 64;
+/// The longest base64 run decoded (longer ones are data, not a hidden token).
+pub const MAX_RUN: usize = 64 * 1024;
+/// The shortest run worth decoding (18 bytes of text).
+const MIN_RUN: usize = 24;
+
+/// Characters a reader does not see.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c as u32,
+        0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F | 0x3164
+        | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
+}
+
+/// The text as it reads, or `None` when that is the text as written (all ASCII, or nothing
+/// invisible and nothing NFKC folds).
+pub fn visible(text: &str) -> Option<String> {
+    if text.is_ascii() {
+        return None;
+    }
+    let stripped: String = text.chars().filter(|c| !is_invisible(*c)).collect();
+    let folded = ComposingNormalizerBorrowed::new_nfkc().normalize(&stripped).into_owned();
+    (folded != text).then_some(folded)
+}
+
+static RUN: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_\-]{24,}={0,2}").ok());
+
+/// The base64 runs of `text` that decode to text: their place in `text` and what they say. At
+/// most `budget` runs are decoded (the budget is spent).
+pub fn base64_runs(text: &str, budget: &mut usize) -> Vec<(Range<usize>, String)> {
+    let Some(run) = RUN.as_ref() else { return Vec::new() };
+    let mut out = Vec::new();
+    if text.len() < MIN_RUN {
+        return out;
+    }
+    for m in run.find_iter(text) {
+        if *budget == 0 {
+            break;
+        }
+        let s = m.as_str();
+        if s.len() > MAX_RUN {
+            continue;
+        }
+        *budget -= 1;
+        let body = s.trim_end_matches('=');
+        let engine = if body.contains(['-', '_']) {
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+        } else {
+            &base64::engine::general_purpose::STANDARD_NO_PAD
+        };
+        let Ok(bytes) = engine.decode(body) else { continue };
+        match String::from_utf8(bytes) {
+            Ok(decoded) if decoded.chars().all(|c| !c.is_control() || c.is_whitespace()) => out.push((m.range(), decoded)),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_reads_as_it_looks() {
+        assert_eq!(visible("plain"), None);
+        assert_eq!(visible("gh\u{200B}p_\u{AD}x").as_deref(), Some("ghp_x"));
+        assert_eq!(visible("ｇｈｐ").as_deref(), Some("ghp"));
+        assert_eq!(visible("café"), None, "already composed: nothing folds");
+        let mut budget = 2;
+        let runs = base64_runs(
+            "a dGhpcyBpcyBhIGhpZGRlbiB0ZXh0IQ== b dGhpcyBpcyBhIGhpZGRlbiB0ZXh0IQ== c dGhpcyBpcyBhIGhpZGRlbiB0ZXh0IQ==",
+            &mut budget,
+        );
+        assert_eq!(runs.len(), 2, "the budget bounds the work");
+        assert_eq!(runs[0].1, "this is a hidden text!");
+        assert_eq!(budget, 0);
+    }
+}
