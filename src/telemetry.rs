@@ -71,6 +71,13 @@ struct Reason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GuardLabel {
+    guard: String,
+    point: String,
+    verdict: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamId {
     upstream: String,
 }
@@ -120,6 +127,7 @@ pub struct Metrics {
     calls: Family<Call, Counter>,
     latency: Histograms,
     refused: Family<Reason, Counter>,
+    guard_verdicts: Family<GuardLabel, Counter>,
     up: Family<UpstreamId, Gauge>,
     items: Family<KindLabel, Gauge>,
     stale: Family<UpstreamId, Counter>,
@@ -170,6 +178,8 @@ impl Metrics {
         registry.register("calls", "Requests forwarded to an upstream, by method, upstream and outcome", calls.clone());
         registry.register("call_duration_seconds", "Time to the final answer of forwarded requests", latency.clone());
         registry.register("refused", "Requests refused before reaching an upstream, by reason", refused.clone());
+        let guard_verdicts = Family::<GuardLabel, Counter>::default();
+        registry.register("guard_verdicts", "Verdicts of [[guard]]s, by guard, point and verdict", guard_verdicts.clone());
         registry.register("upstream_up", "1 when the upstream answered its last probe", up.clone());
         registry.register("catalog_items", "Items served, by kind", items.clone());
         registry.register("log_lines_dropped", "Log lines dropped because the log writer could not keep up", log_dropped.clone());
@@ -213,6 +223,7 @@ impl Metrics {
             calls,
             latency,
             refused,
+            guard_verdicts,
             up,
             items,
             stale,
@@ -258,6 +269,13 @@ impl Metrics {
             Call { method: method.clone(), upstream: upstream.clone(), endpoint: endpoint.to_string(), outcome: outcome.to_string() };
         self.calls.get_or_create(&labels).inc();
         self.latency.get_or_create(&Route { method, upstream }).observe(took.as_secs_f64());
+    }
+
+    /// A guard's verdict (`allow`, `flag`, `modify`, `deny`, `error`) at `point`.
+    pub fn guard_verdict(&self, guard: &str, point: &str, verdict: &str) {
+        self.guard_verdicts
+            .get_or_create(&GuardLabel { guard: guard.to_string(), point: point.to_string(), verdict: verdict.to_string() })
+            .inc();
     }
 
     /// A request refused before any upstream (rate limit, policy, scope, no route, bad state).

@@ -38,6 +38,9 @@ pub struct CallRecord {
     /// The `[[rule]]` that decided a refusal, when one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
+    /// The guard whose verdict this records (`[[guard]]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
     pub duration_ms: u64,
 }
 
@@ -97,13 +100,29 @@ impl Audit {
     /// A request refused before any upstream was involved (unknown or denied, rate limited, no
     /// route, a token not honoured): `outcome` says why.
     pub fn refused(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
-        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: None };
+        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: None, guard: None };
         self.emit(&e, outcome, 0, None, false);
+    }
+
+    /// A guard's verdict other than a plain allow (`outcome`: `guard_denied`, `guard_modified`,
+    /// `guard_flagged`, `guard_error`), with the guard's name and how long it took.
+    pub fn guarded(&self, who: Guarded<'_>, outcome: &str, guard: &str, took: std::time::Duration) {
+        let e = Fields {
+            caller: who.caller,
+            endpoint: who.endpoint,
+            method: who.method,
+            item: who.item,
+            presented: None,
+            upstream: who.upstream,
+            rule: None,
+            guard: Some(guard),
+        };
+        self.emit(&e, outcome, took.as_millis() as u64, None, false);
     }
 
     /// A call a rule refused (or that no rule allowed): the record names the rule.
     pub fn refused_by_rule(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str, rule: &str) {
-        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: Some(rule) };
+        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: Some(rule), guard: None };
         self.emit(&e, outcome, 0, None, false);
     }
 
@@ -155,6 +174,7 @@ impl Audit {
             upstream: e.upstream.to_string(),
             outcome: outcome.to_string(),
             rule: e.rule.map(str::to_string),
+            guard: e.guard.map(str::to_string),
             duration_ms,
         };
         if self.export.active() {
@@ -174,6 +194,16 @@ impl Audit {
     }
 }
 
+/// Who and what a guard's verdict was about.
+#[derive(Clone, Copy)]
+pub struct Guarded<'a> {
+    pub caller: &'a str,
+    pub endpoint: &'a str,
+    pub method: &'a str,
+    pub item: &'a str,
+    pub upstream: &'a str,
+}
+
 /// The parts of a record, borrowed.
 #[derive(Clone, Copy)]
 struct Fields<'a> {
@@ -185,6 +215,8 @@ struct Fields<'a> {
     upstream: &'a str,
     /// The rule that decided (refusals by a rule).
     rule: Option<&'a str>,
+    /// The guard that decided (a guard's verdict).
+    guard: Option<&'a str>,
 }
 
 fn now_ms() -> u64 {
@@ -215,6 +247,7 @@ impl Entry {
             presented: self.presented.as_deref(),
             upstream: &self.upstream,
             rule: None,
+            guard: None,
         }
     }
 }
@@ -301,7 +334,11 @@ impl Drop for Pending {
 /// quotes wherever a logfmt reader could take them for more than one value
 /// (`telemetry::logfmt`).
 fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
-    let Fields { caller, endpoint, method, item, presented, upstream, rule } = *e;
+    let Fields { caller, endpoint, method, item, presented, upstream, rule, guard } = *e;
+    if let Some(guard) = guard {
+        tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, guard, duration_ms, "audit");
+        return;
+    }
     if let Some(rule) = rule {
         tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, rule, duration_ms, "audit");
         return;

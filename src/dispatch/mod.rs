@@ -11,6 +11,7 @@ pub mod decide;
 mod discover;
 mod extensions;
 mod forward;
+mod guarded;
 mod listen;
 mod lists;
 mod refusal;

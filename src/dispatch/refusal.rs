@@ -54,6 +54,8 @@ pub enum Refusal {
     /// allow rules that did not. A tool call reads a tool error naming it; a prompt get or a
     /// resource read an invalid-params error.
     ByRule { rule: String, allowed_by_none: bool, tool: bool },
+    /// A `[[guard]]` denied the request (recorded with its name and latency where it was asked).
+    ByGuard { guard: String, reason: String, tool: bool },
 }
 
 impl Refusal {
@@ -74,6 +76,7 @@ impl Refusal {
             Refusal::NoRoute { .. } => "no_route",
             Refusal::ByRule { allowed_by_none: false, .. } => "denied_by_rule",
             Refusal::ByRule { allowed_by_none: true, .. } => "not_allowed_by_rule",
+            Refusal::ByGuard { .. } => "guard_denied",
         })
     }
 
@@ -113,6 +116,13 @@ impl Refusal {
                         format!("The gateway's policy allows no call of {name} like this one: rule '{rule}' does not hold for it.")
                     }
                 };
+                if tool {
+                    return Reply::Single(super::tool_text(&text, true));
+                }
+                RpcError::invalid_params(text)
+            }
+            Refusal::ByGuard { guard, reason, tool } => {
+                let text = format!("The gateway's guard '{guard}' refused this call of {name}: {reason}");
                 if tool {
                     return Reply::Single(super::tool_text(&text, true));
                 }
@@ -160,6 +170,8 @@ pub fn answer(gw: &Served<'_>, req: &Request, item: &str, tool: Option<Resolved<
             gw.metrics.refused(reason);
             gw.metrics.tool_call(tool.canonical, req.caller.rules.first().map(String::as_str), reason);
         }
+        // The guard's own record names it and its latency.
+        (Some(reason), _) if matches!(refusal, Refusal::ByGuard { .. }) => gw.metrics.refused(reason),
         (Some(reason), _) if let Refusal::ByRule { rule, .. } = &refusal => {
             gw.audit.refused_by_rule(&req.caller.id, endpoint, req.method.as_str(), item, reason, rule);
             gw.metrics.refused(reason);

@@ -6,6 +6,7 @@
 //! probe round has finished, requests wait for it, bounded by the upstream timeouts, so a client
 //! that connects at once sees every upstream that is ready.
 
+pub mod guards;
 mod maintain;
 pub mod onetime;
 mod personal;
@@ -53,6 +54,8 @@ pub enum StartError {
     Identity(String),
     #[error("audit export: {0}")]
     Audit(String),
+    #[error("{0}")]
+    Guard(String),
 }
 
 pub struct Gateway {
@@ -104,6 +107,8 @@ pub struct Gateway {
     me: std::sync::Weak<Gateway>,
     /// The approved tool definitions (`[pins]`).
     pub pins: pins::Pins,
+    /// The `[[guard]]`s of the configuration in effect, ready to run (replaced by a reload).
+    guards: ArcSwap<guards::GuardSet>,
     /// Confirmations asked and not yet answered: each accepted answer runs its call once.
     pub confirmations: Arc<onetime::OneTime>,
     /// The endpoints' selection problems last reported (by path), so each is logged once, and
@@ -140,6 +145,7 @@ impl Gateway {
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
         let pins = pins::Pins::default();
         pins.refresh(&config.pins.file);
+        let guard_set = guards::GuardSet::new(&config).map_err(StartError::Guard)?;
         let personal =
             personal::identity(&config, &sealer, cluster.as_ref(), &tasks)?.map(|id| Arc::new(personal::Personal::new(Arc::new(id))));
         Ok(Arc::new_cyclic(|me| Gateway {
@@ -169,6 +175,7 @@ impl Gateway {
             personal,
             me: me.clone(),
             pins,
+            guards: ArcSwap::from_pointee(guard_set),
             view_problems: Mutex::default(),
         }))
     }
@@ -176,6 +183,12 @@ impl Gateway {
     /// The id of upstream `index` (for policy decisions).
     pub fn upstream_id(&self, index: usize) -> &'static str {
         self.ids.load().get(index).copied().unwrap_or("")
+    }
+
+    /// The guards in effect, and what running them needs.
+    pub fn guards(&self) -> (Arc<guards::GuardSet>, guards::Context) {
+        let cx = guards::Context { upstreams: self.upstreams(), audit: self.audit.clone(), metrics: self.metrics.clone() };
+        (self.guards.load_full(), cx)
     }
 
     /// The configuration in effect.

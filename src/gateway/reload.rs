@@ -57,6 +57,7 @@ impl Gateway {
     pub async fn reload(self: &Arc<Self>, new: Config) -> Result<Report, StartError> {
         let _one_at_a_time = self.reload_lock.lock().await;
         let old = self.config();
+        let guard_set = super::guards::GuardSet::new(&new).map_err(StartError::Guard)?;
         let auth = Authenticator::new(&new, self.client.detached());
         let auth_owner = self.tasks.child();
         if let Err(e) = auth.start(&auth_owner).await {
@@ -123,6 +124,7 @@ impl Gateway {
             self.audit.keep_recent();
         }
         self.config.store(Arc::new(new));
+        self.guards.store(Arc::new(guard_set));
         self.auth.store(Arc::new(auth));
         let previous_auth = std::mem::replace(&mut *crate::sync::lock(&self.auth_tasks), auth_owner);
         previous_auth.stop();

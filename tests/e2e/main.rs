@@ -18,6 +18,7 @@ mod edge;
 mod endpoints;
 mod experience;
 mod extensions;
+mod guards;
 mod identity;
 mod identity_cluster;
 mod identity_signin;

@@ -13,6 +13,7 @@ mod tool;
 
 use super::decide::Subject;
 use super::forward::{Named, forward};
+use super::guarded;
 use super::refusal::{self, Refusal, Resolved};
 use super::{Request, Served, skills, state};
 use crate::catalog::Kind;
@@ -41,6 +42,8 @@ pub enum Step {
     Confirm,
     /// The `requestState` of a retry: issued here, to this caller, for this request, in time.
     State,
+    /// The `[[guard]]`s of the `request` point, on the arguments (`dispatch/guarded.rs`).
+    Guard,
     /// The caller's `[[quota]]`s: taken only by a call that is about to be forwarded.
     Quota,
     /// The upstream's endpoint for the call's mirrored values.
@@ -50,9 +53,11 @@ pub enum Step {
 use Step::*;
 
 /// The chain of `tools/call`, in order. Then `forward`.
-pub const TOOLS_CALL: &[Step] = &[Resolve, Admit, Arguments, Decide, Validate, Confirm, State, Quota, Route];
-/// `prompts/get` and `resources/read` (both may carry a retry's `requestState`).
-pub const GET_OR_READ: &[Step] = &[Resolve, Decide, State];
+pub const TOOLS_CALL: &[Step] = &[Resolve, Admit, Arguments, Decide, Validate, Confirm, State, Guard, Quota, Route];
+/// `prompts/get` (its arguments pass the request guards too).
+pub const PROMPTS_GET: &[Step] = &[Resolve, Decide, State, Guard];
+/// `resources/read` (a URI the policy decided on; its contents pass the result guards).
+pub const RESOURCES_READ: &[Step] = &[Resolve, Decide, State];
 /// `completion/complete`, `skills/get` and `resources/directory/read`.
 pub const LOOKUP: &[Step] = &[Resolve, Decide, State];
 /// `tasks/get`, `tasks/update`, `tasks/cancel`: the task was decided when its tool was called;
@@ -63,7 +68,8 @@ pub const TASKS: &[Step] = &[Resolve, State];
 pub fn chain_of(method: &Method) -> Option<&'static [Step]> {
     Some(match method {
         Method::ToolsCall => TOOLS_CALL,
-        Method::PromptsGet | Method::ResourcesRead => GET_OR_READ,
+        Method::PromptsGet => PROMPTS_GET,
+        Method::ResourcesRead => RESOURCES_READ,
         Method::CompletionComplete | Method::SkillsGet | Method::ResourcesDirectoryRead => LOOKUP,
         Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => TASKS,
         _ => return None,
@@ -158,12 +164,62 @@ pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
     };
     let named = Named { shown: &call.name, policy: &target.policy, confirmed: call.confirmed.as_deref() };
     let rewrite = target.rewrite.as_ref().map(|(key, value)| (*key, value.as_str()));
+    // The result guards, when there are any: told who asked before the request is sent.
+    let guarded =
+        (!gw.config.guards.is_empty()).then(|| (who(gw, &call.req, &target), super::secrets::Redact::new(gw, &call.req, &call.name)));
     let reply = forward(gw, target.upstream, call.req, named, rewrite, headers, call.endpoint).await;
-    match call.then {
+    let reply = match call.then {
         Then::Relay => reply,
         Then::SkillFile(check) => check.apply(gw, reply),
         Then::TaskId { id, prefix } => super::tasks::with_gateway_ids(reply, id, prefix),
+    };
+    match guarded {
+        Some((who, redact)) => guarded::results(gw, who, redact, reply).await,
+        None => reply,
     }
+}
+
+/// Who asks what, for the guards.
+fn who(gw: &Served<'_>, req: &Request, target: &Target<'_>) -> guarded::Who {
+    guarded::Who {
+        caller: req.caller.id.clone(),
+        endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
+        method: req.method.clone(),
+        kind: target.kind.label(),
+        name: target.policy.clone(),
+        upstream: gw.upstream_id(target.upstream).to_string(),
+    }
+}
+
+/// The request guards on the arguments as they will be forwarded; a replacement is forwarded
+/// instead.
+async fn guard(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
+    if gw.config.guards.is_empty() {
+        return Ok(());
+    }
+    let target = call.target()?;
+    let who = who(gw, &call.req, target);
+    let read;
+    let args = match call.req.params.get("arguments") {
+        _ if !call.args.is_null() => &call.args,
+        Some(raw) if raw.get() != "null" => {
+            read = raw.parse::<Value>().unwrap_or(Value::Null);
+            &read
+        }
+        _ => {
+            read = Value::Object(Default::default());
+            &read
+        }
+    };
+    if let Some(new) = guarded::request(gw, &who, args).await? {
+        if call.req.params.set_json("arguments", &new).is_err() {
+            return Err(Refusal::Malformed(RpcError::internal("cannot set the arguments a guard wrote")));
+        }
+        if !call.args.is_null() {
+            call.args = new;
+        }
+    }
+    Ok(())
 }
 
 async fn run<'g>(step: Step, gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {
@@ -175,6 +231,7 @@ async fn run<'g>(step: Step, gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<
         Validate => tool::validate(gw, call).await,
         Confirm => tool::confirm(gw, call).await,
         State => open_state(gw, call),
+        Guard => guard(gw, call).await,
         Quota => tool::quota(gw, call).await,
         Route => tool::route(gw, call),
     }
@@ -209,9 +266,9 @@ mod tests {
     #[test]
     fn every_step_runs_once_in_the_declared_order() {
         let t = |s| at(TOOLS_CALL, s);
-        assert_eq!(TOOLS_CALL, &[Resolve, Admit, Arguments, Decide, Validate, Confirm, State, Quota, Route]);
+        assert_eq!(TOOLS_CALL, &[Resolve, Admit, Arguments, Decide, Validate, Confirm, State, Guard, Quota, Route]);
         // The item is known before anything is decided on it, in every chain.
-        for chain in [TOOLS_CALL, GET_OR_READ, LOOKUP, TASKS] {
+        for chain in [TOOLS_CALL, PROMPTS_GET, RESOURCES_READ, LOOKUP, TASKS] {
             assert_eq!(at(chain, Resolve), 0);
             let mut seen = chain.to_vec();
             seen.dedup();
@@ -220,6 +277,9 @@ mod tests {
         // A call refused for its arguments, its state, or one a person has not confirmed, spends
         // no quota.
         assert!(t(Arguments) < t(Quota) && t(Validate) < t(Quota) && t(Confirm) < t(Quota) && t(State) < t(Quota));
+        // Guards see what a person confirmed and the policy allowed, and a call they deny spends
+        // no quota; the quota is last but the route.
+        assert!(t(Decide) < t(Guard) && t(Confirm) < t(Guard) && t(Guard) < t(Quota));
         // The rules see the arguments as they will be forwarded, and a refused call asks no one.
         assert!(t(Arguments) < t(Decide) && t(Decide) < t(Confirm) && t(Decide) < t(Quota));
         // A rate limit is checked before the arguments are read; the route is the last step.

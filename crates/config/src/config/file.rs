@@ -28,6 +28,8 @@ pub struct FileConfig {
     pub pins: super::guard::PinsSection,
     #[serde(default)]
     pub secrets: super::guard::SecretsSection,
+    #[serde(default, rename = "guard")]
+    pub guards: Vec<super::guards::GuardSection>,
     #[serde(default)]
     pub audit: super::usage::AuditSection,
     #[serde(default)]

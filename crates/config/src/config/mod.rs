@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod endpoint;
 mod file;
 pub mod guard;
+pub mod guards;
 pub mod identity;
 pub mod limits;
 pub mod rules;
@@ -46,6 +47,8 @@ pub struct Config {
     pub confirms: Vec<guard::ConfirmRule>,
     /// Pinned tool definitions (`[pins]`, and each upstream's `pin`).
     pub pins: guard::PinsConfig,
+    /// The checks on what flows through (`[[guard]]`), in the order declared.
+    pub guards: std::sync::Arc<Vec<guards::GuardConfig>>,
     /// Detectors results pass through before they reach a client (`[secrets]`; empty: none).
     pub secrets: std::sync::Arc<Vec<crate::policy::secrets::Detector>>,
     pub audit_arguments: bool,
@@ -302,6 +305,7 @@ impl Config {
         let rules = rules::resolve(&at, file.rules, &server.path)?;
         let pins = guard::resolve_pins(&at, file.pins, &base_dir)?;
         let secrets = std::sync::Arc::new(guard::resolve_secrets(&at, file.secrets)?);
+        let guards = std::sync::Arc::new(guards::resolve(&at, file.guards, &upstreams, &base_dir, env)?);
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
@@ -327,6 +331,7 @@ impl Config {
             rules,
             confirms,
             pins,
+            guards,
             secrets,
             audit_arguments: audit.include_arguments,
             audit,

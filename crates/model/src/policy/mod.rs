@@ -12,6 +12,7 @@ pub mod expr;
 pub mod facts;
 mod fast;
 pub mod glob;
+pub mod guards;
 pub mod rules;
 pub mod secrets;
 pub mod shapes;

@@ -1,0 +1,236 @@
+//! `[[guard]]`: checks on what flows through (docs/guards.md): where each runs (`points`), on which
+//! items (`tools`, globs on catalogue names and URIs; empty: all), and what it is: a `webhook`
+//! (an HTTP endpoint speaking the contract, with `headers` whose secrets come from env or file
+//! and optional mutual TLS), a `tool` of a configured `upstream` (an MCP tool speaking the same
+//! contract), or a `builtin` group of detectors (`secrets`, `pii`, `injection`) with an `action`.
+//! An external guard has a `timeout` (2 s), a `concurrency` limit (16) and `on_error` (`deny`).
+
+use super::file::{HeaderSource, TlsSection};
+use super::{ConfigError, Locator, UpstreamTls};
+use crate::policy::guards::Point;
+use crate::policy::secrets::{Action, Detector, Group, group};
+use http::{HeaderName, HeaderValue};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use toml::Spanned;
+
+/// `[[guard]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardSection {
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub points: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub tools: Vec<String>,
+    pub webhook: Option<Spanned<String>>,
+    pub upstream: Option<Spanned<String>>,
+    pub tool: Option<Spanned<String>>,
+    pub builtin: Option<Spanned<String>>,
+    #[serde(default)]
+    pub detectors: Vec<Spanned<String>>,
+    pub action: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<String>>,
+    pub concurrency: Option<usize>,
+    pub on_error: Option<Spanned<String>>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, HeaderSource>,
+    pub tls: Option<TlsSection>,
+}
+
+/// What a guard is.
+#[derive(Debug, Clone)]
+pub enum GuardKind {
+    Webhook {
+        url: http::Uri,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        tls: Option<UpstreamTls>,
+    },
+    /// A tool of a configured upstream, by the upstream's own name for it.
+    Tool {
+        upstream: String,
+        tool: String,
+    },
+    Builtin {
+        detectors: Vec<Detector>,
+    },
+}
+
+/// One guard.
+#[derive(Debug, Clone)]
+pub struct GuardConfig {
+    pub name: String,
+    pub points: Vec<Point>,
+    /// Globs on catalogue names and URIs; empty: every item.
+    pub tools: Vec<String>,
+    pub kind: GuardKind,
+    pub timeout: Duration,
+    pub concurrency: usize,
+    /// Whether a call goes on when the guard fails (times out, is unreachable, breaks the contract).
+    pub allow_on_error: bool,
+}
+
+impl GuardConfig {
+    /// Whether the guard runs at `point` for the item named `name`.
+    pub fn guards(&self, point: Point, name: &str) -> bool {
+        self.points.contains(&point) && (self.tools.is_empty() || self.tools.iter().any(|g| crate::policy::glob::matches(g, name)))
+    }
+}
+
+pub(super) fn resolve(
+    at: &Locator,
+    sections: Vec<GuardSection>,
+    upstreams: &[super::UpstreamConfig],
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<GuardConfig>, ConfigError> {
+    let mut guards: Vec<GuardConfig> = Vec::new();
+    for s in sections {
+        let name = s.name.get_ref().clone();
+        if !super::valid_id(&name) {
+            return Err(at.err(&s.name, "guard.name", format!("{name:?} is not a valid name"), "use letters, digits, '-' and '_'"));
+        }
+        if guards.iter().any(|g| g.name == name) {
+            return Err(at.err(&s.name, "guard.name", format!("a second guard named {name:?}"), "give each guard its own name"));
+        }
+        let mut points = Vec::new();
+        for p in &s.points {
+            let point = Point::parse(p.get_ref()).ok_or_else(|| {
+                at.err(p, "guard.points", format!("{:?} is not a point", p.get_ref()), "use request, result, input or catalogue")
+            })?;
+            if !points.contains(&point) {
+                points.push(point);
+            }
+        }
+        if points.is_empty() {
+            return Err(at.err(
+                &s.name,
+                "guard.points",
+                format!("guard {name:?} runs nowhere"),
+                "add points = [\"request\", \"result\"] (or input, catalogue)",
+            ));
+        }
+        let kind = kind(at, &s, &name, upstreams, base, env)?;
+        if points.contains(&Point::Catalogue) && !matches!(kind, GuardKind::Builtin { .. }) {
+            return Err(at.err(
+                &s.name,
+                "guard.points",
+                format!("guard {name:?}: only built-in detectors run at the catalogue point"),
+                "use builtin = \"injection\" (or secrets, pii) for catalogue checks",
+            ));
+        }
+        let external = !matches!(kind, GuardKind::Builtin { .. });
+        for (set, key) in [(s.timeout.is_some(), "timeout"), (s.concurrency.is_some(), "concurrency"), (s.on_error.is_some(), "on_error")] {
+            if set && !external {
+                return Err(at.err(
+                    &s.name,
+                    &format!("guard.{key}"),
+                    format!("guard {name:?} is built in: {key} applies to webhook and tool guards"),
+                    &format!("remove {key}"),
+                ));
+            }
+        }
+        let timeout = at.duration(s.timeout.as_ref(), "guard.timeout", Duration::from_secs(2))?;
+        let concurrency = s.concurrency.unwrap_or(16);
+        if concurrency == 0 {
+            return Err(at.err(&s.name, "guard.concurrency", "0 would never run the guard".into(), "use a positive number (default 16)"));
+        }
+        let allow_on_error = match s.on_error.as_ref().map(|v| (v, v.get_ref().as_str())) {
+            None | Some((_, "deny")) => false,
+            Some((_, "allow")) => true,
+            Some((v, other)) => {
+                return Err(at.err(
+                    v,
+                    "guard.on_error",
+                    format!("{other:?} is not allow or deny"),
+                    "use on_error = \"deny\" (default) or \"allow\"",
+                ));
+            }
+        };
+        guards.push(GuardConfig { name, points, tools: s.tools, kind, timeout, concurrency, allow_on_error });
+    }
+    Ok(guards)
+}
+
+fn kind(
+    at: &Locator,
+    s: &GuardSection,
+    name: &str,
+    upstreams: &[super::UpstreamConfig],
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<GuardKind, ConfigError> {
+    let only = |key: &str| at.err(&s.name, key, format!("guard {name:?} is not a webhook"), &format!("remove {key}"));
+    match (&s.webhook, &s.tool, &s.builtin) {
+        (Some(url), None, None) => {
+            let uri: http::Uri =
+                url.get_ref().parse().map_err(|_| at.err(url, "guard.webhook", "not a URL".into(), "give an http(s) URL"))?;
+            if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+                return Err(at.err(url, "guard.webhook", "not an http(s) URL".into(), "give an http(s) URL"));
+            }
+            let mut headers = Vec::new();
+            for (h, src) in &s.headers {
+                headers.push(super::upstream::header(at, &format!("guard:{name}"), h, src, base, env)?);
+            }
+            let tls = super::tls::upstream(at, s.tls.as_ref(), base)?;
+            Ok(GuardKind::Webhook { url: uri, headers, tls })
+        }
+        (None, Some(tool), None) => {
+            if !s.headers.is_empty() {
+                return Err(only("guard.headers"));
+            }
+            let Some(up) = &s.upstream else {
+                return Err(at.err(
+                    tool,
+                    "guard.upstream",
+                    format!("guard {name:?} names a tool but no upstream"),
+                    "add upstream = \"<id of the [[upstream]] serving the tool>\"",
+                ));
+            };
+            if !upstreams.iter().any(|u| &u.id == up.get_ref()) {
+                return Err(at.err(up, "guard.upstream", format!("no upstream {:?}", up.get_ref()), "name a configured [[upstream]]"));
+            }
+            Ok(GuardKind::Tool { upstream: up.get_ref().clone(), tool: tool.get_ref().clone() })
+        }
+        (None, None, Some(b)) => {
+            if !s.headers.is_empty() || s.tls.is_some() {
+                return Err(only(if s.tls.is_some() { "guard.tls" } else { "guard.headers" }));
+            }
+            let g = match b.get_ref().as_str() {
+                "secrets" => Group::Secrets,
+                "pii" => Group::Pii,
+                "injection" => Group::Injection,
+                other => {
+                    return Err(at.err(b, "guard.builtin", format!("{other:?} is not a built-in group"), "use secrets, pii or injection"));
+                }
+            };
+            let action = match s.action.as_ref().map(|a| (a, a.get_ref().as_str())) {
+                None | Some((_, "flag")) => Action::Flag,
+                Some((_, "redact")) => Action::Redact,
+                Some((_, "block")) => Action::Block,
+                Some((a, other)) => {
+                    return Err(at.err(a, "guard.action", format!("{other:?} is not an action"), "use flag (default), redact or block"));
+                }
+            };
+            let names: Vec<&str> = s.detectors.iter().map(|d| d.get_ref().as_str()).collect();
+            if let Some(bad) = s.detectors.iter().find(|d| !g.shapes().iter().any(|(n, _, _)| n == d.get_ref())) {
+                let known: Vec<&str> = g.shapes().iter().map(|(n, _, _)| *n).collect();
+                return Err(at.err(
+                    bad,
+                    "guard.detectors",
+                    format!("{:?} is not a detector of {}", bad.get_ref(), b.get_ref()),
+                    &format!("use some of {}", known.join(", ")),
+                ));
+            }
+            Ok(GuardKind::Builtin { detectors: group(g, &names, action) })
+        }
+        _ => Err(at.err(
+            &s.name,
+            "guard",
+            format!("guard {name:?} must be exactly one of webhook, tool or builtin"),
+            "give webhook = \"https://…\", or upstream + tool, or builtin = \"secrets\"|\"pii\"|\"injection\"",
+        )),
+    }
+}

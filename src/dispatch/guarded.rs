@@ -1,0 +1,144 @@
+//! The guard points of the call path (`[[guard]]`, `gateway::guards`): `request` is the chain's
+//! `Guard` step (a tool call's or prompt get's arguments, after the policy and the confirmation,
+//! before the quota and the forward); `result` and `input` read the final outcome of every
+//! forwarded request, and each question an upstream streams to a legacy client, before they
+//! leave. A denied result is withheld (a tool error for a tool call, an error otherwise), a
+//! denied question ends the call the same way; a replacement passes the secrets step again.
+//! With no guard at a point, nothing is read and a stream is passed as it is.
+
+use super::refusal::Refusal;
+use super::{Served, secrets::Redact, state};
+use crate::gateway::guards::{Asking, Checked, Context, GuardSet};
+use crate::policy::guards::Point;
+use crate::protocol::Method;
+use crate::protocol::errors::RpcError;
+use crate::protocol::json::Json;
+use crate::reply::{Event, EventStream, Outcome, Reply};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Who and what a forwarded request was, owned (the result may come after the handler returned).
+pub struct Who {
+    pub caller: String,
+    pub endpoint: String,
+    pub method: Method,
+    pub kind: &'static str,
+    pub name: String,
+    pub upstream: String,
+}
+
+impl Who {
+    fn asking(&self, point: Point) -> Asking<'_> {
+        Asking {
+            point,
+            caller: &self.caller,
+            endpoint: &self.endpoint,
+            method: self.method.as_str(),
+            kind: self.kind,
+            name: &self.name,
+            upstream: &self.upstream,
+        }
+    }
+}
+
+/// The `request` point on `arguments`: `Ok(Some(new))` when a guard replaced them.
+pub async fn request(gw: &Served<'_>, who: &Who, arguments: &Value) -> Result<Option<Value>, Refusal> {
+    let (set, cx) = gw.guards();
+    if !set.guards(Point::Request, &who.name) {
+        return Ok(None);
+    }
+    let content = json!({ "arguments": arguments });
+    match set.check(&cx, &who.asking(Point::Request), content).await {
+        Checked::Pass(None) => Ok(None),
+        Checked::Pass(Some(mut new)) => Ok(Some(new["arguments"].take())),
+        Checked::Denied { guard, reason } => Err(Refusal::ByGuard { guard, reason, tool: who.method == Method::ToolsCall }),
+    }
+}
+
+/// The `result` and `input` points on a forwarded request's reply.
+pub async fn results(gw: &Served<'_>, who: Who, redact: Option<Arc<Redact>>, reply: Reply) -> Reply {
+    let (set, cx) = gw.guards();
+    if !set.guards(Point::Result, &who.name) && !set.guards(Point::Input, &who.name) {
+        return reply;
+    }
+    let mut s = match reply {
+        Reply::Single(o) => return Reply::Single(outcome(&set, &cx, &who, redact.as_deref(), o).await),
+        Reply::Stream(s) => s,
+    };
+    // A stream's events are relayed by a task that checks its questions and its final outcome.
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(async move {
+        while let Some(ev) = s.next().await {
+            let ev = match ev {
+                Event::Done(o) => Event::Done(outcome(&set, &cx, &who, redact.as_deref(), o).await),
+                Event::Ask(bytes) => question(&set, &cx, &who, bytes).await,
+                other => other,
+            };
+            if tx.send(ev).await.is_err() {
+                break;
+            }
+        }
+    });
+    Reply::Stream(EventStream::new(rx).with_asks())
+}
+
+/// A final outcome, checked at `input` when it asks the person something, else at `result`.
+async fn outcome(set: &GuardSet, cx: &Context, who: &Who, redact: Option<&Redact>, o: Outcome) -> Outcome {
+    let point = if state::asks_input(&o) { Point::Input } else { Point::Result };
+    if !set.guards(point, &who.name) {
+        return o;
+    }
+    let content = match &o {
+        Outcome::Result(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+        Outcome::UpstreamError(raw) => json!({ "error": serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null) }),
+        Outcome::Error(e) => json!({ "error": { "code": e.code, "message": e.message, "data": e.data } }),
+    };
+    let new = match set.check(cx, &who.asking(point), content).await {
+        Checked::Pass(None) => return o,
+        Checked::Pass(Some(new)) => new,
+        Checked::Denied { guard, reason } => return withheld(who, &guard, &reason),
+    };
+    let replaced = match new.get("error") {
+        Some(e) => Outcome::Error(RpcError {
+            code: e["code"].as_i64().unwrap_or(-32603),
+            message: e["message"].as_str().unwrap_or("Upstream error").to_string(),
+            data: e.get("data").cloned().filter(|d| !d.is_null()),
+            ..RpcError::internal("")
+        }),
+        None => match Json::to_json(&new) {
+            Ok(raw) => Outcome::Result(raw),
+            Err(_) => return withheld(who, "-", "the replacement could not be written"),
+        },
+    };
+    // What a guard wrote passes the secrets step like what the upstream wrote.
+    match redact {
+        Some(r) => r.outcome(replaced),
+        None => replaced,
+    }
+}
+
+/// A question an upstream streams to a legacy client, checked at `input`.
+async fn question(set: &GuardSet, cx: &Context, who: &Who, bytes: Vec<u8>) -> Event {
+    if !set.guards(Point::Input, &who.name) {
+        return Event::Ask(bytes);
+    }
+    let content = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    match set.check(cx, &who.asking(Point::Input), content).await {
+        Checked::Pass(None) => Event::Ask(bytes),
+        Checked::Pass(Some(new)) if new.get("method").is_some_and(Value::is_string) => match serde_json::to_vec(&new) {
+            Ok(b) => Event::Ask(b),
+            Err(_) => Event::Done(withheld(who, "-", "the replacement could not be written")),
+        },
+        Checked::Pass(Some(_)) => Event::Done(withheld(who, "-", "the replacement is not a request")),
+        Checked::Denied { guard, reason } => Event::Done(withheld(who, &guard, &reason)),
+    }
+}
+
+/// What the client gets instead of what a guard withheld.
+fn withheld(who: &Who, guard: &str, reason: &str) -> Outcome {
+    let text = format!("The gateway's guard '{guard}' withheld the answer of {}: {reason}", who.name);
+    match who.method {
+        Method::ToolsCall => super::tool_text(&text, true),
+        _ => Outcome::Error(RpcError::internal(text)),
+    }
+}

@@ -1,0 +1,221 @@
+//! The guards at work (`[[guard]]`, docs/guards.md): one [`GuardSet`] per configuration (its
+//! HTTP clients and concurrency limits), and [`GuardSet::check`], which asks every guard that
+//! runs at a point for an item, in the order declared, with the contract of `policy::guards`:
+//! the first `deny` ends the walk, a `modify` hands its replacement to the next guard, a guard
+//! that fails (deadline, connection, an answer that is not the contract) is decided by its
+//! `on_error`. A webhook is POSTed the request as JSON; a tool guard is called with it as its
+//! arguments and answers in `structuredContent` (or a JSON text). Every verdict is counted, and
+//! every one but a plain allow is audited with the guard's name and latency; what was checked
+//! is never logged.
+
+use crate::audit::{Audit, Guarded};
+use crate::config::Config;
+use crate::config::guards::{GuardConfig, GuardKind};
+use crate::net::HttpClient;
+use crate::policy::guards::{Ask, Point, Subject, VERSION, Verdict, builtin, parse};
+use crate::protocol::rawobj::RawObject;
+use crate::reply::Outcome;
+use crate::telemetry::Metrics;
+use crate::upstream::{Call, Upstream};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::Semaphore;
+
+/// The largest answer a webhook may send.
+const MAX_ANSWER: usize = 16 * 1024 * 1024;
+
+/// The guards of one configuration, ready to run.
+pub struct GuardSet {
+    guards: Vec<Running>,
+}
+
+struct Running {
+    cfg: GuardConfig,
+    permits: Arc<Semaphore>,
+    client: Option<HttpClient>,
+}
+
+/// What was checked, and for whom: the fields of the request a guard is sent.
+pub struct Asking<'a> {
+    pub point: Point,
+    pub caller: &'a str,
+    pub endpoint: &'a str,
+    pub method: &'a str,
+    pub kind: &'a str,
+    /// The item's catalogue name or URI.
+    pub name: &'a str,
+    pub upstream: &'a str,
+}
+
+/// The guards' decision on some content.
+#[derive(Debug, PartialEq)]
+pub enum Checked {
+    /// Every guard let it pass; `Some` when one or more replaced it.
+    Pass(Option<Value>),
+    Denied {
+        guard: String,
+        reason: String,
+    },
+}
+
+impl GuardSet {
+    pub fn new(config: &Config) -> Result<GuardSet, String> {
+        let mut guards = Vec::new();
+        for cfg in config.guards.iter() {
+            let client = match &cfg.kind {
+                GuardKind::Webhook { tls: Some(tls), .. } => {
+                    Some(crate::net::new_http_client_tls(tls).map_err(|e| format!("guard '{}': {e}", cfg.name))?)
+                }
+                GuardKind::Webhook { .. } => Some(crate::net::new_http_client()),
+                _ => None,
+            };
+            guards.push(Running { permits: Arc::new(Semaphore::new(cfg.concurrency)), client, cfg: cfg.clone() });
+        }
+        Ok(GuardSet { guards })
+    }
+
+    /// Whether any guard runs at `point` (nothing is read otherwise).
+    pub fn any(&self, point: Point) -> bool {
+        self.guards.iter().any(|g| g.cfg.points.contains(&point))
+    }
+
+    /// Whether any guard runs at `point` for the item `name`.
+    pub fn guards(&self, point: Point, name: &str) -> bool {
+        self.guards.iter().any(|g| g.cfg.guards(point, name))
+    }
+
+    /// Asks every guard that runs at `asking.point` for the item, in order.
+    pub async fn check(&self, cx: &Context, asking: &Asking<'_>, content: Value) -> Checked {
+        let mut content = content;
+        let mut modified = false;
+        for g in self.guards.iter().filter(|g| g.cfg.guards(asking.point, asking.name)) {
+            let started = Instant::now();
+            let answer = match &g.cfg.kind {
+                GuardKind::Builtin { detectors } => Ok(builtin(detectors, &mut content.clone())),
+                _ => g.ask(cx, asking, &content).await,
+            };
+            let took = started.elapsed();
+            let who = Guarded {
+                caller: asking.caller,
+                endpoint: asking.endpoint,
+                method: asking.method,
+                item: asking.name,
+                upstream: asking.upstream,
+            };
+            let name = g.cfg.name.as_str();
+            let point = asking.point.as_str();
+            match answer {
+                Ok(Verdict::Allow) => cx.metrics.guard_verdict(name, point, "allow"),
+                Ok(Verdict::Flag(found)) => {
+                    cx.metrics.guard_verdict(name, point, "flag");
+                    cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, took);
+                }
+                Ok(Verdict::Modify { content: new, .. }) => {
+                    cx.metrics.guard_verdict(name, point, "modify");
+                    cx.audit.guarded(who, "guard_modified", name, took);
+                    content = new;
+                    modified = true;
+                }
+                Ok(Verdict::Deny(reason)) => {
+                    cx.metrics.guard_verdict(name, point, "deny");
+                    cx.audit.guarded(who, "guard_denied", name, took);
+                    return Checked::Denied { guard: name.to_string(), reason };
+                }
+                Err(why) => {
+                    cx.metrics.guard_verdict(name, point, "error");
+                    cx.audit.guarded(who, "guard_error", name, took);
+                    tracing::warn!(guard = name, point, reason = %why, "a guard failed; its on_error decides");
+                    if !g.cfg.allow_on_error {
+                        return Checked::Denied { guard: name.to_string(), reason: "the guard could not be asked".into() };
+                    }
+                }
+            }
+        }
+        Checked::Pass(modified.then_some(content))
+    }
+}
+
+/// What running the external guards needs from the gateway: the upstreams (for tool guards),
+/// the audit and the metrics. Owned, so a stream's result can be checked after the request
+/// handler returned.
+#[derive(Clone)]
+pub struct Context {
+    pub upstreams: Arc<Vec<Arc<Upstream>>>,
+    pub audit: Arc<Audit>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Running {
+    /// An external guard's answer, within its deadline and concurrency limit.
+    async fn ask(&self, cx: &Context, asking: &Asking<'_>, content: &Value) -> Result<Verdict, String> {
+        let body = Ask {
+            version: VERSION,
+            guard: &self.cfg.name,
+            point: asking.point,
+            caller: asking.caller,
+            method: asking.method,
+            item: Subject { kind: asking.kind, name: asking.name, upstream: asking.upstream },
+            content,
+        };
+        let work = async {
+            let _permit = self.permits.acquire().await.map_err(|_| "the guard is shutting down".to_string())?;
+            let answer = match &self.cfg.kind {
+                GuardKind::Webhook { url, headers, .. } => self.post(url, headers, &body).await?,
+                GuardKind::Tool { upstream, tool } => call_tool(cx, upstream, tool, &body).await?,
+                GuardKind::Builtin { .. } => return Err("a built-in guard is not asked".into()),
+            };
+            parse(&answer, asking.point, content)
+        };
+        tokio::time::timeout(self.cfg.timeout, work)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {} ms", self.cfg.timeout.as_millis())))
+    }
+
+    async fn post(&self, url: &http::Uri, headers: &[(http::HeaderName, http::HeaderValue)], body: &Ask<'_>) -> Result<Value, String> {
+        let client = self.client.as_ref().ok_or("no HTTP client")?;
+        let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+        let mut req = http::Request::post(url.clone()).header(http::header::CONTENT_TYPE, "application/json");
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let req = req.body(Full::new(Bytes::from(bytes))).map_err(|e| e.to_string())?;
+        let resp = client.request(req).await.map_err(|e| format!("cannot reach the guard: {e}"))?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("the guard answered HTTP {status}"));
+        }
+        let body = Limited::new(resp.into_body(), MAX_ANSWER).collect().await.map_err(|e| format!("cannot read the answer: {e}"))?;
+        serde_json::from_slice(&body.to_bytes()).map_err(|e| format!("the answer is not JSON: {e}"))
+    }
+}
+
+/// A tool guard's answer: the tool is called with the request as its arguments, on the
+/// gateway's own behalf, and answers the contract in `structuredContent` or as JSON text.
+async fn call_tool(cx: &Context, upstream: &str, tool: &str, body: &Ask<'_>) -> Result<Value, String> {
+    let up = cx.upstreams.iter().find(|u| u.id() == upstream && !u.is_retired()).ok_or_else(|| format!("upstream '{upstream}' is gone"))?;
+    let mut params = RawObject::default();
+    params.set_json("name", tool).map_err(|e| e.to_string())?;
+    params.set_json("arguments", body).map_err(|e| e.to_string())?;
+    let mut call = Call::internal("tools/call", params, serde_json::Map::new(), None);
+    call.name = Some(tool.to_string());
+    let raw = match up.call(call).await.outcome().await {
+        Outcome::Result(raw) => raw,
+        Outcome::Error(e) => return Err(format!("the guard tool failed: {}", e.message)),
+        Outcome::UpstreamError(_) => return Err("the guard tool answered an error".into()),
+    };
+    let result: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        return Err("the guard tool answered a tool error".into());
+    }
+    if let Some(structured) = result.get("structuredContent").filter(|s| s.is_object()) {
+        return Ok(structured.clone());
+    }
+    let text = result["content"]
+        .as_array()
+        .and_then(|c| c.iter().find_map(|b| b["text"].as_str()))
+        .ok_or("the guard tool's answer holds no verdict")?;
+    serde_json::from_str(text).map_err(|e| format!("the guard tool's answer is not JSON: {e}"))
+}

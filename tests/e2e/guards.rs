@@ -1,0 +1,96 @@
+//! Guards (`[[guard]]`, docs/guards.md) through the gateway: a webhook written with the standard
+//! library and an MCP tool written with the Python SDK deny, modify and allow calls and results
+//! of a real upstream; a guard that does not answer in time follows its `on_error`; the audit
+//! names the guard.
+
+use crate::harness::*;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn text(msg: &Value) -> String {
+    msg["result"]["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+fn config(app: &str, hook: &str, guard: &str, on_error: &str) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"app\"\nurl = \"{app}\"\n\n[[upstream]]\nid = \"guards\"\nurl = \"{guard}\"\n\n\
+         [[guard]]\nname = \"dlp\"\npoints = [\"request\", \"result\"]\nwebhook = \"{hook}\"\ntools = [\"app__*\"]\ntimeout = \"1s\"\non_error = \"{on_error}\"\n\n\
+         [[guard]]\nname = \"classifier\"\npoints = [\"request\", \"result\"]\nupstream = \"guards\"\ntool = \"check\"\ntools = [\"app__*\"]\n"
+    )
+}
+
+async fn echo(url: &str, said: &str) -> Value {
+    call(url, "app__echo", json!({ "text": said })).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn webhook_and_tool_guards_deny_modify_and_allow_calls_and_results() {
+    let (_hook, hook_url) = py_script_http("tests/py/webhook_guard.py", &[]);
+    let (_tool, tool_url) = py_script_http("tests/py/tool_guard.py", &[]);
+    let (_app, app_url) = py_http("app", &[]);
+    let gw = gateway(&config(&app_url, &hook_url, &tool_url, "deny"));
+
+    let allowed = echo(&gw.url, "hello").await;
+    assert_eq!(text(&allowed), "hello", "{allowed}");
+    assert_ne!(allowed["result"]["isError"], true);
+
+    // Request point: the webhook denies, then modifies; the tool guard denies, then modifies.
+    let denied = echo(&gw.url, "a forbidden word").await;
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(text(&denied).contains("guard 'dlp' refused this call of app__echo: no forbidden words"), "{denied}");
+    assert_eq!(text(&echo(&gw.url, "my secret-word here").await), "my [masked] here");
+    let denied = echo(&gw.url, "a tool-banned word").await;
+    assert!(text(&denied).contains("guard 'classifier' refused") && text(&denied).contains("banned word at request"), "{denied}");
+    assert_eq!(text(&echo(&gw.url, "tool-mask me").await), "[masked by tool] me");
+
+    // Result point: what the upstream answers is withheld or replaced.
+    let withheld = echo(&gw.url, "the classified report").await;
+    assert_eq!(withheld["result"]["isError"], true, "{withheld}");
+    assert!(text(&withheld).contains("guard 'dlp' withheld the answer of app__echo: classified material"), "{withheld}");
+    assert!(!text(&withheld).contains("report"), "{withheld}");
+    assert_eq!(text(&echo(&gw.url, "swap-me please").await), "swapped by guard");
+
+    // A guard that does not answer in time stops the call (on_error = "deny").
+    let started = Instant::now();
+    let late = echo(&gw.url, "slow down").await;
+    assert!(text(&late).contains("guard 'dlp' refused") && text(&late).contains("could not be asked"), "{late}");
+    assert!(started.elapsed() < Duration::from_secs(3), "the guard's deadline, not its answer, ended the wait");
+
+    // Every verdict but a plain allow is audited with the guard's name.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let wanted = [
+        ("guard_denied", "dlp"),
+        ("guard_modified", "dlp"),
+        ("guard_denied", "classifier"),
+        ("guard_modified", "classifier"),
+        ("guard_error", "dlp"),
+    ];
+    loop {
+        let log = gw.proc.log();
+        let audited = |(outcome, guard): &(&str, &str)| {
+            log.lines()
+                .any(|l| l.contains("mcpgate::audit") && l.contains(&format!("outcome={outcome}")) && l.contains(&format!("guard={guard}")))
+        };
+        if wanted.iter().all(audited) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "audited: {:?}\n{log}", wanted.iter().map(|w| (w, audited(w))).collect::<Vec<_>>());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let metrics = get(&format!("{}/metrics", gw.base)).await.expect("metrics");
+    let body = String::from_utf8_lossy(&metrics.body).to_string();
+    assert!(body.contains(r#"mcpgate_guard_verdicts_total{guard="dlp",point="request",verdict="deny"} 1"#), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guard_that_fails_lets_calls_through_when_told_to() {
+    let (_hook, hook_url) = py_script_http("tests/py/webhook_guard.py", &[]);
+    let (_tool, tool_url) = py_script_http("tests/py/tool_guard.py", &[]);
+    let (_app, app_url) = py_http("app", &[]);
+    let gw = gateway(&config(&app_url, &hook_url, &tool_url, "allow"));
+    assert_eq!(text(&echo(&gw.url, "slow down").await), "slow down");
+    // An unreachable webhook is an error like a late one.
+    let gw = gateway(&config(&app_url, "http://127.0.0.1:9/guard", &tool_url, "deny"));
+    let refused = echo(&gw.url, "hello").await;
+    assert!(text(&refused).contains("could not be asked"), "{refused}");
+}
