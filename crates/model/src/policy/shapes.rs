@@ -89,7 +89,7 @@ pub fn luhn(text: &str) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// The ISO 13616 check of an IBAN: its mod-97 remainder is 1.
