@@ -247,6 +247,7 @@ mod tests {
             upstream: "calc".into(),
             outcome: format!("ok {i}"),
             rule: None,
+            guard: None,
             duration_ms: 2,
         }
     }
