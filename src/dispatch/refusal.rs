@@ -185,13 +185,28 @@ pub fn answer(gw: &Served<'_>, req: &Request, item: &str, tool: Option<Resolved<
     refusal.into_reply(item, &req.caller.id)
 }
 
+/// The longest text of a refused argument an error quotes, in characters.
+const MAX_QUOTED: usize = 200;
+/// The most problems an error lists.
+const MAX_PROBLEMS: usize = 20;
+
+/// `text` cut to [`MAX_QUOTED`] characters, with how much was left out.
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(MAX_QUOTED) {
+        None => text.to_string(),
+        Some((at, _)) => format!("{}… ({} more characters)", &text[..at], text[at..].chars().count()),
+    }
+}
+
 /// The invalid-params error for arguments that do not fit the tool's schema (MCP
 /// `InvalidParamsError`), naming each failing path, so the model can correct its call.
 fn invalid_arguments(name: &str, refusal: ArgRefusal) -> RpcError {
     match refusal {
         ArgRefusal::Invalid(problems) => {
-            let first = problems.first().map(|p| p.message.clone()).unwrap_or_default();
-            let errors: Vec<Value> = problems.iter().map(|p| json!({ "path": p.path, "message": p.message })).collect();
+            // A message quotes the value it refused: an excerpt of it, however large it was.
+            let first = problems.first().map(|p| excerpt(&p.message)).unwrap_or_default();
+            let errors: Vec<Value> =
+                problems.iter().take(MAX_PROBLEMS).map(|p| json!({ "path": excerpt(&p.path), "message": excerpt(&p.message) })).collect();
             RpcError::invalid_params(format!("Invalid arguments for tool {name}: {first}")).with_data(json!({ "errors": errors }))
         }
         ArgRefusal::Unusable(why) => {
@@ -279,6 +294,17 @@ mod tests {
             assert!(e.message.contains(message), "{message}: {e:?}");
             assert_eq!(limit, label == Some("rate_limited") || label == Some("quota_exceeded"));
         }
+    }
+
+    #[test]
+    fn a_refused_argument_is_quoted_as_an_excerpt() {
+        let huge = format!("\"{}\" is not of type \"number\"", "x".repeat(50_000));
+        let problems = (0..100).map(|i| Problem { path: format!("/a{i}"), message: huge.clone() }).collect();
+        let e = error(Refusal::InvalidArguments(ArgRefusal::Invalid(problems)));
+        let text = serde_json::to_string(&json!({ "message": e.message, "data": e.data })).unwrap_or_default();
+        assert!(text.len() < 10_000, "{} bytes", text.len());
+        assert!(e.message.contains("more characters"), "{}", e.message);
+        assert_eq!(e.data.as_ref().and_then(|d| d["errors"].as_array()).map(Vec::len), Some(20));
     }
 
     #[test]

@@ -327,8 +327,11 @@ impl Gateway {
         let _guard = lock(&self.rebuild_lock);
         let all = self.upstreams();
         let states: Vec<_> = all.iter().map(|u| u.state()).collect();
-        // Tools screened against their pins: what is held stays out, as a problem.
-        let screened: Vec<pins::Screened> = all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u))).collect();
+        // Tools screened against their pins and the catalogue guards: what is held stays out, as
+        // a problem.
+        let config = self.config();
+        let screened: Vec<pins::Screened> =
+            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &config.guards)).collect();
         let inputs: Vec<UpstreamLists> = all
             .iter()
             .zip(&states)
@@ -340,7 +343,7 @@ impl Gateway {
                 prefix: &u.cfg.prefix,
                 items: [
                     sc.tools.as_deref().unwrap_or(st.items(Kind::Tool)),
-                    st.items(Kind::Prompt),
+                    sc.prompts.as_deref().unwrap_or(st.items(Kind::Prompt)),
                     sc.resources.as_deref().unwrap_or(st.items(Kind::Resource)),
                     st.items(Kind::Template),
                     sc.skills.as_deref().unwrap_or(st.items(Kind::Skill)),
@@ -353,7 +356,6 @@ impl Gateway {
                 validate: u.cfg.validate_arguments,
             })
             .collect();
-        let config = self.config();
         let namespaces: Vec<(usize, String)> =
             all.iter().filter(|u| !u.cfg.prefix.is_empty() && !u.is_retired()).map(|u| (u.index, u.cfg.prefix.clone())).collect();
         let naming = catalog::merge::Naming { policy: &config.catalog.names, namespaces: &namespaces };

@@ -352,7 +352,7 @@ impl Gateway {
         let none: [Option<u64>; catalog::Kind::COUNT] = [None; catalog::Kind::COUNT];
         // Pins hold tools out of every caller's catalogue alike.
         let screened: Vec<super::pins::Screened> =
-            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u))).collect();
+            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &self.config().guards)).collect();
         let mut inputs: Vec<UpstreamLists> = Vec::new();
         for (((u, st), mine), sc) in all.iter().zip(&states).zip(&own).zip(&screened) {
             if u.is_retired() {
@@ -389,7 +389,7 @@ impl Gateway {
                 prefix: &u.cfg.prefix,
                 items: [
                     sc.tools.as_deref().unwrap_or(st.items(catalog::Kind::Tool)),
-                    st.items(catalog::Kind::Prompt),
+                    sc.prompts.as_deref().unwrap_or(st.items(catalog::Kind::Prompt)),
                     sc.resources.as_deref().unwrap_or(st.items(catalog::Kind::Resource)),
                     st.items(catalog::Kind::Template),
                     sc.skills.as_deref().unwrap_or(st.items(catalog::Kind::Skill)),

@@ -7,11 +7,16 @@
 //! of the definition the person reviewed, and is refused if the upstream serves another one now.
 //! Agent Skills are screened alike (their definition carries their files' digests): a held
 //! skill leaves the skill list, and its files the resource list (reads of them are refused, see
-//! `reads`).
+//! `reads`). The `catalogue` guards (`[[guard]]`, built-in detectors) read every tool, prompt and
+//! skill definition here too: one they block is held in every mode; one they flag is held under
+//! `enforce` like any unapproved definition, with the flag in its reason (a person who approves
+//! it has seen it), and logged otherwise; one they redact is served redacted.
 
 use super::Gateway;
 use crate::catalog::pins::{self, PinFile, PinMode, Standing};
 use crate::catalog::{Kind, Problem};
+use crate::config::guards::{GuardConfig, GuardKind};
+use crate::policy::guards::{Point, Verdict, builtin};
 use crate::sync::lock;
 use crate::upstream::{Upstream, UpstreamState};
 use arc_swap::ArcSwap;
@@ -59,6 +64,8 @@ pub struct Screened {
     pub skills: Option<Vec<Box<RawValue>>>,
     /// The resources to merge (`None`: all of them): a held skill's files are left out.
     pub resources: Option<Vec<Box<RawValue>>>,
+    /// The prompts to merge (`None`: all of them): the catalogue guards may hold or redact some.
+    pub prompts: Option<Vec<Box<RawValue>>>,
     pub held: Vec<Problem>,
     /// `record` mode: tools served although they differ from their pin.
     pub drifted: usize,
@@ -101,13 +108,18 @@ impl Pins {
         }
     }
 
-    /// Screens an upstream's tools and skills against its pins, in `mode`.
-    pub fn screen(&self, up: &Upstream, st: &UpstreamState, mode: PinMode) -> Screened {
-        if mode == PinMode::Off {
-            return Screened { tools: None, skills: None, resources: None, held: Vec::new(), drifted: 0 };
+    /// Screens an upstream's tools and skills against its pins, in `mode`, and its tools, prompts
+    /// and skills with the `catalogue` guards among `guards`.
+    pub fn screen(&self, up: &Upstream, st: &UpstreamState, mode: PinMode, guards: &[GuardConfig]) -> Screened {
+        let guards: Vec<&GuardConfig> =
+            guards.iter().filter(|g| g.points.contains(&Point::Catalogue) && matches!(g.kind, GuardKind::Builtin { .. })).collect();
+        if mode == PinMode::Off && guards.is_empty() {
+            return Screened { tools: None, skills: None, resources: None, prompts: None, held: Vec::new(), drifted: 0 };
         }
-        let (tools, mut held, mut drifted) = self.screen_kind(up, st, mode, Kind::Tool);
-        let (skills, held_skills, skills_drifted) = self.screen_kind(up, st, mode, Kind::Skill);
+        let (tools, mut held, mut drifted) = self.screen_kind(up, st, mode, Kind::Tool, &guards);
+        let (skills, held_skills, skills_drifted) = self.screen_kind(up, st, mode, Kind::Skill, &guards);
+        let (prompts, held_prompts, _) = self.screen_kind(up, st, PinMode::Off, Kind::Prompt, &guards);
+        held.extend(held_prompts);
         drifted += skills_drifted;
         // The files of a held skill are held with it.
         let dirs: Vec<&str> = held_skills.iter().filter_map(|p| p.item.strip_suffix("SKILL.md")).collect();
@@ -122,16 +134,35 @@ impl Pins {
                 .collect()
         });
         held.extend(held_skills);
-        Screened { tools: Some(tools), skills: Some(skills), resources, held, drifted }
+        Screened { tools: Some(tools), skills: Some(skills), resources, prompts: Some(prompts), held, drifted }
     }
 
     /// Screens the items of `kind` (tools or skills): those kept, those held, and how many
     /// drifted (`record`).
-    fn screen_kind(&self, up: &Upstream, st: &UpstreamState, mode: PinMode, kind: Kind) -> (Vec<Box<RawValue>>, Vec<Problem>, usize) {
+    fn screen_kind(
+        &self,
+        up: &Upstream,
+        st: &UpstreamState,
+        mode: PinMode,
+        kind: Kind,
+        guards: &[&GuardConfig],
+    ) -> (Vec<Box<RawValue>>, Vec<Problem>, usize) {
         let file = self.file.load();
         let pinned = file.upstreams.get(up.id());
         let (mut kept, mut held, mut drifted) = (Vec::new(), Vec::new(), 0);
         for raw in st.items(kind) {
+            let (redacted, flagged) = match self.guard(up, kind, raw, guards) {
+                Guarded::Pass(redacted, flagged) => (redacted, flagged),
+                Guarded::Held(problem) => {
+                    held.push(problem);
+                    continue;
+                }
+            };
+            let raw = redacted.as_ref().unwrap_or(raw);
+            if mode == PinMode::Off {
+                kept.push(raw.clone());
+                continue;
+            }
             let Some(current) = fingerprint(kind, raw.get()) else {
                 kept.push(raw.clone());
                 continue;
@@ -146,6 +177,10 @@ impl Pins {
                         format!("a new {label}, not pinned yet")
                     } else {
                         "its definition differs from its pin".into()
+                    };
+                    let why = match &flagged {
+                        Some(flag) => format!("{why}, and {flag}"),
+                        None => why,
                     };
                     held.push(Problem {
                         upstream: up.id().to_string(),
@@ -169,6 +204,53 @@ impl Pins {
 }
 
 /// The pinned definition of an item of `kind` (tools and skills are pinned).
+/// What the catalogue guards made of a definition.
+enum Guarded {
+    /// Served (redacted, when a guard redacted it), with what a guard flagged.
+    Pass(Option<Box<RawValue>>, Option<String>),
+    /// Blocked by a guard: held whatever the pins say.
+    Held(Problem),
+}
+
+impl Pins {
+    /// The catalogue guards' verdicts on one definition, in the order declared.
+    fn guard(&self, up: &Upstream, kind: Kind, raw: &RawValue, guards: &[&GuardConfig]) -> Guarded {
+        if guards.is_empty() {
+            return Guarded::Pass(None, None);
+        }
+        let Ok(mut definition) = serde_json::from_str::<serde_json::Value>(raw.get()) else { return Guarded::Pass(None, None) };
+        let name = definition.get(if kind == Kind::Skill { "uri" } else { "name" }).and_then(|n| n.as_str()).unwrap_or("?").to_string();
+        let (mut redacted, mut flagged) = (false, None);
+        for g in guards.iter().filter(|g| g.guards(Point::Catalogue, &name)) {
+            let GuardKind::Builtin { detectors } = &g.kind else { continue };
+            match builtin(detectors, &mut definition.clone()) {
+                Verdict::Allow => {}
+                Verdict::Flag(found) => {
+                    let flag = format!("flagged by guard '{}' ({})", g.name, found.join(", "));
+                    if lock(&self.logged).insert((up.id().to_string(), name.clone(), flag.clone())) {
+                        tracing::warn!(upstream = %up.id(), item = %name, guard = %g.name, found = ?found, "a {} definition was flagged by a catalogue guard", kind.label());
+                    }
+                    flagged.get_or_insert(flag);
+                }
+                Verdict::Modify { content, .. } => {
+                    definition = content;
+                    redacted = true;
+                }
+                Verdict::Deny(reason) => {
+                    return Guarded::Held(Problem {
+                        upstream: up.id().to_string(),
+                        kind,
+                        item: name,
+                        reason: format!("held: guard '{}' {reason} in its definition (fix the upstream, or the guard)", g.name),
+                    });
+                }
+            }
+        }
+        let redacted = redacted.then(|| serde_json::value::to_raw_value(&definition).ok()).flatten();
+        Guarded::Pass(redacted, flagged)
+    }
+}
+
 pub fn fingerprint(kind: Kind, raw: &str) -> Option<pins::Pin> {
     match kind {
         Kind::Tool => pins::definition(raw),

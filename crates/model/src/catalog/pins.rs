@@ -110,20 +110,47 @@ pub fn standing(pins: Option<&BTreeMap<String, Pin>>, original: &str, current: &
 /// members' old and new values (schemas as compact JSON).
 pub fn diff(old: &Value, new: &Value) -> Vec<String> {
     let mut lines = Vec::new();
+    let mut escaped = false;
     let keys: std::collections::BTreeSet<&String> = old.as_object().into_iter().chain(new.as_object()).flat_map(|o| o.keys()).collect();
     for key in keys {
         let (a, b) = (old.get(key), new.get(key));
         if a == b {
             continue;
         }
-        let show = |v: Option<&Value>| match v {
+        let mut show = |v: Option<&Value>| match v {
             None => "(absent)".to_string(),
-            Some(Value::String(s)) => format!("{s:?}"),
-            Some(other) => other.to_string(),
+            Some(Value::String(s)) => format!("\"{}\"", visible(s, true, &mut escaped)),
+            Some(other) => visible(&other.to_string(), false, &mut escaped),
         };
-        lines.push(format!("{key}: {} -> {}", show(a), show(b)));
+        let (a, b) = (show(a), show(b));
+        lines.push(format!("{key}: {a} -> {b}"));
+    }
+    if escaped {
+        lines.push("(characters that cannot be seen, or that look like others in a word of Latin letters, are shown as \\u{…})".into());
     }
     lines
+}
+
+/// `text` with what a reviewer could not tell apart made visible: invisible characters, and the
+/// non-ASCII letters of a word that also has ASCII letters (a homoglyph: Cyrillic `о` in `note`),
+/// written as `\u{…}`; `escaped` is set when anything was. A `string`'s quotes, backslashes and
+/// control characters are escaped too, as a string literal's.
+fn visible(text: &str, string: bool, escaped: &mut bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_inclusive(char::is_whitespace) {
+        let mixed = word.chars().any(|c| c.is_ascii_alphabetic()) && word.chars().any(|c| !c.is_ascii() && c.is_alphabetic());
+        for c in word.chars() {
+            if crate::policy::unhide::is_invisible(c) || (mixed && !c.is_ascii() && !c.is_whitespace()) {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+                *escaped = true;
+            } else if string && (c == '"' || c == '\\' || c.is_control()) {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -133,6 +160,21 @@ mod tests {
 
     fn pin(v: Value) -> Pin {
         definition(&v.to_string()).expect("a definition")
+    }
+
+    #[test]
+    fn a_diff_shows_what_a_reviewer_could_not_see() {
+        let old = json!({ "name": "note", "description": "Stores a note" });
+        let homoglyph = json!({ "name": "note", "description": "Stores a n\u{43e}te" });
+        let lines = diff(&old, &homoglyph);
+        assert_eq!(lines[0], r#"description: "Stores a note" -> "Stores a n\u{43e}te""#, "{lines:?}");
+        assert!(lines.last().is_some_and(|l| l.contains("shown as")), "{lines:?}");
+        let hidden = json!({ "name": "note", "description": "Stores a note\u{200b}\u{e0072}" });
+        let lines = diff(&old, &hidden);
+        assert!(lines[0].contains(r"\u{200b}") && lines[0].contains(r"\u{e0072}"), "{lines:?}");
+        // Text in another script, not mixed with Latin letters in a word, reads as written.
+        let japanese = json!({ "name": "note", "description": "メモを保存する" });
+        assert_eq!(diff(&old, &japanese), [r#"description: "Stores a note" -> "メモを保存する""#]);
     }
 
     #[test]
