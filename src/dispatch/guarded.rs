@@ -72,7 +72,10 @@ pub async fn results(gw: &Served<'_>, who: Who, redact: Option<Arc<Redact>>, rep
             let ev = match ev {
                 Event::Done(o) => Event::Done(outcome(&set, &cx, &who, redact.as_deref(), o).await),
                 Event::Ask(bytes) => question(&set, &cx, &who, bytes).await,
-                other => other,
+                Event::Notification(bytes) => match set.notification(&cx, &who.asking(Point::Result), bytes) {
+                    Some(bytes) => Event::Notification(bytes),
+                    None => continue,
+                },
             };
             if tx.send(ev).await.is_err() {
                 break;

@@ -138,6 +138,42 @@ impl GuardSet {
     }
 }
 
+impl GuardSet {
+    /// A notification streamed during a request (progress, a log message), read by the built-in
+    /// guards of `asking.point` (external guards are asked about final answers and questions
+    /// only): `None` when one blocks it (it is dropped), else the notification, redacted where
+    /// one redacts.
+    pub fn notification(&self, cx: &Context, asking: &Asking<'_>, bytes: Vec<u8>) -> Option<Vec<u8>> {
+        let mut builtins = self.guards.iter().filter(|g| g.cfg.guards(asking.point, asking.name)).filter_map(|g| match &g.cfg.kind {
+            GuardKind::Builtin { detectors } => Some((g.cfg.name.as_str(), detectors)),
+            _ => None,
+        });
+        let Some(first) = builtins.next() else { return Some(bytes) };
+        let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else { return None };
+        let mut changed = false;
+        for (name, detectors) in std::iter::once(first).chain(builtins) {
+            let who = Guarded {
+                caller: asking.caller,
+                endpoint: asking.endpoint,
+                method: asking.method,
+                item: asking.name,
+                upstream: asking.upstream,
+            };
+            match builtin(detectors, &mut message) {
+                Verdict::Allow => {}
+                Verdict::Flag(found) => cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, Default::default()),
+                Verdict::Modify { .. } => changed = true,
+                Verdict::Deny(_) => {
+                    cx.metrics.guard_verdict(name, asking.point.as_str(), "deny");
+                    cx.audit.guarded(who, "guard_denied", name, Default::default());
+                    return None;
+                }
+            }
+        }
+        if changed { serde_json::to_vec(&message).ok() } else { Some(bytes) }
+    }
+}
+
 /// What running the external guards needs from the gateway: the upstreams (for tool guards),
 /// the audit and the metrics. Owned, so a stream's result can be checked after the request
 /// handler returned.

@@ -330,8 +330,9 @@ impl Gateway {
         // Tools screened against their pins and the catalogue guards: what is held stays out, as
         // a problem.
         let config = self.config();
+        let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
         let screened: Vec<pins::Screened> =
-            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &config.guards)).collect();
+            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards)).collect();
         let inputs: Vec<UpstreamLists> = all
             .iter()
             .zip(&states)

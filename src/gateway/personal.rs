@@ -351,8 +351,11 @@ impl Gateway {
         };
         let none: [Option<u64>; catalog::Kind::COUNT] = [None; catalog::Kind::COUNT];
         // Pins hold tools out of every caller's catalogue alike.
-        let screened: Vec<super::pins::Screened> =
-            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &self.config().guards)).collect();
+        let screened: Vec<super::pins::Screened> = {
+            let config = self.config();
+            let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
+            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards)).collect()
+        };
         let mut inputs: Vec<UpstreamLists> = Vec::new();
         for (((u, st), mine), sc) in all.iter().zip(&states).zip(&own).zip(&screened) {
             if u.is_retired() {

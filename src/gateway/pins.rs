@@ -109,10 +109,9 @@ impl Pins {
     }
 
     /// Screens an upstream's tools and skills against its pins, in `mode`, and its tools, prompts
-    /// and skills with the `catalogue` guards among `guards`.
+    /// and skills with the catalogue's `guards` (`config::guards::catalogue`).
     pub fn screen(&self, up: &Upstream, st: &UpstreamState, mode: PinMode, guards: &[GuardConfig]) -> Screened {
-        let guards: Vec<&GuardConfig> =
-            guards.iter().filter(|g| g.points.contains(&Point::Catalogue) && matches!(g.kind, GuardKind::Builtin { .. })).collect();
+        let guards: Vec<&GuardConfig> = guards.iter().collect();
         if mode == PinMode::Off && guards.is_empty() {
             return Screened { tools: None, skills: None, resources: None, prompts: None, held: Vec::new(), drifted: 0 };
         }

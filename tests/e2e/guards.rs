@@ -147,3 +147,58 @@ async fn a_blocking_catalogue_guard_holds_a_poisoned_definition_without_pins() {
     let refused = call(&gw.url, "chg__base", json!({})).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
+
+/// The SDK client's lines for a call of `tool` in `mode`, answering every question.
+fn sdk_ask(gw: &Gateway, mode: &str, tool: &str) -> String {
+    let out = std::process::Command::new(python())
+        .arg(repo().join("tests/py/modern_client.py"))
+        .args(["--mode", mode, "--no-list", "--elicit", r#"{"value":"x"}"#, &gw.url, "call", tool, "{}"])
+        .output()
+        .expect("run the SDK client");
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// The `input` point reads the questions an upstream asks, in both eras (an `input_required`
+/// result, a legacy `elicitation/create`); built-in guards read the notifications streamed
+/// during a call; `[secrets]` reads the definitions in lists.
+#[tokio::test(flavor = "multi_thread")]
+async fn questions_notifications_and_definitions_are_guarded() {
+    let (_hook, hook_url) = py_script_http("tests/py/webhook_guard.py", &[]);
+    let (_leak, leak_url) = py_script_http("tests/py/leaky_server.py", &[]);
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"leak\"\nurl = \"{leak_url}\"\ntimeout = \"20s\"\n\n\
+         [[guard]]\nname = \"dlp\"\npoints = [\"input\"]\nwebhook = \"{hook_url}\"\n\n\
+         [[guard]]\nname = \"keys\"\npoints = [\"result\"]\nbuiltin = \"secrets\"\naction = \"redact\"\n"
+    ));
+    for mode in ["2026-07-28", "legacy"] {
+        let out = sdk_ask(&gw, mode, "leak__ask");
+        assert!(!out.contains("\"asked\""), "{mode}: the person was not asked: {out}");
+        assert!(out.contains("guard 'dlp' withheld the answer of leak__ask: a key in a question"), "{mode}: {out}");
+    }
+    let mut m = meta();
+    m["progressToken"] = json!("p1");
+    let body =
+        String::from_utf8_lossy(&rpc(&gw.url, "tools/call", json!({ "name": "leak__progress", "arguments": {}, "_meta": m })).await.body)
+            .into_owned();
+    assert!(!body.contains("AKIAIOSFODNN7EXAMPLE") && body.contains("copied [REDACTED:aws-access-key]"), "{body}");
+    assert!(body.contains("progress done"), "{body}");
+
+    // `[secrets]` reads what an upstream says in its definitions too.
+    use crate::pins::changing_upstream;
+    let (_up, _dir, _config, text) = changing_upstream("[secrets]\nbuiltin = \"redact\"\n\n", "");
+    let gw = gateway(&text);
+    let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    call(&gw.url, "chg__redescribe", json!({ "name": "base", "description": format!("Uses {token}.") })).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = rpc(&gw.url, "tools/list", json!({})).await.message();
+        let base =
+            listed["result"]["tools"].as_array().into_iter().flatten().find(|t| t["name"] == "chg__base").cloned().unwrap_or_default();
+        if base["description"] == "Uses [REDACTED:github-token]." {
+            assert!(!listed.to_string().contains(token), "{listed}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{base}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

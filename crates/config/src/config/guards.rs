@@ -79,6 +79,25 @@ impl GuardConfig {
     }
 }
 
+/// The guards that read definitions when the catalogue is built: the `catalogue` ones, then the
+/// `[secrets]` detectors (which read everything an upstream says, its definitions included).
+pub fn catalogue(guards: &[GuardConfig], secrets: &[Detector]) -> Vec<GuardConfig> {
+    let mut out: Vec<GuardConfig> =
+        guards.iter().filter(|g| g.points.contains(&Point::Catalogue) && matches!(g.kind, GuardKind::Builtin { .. })).cloned().collect();
+    if !secrets.is_empty() {
+        out.push(GuardConfig {
+            name: "secrets".into(),
+            points: vec![Point::Catalogue],
+            tools: Vec::new(),
+            kind: GuardKind::Builtin { detectors: secrets.to_vec() },
+            timeout: Duration::from_secs(2),
+            concurrency: 1,
+            allow_on_error: false,
+        });
+    }
+    out
+}
+
 pub(super) fn resolve(
     at: &Locator,
     sections: Vec<GuardSection>,

@@ -135,6 +135,35 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The published schema (docs/guard-contract.schema.json) describes what is sent and read.
+    #[test]
+    fn the_published_schema_is_the_contract() {
+        let schema: Value = serde_json::from_str(include_str!("../../../../docs/guard-contract.schema.json")).unwrap_or_default();
+        let validator = jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("the schema: {e}"));
+        let content = json!({ "arguments": { "path": "/workspace/a" } });
+        let ask = Ask {
+            version: VERSION,
+            guard: "dlp",
+            point: Point::Request,
+            caller: "alice",
+            method: "tools/call",
+            item: Subject { kind: "tool", name: "fs__write_file", upstream: "fs" },
+            content: &content,
+        };
+        let sent = serde_json::to_value(&ask).unwrap_or_default();
+        assert!(validator.is_valid(&sent), "{sent}");
+        for answer in [
+            json!({ "verdict": "allow" }),
+            json!({ "verdict": "deny", "reason": "PII" }),
+            json!({ "verdict": "modify", "content": content }),
+        ] {
+            assert!(validator.is_valid(&answer), "{answer}");
+            assert!(parse(&answer, Point::Request, &content).is_ok(), "{answer}");
+        }
+        assert!(!validator.is_valid(&json!({ "verdict": "modify" })), "a modify needs content");
+        assert!(!validator.is_valid(&json!({ "verdict": "maybe" })));
+    }
+
     #[test]
     fn answers_are_read_by_the_contract() {
         let asked = json!({ "arguments": { "a": 1 } });
