@@ -296,23 +296,30 @@ fn check(s: &mut String, detectors: &[Detector], found: &mut Findings, budget: &
 
 /// The texts of an array's content blocks read as one text: a finding that spans two or more
 /// blocks (one inside a block is the block's own) is recorded, and redacted in each block it
-/// touches (the marker in the first, the rest of it removed from the others).
+/// touches (the marker in the first, the rest of it removed from the others). One more pass of
+/// each detector over the texts, linear in their size whatever the number of blocks.
 fn across(items: &mut [Value], detectors: &[Detector], found: &mut Findings) {
     if items.iter().filter(|i| i.get("text").is_some_and(Value::is_string)).take(2).count() < 2 {
         return;
     }
+    let mut joined = String::new();
+    let mut bounds = Vec::new();
+    let mut stale = true;
     for d in detectors {
-        let mut joined = String::new();
-        let mut bounds = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            if let Some(t) = item.get("text").and_then(Value::as_str) {
-                bounds.push((i, joined.len(), joined.len() + t.len()));
-                joined.push_str(t);
+        if stale {
+            (joined, bounds) = (String::new(), Vec::new());
+            for (i, item) in items.iter().enumerate() {
+                if let Some(t) = item.get("text").and_then(Value::as_str) {
+                    bounds.push((i, joined.len(), joined.len() + t.len()));
+                    joined.push_str(t);
+                }
             }
         }
         let mut edits: Vec<(usize, std::ops::Range<usize>, String)> = Vec::new();
         for m in d.pattern.find_iter(&joined).filter(|m| d.counts(m.as_str())) {
-            let touched: Vec<_> = bounds.iter().filter(|(_, s, e)| m.start() < *e && m.end() > *s).collect();
+            // The blocks it touches (bounds are in order: a binary search finds the first).
+            let first = bounds.partition_point(|(_, _, e)| *e <= m.start());
+            let touched: Vec<&(usize, usize, usize)> = bounds[first..].iter().take_while(|(_, s, _)| *s < m.end()).collect();
             if touched.len() < 2 {
                 continue;
             }
@@ -325,6 +332,7 @@ fn across(items: &mut [Value], detectors: &[Detector], found: &mut Findings) {
                 edits.push((*i, local, if n == 0 { format!("[REDACTED:{}]", d.name) } else { String::new() }));
             }
         }
+        stale = !edits.is_empty();
         for (i, range, marker) in edits.into_iter().rev() {
             if let Some(Value::String(t)) = items.get_mut(i).and_then(|item| item.get_mut("text")) {
                 t.replace_range(range, &marker);
