@@ -253,3 +253,56 @@ fn kind(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn load(guards: &str) -> Result<Config, ConfigError> {
+        let text = format!("[[upstream]]\nid = \"g\"\nurl = \"http://127.0.0.1:9/mcp\"\n\n{guards}");
+        Config::parse(&text, std::path::Path::new("gateway.toml"), None, &|_| Some("token".into()))
+    }
+
+    #[test]
+    fn guards_are_checked_at_load() {
+        let ok = load(
+            "[[guard]]\nname = \"dlp\"\npoints = [\"request\", \"result\"]\nwebhook = \"https://dlp.example/check\"\n\
+             headers = { Authorization = { env = \"T\", prefix = \"Bearer \" } }\n\n\
+             [[guard]]\nname = \"t\"\npoints = [\"input\"]\nupstream = \"g\"\ntool = \"check\"\non_error = \"allow\"\n\n\
+             [[guard]]\nname = \"pii\"\npoints = [\"result\", \"catalogue\"]\nbuiltin = \"pii\"\ndetectors = [\"card\"]\naction = \"redact\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let g = &ok.guards;
+        assert_eq!(g.len(), 3);
+        assert_eq!((g[0].timeout, g[0].concurrency, g[0].allow_on_error), (Duration::from_secs(2), 16, false));
+        assert!(g[1].allow_on_error);
+        assert!(matches!(&g[2].kind, GuardKind::Builtin { detectors } if detectors.len() == 1 && detectors[0].name == "card"));
+        assert!(g[2].guards(Point::Result, "x__y") && !g[2].guards(Point::Request, "x__y"));
+        for (bad, says) in [
+            ("[[guard]]\nname = \"a\"\nwebhook = \"https://x\"\n", "runs nowhere"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"before\"]\nwebhook = \"https://x\"\n", "is not a point"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\n", "exactly one of"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://x\"\nbuiltin = \"pii\"\n", "exactly one of"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"ftp://x\"\n", "http(s)"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"catalogue\"]\nwebhook = \"https://x\"\n", "only built-in"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nupstream = \"nope\"\ntool = \"c\"\n", "no upstream"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\ntool = \"c\"\n", "no upstream"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nbuiltin = \"dlp\"\n", "not a built-in group"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nbuiltin = \"pii\"\ndetectors = [\"ssn\"]\n", "not a detector of pii"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nbuiltin = \"pii\"\ntimeout = \"1s\"\n", "built in"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://x\"\non_error = \"maybe\"\n", "not allow or deny"),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://x\"\nconcurrency = 0\n", "never run"),
+            (
+                "[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://x\"\n\n[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://y\"\n",
+                "a second guard",
+            ),
+            ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://x\"\nheaders = { A = \"literal\" }\n", ""),
+        ] {
+            match load(bad) {
+                Ok(_) => panic!("accepted: {bad}"),
+                Err(e) => assert!(e.0.contains(says), "{bad}: {e}"),
+            }
+        }
+    }
+}
