@@ -248,6 +248,7 @@ mod tests {
             outcome: format!("ok {i}"),
             rule: None,
             guard: None,
+            reason: None,
             duration_ms: 2,
         }
     }

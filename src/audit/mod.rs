@@ -41,6 +41,9 @@ pub struct CallRecord {
     /// The guard whose verdict this records (`[[guard]]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub guard: Option<String>,
+    /// Why the guard decided so (its own words, bounded; never the content it checked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     pub duration_ms: u64,
 }
 
@@ -100,13 +103,13 @@ impl Audit {
     /// A request refused before any upstream was involved (unknown or denied, rate limited, no
     /// route, a token not honoured): `outcome` says why.
     pub fn refused(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
-        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: None, guard: None };
+        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: None, guard: None, reason: None };
         self.emit(&e, outcome, 0, None, false);
     }
 
     /// A guard's verdict other than a plain allow (`outcome`: `guard_denied`, `guard_modified`,
-    /// `guard_flagged`, `guard_error`), with the guard's name and how long it took.
-    pub fn guarded(&self, who: Guarded<'_>, outcome: &str, guard: &str, took: std::time::Duration) {
+    /// `guard_flagged`, `guard_error`), with the guard's name, its reason and how long it took.
+    pub fn guarded(&self, who: Guarded<'_>, outcome: &str, guard: &str, reason: &str, took: std::time::Duration) {
         let e = Fields {
             caller: who.caller,
             endpoint: who.endpoint,
@@ -116,13 +119,14 @@ impl Audit {
             upstream: who.upstream,
             rule: None,
             guard: Some(guard),
+            reason: Some(reason),
         };
         self.emit(&e, outcome, took.as_millis() as u64, None, false);
     }
 
     /// A call a rule refused (or that no rule allowed): the record names the rule.
     pub fn refused_by_rule(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str, rule: &str) {
-        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: Some(rule), guard: None };
+        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: Some(rule), guard: None, reason: None };
         self.emit(&e, outcome, 0, None, false);
     }
 
@@ -175,6 +179,7 @@ impl Audit {
             outcome: outcome.to_string(),
             rule: e.rule.map(str::to_string),
             guard: e.guard.map(str::to_string),
+            reason: e.reason.map(|r| clean(r).into_owned()),
             duration_ms,
         };
         if self.export.active() {
@@ -217,6 +222,8 @@ struct Fields<'a> {
     rule: Option<&'a str>,
     /// The guard that decided (a guard's verdict).
     guard: Option<&'a str>,
+    /// Why it decided so.
+    reason: Option<&'a str>,
 }
 
 fn now_ms() -> u64 {
@@ -248,6 +255,7 @@ impl Entry {
             upstream: &self.upstream,
             rule: None,
             guard: None,
+            reason: None,
         }
     }
 }
@@ -334,9 +342,10 @@ impl Drop for Pending {
 /// quotes wherever a logfmt reader could take them for more than one value
 /// (`telemetry::logfmt`).
 fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
-    let Fields { caller, endpoint, method, item, presented, upstream, rule, guard } = *e;
+    let Fields { caller, endpoint, method, item, presented, upstream, rule, guard, reason } = *e;
     if let Some(guard) = guard {
-        tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, guard, duration_ms, "audit");
+        let reason = &*clean(reason.unwrap_or("-"));
+        tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, guard, reason, duration_ms, "audit");
         return;
     }
     if let Some(rule) = rule {

@@ -50,6 +50,13 @@ pub struct Asking<'a> {
     pub upstream: &'a str,
 }
 
+impl Asking<'_> {
+    /// The audit's fields for a verdict on this.
+    fn who(&self) -> Guarded<'_> {
+        Guarded { caller: self.caller, endpoint: self.endpoint, method: self.method, item: self.name, upstream: self.upstream }
+    }
+}
+
 /// The guards' decision on some content.
 #[derive(Debug, PartialEq)]
 pub enum Checked {
@@ -98,35 +105,29 @@ impl GuardSet {
                 _ => g.ask(cx, asking, &content).await,
             };
             let took = started.elapsed();
-            let who = Guarded {
-                caller: asking.caller,
-                endpoint: asking.endpoint,
-                method: asking.method,
-                item: asking.name,
-                upstream: asking.upstream,
-            };
+            let who = asking.who();
             let name = g.cfg.name.as_str();
             let point = asking.point.as_str();
             match answer {
                 Ok(Verdict::Allow) => cx.metrics.guard_verdict(name, point, "allow"),
                 Ok(Verdict::Flag(found)) => {
                     cx.metrics.guard_verdict(name, point, "flag");
-                    cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, took);
+                    cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, "-", took);
                 }
-                Ok(Verdict::Modify { content: new, .. }) => {
+                Ok(Verdict::Modify { content: new, reason }) => {
                     cx.metrics.guard_verdict(name, point, "modify");
-                    cx.audit.guarded(who, "guard_modified", name, took);
+                    cx.audit.guarded(who, "guard_modified", name, &reason, took);
                     content = new;
                     modified = true;
                 }
                 Ok(Verdict::Deny(reason)) => {
                     cx.metrics.guard_verdict(name, point, "deny");
-                    cx.audit.guarded(who, "guard_denied", name, took);
+                    cx.audit.guarded(who, "guard_denied", name, &reason, took);
                     return Checked::Denied { guard: name.to_string(), reason };
                 }
                 Err(why) => {
                     cx.metrics.guard_verdict(name, point, "error");
-                    cx.audit.guarded(who, "guard_error", name, took);
+                    cx.audit.guarded(who, "guard_error", name, &why, took);
                     tracing::warn!(guard = name, point, reason = %why, "a guard failed; its on_error decides");
                     if !g.cfg.allow_on_error {
                         return Checked::Denied { guard: name.to_string(), reason: "the guard could not be asked".into() };
@@ -152,20 +153,14 @@ impl GuardSet {
         let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else { return None };
         let mut changed = false;
         for (name, detectors) in std::iter::once(first).chain(builtins) {
-            let who = Guarded {
-                caller: asking.caller,
-                endpoint: asking.endpoint,
-                method: asking.method,
-                item: asking.name,
-                upstream: asking.upstream,
-            };
+            let who = asking.who();
             match builtin(detectors, &mut message) {
                 Verdict::Allow => {}
-                Verdict::Flag(found) => cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, Default::default()),
+                Verdict::Flag(found) => cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, "-", Default::default()),
                 Verdict::Modify { .. } => changed = true,
-                Verdict::Deny(_) => {
+                Verdict::Deny(reason) => {
                     cx.metrics.guard_verdict(name, asking.point.as_str(), "deny");
-                    cx.audit.guarded(who, "guard_denied", name, Default::default());
+                    cx.audit.guarded(who, "guard_denied", name, &reason, Default::default());
                     return None;
                 }
             }

@@ -77,6 +77,11 @@ async fn webhook_and_tool_guards_deny_modify_and_allow_calls_and_results() {
         assert!(Instant::now() < deadline, "audited: {:?}\n{log}", wanted.iter().map(|w| (w, audited(w))).collect::<Vec<_>>());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let log = gw.proc.log();
+    assert!(
+        log.lines().any(|l| l.contains("outcome=guard_denied") && l.contains("guard=dlp") && l.contains("no forbidden words")),
+        "the audit has the guard's reason: {log}"
+    );
     let metrics = get(&format!("{}/metrics", gw.base)).await.expect("metrics");
     let body = String::from_utf8_lossy(&metrics.body).to_string();
     assert!(body.contains(r#"mcpgate_guard_verdicts_total{guard="dlp",point="request",verdict="deny"} 1"#), "{body}");
@@ -148,16 +153,6 @@ async fn a_blocking_catalogue_guard_holds_a_poisoned_definition_without_pins() {
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
 
-/// The SDK client's lines for a call of `tool` in `mode`, answering every question.
-fn sdk_ask(gw: &Gateway, mode: &str, tool: &str) -> String {
-    let out = std::process::Command::new(python())
-        .arg(repo().join("tests/py/modern_client.py"))
-        .args(["--mode", mode, "--no-list", "--elicit", r#"{"value":"x"}"#, &gw.url, "call", tool, "{}"])
-        .output()
-        .expect("run the SDK client");
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
 /// The `input` point reads the questions an upstream asks, in both eras (an `input_required`
 /// result, a legacy `elicitation/create`); built-in guards read the notifications streamed
 /// during a call; `[secrets]` reads the definitions in lists.
@@ -171,7 +166,7 @@ async fn questions_notifications_and_definitions_are_guarded() {
          [[guard]]\nname = \"keys\"\npoints = [\"result\"]\nbuiltin = \"secrets\"\naction = \"redact\"\n"
     ));
     for mode in ["2026-07-28", "legacy"] {
-        let out = sdk_ask(&gw, mode, "leak__ask");
+        let out = crate::secrets_paths::sdk_ask(&gw, mode, "leak__ask");
         assert!(!out.contains("\"asked\""), "{mode}: the person was not asked: {out}");
         assert!(out.contains("guard 'dlp' withheld the answer of leak__ask: a key in a question"), "{mode}: {out}");
     }

@@ -129,7 +129,7 @@ async fn upstream_errors_are_redacted() {
 }
 
 /// The SDK client's lines for a call of `tool` in `mode`, answering every question.
-fn sdk_ask(gw: &Gateway, mode: &str, tool: &str) -> String {
+pub(crate) fn sdk_ask(gw: &Gateway, mode: &str, tool: &str) -> String {
     let out = Command::new(python())
         .arg(repo().join("tests/py/modern_client.py"))
         .args(["--mode", mode, "--no-list", "--elicit", r#"{"value":"x"}"#, &gw.url, "call", tool, "{}"])
