@@ -51,7 +51,7 @@ pub async fn request(gw: &Served<'_>, who: &Who, arguments: &Value) -> Result<Op
     match set.check(&cx, &who.asking(Point::Request), content).await {
         Checked::Pass(None) => Ok(None),
         Checked::Pass(Some(mut new)) => Ok(Some(new["arguments"].take())),
-        Checked::Denied { guard, reason } => Err(Refusal::ByGuard { guard, reason, tool: who.method == Method::ToolsCall }),
+        Checked::Denied { guard, reason, .. } => Err(Refusal::ByGuard { guard, reason, tool: who.method == Method::ToolsCall }),
     }
 }
 
@@ -99,7 +99,7 @@ async fn outcome(set: &GuardSet, cx: &Context, who: &Who, redact: Option<&Redact
     let new = match set.check(cx, &who.asking(point), content).await {
         Checked::Pass(None) => return o,
         Checked::Pass(Some(new)) => new,
-        Checked::Denied { guard, reason } => return withheld(who, &guard, &reason),
+        Checked::Denied { guard, reason, .. } => return withheld(who, &guard, &reason),
     };
     let replaced = match new.get("error") {
         Some(e) => Outcome::Error(RpcError {
@@ -133,7 +133,7 @@ async fn question(set: &GuardSet, cx: &Context, who: &Who, bytes: Vec<u8>) -> Ev
             Err(_) => Event::Done(withheld(who, "-", "the replacement could not be written")),
         },
         Checked::Pass(Some(_)) => Event::Done(withheld(who, "-", "the replacement is not a request")),
-        Checked::Denied { guard, reason } => Event::Done(withheld(who, &guard, &reason)),
+        Checked::Denied { guard, reason, .. } => Event::Done(withheld(who, &guard, &reason)),
     }
 }
 

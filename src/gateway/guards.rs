@@ -65,6 +65,8 @@ pub enum Checked {
     Denied {
         guard: String,
         reason: String,
+        /// The guard failed (and its `on_error` is `deny`): a verdict not to keep.
+        failed: bool,
     },
 }
 
@@ -96,9 +98,15 @@ impl GuardSet {
 
     /// Asks every guard that runs at `asking.point` for the item, in order.
     pub async fn check(&self, cx: &Context, asking: &Asking<'_>, content: Value) -> Checked {
+        self.check_with(cx, asking, content, None).await
+    }
+
+    /// [`GuardSet::check`] with the guard named `only`, when given.
+    async fn check_with(&self, cx: &Context, asking: &Asking<'_>, content: Value, only: Option<&str>) -> Checked {
         let mut content = content;
         let mut modified = false;
-        for g in self.guards.iter().filter(|g| g.cfg.guards(asking.point, asking.name)) {
+        let chosen = |g: &&Running| g.cfg.guards(asking.point, asking.name) && only.is_none_or(|n| n == g.cfg.name);
+        for g in self.guards.iter().filter(chosen) {
             let started = Instant::now();
             let answer = match &g.cfg.kind {
                 GuardKind::Builtin { detectors } => Ok(builtin(detectors, &mut content.clone())),
@@ -123,14 +131,14 @@ impl GuardSet {
                 Ok(Verdict::Deny(reason)) => {
                     cx.metrics.guard_verdict(name, point, "deny");
                     cx.audit.guarded(who, "guard_denied", name, &reason, took);
-                    return Checked::Denied { guard: name.to_string(), reason };
+                    return Checked::Denied { guard: name.to_string(), reason, failed: false };
                 }
                 Err(why) => {
                     cx.metrics.guard_verdict(name, point, "error");
                     cx.audit.guarded(who, "guard_error", name, &why, took);
                     tracing::warn!(guard = name, point, reason = %why, "a guard failed; its on_error decides");
                     if !g.cfg.allow_on_error {
-                        return Checked::Denied { guard: name.to_string(), reason: "the guard could not be asked".into() };
+                        return Checked::Denied { guard: name.to_string(), reason: "the guard could not be asked".into(), failed: true };
                     }
                 }
             }
@@ -166,6 +174,87 @@ impl GuardSet {
             }
         }
         if changed { serde_json::to_vec(&message).ok() } else { Some(bytes) }
+    }
+}
+
+/// The external guards' verdicts on definitions (the `catalogue` point), by guard and the
+/// SHA-256 of the definition: a definition is asked about once, while the catalogue holds it
+/// back, and the catalogue is rebuilt with the answer. A failure is not kept: the definition is
+/// asked about again at the next rebuild, 30 s later at the earliest.
+#[derive(Default)]
+pub struct Definitions {
+    known: std::sync::Mutex<std::collections::HashMap<(String, String), Option<Verdict>>>,
+}
+
+impl Definitions {
+    /// Forgets every verdict (the guards changed).
+    pub fn clear(&self) {
+        crate::sync::lock(&self.known).clear();
+    }
+}
+
+/// The most verdicts kept (the set is emptied past it, and definitions are asked about again).
+const MAX_DEFINITIONS: usize = 10_000;
+
+impl super::Gateway {
+    /// External guard `g`'s verdict on the definition `definition` of item `name` (`kind`) of
+    /// `upstream`, when known; otherwise `None`, and it is asked (once).
+    pub(super) fn definition_verdict(
+        &self,
+        g: &GuardConfig,
+        kind: crate::catalog::Kind,
+        name: &str,
+        upstream: &str,
+        definition: &Value,
+    ) -> Option<Verdict> {
+        let text = definition.to_string();
+        let digest: String =
+            aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        let key = (g.name.clone(), digest);
+        {
+            let mut known = crate::sync::lock(&self.definitions.known);
+            if let Some(v) = known.get(&key) {
+                return v.clone();
+            }
+            if known.len() >= MAX_DEFINITIONS {
+                known.clear();
+            }
+            known.insert(key.clone(), None);
+        }
+        let me = self.me.upgrade()?;
+        let (name, upstream, definition) = (name.to_string(), upstream.to_string(), definition.clone());
+        let method = match kind {
+            crate::catalog::Kind::Prompt => "prompts/list",
+            crate::catalog::Kind::Skill => "skills/list",
+            _ => "tools/list",
+        };
+        self.tasks.spawn(async move {
+            let (set, cx) = me.guards();
+            let asking = Asking {
+                point: Point::Catalogue,
+                caller: "-",
+                endpoint: "-",
+                method,
+                kind: kind.label(),
+                name: &name,
+                upstream: &upstream,
+            };
+            let verdict = match set.check_with(&cx, &asking, definition, Some(&key.0)).await {
+                Checked::Pass(None) => Some(Verdict::Allow),
+                Checked::Pass(Some(content)) => Some(Verdict::Modify { content, reason: String::new() }),
+                Checked::Denied { failed: true, .. } => None,
+                Checked::Denied { reason, .. } => Some(Verdict::Deny(reason)),
+            };
+            let failed = verdict.is_none();
+            let failure = Verdict::Deny("could not be asked".into());
+            crate::sync::lock(&me.definitions.known).insert(key.clone(), Some(verdict.unwrap_or(failure)));
+            me.rebuild();
+            if failed {
+                tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                crate::sync::lock(&me.definitions.known).remove(&key);
+            }
+        });
+        None
     }
 }
 

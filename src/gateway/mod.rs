@@ -109,6 +109,8 @@ pub struct Gateway {
     pub pins: pins::Pins,
     /// The `[[guard]]`s of the configuration in effect, ready to run (replaced by a reload).
     guards: ArcSwap<guards::GuardSet>,
+    /// The external guards' verdicts on definitions (emptied by a reload).
+    definitions: guards::Definitions,
     /// Confirmations asked and not yet answered: each accepted answer runs its call once.
     pub confirmations: Arc<onetime::OneTime>,
     /// The endpoints' selection problems last reported (by path), so each is logged once, and
@@ -176,6 +178,7 @@ impl Gateway {
             me: me.clone(),
             pins,
             guards: ArcSwap::from_pointee(guard_set),
+            definitions: guards::Definitions::default(),
             view_problems: Mutex::default(),
         }))
     }
@@ -331,8 +334,11 @@ impl Gateway {
         // a problem.
         let config = self.config();
         let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
+        let ask = |g: &crate::config::guards::GuardConfig, k: Kind, n: &str, u: &str, d: &serde_json::Value| {
+            self.definition_verdict(g, k, n, u, d)
+        };
         let screened: Vec<pins::Screened> =
-            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards)).collect();
+            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards, &ask)).collect();
         let inputs: Vec<UpstreamLists> = all
             .iter()
             .zip(&states)

@@ -354,7 +354,10 @@ impl Gateway {
         let screened: Vec<super::pins::Screened> = {
             let config = self.config();
             let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
-            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards)).collect()
+            let ask = |g: &crate::config::guards::GuardConfig, k: catalog::Kind, n: &str, u: &str, d: &serde_json::Value| {
+                self.definition_verdict(g, k, n, u, d)
+            };
+            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards, &ask)).collect()
         };
         let mut inputs: Vec<UpstreamLists> = Vec::new();
         for (((u, st), mine), sc) in all.iter().zip(&states).zip(&own).zip(&screened) {

@@ -7,10 +7,12 @@
 //! of the definition the person reviewed, and is refused if the upstream serves another one now.
 //! Agent Skills are screened alike (their definition carries their files' digests): a held
 //! skill leaves the skill list, and its files the resource list (reads of them are refused, see
-//! `reads`). The `catalogue` guards (`[[guard]]`, built-in detectors) read every tool, prompt and
-//! skill definition here too: one they block is held in every mode; one they flag is held under
-//! `enforce` like any unapproved definition, with the flag in its reason (a person who approves
-//! it has seen it), and logged otherwise; one they redact is served redacted.
+//! `reads`). The `catalogue` guards (`[[guard]]` and the `[secrets]` detectors) read every tool,
+//! prompt and skill definition here too: one they deny is held in every mode; one a built-in
+//! guard flags is held under `enforce` like any unapproved definition, with the flag in its
+//! reason (a person who approves it has seen it), and logged otherwise; one they modify is
+//! served modified. An external guard's verdict comes from `Gateway::definition_verdict`: until
+//! it has answered, the definition is held.
 
 use super::Gateway;
 use crate::catalog::pins::{self, PinFile, PinMode, Standing};
@@ -55,6 +57,10 @@ pub enum ApproveError {
     #[error("{0}")]
     File(String),
 }
+
+/// How a definition is put to an external catalogue guard (`Gateway::definition_verdict`): the
+/// guard, the item's kind, name and upstream, its definition; `None` while it is being asked.
+pub type Ask<'a> = &'a dyn Fn(&GuardConfig, Kind, &str, &str, &serde_json::Value) -> Option<Verdict>;
 
 /// An upstream's tools and skills after screening.
 pub struct Screened {
@@ -110,14 +116,14 @@ impl Pins {
 
     /// Screens an upstream's tools and skills against its pins, in `mode`, and its tools, prompts
     /// and skills with the catalogue's `guards` (`config::guards::catalogue`).
-    pub fn screen(&self, up: &Upstream, st: &UpstreamState, mode: PinMode, guards: &[GuardConfig]) -> Screened {
+    pub fn screen(&self, up: &Upstream, st: &UpstreamState, mode: PinMode, guards: &[GuardConfig], ask: Ask<'_>) -> Screened {
         let guards: Vec<&GuardConfig> = guards.iter().collect();
         if mode == PinMode::Off && guards.is_empty() {
             return Screened { tools: None, skills: None, resources: None, prompts: None, held: Vec::new(), drifted: 0 };
         }
-        let (tools, mut held, mut drifted) = self.screen_kind(up, st, mode, Kind::Tool, &guards);
-        let (skills, held_skills, skills_drifted) = self.screen_kind(up, st, mode, Kind::Skill, &guards);
-        let (prompts, held_prompts, _) = self.screen_kind(up, st, PinMode::Off, Kind::Prompt, &guards);
+        let (tools, mut held, mut drifted) = self.screen_kind(up, st, mode, Kind::Tool, &guards, ask);
+        let (skills, held_skills, skills_drifted) = self.screen_kind(up, st, mode, Kind::Skill, &guards, ask);
+        let (prompts, held_prompts, _) = self.screen_kind(up, st, PinMode::Off, Kind::Prompt, &guards, ask);
         held.extend(held_prompts);
         drifted += skills_drifted;
         // The files of a held skill are held with it.
@@ -145,12 +151,13 @@ impl Pins {
         mode: PinMode,
         kind: Kind,
         guards: &[&GuardConfig],
+        ask: Ask<'_>,
     ) -> (Vec<Box<RawValue>>, Vec<Problem>, usize) {
         let file = self.file.load();
         let pinned = file.upstreams.get(up.id());
         let (mut kept, mut held, mut drifted) = (Vec::new(), Vec::new(), 0);
         for raw in st.items(kind) {
-            let (redacted, flagged) = match self.guard(up, kind, raw, guards) {
+            let (redacted, flagged) = match self.guard(up, kind, raw, guards, ask) {
                 Guarded::Pass(redacted, flagged) => (redacted, flagged),
                 Guarded::Held(problem) => {
                     held.push(problem);
@@ -202,7 +209,6 @@ impl Pins {
     }
 }
 
-/// The pinned definition of an item of `kind` (tools and skills are pinned).
 /// What the catalogue guards made of a definition.
 enum Guarded {
     /// Served (redacted, when a guard redacted it), with what a guard flagged.
@@ -213,7 +219,7 @@ enum Guarded {
 
 impl Pins {
     /// The catalogue guards' verdicts on one definition, in the order declared.
-    fn guard(&self, up: &Upstream, kind: Kind, raw: &RawValue, guards: &[&GuardConfig]) -> Guarded {
+    fn guard(&self, up: &Upstream, kind: Kind, raw: &RawValue, guards: &[&GuardConfig], ask: Ask<'_>) -> Guarded {
         if guards.is_empty() {
             return Guarded::Pass(None, None);
         }
@@ -221,8 +227,21 @@ impl Pins {
         let name = definition.get(if kind == Kind::Skill { "uri" } else { "name" }).and_then(|n| n.as_str()).unwrap_or("?").to_string();
         let (mut redacted, mut flagged) = (false, None);
         for g in guards.iter().filter(|g| g.guards(Point::Catalogue, &name)) {
-            let GuardKind::Builtin { detectors } = &g.kind else { continue };
-            match builtin(detectors, &mut definition.clone()) {
+            let verdict = match &g.kind {
+                GuardKind::Builtin { detectors } => builtin(detectors, &mut definition.clone()),
+                _ => match ask(g, kind, &name, up.id(), &definition) {
+                    Some(v) => v,
+                    None => {
+                        return Guarded::Held(Problem {
+                            upstream: up.id().to_string(),
+                            kind,
+                            item: name,
+                            reason: format!("held: guard '{}' is checking its definition", g.name),
+                        });
+                    }
+                },
+            };
+            match verdict {
                 Verdict::Allow => {}
                 Verdict::Flag(found) => {
                     let flag = format!("flagged by guard '{}' ({})", g.name, found.join(", "));
@@ -250,6 +269,7 @@ impl Pins {
     }
 }
 
+/// The pinned definition of an item of `kind` (tools and skills are pinned).
 pub fn fingerprint(kind: Kind, raw: &str) -> Option<pins::Pin> {
     match kind {
         Kind::Tool => pins::definition(raw),

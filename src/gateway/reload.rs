@@ -125,6 +125,7 @@ impl Gateway {
         }
         self.config.store(Arc::new(new));
         self.guards.store(Arc::new(guard_set));
+        self.definitions.clear();
         self.auth.store(Arc::new(auth));
         let previous_auth = std::mem::replace(&mut *crate::sync::lock(&self.auth_tasks), auth_owner);
         previous_auth.stop();

@@ -5,6 +5,7 @@ a few lines of the standard library. It reads the strings of what it is sent and
            after 3 s (to try a guard's timeout)
   result:  "classified" in the result -> deny; "swap-me" -> modify (the text replaced)
   input:   a question that carries an AWS access key id ("AKIA") -> deny
+  catalogue: a definition that says "exfiltrate" -> deny
   anything else -> allow
 
 Usage: webhook_guard.py [--transport http] [--port N]; binds 127.0.0.1, prints `LISTENING <port>`.
@@ -43,6 +44,8 @@ def verdict(ask):
             return {"verdict": "deny", "reason": "classified material"}
         if "swap-me" in text:
             return {"verdict": "modify", "content": {"content": [{"type": "text", "text": "swapped by guard"}]}}
+    if ask["point"] == "catalogue" and "exfiltrate" in text:
+        return {"verdict": "deny", "reason": "an exfiltration instruction"}
     if ask["point"] == "input" and "AKIA" in text:
         return {"verdict": "deny", "reason": "a key in a question"}
     return {"version": "mcpgate.guard/v1", "verdict": "allow"}

@@ -82,8 +82,7 @@ impl GuardConfig {
 /// The guards that read definitions when the catalogue is built: the `catalogue` ones, then the
 /// `[secrets]` detectors (which read everything an upstream says, its definitions included).
 pub fn catalogue(guards: &[GuardConfig], secrets: &[Detector]) -> Vec<GuardConfig> {
-    let mut out: Vec<GuardConfig> =
-        guards.iter().filter(|g| g.points.contains(&Point::Catalogue) && matches!(g.kind, GuardKind::Builtin { .. })).cloned().collect();
+    let mut out: Vec<GuardConfig> = guards.iter().filter(|g| g.points.contains(&Point::Catalogue)).cloned().collect();
     if !secrets.is_empty() {
         out.push(GuardConfig {
             name: "secrets".into(),
@@ -132,14 +131,6 @@ pub(super) fn resolve(
             ));
         }
         let kind = kind(at, &s, &name, upstreams, base, env)?;
-        if points.contains(&Point::Catalogue) && !matches!(kind, GuardKind::Builtin { .. }) {
-            return Err(at.err(
-                &s.name,
-                "guard.points",
-                format!("guard {name:?}: only built-in detectors run at the catalogue point"),
-                "use builtin = \"injection\" (or secrets, pii) for catalogue checks",
-            ));
-        }
         let external = !matches!(kind, GuardKind::Builtin { .. });
         for (set, key) in [(s.timeout.is_some(), "timeout"), (s.concurrency.is_some(), "concurrency"), (s.on_error.is_some(), "on_error")] {
             if set && !external {
@@ -285,7 +276,6 @@ mod tests {
             ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\n", "exactly one of"),
             ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://x\"\nbuiltin = \"pii\"\n", "exactly one of"),
             ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"ftp://x\"\n", "http(s)"),
-            ("[[guard]]\nname = \"a\"\npoints = [\"catalogue\"]\nwebhook = \"https://x\"\n", "only built-in"),
             ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nupstream = \"nope\"\ntool = \"c\"\n", "no upstream"),
             ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\ntool = \"c\"\n", "no upstream"),
             ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nbuiltin = \"dlp\"\n", "not a built-in group"),
