@@ -35,8 +35,10 @@ pub enum IdentityError {
         "the authorization server {0} offers no way to register the gateway (no client metadata documents, no registration endpoint, no configured client_id)"
     )]
     NoRegistration(String),
+    /// `description` is the server's `error_description`, for the log (never shown to a caller),
+    /// with the request's own values taken out of it.
     #[error("the token endpoint refused the request (HTTP {status}{})", .error.as_deref().map(|e| format!(", {e}")).unwrap_or_default())]
-    TokenRefused { status: u16, error: Option<String> },
+    TokenRefused { status: u16, error: Option<String>, description: Option<String> },
     #[error("this consent link was used already: start again from your client")]
     Spent,
 }
@@ -166,12 +168,22 @@ impl OAuthHttp {
             .header("content-type", "application/x-www-form-urlencoded")
             .header("accept", "application/json");
         let (req, body) = authenticate(req, body, auth);
+        let body_sent = body.clone();
         let req = req.body(Full::new(Bytes::from(body))).map_err(|e| fetch_error(&url, e))?;
         let (status, bytes) = self.send(&url, req).await?;
         if !status.is_success() {
-            let error = serde_json::from_slice::<serde_json::Value>(&bytes).ok().and_then(|v| v["error"].as_str().map(str::to_string));
-            tracing::debug!(%status, ?error, "token request refused");
-            return Err(IdentityError::TokenRefused { status: status.as_u16(), error });
+            let answer = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+            // The server's own words (RFC 6749 §5.2), bounded and on one line.
+            let said = |key: &str| {
+                answer.as_ref().and_then(|v| v[key].as_str()).map(|t| t.chars().filter(|c| !c.is_control()).take(300).collect::<String>())
+            };
+            // A server may quote what it was sent (a code, a refresh token): not into the log.
+            let sent: Vec<String> =
+                form_urlencoded::parse(body_sent.as_bytes()).map(|(_, v)| v.into_owned()).filter(|v| v.len() >= 4).collect();
+            let description = said("error_description").map(|d| sent.iter().fold(d, |d, v| d.replace(v.as_str(), "[redacted]")));
+            let error = said("error");
+            tracing::warn!(%status, error = error.as_deref().unwrap_or("-"), description = description.as_deref().unwrap_or("-"), "token request refused");
+            return Err(IdentityError::TokenRefused { status: status.as_u16(), error, description });
         }
         let t: TokenResponse = serde_json::from_slice(&bytes).map_err(|e| fetch_error(&url, format!("no usable token: {e}")))?;
         if t.token_type.as_deref().is_some_and(|k| !k.eq_ignore_ascii_case("bearer")) {
@@ -312,6 +324,11 @@ pub fn authenticate(req: http::request::Builder, body: String, auth: &ClientAuth
             ],
         ),
         ClientAuth::Basic { client_id, secret } => {
+            // `client_id` in the body too: RFC 6749 §4.1.3 allows it beside client
+            // authentication (it is no second method: it proves nothing), and real servers
+            // require it (the MCP Python SDK's `mcp.server.auth` answers 401 "Missing client_id"
+            // without it). The secret stays in the header only.
+            append(&mut body, &[("client_id", client_id)]);
             // RFC 6749 §2.3.1: each part form-encoded before base64.
             let pair = format!("{}:{}", form(client_id), form(secret));
             let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pair);
@@ -433,6 +450,7 @@ mod tests {
         let expected = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "gw+id:s%26cret");
         assert!(seen[0].to_ascii_lowercase().contains(&format!("authorization: basic {}", expected.to_ascii_lowercase())), "{}", seen[0]);
         assert!(!seen[0].contains("client_secret"), "basic keeps the secret out of the body");
+        assert!(seen[0].ends_with("grant_type=authorization_code&code=c&client_id=gw+id"), "and names the client there: {}", seen[0]);
         assert!(seen[1].ends_with("grant_type=authorization_code&code=c&client_id=gw&client_secret=s"), "{}", seen[1]);
         assert!(
             seen[2].ends_with("&client_id=https%3A%2F%2Fgw.example.com%2Fclient")
@@ -448,8 +466,15 @@ mod tests {
         let md = metadata(&base);
         let auth = ClientAuth::None { client_id: "c".into() };
         let err = http().token(&md, &auth, "code=c0de".into()).await.expect_err("refused");
-        assert_eq!(err, IdentityError::TokenRefused { status: 400, error: Some("invalid_grant".into()) });
-        assert!(!err.to_string().contains("c0de"), "{err}");
+        assert_eq!(
+            err,
+            IdentityError::TokenRefused {
+                status: 400,
+                error: Some("invalid_grant".into()),
+                description: Some("code [redacted] is bad".into())
+            }
+        );
+        assert!(!err.to_string().contains("c0de") && !err.to_string().contains("is bad"), "{err}");
         let strict = OAuthHttp::new(Rules::default());
         assert!(matches!(strict.token(&md, &auth, String::new()).await, Err(IdentityError::Refused(_))));
         assert!(matches!(strict.server_metadata("https://10.0.0.1").await, Err(IdentityError::Refused(_))));
