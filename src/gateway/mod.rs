@@ -332,13 +332,8 @@ impl Gateway {
         let states: Vec<_> = all.iter().map(|u| u.state()).collect();
         // Tools screened against their pins and the catalogue guards: what is held stays out, as
         // a problem.
+        let screened = self.screen_all(&all, &states);
         let config = self.config();
-        let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
-        let ask = |g: &crate::config::guards::GuardConfig, k: Kind, n: &str, u: &str, d: &serde_json::Value| {
-            self.definition_verdict(g, k, n, u, d)
-        };
-        let screened: Vec<pins::Screened> =
-            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards, &ask)).collect();
         let inputs: Vec<UpstreamLists> = all
             .iter()
             .zip(&states)

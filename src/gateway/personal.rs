@@ -351,14 +351,7 @@ impl Gateway {
         };
         let none: [Option<u64>; catalog::Kind::COUNT] = [None; catalog::Kind::COUNT];
         // Pins hold tools out of every caller's catalogue alike.
-        let screened: Vec<super::pins::Screened> = {
-            let config = self.config();
-            let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
-            let ask = |g: &crate::config::guards::GuardConfig, k: catalog::Kind, n: &str, u: &str, d: &serde_json::Value| {
-                self.definition_verdict(g, k, n, u, d)
-            };
-            all.iter().zip(&states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards, &ask)).collect()
-        };
+        let screened = self.screen_all(&all, &states);
         let mut inputs: Vec<UpstreamLists> = Vec::new();
         for (((u, st), mine), sc) in all.iter().zip(&states).zip(&own).zip(&screened) {
             if u.is_retired() {

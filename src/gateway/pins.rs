@@ -209,6 +209,17 @@ impl Pins {
     }
 }
 
+impl Gateway {
+    /// Every upstream's lists screened against its pins and the catalogue's guards (`states` by
+    /// upstream, as `all`): what is held stays out, as a problem.
+    pub(super) fn screen_all(&self, all: &[Arc<Upstream>], states: &[Arc<UpstreamState>]) -> Vec<Screened> {
+        let config = self.config();
+        let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
+        let ask = |g: &GuardConfig, k: Kind, n: &str, u: &str, d: &serde_json::Value| self.definition_verdict(g, k, n, u, d);
+        all.iter().zip(states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards, &ask)).collect()
+    }
+}
+
 /// What the catalogue guards made of a definition.
 enum Guarded {
     /// Served (redacted, when a guard redacted it), with what a guard flagged.
