@@ -158,6 +158,28 @@ impl OAuthHttp {
         Err(last)
     }
 
+    /// The authorization server of a 2025-03-26 server that has no protected-resource metadata
+    /// (`discovery::legacy_base`): its metadata at the origin's RFC 8414 well-known URL, with the
+    /// origin as issuer and the same checks as any metadata; the default endpoints where that URL
+    /// answers 404.
+    pub async fn legacy_server_metadata(&self, resource: &str) -> Result<ServerMetadata, IdentityError> {
+        let base = discovery::legacy_base(resource).ok_or(discovery::DiscoveryError::Url(resource.into(), "no origin"))?;
+        let url = format!("{base}/.well-known/oauth-authorization-server");
+        let doc = match self.get_json::<ServerMetadata>(&url).await? {
+            Some(doc) => {
+                doc.check(&base)?;
+                doc
+            }
+            None => discovery::legacy_defaults(&base),
+        };
+        for endpoint in
+            [Some(&doc.authorization_endpoint), Some(&doc.token_endpoint), doc.registration_endpoint.as_ref()].into_iter().flatten()
+        {
+            guard::check_url(endpoint, self.rules)?;
+        }
+        Ok(doc)
+    }
+
     /// A token request (`body` is the grant's form) to the server's token endpoint.
     pub async fn token(&self, server: &ServerMetadata, auth: &ClientAuth, body: String) -> Result<TokenSet, IdentityError> {
         let url = server.token_endpoint.clone();

@@ -155,6 +155,30 @@ pub fn server_metadata_urls(issuer: &str) -> Result<Vec<String>, DiscoveryError>
     })
 }
 
+/// 2025-03-26 authorization, for a server that publishes no protected-resource metadata: its
+/// authorization base URL is its own origin (the path dropped), the metadata is looked for at
+/// `<origin>/.well-known/oauth-authorization-server` only, and where there is none the default
+/// endpoints `/authorize`, `/token` and `/register` are used. `None` for a URL without an origin.
+pub fn legacy_base(resource: &str) -> Option<String> {
+    origin_of(resource)
+}
+
+/// The endpoints a 2025-03-26 server without metadata has by default, under its origin `base`.
+/// PKCE is required of every client by that revision, so `S256` is assumed.
+pub fn legacy_defaults(base: &str) -> ServerMetadata {
+    ServerMetadata {
+        issuer: base.into(),
+        authorization_endpoint: format!("{base}/authorize"),
+        token_endpoint: format!("{base}/token"),
+        registration_endpoint: Some(format!("{base}/register")),
+        code_challenge_methods_supported: Some(vec!["S256".into()]),
+        scopes_supported: None,
+        token_endpoint_auth_methods_supported: None,
+        client_id_metadata_document_supported: None,
+        authorization_response_iss_parameter_supported: None,
+    }
+}
+
 /// The `scope` of an authorization request: the challenge's when it names any, else the
 /// resource metadata's `scopes_supported`, else none (the parameter is left out).
 pub fn scopes_to_request(challenge: Option<&Challenge>, resource: Option<&ResourceMetadata>) -> Option<String> {
@@ -266,6 +290,19 @@ mod tests {
         ));
         assert_eq!(md("https://as.example.com", Some(vec!["plain"])).check("https://as.example.com"), Err(DiscoveryError::NoPkce));
         assert_eq!(md("https://as.example.com", None).check("https://as.example.com"), Err(DiscoveryError::NoPkce));
+    }
+
+    #[test]
+    fn a_2025_03_26_server_is_its_own_authorization_server_at_its_origin() {
+        assert_eq!(legacy_base("https://MCP.example.com:8443/v1/mcp?x=1").as_deref(), Some("https://mcp.example.com:8443"));
+        assert_eq!(legacy_base("https://mcp.example.com:443/mcp").as_deref(), Some("https://mcp.example.com"));
+        assert_eq!(legacy_base("not a url"), None);
+        let md = legacy_defaults("https://mcp.example.com");
+        assert_eq!(
+            (md.authorization_endpoint.as_str(), md.token_endpoint.as_str(), md.registration_endpoint.as_deref()),
+            ("https://mcp.example.com/authorize", "https://mcp.example.com/token", Some("https://mcp.example.com/register"))
+        );
+        assert!(md.check("https://mcp.example.com").is_ok(), "the defaults pass the checks metadata passes");
     }
 
     #[test]

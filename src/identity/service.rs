@@ -427,12 +427,23 @@ impl Identity {
     /// Learns (or re-learns) where an upstream's authorization lives, from its challenge.
     pub async fn learn(&self, upstream: &str, challenge: Option<&Challenge>) -> Result<(), IdentityError> {
         let Some(p) = self.protected.get(upstream) else { return Ok(()) };
-        let prm = self.http.resource_metadata(&p.resource, challenge).await?;
-        let issuer = prm.authorization_servers.first().cloned().ok_or(discovery::DiscoveryError::NoAuthorizationServer)?;
-        let server = self.http.server_metadata(&issuer).await?;
+        let named = challenge.is_some_and(|c| c.resource_metadata.is_some());
+        let (server, prm) = match self.http.resource_metadata(&p.resource, challenge).await {
+            Ok(prm) => {
+                let issuer = prm.authorization_servers.first().cloned().ok_or(discovery::DiscoveryError::NoAuthorizationServer)?;
+                (self.http.server_metadata(&issuer).await?, Some(prm))
+            }
+            // No protected-resource metadata anywhere (and none named): a server on the
+            // 2025-03-26 authorization rules, its own authorization server at its origin.
+            Err(IdentityError::NotFound(_)) if !named => {
+                tracing::info!(%upstream, "the upstream publishes no protected-resource metadata; using its origin's authorization server (2025-03-26 rules)");
+                (self.http.legacy_server_metadata(&p.resource).await?, None)
+            }
+            Err(e) => return Err(e),
+        };
         let mut scope = match &p.scopes {
             Some(s) if !s.is_empty() => Some(s.join(" ")),
-            _ => discovery::scopes_to_request(challenge, Some(&prm)),
+            _ => discovery::scopes_to_request(challenge, prm.as_ref()),
         };
         // Refresh tokens where the server offers them (MCP authorization, "offline_access").
         if server.scopes_supported.as_ref().is_some_and(|s| s.iter().any(|x| x == "offline_access"))
@@ -440,7 +451,8 @@ impl Identity {
         {
             scope = Some(scope.map_or_else(|| "offline_access".to_string(), |s| format!("{s} offline_access")));
         }
-        lock(&self.known).insert(upstream.into(), Known { server, scope, resource: prm.resource.clone() });
+        let resource = prm.map_or_else(|| p.resource.clone(), |m| m.resource);
+        lock(&self.known).insert(upstream.into(), Known { server, scope, resource });
         Ok(())
     }
 

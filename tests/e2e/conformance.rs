@@ -237,6 +237,8 @@ const CLIENT_SCENARIOS: &[&str] = &[
     "auth/metadata-issuer-mismatch",
     "auth/client-credentials-basic",
     "auth/client-credentials-jwt",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
 ];
 
 #[test]
