@@ -9,6 +9,7 @@
 use super::challenge::Challenge;
 use super::connect::{GuardedClient, guarded_client};
 use super::discovery::{self, ResourceMetadata, ServerMetadata};
+use super::dpop::DpopKey;
 use super::guard::{self, Rules};
 use super::vault::{TokenSet, now};
 use bytes::Bytes;
@@ -91,6 +92,9 @@ pub(crate) struct TokenResponse {
     pub refresh_token: Option<String>,
     #[serde(default)]
     pub scope: Option<String>,
+    /// RFC 8693 §2.2.1: what a token exchange issued.
+    #[serde(default)]
+    pub issued_token_type: Option<String>,
 }
 
 /// The HTTP side of per-user identity.
@@ -182,37 +186,24 @@ impl OAuthHttp {
 
     /// A token request (`body` is the grant's form) to the server's token endpoint.
     pub async fn token(&self, server: &ServerMetadata, auth: &ClientAuth, body: String) -> Result<TokenSet, IdentityError> {
-        let url = server.token_endpoint.clone();
-        guard::check_url(&url, self.rules)?;
-        let req = Request::builder()
-            .method(Method::POST)
-            .uri(&url)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .header("accept", "application/json");
-        let (req, body) = authenticate(req, body, auth);
-        let body_sent = body.clone();
-        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| fetch_error(&url, e))?;
-        let (status, bytes) = self.send(&url, req).await?;
-        if !status.is_success() {
-            let answer = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
-            // The server's own words (RFC 6749 §5.2), bounded and on one line.
-            let said = |key: &str| {
-                answer.as_ref().and_then(|v| v[key].as_str()).map(|t| t.chars().filter(|c| !c.is_control()).take(300).collect::<String>())
-            };
-            // A server may quote what it was sent (a code, a refresh token): not into the log.
-            let sent: Vec<String> =
-                form_urlencoded::parse(body_sent.as_bytes()).map(|(_, v)| v.into_owned()).filter(|v| v.len() >= 4).collect();
-            let description = said("error_description").map(|d| sent.iter().fold(d, |d, v| d.replace(v.as_str(), "[redacted]")));
-            let error = said("error");
-            tracing::warn!(%status, error = error.as_deref().unwrap_or("-"), description = description.as_deref().unwrap_or("-"), "token request refused");
-            return Err(IdentityError::TokenRefused { status: status.as_u16(), error, description });
-        }
-        let t: TokenResponse = serde_json::from_slice(&bytes).map_err(|e| fetch_error(&url, format!("no usable token: {e}")))?;
-        if t.token_type.as_deref().is_some_and(|k| !k.eq_ignore_ascii_case("bearer")) {
-            return Err(fetch_error(&url, "a non-bearer token was issued"));
-        }
-        if t.access_token.is_empty() || t.access_token.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
-            return Err(fetch_error(&url, "an unusable access token was issued"));
+        self.token_with(server, auth, body, None).await
+    }
+
+    /// A token request proving possession of `key` (DPoP, RFC 9449 §5) when one is given: a token
+    /// the server binds to it (`token_type` `DPoP`) is kept with it; an unbound one is a bearer
+    /// token as any other.
+    pub async fn token_with(
+        &self,
+        server: &ServerMetadata,
+        auth: &ClientAuth,
+        body: String,
+        key: Option<&DpopKey>,
+    ) -> Result<TokenSet, IdentityError> {
+        let url = server.token_endpoint.as_str();
+        let t = self.token_at(url, auth, body, key).await?;
+        let bound = key.is_some() && t.token_type.as_deref().is_some_and(|k| k.eq_ignore_ascii_case("dpop"));
+        if !bound && t.token_type.as_deref().is_some_and(|k| !k.eq_ignore_ascii_case("bearer")) {
+            return Err(fetch_error(url, "a token of a type the gateway cannot present was issued"));
         }
         let issued_at = now();
         Ok(TokenSet {
@@ -222,7 +213,59 @@ impl OAuthHttp {
             scope: t.scope,
             issued_at,
             client: None,
+            dpop: key.filter(|_| bound).map(DpopKey::export),
         })
+    }
+
+    /// A token endpoint's answer at `url`, whatever the token's type (a token exchange may issue
+    /// an ID-JAG). With a DPoP `key`, the request carries a proof, and a `use_dpop_nonce` refusal
+    /// is answered once with the server's nonce (RFC 9449 §8).
+    pub(crate) async fn token_at(
+        &self,
+        url: &str,
+        auth: &ClientAuth,
+        body: String,
+        key: Option<&DpopKey>,
+    ) -> Result<TokenResponse, IdentityError> {
+        guard::check_url(url, self.rules)?;
+        let (base, body) = authenticate(Request::builder(), body, auth);
+        let mut nonce: Option<String> = None;
+        for attempt in 0..2 {
+            let mut req = Request::builder()
+                .method(Method::POST)
+                .uri(url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .header("accept", "application/json");
+            if let Some(auth) = base.headers_ref().and_then(|h| h.get("authorization")) {
+                req = req.header("authorization", auth.clone());
+            }
+            if let Some(key) = key {
+                let proof =
+                    key.proof("POST", url, None, nonce.as_deref()).ok_or_else(|| fetch_error(url, "no randomness for a DPoP proof"))?;
+                req = req.header("dpop", proof);
+            }
+            let req = req.body(Full::new(Bytes::from(body.clone()))).map_err(|e| fetch_error(url, e))?;
+            let answer = self.send(url, req).await?;
+            if !answer.status.is_success() {
+                let refused = refusal(answer.status, &answer.bytes, &body);
+                if let IdentityError::TokenRefused { error: Some(e), .. } = &refused
+                    && e == "use_dpop_nonce"
+                    && key.is_some()
+                    && attempt == 0
+                    && answer.nonce.is_some()
+                {
+                    nonce = answer.nonce;
+                    continue;
+                }
+                return Err(refused);
+            }
+            let t: TokenResponse = serde_json::from_slice(&answer.bytes).map_err(|e| fetch_error(url, format!("no usable token: {e}")))?;
+            if t.access_token.is_empty() || t.access_token.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
+                return Err(fetch_error(url, "an unusable access token was issued"));
+            }
+            return Ok(t);
+        }
+        Err(fetch_error(url, "the server asked for a DPoP nonce twice"))
     }
 
     /// Dynamic Client Registration (RFC 7591) of the gateway as a web client with one redirect
@@ -245,7 +288,7 @@ impl OAuthHttp {
             .header("accept", "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
             .map_err(|e| fetch_error(&endpoint, e))?;
-        let (status, bytes) = self.send(&endpoint, req).await?;
+        let Answer { status, bytes, .. } = self.send(&endpoint, req).await?;
         if !status.is_success() {
             return Err(fetch_error(&endpoint, format!("registration refused (HTTP {status})")));
         }
@@ -293,7 +336,7 @@ impl OAuthHttp {
             guard::check_url(&url, self.rules)?;
             let req =
                 Request::get(&url).header("accept", "application/json").body(Full::new(Bytes::new())).map_err(|e| fetch_error(&url, e))?;
-            let (status, bytes, location) = self.send_with_location(&url, req).await?;
+            let Answer { status, bytes, location, .. } = self.send(&url, req).await?;
             if status.is_redirection() {
                 url = location.ok_or_else(|| fetch_error(&url, "a redirect without Location"))?;
                 continue;
@@ -309,24 +352,30 @@ impl OAuthHttp {
         Err(fetch_error(&url, "too many redirects"))
     }
 
-    async fn send(&self, url: &str, req: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes), IdentityError> {
-        self.send_with_location(url, req).await.map(|(s, b, _)| (s, b))
-    }
-
-    async fn send_with_location(&self, url: &str, req: Request<Full<Bytes>>) -> Result<(StatusCode, Bytes, Option<String>), IdentityError> {
+    async fn send(&self, url: &str, req: Request<Full<Bytes>>) -> Result<Answer, IdentityError> {
         let resp = tokio::time::timeout(DEADLINE, self.client.request(req))
             .await
             .map_err(|_| fetch_error(url, "no answer within 10 s"))?
             .map_err(|e| fetch_error(url, format!("unreachable: {e}")))?;
         let status = resp.status();
-        let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(|l| absolute(url, l));
+        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let location = header("location").map(|l| absolute(url, &l));
+        let nonce = header("dpop-nonce");
         let bytes = tokio::time::timeout(DEADLINE, Limited::new(resp.into_body(), MAX_BODY).collect())
             .await
             .map_err(|_| fetch_error(url, "the body did not arrive within 10 s"))?
             .map_err(|e| fetch_error(url, format!("the body could not be read: {e}")))?
             .to_bytes();
-        Ok((status, bytes, location))
+        Ok(Answer { status, bytes, location, nonce })
     }
+}
+
+/// What a server answered: status, body, where it redirects, and its DPoP nonce.
+struct Answer {
+    status: StatusCode,
+    bytes: Bytes,
+    location: Option<String>,
+    nonce: Option<String>,
 }
 
 /// A token request's client authentication (RFC 6749 §2.3, RFC 7523 §2.2): in the body or as an
@@ -358,6 +407,20 @@ pub fn authenticate(req: http::request::Builder, body: String, auth: &ClientAuth
         }
     }
     (req, body)
+}
+
+/// A token endpoint's refusal (RFC 6749 §5.2), logged with the server's own words, bounded, on one
+/// line, and without the values the request sent (a server may quote a code or a refresh token).
+fn refusal(status: StatusCode, bytes: &[u8], body_sent: &str) -> IdentityError {
+    let answer = serde_json::from_slice::<serde_json::Value>(bytes).ok();
+    let said = |key: &str| {
+        answer.as_ref().and_then(|v| v[key].as_str()).map(|t| t.chars().filter(|c| !c.is_control()).take(300).collect::<String>())
+    };
+    let sent: Vec<String> = form_urlencoded::parse(body_sent.as_bytes()).map(|(_, v)| v.into_owned()).filter(|v| v.len() >= 4).collect();
+    let description = said("error_description").map(|d| sent.iter().fold(d, |d, v| d.replace(v.as_str(), "[redacted]")));
+    let error = said("error");
+    tracing::warn!(%status, error = error.as_deref().unwrap_or("-"), description = description.as_deref().unwrap_or("-"), "token request refused");
+    IdentityError::TokenRefused { status: status.as_u16(), error, description }
 }
 
 /// A `Location` resolved against the URL it answered (RFC 3986 §5.2, by the `url` crate); an
@@ -403,6 +466,7 @@ mod tests {
             token_endpoint_auth_methods_supported: None,
             client_id_metadata_document_supported: None,
             authorization_response_iss_parameter_supported: None,
+            dpop_signing_alg_values_supported: None,
         }
     }
 

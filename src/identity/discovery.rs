@@ -56,6 +56,10 @@ pub struct ServerMetadata {
     pub client_id_metadata_document_supported: Option<bool>,
     #[serde(default)]
     pub authorization_response_iss_parameter_supported: Option<bool>,
+    /// RFC 9449 §5.1: the proof algorithms the server takes; where ES256 is one, tokens are
+    /// asked for bound to a key of the gateway's.
+    #[serde(default)]
+    pub dpop_signing_alg_values_supported: Option<Vec<String>>,
 }
 
 impl ResourceMetadata {
@@ -176,6 +180,7 @@ pub fn legacy_defaults(base: &str) -> ServerMetadata {
         token_endpoint_auth_methods_supported: None,
         client_id_metadata_document_supported: None,
         authorization_response_iss_parameter_supported: None,
+        dpop_signing_alg_values_supported: None,
     }
 }
 
@@ -282,6 +287,7 @@ mod tests {
             token_endpoint_auth_methods_supported: None,
             client_id_metadata_document_supported: None,
             authorization_response_iss_parameter_supported: None,
+            dpop_signing_alg_values_supported: None,
         };
         assert!(md("https://as.example.com", Some(vec!["S256"])).check("https://as.example.com").is_ok());
         assert!(matches!(

@@ -294,6 +294,7 @@ mod tests {
             token_endpoint_auth_methods_supported: None,
             client_id_metadata_document_supported: None,
             authorization_response_iss_parameter_supported: iss,
+            dpop_signing_alg_values_supported: None,
         }
     }
 

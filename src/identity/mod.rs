@@ -8,10 +8,12 @@
 //! at rest (`vault`), the guarded HTTP requests for metadata, registration and tokens (`client`),
 //! and the engine that puts them together for the request path and the consent pages (`service`).
 
+pub mod assertion;
 pub mod challenge;
 pub mod client;
 pub mod connect;
 pub mod discovery;
+pub mod dpop;
 pub mod flow;
 pub mod guard;
 pub mod pkce;

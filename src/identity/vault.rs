@@ -66,6 +66,10 @@ pub struct TokenSet {
     /// The client the tokens were issued to (refreshes go through it).
     #[serde(default)]
     pub client: Option<super::client::ClientAuth>,
+    /// The DPoP key the tokens are bound to (RFC 9449; base64url PKCS#8), when the server bound
+    /// them: every use and every refresh proves possession of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop: Option<String>,
 }
 
 impl std::fmt::Debug for TokenSet {
@@ -336,6 +340,7 @@ mod tests {
             scope: Some("read".into()),
             issued_at: now(),
             client: None,
+            dpop: None,
         }
     }
 

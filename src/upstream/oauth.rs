@@ -1,5 +1,9 @@
-//! OAuth 2.0 client credentials (RFC 6749 §4.4; the MCP `oauth-client-credentials` extension) for
-//! upstreams that want one token of the gateway's own: the gateway asks the upstream's
+//! One token of the gateway's own for an upstream (`[upstream.oauth]`): OAuth 2.0 client
+//! credentials (RFC 6749 §4.4; the MCP `oauth-client-credentials` extension), the gateway's
+//! workload JWT presented with the JWT-bearer grant (RFC 7523, SEP-1933), or an identity
+//! assertion turned into an ID-JAG and presented the same way (SEP-990; `identity::assertion`).
+//! An assertion the server refused is not presented again (no retry, no other grant) until its
+//! file holds a new one. The gateway asks the upstream's
 //! authorization server for an access token (client secret or private key from the environment
 //! or a file; `resource` per RFC 8707 so the token is for that upstream only), caches it until
 //! shortly before it expires, fetches one at a time, and drops it when the upstream answers 401.
@@ -9,7 +13,8 @@
 //! the authorization server's issuer. The client's own credentials are never involved.
 
 use super::error::UpstreamError;
-use crate::config::{ClientAuthMethod, OAuthConfig};
+use crate::config::{Assertion, ClientAuthMethod, OAuthConfig, OAuthGrant};
+use crate::identity::assertion::jwt_bearer_body;
 use crate::identity::client::{ClientAuth, OAuthHttp, authenticate};
 use crate::identity::guard::Rules;
 use crate::net::HttpClient;
@@ -28,14 +33,40 @@ pub struct OAuthClient {
     cached: Mutex<Option<(String, Instant)>>,
     /// The discovered authorization server, when no token URL is configured.
     discovered: tokio::sync::OnceCell<crate::identity::discovery::ServerMetadata>,
+    /// The digest of an assertion the authorization server refused, and why: it is not presented
+    /// again (the JWT-bearer grant is not retried and falls back to no other grant); a new one
+    /// (the file rotated) is.
+    refused: std::sync::Mutex<Option<(Vec<u8>, String)>>,
 }
 
 /// How long a client assertion is valid.
 const ASSERTION_LIFETIME: u64 = 300;
 
+/// Why a token could not be had: the server refused (the assertion is not presented again), or
+/// anything else (the network, a timeout: tried again at the next call).
+enum Failure {
+    Refused(String),
+    Other(String),
+}
+
+impl From<crate::identity::client::IdentityError> for Failure {
+    fn from(e: crate::identity::client::IdentityError) -> Self {
+        match e {
+            crate::identity::client::IdentityError::TokenRefused { .. } => Failure::Refused(e.to_string()),
+            other => Failure::Other(other.to_string()),
+        }
+    }
+}
+
 impl OAuthClient {
     pub fn new(cfg: OAuthConfig, client: HttpClient) -> Self {
-        OAuthClient { cfg, client, cached: Mutex::new(None), discovered: tokio::sync::OnceCell::new() }
+        OAuthClient {
+            cfg,
+            client,
+            cached: Mutex::new(None),
+            discovered: tokio::sync::OnceCell::new(),
+            refused: std::sync::Mutex::new(None),
+        }
     }
 
     /// A valid access token: the cached one, or a fresh one.
@@ -66,30 +97,92 @@ impl OAuthClient {
             ClientAuthMethod::Basic => ClientAuth::Basic { client_id: id, secret },
             ClientAuthMethod::Post => ClientAuth::Post { client_id: id, secret },
             ClientAuthMethod::PrivateKeyJwt => ClientAuth::Assertion { assertion: assertion(&id, audience, &secret)?, client_id: id },
+            ClientAuthMethod::None => ClientAuth::None { client_id: id },
         })
     }
 
-    /// The request body of a client-credentials grant, before client authentication.
-    fn grant(&self) -> String {
-        let mut q = form_urlencoded::Serializer::new(String::new());
-        q.append_pair("grant_type", "client_credentials");
-        if let Some(scope) = &self.cfg.scope {
-            q.append_pair("scope", scope);
+    /// The assertion the grant presents, read now (a file rotates); `None` for client credentials.
+    async fn assertion(&self) -> Result<Option<String>, UpstreamError> {
+        let source = match &self.cfg.grant {
+            OAuthGrant::ClientCredentials => return Ok(None),
+            OAuthGrant::JwtBearer { assertion } | OAuthGrant::IdJag { assertion, .. } => assertion,
+        };
+        Ok(Some(match source {
+            Assertion::Value(v) => v.clone(),
+            Assertion::File(path) => tokio::fs::read_to_string(path)
+                .await
+                .map_err(|e| UpstreamError::Credentials(format!("the assertion file {} cannot be read: {e}", path.display())))?
+                .trim()
+                .to_string(),
+        }))
+    }
+
+    /// The request body of the grant, before client authentication. For an ID-JAG, the identity
+    /// assertion is exchanged at the identity provider first, for the authorization server
+    /// `issuer`.
+    async fn grant(&self, issuer: &str, assertion: Option<&str>) -> Result<String, Failure> {
+        let scope = self.cfg.scope.as_deref();
+        let resource = self.cfg.resource.as_deref();
+        match (&self.cfg.grant, assertion) {
+            (OAuthGrant::JwtBearer { .. }, Some(a)) => Ok(jwt_bearer_body(a, scope, resource)),
+            (OAuthGrant::IdJag { idp, .. }, Some(a)) => {
+                let resource = resource.ok_or_else(|| Failure::Other("the upstream has no URL to name as the resource".into()))?;
+                let http = OAuthHttp::new(Rules { loopback: loopback(&idp.token_url) });
+                let auth = match &idp.client_secret {
+                    Some(secret) => ClientAuth::Basic { client_id: idp.client_id.clone(), secret: secret.clone() },
+                    None => ClientAuth::None { client_id: idp.client_id.clone() },
+                };
+                let jag = crate::identity::assertion::id_jag(&http, &idp.token_url, &auth, a, issuer, resource, scope).await?;
+                Ok(jwt_bearer_body(&jag, scope, None))
+            }
+            _ => {
+                let mut q = form_urlencoded::Serializer::new(String::new());
+                q.append_pair("grant_type", "client_credentials");
+                if let Some(scope) = scope {
+                    q.append_pair("scope", scope);
+                }
+                if let Some(resource) = resource {
+                    q.append_pair("resource", resource);
+                }
+                Ok(q.finish())
+            }
         }
-        if let Some(resource) = &self.cfg.resource {
-            q.append_pair("resource", resource);
-        }
-        q.finish()
     }
 
     async fn fetch(&self) -> Result<(String, Duration), UpstreamError> {
-        use UpstreamError::Credentials as Fail;
-        let Some(url) = self.cfg.token_url.clone() else { return self.fetch_discovered().await };
+        let assertion = self.assertion().await?;
+        let digest = assertion.as_ref().map(|a| aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, a.as_bytes()).as_ref().to_vec());
+        if let Some(d) = &digest
+            && let Some((refused, why)) = crate::sync::lock(&self.refused).as_ref()
+            && refused == d
+        {
+            return Err(UpstreamError::Credentials(format!("{why}; the same assertion is not presented again")));
+        }
+        let got = match self.cfg.token_url.clone() {
+            Some(url) => self.fetch_configured(url, assertion.as_deref()).await,
+            None => self.fetch_discovered(assertion.as_deref()).await,
+        };
+        match got {
+            Ok(t) => Ok(t),
+            Err(Failure::Refused(why)) => {
+                if let Some(d) = digest {
+                    *crate::sync::lock(&self.refused) = Some((d, why.clone()));
+                }
+                Err(UpstreamError::Credentials(why))
+            }
+            Err(Failure::Other(why)) => Err(UpstreamError::Credentials(why)),
+        }
+    }
+
+    /// A token from the configured token endpoint (trusted as configured: it may be internal).
+    async fn fetch_configured(&self, url: http::Uri, assertion: Option<&str>) -> Result<(String, Duration), Failure> {
+        use Failure::Other as Fail;
         let audience = url.to_string();
         let req = http::Request::post(url.clone())
             .header("content-type", "application/x-www-form-urlencoded")
             .header("accept", "application/json");
-        let (req, body) = authenticate(req, self.grant(), &self.client_auth(&audience)?);
+        let auth = self.client_auth(&audience).map_err(|e| Fail(e.to_string()))?;
+        let (req, body) = authenticate(req, self.grant(&audience, assertion).await?, &auth);
         let req = req.body(Full::new(Bytes::from(body))).map_err(|e| Fail(e.to_string()))?;
         let url = &url;
         let resp = tokio::time::timeout(Duration::from_secs(10), self.client.request(req))
@@ -105,7 +198,7 @@ impl OAuthClient {
         if !status.is_success() {
             // The body of an error response may echo request details: it goes to the log only.
             tracing::warn!(%status, body = %String::from_utf8_lossy(&bytes[..bytes.len().min(300)]), "token request refused");
-            return Err(Fail(format!("the token endpoint {url} refused the request (HTTP {status})")));
+            return Err(Failure::Refused(format!("the token endpoint {url} refused the request (HTTP {status})")));
         }
         let t: crate::identity::client::TokenResponse =
             serde_json::from_slice(&bytes).map_err(|e| Fail(format!("the token endpoint {url} sent no usable token: {e}")))?;
@@ -119,13 +212,12 @@ impl OAuthClient {
     }
 
     /// A token from the authorization server the upstream's metadata names (discovered once).
-    async fn fetch_discovered(&self) -> Result<(String, Duration), UpstreamError> {
-        use UpstreamError::Credentials as Fail;
+    async fn fetch_discovered(&self, assertion: Option<&str>) -> Result<(String, Duration), Failure> {
+        use Failure::Other as Fail;
         let resource = self.cfg.resource.clone().ok_or_else(|| Fail("no token_url is configured and the upstream has no URL".into()))?;
         let resource = crate::identity::discovery::canonical_resource(&resource).unwrap_or(resource);
         // Metadata on loopback is followed only for an upstream on loopback (development).
-        let loopback = crate::identity::guard::check_url(&resource, Rules { loopback: true }).is_ok_and(|t| t.loopback);
-        let http = OAuthHttp::new(Rules { loopback });
+        let http = OAuthHttp::new(Rules { loopback: loopback(&resource) });
         let server = self
             .discovered
             .get_or_try_init(|| async {
@@ -136,11 +228,17 @@ impl OAuthClient {
             })
             .await
             .map_err(|e| Fail(format!("the token endpoint could not be discovered: {e}")))?;
-        let auth = self.client_auth(&server.issuer)?;
-        let t = http.token(server, &auth, self.grant()).await.map_err(|e| Fail(e.to_string()))?;
+        let auth = self.client_auth(&server.issuer).map_err(|e| Fail(e.to_string()))?;
+        let body = self.grant(&server.issuer, assertion).await?;
+        let t = http.token(server, &auth, body).await?;
         let lifetime = t.expires_at.map_or(300, |at| at.saturating_sub(t.issued_at)).max(1);
         Ok((t.access_token, Duration::from_secs(lifetime)))
     }
+}
+
+/// Whether `url` is a loopback one (its metadata and endpoints may then be on loopback too).
+fn loopback(url: &str) -> bool {
+    crate::identity::guard::check_url(url, Rules { loopback: true }).is_ok_and(|t| t.loopback)
 }
 
 /// An RFC 7523 client assertion: `iss` and `sub` the client, `aud` the authorization server,

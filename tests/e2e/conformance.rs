@@ -239,6 +239,8 @@ const CLIENT_SCENARIOS: &[&str] = &[
     "auth/client-credentials-jwt",
     "auth/2025-03-26-oauth-metadata-backcompat",
     "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/wif-jwt-bearer",
+    "auth/enterprise-managed-authorization",
 ];
 
 #[test]

@@ -18,6 +18,11 @@ the suite's authorization server (which approves at once) back to the gateway's 
 Then it lists again and calls the upstream's tools, answering any further consent request (a
 step-up, an authorization server that moved) the same way.
 
+The `auth/wif-jwt-bearer` and `auth/enterprise-managed-authorization` scenarios give the gateway
+an assertion (a workload JWT; an ID token of the enterprise identity provider) in a file, as a
+deployment would, and the upstream gets `[upstream.oauth]` with `grant = "jwt_bearer"` or
+`"id_jag"`: no person is involved, so the script only lists and calls.
+
 The `sep-2640-client-*` scenarios (Agent Skills) make the mock a skill server: the script plays a
 host that trusts the gateway, with FastMCP's client and `SkillsClientExtension`: it lists the
 skills, and (but in `no-prefetch`, where nothing asks for a skill) loads each one: reads its
@@ -98,6 +103,8 @@ def gateway_config(server_url: str, folder: str, listen: str) -> str:
         f'[identity]\npublic_url = "http://{listen}"\nvault = {toml_string(os.path.join(folder, "vault.json"))}\n'
         f'allow_loopback = true\nclient_metadata_url = "{SUITE_CLIENT_METADATA_URL}"\n\n'
     )
+    if SCENARIO in ("auth/wif-jwt-bearer", "auth/enterprise-managed-authorization"):
+        return f'[server]\nlisten = "{listen}"\n\n{upstream}{assertion_grant(context, folder)}'
     if SCENARIO.startswith("auth/client-credentials"):
         secret = os.path.join(folder, "client-secret")
         with open(secret, "w") as f:
@@ -114,6 +121,25 @@ def gateway_config(server_url: str, folder: str, listen: str) -> str:
         user_auth += f'client_id = {toml_string(context["client_id"])}\nissuer = {toml_string(context.get("issuer", ""))}\n'
         user_auth += f"client_secret = {{ file = {toml_string(secret)} }}\n"
     return f'[server]\nlisten = "{listen}"\n\n{identity}{upstream}{user_auth}'
+
+
+def assertion_grant(context: dict[str, Any], folder: str) -> str:
+    """`[upstream.oauth]` for the assertion grants: the gateway's workload JWT (SEP-1933) or an
+    identity assertion exchanged for an ID-JAG at the enterprise identity provider (SEP-990),
+    each kept in a file as a deployment keeps it (a projected service-account token, say)."""
+
+    def secret_file(name: str, value: str) -> str:
+        path = os.path.join(folder, name)
+        with open(path, "w") as f:
+            f.write(value)
+        return toml_string(path)
+
+    oauth = f'[upstream.oauth]\nclient_id = {toml_string(context.get("client_id", ""))}\n'
+    if SCENARIO == "auth/wif-jwt-bearer":
+        return oauth + f'grant = "jwt_bearer"\nassertion = {{ file = {secret_file("workload.jwt", context["valid_jwt"])} }}\n'
+    oauth += f'client_secret = {{ file = {secret_file("client-secret", context["client_secret"])} }}\n'
+    oauth += f'grant = "id_jag"\nassertion = {{ file = {secret_file("id-token", context["idp_id_token"])} }}\n'
+    return oauth + f'idp_token_url = {toml_string(context["idp_token_endpoint"])}\nidp_client_id = {toml_string(context["idp_client_id"])}\n'
 
 
 def start_gateway(server_url: str) -> tuple[subprocess.Popen[str], str]:

@@ -142,6 +142,7 @@ async fn client_metadata_documents_come_first_and_expired_tokens_are_refreshed()
         scope: None,
         issued_at: 0,
         client: None,
+        dpop: None,
     };
     id.vault().put(&key, &stale).expect("put");
     assert_eq!(id.token("alice", "files").await.as_deref(), Some("fresh"));

@@ -186,9 +186,19 @@ pub struct OAuthSection {
     /// `client_secret_basic` (default), `client_secret_post` or `private_key_jwt` (RFC 7523;
     /// `client_secret` is then the PKCS#8 PEM of a P-256 key, and assertions are signed ES256).
     pub client_auth: Option<Spanned<String>>,
-    pub client_secret: HeaderSource,
+    /// Required but for the assertion grants, where it may be left out (a public client).
+    pub client_secret: Option<HeaderSource>,
     pub scope: Option<String>,
     pub resource: Option<String>,
+    /// `client_credentials` (default), `jwt_bearer` (workload identity) or `id_jag`
+    /// (enterprise-managed authorization).
+    pub grant: Option<Spanned<String>>,
+    /// `jwt_bearer`: the workload JWT; `id_jag`: the identity assertion (an ID token).
+    pub assertion: Option<HeaderSource>,
+    /// `id_jag`: the enterprise identity provider's token endpoint and the gateway's client there.
+    pub idp_token_url: Option<Spanned<String>>,
+    pub idp_client_id: Option<String>,
+    pub idp_client_secret: Option<HeaderSource>,
 }
 
 /// A command upstream's environment variable: a literal, or a secret read like a header's

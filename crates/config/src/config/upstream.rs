@@ -238,7 +238,19 @@ fn oauth(
             Some(token_url)
         }
     };
+    let grant = grant(at, o, id, base, env)?;
+    if matches!(grant, super::OAuthGrant::IdJag { .. })
+        && let Some(raw) = &o.token_url
+    {
+        return Err(at.err(
+            raw,
+            "upstream.oauth.token_url",
+            "the ID-JAG's audience is the authorization server's issuer, which only discovery tells".into(),
+            "remove token_url: the upstream's metadata names its authorization server",
+        ));
+    }
     let client_auth = match o.client_auth.as_ref().map(|m| (m, m.get_ref().as_str())) {
+        None if o.client_secret.is_none() && grant != super::OAuthGrant::ClientCredentials => super::ClientAuthMethod::None,
         None | Some((_, "client_secret_basic")) => super::ClientAuthMethod::Basic,
         Some((_, "client_secret_post")) => super::ClientAuthMethod::Post,
         Some((_, "private_key_jwt")) => super::ClientAuthMethod::PrivateKeyJwt,
@@ -251,11 +263,20 @@ fn oauth(
             ));
         }
     };
-    let client_secret = match client_auth {
+    let client_secret = match (client_auth, &o.client_secret) {
+        (super::ClientAuthMethod::None, _) => String::new(),
+        (_, None) => {
+            return Err(at.err(
+                &o.client_id,
+                "upstream.oauth.client_secret",
+                format!("upstream '{id}': the client_credentials grant authenticates the gateway with a secret or a key"),
+                "add client_secret = { env = \"VAR\" } or { file = \"path\" }",
+            ));
+        }
         // A private key (PEM, several lines) is read as it is.
-        super::ClientAuthMethod::PrivateKeyJwt => secret(at, &format!("upstream '{id}' oauth client_secret"), &o.client_secret, base, env)?,
-        _ => {
-            let (_, secret) = header(at, id, "client_secret", &o.client_secret, base, env)?;
+        (super::ClientAuthMethod::PrivateKeyJwt, Some(src)) => secret(at, &format!("upstream '{id}' oauth client_secret"), src, base, env)?,
+        (_, Some(src)) => {
+            let (_, secret) = header(at, id, "client_secret", src, base, env)?;
             secret.to_str().map_err(|_| ConfigError(format!("{}: upstream '{id}' oauth client_secret: not text", at.file)))?.to_string()
         }
     };
@@ -263,7 +284,121 @@ fn oauth(
         TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
         TransportConfig::Stdio { .. } => None,
     });
-    Ok(OAuthConfig { token_url, client_id: o.client_id.get_ref().clone(), client_auth, client_secret, scope: o.scope.clone(), resource })
+    Ok(OAuthConfig {
+        token_url,
+        client_id: o.client_id.get_ref().clone(),
+        client_auth,
+        client_secret,
+        scope: o.scope.clone(),
+        resource,
+        grant,
+    })
+}
+
+/// `[upstream.oauth] grant` and what each grant needs.
+fn grant(
+    at: &Locator,
+    o: &file::OAuthSection,
+    id: &str,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<super::OAuthGrant, ConfigError> {
+    let kind = o.grant.as_ref().map(|g| g.get_ref().as_str()).unwrap_or("client_credentials");
+    let assertion = || -> Result<super::Assertion, ConfigError> {
+        let Some(src) = &o.assertion else {
+            return Err(at.err(
+                &o.client_id,
+                "upstream.oauth.assertion",
+                format!("upstream '{id}': grant {kind:?} presents an assertion"),
+                "add assertion = { file = \"/var/run/secrets/tokens/mcp\" } (read again at each token request) or { env = \"VAR\" }",
+            ));
+        };
+        match (&src.env, &src.file) {
+            (None, Some(f)) => {
+                let p = if Path::new(f).is_absolute() { PathBuf::from(f) } else { base.join(f) };
+                std::fs::metadata(&p)
+                    .map_err(|e| ConfigError(format!("{}: upstream '{id}' oauth assertion: cannot read {}: {e}", at.file, p.display())))?;
+                Ok(super::Assertion::File(p))
+            }
+            _ => Ok(super::Assertion::Value(secret(at, &format!("upstream '{id}' oauth assertion"), src, base, env)?)),
+        }
+    };
+    let unused = |key: &str, present: bool| -> Result<(), ConfigError> {
+        if present {
+            return Err(at.err(
+                &o.client_id,
+                &format!("upstream.oauth.{key}"),
+                format!("{key} belongs to grant = \"id_jag\""),
+                "remove it",
+            ));
+        }
+        Ok(())
+    };
+    if kind != "id_jag" {
+        unused("idp_token_url", o.idp_token_url.is_some())?;
+        unused("idp_client_id", o.idp_client_id.is_some())?;
+        unused("idp_client_secret", o.idp_client_secret.is_some())?;
+    }
+    match kind {
+        "client_credentials" => {
+            if o.assertion.is_some() {
+                return Err(at.err(
+                    &o.client_id,
+                    "upstream.oauth.assertion",
+                    "client_credentials presents no assertion".into(),
+                    "set grant = \"jwt_bearer\" (a workload JWT) or \"id_jag\", or remove assertion",
+                ));
+            }
+            Ok(super::OAuthGrant::ClientCredentials)
+        }
+        "jwt_bearer" => Ok(super::OAuthGrant::JwtBearer { assertion: assertion()? }),
+        "id_jag" => {
+            let Some(url) = &o.idp_token_url else {
+                return Err(at.err(
+                    &o.client_id,
+                    "upstream.oauth.idp_token_url",
+                    "the identity assertion is exchanged at the enterprise identity provider's token endpoint".into(),
+                    "add idp_token_url and idp_client_id",
+                ));
+            };
+            let parsed = parse_url(at, url, "upstream.oauth.idp_token_url")?;
+            let loopback =
+                parsed.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+            if parsed.scheme_str() != Some("https") && !loopback {
+                return Err(at.err(
+                    url,
+                    "upstream.oauth.idp_token_url",
+                    "identity assertions are only sent over https".into(),
+                    "use an https URL",
+                ));
+            }
+            let Some(client_id) = o.idp_client_id.clone() else {
+                return Err(at.err(
+                    url,
+                    "upstream.oauth.idp_client_id",
+                    "the identity provider knows the gateway as a client".into(),
+                    "add idp_client_id",
+                ));
+            };
+            let client_secret = match &o.idp_client_secret {
+                Some(src) => Some(secret(at, &format!("upstream '{id}' oauth idp_client_secret"), src, base, env)?),
+                None => None,
+            };
+            Ok(super::OAuthGrant::IdJag {
+                assertion: assertion()?,
+                idp: super::IdpClient { token_url: url.get_ref().clone(), client_id, client_secret },
+            })
+        }
+        other => {
+            let span = o.grant.as_ref().map_or(&o.client_id, |g| g);
+            Err(at.err(
+                span,
+                "upstream.oauth.grant",
+                format!("{other:?} is not a grant the gateway uses"),
+                "use client_credentials, jwt_bearer or id_jag",
+            ))
+        }
+    }
 }
 
 /// The upstream's `rename` table, each new name checked against the tool-name rules.
