@@ -440,8 +440,11 @@ fn append(body: &mut String, pairs: &[(&str, &str)]) {
     body.push_str(&q.finish());
 }
 
+/// A client credential for HTTP Basic, form-encoded (RFC 6749 §2.3.1), with a space as `%20`
+/// rather than `+`: both decode it (the MCP Python SDK's server decodes with `unquote`, which
+/// leaves `+` a plus), and `+` itself is always `%2B`.
 fn form(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+    form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>().replace('+', "%20")
 }
 
 fn fetch_error(url: &str, reason: impl std::fmt::Display) -> IdentityError {
@@ -533,7 +536,7 @@ mod tests {
         let public = ClientAuth::None { client_id: "https://gw.example.com/client".into() };
         http.token(&md, &public, "grant_type=authorization_code&code=c".into()).await.expect("token");
         let seen = seen.lock().unwrap().clone();
-        let expected = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "gw+id:s%26cret");
+        let expected = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "gw%20id:s%26cret");
         assert!(seen[0].to_ascii_lowercase().contains(&format!("authorization: basic {}", expected.to_ascii_lowercase())), "{}", seen[0]);
         assert!(!seen[0].contains("client_secret"), "basic keeps the secret out of the body");
         assert!(seen[0].ends_with("grant_type=authorization_code&code=c&client_id=gw+id"), "and names the client there: {}", seen[0]);

@@ -1,0 +1,271 @@
+//! Per-user identity against an authorization server made of the official MCP Python SDK's own
+//! `mcp.server.auth` handlers (tests/py/sdk_auth_server.py: `create_auth_routes` with an in-memory
+//! provider that approves at once, and an `MCPServer` resource at `/mcp` that checks each token
+//! with that provider). Its token endpoint authenticates the way the SDK does: it reads the
+//! client from `client_id` in the form body, HTTP Basic or not (401 "Missing client_id" without
+//! it), and accepts only the method the client registered with (`client_secret_basic` here). Two
+//! API-key callers connect through the consent pages, played over plain HTTP (cookies kept,
+//! redirects followed by hand): once with a client the gateway registers itself (RFC 7591), once
+//! with a client registered in advance (`[upstream.user_auth] client_id/issuer/client_secret`).
+//! Each caller's calls then reach the server with that caller's own token, for the server's
+//! `/mcp`, issued to the expected client.
+
+use crate::harness::*;
+use crate::identity::listening;
+use crate::identity_cluster::{call_as, get_with, header, link_in};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// The client registered in advance, and its secret (characters Basic must form-encode).
+const PRE_ID: &str = "mcpgate-preregistered";
+const PRE_SECRET: &str = "pre:secret&1/x";
+
+/// A browser: its cookies for the gateway, by name.
+#[derive(Default)]
+struct Browser {
+    cookies: Vec<(String, String)>,
+}
+
+impl Browser {
+    fn cookie(&self) -> String {
+        self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ")
+    }
+
+    fn keep(&mut self, r: &Resp) {
+        for v in r.headers.get_all("set-cookie") {
+            let Some((k, v)) = v.to_str().ok().and_then(|c| c.split(';').next()).and_then(|c| c.split_once('=')) else { continue };
+            self.cookies.retain(|(name, _)| name != k);
+            self.cookies.push((k.to_string(), v.to_string()));
+        }
+    }
+
+    /// A GET at the gateway, with its cookies.
+    async fn get(&mut self, url: &str) -> Resp {
+        let cookie = self.cookie();
+        let r = get_with(url, &[("Cookie", cookie.as_str())]).await;
+        self.keep(&r);
+        r
+    }
+
+    /// A form posted to the gateway from its own pages.
+    async fn post(&mut self, url: &str, fields: &[(&str, &str)], gateway: &str) -> Resp {
+        let mut form = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in fields {
+            form.append_pair(k, v);
+        }
+        let cookie = self.cookie();
+        let r = post_raw(
+            url,
+            &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", cookie.as_str()), ("Origin", gateway)],
+            form.finish(),
+        )
+        .await;
+        self.keep(&r);
+        r
+    }
+}
+
+fn body(r: &Resp) -> String {
+    String::from_utf8_lossy(&r.body).to_string()
+}
+
+fn field(html: &str, name: &str) -> String {
+    let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("no {name} in the page: {html}"));
+    let rest = &html[at + name.len() + 15..];
+    rest[..rest.find('"').expect("a closing quote")].to_string()
+}
+
+fn heading(r: &Resp) -> String {
+    let html = body(r);
+    html.split("<h1>").nth(1).and_then(|h| h.split("</h1>").next()).unwrap_or_default().to_string()
+}
+
+/// A gateway `Location`, made absolute.
+fn at_gateway(location: &str, gateway: &str) -> String {
+    if location.starts_with('/') { format!("{gateway}{location}") } else { location.to_string() }
+}
+
+/// The caller `who` (API key `key`) connects the upstream `files` as a person would: asks for the
+/// consent link, opens it, signs in with the key, allows, is sent to the authorization server
+/// (which approves at once, as the user `login_hint` names: `who`) and back to the gateway, where
+/// the code is exchanged at the SDK's token endpoint. The page it ends on.
+async fn connect(gw: &Gateway, gateway: &str, who: &str, key: &str) -> String {
+    let asked = call_as(&gw.url, key, "files__connect").await;
+    assert_eq!(asked["result"]["isError"], true, "{who} is not connected yet, so the tool hands out a link: {asked}");
+    let link = link_in(&text_of(&asked));
+    assert!(link.starts_with(&format!("{gateway}/oauth/connect?grant=")), "{link}");
+    let mut b = Browser::default();
+
+    // The sign-in page: the person proves to be the link's caller with its API key.
+    let page = b.get(&link).await;
+    assert_eq!((page.status, heading(&page)), (200, format!("Sign in as {who}")), "{}", body(&page));
+    let html = body(&page);
+    let signed = b
+        .post(
+            &format!("{gateway}/oauth/signin"),
+            &[("grant", &field(&html, "grant")), ("csrf", &field(&html, "csrf")), ("key", key)],
+            gateway,
+        )
+        .await;
+    assert_eq!(signed.status, 303, "{}", body(&signed));
+
+    // Back at the link: the consent page, naming the SDK's authorization server.
+    let page = b.get(&at_gateway(&header(&signed, "location"), gateway)).await;
+    assert_eq!((page.status, heading(&page).as_str()), (200, "Connect files"), "{}\n{}", body(&page), gw.proc.log());
+    let html = body(&page);
+    let allowed =
+        b.post(&format!("{gateway}/oauth/connect"), &[("grant", &field(&html, "grant")), ("csrf", &field(&html, "csrf"))], gateway).await;
+    assert_eq!(allowed.status, 303, "{}\n{}", body(&allowed), gw.proc.log());
+
+    // At the SDK's /authorize (no cookies of the gateway's go there): straight back with a code.
+    let authorize = header(&allowed, "location");
+    assert!(authorize.contains("/authorize?") && authorize.contains("code_challenge_method=S256"), "{authorize}");
+    let at_server = get_with(&format!("{authorize}&login_hint={who}"), &[]).await;
+    assert_eq!(at_server.status, 302, "the SDK's authorize handler: {}", body(&at_server));
+    let back = header(&at_server, "location");
+    assert!(back.starts_with(&format!("{gateway}/oauth/callback")) && back.contains("code="), "{back}");
+
+    // The redirect URI: the gateway exchanges the code at the SDK's token endpoint.
+    let done = b.get(&back).await;
+    let text = body(&done);
+    assert_eq!(
+        (done.status, heading(&done)),
+        (200, "Connected files".to_string()),
+        "the code exchange at the SDK's token endpoint:\n{text}\ngateway log:\n{}",
+        gw.proc.log()
+    );
+    text
+}
+
+/// What the server's `whoami` says of the token `key`'s call came with (retried while the
+/// caller's own connection opens).
+async fn whoami(gw: &Gateway, who: &str, key: &str) -> Value {
+    let mut reply = Value::Null;
+    for _ in 0..50 {
+        reply = call_as(&gw.url, key, "files__whoami").await;
+        if reply["result"]["isError"] != true && reply["result"]["content"][0]["text"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = reply["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{who}'s whoami: {reply}\n{}", gw.proc.log()));
+    assert_ne!(reply["result"]["isError"], true, "{who}'s whoami: {reply}");
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{who}'s whoami is not JSON ({e}): {text}"))
+}
+
+/// The server's log: its registrations, authorizations and issued tokens, one JSON object each.
+fn events(path: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .filter(|v| v["event"] == kind)
+        .collect()
+}
+
+/// Starts the SDK's authorization server (with the client registered in advance when
+/// `preregistered`) and a gateway with callers alice and bob in front of it; both connect; what
+/// each one's `whoami` says, checked against what the server issued. Returns alice's and bob's
+/// answers and the server's log.
+async fn two_callers_connect(preregistered: bool) -> (Value, Value, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("sdk-as.jsonl");
+    let gw_port = free_port();
+    let gateway = format!("http://127.0.0.1:{gw_port}");
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("tests/py/sdk_auth_server.py")).arg("--port").arg("0").arg("--log").arg(&log);
+    if preregistered {
+        // Registered in advance with the gateway's plain redirect URI (a configured client's).
+        cmd.args(["--client-id", PRE_ID, "--client-secret", PRE_SECRET, "--redirect-uri"]).arg(format!("{gateway}/oauth/callback"));
+    }
+    let (server, issuer) = listening(cmd, "the SDK's authorization server");
+    let rs_url = format!("{issuer}/mcp");
+    let extra = if preregistered {
+        let secret = dir.path().join("client-secret");
+        std::fs::write(&secret, PRE_SECRET).expect("write the secret");
+        format!("client_id = \"{PRE_ID}\"\nissuer = \"{issuer}\"\nclient_secret = {{ file = {secret:?} }}\n")
+    } else {
+        String::new()
+    };
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
+         [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[caller]]\nid = \"bob\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [identity]\npublic_url = \"{gateway}\"\nvault = {:?}\nallow_loopback = true\n\n\
+         [[upstream]]\nid = \"files\"\nurl = \"{rs_url}\"\ntimeout = \"20s\"\n[upstream.user_auth]\n{extra}",
+        crate::callers::hash("alice-key"),
+        crate::callers::hash("bob-key"),
+        dir.path().join("vault.json"),
+    );
+    let gw = gateway_on_port(&config, gw_port, &[("MCPGATE_TOKEN_KEY", &"6f".repeat(32))]);
+
+    for (who, key) in [("alice", "alice-key"), ("bob", "bob-key")] {
+        let page = connect(&gw, &gateway, who, key).await;
+        assert!(page.contains(&format!("files is connected for {who}")), "{page}");
+    }
+    let (alice, bob) = (whoami(&gw, "alice", "alice-key").await, whoami(&gw, "bob", "bob-key").await);
+
+    // Each caller's call reached the server with a token of its own, for this server's /mcp.
+    assert_eq!((alice["subject"].as_str(), bob["subject"].as_str()), (Some("alice"), Some("bob")), "{alice}\n{bob}");
+    let (a_token, b_token) = (alice["token_sha256"].as_str().unwrap_or_default(), bob["token_sha256"].as_str().unwrap_or_default());
+    assert!(a_token.len() == 64 && b_token.len() == 64 && a_token != b_token, "two different tokens: {alice}\n{bob}");
+    for v in [&alice, &bob] {
+        assert_eq!(v["resource"].as_str(), Some(rs_url.as_str()), "a token for the server's own /mcp (RFC 8707): {v}");
+        assert_eq!(v["scopes"], serde_json::json!(["user"]), "{v}");
+    }
+    // And again: each keeps its own.
+    let again = whoami(&gw, "alice", "alice-key").await;
+    assert_eq!((again["subject"].as_str(), again["token_sha256"].as_str()), (Some("alice"), Some(a_token)), "{again}");
+
+    // What the server issued: one code exchange per caller, each by a client that authenticated
+    // with HTTP Basic (the only way the SDK accepts a client_secret_basic client), and exactly
+    // the token each caller's whoami reported.
+    let tokens = events(&log, "token");
+    assert_eq!(tokens.len(), 2, "one code exchange per caller: {tokens:?}");
+    for (who, seen) in [("alice", &alice), ("bob", &bob)] {
+        let issued = tokens.iter().find(|t| t["subject"] == who).unwrap_or_else(|| panic!("no token issued for {who}: {tokens:?}"));
+        assert_eq!(issued["grant_type"], "authorization_code", "{issued}");
+        assert_eq!(issued["token_endpoint_auth_method"], "client_secret_basic", "{issued}");
+        assert_eq!(issued["token_sha256"], seen["token_sha256"], "{who}'s calls carry the token issued to {who}: {issued}\n{seen}");
+        assert_eq!(issued["client_id"], seen["client_id"], "{issued}\n{seen}");
+    }
+    let log_text = gw.proc.log();
+    assert!(!log_text.contains("token request refused"), "{log_text}");
+    drop(server);
+    (alice, bob, log, dir)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_authorization_server_with_dynamic_registration_connects_two_callers() {
+    let (alice, bob, log, _dir) = two_callers_connect(false).await;
+    // The gateway registered itself (RFC 7591) asking for client_secret_basic, which the SDK's
+    // metadata lists, and both callers' tokens went to that registered client.
+    let registered = events(&log, "register");
+    assert!(!registered.is_empty(), "the gateway registered at the SDK's /register");
+    for v in [&alice, &bob] {
+        let client = registered
+            .iter()
+            .find(|r| r["client_id"] == v["client_id"])
+            .unwrap_or_else(|| panic!("the token's client {} was registered dynamically: {registered:?}", v["client_id"]));
+        assert_eq!(client["token_endpoint_auth_method"], "client_secret_basic", "{client}");
+        let uris = client["redirect_uris"].as_array().cloned().unwrap_or_default();
+        assert!(uris.iter().any(|u| u.as_str().is_some_and(|u| u.contains("/oauth/callback/"))), "the per-server redirect URI: {client}");
+    }
+    assert_ne!(alice["client_id"].as_str(), Some(PRE_ID));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_authorization_server_with_a_preregistered_client_connects_two_callers() {
+    let (alice, bob, log, _dir) = two_callers_connect(true).await;
+    // The configured client, not a registration of its own (the server offers one, too).
+    for v in [&alice, &bob] {
+        assert_eq!(v["client_id"].as_str(), Some(PRE_ID), "the configured client_id: {v}");
+    }
+    let registered = events(&log, "register");
+    assert!(registered.is_empty(), "no dynamic registration with a configured client: {registered:?}");
+    let authorized = events(&log, "authorize");
+    assert!(authorized.len() == 2 && authorized.iter().all(|a| a["client_id"] == PRE_ID), "{authorized:?}");
+}
