@@ -11,6 +11,7 @@
 use super::Gateway;
 use crate::auth::Principal;
 use crate::catalog::{self, Catalog, UpstreamLists};
+use crate::identity::dpop::Access;
 use crate::identity::service::{Identity, Refusal};
 use crate::sync::lock;
 use crate::upstream::{Shared, Status, Upstream, UpstreamError, UserToken};
@@ -101,11 +102,11 @@ impl CallerToken {
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 impl UserToken for CallerToken {
-    fn token(&self) -> BoxFuture<'_, Option<String>> {
+    fn token(&self) -> BoxFuture<'_, Option<Access>> {
         Box::pin(async move {
             match &self.exchange {
-                Some(gw) => self.exchanged(gw).await,
-                None => self.identity.token(&self.caller, &self.upstream).await,
+                Some(gw) => self.exchanged(gw).await.map(|token| Access { token, dpop: None }),
+                None => self.identity.access(&self.caller, &self.upstream).await,
             }
         })
     }

@@ -1,5 +1,5 @@
 //! Reading an upstream's `WWW-Authenticate` header (RFC 9110 §11.6.1, RFC 6750 §3): the `Bearer`
-//! challenge's parameters the MCP authorization spec uses, `resource_metadata` (RFC 9728 §5.1),
+//! (or, for DPoP-bound tokens, `DPoP`) challenge's parameters the MCP authorization spec uses, `resource_metadata` (RFC 9728 §5.1),
 //! `scope` and `error` (`invalid_token`, `insufficient_scope`). The header may hold several
 //! challenges, each with `token68` or `auth-param`s whose values are tokens or quoted strings.
 
@@ -24,7 +24,14 @@ impl Challenge {
 /// The `Bearer` challenge among the header values, if any (the scheme is case-insensitive; a
 /// parameter named twice keeps its first value).
 pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge> {
-    values.into_iter().flat_map(challenges).find(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer")).map(|(_, params)| {
+    let all: Vec<(String, BTreeMap<String, String>)> = values.into_iter().flat_map(challenges).collect();
+    // A server of DPoP-bound tokens challenges with `DPoP` (RFC 9449 §7.1), the same parameters.
+    let found = all
+        .iter()
+        .find(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .or_else(|| all.iter().find(|(scheme, _)| scheme.eq_ignore_ascii_case("dpop")))
+        .cloned();
+    found.map(|(_, params)| {
         let mut scopes: Vec<String> = Vec::new();
         for s in params.get("scope").map(String::as_str).unwrap_or("").split_ascii_whitespace() {
             if !scopes.iter().any(|x| x == s) {
@@ -33,6 +40,15 @@ pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge
         }
         Challenge { resource_metadata: params.get("resource_metadata").cloned(), scopes, error: params.get("error").cloned() }
     })
+}
+
+/// Whether a `DPoP` challenge among the header values asks for a proof with the server's nonce
+/// (`error="use_dpop_nonce"`, RFC 9449 §9).
+pub fn dpop_nonce_asked<'a>(values: impl IntoIterator<Item = &'a str>) -> bool {
+    values
+        .into_iter()
+        .flat_map(challenges)
+        .any(|(scheme, params)| scheme.eq_ignore_ascii_case("dpop") && params.get("error").is_some_and(|e| e == "use_dpop_nonce"))
 }
 
 /// Every challenge of one header value: its scheme and its parameters (names lower-cased).
@@ -142,6 +158,19 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_a_dpop_challenge_and_its_nonce_request() {
+        let v = [r#"DPoP error="use_dpop_nonce", resource_metadata="https://rs.example/.well-known/oauth-protected-resource/mcp""#];
+        assert!(dpop_nonce_asked(v));
+        assert_eq!(
+            bearer(v).and_then(|c| c.resource_metadata).as_deref(),
+            Some("https://rs.example/.well-known/oauth-protected-resource/mcp")
+        );
+        assert!(!dpop_nonce_asked([r#"Bearer error="use_dpop_nonce""#, r#"DPoP error="invalid_token""#]));
+        // Where both are offered, the Bearer challenge is the one read.
+        assert_eq!(bearer([r#"DPoP scope="a", Bearer scope="b""#]).map(|c| c.scopes), Some(vec!["b".to_string()]));
+    }
 
     #[test]
     fn reads_the_bearer_challenge_of_the_mcp_spec() {

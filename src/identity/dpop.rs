@@ -94,6 +94,27 @@ impl DpopKey {
     }
 }
 
+/// A caller's access token for an upstream and, when the server bound it, the key every request
+/// carrying it proves possession of.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Access {
+    pub token: String,
+    pub dpop: Option<DpopKey>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access").field("token", &"<redacted>").field("dpop", &self.dpop).finish()
+    }
+}
+
+impl Access {
+    /// The access a vault entry gives: its token, with its key when the token is bound.
+    pub fn of(tokens: &super::vault::TokenSet) -> Self {
+        Access { token: tokens.access_token.clone(), dpop: tokens.dpop.as_deref().and_then(DpopKey::import) }
+    }
+}
+
 /// The `htu` of a request: its URL without query and fragment (RFC 9449 §4.2).
 pub fn htu(url: &str) -> &str {
     let end = url.find(['?', '#']).unwrap_or(url.len());

@@ -13,6 +13,7 @@
 use super::challenge::Challenge;
 use super::client::{ClientAuth, IdentityError, OAuthHttp};
 use super::discovery::{self, ServerMetadata};
+use super::dpop::Access;
 use super::flow::{self, Flows};
 use super::single::Flights;
 use super::vault::{TokenSet, Vault, VaultKey};
@@ -363,6 +364,11 @@ impl Identity {
     /// The caller's access token for an upstream, refreshed first when it is about to expire;
     /// `None` when the caller has to consent (again).
     pub async fn token(&self, caller: &str, upstream: &str) -> Option<String> {
+        self.access(caller, upstream).await.map(|a| a.token)
+    }
+
+    /// [`Identity::token`] with the DPoP key the token is bound to, if it is.
+    pub async fn access(&self, caller: &str, upstream: &str) -> Option<Access> {
         if !lock(&self.known).contains_key(upstream) {
             if !self.holds(caller, upstream) {
                 return None;
@@ -376,14 +382,14 @@ impl Identity {
         let key = VaultKey { caller: caller.into(), upstream: upstream.into(), issuer: known.server.issuer.clone() };
         let held = self.vault.get(&key)?;
         if held.fresh(REFRESH_MARGIN) {
-            return Some(held.access_token);
+            return Some(Access::of(&held));
         }
         let flight = (caller.to_string(), upstream.to_string());
         let _refreshing = self.refreshing.enter(&flight, REFRESH_DEADLINE).await?;
         // Another call may have refreshed it meanwhile.
         let held = self.vault.get(&key)?;
         if held.fresh(REFRESH_MARGIN) {
-            return Some(held.access_token);
+            return Some(Access::of(&held));
         }
         let refresh = held.refresh_token.clone()?;
         let p = self.protected.get(upstream)?;
@@ -393,7 +399,9 @@ impl Identity {
             None => self.client_for(p, &known.server).await.ok()?,
         };
         let body = flow::refresh_body(&refresh, &known.resource, held.scope.as_deref());
-        let refreshed = tokio::time::timeout(REFRESH_DEADLINE, self.http.token(&known.server, &auth, body)).await;
+        // A bound refresh token is refreshed with a proof of the same key (RFC 9449 §5).
+        let bound = Access::of(&held).dpop;
+        let refreshed = tokio::time::timeout(REFRESH_DEADLINE, self.http.token_with(&known.server, &auth, body, bound.as_ref())).await;
         let Ok(refreshed) = refreshed else {
             tracing::info!(%upstream, "refreshing a caller's token took too long; this call goes without");
             return None;
@@ -408,7 +416,7 @@ impl Identity {
                 if let Err(e) = self.vault.put(&key, &fresh) {
                     tracing::warn!(%upstream, error = %e, "a refreshed token could not be kept");
                 }
-                Some(fresh.access_token)
+                Some(Access::of(&fresh))
             }
             // The grant is gone (expired, revoked, used): consent is needed again.
             Err(IdentityError::TokenRefused { error: Some(e), .. }) if e == "invalid_grant" => {

@@ -105,6 +105,7 @@ impl HttpTransport {
     pub async fn post(&self, body: Vec<u8>, relay: Relay, env: &Envelope, deadline: Instant) -> Result<Posted, UpstreamError> {
         let me = &self.0;
         let mut retried = false;
+        let mut nonce_retried = false;
         // Shared, not copied, by a retry.
         let body = bytes::Bytes::from(body);
         // The reply's channel exists before the POST goes out, so an input request the upstream
@@ -119,6 +120,15 @@ impl HttpTransport {
                 Ok(Ok(r)) => r,
             };
             let status = resp.status().as_u16();
+            me.out.dpop_nonce(resp.headers());
+            // A DPoP proof without the upstream's nonce: once more with it (RFC 9449 §9).
+            if status == 401
+                && !nonce_retried
+                && crate::identity::challenge::dpop_nonce_asked(www_authenticate(&resp).iter().map(String::as_str))
+            {
+                nonce_retried = true;
+                continue;
+            }
             if status == 401 || status == 403 {
                 match me.out.renew_token(status, www_authenticate(&resp), retried).await {
                     Renewal::Retry if !retried => {

@@ -8,6 +8,7 @@
 
 use super::error::UpstreamError;
 use super::oauth::OAuthClient;
+use crate::identity::dpop::Access;
 use crate::protocol::headers;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
@@ -24,8 +25,9 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// One caller's own access token for an upstream (per-user identity): what a caller's own
 /// handle of a `user_auth` upstream sends.
 pub trait UserToken: Send + Sync {
-    /// The current token; `None` when the caller has to consent (again).
-    fn token(&self) -> BoxFuture<'_, Option<String>>;
+    /// The current token (with its DPoP key when it is bound to one); `None` when the caller has
+    /// to consent (again).
+    fn token(&self) -> BoxFuture<'_, Option<Access>>;
     /// The upstream refused the token (HTTP `status`, with its `WWW-Authenticate` values;
     /// `retried`: a renewed token was refused too): what to do next.
     fn refused(&self, status: u16, challenge: Vec<String>, retried: bool) -> BoxFuture<'_, Renewal>;
@@ -61,6 +63,8 @@ pub struct Outbound {
     caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
     credential: Credential,
     timeout: Duration,
+    /// The upstream's latest DPoP nonce (RFC 9449 §9), sent in the proofs that follow.
+    nonce: std::sync::Mutex<Option<String>>,
 }
 
 /// The modern per-request headers (`Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`).
@@ -93,7 +97,7 @@ impl Outbound {
         credential: Credential,
         timeout: Duration,
     ) -> Self {
-        Outbound { url, headers, caller_headers, credential, timeout }
+        Outbound { url, headers, caller_headers, credential, timeout, nonce: std::sync::Mutex::new(None) }
     }
 
     /// A POST carrying `body` (a JSON-RPC message).
@@ -124,6 +128,16 @@ impl Outbound {
         }
     }
 
+    /// Keeps the DPoP nonce a response of the upstream carried, for the proofs that follow.
+    pub fn dpop_nonce(&self, headers: &HeaderMap) {
+        if matches!(self.credential, Credential::User(_))
+            && let Some(n) = headers.get("dpop-nonce").and_then(|v| v.to_str().ok())
+            && n.len() <= 512
+        {
+            *crate::sync::lock(&self.nonce) = Some(n.to_string());
+        }
+    }
+
     async fn build(&self, method: Method, body: Bytes, env: &Envelope, deadline: Instant) -> Result<Request<Full<Bytes>>, UpstreamError> {
         let mut h = HeaderMap::new();
         for (k, v) in &self.headers {
@@ -147,7 +161,21 @@ impl Outbound {
                 Ok(None) => return Err(UpstreamError::ConsentNeeded),
                 Ok(Some(t)) => t,
             };
-            h.insert(AUTHORIZATION, bearer(&token)?);
+            match &token.dpop {
+                None => {
+                    h.insert(AUTHORIZATION, bearer(&token.token)?);
+                }
+                Some(key) => {
+                    // A bound token goes with a fresh proof of its key (RFC 9449 §7.1).
+                    let nonce = crate::sync::lock(&self.nonce).clone();
+                    let url = self.url.to_string();
+                    let proof = key
+                        .proof(method.as_str(), &url, Some(&token.token), nonce.as_deref())
+                        .ok_or_else(|| UpstreamError::Credentials("no randomness for a DPoP proof".into()))?;
+                    h.insert(AUTHORIZATION, sensitive(&format!("DPoP {}", token.token))?);
+                    h.insert("dpop", sensitive(&proof)?);
+                }
+            }
         }
         if method == Method::GET {
             h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -191,8 +219,13 @@ fn value(v: &str) -> Result<HeaderValue, UpstreamError> {
 
 /// `Authorization: Bearer <token>`, marked sensitive so it is never logged.
 fn bearer(token: &str) -> Result<HeaderValue, UpstreamError> {
-    let mut v = HeaderValue::from_str(&format!("Bearer {token}"))
-        .map_err(|_| UpstreamError::Credentials("the access token is not a valid header value".into()))?;
+    sensitive(&format!("Bearer {token}"))
+}
+
+/// A credential header's value, marked sensitive so it is never logged.
+fn sensitive(text: &str) -> Result<HeaderValue, UpstreamError> {
+    let mut v =
+        HeaderValue::from_str(text).map_err(|_| UpstreamError::Credentials("the access token is not a valid header value".into()))?;
     v.set_sensitive(true);
     Ok(v)
 }

@@ -196,8 +196,9 @@ fn skills_scenarios_pass_through_the_gateway_in_front_of_two_fastmcp_skill_serve
 }
 
 /// The client scenarios of the suite that concern a gateway. In the `auth/*` ones the mock
-/// server is OAuth-protected: the gateway is the OAuth client (per-user identity; the
-/// `client-credentials-*` ones the client-credentials extension), and the driver plays the user.
+/// server is OAuth-protected: the gateway is the OAuth client (per-user identity, DPoP-bound
+/// where the server binds; the `client-credentials-*` ones the client-credentials extension, the
+/// `wif-*` and `enterprise-managed-*` ones the assertion grants), and the driver plays the user.
 const CLIENT_SCENARIOS: &[&str] = &[
     "initialize",
     "tools_call",
@@ -241,6 +242,8 @@ const CLIENT_SCENARIOS: &[&str] = &[
     "auth/2025-03-26-oauth-endpoint-fallback",
     "auth/wif-jwt-bearer",
     "auth/enterprise-managed-authorization",
+    "auth/dpop",
+    "auth/dpop-nonce",
 ];
 
 #[test]

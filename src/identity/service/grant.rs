@@ -9,6 +9,7 @@
 //! redirect URI its flow was started with (OAuth mix-up, RFC 9700 §4.4).
 
 use super::super::client::IdentityError;
+use super::super::dpop::{self, DpopKey};
 use super::super::flow::{self, Start};
 use super::super::vault::{TokenSet, VaultKey};
 use super::{CompleteError, Completed, GRANT_TTL, Identity, Protected};
@@ -179,7 +180,11 @@ impl Identity {
         }
         // The client that started the flow exchanges its code (and keeps the tokens' refreshes).
         let auth = pending.client.clone();
-        let mut tokens: TokenSet = self.http.token(&known.server, &auth, flow::code_exchange_body(&pending, code)).await?;
+        // Where the server binds tokens to a key (DPoP), this caller's tokens for this upstream get
+        // a key of their own, kept with them in the vault.
+        let key = dpop::offered(known.server.dpop_signing_alg_values_supported.as_deref()).then(DpopKey::generate).flatten();
+        let body = flow::code_exchange_body(&pending, code);
+        let mut tokens: TokenSet = self.http.token_with(&known.server, &auth, body, key.as_ref()).await?;
         if tokens.scope.is_none() {
             tokens.scope = known.scope.clone();
         }
