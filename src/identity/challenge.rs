@@ -12,6 +12,8 @@ pub struct Challenge {
     /// The scopes the upstream asks for, in its order, without repeats.
     pub scopes: Vec<String>,
     pub error: Option<String>,
+    /// The upstream offered the `DPoP` scheme (RFC 9449 §7.1): it takes DPoP-bound tokens.
+    pub dpop: bool,
 }
 
 impl Challenge {
@@ -31,6 +33,7 @@ pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge
         .find(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .or_else(|| all.iter().find(|(scheme, _)| scheme.eq_ignore_ascii_case("dpop")))
         .cloned();
+    let dpop = all.iter().any(|(scheme, _)| scheme.eq_ignore_ascii_case("dpop"));
     found.map(|(_, params)| {
         let mut scopes: Vec<String> = Vec::new();
         for s in params.get("scope").map(String::as_str).unwrap_or("").split_ascii_whitespace() {
@@ -38,7 +41,7 @@ pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Challenge
                 scopes.push(s.to_string());
             }
         }
-        Challenge { resource_metadata: params.get("resource_metadata").cloned(), scopes, error: params.get("error").cloned() }
+        Challenge { resource_metadata: params.get("resource_metadata").cloned(), scopes, error: params.get("error").cloned(), dpop }
     })
 }
 
@@ -163,6 +166,7 @@ mod tests {
     fn reads_a_dpop_challenge_and_its_nonce_request() {
         let v = [r#"DPoP error="use_dpop_nonce", resource_metadata="https://rs.example/.well-known/oauth-protected-resource/mcp""#];
         assert!(dpop_nonce_asked(v));
+        assert!(bearer(v).is_some_and(|c| c.dpop) && !bearer([r#"Bearer scope="a""#]).is_some_and(|c| c.dpop));
         assert_eq!(
             bearer(v).and_then(|c| c.resource_metadata).as_deref(),
             Some("https://rs.example/.well-known/oauth-protected-resource/mcp")

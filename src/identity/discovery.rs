@@ -36,6 +36,11 @@ pub struct ResourceMetadata {
     pub authorization_servers: Vec<String>,
     #[serde(default)]
     pub scopes_supported: Option<Vec<String>>,
+    /// RFC 9728 §2: the resource takes DPoP proofs of these algorithms, or requires bound tokens.
+    #[serde(default)]
+    pub dpop_signing_alg_values_supported: Option<Vec<String>>,
+    #[serde(default)]
+    pub dpop_bound_access_tokens_required: Option<bool>,
 }
 
 /// RFC 8414 / OpenID Connect authorization-server metadata (the members the gateway uses).
@@ -258,6 +263,8 @@ mod tests {
             resource: resource.into(),
             authorization_servers: vec!["https://as.example.com".into()],
             scopes_supported: None,
+            dpop_signing_alg_values_supported: None,
+            dpop_bound_access_tokens_required: None,
         };
         assert!(prm("https://MCP.example.com/mcp").check("https://mcp.example.com/mcp").is_ok());
         assert!(prm("https://mcp.example.com").check("https://mcp.example.com/mcp").is_ok(), "the origin covers its paths");
@@ -314,7 +321,13 @@ mod tests {
     #[test]
     fn scopes_come_from_the_challenge_then_the_resource() {
         let c = Challenge { scopes: vec!["a".into(), "b".into()], ..Default::default() };
-        let prm = ResourceMetadata { resource: "r".into(), authorization_servers: vec![], scopes_supported: Some(vec!["x".into()]) };
+        let prm = ResourceMetadata {
+            resource: "r".into(),
+            authorization_servers: vec![],
+            scopes_supported: Some(vec!["x".into()]),
+            dpop_signing_alg_values_supported: None,
+            dpop_bound_access_tokens_required: None,
+        };
         assert_eq!(scopes_to_request(Some(&c), Some(&prm)).as_deref(), Some("a b"));
         assert_eq!(scopes_to_request(Some(&Challenge::default()), Some(&prm)).as_deref(), Some("x"));
         assert_eq!(scopes_to_request(None, None), None);

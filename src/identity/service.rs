@@ -83,6 +83,9 @@ struct Known {
     scope: Option<String>,
     /// The resource as its metadata names it (RFC 8707 `resource`, exactly as declared).
     resource: String,
+    /// The resource takes DPoP-bound tokens (its challenge offers the `DPoP` scheme, or its
+    /// metadata lists DPoP algorithms): where its authorization server binds, tokens are bound.
+    dpop: bool,
 }
 
 pub struct Identity {
@@ -179,7 +182,8 @@ impl Identity {
             _ => {
                 let server = self.http.server_metadata(&issuer).await?;
                 let scope = p.scopes.as_ref().map(|s| s.join(" "));
-                lock(&self.known).insert(upstream.into(), Known { server: server.clone(), scope, resource: p.resource.clone() });
+                lock(&self.known)
+                    .insert(upstream.into(), Known { server: server.clone(), scope, resource: p.resource.clone(), dpop: false });
                 server
             }
         };
@@ -459,8 +463,12 @@ impl Identity {
         {
             scope = Some(scope.map_or_else(|| "offline_access".to_string(), |s| format!("{s} offline_access")));
         }
+        let dpop = challenge.is_some_and(|c| c.dpop)
+            || prm.as_ref().is_some_and(|m| {
+                m.dpop_bound_access_tokens_required == Some(true) || super::dpop::offered(m.dpop_signing_alg_values_supported.as_deref())
+            });
         let resource = prm.map_or_else(|| p.resource.clone(), |m| m.resource);
-        lock(&self.known).insert(upstream.into(), Known { server, scope, resource });
+        lock(&self.known).insert(upstream.into(), Known { server, scope, resource, dpop });
         Ok(())
     }
 

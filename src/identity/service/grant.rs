@@ -180,9 +180,12 @@ impl Identity {
         }
         // The client that started the flow exchanges its code (and keeps the tokens' refreshes).
         let auth = pending.client.clone();
-        // Where the server binds tokens to a key (DPoP), this caller's tokens for this upstream get
-        // a key of their own, kept with them in the vault.
-        let key = dpop::offered(known.server.dpop_signing_alg_values_supported.as_deref()).then(DpopKey::generate).flatten();
+        // Where the upstream takes DPoP-bound tokens and its server binds them, this caller's
+        // tokens for this upstream get a key of their own, kept with them in the vault. (A server
+        // that binds, in front of a resource that knows only Bearer, gets no proof: the resource
+        // would refuse the bound token.)
+        let bind = known.dpop && dpop::offered(known.server.dpop_signing_alg_values_supported.as_deref());
+        let key = bind.then(DpopKey::generate).flatten();
         let body = flow::code_exchange_body(&pending, code);
         let mut tokens: TokenSet = self.http.token_with(&known.server, &auth, body, key.as_ref()).await?;
         if tokens.scope.is_none() {
