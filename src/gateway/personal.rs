@@ -105,7 +105,7 @@ impl UserToken for CallerToken {
     fn token(&self) -> BoxFuture<'_, Option<Access>> {
         Box::pin(async move {
             match &self.exchange {
-                Some(gw) => self.exchanged(gw).await.map(|token| Access { token, dpop: None }),
+                Some(gw) => self.exchanged(gw).await.map(|token| Access { token, dpop: None, header: None }),
                 None => self.identity.access(&self.caller, &self.upstream).await,
             }
         })
@@ -568,6 +568,7 @@ pub(super) fn identity(
             client_secret: ua.client_secret.clone(),
             scopes: ua.scopes.clone(),
             exchange: ua.exchange,
+            api_key: ua.api_key.clone(),
         });
     }
     // Replicas share the vault and the started authorizations through the cluster's Redis.

@@ -100,6 +100,9 @@ impl DpopKey {
 pub struct Access {
     pub token: String,
     pub dpop: Option<DpopKey>,
+    /// A caller's own API key goes in this header (lower-cased name, and the text before the key)
+    /// instead of `Authorization: Bearer`.
+    pub header: Option<(String, String)>,
 }
 
 impl std::fmt::Debug for Access {
@@ -111,7 +114,7 @@ impl std::fmt::Debug for Access {
 impl Access {
     /// The access a vault entry gives: its token, with its key when the token is bound.
     pub fn of(tokens: &super::vault::TokenSet) -> Self {
-        Access { token: tokens.access_token.clone(), dpop: tokens.dpop.as_deref().and_then(DpopKey::import) }
+        Access { token: tokens.access_token.clone(), dpop: tokens.dpop.as_deref().and_then(DpopKey::import), header: None }
     }
 }
 

@@ -53,6 +53,8 @@ pub struct Protected {
     pub scopes: Option<Vec<String>>,
     /// The caller's JWT is exchanged at `client_issuer` (RFC 8693) instead of a consent.
     pub exchange: bool,
+    /// Each caller enters an API key of their own instead (`keys`).
+    pub api_key: Option<crate::config::identity::ApiKeyConfig>,
 }
 
 /// Where the gateway is and how it presents itself to authorization servers.
@@ -254,7 +256,7 @@ impl Identity {
         if lock(&self.known).contains_key(upstream) {
             return Ok(());
         }
-        let Some(p) = self.protected.get(upstream) else { return Ok(()) };
+        let Some(p) = self.protected.get(upstream).filter(|p| p.api_key.is_none()) else { return Ok(()) };
         let learnt = async {
             let challenge = match self.http.challenge(&p.resource).await {
                 Ok(c) => c,
@@ -274,6 +276,9 @@ impl Identity {
     /// `insufficient_scope` asks the caller to consent to the union of the scopes held and asked,
     /// at most [`MAX_STEP_UPS`] times in a row.
     pub async fn refused(&self, caller: &str, upstream: &str, status: u16, challenge: &[String]) -> Refusal {
+        if let Some(r) = self.api_key_refused(caller, upstream, status) {
+            return r;
+        }
         let challenge = super::challenge::bearer(challenge.iter().map(String::as_str));
         let Some(before) = lock(&self.known).get(upstream).cloned() else { return Refusal::Consent };
         let key = VaultKey { caller: caller.into(), upstream: upstream.into(), issuer: before.server.issuer.clone() };
@@ -373,6 +378,9 @@ impl Identity {
 
     /// [`Identity::token`] with the DPoP key the token is bound to, if it is.
     pub async fn access(&self, caller: &str, upstream: &str) -> Option<Access> {
+        if let Some(key) = self.api_key_access(caller, upstream) {
+            return key;
+        }
         if !lock(&self.known).contains_key(upstream) {
             if !self.holds(caller, upstream) {
                 return None;
@@ -519,5 +527,6 @@ pub enum CompleteError {
 }
 
 mod grant;
+mod keys;
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,9 @@
 //! The consent routes over HTTP (per-user identity; the pages themselves are `consent`):
 //! `GET /oauth/connect?grant=…` shows the consent page for the caller and upstream a sealed
-//! consent link names, and sets the browser's cookie nonce; `POST /oauth/connect` (the page's
-//! form, CSRF-checked against that cookie) starts the authorization and sends the browser to the
-//! authorization server; `GET /oauth/callback` is the redirect URI, where the code is exchanged
+//! consent link names (for an API-key upstream, the page asking for the caller's key), and sets
+//! the browser's cookie nonce; `POST /oauth/connect` (the page's form, CSRF-checked against that
+//! cookie) starts the authorization and sends the browser to the authorization server (or keeps
+//! the key typed); `GET /oauth/callback` is the redirect URI, where the code is exchanged
 //! (state, browser and `iss` checked) and the caller's own connection opens; and
 //! `GET /oauth/client.json` is the gateway's client metadata document. `GET /oauth/tokens` and
 //! `POST /oauth/tokens/revoke` list and revoke the accounts callers connected (never the tokens):
@@ -167,6 +168,10 @@ async fn connect_page(pages: &Pages<'_>, q: &HashMap<String, String>, b: Browser
         let view = consent::SignInView { caller: &caller, upstream: &upstream, proof, other, grant: &grant, csrf: &csrf };
         let target = settings.sign_in.as_ref().map(|s| s.issuer.as_str());
         consent::html_sending_forms_to(StatusCode::OK, consent::sign_in_page(&view), target)
+    } else if pages.identity.takes_api_key(&upstream) {
+        let help = pages.identity.api_key_help(&upstream);
+        let view = consent::KeyView { caller: &caller, upstream: &upstream, help: help.as_deref(), grant: &grant, csrf: &csrf };
+        consent::html_sending_forms_to(StatusCode::OK, consent::api_key_page(&view), None)
     } else {
         if let Err(e) = pages.identity.discover(&upstream).await {
             tracing::warn!(%upstream, error = %e, "the upstream's authorization could not be discovered");
@@ -285,6 +290,24 @@ async fn start(pages: &Pages<'_>, f: &HashMap<String, String>, b: Browser) -> Re
             Some(_) => not_the_caller(&caller, &upstream),
             None => {
                 page(StatusCode::FORBIDDEN, "Not signed in", &format!("Sign in as {caller} first: open the link from your client again."))
+            }
+        };
+    }
+    if pages.identity.takes_api_key(&upstream) {
+        let key = f.get("api_key").map(String::as_str).unwrap_or_default();
+        return match pages.identity.store_api_key(&grant, key).await {
+            Ok((caller, upstream)) => {
+                tracing::info!(%caller, %upstream, "a caller connected an upstream with its own API key");
+                pages.gw.consented(&caller, &upstream).await;
+                page(
+                    StatusCode::OK,
+                    &format!("Connected {upstream}"),
+                    &format!("{upstream} is connected for {caller} with your key. You can close this tab and return to your client."),
+                )
+            }
+            Err(e) => {
+                tracing::info!(%caller, %upstream, error = %e, "an API key was not taken");
+                page(StatusCode::BAD_REQUEST, "Not connected", &format!("The key was not kept: {e}"))
             }
         };
     }

@@ -126,6 +126,40 @@ pub fn consent_page(v: &ConsentView<'_>) -> String {
     )
 }
 
+/// What the page asking for a caller's own API key shows.
+pub struct KeyView<'a> {
+    pub caller: &'a str,
+    pub upstream: &'a str,
+    /// The configured line (where to create a key), if any.
+    pub help: Option<&'a str>,
+    pub grant: &'a str,
+    pub csrf: &'a str,
+}
+
+/// The page where a caller enters an API key of their own for an upstream. The field is a
+/// password field the browser does not fill or keep; what is typed is never shown again.
+pub fn api_key_page(v: &KeyView<'_>) -> String {
+    let help = v.help.map(|h| format!("<p id=\"help\">{}</p>", escape(h))).unwrap_or_default();
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Connect {upstream} — mcpgate</title>\
+         <style>body{{font:16px system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem}}\
+         button{{font-size:1rem;padding:.5rem 1.2rem}}</style></head><body>\
+         <h1>Connect {upstream}</h1>\
+         <p>An MCP client signed in to this gateway as <strong>{caller}</strong> wants to use <strong>{upstream}</strong> \
+         with your own API key there. The gateway keeps it sealed, sends it only to {upstream}, and never shows it again; \
+         you can disconnect at any time. Only continue if you started this from your own client.</p>{help}\
+         <form method=\"post\" action=\"/oauth/connect\"><input type=\"hidden\" name=\"grant\" value=\"{grant}\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <label for=\"api_key\">Your API key for {upstream}</label><br><input type=\"password\" id=\"api_key\" name=\"api_key\" \
+         autocomplete=\"off\" required maxlength=\"4096\" size=\"48\"><br><br>\
+         <button type=\"submit\" id=\"save\">Connect</button></form></body></html>",
+        upstream = escape(v.upstream),
+        caller = escape(v.caller),
+        grant = escape(v.grant),
+        csrf = escape(v.csrf),
+    )
+}
+
 /// How the person proves to be the caller a consent link is for.
 pub enum Proof<'a> {
     /// The caller's API key, typed on the page.

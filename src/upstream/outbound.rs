@@ -161,11 +161,16 @@ impl Outbound {
                 Ok(None) => return Err(UpstreamError::ConsentNeeded),
                 Ok(Some(t)) => t,
             };
-            match &token.dpop {
-                None => {
+            match (&token.dpop, &token.header) {
+                (_, Some((name, prefix))) => {
+                    let name = HeaderName::from_bytes(name.as_bytes())
+                        .map_err(|_| UpstreamError::Credentials(format!("{name:?} is not a header name")))?;
+                    h.insert(name, sensitive(&format!("{prefix}{}", token.token))?);
+                }
+                (None, None) => {
                     h.insert(AUTHORIZATION, bearer(&token.token)?);
                 }
-                Some(key) => {
+                (Some(key), None) => {
                     // A bound token goes with a fresh proof of its key (RFC 9449 §7.1).
                     let nonce = crate::sync::lock(&self.nonce).clone();
                     let url = self.url.to_string();

@@ -24,7 +24,7 @@ const PRE_SECRET: &str = "pre:secret&1/x";
 
 /// A browser: its cookies for the gateway, by name.
 #[derive(Default)]
-struct Browser {
+pub(crate) struct Browser {
     cookies: Vec<(String, String)>,
 }
 
@@ -42,7 +42,7 @@ impl Browser {
     }
 
     /// A GET at the gateway, with its cookies.
-    async fn get(&mut self, url: &str) -> Resp {
+    pub(crate) async fn get(&mut self, url: &str) -> Resp {
         let cookie = self.cookie();
         let r = get_with(url, &[("Cookie", cookie.as_str())]).await;
         self.keep(&r);
@@ -50,7 +50,7 @@ impl Browser {
     }
 
     /// A form posted to the gateway from its own pages.
-    async fn post(&mut self, url: &str, fields: &[(&str, &str)], gateway: &str) -> Resp {
+    pub(crate) async fn post(&mut self, url: &str, fields: &[(&str, &str)], gateway: &str) -> Resp {
         let mut form = form_urlencoded::Serializer::new(String::new());
         for (k, v) in fields {
             form.append_pair(k, v);
@@ -67,23 +67,23 @@ impl Browser {
     }
 }
 
-fn body(r: &Resp) -> String {
+pub(crate) fn body(r: &Resp) -> String {
     String::from_utf8_lossy(&r.body).to_string()
 }
 
-fn field(html: &str, name: &str) -> String {
+pub(crate) fn field(html: &str, name: &str) -> String {
     let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("no {name} in the page: {html}"));
     let rest = &html[at + name.len() + 15..];
     rest[..rest.find('"').expect("a closing quote")].to_string()
 }
 
-fn heading(r: &Resp) -> String {
+pub(crate) fn heading(r: &Resp) -> String {
     let html = body(r);
     html.split("<h1>").nth(1).and_then(|h| h.split("</h1>").next()).unwrap_or_default().to_string()
 }
 
 /// A gateway `Location`, made absolute.
-fn at_gateway(location: &str, gateway: &str) -> String {
+pub(crate) fn at_gateway(location: &str, gateway: &str) -> String {
     if location.starts_with('/') { format!("{gateway}{location}") } else { location.to_string() }
 }
 

@@ -21,6 +21,7 @@ mod extensions;
 mod guards;
 mod identity;
 mod identity_cluster;
+mod identity_keys;
 mod identity_sdk_as;
 mod identity_signin;
 mod input;

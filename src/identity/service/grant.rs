@@ -20,11 +20,11 @@ const GRANT_PURPOSE: &str = "mcpgate/identity/grant/v2";
 
 /// A consent link's payload.
 #[derive(Serialize, Deserialize)]
-struct Grant {
-    c: String,
-    u: String,
+pub(super) struct Grant {
+    pub(super) c: String,
+    pub(super) u: String,
     /// A random id, spent by the one authorization the link may start.
-    i: String,
+    pub(super) i: String,
 }
 
 /// The id, in redirect URIs, of an authorization server: a digest of its issuer.
@@ -48,7 +48,7 @@ impl Identity {
         self.open_grant(token).map(|g| (g.c, g.u))
     }
 
-    fn open_grant(&self, token: &str) -> Option<Grant> {
+    pub(super) fn open_grant(&self, token: &str) -> Option<Grant> {
         let g: Grant = self.sealer.open(GRANT_PURPOSE, token, GRANT_TTL)?;
         self.protected.contains_key(&g.u).then_some(g)
     }
@@ -118,6 +118,7 @@ impl Identity {
             client_secret: None,
             scopes: None,
             exchange: false,
+            api_key: None,
         };
         let auth = self.client_for(&me, &server).await?;
         let redirect_uri = self.redirect_uri_for(&server.issuer, false);
@@ -144,7 +145,7 @@ impl Identity {
     }
 
     /// Spends a grant's id, once across replicas.
-    async fn spend(&self, id: &str) -> Result<(), IdentityError> {
+    pub(super) async fn spend(&self, id: &str) -> Result<(), IdentityError> {
         match self.flows.spend(id, GRANT_TTL).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(IdentityError::Spent),

@@ -59,6 +59,7 @@ async fn engine_with(
         client_secret: Some("cfg-secret".into()).filter(|_| configured.is_some()),
         scopes: None,
         exchange: false,
+        api_key: None,
     };
     let http = OAuthHttp::new(Rules { loopback: true });
     (Identity::new(settings, sealer(), Vault::in_memory(sealer()), http, vec![protected]), base, seen)
@@ -180,6 +181,7 @@ async fn one_stalled_authorization_server_holds_only_its_own_upstream() {
         client_secret: None,
         scopes: None,
         exchange: false,
+        api_key: None,
     });
     let id = Arc::new(Identity::new(
         id.settings.clone(),
@@ -227,6 +229,7 @@ async fn metadata_that_sends_browsers_to_another_origin_needs_iss() {
             client_secret: None,
             scopes: None,
             exchange: false,
+            api_key: None,
         };
         (
             Identity::new(

@@ -39,6 +39,14 @@ pub struct UserAuthSection {
     /// upstream token at `issuer` (RFC 8693 token exchange) instead of a consent.
     #[serde(default)]
     pub exchange: bool,
+    /// `oauth` (default) or `api_key`: each caller enters a key of their own on a gateway page.
+    pub kind: Option<Spanned<String>>,
+    /// `api_key`: the header the key goes in (default `Authorization`), and the text before it
+    /// (default `Bearer ` in `Authorization`, nothing in another header).
+    pub header: Option<String>,
+    pub prefix: Option<String>,
+    /// `api_key`: a line shown on the page, e.g. where a person creates a key.
+    pub help: Option<String>,
 }
 
 /// Where per-user identity lives.
@@ -74,7 +82,34 @@ pub struct UserAuthConfig {
     pub scopes: Option<Vec<String>>,
     /// RFC 8693 token exchange of the caller's JWT at `issuer` instead of a consent.
     pub exchange: bool,
+    /// Each caller's own API key instead of OAuth.
+    pub api_key: Option<ApiKeyConfig>,
 }
+
+/// How a caller's own API key is sent to the upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKeyConfig {
+    /// A header name, lower-cased.
+    pub header: String,
+    pub prefix: String,
+    pub help: Option<String>,
+}
+
+/// Headers an API key may not go in: the protocol's, the message's own, hop-by-hop ones.
+const RESERVED: &[&str] = &[
+    "host",
+    "content-type",
+    "content-length",
+    "accept",
+    "connection",
+    "transfer-encoding",
+    "te",
+    "upgrade",
+    "cookie",
+    "traceparent",
+    "tracestate",
+    "dpop",
+];
 
 impl std::fmt::Debug for UserAuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -147,12 +182,54 @@ pub(super) fn user_auth(
             "add client_id, issuer (that provider's issuer URL) and client_secret",
         ));
     }
+    let api_key = match u.kind.as_ref().map(|k| (k, k.get_ref().as_str())) {
+        None | Some((_, "oauth")) => {
+            if u.header.is_some() || u.prefix.is_some() || u.help.is_some() {
+                return Err(at.err(
+                    id,
+                    "upstream.user_auth.header",
+                    "header, prefix and help describe an API key".into(),
+                    "add kind = \"api_key\", or remove them",
+                ));
+            }
+            None
+        }
+        Some((k, "api_key")) => {
+            if u.client_id.is_some() || u.issuer.is_some() || u.client_secret.is_some() || u.scopes.is_some() || u.exchange {
+                return Err(at.err(
+                    k,
+                    "upstream.user_auth.kind",
+                    "an API key upstream has no OAuth client, issuer, scopes or exchange".into(),
+                    "remove client_id, issuer, client_secret, scopes and exchange",
+                ));
+            }
+            let header = u.header.as_deref().unwrap_or("authorization").trim().to_ascii_lowercase();
+            if http::HeaderName::from_bytes(header.as_bytes()).is_err() || RESERVED.contains(&header.as_str()) || header.starts_with("mcp-")
+            {
+                return Err(at.err(
+                    k,
+                    "upstream.user_auth.header",
+                    format!("{header:?} cannot carry a key (not a header name, or one the gateway sets itself)"),
+                    "name the header the upstream reads its key from, e.g. \"X-Api-Key\"",
+                ));
+            }
+            let prefix = u.prefix.clone().unwrap_or_else(|| if header == "authorization" { "Bearer ".into() } else { String::new() });
+            if http::HeaderValue::from_str(&prefix).is_err() {
+                return Err(at.err(k, "upstream.user_auth.prefix", "the prefix is not header text".into(), "use printable ASCII"));
+            }
+            Some(ApiKeyConfig { header, prefix, help: u.help.clone() })
+        }
+        Some((k, other)) => {
+            return Err(at.err(k, "upstream.user_auth.kind", format!("{other:?} is not a kind of user_auth"), "use oauth or api_key"));
+        }
+    };
     Ok(UserAuthConfig {
         client_id: u.client_id.clone(),
         issuer: u.issuer.clone(),
         client_secret,
         scopes: u.scopes.clone(),
         exchange: u.exchange,
+        api_key,
     })
 }
 

@@ -234,6 +234,7 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
         client_secret: Some("s3cret".into()),
         scopes: None,
         exchange: false,
+        api_key: None,
     };
     assert!(!format!("{ua:?}").contains("s3cret"), "the secret is not in Debug output");
     for (config, expect) in [
@@ -262,4 +263,66 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
     let jwt = "[auth]\nmode = \"jwt\"\nissuer = \"https://idp.example.com\"\naudience = [\"https://gw\"]\njwks_url = \"https://idp.example.com/jwks\"\n";
     let c = parse(&format!("{jwt}{with_client}")).unwrap_or_else(|e| panic!("{}", e.0));
     assert!(c.identity.is_none() && c.upstreams[0].user_auth.as_ref().is_some_and(|a| a.exchange), "no [identity] is needed");
+}
+
+#[test]
+fn each_callers_api_key_is_described_by_its_header() {
+    let up = "[identity]\npublic_url = \"https://gw.example.com\"\n[[upstream]]\nid = \"crm\"\nurl = \"https://crm.example.com/mcp\"\n[upstream.user_auth]\nkind = \"api_key\"\n";
+    let c = parse(up).expect("a key in Authorization");
+    let key = c.upstreams[0].user_auth.clone().and_then(|u| u.api_key).expect("api_key");
+    assert_eq!((key.header.as_str(), key.prefix.as_str()), ("authorization", "Bearer "));
+    let c = parse(&format!("{up}header = \"X-Api-Key\"\nhelp = \"Create one at https://crm.example.com/keys\"\n")).expect("own header");
+    let key = c.upstreams[0].user_auth.clone().and_then(|u| u.api_key).expect("api_key");
+    assert_eq!((key.header.as_str(), key.prefix.as_str()), ("x-api-key", ""));
+    for (extra, says) in [
+        ("header = \"Mcp-Session-Id\"\n", "cannot carry a key"),
+        ("header = \"bad header\"\n", "cannot carry a key"),
+        ("client_id = \"gw\"\nissuer = \"https://as\"\n", "no OAuth client"),
+        ("exchange = true\n", "user_auth.exchange"),
+    ] {
+        let e = parse(&format!("{up}{extra}")).unwrap_err().0;
+        assert!(e.contains(says), "{extra}: {e}");
+    }
+    let oauth_with_header = up.replace("kind = \"api_key\"\n", "header = \"X-Api-Key\"\n");
+    assert!(parse(&oauth_with_header).unwrap_err().0.contains("describe an API key"));
+    assert!(parse(&up.replace("api_key", "saml")).unwrap_err().0.contains("oauth or api_key"));
+}
+
+#[test]
+fn assertion_grants_need_their_assertion_and_identity_provider() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jwt = dir.path().join("workload.jwt");
+    std::fs::write(&jwt, "a.b.c").expect("write");
+    let up = "[[upstream]]\nid = \"svc\"\nurl = \"https://svc.example.com/mcp\"\n[upstream.oauth]\nclient_id = \"gw\"\n";
+    let wif = format!("{up}grant = \"jwt_bearer\"\nassertion = {{ file = {:?} }}\n", jwt.display().to_string());
+    let c = parse(&wif).expect("workload identity");
+    let o = c.upstreams[0].oauth.clone().expect("oauth");
+    assert_eq!(o.client_auth, super::ClientAuthMethod::None, "no secret: a public client");
+    assert_eq!(o.grant, super::OAuthGrant::JwtBearer { assertion: super::Assertion::File(jwt.clone()) });
+    let jag = format!(
+        "{up}grant = \"id_jag\"\nassertion = {{ file = {:?} }}\nclient_secret = {{ env = \"CALC_TOKEN\" }}\nidp_token_url = \"https://idp.example.com/token\"\nidp_client_id = \"gw-at-idp\"\n",
+        jwt.display().to_string()
+    );
+    let o = parse(&jag).expect("enterprise-managed").upstreams[0].oauth.clone().expect("oauth");
+    assert!(matches!(&o.grant, super::OAuthGrant::IdJag { idp, .. } if idp.client_id == "gw-at-idp"));
+    assert_eq!(o.client_auth, super::ClientAuthMethod::Basic);
+    for (config, says) in [
+        (format!("{up}grant = \"jwt_bearer\"\n"), "presents an assertion"),
+        (format!("{up}grant = \"id_jag\"\nassertion = {{ file = {:?} }}\n", jwt.display().to_string()), "idp_token_url"),
+        (format!("{up}grant = \"jwt_bearer\"\nassertion = {{ file = \"/nonexistent/jwt\" }}\n"), "cannot read"),
+        (format!("{up}client_secret = {{ env = \"CALC_TOKEN\" }}\nidp_client_id = \"x\"\n"), "belongs to grant"),
+        (format!("{up}\n"), "client_credentials grant authenticates"),
+        (format!("{up}grant = \"password\"\n"), "not a grant"),
+        (format!("{jag}token_url = \"https://as.example.com/token\"\n"), "only discovery tells"),
+        (
+            format!(
+                "{up}grant = \"id_jag\"\nassertion = {{ file = {:?} }}\nidp_token_url = \"http://idp.example.com/token\"\nidp_client_id = \"x\"\n",
+                jwt.display().to_string()
+            ),
+            "https",
+        ),
+    ] {
+        let e = parse(&config).unwrap_err().0;
+        assert!(e.contains(says), "{config}\n{e}");
+    }
 }
