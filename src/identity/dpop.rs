@@ -157,7 +157,7 @@ mod tests {
         let x = B64.decode(header["jwk"]["x"].as_str().unwrap_or("")).expect("x");
         let y = B64.decode(header["jwk"]["y"].as_str().unwrap_or("")).expect("y");
         let point = [&[4u8][..], &x, &y].concat();
-        let input = proof.rsplitn(2, '.').nth(1).expect("signed part");
+        let input = proof.rsplit_once('.').map(|x| x.0).expect("signed part");
         UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, point).verify(input.as_bytes(), &part(&proof, 2)).expect("a valid signature");
         // Each proof is unique; a token request carries no ath.
         let again = key.proof("POST", "https://as.example.com/token", None, None).expect("a proof");
