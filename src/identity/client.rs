@@ -459,18 +459,7 @@ mod tests {
 
     /// The metadata of a server at `base` with its token endpoint at `/token`.
     fn metadata(base: &str) -> ServerMetadata {
-        ServerMetadata {
-            issuer: base.into(),
-            authorization_endpoint: format!("{base}/authorize"),
-            token_endpoint: format!("{base}/token"),
-            registration_endpoint: None,
-            code_challenge_methods_supported: Some(vec!["S256".into()]),
-            scopes_supported: None,
-            token_endpoint_auth_methods_supported: None,
-            client_id_metadata_document_supported: None,
-            authorization_response_iss_parameter_supported: None,
-            dpop_signing_alg_values_supported: None,
-        }
+        ServerMetadata { registration_endpoint: None, ..discovery::legacy_defaults(base) }
     }
 
     fn http() -> OAuthHttp {

@@ -6,10 +6,10 @@
 //! key only (a replayed form is refused), the key is sealed in the vault and never listed, and
 //! revoking one caller's key leaves the other's.
 
+use crate::browser::{body, field, heading, signed_in_at_link};
 use crate::harness::*;
 use crate::identity::listening;
-use crate::identity_cluster::{call_as, get_with, header, link_in};
-use crate::identity_sdk_as::{Browser, at_gateway, body, field, heading};
+use crate::identity_cluster::{call_as, get_with};
 use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
@@ -18,24 +18,9 @@ const KEYS: [(&str, &str, &str); 2] = [("alice", "alice-key", "crm-key-alice-8d2
 
 /// The caller `who` (gateway key `key`) enters `own` as its key for `crm`, as a person would.
 async fn enter_key(gw: &Gateway, gateway: &str, who: &str, key: &str, own: &str) {
-    let asked = call_as(&gw.url, key, "crm__connect").await;
-    assert_eq!(asked["result"]["isError"], true, "{who} has no key there yet, so the tool hands out a link: {asked}");
-    let link = link_in(&text_of(&asked));
-    let mut b = Browser::default();
-    let page = b.get(&link).await;
-    assert_eq!((page.status, heading(&page)), (200, format!("Sign in as {who}")), "{}", body(&page));
-    let html = body(&page);
-    let signed = b
-        .post(
-            &format!("{gateway}/oauth/signin"),
-            &[("grant", &field(&html, "grant")), ("csrf", &field(&html, "csrf")), ("key", key)],
-            gateway,
-        )
-        .await;
-    assert_eq!(signed.status, 303, "{}", body(&signed));
+    let (mut b, page) = signed_in_at_link(&gw.url, gateway, who, key, "crm__connect").await;
 
     // The key page: a password field, the configured help line, no authorization server.
-    let page = b.get(&at_gateway(&header(&signed, "location"), gateway)).await;
     let html = body(&page);
     assert_eq!((page.status, heading(&page).as_str()), (200, "Connect crm"), "{html}");
     assert!(html.contains("type=\"password\" id=\"api_key\" name=\"api_key\""), "{html}");

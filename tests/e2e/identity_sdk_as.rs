@@ -10,9 +10,10 @@
 //! Each caller's calls then reach the server with that caller's own token, for the server's
 //! `/mcp`, issued to the expected client.
 
+use crate::browser::{body, field, heading, signed_in_at_link};
 use crate::harness::*;
 use crate::identity::listening;
-use crate::identity_cluster::{call_as, get_with, header, link_in};
+use crate::identity_cluster::{call_as, get_with, header};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -22,97 +23,14 @@ use std::time::Duration;
 const PRE_ID: &str = "mcpgate-preregistered";
 const PRE_SECRET: &str = "pre:secret&1/x";
 
-/// A browser: its cookies for the gateway, by name.
-#[derive(Default)]
-pub(crate) struct Browser {
-    cookies: Vec<(String, String)>,
-}
-
-impl Browser {
-    fn cookie(&self) -> String {
-        self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ")
-    }
-
-    fn keep(&mut self, r: &Resp) {
-        for v in r.headers.get_all("set-cookie") {
-            let Some((k, v)) = v.to_str().ok().and_then(|c| c.split(';').next()).and_then(|c| c.split_once('=')) else { continue };
-            self.cookies.retain(|(name, _)| name != k);
-            self.cookies.push((k.to_string(), v.to_string()));
-        }
-    }
-
-    /// A GET at the gateway, with its cookies.
-    pub(crate) async fn get(&mut self, url: &str) -> Resp {
-        let cookie = self.cookie();
-        let r = get_with(url, &[("Cookie", cookie.as_str())]).await;
-        self.keep(&r);
-        r
-    }
-
-    /// A form posted to the gateway from its own pages.
-    pub(crate) async fn post(&mut self, url: &str, fields: &[(&str, &str)], gateway: &str) -> Resp {
-        let mut form = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in fields {
-            form.append_pair(k, v);
-        }
-        let cookie = self.cookie();
-        let r = post_raw(
-            url,
-            &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", cookie.as_str()), ("Origin", gateway)],
-            form.finish(),
-        )
-        .await;
-        self.keep(&r);
-        r
-    }
-}
-
-pub(crate) fn body(r: &Resp) -> String {
-    String::from_utf8_lossy(&r.body).to_string()
-}
-
-pub(crate) fn field(html: &str, name: &str) -> String {
-    let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("no {name} in the page: {html}"));
-    let rest = &html[at + name.len() + 15..];
-    rest[..rest.find('"').expect("a closing quote")].to_string()
-}
-
-pub(crate) fn heading(r: &Resp) -> String {
-    let html = body(r);
-    html.split("<h1>").nth(1).and_then(|h| h.split("</h1>").next()).unwrap_or_default().to_string()
-}
-
-/// A gateway `Location`, made absolute.
-pub(crate) fn at_gateway(location: &str, gateway: &str) -> String {
-    if location.starts_with('/') { format!("{gateway}{location}") } else { location.to_string() }
-}
-
 /// The caller `who` (API key `key`) connects the upstream `files` as a person would: asks for the
 /// consent link, opens it, signs in with the key, allows, is sent to the authorization server
 /// (which approves at once, as the user `login_hint` names: `who`) and back to the gateway, where
 /// the code is exchanged at the SDK's token endpoint. The page it ends on.
 async fn connect(gw: &Gateway, gateway: &str, who: &str, key: &str) -> String {
-    let asked = call_as(&gw.url, key, "files__connect").await;
-    assert_eq!(asked["result"]["isError"], true, "{who} is not connected yet, so the tool hands out a link: {asked}");
-    let link = link_in(&text_of(&asked));
-    assert!(link.starts_with(&format!("{gateway}/oauth/connect?grant=")), "{link}");
-    let mut b = Browser::default();
-
-    // The sign-in page: the person proves to be the link's caller with its API key.
-    let page = b.get(&link).await;
-    assert_eq!((page.status, heading(&page)), (200, format!("Sign in as {who}")), "{}", body(&page));
-    let html = body(&page);
-    let signed = b
-        .post(
-            &format!("{gateway}/oauth/signin"),
-            &[("grant", &field(&html, "grant")), ("csrf", &field(&html, "csrf")), ("key", key)],
-            gateway,
-        )
-        .await;
-    assert_eq!(signed.status, 303, "{}", body(&signed));
+    let (mut b, page) = signed_in_at_link(&gw.url, gateway, who, key, "files__connect").await;
 
     // Back at the link: the consent page, naming the SDK's authorization server.
-    let page = b.get(&at_gateway(&header(&signed, "location"), gateway)).await;
     assert_eq!((page.status, heading(&page).as_str()), (200, "Connect files"), "{}\n{}", body(&page), gw.proc.log());
     let html = body(&page);
     let allowed =

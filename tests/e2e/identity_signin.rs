@@ -6,80 +6,11 @@
 //! is played over plain HTTP (redirects followed by hand, cookies kept), as the identity cluster
 //! test does. Every OAuth page checks Host, and a form's Origin.
 
+use crate::browser::{Browser, field, heading};
 use crate::harness::*;
 use crate::identity::{listening, mint, protected_server};
 use crate::identity_cluster::{call_as, get_with, header, link_in};
 use std::process::Command;
-
-/// A browser: its cookies, by name.
-#[derive(Default)]
-struct Browser {
-    cookies: Vec<(String, String)>,
-}
-
-impl Browser {
-    fn cookie(&self) -> String {
-        self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ")
-    }
-
-    fn keep(&mut self, r: &Resp) {
-        for v in r.headers.get_all("set-cookie") {
-            let Some((k, v)) = v.to_str().ok().and_then(|c| c.split(';').next()).and_then(|c| c.split_once('=')) else { continue };
-            self.cookies.retain(|(name, _)| name != k);
-            self.cookies.push((k.to_string(), v.to_string()));
-        }
-    }
-
-    /// GETs `url` (the gateway's cookies only go to the gateway), following redirects.
-    async fn open(&mut self, url: &str, gateway: &str) -> (Resp, String) {
-        let mut url = url.to_string();
-        for _ in 0..8 {
-            let cookie = if url.starts_with(gateway) { self.cookie() } else { String::new() };
-            let r = get_with(&url, &[("Cookie", &cookie)]).await;
-            self.keep(&r);
-            if !(300..400).contains(&r.status) {
-                return (r, url);
-            }
-            url = header(&r, "location");
-            if url.starts_with('/') {
-                url = format!("{gateway}{url}");
-            }
-        }
-        panic!("too many redirects at {url}");
-    }
-
-    /// POSTs a form of the gateway's, then follows where it leads.
-    async fn submit(&mut self, url: &str, fields: &[(&str, &str)], gateway: &str) -> (Resp, String) {
-        let mut form = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in fields {
-            form.append_pair(k, v);
-        }
-        let cookie = self.cookie();
-        let r = post_raw(
-            url,
-            &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &cookie), ("Origin", gateway)],
-            form.finish(),
-        )
-        .await;
-        self.keep(&r);
-        if (300..400).contains(&r.status) {
-            let next = header(&r, "location");
-            return self.open(&next, gateway).await;
-        }
-        (r, url.to_string())
-    }
-}
-
-fn field(html: &str, name: &str) -> String {
-    let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("no {name} in the page: {html}"));
-    let rest = &html[at + name.len() + 15..];
-    rest[..rest.find('"').expect("a closing quote")].to_string()
-}
-
-fn heading(r: &Resp) -> String {
-    let html = String::from_utf8_lossy(&r.body);
-    html.split("<h1>").nth(1).and_then(|h| h.split("</h1>").next()).unwrap_or_default().to_string()
-}
 
 /// The person signs in at the issuer as `user` from the sign-in page of `link`: where that ends.
 async fn sign_in_at_issuer(b: &mut Browser, link: &str, user: &str, gateway: &str) -> Resp {

@@ -95,21 +95,9 @@ pub struct ApiKeyConfig {
     pub help: Option<String>,
 }
 
-/// Headers an API key may not go in: the protocol's, the message's own, hop-by-hop ones.
-const RESERVED: &[&str] = &[
-    "host",
-    "content-type",
-    "content-length",
-    "accept",
-    "connection",
-    "transfer-encoding",
-    "te",
-    "upgrade",
-    "cookie",
-    "traceparent",
-    "tracestate",
-    "dpop",
-];
+/// Headers an API key may not go in beyond those the gateway always sets: the browser's and
+/// tracing's, and DPoP's.
+const NOT_FOR_KEYS: &[&str] = &["cookie", "traceparent", "tracestate", "dpop"];
 
 impl std::fmt::Debug for UserAuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -204,7 +192,10 @@ pub(super) fn user_auth(
                 ));
             }
             let header = u.header.as_deref().unwrap_or("authorization").trim().to_ascii_lowercase();
-            if http::HeaderName::from_bytes(header.as_bytes()).is_err() || RESERVED.contains(&header.as_str()) || header.starts_with("mcp-")
+            if http::HeaderName::from_bytes(header.as_bytes()).is_err()
+                || super::upstream::gateway_sets(&header)
+                || NOT_FOR_KEYS.contains(&header.as_str())
+                || header.starts_with("mcp-")
             {
                 return Err(at.err(
                     k,

@@ -204,6 +204,36 @@ fn credentials(
     Ok((headers, caller_headers))
 }
 
+/// Whether the gateway sets header `name` (lower-cased) itself on every upstream request, so no
+/// configured value may take its place.
+pub(super) fn gateway_sets(name: &str) -> bool {
+    const SET: &[&str] = &[
+        "host",
+        "content-type",
+        "content-length",
+        "accept",
+        "connection",
+        "transfer-encoding",
+        "te",
+        "upgrade",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+    ];
+    SET.contains(&name) || name.starts_with("mcp-param-")
+}
+
+/// A token endpoint the gateway sends a credential to: https, or http to loopback only.
+fn credential_url(at: &Locator, raw: &Spanned<String>, key: &str, what: &str) -> Result<http::Uri, ConfigError> {
+    let url = parse_url(at, raw, key)?;
+    let loopback = url.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
+    if url.scheme_str() != Some("https") && !loopback {
+        return Err(at.err(raw, key, format!("{what} are only sent over https"), "use an https URL (http is allowed for loopback only)"));
+    }
+    Ok(url)
+}
+
 /// `[upstream.oauth]`: client credentials, sent over https only (http to loopback).
 fn oauth(
     at: &Locator,
@@ -223,20 +253,7 @@ fn oauth(
     }
     let token_url = match &o.token_url {
         None => None,
-        Some(raw) => {
-            let token_url = parse_url(at, raw, "upstream.oauth.token_url")?;
-            let loopback =
-                token_url.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
-            if token_url.scheme_str() != Some("https") && !loopback {
-                return Err(at.err(
-                    raw,
-                    "upstream.oauth.token_url",
-                    "client secrets are only sent over https".into(),
-                    "use an https URL (http is allowed for loopback only)",
-                ));
-            }
-            Some(token_url)
-        }
+        Some(raw) => Some(credential_url(at, raw, "upstream.oauth.token_url", "client secrets")?),
     };
     let grant = grant(at, o, id, base, env)?;
     if matches!(grant, super::OAuthGrant::IdJag { .. })
@@ -361,17 +378,7 @@ fn grant(
                     "add idp_token_url and idp_client_id",
                 ));
             };
-            let parsed = parse_url(at, url, "upstream.oauth.idp_token_url")?;
-            let loopback =
-                parsed.host().is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()));
-            if parsed.scheme_str() != Some("https") && !loopback {
-                return Err(at.err(
-                    url,
-                    "upstream.oauth.idp_token_url",
-                    "identity assertions are only sent over https".into(),
-                    "use an https URL",
-                ));
-            }
+            credential_url(at, url, "upstream.oauth.idp_token_url", "identity assertions")?;
             let Some(client_id) = o.idp_client_id.clone() else {
                 return Err(at.err(
                     url,
@@ -476,21 +483,7 @@ pub(super) fn header(
 ) -> Result<(HeaderName, HeaderValue), ConfigError> {
     let key = format!("upstream '{id}' header '{name}'");
     let hname: HeaderName = name.parse().map_err(|_| ConfigError(format!("{}: {key}: not a valid header name", at.file)))?;
-    let reserved = [
-        "host",
-        "content-type",
-        "content-length",
-        "accept",
-        "connection",
-        "transfer-encoding",
-        "te",
-        "upgrade",
-        "mcp-session-id",
-        "mcp-protocol-version",
-        "mcp-method",
-        "mcp-name",
-    ];
-    if reserved.contains(&hname.as_str()) || hname.as_str().starts_with("mcp-param-") {
+    if gateway_sets(hname.as_str()) {
         return Err(ConfigError(format!(
             "{}: {key}: the gateway sets this header itself. Fix: remove it from the upstream's headers.",
             at.file
