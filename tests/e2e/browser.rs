@@ -69,18 +69,7 @@ impl Browser {
 
     /// POSTs a form of the gateway's, then follows where it leads.
     pub(crate) async fn submit(&mut self, url: &str, fields: &[(&str, &str)], gateway: &str) -> (Resp, String) {
-        let mut form = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in fields {
-            form.append_pair(k, v);
-        }
-        let cookie = self.cookie();
-        let r = post_raw(
-            url,
-            &[("Content-Type", "application/x-www-form-urlencoded"), ("Cookie", &cookie), ("Origin", gateway)],
-            form.finish(),
-        )
-        .await;
-        self.keep(&r);
+        let r = self.post(url, fields, gateway).await;
         if (300..400).contains(&r.status) {
             let next = header(&r, "location");
             return self.open(&next, gateway).await;
