@@ -569,6 +569,7 @@ pub(super) fn identity(
             scopes: ua.scopes.clone(),
             exchange: ua.exchange,
             api_key: ua.api_key.clone(),
+            id_jag: ua.id_jag.clone(),
         });
     }
     // Replicas share the vault and the started authorizations through the cluster's Redis.

@@ -55,6 +55,9 @@ pub struct Protected {
     pub exchange: bool,
     /// Each caller enters an API key of their own instead (`keys`).
     pub api_key: Option<crate::config::identity::ApiKeyConfig>,
+    /// With `exchange`: the exchange yields an ID-JAG (SEP-990) that this client of the gateway's
+    /// (id, secret) presents at the upstream's own authorization server.
+    pub id_jag: Option<(String, Option<String>)>,
 }
 
 /// Where the gateway is and how it presents itself to authorization servers.
@@ -178,6 +181,12 @@ impl Identity {
             return Ok(token.clone());
         }
         let issuer = p.client_issuer.clone().ok_or_else(|| IdentityError::NotFound(format!("{upstream}: the issuer to exchange at")))?;
+        if let Some((jag_client, jag_secret)) = &p.id_jag {
+            let t = self.id_jag_exchange(p, &issuer, subject, jag_client, jag_secret.as_deref()).await?;
+            let exp = t.expires_at.unwrap_or(now + 300);
+            lock(&self.exchanged).insert(key, (t.access_token.clone(), exp, digest));
+            return Ok(t.access_token);
+        }
         let cached = lock(&self.known).get(upstream).map(|k| k.server.clone());
         let server = match cached {
             Some(s) if s.issuer == issuer => s,
@@ -189,18 +198,7 @@ impl Identity {
                 server
             }
         };
-        let auth = match (&p.client_id, &p.client_secret) {
-            (Some(id), Some(secret)) => {
-                let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_default();
-                if !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post") {
-                    ClientAuth::Post { client_id: id.clone(), secret: secret.clone() }
-                } else {
-                    ClientAuth::Basic { client_id: id.clone(), secret: secret.clone() }
-                }
-            }
-            (Some(id), None) => ClientAuth::None { client_id: id.clone() },
-            (None, _) => return Err(IdentityError::NoRegistration(issuer)),
-        };
+        let auth = client_at(&server, p.client_id.as_deref(), p.client_secret.as_deref()).ok_or(IdentityError::NoRegistration(issuer))?;
         let body = {
             let mut q = form_urlencoded::Serializer::new(String::new());
             q.append_pair("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange");
@@ -218,6 +216,39 @@ impl Identity {
         let exp = t.expires_at.unwrap_or(now + 300);
         lock(&self.exchanged).insert(key, (t.access_token.clone(), exp, digest));
         Ok(t.access_token)
+    }
+
+    /// Enterprise-managed authorization (SEP-990) for one caller: the caller's JWT (an ID token of
+    /// the identity provider `issuer`) is exchanged there for an ID-JAG naming the upstream's own
+    /// authorization server (discovered as for a consent) and the upstream, which that server
+    /// takes with the JWT-bearer grant from the gateway's client `jag_client`.
+    async fn id_jag_exchange(
+        &self,
+        p: &Protected,
+        issuer: &str,
+        subject: &str,
+        jag_client: &str,
+        jag_secret: Option<&str>,
+    ) -> Result<TokenSet, IdentityError> {
+        let idp = self.http.server_metadata(issuer).await?;
+        let at_idp =
+            client_at(&idp, p.client_id.as_deref(), p.client_secret.as_deref()).ok_or(IdentityError::NoRegistration(issuer.into()))?;
+        self.discover(&p.upstream).await?;
+        let known = lock(&self.known).get(&p.upstream).cloned().ok_or_else(|| IdentityError::NotFound(p.upstream.clone()))?;
+        let scope = p.scopes.as_ref().map(|s| s.join(" "));
+        let grant = super::assertion::id_jag(
+            &self.http,
+            &idp.token_endpoint,
+            &at_idp,
+            subject,
+            &known.server.issuer,
+            &known.resource,
+            scope.as_deref(),
+        )
+        .await?;
+        let at_upstream =
+            client_at(&known.server, Some(jag_client), jag_secret).ok_or(IdentityError::NoRegistration(known.server.issuer.clone()))?;
+        self.http.token(&known.server, &at_upstream, super::assertion::jwt_bearer_body(&grant, scope.as_deref(), None)).await
     }
 
     /// Forgets an exchanged token the upstream refused.
@@ -485,17 +516,10 @@ impl Identity {
         if server.client_id_metadata_document_supported == Some(true) && self.settings.client_metadata_usable {
             return Ok(ClientAuth::None { client_id: self.settings.client_metadata_url.clone() });
         }
-        if let Some(id) = p.client_id.as_ref().filter(|_| p.client_issuer.as_deref() == Some(server.issuer.as_str())) {
-            let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_else(|| vec!["client_secret_basic".into()]);
-            return Ok(match &p.client_secret {
-                None => ClientAuth::None { client_id: id.clone() },
-                Some(secret)
-                    if !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post") =>
-                {
-                    ClientAuth::Post { client_id: id.clone(), secret: secret.clone() }
-                }
-                Some(secret) => ClientAuth::Basic { client_id: id.clone(), secret: secret.clone() },
-            });
+        if p.client_issuer.as_deref() == Some(server.issuer.as_str())
+            && let Some(auth) = client_at(server, p.client_id.as_deref(), p.client_secret.as_deref())
+        {
+            return Ok(auth);
         }
         if p.client_id.is_some() {
             tracing::warn!(upstream = %p.upstream, issuer = %server.issuer, "the upstream names another authorization server than its configured client's; registering anew");
@@ -507,6 +531,20 @@ impl Identity {
         lock(&self.registered).insert(server.issuer.clone(), auth.clone());
         Ok(auth)
     }
+}
+
+/// How a configured client authenticates at `server`: HTTP Basic with a secret, unless the server
+/// lists only `client_secret_post`; without a secret, a public client. `None` without a client.
+fn client_at(server: &ServerMetadata, id: Option<&str>, secret: Option<&str>) -> Option<ClientAuth> {
+    let id = id?.to_string();
+    let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_default();
+    Some(match secret {
+        None => ClientAuth::None { client_id: id },
+        Some(s) if !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post") => {
+            ClientAuth::Post { client_id: id, secret: s.into() }
+        }
+        Some(s) => ClientAuth::Basic { client_id: id, secret: s.into() },
+    })
 }
 
 /// Why a redirect back did not complete.

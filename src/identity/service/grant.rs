@@ -119,6 +119,7 @@ impl Identity {
             scopes: None,
             exchange: false,
             api_key: None,
+            id_jag: None,
         };
         let auth = self.client_for(&me, &server).await?;
         let redirect_uri = self.redirect_uri_for(&server.issuer, false);

@@ -60,6 +60,7 @@ async fn engine_with(
         scopes: None,
         exchange: false,
         api_key: None,
+        id_jag: None,
     };
     let http = OAuthHttp::new(Rules { loopback: true });
     (Identity::new(settings, sealer(), Vault::in_memory(sealer()), http, vec![protected]), base, seen)
@@ -182,6 +183,7 @@ async fn one_stalled_authorization_server_holds_only_its_own_upstream() {
         scopes: None,
         exchange: false,
         api_key: None,
+        id_jag: None,
     });
     let id = Arc::new(Identity::new(
         id.settings.clone(),
@@ -230,6 +232,7 @@ async fn metadata_that_sends_browsers_to_another_origin_needs_iss() {
             scopes: None,
             exchange: false,
             api_key: None,
+            id_jag: None,
         };
         (
             Identity::new(
@@ -246,4 +249,78 @@ async fn metadata_that_sends_browsers_to_another_origin_needs_iss() {
     let grant = query(&id.consent_link("alice", "files").expect("link"))["grant"].clone();
     let refused = id.begin(&grant, "b").await.expect_err("refused");
     assert!(refused.to_string().contains("mix-up"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_callers_jwt_becomes_an_id_jag_and_the_id_jag_an_upstream_token() {
+    // One server plays the enterprise identity provider (issuer: the root) and the upstream with
+    // its own authorization server (issuer: /as).
+    let (base, seen) = server(|base| {
+        let idp = format!(
+            r#"{{"issuer":"{base}","authorization_endpoint":"{base}/authorize","token_endpoint":"{base}/idp-token","code_challenge_methods_supported":["S256"]}}"#
+        );
+        let prm = format!(r#"{{"resource":"{base}/mcp","authorization_servers":["{base}/as"]}}"#);
+        let asm = format!(
+            r#"{{"issuer":"{base}/as","authorization_endpoint":"{base}/as/authorize","token_endpoint":"{base}/as-token","code_challenge_methods_supported":["S256"],"grant_types_supported":["urn:ietf:params:oauth:grant-type:jwt-bearer"]}}"#
+        );
+        vec![
+            ("/.well-known/oauth-authorization-server", 200, vec![], idp),
+            ("/.well-known/oauth-protected-resource/mcp", 200, vec![], prm),
+            ("/.well-known/oauth-authorization-server/as", 200, vec![], asm),
+            (
+                "/idp-token",
+                200,
+                vec![],
+                r#"{"access_token":"the.id.jag","issued_token_type":"urn:ietf:params:oauth:token-type:id-jag","token_type":"N_A"}"#.into(),
+            ),
+            ("/as-token", 200, vec![], r#"{"access_token":"upstream-token","token_type":"Bearer","expires_in":3600}"#.into()),
+        ]
+    })
+    .await;
+    let (template, _, _) = engine("{}", false).await;
+    let p = Protected {
+        upstream: "files".into(),
+        resource: format!("{base}/mcp"),
+        client_id: Some("gw-at-idp".into()),
+        client_issuer: Some(base.clone()),
+        client_secret: Some("idp-secret".into()),
+        scopes: None,
+        exchange: true,
+        api_key: None,
+        id_jag: Some(("gw-at-files".into(), Some("files-secret".into()))),
+    };
+    let id =
+        Identity::new(template.settings.clone(), sealer(), Vault::in_memory(sealer()), OAuthHttp::new(Rules { loopback: true }), vec![p]);
+    let token = id.exchanged("alice", "files", "alice.id.token").await.expect("an upstream token");
+    assert_eq!(token, "upstream-token");
+    let log = seen.lock().unwrap().clone();
+    let posted = |path: &str| log.iter().find(|r| r.starts_with(&format!("POST {path} "))).cloned().unwrap_or_default();
+    let form = |req: &str| -> HashMap<String, String> {
+        form_urlencoded::parse(req.split("\r\n\r\n").nth(1).unwrap_or("").as_bytes()).into_owned().collect()
+    };
+    let basic = |id: &str, secret: &str| {
+        format!("authorization: basic {}", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("{id}:{secret}")))
+            .to_ascii_lowercase()
+    };
+    let exchange = posted("/idp-token");
+    let x = form(&exchange);
+    assert_eq!(x["subject_token"], "alice.id.token");
+    assert_eq!(x["subject_token_type"], "urn:ietf:params:oauth:token-type:id_token");
+    assert_eq!(x["requested_token_type"], "urn:ietf:params:oauth:token-type:id-jag");
+    assert_eq!(
+        (x["audience"].clone(), x["resource"].clone()),
+        (format!("{base}/as"), format!("{base}/mcp")),
+        "for the upstream's own server"
+    );
+    assert!(exchange.to_ascii_lowercase().contains(&basic("gw-at-idp", "idp-secret")), "{exchange}");
+    let redeem = posted("/as-token");
+    let r = form(&redeem);
+    assert_eq!((r["grant_type"].as_str(), r["assertion"].as_str()), ("urn:ietf:params:oauth:grant-type:jwt-bearer", "the.id.jag"));
+    assert!(redeem.to_ascii_lowercase().contains(&basic("gw-at-files", "files-secret")), "the upstream's client, not the IdP's: {redeem}");
+    // Kept for the same subject token; another subject token exchanges again.
+    let before = seen.lock().unwrap().len();
+    assert_eq!(id.exchanged("alice", "files", "alice.id.token").await.as_deref(), Ok("upstream-token"));
+    assert_eq!(seen.lock().unwrap().len(), before, "no new request");
+    id.exchanged("alice", "files", "alice.new.token").await.expect("again");
+    assert!(seen.lock().unwrap().len() > before);
 }

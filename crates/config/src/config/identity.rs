@@ -47,6 +47,18 @@ pub struct UserAuthSection {
     pub prefix: Option<String>,
     /// `api_key`: a line shown on the page, e.g. where a person creates a key.
     pub help: Option<String>,
+    /// With `exchange`: enterprise-managed authorization (SEP-990). The caller's JWT is exchanged
+    /// at `issuer` for an ID-JAG, which the upstream's own authorization server (discovered) takes
+    /// with the JWT-bearer grant from this client of the gateway's.
+    pub id_jag: Option<IdJagSection>,
+}
+
+/// `[upstream.user_auth.id_jag]`: the gateway's client at the upstream's authorization server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdJagSection {
+    pub client_id: String,
+    pub client_secret: Option<HeaderSource>,
 }
 
 /// Where per-user identity lives.
@@ -84,6 +96,9 @@ pub struct UserAuthConfig {
     pub exchange: bool,
     /// Each caller's own API key instead of OAuth.
     pub api_key: Option<ApiKeyConfig>,
+    /// With `exchange`: the exchange yields an ID-JAG, presented at the upstream's authorization
+    /// server by this client (its id, and its secret if it has one).
+    pub id_jag: Option<(String, Option<String>)>,
 }
 
 /// How a caller's own API key is sent to the upstream.
@@ -214,7 +229,33 @@ pub(super) fn user_auth(
             return Err(at.err(k, "upstream.user_auth.kind", format!("{other:?} is not a kind of user_auth"), "use oauth or api_key"));
         }
     };
+    let id_jag = match &u.id_jag {
+        None => None,
+        Some(_) if !u.exchange => {
+            return Err(at.err(
+                id,
+                "upstream.user_auth.id_jag",
+                "an ID-JAG comes from exchanging the caller's JWT".into(),
+                "add exchange = true with the identity provider's client_id, issuer and client_secret",
+            ));
+        }
+        Some(j) => {
+            let secret = match &j.client_secret {
+                None => None,
+                Some(src) => {
+                    let (_, v) = super::upstream::header(at, name, "client_secret", src, base, env)?;
+                    Some(
+                        v.to_str()
+                            .map_err(|_| ConfigError(format!("{}: upstream '{name}' id_jag client_secret: not text", at.file)))?
+                            .to_string(),
+                    )
+                }
+            };
+            Some((j.client_id.clone(), secret))
+        }
+    };
     Ok(UserAuthConfig {
+        id_jag,
         client_id: u.client_id.clone(),
         issuer: u.issuer.clone(),
         client_secret,

@@ -235,6 +235,7 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
         scopes: None,
         exchange: false,
         api_key: None,
+        id_jag: None,
     };
     assert!(!format!("{ua:?}").contains("s3cret"), "the secret is not in Debug output");
     for (config, expect) in [
@@ -283,6 +284,12 @@ fn each_callers_api_key_is_described_by_its_header() {
         let e = parse(&format!("{up}{extra}")).unwrap_err().0;
         assert!(e.contains(says), "{extra}: {e}");
     }
+    let jag = "[[upstream]]\nid = \"docs\"\nurl = \"https://docs.example.com/mcp\"\n[upstream.user_auth]\nclient_id = \"gw\"\nissuer = \"https://idp.example.com\"\n[upstream.user_auth.id_jag]\nclient_id = \"gw-at-docs\"\nclient_secret = { env = \"CALC_TOKEN\" }\n";
+    assert!(parse(jag).unwrap_err().0.contains("exchanging the caller's JWT"), "an ID-JAG needs exchange");
+    let jwt = "[auth]\nmode = \"jwt\"\nissuer = \"https://idp.example.com\"\naudience = [\"https://gw\"]\njwks_url = \"https://idp.example.com/jwks\"\n";
+    let with = format!("{jwt}{}", jag.replace("[upstream.user_auth.id_jag]", "exchange = true\n[upstream.user_auth.id_jag]"));
+    let ua = parse(&with).expect("enterprise-managed per caller").upstreams[0].user_auth.clone().expect("user_auth");
+    assert_eq!(ua.id_jag, Some(("gw-at-docs".to_string(), Some("s3cret".to_string()))));
     let oauth_with_header = up.replace("kind = \"api_key\"\n", "header = \"X-Api-Key\"\n");
     assert!(parse(&oauth_with_header).unwrap_err().0.contains("describe an API key"));
     assert!(parse(&up.replace("api_key", "saml")).unwrap_err().0.contains("oauth or api_key"));
