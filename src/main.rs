@@ -206,6 +206,15 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// Restricts itself as POLICY (JSON) says, then becomes COMMAND: a sandboxed stdio
+    /// upstream's last step (see `upstream::sandbox`).
+    #[command(hide = true)]
+    SandboxExec {
+        #[arg(long)]
+        policy: String,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
 }
 
 /// Logs on stderr (text or JSON, filtered by `MCPGATE_LOG`) and, in a build with `--features
@@ -269,6 +278,11 @@ type Telemetry = std::convert::Infallible;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any thread exists: the sandbox is applied to this one process, which then becomes
+    // the server.
+    if let Command::SandboxExec { policy, command } = &cli.command {
+        return ExitCode::from(mcpgate::upstream::sandbox::run(policy, command));
+    }
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // The control runtime: startup, upstream probes and children, reloads, background work and
     // the one-connection commands. HTTP clients are served by the workers (`server::workers`).
@@ -392,6 +406,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise { command } => Ok(mcpgate::upstream::supervise(command).await),
+        Command::SandboxExec { policy, command } => Ok(ExitCode::from(mcpgate::upstream::sandbox::run(&policy, &command))),
         Command::DemoServer { profile, http, page_size } => {
             let svc: Arc<dyn Service> = Arc::new(Demo::new(profile).with_page_size(page_size));
             match http {

@@ -37,6 +37,9 @@ pub struct Spec<'a> {
     pub args: &'a [String],
     pub env: &'a BTreeMap<String, String>,
     pub cwd: Option<&'a PathBuf>,
+    /// The sandbox to start it in (`upstream::sandbox`), as JSON, and its private folder (its
+    /// `HOME` and `TMPDIR`, and its working folder when it has no `cwd`).
+    pub sandbox: Option<(String, &'a PathBuf)>,
 }
 
 /// The child's process group: dropping it stops the group (SIGTERM, then SIGKILL after a grace).
@@ -95,9 +98,16 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
     }
     let (mut cmd, death) = match supervisor() {
         Some(me) => {
-            let mut c = Command::new(me);
-            c.arg("supervise").arg("--").arg(spec.program).args(spec.args);
+            let mut c = Command::new(&me);
+            c.arg("supervise").arg("--");
+            if let Some((policy, _)) = &spec.sandbox {
+                c.arg(&me).arg("sandbox-exec").arg("--policy").arg(policy).arg("--");
+            }
+            c.arg(spec.program).args(spec.args);
             (c, Signal::SIGTERM)
+        }
+        None if spec.sandbox.is_some() => {
+            return Err(UpstreamError::Unreachable("a sandboxed stdio upstream is started by the mcpgate binary itself".into()));
         }
         // Embedded in another program (a benchmark): the child itself dies with the gateway.
         None => {
@@ -111,6 +121,9 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
         if let Some(v) = std::env::var_os(key) {
             cmd.env(key, v);
         }
+    }
+    if let Some((_, private)) = &spec.sandbox {
+        cmd.env("HOME", private).env("TMPDIR", private).current_dir(private);
     }
     cmd.envs(spec.env).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     if let Some(cwd) = spec.cwd {

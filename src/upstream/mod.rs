@@ -21,6 +21,7 @@ mod parked;
 pub mod pool;
 mod probe;
 mod progress;
+pub mod sandbox;
 mod sse;
 mod stdio;
 
@@ -301,11 +302,12 @@ impl Upstream {
                 };
                 Transport::Http(Box::new(pool::Pool::new(endpoints.iter().map(|e| (e.clone(), endpoint(&e.url))).collect())))
             }
-            TransportConfig::Stdio { command, env, cwd } => Transport::Stdio(Box::new(stdio::StdioTransport::new(
+            TransportConfig::Stdio { command, env, cwd, sandbox } => Transport::Stdio(Box::new(stdio::StdioTransport::new(
                 &cfg,
                 command.clone(),
                 env.clone(),
                 cwd.clone(),
+                sandbox.as_deref().cloned(),
                 inbound.clone(),
                 tasks.clone(),
             ))),

@@ -120,6 +120,8 @@ pub struct StdioTransport {
     timeout: std::time::Duration,
     tasks: Background,
     restarts: Arc<Mutex<child::Restarts>>,
+    /// What the process may reach; `None`: what the gateway can.
+    sandbox: Option<crate::config::sandbox::SandboxConfig>,
 }
 
 impl StdioTransport {
@@ -128,6 +130,7 @@ impl StdioTransport {
         command: Vec<String>,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
+        sandbox: Option<crate::config::sandbox::SandboxConfig>,
         inbound: Arc<Inbound>,
         tasks: Background,
     ) -> Self {
@@ -144,6 +147,7 @@ impl StdioTransport {
             timeout: cfg.timeout,
             tasks,
             restarts: Arc::default(),
+            sandbox,
         }
     }
 
@@ -230,7 +234,18 @@ impl StdioTransport {
 
     fn spawn(&self) -> Result<Arc<Proc>, UpstreamError> {
         let program = self.program.clone()?;
-        let spec = child::Spec { id: &self.id, program: &program, args: &self.command[1..], env: &self.env, cwd: self.cwd.as_ref() };
+        let sandbox = match &self.sandbox {
+            None => None,
+            Some(cfg) => Some(super::sandbox::prepare(cfg, &self.id, &self.command, self.cwd.as_deref())?),
+        };
+        let spec = child::Spec {
+            id: &self.id,
+            program: &program,
+            args: &self.command[1..],
+            env: &self.env,
+            cwd: self.cwd.as_ref(),
+            sandbox: sandbox.as_ref().map(|(policy, private)| (policy.clone(), private)),
+        };
         let child::Started { mut child, mut stdin, stdout, group } = child::start(&spec, &self.tasks)?;
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(256);
         let proc = Arc::new(Proc {

@@ -27,6 +27,7 @@ mod identity_sdk_as;
 mod identity_signin;
 mod input;
 mod interop;
+mod isolation;
 mod legacy;
 mod logfmt;
 mod malformed;

@@ -1,4 +1,5 @@
-//! Servers people install, behind the gateway as stdio children: `@modelcontextprotocol/
+//! Servers people install, behind the gateway as stdio children, each in the default sandbox
+//! (`[upstream.sandbox]` with only its working folder writable): `@modelcontextprotocol/
 //! server-filesystem`, `server-memory` and `server-sequential-thinking` (2026.8.31, legacy-era
 //! servers), driven by the official Python SDK client in both eras and by the MCP Inspector's CLI.
 //! Round trips are checked where they land: a file written through the gateway is on disk and reads
@@ -10,16 +11,21 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// Each server in the default sandbox (`upstream::sandbox`), given only the folder it works in.
 fn config(root: &Path, memory_file: &Path) -> String {
+    let memory_dir = memory_file.parent().unwrap_or(root);
     format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\n\
-         [[upstream]]\nid = \"fs\"\ncommand = [{:?}, {:?}]\ntimeout = \"30s\"\n\n\
-         [[upstream]]\nid = \"memory\"\ncommand = [{:?}]\ntimeout = \"30s\"\n[upstream.env]\nMEMORY_FILE_PATH = {:?}\n\n\
-         [[upstream]]\nid = \"thinking\"\ncommand = [{:?}]\ntimeout = \"30s\"\n",
+         [[upstream]]\nid = \"fs\"\ncommand = [{:?}, {:?}]\ntimeout = \"30s\"\n[upstream.sandbox]\nwrite = [{:?}]\n\n\
+         [[upstream]]\nid = \"memory\"\ncommand = [{:?}]\ntimeout = \"30s\"\n[upstream.env]\nMEMORY_FILE_PATH = {:?}\n\
+         [upstream.sandbox]\nwrite = [{:?}]\n\n\
+         [[upstream]]\nid = \"thinking\"\ncommand = [{:?}]\ntimeout = \"30s\"\n[upstream.sandbox]\n",
         installed_server("mcp-server-filesystem"),
+        root.display().to_string(),
         root.display().to_string(),
         installed_server("mcp-server-memory"),
         memory_file.display().to_string(),
+        memory_dir.display().to_string(),
         installed_server("mcp-server-sequential-thinking"),
     )
 }

@@ -165,6 +165,12 @@ pub struct UpstreamSection {
     pub validate_arguments: Option<bool>,
     /// Pinned tool definitions for this upstream: `off`, `record` or `enforce` (default: `[pins] mode`).
     pub pin: Option<Spanned<String>>,
+    /// What a command upstream's process may reach.
+    pub sandbox: Option<super::sandbox::SandboxSection>,
+    /// `shared` (default) or `per_caller`, with its bounds.
+    pub instances: Option<Spanned<String>>,
+    pub max_instances: Option<usize>,
+    pub instance_idle: Option<Spanned<String>>,
 }
 
 /// One endpoint of a pool: used when every `when` entry (an `x-mcp-header` name → value)

@@ -12,6 +12,7 @@ pub mod guards;
 pub mod identity;
 pub mod limits;
 pub mod rules;
+pub mod sandbox;
 mod tls;
 mod upstream;
 pub mod usage;
@@ -187,6 +188,8 @@ pub struct UpstreamConfig {
     pub validate_arguments: bool,
     /// Its own pin mode (`None`: `[pins] mode`).
     pub pin: Option<crate::catalog::pins::PinMode>,
+    /// One process for every caller, or one per caller (stdio upstreams).
+    pub instances: sandbox::Instances,
 }
 
 /// The era the gateway speaks to an upstream that may offer both.
@@ -208,13 +211,13 @@ pub enum EraChoice {
 pub enum TransportConfig {
     /// One or more endpoints serving the same tools; the default one (or the first) feeds the
     /// catalogue.
-    Http {
-        endpoints: Vec<EndpointConfig>,
-    },
+    Http { endpoints: Vec<EndpointConfig> },
     Stdio {
         command: Vec<String>,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
+        /// `None`: the process runs with the gateway's own reach (`[upstream.sandbox]` absent).
+        sandbox: Option<Box<sandbox::SandboxConfig>>,
     },
 }
 

@@ -61,6 +61,7 @@ pub(super) fn upstream(
         user_auth,
         validate_arguments: u.validate_arguments.unwrap_or(true),
         pin: u.pin.as_ref().map(|p| super::guard::pin_mode(at, p, "upstream.pin")).transpose()?,
+        instances: super::sandbox::instances(at, u.id.get_ref(), u.instances.as_ref(), u.max_instances, u.instance_idle.as_ref())?,
     })
 }
 
@@ -123,6 +124,14 @@ fn http_transport(at: &Locator, u: &UpstreamSection, id: &str) -> Result<Transpo
             "keep one default endpoint",
         ));
     }
+    if u.sandbox.is_some() || u.instances.is_some() {
+        return Err(at.err(
+            &u.id,
+            "upstream.sandbox",
+            format!("upstream '{id}' has a url: sandbox and instances apply only to command upstreams"),
+            "remove them",
+        ));
+    }
     if !u.env.is_empty() || u.cwd.is_some() {
         return Err(at.err(
             &u.id,
@@ -176,7 +185,8 @@ fn stdio_transport(
         };
         vars.insert(name.clone(), text);
     }
-    Ok(TransportConfig::Stdio { command: cmd.get_ref().clone(), env: vars, cwd })
+    let sandbox = super::sandbox::resolve(at, id, u.sandbox.as_ref(), base, cwd.as_ref(), vec![base.to_path_buf()])?.map(Box::new);
+    Ok(TransportConfig::Stdio { command: cmd.get_ref().clone(), env: vars, cwd, sandbox })
 }
 
 /// The upstream's own headers and the headers per caller, with their secrets read.

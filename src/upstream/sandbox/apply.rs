@@ -1,0 +1,191 @@
+//! Applying a [`Policy`] to this process, then becoming the server: `mcpgate sandbox-exec`. Runs
+//! single-threaded, before any runtime starts, so each step may allocate. Every step that cannot
+//! be applied fails the start with the reason (the supervisor logs it and the gateway backs off),
+//! except where the kernel offers less than asked and the result is still stronger than nothing:
+//! those are named by [`enforcement`] for `mcpgate check`.
+
+use super::Policy;
+use landlock::{ABI, Access, AccessFs, AccessNet, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, path_beneath_rules};
+use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch};
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+
+/// The Landlock ABI asked for (file rights up to truncate and ioctl, TCP ports).
+const ABI_WANTED: ABI = ABI::V5;
+
+/// What the running kernel enforces of a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enforcement {
+    /// The Landlock ABI the kernel offers (0: none).
+    pub landlock_abi: u32,
+    /// TCP port rules (Landlock ABI 4).
+    pub tcp_ports: bool,
+    pub seccomp: bool,
+    /// Processes bounded by a cgroup (`pids`), which holds for root too; else only `RLIMIT_NPROC`,
+    /// which the kernel does not apply to root.
+    pub pids_cgroup: bool,
+    pub root: bool,
+}
+
+/// What this machine can enforce, probed without restricting anything.
+pub fn enforcement() -> Enforcement {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only reports the ABI.
+    let abi = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
+    let abi = u32::try_from(abi).unwrap_or(0);
+    // SAFETY: prctl(PR_GET_SECCOMP) only reads this process's seccomp mode.
+    let seccomp = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) } >= 0;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    Enforcement { landlock_abi: abi, tcp_ports: abi >= 4, seccomp, pids_cgroup: root && pids_root().is_some(), root }
+}
+
+/// Where a `pids` cgroup can be made: the v2 root (if it offers `pids`) or the v1 `pids` mount.
+fn pids_root() -> Option<std::path::PathBuf> {
+    let v2 = std::path::Path::new("/sys/fs/cgroup");
+    if std::fs::read_to_string(v2.join("cgroup.controllers")).is_ok_and(|c| c.split_whitespace().any(|x| x == "pids")) {
+        return Some(v2.to_path_buf());
+    }
+    let v1 = v2.join("pids");
+    v1.join("cgroup.procs").exists().then_some(v1)
+}
+
+/// Restricts this process as `policy` says, then executes `program` with `args`. Returns only on
+/// failure, with the reason.
+pub fn exec(policy: &Policy, program: &str, args: &[String]) -> String {
+    if let Err(e) = restrict(policy) {
+        return format!("the sandbox could not be applied: {e}");
+    }
+    let err = std::process::Command::new(program).args(args).exec();
+    format!("cannot start {program:?}: {err}")
+}
+
+fn restrict(policy: &Policy) -> Result<(), String> {
+    bound_processes(policy)?;
+    let limit = |what: libc::__rlimit_resource_t, n: u64, name: &str| -> Result<(), String> {
+        let r = libc::rlimit { rlim_cur: n, rlim_max: n };
+        // SAFETY: setrlimit reads the struct we pass; it has no other preconditions.
+        if unsafe { libc::setrlimit(what, &r) } != 0 {
+            return Err(format!("{name}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    };
+    limit(libc::RLIMIT_AS, policy.memory, "the memory limit")?;
+    limit(libc::RLIMIT_NOFILE, policy.files, "the open-files limit")?;
+    limit(libc::RLIMIT_NPROC, policy.processes, "the process limit")?;
+    if let Some(cpu) = policy.cpu {
+        limit(libc::RLIMIT_CPU, cpu, "the CPU-time limit")?;
+    }
+    // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) only sets a flag on this process.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(format!("no_new_privs: {}", std::io::Error::last_os_error()));
+    }
+    landlock(policy)?;
+    seccomp(policy)
+}
+
+/// A `pids` cgroup of `policy.processes`, joined by this process (root only: elsewhere
+/// `RLIMIT_NPROC` holds, since the kernel applies it to every user but root).
+fn bound_processes(policy: &Policy) -> Result<(), String> {
+    let (Some(name), Some(root)) = (&policy.cgroup, pids_root()) else { return Ok(()) };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    // Groups of gateways that are gone (empty, so removable) go first.
+    for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        let n = entry.file_name().to_string_lossy().to_string();
+        let gone = n
+            .strip_prefix("mcpgate-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+            .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
+        if gone {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("the process cgroup {}: {e}", dir.display()))?;
+    std::fs::write(dir.join("pids.max"), policy.processes.to_string()).map_err(|e| format!("pids.max: {e}"))?;
+    std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).map_err(|e| format!("joining {}: {e}", dir.display()))
+}
+
+fn landlock(policy: &Policy) -> Result<(), String> {
+    let err = |e: landlock::RulesetError| format!("Landlock: {e}");
+    let abi = ABI_WANTED;
+    let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(abi)).map_err(err)?;
+    if !policy.open {
+        ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp).map_err(err)?;
+    }
+    let existing = |paths: &[std::path::PathBuf]| paths.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
+    let mut created = ruleset
+        .create()
+        .map_err(err)?
+        .add_rules(path_beneath_rules(existing(&policy.read), AccessFs::from_read(abi)))
+        .map_err(err)?
+        .add_rules(path_beneath_rules(existing(&policy.write), AccessFs::from_all(abi)))
+        .map_err(err)?;
+    for port in policy.ports.iter().flatten() {
+        created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp)).map_err(err)?;
+    }
+    let status = created.restrict_self().map_err(err)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err("this kernel does not enforce Landlock, so files cannot be restricted (mcpgate check says what it offers); \
+                    set enabled = false in [upstream.sandbox] to run the server without a sandbox"
+            .into());
+    }
+    Ok(())
+}
+
+/// System calls no MCP server needs, refused with EPERM: changing what is mounted or loaded,
+/// reading other processes, new namespaces, keyrings, BPF, the clock, rebooting; io_uring (its
+/// operations pass around this filter). Without network, every socket but a Unix one.
+fn seccomp(policy: &Policy) -> Result<(), String> {
+    let mut denied: Vec<i64> = vec![
+        libc::SYS_ptrace,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_chroot,
+        libc::SYS_reboot,
+        libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_userfaultfd,
+        libc::SYS_acct,
+        libc::SYS_settimeofday,
+        libc::SYS_clock_settime,
+        libc::SYS_quotactl,
+        libc::SYS_syslog,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    denied.extend([libc::SYS_iopl, libc::SYS_ioperm]);
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = denied.into_iter().map(|s| (s, Vec::new())).collect();
+    if policy.ports.is_none() {
+        let not_unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| format!("seccomp: {e}"))?;
+        rules.insert(libc::SYS_socket, vec![not_unix]);
+    }
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
+        .map_err(|e| format!("seccomp: {e}"))?;
+    let program: seccompiler::BpfProgram = filter.try_into().map_err(|e: seccompiler::BackendError| format!("seccomp: {e}"))?;
+    seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))
+}

@@ -1,0 +1,101 @@
+"""A stdio MCP server that tries what a compromised package would, each attempt a tool that says
+what happened instead of crashing: read a file (the gateway's vault, a file outside its paths),
+write a file, connect to a TCP port on loopback, fork without bound, allocate memory. Written on
+the official Python SDK's `MCPServer` (`@mcp.tool()`), run over stdio.
+
+Each tool answers JSON: `{"ok": true, ...}` when the attempt worked, `{"ok": false, "error":
+"<exception type>: <message>"}` when it was refused.
+
+Usage: hostile_server.py     (stdio)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("hostile")
+
+
+def refused(e: BaseException) -> str:
+    return json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"})
+
+
+@mcp.tool()
+def read_file(path: str) -> str:
+    """Reads a file."""
+    try:
+        with open(path) as f:
+            return json.dumps({"ok": True, "content": f.read(200)})
+    except Exception as e:  # noqa: BLE001 - the refusal is the answer
+        return refused(e)
+
+
+@mcp.tool()
+def write_file(path: str, text: str) -> str:
+    """Writes a file."""
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+        return json.dumps({"ok": True})
+    except Exception as e:  # noqa: BLE001
+        return refused(e)
+
+
+@mcp.tool()
+def connect(port: int) -> str:
+    """Opens a TCP connection to 127.0.0.1:port."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=3):
+            return json.dumps({"ok": True})
+    except Exception as e:  # noqa: BLE001
+        return refused(e)
+
+
+@mcp.tool()
+def fork_many(count: int) -> str:
+    """Forks `count` children that sleep a second; says how many it got before a refusal."""
+    started, error = 0, None
+    pids = []
+    for _ in range(count):
+        try:
+            pid = os.fork()
+        except Exception as e:  # noqa: BLE001
+            error = f"{type(e).__name__}: {e}"
+            break
+        if pid == 0:
+            time.sleep(1)
+            os._exit(0)
+        pids.append(pid)
+        started += 1
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    return json.dumps({"ok": error is None, "started": started, "error": error})
+
+
+@mcp.tool()
+def allocate(megabytes: int) -> str:
+    """Allocates and touches `megabytes` of memory."""
+    try:
+        block = bytearray(megabytes * 1024 * 1024)
+        block[::4096] = b"x" * len(block[::4096])
+        return json.dumps({"ok": True, "bytes": len(block)})
+    except Exception as e:  # noqa: BLE001
+        return refused(e)
+
+
+@mcp.tool()
+def whereami() -> str:
+    """Says the process's HOME and working folder."""
+    return json.dumps({"ok": True, "home": os.environ.get("HOME"), "cwd": os.getcwd()})
+
+
+if __name__ == "__main__":
+    mcp.run()
