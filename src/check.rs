@@ -73,6 +73,7 @@ pub fn report(gw: &Gateway) -> (String, bool) {
             let _ = writeln!(out, "  {} / {} {}: {}", p.upstream, p.kind.label(), p.item, p.reason);
         }
     }
+    isolation(gw, &mut out);
     let _ = writeln!(out, "\n{} tools served from {} upstreams.", cat.tools().len(), gw.live_upstreams().len());
     for ep in &gw.config().endpoints {
         let Some(view) = gw.view(&ep.path) else { continue };
@@ -93,6 +94,67 @@ pub fn report(gw: &Gateway) -> (String, bool) {
         }
     }
     (out, all_ok)
+}
+
+/// What each stdio upstream's process can reach, and what this machine's kernel enforces of the
+/// sandboxes (never silently weaker: what is not enforced is named).
+fn isolation(gw: &Gateway, out: &mut String) {
+    use crate::config::TransportConfig;
+    use crate::config::sandbox::Network;
+    let stdio: Vec<_> = gw
+        .config()
+        .upstreams
+        .iter()
+        .filter_map(|u| match &u.transport {
+            TransportConfig::Stdio { sandbox, .. } => Some((u.id.clone(), sandbox.clone(), u.instances.clone())),
+            TransportConfig::Http { .. } => None,
+        })
+        .collect();
+    if stdio.is_empty() {
+        return;
+    }
+    let e = crate::upstream::sandbox::enforcement();
+    let _ = writeln!(out, "\nIsolation:");
+    for (id, sandbox, instances) in &stdio {
+        let per = match instances {
+            crate::config::sandbox::Instances::PerCaller { max, idle } => {
+                format!("; one process per caller (at most {max}, stopped after {} idle)", humantime::format_duration(*idle))
+            }
+            crate::config::sandbox::Instances::Shared => String::new(),
+        };
+        let Some(s) = sandbox else {
+            let _ =
+                writeln!(out, "  {id}: NOT sandboxed: runs with the gateway's own files, network and user (add [upstream.sandbox]){per}");
+            continue;
+        };
+        let network = match &s.network {
+            Network::None => "no network".to_string(),
+            Network::Open => "network open".to_string(),
+            Network::Ports(p) => format!("TCP to ports {p:?} only (UDP not restricted)"),
+        };
+        let target = match &s.container {
+            Some(c) => format!("container {} ({})", c.image, c.runtime.as_deref().unwrap_or("docker or podman")),
+            None => "sandboxed".into(),
+        };
+        let _ = writeln!(out, "  {id}: {target}; {network}; memory {} MiB; {} processes{per}", s.memory_bytes >> 20, s.processes);
+    }
+    let yes = |b: bool| if b { "enforced" } else { "NOT enforced" };
+    let files = if e.landlock_abi == 0 {
+        "NOT enforced (no Landlock: sandboxed servers will not start)".to_string()
+    } else {
+        format!("enforced (Landlock ABI {})", e.landlock_abi)
+    };
+    let processes = match (e.pids_cgroup, e.root) {
+        (true, _) => "enforced (pids cgroup)",
+        (false, false) => "enforced (RLIMIT_NPROC)",
+        (false, true) => "NOT enforced (the gateway runs as root and no pids cgroup can be made; RLIMIT_NPROC does not bind root)",
+    };
+    let _ = writeln!(
+        out,
+        "  this machine: files {files}; TCP ports {}; system-call filter {}; processes {processes}; memory, CPU time, open files enforced (rlimits)",
+        yes(e.tcp_ports),
+        yes(e.seccomp)
+    );
 }
 
 /// The merged catalogue as a JSON array, as `tools/list` serves it.

@@ -7,6 +7,7 @@
 //! that connects at once sees every upstream that is ready.
 
 pub mod guards;
+mod instances;
 mod maintain;
 pub mod onetime;
 mod personal;
@@ -116,6 +117,8 @@ pub struct Gateway {
     /// The endpoints' selection problems last reported (by path), so each is logged once, and
     /// only once every upstream has settled.
     view_problems: Mutex<Vec<(Arc<str>, Problem)>>,
+    /// The callers' own processes of `per_caller` stdio upstreams.
+    instances: instances::PerCaller,
 }
 
 impl Gateway {
@@ -180,6 +183,7 @@ impl Gateway {
             guards: ArcSwap::from_pointee(guard_set),
             definitions: guards::Definitions::default(),
             view_problems: Mutex::default(),
+            instances: Default::default(),
         }))
     }
 

@@ -194,6 +194,9 @@ impl Gateway {
     /// caller's own for a `user_auth` upstream (opened now if the caller holds a token).
     pub async fn upstream_for(&self, caller: &Principal, index: usize) -> Option<Routed> {
         let shared = self.upstream(index)?;
+        if let Some(own) = self.own_instance(&caller.id, &shared).await {
+            return Some(own);
+        }
         let Some(p) = self.personal.as_ref().filter(|p| p.identity.protects(shared.id())) else {
             return Some(Routed::Up(shared));
         };

@@ -238,11 +238,20 @@ impl StdioTransport {
             None => None,
             Some(cfg) => Some(super::sandbox::prepare(cfg, &self.id, &self.command, self.cwd.as_deref())?),
         };
+        // `{instance_dir}` in the arguments and the environment: the process's own folder.
+        let (args, env) = match &sandbox {
+            Some((_, dir)) => {
+                let dir = dir.display().to_string();
+                let put = |s: &String| s.replace("{instance_dir}", &dir);
+                (self.command[1..].iter().map(put).collect::<Vec<_>>(), self.env.iter().map(|(k, v)| (k.clone(), put(v))).collect())
+            }
+            None => (self.command[1..].to_vec(), self.env.clone()),
+        };
         let spec = child::Spec {
             id: &self.id,
             program: &program,
-            args: &self.command[1..],
-            env: &self.env,
+            args: &args,
+            env: &env,
             cwd: self.cwd.as_ref(),
             sandbox: sandbox.as_ref().map(|(policy, private)| (policy.clone(), private)),
         };

@@ -83,3 +83,94 @@ async fn a_hostile_stdio_server_reaches_nothing_it_was_not_given() {
     }
     drop((listener, forbidden));
 }
+
+/// `mcpgate check` names every stdio upstream that runs unsandboxed, what each sandbox allows, and
+/// what this machine's kernel enforces of it.
+#[test]
+fn check_says_what_each_stdio_upstream_can_reach_and_what_is_enforced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gateway.toml");
+    let server = repo().join("tests/py/hostile_server.py").display().to_string();
+    let config = format!(
+        "[[upstream]]\nid = \"plain\"\ncommand = [{py:?}, {server:?}]\n\n\
+         [[upstream]]\nid = \"boxed\"\ncommand = [{py:?}, {server:?}]\ninstances = \"per_caller\"\nmax_instances = 4\n\
+         [upstream.sandbox]\nnetwork = [443]\nmemory = \"1GiB\"\n",
+        py = python(),
+    );
+    std::fs::write(&path, config).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate")).args(["check", "-c"]).arg(&path).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("plain: NOT sandboxed"), "{text}");
+    assert!(text.contains("boxed: sandboxed; TCP to ports [443] only") && text.contains("memory 1024 MiB"), "{text}");
+    assert!(text.contains("one process per caller (at most 4"), "{text}");
+    assert!(text.contains("this machine: files enforced (Landlock ABI"), "the kernel's Landlock is named: {text}");
+}
+
+async fn call_by(gw: &Gateway, key: &str, tool: &str, args: Value) -> Value {
+    let auth = format!("Bearer {key}");
+    rpc_with(&gw.url, "tools/call", json!({ "name": tool, "arguments": args }), &[("Authorization", &auth)]).await.message()
+}
+
+fn graph_of(reply: &Value) -> String {
+    reply["result"]["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect::<Vec<_>>().join("\n")
+}
+
+/// `instances = "per_caller"` with the real server-memory: each caller's entities live in that
+/// caller's own process and folder (`{instance_dir}`), invisible to the other; an idle process
+/// stops, and the caller's next call starts it again on the same folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_callers_of_server_memory_each_have_their_own_and_an_idle_one_stops() {
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
+         [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[caller]]\nid = \"bob\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[upstream]]\nid = \"memory\"\ncommand = [{:?}]\ntimeout = \"5s\"\ninstances = \"per_caller\"\ninstance_idle = \"2s\"\n\
+         [upstream.env]\nMEMORY_FILE_PATH = \"{{instance_dir}}/memory.jsonl\"\n[upstream.sandbox]\n",
+        crate::callers::hash("alice-key"),
+        crate::callers::hash("bob-key"),
+        installed_server("mcp-server-memory"),
+    );
+    let gw = gateway(&config);
+    let folder = gw.config_path.parent().expect("folder").join(".mcpgate-sandbox/memory/callers");
+    for (key, entity) in [("alice-key", "alice-private-plan"), ("bob-key", "bob-shopping-list")] {
+        let made = call_by(
+            &gw,
+            key,
+            "memory__create_entities",
+            json!({ "entities": [{ "name": entity, "entityType": "note", "observations": ["mine"] }] }),
+        )
+        .await;
+        assert_ne!(made["result"]["isError"], true, "{made}\n{}", gw.proc.log());
+    }
+    let alice = graph_of(&call_by(&gw, "alice-key", "memory__read_graph", json!({})).await);
+    let bob = graph_of(&call_by(&gw, "bob-key", "memory__read_graph", json!({})).await);
+    assert!(alice.contains("alice-private-plan") && !alice.contains("bob-shopping-list"), "alice sees only hers: {alice}");
+    assert!(bob.contains("bob-shopping-list") && !bob.contains("alice-private-plan"), "bob sees only his: {bob}");
+    // Two folders, one per caller, each with its own memory file.
+    let files: Vec<String> = std::fs::read_dir(&folder)
+        .expect("the callers' folders")
+        .flatten()
+        .filter_map(|d| std::fs::read_to_string(d.path().join("memory.jsonl")).ok())
+        .collect();
+    assert_eq!(files.len(), 2, "one memory file per caller under {}", folder.display());
+
+    // Idle: both processes stop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while gw.proc.log().matches("stopped a caller's idle process").count() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(gw.proc.log().matches("stopped a caller's idle process").count(), 2, "{}", gw.proc.log());
+    let alive = |who: &str| {
+        let out = std::process::Command::new("pgrep").args(["-f", &format!("callers/{who}-")]).output().expect("pgrep");
+        !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while (alive("alice") || alive("bob")) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(!alive("alice") && !alive("bob"), "the idle processes are gone");
+    // Alice comes back: a new process of hers, on her folder.
+    let again = graph_of(&call_by(&gw, "alice-key", "memory__read_graph", json!({})).await);
+    assert!(again.contains("alice-private-plan") && !again.contains("bob-shopping-list"), "{again}");
+    assert!(alive("alice") && !alive("bob"));
+}

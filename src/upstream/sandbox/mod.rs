@@ -198,7 +198,10 @@ pub fn prepare(cfg: &SandboxConfig, id: &str, command: &[String], cwd: Option<&P
         .create(&private)
         .map_err(|e| fail(format!("its sandbox folder {}: {e}", private.display())))?;
     let mut policy = Policy::for_start(cfg, command, cwd, &private).map_err(fail)?;
-    policy.cgroup = Some(format!("mcpgate-{}-{}", std::process::id(), id.replace('/', "_")));
+    // One group per process folder: a caller's own process is bounded apart from the others.
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, private.as_os_str().as_encoded_bytes());
+    let tag: String = digest.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+    policy.cgroup = Some(format!("mcpgate-{}-{}-{tag}", std::process::id(), id.replace('/', "_")));
     let json = serde_json::to_string(&policy).map_err(|e| fail(e.to_string()))?;
     Ok((json, private))
 }

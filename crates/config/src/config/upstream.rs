@@ -45,6 +45,15 @@ pub(super) fn upstream(
         Some(ua) => Some(super::identity::user_auth(at, ua, &u.id, &transport, oauth.is_some(), base, env)?),
         None => None,
     };
+    let instances = super::sandbox::instances(at, u.id.get_ref(), u.instances.as_ref(), u.max_instances, u.instance_idle.as_ref())?;
+    if instances != super::sandbox::Instances::Shared && !matches!(&transport, TransportConfig::Stdio { sandbox: Some(_), .. }) {
+        return Err(at.err(
+            &u.id,
+            "upstream.instances",
+            format!("upstream '{id}': each caller's process runs in a sandbox and folder of its own"),
+            "add [upstream.sandbox] (its `{instance_dir}` is each caller's own folder)",
+        ));
+    }
     Ok(UpstreamConfig {
         timeout: at.duration(u.timeout.as_ref(), "upstream.timeout", Duration::from_secs(30))?,
         rename: renames(at, &u)?,
@@ -61,7 +70,7 @@ pub(super) fn upstream(
         user_auth,
         validate_arguments: u.validate_arguments.unwrap_or(true),
         pin: u.pin.as_ref().map(|p| super::guard::pin_mode(at, p, "upstream.pin")).transpose()?,
-        instances: super::sandbox::instances(at, u.id.get_ref(), u.instances.as_ref(), u.max_instances, u.instance_idle.as_ref())?,
+        instances,
     })
 }
 

@@ -1,0 +1,159 @@
+//! One process per caller for stdio upstreams that keep user state (`instances = "per_caller"`,
+//! docs/isolation.md): a caller's first request starts a process of its own, in a sandbox of its
+//! own with its own private folder (`{instance_dir}`); later requests of that caller go to it; it
+//! stops after `instance_idle` without use, or when `max_instances` are running and another
+//! caller needs one (the least recently used goes). The catalogue still comes from the shared
+//! process's probe; a caller's process that announces a list change tells that caller only.
+
+use super::{Gateway, Routed};
+use crate::config::sandbox::Instances;
+use crate::config::{TransportConfig, UpstreamConfig};
+use crate::sync::lock;
+use crate::upstream::{Shared, Upstream};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How often idle instances are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// The running per-caller processes.
+#[derive(Default)]
+pub struct PerCaller {
+    held: Mutex<HashMap<(String, usize), Held>>,
+    /// One start at a time per (caller, upstream): concurrent first requests share it.
+    starting: Mutex<HashMap<(String, usize), Arc<tokio::sync::Mutex<()>>>>,
+    sweeping: std::sync::atomic::AtomicBool,
+}
+
+struct Held {
+    up: Arc<Upstream>,
+    used: Instant,
+}
+
+/// A caller id as a folder name: its safe characters, and a digest that keeps distinct ids apart.
+fn folder_of(caller: &str) -> String {
+    let safe: String = caller.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(32).collect();
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, caller.as_bytes());
+    let hex: String = digest.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{safe}-{hex}")
+}
+
+/// The configuration of `caller`'s own process: the upstream's, with a private folder of its own.
+fn for_caller(cfg: &UpstreamConfig, caller: &str) -> UpstreamConfig {
+    let mut cfg = cfg.clone();
+    if let TransportConfig::Stdio { sandbox: Some(s), .. } = &mut cfg.transport {
+        s.private = s.private.join("callers").join(folder_of(caller));
+    }
+    cfg
+}
+
+impl Gateway {
+    /// For a `per_caller` upstream, the caller's own process (started now if it has none);
+    /// `None` for any other upstream.
+    pub(super) async fn own_instance(&self, caller: &str, shared: &Arc<Upstream>) -> Option<Routed> {
+        let Instances::PerCaller { max, idle } = shared.cfg.instances.clone() else { return None };
+        let key = (caller.to_string(), shared.index);
+        if let Some(up) = self.running_instance(&key) {
+            return Some(Routed::Up(up));
+        }
+        let gate = lock(&self.instances.starting).entry(key.clone()).or_default().clone();
+        let _starting = gate.lock().await;
+        if let Some(up) = self.running_instance(&key) {
+            return Some(Routed::Up(up));
+        }
+        let (tx, mut updates) = tokio::sync::mpsc::channel::<String>(8);
+        let parts = Shared { client: self.client.clone(), tasks: self.tasks.child(), input_timeout: self.config().server.input_timeout };
+        let up = Arc::new(Upstream::new(shared.index, for_caller(&shared.cfg, caller), parts, tx));
+        if let Err(e) = up.refresh().await {
+            tracing::warn!(upstream = %shared.id(), %caller, error = %e, "a caller's own process did not start");
+            up.retire();
+            return Some(Routed::Failed(e));
+        }
+        tracing::info!(upstream = %shared.id(), %caller, "started a caller's own process");
+        // Its list changes go to this caller's listeners only.
+        let (me, who) = (self.me.clone(), caller.to_string());
+        self.tasks.spawn(async move {
+            while updates.recv().await.is_some() {
+                match me.upgrade() {
+                    Some(gw) => gw.hub.caller_changed(&who),
+                    None => break,
+                }
+            }
+        });
+        let evicted = {
+            let mut held = lock(&self.instances.held);
+            held.insert(key, Held { up: up.clone(), used: Instant::now() });
+            let mine: Vec<(String, usize)> = held.keys().filter(|(_, i)| *i == shared.index).cloned().collect();
+            let mut out = Vec::new();
+            if mine.len() > max
+                && let Some(oldest) = mine.iter().min_by_key(|k| held.get(*k).map(|h| h.used)).cloned()
+                && let Some(gone) = held.remove(&oldest)
+            {
+                out.push((oldest.0, gone.up));
+            }
+            out
+        };
+        for (who, gone) in evicted {
+            tracing::info!(upstream = %shared.id(), caller = %who, "stopped a caller's process: max_instances reached");
+            gone.retire();
+        }
+        self.sweep_instances_from_now_on(idle);
+        Some(Routed::Up(up))
+    }
+
+    fn running_instance(&self, key: &(String, usize)) -> Option<Arc<Upstream>> {
+        let mut held = lock(&self.instances.held);
+        let h = held.get_mut(key)?;
+        if h.up.is_retired() {
+            held.remove(key);
+            return None;
+        }
+        h.used = Instant::now();
+        Some(h.up.clone())
+    }
+
+    /// Starts the loop that stops idle per-caller processes (once).
+    fn sweep_instances_from_now_on(&self, _idle: Duration) {
+        if self.instances.sweeping.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let me = self.me.clone();
+        self.tasks.spawn(async move {
+            loop {
+                tokio::time::sleep(SWEEP_EVERY).await;
+                let Some(gw) = me.upgrade() else { break };
+                gw.stop_idle_instances();
+            }
+        });
+    }
+
+    /// Stops the per-caller processes idle longer than their upstream's `instance_idle`.
+    pub fn stop_idle_instances(&self) {
+        let ups = self.upstreams();
+        let idle_of = |index: usize| match ups.get(index).map(|u| u.cfg.instances.clone()) {
+            Some(Instances::PerCaller { idle, .. }) => idle,
+            _ => Duration::ZERO,
+        };
+        let stopped: Vec<((String, usize), Arc<Upstream>)> = {
+            let mut held = lock(&self.instances.held);
+            let idle: Vec<(String, usize)> =
+                held.iter().filter(|(k, h)| h.used.elapsed() >= idle_of(k.1)).map(|(k, _)| k.clone()).collect();
+            idle.into_iter().filter_map(|k| held.remove(&k).map(|h| (k, h.up))).collect()
+        };
+        for ((caller, index), up) in stopped {
+            tracing::info!(upstream = %self.upstream_id(index), %caller, "stopped a caller's idle process");
+            up.retire();
+        }
+    }
+
+    /// How many per-caller processes run now, per upstream id.
+    pub fn instances_running(&self) -> HashMap<String, usize> {
+        let mut out = HashMap::new();
+        for (_, index) in lock(&self.instances.held).keys() {
+            *out.entry(self.upstream_id(*index).to_string()).or_insert(0) += 1;
+        }
+        out
+    }
+}
