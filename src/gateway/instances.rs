@@ -18,12 +18,15 @@ use tokio::time::Instant;
 /// How often idle instances are looked for.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
+/// A caller and an upstream's index.
+type Key = (String, usize);
+
 /// The running per-caller processes.
 #[derive(Default)]
 pub struct PerCaller {
-    held: Mutex<HashMap<(String, usize), Held>>,
+    held: Mutex<HashMap<Key, Held>>,
     /// One start at a time per (caller, upstream): concurrent first requests share it.
-    starting: Mutex<HashMap<(String, usize), Arc<tokio::sync::Mutex<()>>>>,
+    starting: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
     sweeping: std::sync::atomic::AtomicBool,
 }
 
