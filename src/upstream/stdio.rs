@@ -233,13 +233,13 @@ impl StdioTransport {
     }
 
     fn spawn(&self) -> Result<Arc<Proc>, UpstreamError> {
-        let program = self.program.clone()?;
-        let sandbox = match &self.sandbox {
+        let mut program = self.program.clone()?;
+        let mut sandbox = match &self.sandbox {
             None => None,
             Some(cfg) => Some(super::sandbox::prepare(cfg, &self.id, &self.command, self.cwd.as_deref())?),
         };
         // `{instance_dir}` in the arguments and the environment: the process's own folder.
-        let (args, env) = match &sandbox {
+        let (mut args, env) = match &sandbox {
             Some((_, dir)) => {
                 let dir = dir.display().to_string();
                 let put = |s: &String| s.replace("{instance_dir}", &dir);
@@ -247,6 +247,17 @@ impl StdioTransport {
             }
             None => (self.command[1..].to_vec(), self.env.clone()),
         };
+        // In a container, the runtime is the process, and the command runs in the image.
+        if let (Some(cfg), Some((_, dir))) = (&self.sandbox, &sandbox)
+            && let Some(c) = &cfg.container
+        {
+            let inside: Vec<String> = std::iter::once(self.command[0].clone()).chain(args).collect();
+            let (runtime, run) =
+                super::sandbox::container_command(cfg, &c.image, c.runtime.as_deref(), &inside, &env, self.cwd.as_deref(), dir)
+                    .map_err(|e| UpstreamError::Unreachable(format!("upstream '{}': {e}", self.id)))?;
+            (program, args) = (runtime, run);
+            sandbox = None;
+        }
         let spec = child::Spec {
             id: &self.id,
             program: &program,

@@ -205,3 +205,56 @@ pub fn prepare(cfg: &SandboxConfig, id: &str, command: &[String], cwd: Option<&P
     let json = serde_json::to_string(&policy).map_err(|e| fail(e.to_string()))?;
     Ok((json, private))
 }
+
+/// The command that runs the server in a container (`image`): the runtime's `run`, stdio over its
+/// stdin and stdout, the sandbox's limits as the runtime's flags (no network or the default one,
+/// memory, processes, open files, CPU time; read-only root, no capabilities, no new privileges),
+/// the private folder, `cwd` and `write` paths mounted writable and `read` paths read-only, at the
+/// same paths as on the host, and each variable of `env` passed by name (its value comes from the
+/// runtime's environment, so no secret is on a command line). Returns the runtime and its arguments.
+pub fn container_command(
+    cfg: &SandboxConfig,
+    image: &str,
+    runtime: Option<&str>,
+    command: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: Option<&Path>,
+    private: &Path,
+) -> Result<(PathBuf, Vec<String>), String> {
+    let runtime = match runtime {
+        Some(r) => which(r).ok_or_else(|| format!("the container runtime {r:?} is not on PATH"))?,
+        None => which("docker").or_else(|| which("podman")).ok_or("no container runtime (docker or podman) is on PATH")?,
+    };
+    let mut a: Vec<String> = ["run", "-i", "--rm", "--init", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    match &cfg.network {
+        Network::None => a.extend(["--network".into(), "none".into()]),
+        Network::Open => {}
+        Network::Ports(_) => return Err("a container's connections cannot be limited to ports: use network = \"none\" or \"open\"".into()),
+    }
+    a.push(format!("--memory={}", cfg.memory_bytes));
+    a.push(format!("--pids-limit={}", cfg.processes));
+    a.push(format!("--ulimit=nofile={0}:{0}", cfg.open_files));
+    if let Some(cpu) = cfg.cpu_seconds {
+        a.push(format!("--ulimit=cpu={cpu}:{cpu}"));
+    }
+    a.extend(["--tmpfs".into(), "/tmp".into()]);
+    let p = private.display().to_string();
+    a.extend(["-v".into(), format!("{p}:{p}:rw"), "-w".into(), p.clone(), "-e".into(), format!("HOME={p}")]);
+    for w in cwd.into_iter().map(Path::to_path_buf).chain(cfg.write.iter().cloned()) {
+        let w = w.display().to_string();
+        a.extend(["-v".into(), format!("{w}:{w}:rw")]);
+    }
+    for r in &cfg.read {
+        let r = r.display().to_string();
+        a.extend(["-v".into(), format!("{r}:{r}:ro")]);
+    }
+    for name in env.keys() {
+        a.extend(["-e".into(), name.clone()]);
+    }
+    a.push(image.to_string());
+    a.extend(command.iter().cloned());
+    Ok((runtime, a))
+}

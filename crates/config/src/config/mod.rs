@@ -346,7 +346,7 @@ impl Config {
 
         let server = resolve_server(&at, file.server, listen_override, &base_dir)?;
         let catalog = resolve_catalog(&at, file.catalog)?;
-        let upstreams = resolve_upstreams(&at, file.upstreams, &catalog.names.separator, &base_dir, env)?;
+        let mut upstreams = resolve_upstreams(&at, file.upstreams, &catalog.names.separator, &base_dir, env)?;
         let auth = auth::resolve_auth(&at, file.auth, &base_dir)?;
         let callers = auth::resolve_callers(&at, file.callers, auth.mode)?;
         check_authentication(&at, &auth, &callers, &server, &upstreams)?;
@@ -373,6 +373,14 @@ impl Config {
                 at.file, u.id
             )));
         }
+        // The files the gateway keeps secrets and records in are hidden from every sandbox, wherever
+        // they live (the config folder is hidden already).
+        let mut kept: Vec<PathBuf> = server.token_key_file.clone();
+        kept.extend(identity.as_ref().map(|i| i.vault.clone()));
+        kept.extend(usage_cfg.enabled.then(|| usage_cfg.store.clone()));
+        kept.extend(audit.file.clone());
+        kept.push(pins.file.clone());
+        sandbox::hide(&at, &mut upstreams, &kept)?;
         Ok(Config {
             source: path.to_path_buf(),
             server,

@@ -98,12 +98,20 @@ pub(super) fn resolve(
     if s.enabled == Some(false) {
         return Ok(None);
     }
-    let abs = |p: &String| if Path::new(p).is_absolute() { PathBuf::from(p) } else { base.join(p) };
+    // Absolute and resolved, so that no spelling (`.`, `..`, a link) hides a folder it contains.
+    let full = |p: &Path| {
+        let p = if p.as_os_str().is_empty() { Path::new(".") } else { p };
+        p.canonicalize().or_else(|_| std::path::absolute(p)).unwrap_or_else(|_| p.to_path_buf())
+    };
+    let base = full(base);
+    let hidden: Vec<PathBuf> = hidden.iter().map(|h| full(h)).collect();
+    let abs = |p: &String| full(&if Path::new(p).is_absolute() { PathBuf::from(p) } else { base.join(p) });
     let read: Vec<PathBuf> = s.read.iter().map(abs).collect();
     let write: Vec<PathBuf> = s.write.iter().map(abs).collect();
+    let cwd = cwd.map(|c| full(c));
     // A path that would show the gateway's own secrets to the server is refused outright: the
     // sandbox allows whole trees, so it cannot hide a folder inside one it shows.
-    for p in read.iter().chain(&write).chain(cwd) {
+    for p in read.iter().chain(&write).chain(cwd.as_ref()) {
         if let Some(h) = hidden.iter().find(|h| h.starts_with(p)) {
             return Err(ConfigError(format!(
                 "{}: upstream '{id}' sandbox: {} would show the gateway's {} to the server. Fix: give a folder that does not contain it.",
@@ -145,6 +153,12 @@ pub(super) fn resolve(
         })?,
     };
     let container = s.image.as_ref().map(|image| Container { image: image.clone(), runtime: s.runtime.clone() });
+    if container.is_some() && matches!(network, Network::Ports(_)) {
+        return Err(ConfigError(format!(
+            "{}: upstream '{id}' sandbox: a container's connections cannot be limited to ports. Fix: network = \"none\" or \"open\".",
+            at.file
+        )));
+    }
     if let Some(r) = &s.runtime
         && !matches!(r.as_str(), "docker" | "podman")
     {
@@ -162,6 +176,30 @@ pub(super) fn resolve(
         hidden,
         container,
     }))
+}
+
+/// Adds `kept` (the gateway's secret and record files) to what every sandbox hides, and refuses a
+/// sandbox that would show one of them.
+pub(super) fn hide(at: &Locator, upstreams: &mut [super::UpstreamConfig], kept: &[PathBuf]) -> Result<(), ConfigError> {
+    let full = |p: &Path| p.canonicalize().or_else(|_| std::path::absolute(p)).unwrap_or_else(|_| p.to_path_buf());
+    let kept: Vec<PathBuf> = kept.iter().filter(|k| !k.as_os_str().is_empty()).map(|k| full(k)).collect();
+    for u in upstreams.iter_mut() {
+        let super::TransportConfig::Stdio { sandbox: Some(s), cwd, .. } = &mut u.transport else { continue };
+        for p in s.read.iter().chain(&s.write).chain(cwd.iter()) {
+            let p = full(p);
+            if let Some(k) = kept.iter().find(|k| k.starts_with(&p)) {
+                return Err(ConfigError(format!(
+                    "{}: upstream '{}' sandbox: {} would show the gateway's {} to the server. Fix: give a folder that does not contain it.",
+                    at.file,
+                    u.id,
+                    p.display(),
+                    k.display()
+                )));
+            }
+        }
+        s.hidden.extend(kept.iter().cloned());
+    }
+    Ok(())
 }
 
 /// `instances` and its bounds.

@@ -333,3 +333,35 @@ fn assertion_grants_need_their_assertion_and_identity_provider() {
         assert!(e.contains(says), "{config}\n{e}");
     }
 }
+
+#[test]
+fn a_sandbox_says_what_a_command_may_reach() {
+    let up = "[[upstream]]\nid = \"notes\"\ncommand = [\"node\", \"server.js\"]\n";
+    let c =
+        parse(&format!("{up}[upstream.sandbox]\nwrite = [\"/srv/notes\"]\nnetwork = [5432, 443]\nmemory = \"1GiB\"\n")).expect("sandbox");
+    let TransportConfig::Stdio { sandbox: Some(s), .. } = &c.upstreams[0].transport else { panic!("a sandbox") };
+    assert_eq!(s.network, super::sandbox::Network::Ports(vec![5432, 443]));
+    assert_eq!((s.memory_bytes, s.processes, s.open_files), (1 << 30, 256, 1024));
+    assert_eq!(s.write, vec![std::path::PathBuf::from("/srv/notes")]);
+    assert!(s.private.ends_with(".mcpgate-sandbox/notes"));
+    let c = parse(&format!("{up}[upstream.sandbox]\nenabled = false\n")).expect("off");
+    assert!(matches!(&c.upstreams[0].transport, TransportConfig::Stdio { sandbox: None, .. }));
+    for (extra, says) in [
+        ("[upstream.sandbox]\nnetwork = \"lan\"\n", "not a network setting"),
+        ("[upstream.sandbox]\nnetwork = [70000]\n", "not a TCP port"),
+        ("[upstream.sandbox]\nmemory = \"1KiB\"\n", "at least 16MiB"),
+        ("[upstream.sandbox]\nread = [\".\"]\n", "would show the gateway's"),
+        ("[upstream.sandbox]\nimage = \"x\"\nnetwork = [443]\n", "cannot be limited to ports"),
+        ("[upstream.sandbox]\nimage = \"x\"\nruntime = \"lxc\"\n", "docker or podman"),
+        ("instances = \"per_caller\"\n", "a sandbox and folder of its own"),
+        ("instances = \"per_caller\"\ninstance_idle = \"soon\"\n[upstream.sandbox]\n", "instance_idle"),
+        ("max_instances = 3\n", "bound instances"),
+    ] {
+        let e = parse(&format!("{up}{extra}")).unwrap_err().0;
+        assert!(e.contains(says), "{extra}: {e}");
+    }
+    let c = parse(&format!("{up}instances = \"per_caller\"\nmax_instances = 3\n[upstream.sandbox]\n")).expect("per caller");
+    assert!(matches!(c.upstreams[0].instances, super::sandbox::Instances::PerCaller { max: 3, .. }));
+    let e = parse("[[upstream]]\nid = \"web\"\nurl = \"https://x.example/mcp\"\n[upstream.sandbox]\n").unwrap_err().0;
+    assert!(e.contains("only to command upstreams"), "{e}");
+}
