@@ -183,6 +183,7 @@ fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<Strin
     if spec.get("envFile").is_some() {
         ctx.warnings.push(format!("server '{name}': envFile is not imported: list its variables under [upstream.env]"));
     }
+    sandbox(&mut body, &argv);
     if !env.is_empty() || !arg_vars.is_empty() {
         let _ = writeln!(body, "[upstream.env]");
         for (k, v) in &env {
@@ -208,6 +209,26 @@ fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<Strin
 /// Otherwise the command runs through `sh -c`: each secret part of an argument becomes `"${VAR}"`,
 /// which the shell expands from the child's environment (where `[upstream.env]` puts VAR, read
 /// from the gateway's), and the rest is single-quoted. Returns the line and the variables.
+/// An imported server runs in a sandbox (docs/isolation.md): the folders its arguments name are
+/// writable (a filesystem server's roots); a package runner (`npx`, `uvx`, …) gets the network,
+/// since it downloads the package at start; anything else gets none.
+fn sandbox(body: &mut String, argv: &[String]) {
+    let program = argv.first().and_then(|p| std::path::Path::new(p).file_name()).and_then(|n| n.to_str()).unwrap_or("");
+    // A server the container runtime starts is isolated by it (and needs its socket).
+    if matches!(program, "docker" | "podman") {
+        return;
+    }
+    let runner = matches!(program, "npx" | "uvx" | "bunx" | "pnpx" | "pipx" | "uv" | "pnpm" | "yarn" | "deno");
+    let folders: Vec<&String> = argv.iter().skip(1).filter(|a| a.starts_with('/') && std::path::Path::new(a.as_str()).is_dir()).collect();
+    let _ = writeln!(body, "[upstream.sandbox]");
+    if runner {
+        let _ = writeln!(body, "network = \"open\"   # the package runner downloads the server at start");
+    }
+    if !folders.is_empty() {
+        let _ = writeln!(body, "write = [{}]", folders.iter().map(|f| quote(f)).collect::<Vec<_>>().join(", "));
+    }
+}
+
 fn command_line(ctx: &mut Ctx, name: &str, argv: &[String], avoid: &BTreeSet<String>) -> (String, Vec<String>) {
     let found = secrets::find_in_args(argv);
     if found.iter().all(Vec::is_empty) {

@@ -358,3 +358,25 @@ fn ordinary_arguments_and_urls_are_kept_as_written() {
     assert_eq!(child_argv(&cfg, "py")[4], "--model=claude-3-5-sonnet-20241022");
     assert!(out.toml.contains("url = \"https://mcp.example.com/mcp\""), "{}", out.toml);
 }
+
+#[test]
+fn imported_command_servers_run_in_a_sandbox() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().display().to_string();
+    let json = format!(
+        r#"{{"mcpServers": {{
+            "files": {{"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "{root}"]}},
+            "local": {{"command": "/opt/tools/server", "args": ["--verbose"]}},
+            "boxed": {{"command": "docker", "args": ["run", "-i", "--rm", "mcp/time"]}}
+        }}}}"#
+    );
+    let t = import(&json, "claude_desktop_config.json").expect("imported").toml;
+    let files = t.split("[[upstream]]").find(|s| s.contains("\"files\"")).expect("files");
+    assert!(files.contains("[upstream.sandbox]\nnetwork = \"open\""), "a package runner downloads: {files}");
+    assert!(files.contains(&format!("write = [\"{root}\"]")), "its root is writable: {files}");
+    let local = t.split("[[upstream]]").find(|s| s.contains("\"local\"")).expect("local");
+    assert!(local.contains("[upstream.sandbox]") && !local.contains("network"), "no network by default: {local}");
+    let boxed = t.split("[[upstream]]").find(|s| s.contains("\"boxed\"")).expect("boxed");
+    assert!(!boxed.contains("[upstream.sandbox]"), "the container runtime isolates it: {boxed}");
+    crate::config::Config::parse(&t, std::path::Path::new("/tmp/imported/gateway.toml"), None, &|_| Some("x".into())).expect("loads");
+}

@@ -236,7 +236,11 @@ impl StdioTransport {
         let mut program = self.program.clone()?;
         let mut sandbox = match &self.sandbox {
             None => None,
-            Some(cfg) => Some(super::sandbox::prepare(cfg, &self.id, &self.command, self.cwd.as_deref())?),
+            Some(cfg) => {
+                // The program as it will be started (`mcpgate` is this binary), so its own tree is readable.
+                let resolved: Vec<String> = std::iter::once(program.display().to_string()).chain(self.command[1..].iter().cloned()).collect();
+                Some(super::sandbox::prepare(cfg, &self.id, &resolved, self.cwd.as_deref())?)
+            }
         };
         // `{instance_dir}` in the arguments and the environment: the process's own folder.
         let (mut args, env) = match &sandbox {

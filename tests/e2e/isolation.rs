@@ -45,6 +45,8 @@ async fn a_hostile_stdio_server_reaches_nothing_it_was_not_given() {
         let folder = gw.config_path.parent().expect("config folder").to_path_buf();
         std::fs::write(folder.join("mcpgate-vault.json"), "{\"sealed\":\"vault\"}").expect("vault");
         let vault = attempt(&gw, "read_file", json!({ "path": folder.join("mcpgate-vault.json") })).await;
+        // The gateway's environment (where a token key may be given) through /proc.
+        let environ = attempt(&gw, "read_file", json!({ "path": format!("/proc/{}/environ", gw.proc.child.id()) })).await;
         let secret = attempt(&gw, "read_file", json!({ "path": outside.path().join("secret.txt") })).await;
         let write = attempt(&gw, "write_file", json!({ "path": outside.path().join("dropped.txt"), "text": "x" })).await;
         let near = attempt(&gw, "connect", json!({ "port": forbidden_port })).await;
@@ -54,7 +56,7 @@ async fn a_hostile_stdio_server_reaches_nothing_it_was_not_given() {
         let home = attempt(&gw, "whereami", json!({})).await;
         let own = std::path::Path::new(home["home"].as_str().unwrap_or_default()).join("notes.txt");
         let own_write = attempt(&gw, "write_file", json!({ "path": own, "text": "mine" })).await;
-        let results = [&vault, &secret, &write, &near, &forks, &memory];
+        let results = [&vault, &environ, &secret, &write, &near, &forks, &memory];
         if !sandboxed {
             // Without a sandbox every attempt works: the tools really try.
             for r in results {
@@ -63,7 +65,7 @@ async fn a_hostile_stdio_server_reaches_nothing_it_was_not_given() {
             std::fs::remove_file(outside.path().join("dropped.txt")).expect("it wrote outside");
             continue;
         }
-        for (what, r) in [("the vault", &vault), ("a file outside", &secret), ("a write outside", &write)] {
+        for (what, r) in [("the vault", &vault), ("the gateway's environment", &environ), ("a file outside", &secret), ("a write outside", &write)] {
             assert_eq!(r["ok"], false, "{what} is refused: {r}");
             assert!(r["error"].as_str().unwrap_or("").contains("Permission"), "{what}: {r}");
         }

@@ -75,6 +75,7 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     if let Some(cpu) = policy.cpu {
         limit(libc::RLIMIT_CPU, cpu, "the CPU-time limit")?;
     }
+    drop_capabilities()?;
     // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) only sets a flag on this process.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(format!("no_new_privs: {}", std::io::Error::last_os_error()));
@@ -107,6 +108,49 @@ fn bound_processes(policy: &Policy) -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("the process cgroup {}: {e}", dir.display()))?;
     std::fs::write(dir.join("pids.max"), policy.processes.to_string()).map_err(|e| format!("pids.max: {e}"))?;
     std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).map_err(|e| format!("joining {}: {e}", dir.display()))
+}
+
+/// Every capability gone, for good (bounding, ambient, effective, permitted, inheritable): a
+/// server started by a gateway that runs as root keeps uid 0 but none of root's powers, so it
+/// cannot read another process's memory or environment through /proc, nor override file modes.
+fn drop_capabilities() -> Result<(), String> {
+    for cap in 0..64 {
+        // SAFETY: PR_CAPBSET_DROP only removes a capability from this process's bounding set;
+        // unknown numbers fail with EINVAL, which ends the known range.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+            // Without CAP_SETPCAP (not root) there is nothing in the way to drop.
+            if e.raw_os_error() == Some(libc::EPERM) {
+                break;
+            }
+            return Err(format!("dropping capability {cap}: {e}"));
+        }
+    }
+    // SAFETY: clears this process's ambient capabilities; no pointers.
+    unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) };
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header { version: VERSION_3, pid: 0 };
+    let data = [Data { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    // SAFETY: capset(2) reads the header and two data structs of version 3, which we own.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) } != 0 {
+        return Err(format!("dropping capabilities: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 fn landlock(policy: &Policy) -> Result<(), String> {
