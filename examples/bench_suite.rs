@@ -26,6 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t0","arguments":{"text":"hi"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+const ADD: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
 
 /// A child process, killed when dropped.
@@ -314,6 +315,7 @@ async fn main() -> anyhow::Result<()> {
         println!("  {name:<40} {:>7.0}  {:>7.0}  {:>7.0}", p50[i].0, p50[i].1, p50[i].0 - p50[0].0);
     }
     drop((gw, ngx, up));
+    report["stdio_sandbox"] = stdio_sandbox(dir.path()).await?;
 
     // 4-6: catalogue scale, memory, startup.
     let mut lists = json!({});
@@ -372,6 +374,33 @@ async fn main() -> anyhow::Result<()> {
     std::fs::write(&json_path, serde_json::to_string_pretty(&report)?)?;
     println!("\nfigures written to {}", json_path.display());
     Ok(())
+}
+
+/// A stdio upstream (the demo calculator, this same binary) unsandboxed and in the default
+/// sandbox, alternately, three rounds: startup to ready, and p50/p99 of calls at 200 req/s.
+async fn stdio_sandbox(dir: &Path) -> anyhow::Result<serde_json::Value> {
+    let plain = "[[upstream]]\nid = \"calc\"\nprefix = \"\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\n";
+    let boxed = format!("{plain}[upstream.sandbox]\n");
+    let mut figures: Vec<(f64, f64, f64)> = vec![(0.0, 0.0, 0.0); 2];
+    for _round in 0..3 {
+        for (i, config) in [plain.to_string(), boxed.clone()].iter().enumerate() {
+            let (gw, port, ready) = gateway(dir, config, if i == 0 { "stdio" } else { "stdio-sandboxed" })?;
+            let l = paced(&format!("http://127.0.0.1:{port}/mcp"), ADD, None, "tools/call", 400, Duration::from_millis(5)).await?;
+            figures[i].0 += ready.as_secs_f64() * 1000.0 / 3.0;
+            figures[i].1 += pct(&l, 0.5) / 3.0;
+            figures[i].2 += pct(&l, 0.99) / 3.0;
+            drop(gw);
+        }
+    }
+    println!("\nstdio upstream, unsandboxed vs sandboxed (mean of 3 alternating rounds)");
+    println!("  {:<14} {:>12} {:>10} {:>10}", "", "ready (ms)", "p50 (µs)", "p99 (µs)");
+    for (name, f) in ["unsandboxed", "sandboxed"].iter().zip(&figures) {
+        println!("  {name:<14} {:>12.1} {:>10.0} {:>10.0}", f.0, f.1, f.2);
+    }
+    Ok(json!({
+        "unsandboxed": { "ready_ms": figures[0].0, "p50_us": figures[0].1, "p99_us": figures[0].2 },
+        "sandboxed": { "ready_ms": figures[1].0, "p50_us": figures[1].1, "p99_us": figures[1].2 },
+    }))
 }
 
 /// The catalogue rebuild for 100 upstreams × 100 tools, as the gateway does it after one

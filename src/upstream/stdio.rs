@@ -238,7 +238,8 @@ impl StdioTransport {
             None => None,
             Some(cfg) => {
                 // The program as it will be started (`mcpgate` is this binary), so its own tree is readable.
-                let resolved: Vec<String> = std::iter::once(program.display().to_string()).chain(self.command[1..].iter().cloned()).collect();
+                let resolved: Vec<String> =
+                    std::iter::once(program.display().to_string()).chain(self.command[1..].iter().cloned()).collect();
                 Some(super::sandbox::prepare(cfg, &self.id, &resolved, self.cwd.as_deref())?)
             }
         };

@@ -65,7 +65,9 @@ async fn a_hostile_stdio_server_reaches_nothing_it_was_not_given() {
             std::fs::remove_file(outside.path().join("dropped.txt")).expect("it wrote outside");
             continue;
         }
-        for (what, r) in [("the vault", &vault), ("the gateway's environment", &environ), ("a file outside", &secret), ("a write outside", &write)] {
+        for (what, r) in
+            [("the vault", &vault), ("the gateway's environment", &environ), ("a file outside", &secret), ("a write outside", &write)]
+        {
             assert_eq!(r["ok"], false, "{what} is refused: {r}");
             assert!(r["error"].as_str().unwrap_or("").contains("Permission"), "{what}: {r}");
         }
