@@ -220,12 +220,23 @@ fn sandbox(body: &mut String, argv: &[String]) {
     }
     let runner = matches!(program, "npx" | "uvx" | "bunx" | "pnpx" | "pipx" | "uv" | "pnpm" | "yarn" | "deno");
     let folders: Vec<&String> = argv.iter().skip(1).filter(|a| a.starts_with('/') && std::path::Path::new(a.as_str()).is_dir()).collect();
+    // The folders of programs and scripts the arguments name: readable even when the command is
+    // run through `sh -c` (secret arguments), where the sandbox cannot see them.
+    let mut programs: Vec<String> = argv
+        .iter()
+        .filter(|a| a.starts_with('/') && std::path::Path::new(a.as_str()).is_file())
+        .filter_map(|a| std::path::Path::new(a.as_str()).parent().map(|p| p.display().to_string()))
+        .collect();
+    programs.dedup();
     let _ = writeln!(body, "[upstream.sandbox]");
     if runner {
         let _ = writeln!(body, "network = \"open\"   # the package runner downloads the server at start");
     }
     if !folders.is_empty() {
         let _ = writeln!(body, "write = [{}]", folders.iter().map(|f| quote(f)).collect::<Vec<_>>().join(", "));
+    }
+    if !programs.is_empty() {
+        let _ = writeln!(body, "read = [{}]", programs.iter().map(|f| quote(f)).collect::<Vec<_>>().join(", "));
     }
 }
 
