@@ -209,7 +209,8 @@ fn post(url: &str, body: &'static str, key: Option<&str>, method: &str) -> anyho
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", method);
     if method == "tools/call" {
-        b = b.header("mcp-name", "t0");
+        let parsed: serde_json::Value = serde_json::from_str(body)?;
+        b = b.header("mcp-name", parsed["params"]["name"].as_str().unwrap_or("t0"));
     }
     if let Some(k) = key {
         b = b.header("authorization", format!("Bearer {k}"));

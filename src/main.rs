@@ -41,6 +41,7 @@ const EXAMPLES: &str = "Examples:
   mcpgate health                       exit 0 when http://127.0.0.1:8811/healthz answers (HEALTHCHECK)
   mcpgate usage --since 24h            who used which tool, how often, with what error rate; quotas left
   mcpgate reload --pid-file F          reload a running gateway's configuration (run --pid-file F)
+  mcpgate audit verify audit.jsonl*    check that the audit files were not edited, cut or reordered
   mcpgate demo-server --profile text   the built-in demo upstream on stdio
   mcpgate demo-server --http 127.0.0.1:3201
 
@@ -50,6 +51,21 @@ Logs go to stderr; set MCPGATE_LOG (e.g. debug, or mcpgate=debug) to change the 
 enum LogFormat {
     Text,
     Json,
+}
+
+#[derive(Subcommand)]
+enum AuditAction {
+    /// Check that audit files hold together: each record follows the one before it, none is
+    /// edited, removed or reordered, and each checkpoint's signature is good. Give a live file's
+    /// rotations too (audit.jsonl.2 audit.jsonl.1 audit.jsonl, any order). Exit 1 at the first break.
+    Verify {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The checkpoint key's public half (base64), to check signatures against it rather than
+        /// the key the checkpoints name.
+        #[arg(long)]
+        public_key: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -206,6 +222,11 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// The audit export's files.
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
+    },
     /// Restricts itself as POLICY (JSON) says, then becomes COMMAND: a sandboxed stdio
     /// upstream's last step (see `upstream::sandbox`).
     #[command(hide = true)]
@@ -216,65 +237,6 @@ enum Command {
         command: Vec<String>,
     },
 }
-
-/// Logs on stderr (text or JSON, filtered by `MCPGATE_LOG`) and, in a build with `--features
-/// otlp` when `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` is set, spans exported over OTLP.
-fn init_logging(
-    format: LogFormat,
-    runtime: &tokio::runtime::Handle,
-    writer: mcpgate::telemetry::logwriter::LogWriter,
-) -> Option<Telemetry> {
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MCPGATE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let fmt = tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(ansi);
-    let fmt = match format {
-        LogFormat::Text => fmt.fmt_fields(mcpgate::telemetry::logfmt::Logfmt).boxed(),
-        LogFormat::Json => fmt.json().boxed(),
-    };
-    // `MCPGATE_LOG` filters the log lines only, not what is exported. The OpenTelemetry crates
-    // log request URLs (and a collector's answers) at debug: they stay at info and above, so a
-    // credential in the collector's URL never reaches the log.
-    use tracing_subscriber::filter::FilterExt;
-    let quiet_exporter =
-        tracing_subscriber::filter::filter_fn(|m| !m.target().starts_with("opentelemetry") || *m.level() <= tracing::Level::INFO);
-    let registry = tracing_subscriber::registry().with(fmt.with_filter(filter.and(quiet_exporter)));
-    #[cfg(feature = "otlp")]
-    {
-        match mcpgate::telemetry::otlp::start(runtime.clone()) {
-            Ok(Some((export, tracer))) => {
-                // Only the gateway's own spans, at info (the request and mcp spans) whatever
-                // `MCPGATE_LOG` says: the exporter's HTTP client (h2, hyper) traced and exported
-                // would feed itself. Export failures are logged (target `opentelemetry_sdk`).
-                let own =
-                    tracing_subscriber::filter::filter_fn(|m| m.target().starts_with("mcpgate") && *m.level() <= tracing::Level::INFO);
-                registry.with(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(own)).init();
-                tracing::info!(endpoint = %export.endpoint(), "exporting traces over OTLP/HTTP");
-                return Some(export);
-            }
-            Ok(None) => {}
-            Err(e) => eprintln!("warning: {e}; traces are not exported"),
-        }
-    }
-    #[cfg(not(feature = "otlp"))]
-    {
-        let _ = runtime;
-        if std::env::var_os("OTEL_EXPORTER_OTLP_ENDPOINT").is_some() || std::env::var_os("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some() {
-            eprintln!(
-                "warning: OTEL_EXPORTER_OTLP_*ENDPOINT is set but this mcpgate was built without trace export (cargo build --features otlp)"
-            );
-        }
-    }
-    registry.init();
-    None
-}
-
-#[cfg(feature = "otlp")]
-type Telemetry = mcpgate::telemetry::otlp::Export;
-#[cfg(not(feature = "otlp"))]
-type Telemetry = std::convert::Infallible;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -296,7 +258,7 @@ fn main() -> ExitCode {
     // Log lines are written by their own thread (see `telemetry::logwriter`); the guard flushes
     // them at exit.
     let (writer, log_guard) = mcpgate::telemetry::logwriter::start(std::io::stderr());
-    let telemetry = init_logging(cli.log_format, runtime.handle(), writer);
+    let telemetry = mcpgate::telemetry::init::init_logging(matches!(cli.log_format, LogFormat::Json), runtime.handle(), writer);
     mcpgate::boot::raise_open_files_limit();
     let result = runtime.block_on(run(cli.command, cli.worker_threads.unwrap_or_else(mcpgate::server::workers::default_workers)));
     #[cfg(feature = "otlp")]
@@ -406,6 +368,30 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise { command } => Ok(mcpgate::upstream::supervise(command).await),
+        Command::Audit { action: AuditAction::Verify { files, public_key } } => {
+            let files = mcpgate::audit::chain::in_order(&files);
+            match mcpgate::audit::chain::verify(&files, public_key.as_deref()) {
+                Ok(v) => {
+                    println!(
+                        "ok: {} records ({} to {}), {} signed checkpoints{}",
+                        v.records,
+                        v.first_seq,
+                        v.last_seq,
+                        v.checkpoints,
+                        if public_key.is_none() && v.checkpoints > 0 {
+                            " (checked against the key they name; pass --public-key to pin it)"
+                        } else {
+                            ""
+                        }
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    println!("broken: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
         Command::SandboxExec { policy, command } => Ok(ExitCode::from(mcpgate::upstream::sandbox::run(&policy, &command))),
         Command::DemoServer { profile, http, page_size } => {
             let svc: Arc<dyn Service> = Arc::new(Demo::new(profile).with_page_size(page_size));

@@ -7,6 +7,7 @@
 //! configured caller id (bounded by the `[[caller]]` entries; any other caller counts as `other`).
 //! The `cluster_*` series exist only with `[cluster]`.
 
+pub mod init;
 pub mod logfmt;
 pub mod logwriter;
 #[cfg(feature = "otlp")]

@@ -8,6 +8,7 @@
 //! flush, and end, before the process exits.
 
 use super::CallRecord;
+use super::chain::{Chain, Signer};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,8 @@ use std::time::Duration;
 /// What the writer thread is sent: a line, or the order to write what is queued, flush, say so
 /// and end.
 enum Msg {
-    Line(String),
+    /// A record's line and its `seq`.
+    Line(String, u64),
     Close(std::sync::mpsc::Sender<()>),
 }
 
@@ -41,6 +43,8 @@ pub type LogSink = Arc<dyn Fn(&[(&'static str, &str)], u64) + Send + Sync>;
 #[derive(Default)]
 pub struct Export {
     file: Option<SyncSender<Msg>>,
+    /// The hash chain both exports carry (`chain`): taken in the order lines are queued.
+    chain: std::sync::Mutex<Option<Chain>>,
     /// The writer thread, joined by [`Export::close`].
     writer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     otlp: std::sync::OnceLock<LogSink>,
@@ -48,6 +52,8 @@ pub struct Export {
 
 #[derive(Serialize)]
 struct FileRecord<'a> {
+    seq: u64,
+    prev: &'a str,
     #[serde(flatten)]
     record: &'a CallRecord,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,14 +64,25 @@ impl Export {
     /// The export to the file of `cfg`, its writer thread started (OTLP logs are added by
     /// [`Export::send_logs`] once the exporter runs).
     pub fn start(cfg: &crate::config::usage::AuditConfig) -> Result<Export, String> {
-        let Some(path) = &cfg.file else { return Ok(Export::default()) };
-        let writer = Rotating::open(path.clone(), cfg.max_file_bytes, cfg.keep_files)?;
+        let Some(path) = &cfg.file else {
+            let fresh = Chain { seq: 1, prev: super::chain::GENESIS.into() };
+            return Ok(Export { chain: std::sync::Mutex::new(Some(fresh)), ..Export::default() });
+        };
+        let signer = cfg.signing_key_file.as_deref().map(Signer::load).transpose()?;
+        let mut writer = Rotating::open(path.clone(), cfg.max_file_bytes, cfg.keep_files)?;
+        writer.signer = signer.map(|s| (s, cfg.checkpoint_every));
+        let chain = Chain::resume(path);
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let handle = std::thread::Builder::new()
             .name("mcpgate-audit".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| format!("cannot start the audit file writer: {e}"))?;
-        Ok(Export { file: Some(tx), writer: std::sync::Mutex::new(Some(handle)), otlp: Default::default() })
+        Ok(Export {
+            file: Some(tx),
+            chain: std::sync::Mutex::new(Some(chain)),
+            writer: std::sync::Mutex::new(Some(handle)),
+            otlp: Default::default(),
+        })
     }
 
     /// Has the file writer write every record queued so far, flush and end, waiting at most
@@ -97,10 +114,15 @@ impl Export {
     }
 
     pub fn write(&self, record: &CallRecord, arguments: Option<&str>) {
+        // The record's place in the chain, taken (and the line queued) under one lock, so the
+        // file's order is the chain's; a line the queue cannot take does not advance it.
+        let mut chain = crate::sync::lock(&self.chain);
+        let Some(link) = chain.as_mut() else { return };
+        let (seq, prev) = (link.seq, link.prev.clone());
         if let Some(tx) = &self.file {
-            match serde_json::to_string(&FileRecord { record, arguments }) {
-                Ok(line) => match tx.try_send(Msg::Line(line)) {
-                    Ok(()) => {}
+            match serde_json::to_string(&FileRecord { seq, prev: &prev, record, arguments }) {
+                Ok(line) => match tx.try_send(Msg::Line(line.clone(), seq)) {
+                    Ok(()) => link.advance(&line),
                     Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                         if DROPPED.fetch_add(1, Ordering::Relaxed) == 0 {
                             tracing::warn!(
@@ -112,10 +134,16 @@ impl Export {
                 },
                 Err(e) => tracing::warn!(error = %e, "an audit record could not be encoded"),
             }
+        } else {
+            link.seq += 1;
         }
+        drop(chain);
         if let Some(sink) = self.otlp.get() {
             let r = record;
+            let seq_text = seq.to_string();
             let mut fields: Vec<(&'static str, &str)> = vec![
+                ("audit.seq", &seq_text),
+                ("audit.prev", &prev),
                 ("caller", &r.caller),
                 ("endpoint", &r.endpoint),
                 ("method", &r.method),
@@ -141,6 +169,11 @@ struct Rotating {
     keep: usize,
     out: std::io::BufWriter<std::fs::File>,
     size: u64,
+    /// The checkpoint signer and how many records between checkpoints.
+    signer: Option<(Signer, u64)>,
+    /// The last record written (seq, hash), and records since the last checkpoint.
+    last: Option<(u64, String)>,
+    since: u64,
 }
 
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
@@ -155,7 +188,7 @@ impl Rotating {
     fn open(path: PathBuf, max: u64, keep: usize) -> Result<Rotating, String> {
         let file = open_append(&path).map_err(|e| format!("cannot open the audit file {}: {e}", path.display()))?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        Ok(Rotating { path, max, keep, out: std::io::BufWriter::new(file), size })
+        Ok(Rotating { path, max, keep, out: std::io::BufWriter::new(file), size, signer: None, last: None, since: 0 })
     }
 
     /// `audit.jsonl.N` for N ≥ 1.
@@ -165,7 +198,24 @@ impl Rotating {
         PathBuf::from(p)
     }
 
+    /// A signed checkpoint of the last record written, if there is a signer and a new record.
+    fn checkpoint(&mut self) -> std::io::Result<()> {
+        let (Some((signer, _)), Some((seq, hash))) = (&self.signer, &self.last) else { return Ok(()) };
+        if self.since == 0 {
+            return Ok(());
+        }
+        let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let line = signer.checkpoint(*seq, hash, ts);
+        self.out.write_all(line.as_bytes())?;
+        self.out.write_all(b"\n")?;
+        self.size += line.len() as u64 + 1;
+        self.since = 0;
+        Ok(())
+    }
+
     fn rotate(&mut self) -> std::io::Result<()> {
+        // Each file ends with a checkpoint of its last record.
+        self.checkpoint()?;
         self.out.flush()?;
         if self.keep == 0 {
             std::fs::remove_file(&self.path)?;
@@ -181,7 +231,7 @@ impl Rotating {
         Ok(())
     }
 
-    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+    fn write_line(&mut self, line: &str, seq: u64) -> std::io::Result<()> {
         let len = line.len() as u64 + 1;
         if self.size > 0 && self.size + len > self.max {
             self.rotate()?;
@@ -189,6 +239,13 @@ impl Rotating {
         self.out.write_all(line.as_bytes())?;
         self.out.write_all(b"\n")?;
         self.size += len;
+        if self.signer.is_some() {
+            self.last = Some((seq, super::chain::sha256_hex(line)));
+            self.since += 1;
+            if self.signer.as_ref().is_some_and(|(_, every)| self.since >= *every) {
+                self.checkpoint()?;
+            }
+        }
         Ok(())
     }
 
@@ -202,7 +259,7 @@ impl Rotating {
             let mut next = Some(first);
             while let Some(msg) = next.take() {
                 match msg {
-                    Msg::Line(line) => done = done.and_then(|()| self.write_line(&line)),
+                    Msg::Line(line, seq) => done = done.and_then(|()| self.write_line(&line, seq)),
                     Msg::Close(ack) => {
                         closing = Some(ack);
                         break;
@@ -224,6 +281,8 @@ impl Rotating {
                 Err(_) => {}
             }
             if let Some(ack) = closing {
+                // The last records are signed before the process ends.
+                let _ = self.checkpoint().and_then(|()| self.out.flush());
                 let _ = ack.send(());
                 return;
             }
@@ -276,8 +335,8 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         let mut w = Rotating::open(path.clone(), 4096, 2).unwrap();
         for i in 0..200 {
-            let line = serde_json::to_string(&FileRecord { record: &record(i), arguments: None }).unwrap();
-            w.write_line(&line).unwrap();
+            let line = serde_json::to_string(&FileRecord { seq: i as u64 + 1, prev: "", record: &record(i), arguments: None }).unwrap();
+            w.write_line(&line, i as u64 + 1).unwrap();
         }
         w.out.flush().unwrap();
         let names: Vec<String> = {

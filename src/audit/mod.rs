@@ -7,6 +7,7 @@
 //! rotation, OTLP logs), to the usage accounting (tool calls and uses of skills), and, once
 //! something asked for them, to the recent calls and their subscribers (the console).
 
+pub mod chain;
 pub mod export;
 
 use crate::reply::Outcome;

@@ -148,7 +148,7 @@ pub(super) fn resolve(
     };
     let memory_bytes = match &s.memory {
         None => DEFAULT_MEMORY,
-        Some(m) => parse_size(m.get_ref()).filter(|b| *b >= 16 << 20).ok_or_else(|| {
+        Some(m) => super::usage::parse_size(m.get_ref()).filter(|b| *b >= 16 << 20).ok_or_else(|| {
             at.err(m, "upstream.sandbox.memory", format!("{:?} is not a size of at least 16MiB", m.get_ref()), "write e.g. \"2GiB\"")
         })?,
     };
@@ -231,40 +231,5 @@ pub(super) fn instances(
         Some((k, other)) => {
             Err(at.err(k, "upstream.instances", format!("{other:?} is not a way to run instances"), "use shared or per_caller"))
         }
-    }
-}
-
-/// A size in bytes: a number with an optional unit (`KiB`, `MiB`, `GiB`, or `K`/`M`/`G`, powers of
-/// 1024; `KB`/`MB`/`GB`, powers of 1000).
-pub fn parse_size(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (n, unit) = t.split_at(split);
-    let n: u64 = n.parse().ok()?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" => 1 << 10,
-        "m" | "mib" => 1 << 20,
-        "g" | "gib" => 1 << 30,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        _ => return None,
-    };
-    n.checked_mul(mult)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_read_as_people_write_them() {
-        assert_eq!(parse_size("512MiB"), Some(512 << 20));
-        assert_eq!(parse_size("2G"), Some(2 << 30));
-        assert_eq!(parse_size("1 GB"), Some(1_000_000_000));
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size("lots"), None);
-        assert_eq!(parse_size("99999999999999GiB"), None);
     }
 }

@@ -51,6 +51,10 @@ pub struct AuditSection {
     pub keep_files: Option<usize>,
     #[serde(default)]
     pub otlp: bool,
+    /// A PKCS#8 Ed25519 key that signs the chain's checkpoints.
+    pub signing_key_file: Option<String>,
+    /// A signed checkpoint every this many records (and at each rotation).
+    pub checkpoint_every: Option<u64>,
 }
 
 /// `[usage]`, resolved.
@@ -172,6 +176,9 @@ pub struct AuditConfig {
     pub keep_files: usize,
     /// Audit records as OTLP logs too (builds with `--features otlp`, with an OTLP endpoint set).
     pub otlp: bool,
+    /// The key that signs the chain's checkpoints (none: records are chained, not signed).
+    pub signing_key_file: Option<PathBuf>,
+    pub checkpoint_every: u64,
 }
 
 fn duration(at: &Locator, v: &Option<Spanned<String>>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
@@ -265,11 +272,13 @@ pub(super) fn resolve_audit(at: &Locator, s: AuditSection, base: &Path) -> Resul
         max_file_bytes,
         keep_files: s.keep_files.unwrap_or(5),
         otlp: s.otlp,
+        signing_key_file: s.signing_key_file.as_deref().map(|f| relative(base, f)),
+        checkpoint_every: s.checkpoint_every.unwrap_or(1000).max(1),
     })
 }
 
 /// `"100MB"`, `"512KB"`, `"1GB"`, or bytes.
-fn parse_size(text: &str) -> Option<u64> {
+pub(super) fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (n, unit) = t.split_at(split);

@@ -1,0 +1,187 @@
+//! The audit export's hash chain (docs/usage.md, "A tamper-evident audit"): every record carries
+//! its sequence number (`seq`) and the SHA-256 of the line before it (`prev`), across rotations
+//! and restarts (the chain resumes from the newest line on disk), so an edited, removed,
+//! inserted or reordered line breaks it where it happened. Signed checkpoints (Ed25519, the key
+//! from `[audit] signing_key_file`) name a line's `seq` and hash, at each rotation and every
+//! `checkpoint_every` records: a truncation before the last checkpoint is caught, and a chain
+//! rewritten from some point on fails the signatures. `verify` is `mcpgate audit verify`.
+
+use aws_lc_rs::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use std::path::{Path, PathBuf};
+
+/// The `prev` of the very first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Where the chain is: the next record's number, and the hash of the last line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    pub seq: u64,
+    pub prev: String,
+}
+
+pub fn sha256_hex(line: &str) -> String {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, line.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Chain {
+    /// Resumes from the newest record in `path` (or its newest rotated file), else starts anew.
+    pub fn resume(path: &Path) -> Chain {
+        for candidate in [path.to_path_buf(), numbered(path, 1)] {
+            let Ok(text) = std::fs::read_to_string(&candidate) else { continue };
+            if let Some((seq, line)) = text.lines().rev().find_map(|l| record_seq(l).map(|s| (s, l))) {
+                return Chain { seq: seq + 1, prev: sha256_hex(line) };
+            }
+        }
+        Chain { seq: 1, prev: GENESIS.into() }
+    }
+
+    /// The chain after `line` (the record numbered `self.seq`) was written.
+    pub fn advance(&mut self, line: &str) {
+        self.seq += 1;
+        self.prev = sha256_hex(line);
+    }
+}
+
+/// `audit.jsonl.N`.
+pub fn numbered(path: &Path, n: usize) -> PathBuf {
+    let mut p = path.to_path_buf().into_os_string();
+    p.push(format!(".{n}"));
+    PathBuf::from(p)
+}
+
+/// A record's `seq`, if the line is a chained record (not a checkpoint).
+fn record_seq(line: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    if v.get("checkpoint").is_some() {
+        return None;
+    }
+    v["seq"].as_u64()
+}
+
+/// The signer of checkpoints.
+pub struct Signer {
+    pair: Ed25519KeyPair,
+}
+
+impl Signer {
+    /// From a PKCS#8 Ed25519 key, PEM or DER.
+    pub fn load(path: &Path) -> Result<Signer, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("the audit signing key {}: {e}", path.display()))?;
+        let der = match std::str::from_utf8(&bytes) {
+            Ok(text) if text.contains("-----BEGIN") => {
+                let body: String = text.lines().filter(|l| !l.starts_with("-----")).map(str::trim).collect();
+                B64.decode(body).map_err(|_| format!("the audit signing key {} is not PEM", path.display()))?
+            }
+            _ => bytes,
+        };
+        let pair = Ed25519KeyPair::from_pkcs8(&der)
+            .or_else(|_| Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der))
+            .map_err(|_| format!("the audit signing key {} is not a PKCS#8 Ed25519 key", path.display()))?;
+        Ok(Signer { pair })
+    }
+
+    pub fn public_key(&self) -> String {
+        B64.encode(self.pair.public_key().as_ref())
+    }
+
+    /// The checkpoint line for the record `seq` whose line hashes to `hash`.
+    pub fn checkpoint(&self, seq: u64, hash: &str, ts_ms: u64) -> String {
+        let sig = B64.encode(self.pair.sign(message(seq, hash).as_bytes()).as_ref());
+        serde_json::json!({ "checkpoint": { "seq": seq, "hash": hash, "ts_ms": ts_ms }, "key": self.public_key(), "sig": sig }).to_string()
+    }
+}
+
+fn message(seq: u64, hash: &str) -> String {
+    format!("mcpgate-audit-checkpoint/v1\n{seq}\n{hash}")
+}
+
+/// What `verify` found in files that hold together.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Verified {
+    pub records: u64,
+    pub checkpoints: u64,
+    /// The first record's number (greater than 1 when older files were rotated away).
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+/// Checks `files`, oldest first, as one chain: each record's `prev` is the hash of the record
+/// before it and its `seq` the next number; each checkpoint's signature is good (against `key`
+/// when given, else the key it names, which is then only self-consistent) and names a record
+/// seen with that hash. The first break is the error: where, and what it looks like.
+pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> {
+    let mut out = Verified::default();
+    let mut last: Option<(u64, String)> = None;
+    let mut seen: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().copied().enumerate() {
+            let at = format!("{}:{}", file.display(), i + 1);
+            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("{at}: not a JSON line ({e}): edited"))?;
+            if let Some(cp) = v.get("checkpoint") {
+                let (seq, hash) = (cp["seq"].as_u64().unwrap_or(0), cp["hash"].as_str().unwrap_or(""));
+                let named = v["key"].as_str().unwrap_or("");
+                let public = key.unwrap_or(named);
+                let good = B64
+                    .decode(public)
+                    .ok()
+                    .zip(B64.decode(v["sig"].as_str().unwrap_or("")).ok())
+                    .is_some_and(|(k, sig)| UnparsedPublicKey::new(&ED25519, k).verify(message(seq, hash).as_bytes(), &sig).is_ok());
+                if !good {
+                    return Err(format!("{at}: a checkpoint whose signature does not verify (forged or edited)"));
+                }
+                match seen.get(&seq) {
+                    Some(h) if h == hash => {}
+                    Some(_) => return Err(format!("{at}: the checkpoint for record {seq} names another line than the one kept: edited")),
+                    None if out.records == 0 => {}
+                    None => return Err(format!("{at}: the checkpoint names record {seq}, which is not in the files: removed")),
+                }
+                out.checkpoints += 1;
+                continue;
+            }
+            let (Some(seq), Some(prev)) = (v["seq"].as_u64(), v["prev"].as_str()) else {
+                return Err(format!("{at}: a record without seq and prev: edited, or not a chained audit file"));
+            };
+            match &last {
+                None if seq == 1 && prev != GENESIS => return Err(format!("{at}: the first record does not start the chain: edited")),
+                None => out.first_seq = seq,
+                Some((n, _)) if seq <= *n => {
+                    return Err(format!("{at}: record {seq} comes after record {n}: lines were swapped or repeated"));
+                }
+                Some((n, _)) if seq > n + 1 => {
+                    // The missing one just after: two lines changed places.
+                    let next = lines[i + 1..].iter().find_map(|l| record_seq(l));
+                    if next == Some(n + 1) {
+                        return Err(format!("{at}: record {seq} comes before record {}: lines were swapped", n + 1));
+                    }
+                    return Err(format!("{at}: records {} to {} are missing: removed", n + 1, seq - 1));
+                }
+                Some((n, h)) if prev != h => {
+                    return Err(format!("{at}: record {seq} does not follow record {n} as written: record {n} was edited"));
+                }
+                Some(_) => {}
+            }
+            let hash = sha256_hex(line);
+            seen.insert(seq, hash.clone());
+            last = Some((seq, hash));
+            out.records += 1;
+            out.last_seq = seq;
+        }
+    }
+    Ok(out)
+}
+
+/// The files of an audit export, oldest first: `audit.jsonl.N` … `audit.jsonl.1`, `audit.jsonl`,
+/// for a live file's path; any other list as given.
+pub fn in_order(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let rank = |p: &PathBuf| -> u64 { p.extension().and_then(|e| e.to_str()).and_then(|e| e.parse::<u64>().ok()).map_or(0, |n| n) };
+    let mut v = paths.to_vec();
+    v.sort_by_key(|p| std::cmp::Reverse(rank(p)));
+    v
+}
+
+#[cfg(test)]
+mod tests;
