@@ -4,6 +4,7 @@ mod harness;
 
 mod affinity;
 mod apps;
+mod audit_chain;
 mod browser;
 mod caching;
 mod callers;
