@@ -85,7 +85,8 @@ async fn audit_verify_passes_on_the_files_written_and_finds_each_kind_of_tamperi
     let original = lines(&oldest);
     let records: Vec<usize> = original.iter().enumerate().filter(|(_, l)| !l.contains("\"checkpoint\"")).map(|(i, _)| i).collect();
     let (a, b) = (records[1], records[2]);
-    let cases: [(&str, Box<dyn Fn(&mut Vec<String>)>); 3] = [
+    type Tamper = Box<dyn Fn(&mut Vec<String>)>;
+    let cases: [(&str, Tamper); 3] = [
         ("edited", Box::new(move |l: &mut Vec<String>| l[a] = l[a].replace("\"outcome\":\"ok\"", "\"outcome\":\"denied\""))),
         (
             "removed",
