@@ -23,6 +23,7 @@ pub mod identity;
 pub mod import;
 pub mod ratelimit;
 pub mod server;
+pub mod state;
 pub mod telemetry;
 pub mod upstream;
 pub mod usage;

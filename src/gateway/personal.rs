@@ -578,7 +578,10 @@ pub(super) fn identity(
     // Replicas share the vault and the started authorizations through the cluster's Redis.
     let vault = match (cluster, &config.identity) {
         (Some(c), Some(_)) => Vault::shared(sealer.clone(), c.clone(), tasks),
-        (None, Some(_)) => Vault::open(sealer.clone(), ic.vault.clone()).map_err(|e| super::StartError::Identity(e.to_string()))?,
+        (None, Some(_)) => {
+            let db = crate::state::Db::open(&config.state).map_err(|e| super::StartError::Identity(e.to_string()))?;
+            Vault::in_db(sealer.clone(), std::sync::Arc::new(db), &ic.vault).map_err(|e| super::StartError::Identity(e.to_string()))?
+        }
         (_, None) => Vault::in_memory(sealer.clone()),
     };
     let flows = match cluster {

@@ -148,7 +148,12 @@ async fn two_callers_connect_an_oauth_upstream_each_with_their_own_account() {
     let calls = get_text(&format!("{}/console/api/calls", gw.base), "alice-key").await;
     assert!(calls.contains("files__whoami"), "the console's feed of calls: {calls}");
     assert!(console.contains(r#""upstream":"files""#), "the console lists the connected account: {console}");
-    let vault_text = std::fs::read_to_string(&vault).unwrap_or_default();
+    // The vault lives in the state database beside the configuration (its WAL included).
+    let db = gw.config_path.with_file_name("mcpgate-state.db");
+    let vault_text = String::from_utf8_lossy(
+        &[std::fs::read(&db).unwrap_or_default(), std::fs::read(db.with_extension("db-wal")).unwrap_or_default()].concat(),
+    )
+    .to_string();
     assert!(vault_text.contains("bob"), "the vault keeps bob's account: {vault_text}");
     let log = gw.proc.log();
     for token in &tokens {

@@ -100,7 +100,12 @@ async fn two_callers_each_enter_their_own_api_key_and_revoking_one_leaves_the_ot
         assert_eq!(r["authorization"], false, "{r}");
     }
     // Sealed at rest, and never listed.
-    let at_rest = std::fs::read_to_string(&vault).expect("the vault");
+    let db = gw.config_path.with_file_name("mcpgate-state.db");
+    let at_rest = String::from_utf8_lossy(
+        &[std::fs::read(&db).expect("the state database"), std::fs::read(db.with_extension("db-wal")).unwrap_or_default()].concat(),
+    )
+    .to_string();
+    assert!(at_rest.contains("crm"), "the vault's rows are in the state database");
     let listed = get_with(&format!("{gateway}/oauth/tokens"), &[("Authorization", "Bearer alice-key")]).await;
     assert_eq!(listed.status, 200, "{}", body(&listed));
     let listing = body(&listed);

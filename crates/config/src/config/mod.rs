@@ -73,6 +73,8 @@ pub struct Config {
     pub tool_search_anywhere: bool,
     /// Per-user upstream identity (`[identity]`): set when some upstream has `user_auth`.
     pub identity: Option<identity::IdentityConfig>,
+    /// `[state]`: the embedded database of what must survive a restart (the token vault).
+    pub state: PathBuf,
 }
 
 #[derive(Debug, Clone)]
@@ -332,7 +334,12 @@ impl Config {
         }
         // The files the gateway keeps secrets and records in are hidden from every sandbox, wherever
         // they live (the config folder is hidden already).
+        let state = {
+            let p = file.state.and_then(|s| s.path).unwrap_or_else(|| "mcpgate-state.db".into());
+            if Path::new(&p).is_absolute() { PathBuf::from(p) } else { base_dir.join(p) }
+        };
         let mut kept: Vec<PathBuf> = server.token_key_file.clone();
+        kept.push(state.clone());
         kept.extend(identity.as_ref().map(|i| i.vault.clone()));
         kept.extend(usage_cfg.enabled.then(|| usage_cfg.store.clone()));
         kept.extend(audit.file.clone());
@@ -361,6 +368,7 @@ impl Config {
             console: file.console.enabled,
             tool_search_anywhere,
             identity,
+            state,
         })
     }
 }
