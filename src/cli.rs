@@ -287,7 +287,11 @@ pub async fn usage(cfg: &crate::config::Config, q: crate::usage::query::Query, j
     if cluster.is_none() && !cfg.usage.store.exists() {
         eprintln!("note: no usage store at {} yet (the gateway writes it after its first counted call)", cfg.usage.store.display());
     }
-    let usage = crate::usage::Usage::read(&cfg.usage, cluster).map_err(anyhow::Error::msg)?;
+    let db = match (&cluster, cfg.state.exists()) {
+        (None, true) => Some(std::sync::Arc::new(crate::state::Db::open(&cfg.state).map_err(|e| anyhow::anyhow!("{e}"))?)),
+        _ => None,
+    };
+    let usage = crate::usage::Usage::read(&cfg.usage, cluster, db).map_err(anyhow::Error::msg)?;
     let known: Vec<String> = cfg.callers.iter().map(|c| c.id.clone()).collect();
     let report = usage.report(&q, &cfg.quotas, &known).await.map_err(anyhow::Error::msg)?;
     if json {

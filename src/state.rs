@@ -1,5 +1,5 @@
 //! The embedded state database (`[state] path`, default `mcpgate-state.db` beside the
-//! configuration; docs/operations.md, "State"): SQLite compiled into the binary (`rusqlite` with
+//! configuration; docs/configuration.md, `[state]`): the token vault and the usage counts; SQLite compiled into the binary (`rusqlite` with
 //! its bundled library), in WAL mode with full synchronous commits, so what a change committed
 //! survives a `kill -9` and a power cut. Its schema is versioned: the migrations below run in
 //! order at open (`PRAGMA user_version` says how far a file is), each in a transaction. One
@@ -22,6 +22,21 @@ const MIGRATIONS: &[&str] = &[
          caller TEXT NOT NULL, upstream TEXT NOT NULL, issuer TEXT NOT NULL,
          sealed TEXT NOT NULL, updated_ms INTEGER NOT NULL,
          PRIMARY KEY (caller, upstream, issuer)
+     );",
+    // 2: usage counts (hourly and daily rows, added to in place) and the quota windows still open.
+    "CREATE TABLE usage_hour (
+         start INTEGER NOT NULL, caller TEXT NOT NULL, tool TEXT NOT NULL, upstream TEXT NOT NULL,
+         endpoint TEXT NOT NULL, outcome TEXT NOT NULL, calls INTEGER NOT NULL, ms INTEGER NOT NULL,
+         PRIMARY KEY (start, caller, tool, upstream, endpoint, outcome)
+     );
+     CREATE TABLE usage_day (
+         start INTEGER NOT NULL, caller TEXT NOT NULL, tool TEXT NOT NULL, upstream TEXT NOT NULL,
+         endpoint TEXT NOT NULL, outcome TEXT NOT NULL, calls INTEGER NOT NULL, ms INTEGER NOT NULL,
+         PRIMARY KEY (start, caller, tool, upstream, endpoint, outcome)
+     );
+     CREATE TABLE quota_count (
+         quota TEXT NOT NULL, start INTEGER NOT NULL, end_at INTEGER NOT NULL, caller TEXT NOT NULL, count INTEGER NOT NULL,
+         PRIMARY KEY (quota, start, end_at, caller)
      );",
 ];
 

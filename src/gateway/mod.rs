@@ -140,7 +140,19 @@ impl Gateway {
         let hub = Hub::new(config.catalog.debounce);
         hub.set_limit(config.server.max_streams_per_caller);
         let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
-        let usage = Arc::new(crate::usage::Usage::open(&config.usage, cluster.clone()));
+        // The state database (without `[cluster]`): a file beside the configuration. One that
+        // cannot be opened (a read-only folder) leaves the gateway with its files and memory.
+        let db = match &cluster {
+            Some(_) => None,
+            None => match crate::state::Db::open(&config.state) {
+                Ok(db) => Some(Arc::new(db)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the state database cannot be used; tokens and usage counts are kept in their files (set [state] path to a writable place)");
+                    None
+                }
+            },
+        };
+        let usage = Arc::new(crate::usage::Usage::open(&config.usage, cluster.clone(), db.clone()));
         let (metrics_switches, has_cluster) = (config.metrics, cluster.is_some());
         let export = crate::audit::export::Export::start(&config.audit).map_err(StartError::Audit)?;
         let audit = Arc::new(crate::audit::Audit::new(Some(usage.clone()), export));
@@ -151,8 +163,8 @@ impl Gateway {
         let pins = pins::Pins::default();
         pins.refresh(&config.pins.file);
         let guard_set = guards::GuardSet::new(&config).map_err(StartError::Guard)?;
-        let personal =
-            personal::identity(&config, &sealer, cluster.as_ref(), &tasks)?.map(|id| Arc::new(personal::Personal::new(Arc::new(id))));
+        let personal = personal::identity(&config, &sealer, cluster.as_ref(), db.as_ref(), &tasks)?
+            .map(|id| Arc::new(personal::Personal::new(Arc::new(id))));
         Ok(Arc::new_cyclic(|me| Gateway {
             config: ArcSwap::from_pointee(config),
             upstreams: ArcSwap::from_pointee(upstreams),

@@ -518,86 +518,8 @@ async fn personal_loop(gw: Weak<Gateway>, up: Arc<Upstream>, caller: String) {
     }
 }
 
-/// Where JWT callers sign in on a consent page: their issuer, asked for a token to the gateway's
-/// resource (`[auth] resource`, else the first audience that is a URL, else the public URL's
-/// `/mcp`), with the scopes every request needs.
-fn sign_in_at(config: &crate::config::Config, public_url: &str) -> Option<crate::identity::service::SignInAt> {
-    let jwt = config.auth.jwt.as_ref().filter(|_| config.auth.mode == crate::config::auth::AuthMode::Jwt)?;
-    let resource = config
-        .auth
-        .resource
-        .clone()
-        .or_else(|| jwt.audiences.iter().find(|a| a.starts_with("https://") || a.starts_with("http://")).cloned())
-        .unwrap_or_else(|| format!("{public_url}{}", config.server.path));
-    let scope = Some(config.auth.required_scopes.join(" ")).filter(|s| !s.is_empty());
-    Some(crate::identity::service::SignInAt { issuer: jwt.issuer.clone(), resource, scope })
-}
-
-/// The identity engine for a configuration with `[identity]`, or `None` without.
-pub(super) fn identity(
-    config: &crate::config::Config,
-    sealer: &Arc<crate::token::Sealer>,
-    cluster: Option<&Arc<crate::cluster::Cluster>>,
-    tasks: &crate::tasks::Background,
-) -> Result<Option<Identity>, super::StartError> {
-    use crate::identity::{client::OAuthHttp, discovery, flow::Flows, guard::Rules, service, vault::Vault};
-    let exchange_only = config.upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| a.exchange));
-    let fallback;
-    let ic = match &config.identity {
-        Some(ic) => ic,
-        // Token exchange needs no consent pages: nothing is public, and nothing is kept.
-        None if exchange_only => {
-            fallback = crate::config::identity::IdentityConfig {
-                public_url: String::new(),
-                vault: std::path::PathBuf::new(),
-                allow_loopback: false,
-                client_metadata_url: None,
-            };
-            &fallback
-        }
-        None => return Ok(None),
-    };
-    let mut protected = Vec::new();
-    for u in &config.upstreams {
-        let (Some(ua), crate::config::TransportConfig::Http { endpoints }) = (&u.user_auth, &u.transport) else { continue };
-        let Some(url) = endpoints.first().map(|e| e.url.to_string()) else { continue };
-        let resource = discovery::canonical_resource(&url)
-            .ok_or_else(|| super::StartError::Identity(format!("upstream '{}': {url} has no canonical resource URI", u.id)))?;
-        protected.push(service::Protected {
-            upstream: u.id.clone(),
-            resource,
-            client_id: ua.client_id.clone(),
-            client_issuer: ua.issuer.clone(),
-            client_secret: ua.client_secret.clone(),
-            scopes: ua.scopes.clone(),
-            exchange: ua.exchange,
-            api_key: ua.api_key.clone(),
-            id_jag: ua.id_jag.clone(),
-        });
-    }
-    // Replicas share the vault and the started authorizations through the cluster's Redis.
-    let vault = match (cluster, &config.identity) {
-        (Some(c), Some(_)) => Vault::shared(sealer.clone(), c.clone(), tasks),
-        (None, Some(_)) => {
-            let db = crate::state::Db::open(&config.state).map_err(|e| super::StartError::Identity(e.to_string()))?;
-            Vault::in_db(sealer.clone(), std::sync::Arc::new(db), &ic.vault).map_err(|e| super::StartError::Identity(e.to_string()))?
-        }
-        (_, None) => Vault::in_memory(sealer.clone()),
-    };
-    let flows = match cluster {
-        Some(c) => Flows::shared(c.clone(), sealer.clone()),
-        None => Flows::default(),
-    };
-    let settings = service::Settings {
-        redirect_uri: ic.redirect_uri(),
-        client_metadata_url: ic.client_metadata_url(),
-        client_metadata_usable: ic.client_metadata_url().starts_with("https://"),
-        consent_url: format!("{}/oauth/connect", ic.public_url),
-        sign_in: sign_in_at(config, &ic.public_url),
-    };
-    let http = OAuthHttp::new(Rules { loopback: ic.allow_loopback });
-    Ok(Some(Identity::new(settings, sealer.clone(), vault, http, protected).with_flows(flows)))
-}
+mod setup;
+pub(super) use setup::identity;
 
 #[cfg(test)]
 mod tests;

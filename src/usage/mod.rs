@@ -8,6 +8,7 @@
 //! replica enforces one count), and refuse the first call past the limit until the window ends.
 //! `query` answers `mcpgate usage` and the console from the same store.
 
+mod db;
 pub mod query;
 pub mod store;
 
@@ -99,7 +100,14 @@ impl Tally {
 
 /// Where the counts are kept.
 enum Backend {
-    File { path: PathBuf, data: Mutex<Data>, failing: AtomicBool },
+    /// Counts held in memory and written to the state database (`db`), or, without one, to the
+    /// JSON file at `path`.
+    File {
+        path: PathBuf,
+        data: Mutex<Data>,
+        failing: AtomicBool,
+        db: Option<Arc<crate::state::Db>>,
+    },
     Shared(Arc<Cluster>),
 }
 
@@ -137,10 +145,17 @@ pub fn outcome_class(label: &str) -> &str {
 impl Usage {
     /// The accounting over `cluster`'s Redis when given, else over the file `cfg.store` (read
     /// now; a file that cannot be read as a store is moved aside, never overwritten).
-    pub fn open(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>) -> Usage {
-        let backend = match cluster {
-            Some(c) => Backend::Shared(c),
-            None => {
+    pub fn open(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<crate::state::Db>>) -> Usage {
+        let backend = match (cluster, db) {
+            (Some(c), _) => Backend::Shared(c),
+            (None, Some(db)) => {
+                let data = db::load(&db, &cfg.store).unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "the usage counts could not be read from the state database; counting starts afresh");
+                    Data::default()
+                });
+                Backend::File { path: cfg.store.clone(), data: Mutex::new(data), failing: AtomicBool::new(false), db: Some(db) }
+            }
+            (None, None) => {
                 let data = match Data::read(&cfg.store) {
                     Ok(d) => d,
                     Err(e) => {
@@ -150,7 +165,7 @@ impl Usage {
                         Data::default()
                     }
                 };
-                Backend::File { path: cfg.store.clone(), data: Mutex::new(data), failing: AtomicBool::new(false) }
+                Backend::File { path: cfg.store.clone(), data: Mutex::new(data), failing: AtomicBool::new(false), db: None }
             }
         };
         Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, flushing: tokio::sync::Mutex::new(()) }
@@ -158,10 +173,21 @@ impl Usage {
 
     /// The accounting of a configuration, to report from (`mcpgate usage`): as [`Usage::open`],
     /// but a file that cannot be read is an error, left where it is.
-    pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>) -> Result<Usage, String> {
-        let backend = match cluster {
-            Some(c) => Backend::Shared(c),
-            None => Backend::File { path: cfg.store.clone(), data: Mutex::new(Data::read(&cfg.store)?), failing: AtomicBool::new(false) },
+    pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<crate::state::Db>>) -> Result<Usage, String> {
+        let backend = match (cluster, db) {
+            (Some(c), _) => Backend::Shared(c),
+            (None, Some(db)) => Backend::File {
+                path: cfg.store.clone(),
+                data: Mutex::new(db::load(&db, &cfg.store)?),
+                failing: AtomicBool::new(false),
+                db: Some(db),
+            },
+            (None, None) => Backend::File {
+                path: cfg.store.clone(),
+                data: Mutex::new(Data::read(&cfg.store)?),
+                failing: AtomicBool::new(false),
+                db: None,
+            },
         };
         Ok(Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, flushing: tokio::sync::Mutex::new(()) })
     }
@@ -194,19 +220,37 @@ impl Usage {
         let _one = self.flushing.lock().await;
         let pending = std::mem::take(&mut *lock(&self.pending));
         match &self.backend {
-            Backend::File { path, data, failing } => {
+            Backend::File { path, data, failing, db } => {
                 let written = {
                     let mut d = lock(data);
                     for ((hour, row), t) in &pending {
                         d.add(*hour, row, *t);
                     }
                     let now = now_secs();
-                    d.prune(now, self.cfg.keep_hourly.as_secs(), self.cfg.keep_daily.as_secs());
+                    let (keep_h, keep_d) = (self.cfg.keep_hourly.as_secs(), self.cfg.keep_daily.as_secs());
+                    d.prune(now, keep_h, keep_d);
                     if pending.is_empty() && !failing.load(Ordering::Relaxed) && !d.quotas_dirty {
                         Ok(())
                     } else {
-                        d.quotas_dirty = false;
-                        d.write(path)
+                        let quotas = std::mem::take(&mut d.quotas_dirty);
+                        match db {
+                            Some(db) => {
+                                let done = db::write(db, &pending, &d, now, now.saturating_sub(keep_h), now.saturating_sub(keep_d), quotas);
+                                if done.is_err() {
+                                    // Not written: added again at the next flush (the memory already has them).
+                                    d.quotas_dirty |= quotas;
+                                    let mut p = lock(&self.pending);
+                                    for (k, t) in &pending {
+                                        p.entry(k.clone()).or_default().add(*t);
+                                    }
+                                    for ((hour, row), t) in &pending {
+                                        d.sub(*hour, row, *t);
+                                    }
+                                }
+                                done
+                            }
+                            None => d.write(path),
+                        }
                     }
                 };
                 match written {
@@ -360,7 +404,7 @@ mod tests {
     fn usage() -> (tempfile::TempDir, Usage) {
         let dir = tempfile::tempdir().unwrap();
         let cfg = UsageConfig { store: dir.path().join("usage.json"), ..UsageConfig::default() };
-        let u = Usage::open(&cfg, None);
+        let u = Usage::open(&cfg, None, None);
         (dir, u)
     }
 
@@ -398,7 +442,7 @@ mod tests {
         assert_eq!(lock(&u.pending).len(), 1, "the second call found the first's row");
         u.take_quota(&[quota(&["*"], "*", 3)], "alice", &[], "calc__add", FailMode::Open).await.unwrap();
         u.flush().await;
-        let again = Usage::open(&UsageConfig { store: dir.path().join("usage.json"), ..UsageConfig::default() }, None);
+        let again = Usage::open(&UsageConfig { store: dir.path().join("usage.json"), ..UsageConfig::default() }, None, None);
         let Backend::File { data, .. } = &again.backend else { panic!("a file store") };
         let d = lock(data);
         let hour = d.hours.values().next().unwrap();

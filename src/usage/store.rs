@@ -97,6 +97,16 @@ impl Data {
         self.days.entry(hour - hour % DAY).or_default().entry(row.clone()).or_default().add(t);
     }
 
+    /// Takes back counts of hour `hour` that could not be written (they are pending again).
+    pub fn sub(&mut self, hour: u64, row: &Row, t: Tally) {
+        for bucket in [self.hours.get_mut(&hour), self.days.get_mut(&(hour - hour % DAY))].into_iter().flatten() {
+            if let Some(held) = bucket.get_mut(row) {
+                held.calls = held.calls.saturating_sub(t.calls);
+                held.ms = held.ms.saturating_sub(t.ms);
+            }
+        }
+    }
+
     /// Forgets hourly rows older than `keep_hourly`, daily rows older than `keep_daily` and the
     /// counts of quota windows that ended.
     pub fn prune(&mut self, now: u64, keep_hourly: u64, keep_daily: u64) {
