@@ -26,6 +26,25 @@ pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) 
     }
 }
 
+/// Records where a request went on its span: the item and upstream, and, as the OpenTelemetry
+/// MCP conventions name them, the tool or prompt (`gen_ai.tool.name`, `gen_ai.prompt.name`, which
+/// also complete the span's name, `tools/call calc__add`) or the resource URI (`mcp.resource.uri`,
+/// never in the name: too many of them).
+pub fn routed(span: &tracing::Span, method: &str, item: &str, upstream: &str) {
+    span.record("item", item);
+    span.record("upstream", upstream);
+    match method {
+        "tools/call" => span.record("gen_ai.tool.name", item),
+        "prompts/get" => span.record("gen_ai.prompt.name", item),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => span.record("mcp.resource.uri", item),
+        _ => span,
+    };
+    #[cfg(feature = "otlp")]
+    if matches!(method, "tools/call" | "prompts/get") && !otlp::legacy_names() && !span.is_none() {
+        otlp::rename(span, format!("{method} {item}"));
+    }
+}
+
 /// Keeps a request's span open until its streamed reply ends (an SSE tool call, a change
 /// stream), so the exported span lasts as long as the work it names.
 pub fn keep_span(reply: crate::reply::Reply, span: tracing::Span) -> crate::reply::Reply {

@@ -101,9 +101,7 @@ pub(super) async fn forward(
         Some(Routed::Failed(e)) => return Reply::error(e.into_rpc(gw.upstream_id(upstream))),
         None => return Reply::error(RpcError::internal("catalogue points at a missing upstream")),
     };
-    let span = tracing::Span::current();
-    span.record("item", item);
-    span.record("upstream", up.id());
+    crate::telemetry::routed(&tracing::Span::current(), req.method.as_str(), item, up.id());
     let entry = entry(gw, &req, named, up.id());
     // A request to a caller's own upstream is kept, to send the caller to consent if its token
     // is refused.

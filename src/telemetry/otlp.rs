@@ -214,9 +214,29 @@ pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) 
     if !ACTIVE.load(Ordering::Relaxed) {
         return tracing::Span::none();
     }
-    // `item` and `upstream` are recorded when the request is routed (see `dispatch::forward`).
-    let (item, upstream) = (tracing::field::Empty, tracing::field::Empty);
-    let span = tracing::info_span!("mcp", rpc.method = %method, otel.kind = "server", item, upstream);
+    // Named and described as the OpenTelemetry MCP semantic conventions say (`{mcp.method.name}
+    // {target}`, `mcp.*` and `gen_ai.*` attributes; the target and the item are recorded when
+    // the request is routed, see `telemetry::routed`). The earlier attributes (`rpc.method`,
+    // `item`, `upstream`) are kept beside them for one release; `MCPGATE_OTEL_SPAN_NAMES=legacy`
+    // keeps the earlier span name `mcp` too.
+    let empty = || tracing::field::Empty;
+    let name = if legacy_names() { "mcp".to_string() } else { method.to_string() };
+    let span = tracing::info_span!(
+        "mcp",
+        otel.name = %name,
+        otel.kind = "server",
+        mcp.method.name = %method,
+        mcp.protocol.version = empty(),
+        gen_ai.tool.name = empty(),
+        gen_ai.prompt.name = empty(),
+        mcp.resource.uri = empty(),
+        rpc.method = %method,
+        item = empty(),
+        upstream = empty(),
+    );
+    if let Some(v) = meta.get("io.modelcontextprotocol/protocolVersion").and_then(|v| v.as_str()) {
+        span.record("mcp.protocol.version", v);
+    }
     let text = |k: &str| meta.get(k).and_then(|v| v.as_str()).map(str::to_string);
     if let Some(tp) = text("traceparent").filter(|tp| crate::protocol::trace::valid_traceparent(tp)) {
         let mut carrier = HashMap::from([("traceparent".to_string(), tp)]);
@@ -236,4 +256,18 @@ pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) 
         meta.insert("traceparent".into(), traceparent.into());
     }
     span
+}
+
+/// Whether spans keep their earlier name (`MCPGATE_OTEL_SPAN_NAMES=legacy`), for dashboards built
+/// on it; for one release.
+pub fn legacy_names() -> bool {
+    static LEGACY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LEGACY.get_or_init(|| std::env::var("MCPGATE_OTEL_SPAN_NAMES").is_ok_and(|v| v.eq_ignore_ascii_case("legacy")))
+}
+
+/// Renames an exported span that has started already (its context was taken for the upstream's
+/// `traceparent`, so a later `otel.name` would not reach it).
+pub fn rename(span: &tracing::Span, name: String) {
+    use opentelemetry::trace::TraceContextExt;
+    span.context().span().update_name(name);
 }

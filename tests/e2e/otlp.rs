@@ -167,8 +167,9 @@ async fn spans_are_exported_and_the_upstream_hangs_under_the_gateway() {
         s.name == "request" && s.trace == trace && s.parent == client_span
     })
     .await;
+    // Named and described as the OpenTelemetry MCP semantic conventions say.
     exported(&received, "the mcp span under the request span", |s| {
-        s.name == "mcp" && s.id == hop && s.trace == trace && s.parent == request.id
+        s.name == "tools/call alpha__headers" && s.id == hop && s.trace == trace && s.parent == request.id
     })
     .await;
     {
@@ -179,6 +180,9 @@ async fn spans_are_exported_and_the_upstream_hangs_under_the_gateway() {
         );
         let all: Vec<u8> = got.iter().flat_map(|(_, _, b)| b.to_vec()).collect();
         assert!(all.windows(18).any(|w| w == b"mcpgate-under-test"), "the service name is OTEL_SERVICE_NAME");
+        for attribute in [&b"mcp.method.name"[..], b"gen_ai.tool.name", b"mcp.protocol.version", b"rpc.method"] {
+            assert!(all.windows(attribute.len()).any(|w| w == attribute), "{} is an attribute", String::from_utf8_lossy(attribute));
+        }
     }
 
     // The trace context only in `_meta` (another trace): the gateway's span joins that trace.
@@ -193,7 +197,7 @@ async fn spans_are_exported_and_the_upstream_hangs_under_the_gateway() {
     assert_ne!(hop, meta_span, "and the upstream's parent is the gateway's span");
     let (trace, hop, meta_span) = (unhex(&trace), unhex(&hop), unhex(&meta_span));
     exported(&received, "the mcp span joined to the trace named in _meta", |s| {
-        s.name == "mcp" && s.id == hop && s.trace == trace && s.parent == meta_span
+        s.name == "tools/call alpha__meta" && s.id == hop && s.trace == trace && s.parent == meta_span
     })
     .await;
 }
