@@ -75,13 +75,20 @@ impl Gateway {
             return Some(Routed::Failed(e));
         }
         tracing::info!(upstream = %shared.id(), %caller, "started a caller's own process");
-        // Its list changes go to this caller's listeners only.
-        let (me, who) = (self.me.clone(), caller.to_string());
-        self.tasks.spawn(async move {
-            while updates.recv().await.is_some() {
-                match me.upgrade() {
-                    Some(gw) => gw.hub.caller_changed(&who),
-                    None => break,
+        // It tells about its changes as any upstream does (its listen stream, or a legacy one's
+        // notifications).
+        up.tasks().spawn(up.clone().keep_following());
+        // Its list changes go to this caller's listeners only (the shared catalogue does not
+        // change). Resource updates of its own are not relayed: they are drained.
+        let (me, who, changed) = (self.me.clone(), caller.to_string(), up.changed.clone());
+        up.tasks().spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = changed.notified() => match me.upgrade() {
+                        Some(gw) => gw.hub.caller_changed(&who),
+                        None => break,
+                    },
+                    more = updates.recv() => if more.is_none() { break },
                 }
             }
         });

@@ -224,3 +224,42 @@ async fn a_container_upstream_is_run_by_the_runtime_with_the_sandboxs_limits() {
     assert!(first.windows(2).any(|w| w == ["-e", "GREETING"]), "a variable is passed by name: {joined}");
     assert!(!joined.contains("s3cret-value"), "no secret on the runtime's command line: {joined}");
 }
+
+/// A caller's own process that announces a list change tells that caller's listeners only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_own_process_announces_its_changes_to_that_caller_only() {
+    use crate::streams::listen;
+    const CHANGED: &str = "notifications/tools/list_changed";
+    const ACK: &str = "notifications/subscriptions/acknowledged";
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
+         [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[caller]]\nid = \"bob\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[upstream]]\nid = \"chg\"\ncommand = [{:?}, {:?}, \"--transport\", \"stdio\"]\ntimeout = \"10s\"\ninstances = \"per_caller\"\n\
+         [upstream.sandbox]\n",
+        crate::callers::hash("alice-key"),
+        crate::callers::hash("bob-key"),
+        python(),
+        repo().join("tests/py/changing_server.py").display().to_string(),
+    );
+    let gw = gateway(&config);
+    let (alice, bob) = ([("Authorization", "Bearer alice-key")], [("Authorization", "Bearer bob-key")]);
+    let hers = listen(&gw.url, "A", json!({ "toolsListChanged": true }), &alice).await;
+    let his = listen(&gw.url, "B", json!({ "toolsListChanged": true }), &bob).await;
+    assert_eq!(hers.wait_for(ACK, 1, std::time::Duration::from_secs(5)).await, 1);
+    assert_eq!(his.wait_for(ACK, 1, std::time::Duration::from_secs(5)).await, 1);
+    // Alice's own process starts with her first call.
+    let r = rpc_with(&gw.url, "tools/call", json!({ "name": "chg__base", "arguments": {} }), &alice).await.message();
+    assert_eq!(text_of(&r), "base", "{r}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let before = hers.count(CHANGED);
+    let r = rpc_with(&gw.url, "tools/call", json!({ "name": "chg__add_tool", "arguments": { "name": "hers" } }), &alice).await.message();
+    assert_eq!(text_of(&r), "added hers", "{r}");
+    assert!(
+        hers.wait_for(CHANGED, before + 1, std::time::Duration::from_secs(5)).await > before,
+        "alice hears her process's change\n{}",
+        gw.proc.log()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert_eq!(his.count(CHANGED), 0, "bob hears nothing of alice's process: {:#?}", his.all());
+}
