@@ -36,12 +36,6 @@ impl Chain {
         }
         Chain { seq: 1, prev: GENESIS.into() }
     }
-
-    /// The chain after `line` (the record numbered `self.seq`) was written.
-    pub fn advance(&mut self, line: &str) {
-        self.seq += 1;
-        self.prev = sha256_hex(line);
-    }
 }
 
 /// `audit.jsonl.N`.

@@ -20,8 +20,9 @@ use std::time::Duration;
 /// What the writer thread is sent: a line, or the order to write what is queued, flush, say so
 /// and end.
 enum Msg {
-    /// A record's line and its `seq`.
-    Line(String, u64),
+    /// A record's line, its `seq` and its hash (the next record's `prev`, and what a checkpoint
+    /// signs), worked out once.
+    Line(String, u64, String),
     Close(std::sync::mpsc::Sender<()>),
 }
 
@@ -121,17 +122,20 @@ impl Export {
         let (seq, prev) = (link.seq, link.prev.clone());
         if let Some(tx) = &self.file {
             match serde_json::to_string(&FileRecord { seq, prev: &prev, record, arguments }) {
-                Ok(line) => match tx.try_send(Msg::Line(line.clone(), seq)) {
-                    Ok(()) => link.advance(&line),
-                    Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                        if DROPPED.fetch_add(1, Ordering::Relaxed) == 0 {
-                            tracing::warn!(
-                                "audit records are being dropped: the audit file cannot keep up (counted in \
+                Ok(line) => {
+                    let hash = super::chain::sha256_hex(&line);
+                    match tx.try_send(Msg::Line(line, seq, hash.clone())) {
+                        Ok(()) => *link = Chain { seq: seq + 1, prev: hash },
+                        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                            if DROPPED.fetch_add(1, Ordering::Relaxed) == 0 {
+                                tracing::warn!(
+                                    "audit records are being dropped: the audit file cannot keep up (counted in \
                                 mcpgate_audit_records_dropped_total)"
-                            );
+                                );
+                            }
                         }
                     }
-                },
+                }
                 Err(e) => tracing::warn!(error = %e, "an audit record could not be encoded"),
             }
         } else {
@@ -231,7 +235,7 @@ impl Rotating {
         Ok(())
     }
 
-    fn write_line(&mut self, line: &str, seq: u64) -> std::io::Result<()> {
+    fn write_line(&mut self, line: &str, seq: u64, hash: String) -> std::io::Result<()> {
         let len = line.len() as u64 + 1;
         if self.size > 0 && self.size + len > self.max {
             self.rotate()?;
@@ -240,7 +244,7 @@ impl Rotating {
         self.out.write_all(b"\n")?;
         self.size += len;
         if self.signer.is_some() {
-            self.last = Some((seq, super::chain::sha256_hex(line)));
+            self.last = Some((seq, hash));
             self.since += 1;
             if self.signer.as_ref().is_some_and(|(_, every)| self.since >= *every) {
                 self.checkpoint()?;
@@ -259,7 +263,7 @@ impl Rotating {
             let mut next = Some(first);
             while let Some(msg) = next.take() {
                 match msg {
-                    Msg::Line(line, seq) => done = done.and_then(|()| self.write_line(&line, seq)),
+                    Msg::Line(line, seq, hash) => done = done.and_then(|()| self.write_line(&line, seq, hash)),
                     Msg::Close(ack) => {
                         closing = Some(ack);
                         break;
@@ -336,7 +340,7 @@ mod tests {
         let mut w = Rotating::open(path.clone(), 4096, 2).unwrap();
         for i in 0..200 {
             let line = serde_json::to_string(&FileRecord { seq: i as u64 + 1, prev: "", record: &record(i), arguments: None }).unwrap();
-            w.write_line(&line, i as u64 + 1).unwrap();
+            w.write_line(&line, i as u64 + 1, String::new()).unwrap();
         }
         w.out.flush().unwrap();
         let names: Vec<String> = {

@@ -337,11 +337,10 @@ impl Vault {
                     }
                 }
             }
-            (None, Some(before)) if self.db.is_some() => {
-                if let Some(db) = &self.db {
-                    self.write_db(db, &before, &snapshot)?;
-                }
-            }
+            (None, Some(before)) => match &self.db {
+                Some(db) => self.write_db(db, &before, &snapshot)?,
+                None => self.persist(&snapshot.into_values().collect::<Vec<_>>())?,
+            },
             _ => self.persist(&snapshot.into_values().collect::<Vec<_>>())?,
         }
         Ok(touched)
