@@ -411,7 +411,7 @@ pub fn authenticate(req: http::request::Builder, body: String, auth: &ClientAuth
 
 /// A token endpoint's refusal (RFC 6749 §5.2), logged with the server's own words, bounded, on one
 /// line, and without the values the request sent (a server may quote a code or a refresh token).
-fn refusal(status: StatusCode, bytes: &[u8], body_sent: &str) -> IdentityError {
+pub(crate) fn refusal(status: StatusCode, bytes: &[u8], body_sent: &str) -> IdentityError {
     let answer = serde_json::from_slice::<serde_json::Value>(bytes).ok();
     let said = |key: &str| {
         answer.as_ref().and_then(|v| v[key].as_str()).map(|t| t.chars().filter(|c| !c.is_control()).take(300).collect::<String>())

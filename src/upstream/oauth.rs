@@ -183,7 +183,7 @@ impl OAuthClient {
             .header("accept", "application/json");
         let auth = self.client_auth(&audience).map_err(|e| Fail(e.to_string()))?;
         let (req, body) = authenticate(req, self.grant(&audience, assertion).await?, &auth);
-        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| Fail(e.to_string()))?;
+        let req = req.body(Full::new(Bytes::from(body.clone()))).map_err(|e| Fail(e.to_string()))?;
         let url = &url;
         let resp = tokio::time::timeout(Duration::from_secs(10), self.client.request(req))
             .await
@@ -196,9 +196,10 @@ impl OAuthClient {
             .map_err(|e| Fail(format!("reading the token response failed: {e}")))?
             .to_bytes();
         if !status.is_success() {
-            // The body of an error response may echo request details: it goes to the log only.
-            tracing::warn!(%status, body = %String::from_utf8_lossy(&bytes[..bytes.len().min(300)]), "token request refused");
-            return Err(Failure::Refused(format!("the token endpoint {url} refused the request (HTTP {status})")));
+            // Logged as every token refusal is: the server's words, without what was sent (a
+            // secret, an assertion) should it quote them.
+            let refused = crate::identity::client::refusal(status, &bytes, &body);
+            return Err(Failure::Refused(format!("{url}: {refused}")));
         }
         let t: crate::identity::client::TokenResponse =
             serde_json::from_slice(&bytes).map_err(|e| Fail(format!("the token endpoint {url} sent no usable token: {e}")))?;
