@@ -278,6 +278,17 @@ pub async fn tokens_revoke(url: &str, key: Option<&str>, caller: Option<&str>, u
     Ok(ExitCode::SUCCESS)
 }
 
+/// The state database of a configuration, to read offline: PostgreSQL when configured, else the
+/// SQLite file when it exists and `[cluster]` does not keep the state in Redis instead.
+pub fn state_db(cfg: &crate::config::Config, cluster: bool) -> anyhow::Result<Option<std::sync::Arc<crate::state::Db>>> {
+    let open = || crate::state::Db::open(&cfg.state).map(std::sync::Arc::new).map_err(|e| anyhow::anyhow!("{e}"));
+    match (&cfg.state.postgres, cluster) {
+        (Some(_), _) => open().map(Some),
+        (None, false) if cfg.state.path.exists() => open().map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// `mcpgate usage`: the report of the configuration's usage store, as a table or JSON.
 pub async fn usage(cfg: &crate::config::Config, q: crate::usage::query::Query, json: bool) -> anyhow::Result<ExitCode> {
     if !cfg.usage.enabled && cfg.quotas.is_empty() {
@@ -287,10 +298,7 @@ pub async fn usage(cfg: &crate::config::Config, q: crate::usage::query::Query, j
     if cluster.is_none() && !cfg.usage.store.exists() {
         eprintln!("note: no usage store at {} yet (the gateway writes it after its first counted call)", cfg.usage.store.display());
     }
-    let db = match (&cluster, cfg.state.exists()) {
-        (None, true) => Some(std::sync::Arc::new(crate::state::Db::open(&cfg.state).map_err(|e| anyhow::anyhow!("{e}"))?)),
-        _ => None,
-    };
+    let db = state_db(cfg, cluster.is_some())?;
     let usage = crate::usage::Usage::read(&cfg.usage, cluster, db).map_err(anyhow::Error::msg)?;
     let known: Vec<String> = cfg.callers.iter().map(|c| c.id.clone()).collect();
     let report = usage.report(&q, &cfg.quotas, &known).await.map_err(anyhow::Error::msg)?;

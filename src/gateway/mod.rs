@@ -57,6 +57,8 @@ pub enum StartError {
     Audit(String),
     #[error("{0}")]
     Guard(String),
+    #[error("{0}")]
+    State(crate::state::StateError),
 }
 
 pub struct Gateway {
@@ -119,6 +121,8 @@ pub struct Gateway {
     view_problems: Mutex<Vec<(Arc<str>, Problem)>>,
     /// The callers' own processes of `per_caller` stdio upstreams.
     instances: instances::PerCaller,
+    /// The state database (pin approvals; the vault and usage hold it too), if one is open.
+    db: Option<Arc<crate::state::Db>>,
 }
 
 impl Gateway {
@@ -140,11 +144,14 @@ impl Gateway {
         let hub = Hub::new(config.catalog.debounce);
         hub.set_limit(config.server.max_streams_per_caller);
         let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
-        // The state database (without `[cluster]`): a file beside the configuration. One that
-        // cannot be opened (a read-only folder) leaves the gateway with its files and memory.
-        let db = match &cluster {
-            Some(_) => None,
-            None => match crate::state::Db::open(&config.state) {
+        // The state database: PostgreSQL shared by the replicas when configured (the gateway does
+        // not start without it: what it keeps there must not split); else, without `[cluster]`,
+        // a SQLite file beside the configuration. One that cannot be opened (a read-only folder)
+        // leaves the gateway with its files and memory.
+        let db = match (&config.state.postgres, &cluster) {
+            (Some(_), _) => Some(Arc::new(crate::state::Db::open(&config.state).map_err(StartError::State)?)),
+            (None, Some(_)) => None,
+            (None, None) => match crate::state::Db::open(&config.state) {
                 Ok(db) => Some(Arc::new(db)),
                 Err(e) => {
                     tracing::warn!(error = %e, "the state database cannot be used; tokens and usage counts are kept in their files (set [state] path to a writable place)");
@@ -161,7 +168,7 @@ impl Gateway {
         }
         let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
         let pins = pins::Pins::default();
-        pins.refresh(&config.pins.file);
+        pins.refresh(&config.pins.file, db.as_deref());
         let guard_set = guards::GuardSet::new(&config).map_err(StartError::Guard)?;
         let personal = personal::identity(&config, &sealer, cluster.as_ref(), db.as_ref(), &tasks)?
             .map(|id| Arc::new(personal::Personal::new(Arc::new(id))));
@@ -196,6 +203,7 @@ impl Gateway {
             definitions: guards::Definitions::default(),
             view_problems: Mutex::default(),
             instances: Default::default(),
+            db,
         }))
     }
 

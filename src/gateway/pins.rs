@@ -33,10 +33,17 @@ const WATCH: Duration = Duration::from_secs(1);
 /// How a held tool's problem starts (the audit reason of a call that names it).
 pub const HELD: &str = "held until approved";
 
+mod approvals;
+
 /// The approved definitions in effect.
 #[derive(Default)]
 pub struct Pins {
+    /// The lock file with the state database's newer approvals in place (`approvals`).
     file: ArcSwap<PinFile>,
+    /// The lock file as last read.
+    base: Mutex<PinFile>,
+    /// The approvals of the state database as last read, and the counter they reflect.
+    approved: Mutex<(Option<u64>, Vec<approvals::Approved>)>,
     /// What the lock file looked like when it was last read: its modification time, `None` when
     /// there was none (`None` outside: never read).
     read: Mutex<Option<Option<SystemTime>>>,
@@ -87,8 +94,9 @@ pub fn read(path: &Path) -> Result<Option<PinFile>, String> {
 }
 
 impl Pins {
-    /// Re-reads the lock file if it changed since the last read; whether it did.
-    pub fn refresh(&self, path: &Path) -> bool {
+    /// Re-reads the lock file if it changed since the last read, and the approvals in the state
+    /// database `db` if they changed; whether the pins in effect did.
+    pub fn refresh(&self, path: &Path, db: Option<&crate::state::Db>) -> bool {
         let modified = match std::fs::metadata(path) {
             Ok(m) => m.modified().ok(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -96,22 +104,49 @@ impl Pins {
             Err(_) => Some(SystemTime::UNIX_EPOCH),
         };
         // A file that is still absent, or not modified since, has not changed.
-        if *lock(&self.read) == Some(modified) && modified != Some(SystemTime::UNIX_EPOCH) {
-            return false;
-        }
-        match read(path) {
-            Ok(file) => {
-                *lock(&self.read) = Some(modified);
-                self.file.store(Arc::new(file.unwrap_or_default()));
-                true
+        let file_changed = if *lock(&self.read) == Some(modified) && modified != Some(SystemTime::UNIX_EPOCH) {
+            false
+        } else {
+            match read(path) {
+                Ok(file) => {
+                    *lock(&self.read) = Some(modified);
+                    *lock(&self.base) = file.unwrap_or_default();
+                    true
+                }
+                Err(e) => {
+                    // A broken file keeps the pins in effect (held tools stay held).
+                    tracing::warn!(error = %e, "the pin file could not be read; the pins in effect stay");
+                    *lock(&self.read) = Some(modified);
+                    false
+                }
             }
-            Err(e) => {
-                // A broken file keeps the pins in effect (held tools stay held).
-                tracing::warn!(error = %e, "the pin file could not be read; the pins in effect stay");
-                *lock(&self.read) = Some(modified);
-                false
+        };
+        let db_changed = db.is_some_and(|db| {
+            let seen = lock(&self.approved).0;
+            match approvals::counter(db) {
+                Ok(n) if Some(n) == seen => false,
+                Ok(_) => match approvals::read(db) {
+                    Ok((n, rows)) => {
+                        *lock(&self.approved) = (Some(n), rows);
+                        true
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "the pin approvals could not be read from the state database");
+                        false
+                    }
+                },
+                Err(e) => {
+                    tracing::debug!(error = %e, "the pin approvals could not be read from the state database");
+                    false
+                }
             }
+        });
+        if file_changed || db_changed {
+            let modified = lock(&self.read).flatten();
+            let effective = approvals::overlay(&lock(&self.base), modified, &lock(&self.approved).1);
+            self.file.store(Arc::new(effective));
         }
+        file_changed || db_changed
     }
 
     /// Screens an upstream's tools and skills against its pins, in `mode`, and its tools, prompts
@@ -309,7 +344,11 @@ impl Gateway {
                 tokio::time::sleep(WATCH).await;
                 let Some(g) = gw.upgrade() else { return };
                 let path: PathBuf = g.config().pins.file.clone();
-                if g.pins.refresh(&path) {
+                let g2 = g.clone();
+                // Off the async workers: a shared state database is a network round trip.
+                let changed = tokio::task::spawn_blocking(move || g2.pins.refresh(&path, g2.db.as_deref())).await.unwrap_or(false);
+                let path: PathBuf = g.config().pins.file.clone();
+                if changed {
                     tracing::info!(file = %path.display(), "pins changed; the catalogue is rebuilt");
                     g.rebuild();
                 }
@@ -345,13 +384,17 @@ impl Gateway {
             )));
         }
         let path = self.config().pins.file.clone();
+        // Kept in the state database first, where every replica finds it.
+        if let Some(db) = &self.db {
+            approvals::record(db, upstream, tool, &current).map_err(|e| ApproveError::File(format!("the state database: {e}")))?;
+        }
         let mut file = read(&path).map_err(ApproveError::File)?.unwrap_or_default();
         file.version = 1;
         file.upstreams.entry(upstream.to_string()).or_default().insert(tool.to_string(), current);
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
         std::fs::write(&tmp, file.render()).map_err(|e| ApproveError::File(format!("{}: {e}", tmp.display())))?;
         std::fs::rename(&tmp, &path).map_err(|e| ApproveError::File(format!("{}: {e}", path.display())))?;
-        if self.pins.refresh(&path) {
+        if self.pins.refresh(&path, self.db.as_deref()) {
             self.rebuild();
         }
         Ok(())
@@ -409,14 +452,14 @@ mod tests {
         let path = dir.join("pins.json");
         let _ = std::fs::remove_file(&path);
         let pins = Pins::default();
-        assert!(pins.refresh(&path), "the first look reads it");
-        assert!(!pins.refresh(&path), "still absent: no change (no rebuild every second)");
+        assert!(pins.refresh(&path, None), "the first look reads it");
+        assert!(!pins.refresh(&path, None), "still absent: no change (no rebuild every second)");
         std::fs::write(&path, r#"{"version":1,"upstreams":{}}"#).unwrap();
-        assert!(pins.refresh(&path), "written: a change");
-        assert!(!pins.refresh(&path), "not modified since: no change");
+        assert!(pins.refresh(&path, None), "written: a change");
+        assert!(!pins.refresh(&path, None), "not modified since: no change");
         std::fs::remove_file(&path).unwrap();
-        assert!(pins.refresh(&path), "removed: a change");
-        assert!(!pins.refresh(&path));
+        assert!(pins.refresh(&path, None), "removed: a change");
+        assert!(!pins.refresh(&path, None));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,9 +3,10 @@
 //! authorization is kept here under its `state`: a 256-bit random value, usable once, for at most
 //! [`FLOW_TTL`], and bound to the browser that started it by a nonce the consent step set in a
 //! `__Host-` cookie (compared in constant time), so a link or a redirect replayed elsewhere does
-//! not complete. With `[cluster]`, a started authorization is also put in Redis (sealed with the
-//! token keys, as a one-time entry only its browser's nonce can take), so the browser may come
-//! back to any replica and the state is still spent once. This module also builds the two
+//! not complete. A started authorization is also put in the state database (or, with `[cluster]` and no
+//! shared database, in Redis), sealed with the token keys, as a one-time entry only its browser's
+//! nonce can take: it survives a restart, the browser may come back to any replica, and the state
+//! is still spent once. This module also builds the two
 //! requests of the flow (the authorization URL and the token request body) and checks the
 //! authorization response's `iss`.
 
@@ -78,7 +79,50 @@ pub struct Flows {
     pending: Mutex<HashMap<String, Pending>>,
     /// Grant ids spent, and until when they are remembered (without `[cluster]`).
     spent: Mutex<HashMap<String, Instant>>,
-    shared: Option<(std::sync::Arc<crate::cluster::Cluster>, std::sync::Arc<crate::token::Sealer>)>,
+    shared: Option<(Store, std::sync::Arc<crate::token::Sealer>)>,
+}
+
+/// Where started authorizations and spent grants are kept beyond this process.
+enum Store {
+    /// The cluster's Redis.
+    Redis(std::sync::Arc<crate::cluster::Cluster>),
+    /// The state database (shared by replicas when it is PostgreSQL).
+    Db(std::sync::Arc<crate::state::Db>),
+}
+
+impl Store {
+    async fn claim(&self, key: String, ttl: Duration) -> Result<bool, FlowError> {
+        match self {
+            Store::Redis(c) => c.claim(&key, ttl).await.map_err(|e| FlowError::Unavailable(e.to_string())),
+            Store::Db(db) => blocking(db, move |db| crate::state::once::claim(db, &key, ttl)).await,
+        }
+    }
+
+    async fn put(&self, key: String, check: String, value: String) -> Result<(), FlowError> {
+        match self {
+            Store::Redis(c) => c.once_put(&key, &check, &value, FLOW_TTL).await.map_err(|e| FlowError::Unavailable(e.to_string())),
+            Store::Db(db) => blocking(db, move |db| crate::state::once::put(db, &key, &check, &value, FLOW_TTL)).await,
+        }
+    }
+
+    async fn take(&self, key: String, check: String) -> Result<Option<String>, FlowError> {
+        match self {
+            Store::Redis(c) => c.once_take(&key, &check).await.map_err(|e| FlowError::Unavailable(e.to_string())),
+            Store::Db(db) => blocking(db, move |db| crate::state::once::take(db, &key, &check)).await,
+        }
+    }
+}
+
+/// A state database call, off the async workers.
+async fn blocking<T: Send + 'static>(
+    db: &std::sync::Arc<crate::state::Db>,
+    f: impl FnOnce(&crate::state::Db) -> Result<T, crate::state::StateError> + Send + 'static,
+) -> Result<T, FlowError> {
+    let db = db.clone();
+    match tokio::task::spawn_blocking(move || f(&db)).await {
+        Ok(done) => done.map_err(|e| FlowError::Unavailable(e.to_string())),
+        Err(e) => Err(FlowError::Unavailable(e.to_string())),
+    }
 }
 
 const SHARED_PURPOSE: &str = "mcpgate/identity/flow/v1";
@@ -107,14 +151,20 @@ pub struct Start<'a> {
 impl Flows {
     /// Started authorizations shared by the replicas of a cluster through Redis.
     pub fn shared(cluster: std::sync::Arc<crate::cluster::Cluster>, sealer: std::sync::Arc<crate::token::Sealer>) -> Flows {
-        Flows { pending: Mutex::default(), spent: Mutex::default(), shared: Some((cluster, sealer)) }
+        Flows { pending: Mutex::default(), spent: Mutex::default(), shared: Some((Store::Redis(cluster), sealer)) }
+    }
+
+    /// Started authorizations kept in the state database (they survive a restart, and, on a
+    /// database the replicas share, reach every replica).
+    pub fn in_db(db: std::sync::Arc<crate::state::Db>, sealer: std::sync::Arc<crate::token::Sealer>) -> Flows {
+        Flows { pending: Mutex::default(), spent: Mutex::default(), shared: Some((Store::Db(db), sealer)) }
     }
 
     /// Spends the one-time id `id` for `ttl` (what a consent link's grant carries): `true` the
     /// first time, on any replica of a cluster.
     pub async fn spend(&self, id: &str, ttl: Duration) -> Result<bool, FlowError> {
-        if let Some((cluster, _)) = &self.shared {
-            return cluster.claim(&format!("grant:{}", browser_check(id)), ttl).await.map_err(|e| FlowError::Unavailable(e.to_string()));
+        if let Some((store, _)) = &self.shared {
+            return store.claim(format!("grant:{}", browser_check(id)), ttl).await;
         }
         let mut spent = lock(&self.spent);
         let now = Instant::now();
@@ -131,24 +181,17 @@ impl Flows {
     /// In a cluster, puts the authorization started as `state` where every replica can take it
     /// (nothing to do otherwise).
     pub async fn publish(&self, state: &str) -> Result<(), FlowError> {
-        let Some((cluster, sealer)) = &self.shared else { return Ok(()) };
+        let Some((store, sealer)) = &self.shared else { return Ok(()) };
         let pending = lock(&self.pending).get(state).cloned().ok_or(FlowError::UnknownState)?;
         let sealed = sealer.seal(SHARED_PURPOSE, &pending).map_err(|e| FlowError::Unavailable(e.to_string()))?;
-        cluster
-            .once_put(&format!("flow:{state}"), &browser_check(&pending.browser), &sealed, FLOW_TTL)
-            .await
-            .map_err(|e| FlowError::Unavailable(e.to_string()))
+        store.put(format!("flow:{state}"), browser_check(&pending.browser), sealed).await
     }
 
     /// [`Self::finish`], from the shared store in a cluster (whichever replica started it).
     pub async fn take(&self, state: &str, browser: Option<&str>, iss: Option<&str>) -> Result<Pending, FlowError> {
-        let Some((cluster, sealer)) = &self.shared else { return self.finish(state, browser, iss) };
+        let Some((store, sealer)) = &self.shared else { return self.finish(state, browser, iss) };
         let browser = browser.ok_or(FlowError::OtherBrowser)?;
-        let sealed = cluster
-            .once_take(&format!("flow:{state}"), &browser_check(browser))
-            .await
-            .map_err(|e| FlowError::Unavailable(e.to_string()))?
-            .ok_or(FlowError::UnknownState)?;
+        let sealed = store.take(format!("flow:{state}"), browser_check(browser)).await?.ok_or(FlowError::UnknownState)?;
         lock(&self.pending).remove(state);
         let pending: Pending = sealer.open(SHARED_PURPOSE, &sealed, FLOW_TTL).ok_or(FlowError::UnknownState)?;
         check_iss(&pending, iss)?;

@@ -12,11 +12,14 @@
 //! Nothing here prints a token: [`TokenSet`]'s `Debug` leaves them out, and listings carry only
 //! what a person needs to decide on a revocation.
 
+mod db;
+
 use crate::sync::lock;
 use crate::token::Sealer;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -140,16 +143,16 @@ pub struct Vault {
     entries: Arc<Mutex<Entries>>,
     shared: Option<Arc<SharedStore>>,
     /// The state database it is kept in (`state`), when it is.
-    db: Option<Arc<crate::state::Db>>,
+    db: Option<db::InDb>,
     /// Held from a change's snapshot to the end of its write, so writes land in the order the
     /// changes were made (a stale snapshot never overwrites a newer one).
-    writing: Mutex<()>,
+    writing: Arc<Mutex<()>>,
 }
 
 impl Vault {
     /// A vault kept in memory only (tokens end with the process).
     pub fn in_memory(sealer: Arc<Sealer>) -> Vault {
-        Vault { sealer, path: None, entries: Arc::default(), shared: None, db: None, writing: Mutex::default() }
+        Vault { sealer, path: None, entries: Arc::default(), shared: None, db: None, writing: Arc::default() }
     }
 
     /// The vault kept in the cluster's Redis: read from it now and whenever another replica
@@ -202,7 +205,7 @@ impl Vault {
                 tokio::time::sleep(SHARED_POLL).await;
             }
         });
-        Vault { sealer, path: None, entries, shared: Some(store), db: None, writing: Mutex::default() }
+        Vault { sealer, path: None, entries, shared: Some(store), db: None, writing: Arc::default() }
     }
 
     /// The vault stored at `path` (created on the first write).
@@ -216,72 +219,21 @@ impl Vault {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(VaultError::Read { path: path.display().to_string(), reason: e.to_string() }),
         };
-        Ok(Vault { sealer, path: Some(path), entries: Arc::new(Mutex::new(entries)), shared: None, db: None, writing: Mutex::default() })
+        Ok(Vault { sealer, path: Some(path), entries: Arc::new(Mutex::new(entries)), shared: None, db: None, writing: Arc::default() })
     }
 
     /// The vault kept in the state database `db`. The first time, the entries of the JSON vault
     /// file `legacy` (what earlier releases kept) are carried over, sealed as they were; the file
     /// is left in place, and the carry-over is recorded so it is never done twice.
     pub fn in_db(sealer: Arc<Sealer>, db: Arc<crate::state::Db>, legacy: &std::path::Path) -> Result<Vault, VaultError> {
-        let fail = |e: crate::state::StateError| VaultError::Read { path: db.path().display().to_string(), reason: e.reason };
-        if db.meta("vault_migrated").map_err(fail)?.is_none() {
-            let old = match legacy.exists() {
-                true => Vault::open(sealer.clone(), legacy.to_path_buf())?.entries(),
-                false => Vec::new(),
-            };
-            let note = format!("{} entries from {}", old.len(), legacy.display());
-            db.with(|c| {
-                let tx = c.transaction()?;
-                for (k, sealed) in &old {
-                    tx.execute(
-                        "INSERT OR IGNORE INTO vault (caller, upstream, issuer, sealed, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-                        rusqlite::params![k.caller, k.upstream, k.issuer, sealed, now_ms()],
-                    )?;
-                }
-                tx.execute("INSERT INTO meta (key, value) VALUES ('vault_migrated', ?1)", [&note])?;
-                tx.commit()
-            })
-            .map_err(fail)?;
-            if !old.is_empty() {
-                tracing::info!(from = %legacy.display(), into = %db.path().display(), entries = old.len(), "the token vault was carried over into the state database (the old file is kept)");
-            }
-        }
-        let rows: Vec<(VaultKey, String)> = db
-            .with(|c| {
-                let mut q = c.prepare("SELECT caller, upstream, issuer, sealed FROM vault")?;
-                let rows = q.query_map([], |r| Ok((VaultKey { caller: r.get(0)?, upstream: r.get(1)?, issuer: r.get(2)? }, r.get(3)?)))?;
-                rows.collect()
-            })
-            .map_err(fail)?;
-        let entries: Entries = rows.into_iter().map(|(k, v)| (k.slot(), (k, v))).collect();
-        Ok(Vault { sealer, path: None, entries: Arc::new(Mutex::new(entries)), shared: None, db: Some(db), writing: Mutex::default() })
+        let (n, entries) = db::load(&sealer, &db, legacy)?;
+        let in_db = db::InDb { db, seen: Arc::new(std::sync::atomic::AtomicU64::new(n)) };
+        Ok(Vault { sealer, path: None, entries: Arc::new(Mutex::new(entries)), shared: None, db: Some(in_db), writing: Arc::default() })
     }
 
     /// Every entry, sealed.
     fn entries(&self) -> Vec<(VaultKey, String)> {
         lock(&self.entries).values().cloned().collect()
-    }
-
-    /// Writes the difference between `before` and `after` to the database, in one transaction.
-    fn write_db(&self, db: &crate::state::Db, before: &Entries, after: &Entries) -> Result<(), VaultError> {
-        db.with(|c| {
-            let tx = c.transaction()?;
-            for (_, (k, _)) in before.iter().filter(|(slot, _)| !after.contains_key(*slot)) {
-                tx.execute(
-                    "DELETE FROM vault WHERE caller = ?1 AND upstream = ?2 AND issuer = ?3",
-                    rusqlite::params![k.caller, k.upstream, k.issuer],
-                )?;
-            }
-            for (_, (k, sealed)) in after.iter().filter(|(slot, v)| before.get(*slot) != Some(*v)) {
-                tx.execute(
-                    "INSERT INTO vault (caller, upstream, issuer, sealed, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (caller, upstream, issuer) DO UPDATE SET sealed = excluded.sealed, updated_ms = excluded.updated_ms",
-                    rusqlite::params![k.caller, k.upstream, k.issuer, sealed, now_ms()],
-                )?;
-            }
-            tx.commit()
-        })
-        .map_err(|e| VaultError::Write { path: db.path().display().to_string(), reason: e.reason })
     }
 
     /// The caller's tokens for an upstream and issuer, if held and still openable.
@@ -338,7 +290,18 @@ impl Vault {
                 }
             }
             (None, Some(before)) => match &self.db {
-                Some(db) => self.write_db(db, &before, &snapshot)?,
+                Some(in_db) => match db::write(&in_db.db, &before, &snapshot) {
+                    Ok(n) => {
+                        // Our own change: no need to read it back, unless another came in between.
+                        let seen = &in_db.seen;
+                        let _ = seen.compare_exchange(n.saturating_sub(1), n, Ordering::SeqCst, Ordering::SeqCst);
+                    }
+                    Err(e) => {
+                        // Not kept: the memory goes back to what the database holds.
+                        *lock(&self.entries) = before;
+                        return Err(e);
+                    }
+                },
                 None => self.persist(&snapshot.into_values().collect::<Vec<_>>())?,
             },
             _ => self.persist(&snapshot.into_values().collect::<Vec<_>>())?,
@@ -389,10 +352,6 @@ pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,7 +388,7 @@ mod tests {
         old.put(&key("alice"), &tokens("alice-token")).expect("put");
         old.put(&key("bob"), &tokens("bob-token")).expect("put");
         let db_path = dir.path().join("mcpgate-state.db");
-        let db = Arc::new(crate::state::Db::open(&db_path).expect("db"));
+        let db = Arc::new(crate::state::Db::sqlite(&db_path).expect("db"));
         let v = Vault::in_db(sealer(&[&k]), db.clone(), &legacy).expect("carried over");
         assert_eq!(v.get(&key("alice")).map(|t| t.access_token).as_deref(), Some("alice-token"));
         assert!(legacy.exists(), "the old file is kept");
@@ -439,7 +398,7 @@ mod tests {
         assert!(v.remove(&key("bob")).expect("remove"));
         old.put(&key("dave"), &tokens("dave-token")).expect("a late write to the old file");
         drop((v, db));
-        let db = Arc::new(crate::state::Db::open(&db_path).expect("reopen"));
+        let db = Arc::new(crate::state::Db::sqlite(&db_path).expect("reopen"));
         let v = Vault::in_db(sealer(&[&k]), db.clone(), &legacy).expect("reopened");
         let mut held: Vec<String> = v.list(None).into_iter().map(|h| h.caller).collect();
         held.sort();

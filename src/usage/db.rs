@@ -1,12 +1,16 @@
 //! The usage counts in the state database (`state`): rows added to in place at each flush (one
 //! transaction: the new counts, the pruned buckets, the open quota windows), read whole at start
-//! and by `mcpgate usage`. The first time, the JSON store earlier releases kept (`[usage] store`)
-//! is carried over, and left in place.
+//! and by `mcpgate usage`. Additions commute, so replicas sharing one database (PostgreSQL) each
+//! add their own counts and a report reads the sum. The first time, the JSON store earlier
+//! releases kept (`[usage] store`) is carried over, and left in place.
 
 use super::store::{Buckets, DAY, Data, HOUR};
 use super::{Pending, Row, Tally};
-use crate::state::Db;
+use crate::state::{Db, Tx, params};
 use std::path::Path;
+
+const QUOTA_UPSERT: &str = "INSERT INTO quota_count (quota, start, end_at, caller, count) VALUES (?1, ?2, ?3, ?4, ?5)
+     ON CONFLICT (quota, start, end_at, caller) DO UPDATE SET count = excluded.count";
 
 /// The counts kept in `db`, after carrying over the file `legacy` once.
 pub fn load(db: &Db, legacy: &Path) -> Result<Data, String> {
@@ -16,95 +20,90 @@ pub fn load(db: &Db, legacy: &Path) -> Result<Data, String> {
             false => Data::default(),
         };
         let note = format!("{} hours from {}", old.hours.len(), legacy.display());
-        db.with(|c| {
-            let tx = c.transaction()?;
-            for (table, buckets) in [("usage_hour", &old.hours), ("usage_day", &old.days)] {
-                for (start, rows) in buckets {
-                    for (row, t) in rows {
-                        add(&tx, table, *start, row, *t)?;
+        let carried = db
+            .tx(|t| {
+                // Recorded first: of two replicas carrying over at once, one adds the counts.
+                if t.exec("INSERT INTO meta (key, value) VALUES ('usage_migrated', ?1) ON CONFLICT (key) DO NOTHING", params![&note])? == 0
+                {
+                    return Ok(false);
+                }
+                for (table, buckets) in [("usage_hour", &old.hours), ("usage_day", &old.days)] {
+                    for (start, rows) in buckets {
+                        for (row, tally) in rows {
+                            add(t, table, *start, row, *tally)?;
+                        }
                     }
                 }
-            }
-            for ((quota, start, end), callers) in &old.quotas {
-                for (caller, n) in callers {
-                    tx.execute(
-                        "INSERT OR REPLACE INTO quota_count (quota, start, end_at, caller, count) VALUES (?1, ?2, ?3, ?4, ?5)",
-                        rusqlite::params![quota, *start as i64, *end as i64, caller, *n as i64],
-                    )?;
+                for ((quota, start, end), callers) in &old.quotas {
+                    for (caller, n) in callers {
+                        t.exec(QUOTA_UPSERT, params![quota, *start, *end, caller, *n])?;
+                    }
                 }
-            }
-            tx.execute("INSERT INTO meta (key, value) VALUES ('usage_migrated', ?1)", [&note])?;
-            tx.commit()
-        })
-        .map_err(|e| e.to_string())?;
-        if !old.hours.is_empty() {
-            tracing::info!(from = %legacy.display(), into = %db.path().display(), "the usage counts were carried over into the state database (the old file is kept)");
+                Ok(true)
+            })
+            .map_err(|e| e.to_string())?;
+        if carried && !old.hours.is_empty() {
+            tracing::info!(from = %legacy.display(), into = %db.place(), "the usage counts were carried over into the state database (the old file is kept)");
         }
     }
-    db.with(|c| {
-        let mut data = Data::default();
-        for (table, buckets) in [("usage_hour", &mut data.hours), ("usage_day", &mut data.days)] {
-            read(c, table, buckets)?;
-        }
-        let mut q = c.prepare("SELECT quota, start, end_at, caller, count FROM quota_count")?;
-        let rows = q.query_map([], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, String>(3)?, r.get::<_, i64>(4)?))
-        })?;
-        for row in rows {
-            let (quota, start, end, caller, n) = row?;
-            data.quotas.entry((quota, start as u64, end as u64)).or_default().insert(caller, n as u64);
+    db.tx(|t| {
+        let mut data = Data { hours: read(t, "usage_hour", 0)?, days: read(t, "usage_day", 0)?, ..Data::default() };
+        for r in t.query("SELECT quota, start, end_at, caller, count FROM quota_count", &[])? {
+            data.quotas.entry((r.text(0), r.uint(1), r.uint(2))).or_default().insert(r.text(3), r.uint(4));
         }
         Ok(data)
     })
     .map_err(|e| e.to_string())
 }
 
-fn read(c: &rusqlite::Connection, table: &str, into: &mut Buckets) -> rusqlite::Result<()> {
-    let mut q = c.prepare(&format!("SELECT start, caller, tool, upstream, endpoint, outcome, calls, ms FROM {table}"))?;
-    let rows = q.query_map([], |r| {
-        let row = Row { caller: r.get(1)?, tool: r.get(2)?, upstream: r.get(3)?, endpoint: r.get(4)?, outcome: r.get(5)? };
-        Ok((r.get::<_, i64>(0)? as u64, row, Tally { calls: r.get::<_, i64>(6)? as u64, ms: r.get::<_, i64>(7)? as u64 }))
-    })?;
-    for row in rows {
-        let (start, row, t) = row?;
-        into.entry(start).or_default().insert(row, t);
-    }
-    Ok(())
+/// The hourly (`hourly`) or daily buckets from `from` on, as every replica added them.
+pub fn buckets(db: &Db, hourly: bool, from: u64) -> Result<Buckets, String> {
+    db.tx(|t| read(t, if hourly { "usage_hour" } else { "usage_day" }, from)).map_err(|e| e.to_string())
 }
 
-fn add(tx: &rusqlite::Transaction<'_>, table: &str, start: u64, row: &Row, t: Tally) -> rusqlite::Result<usize> {
-    tx.execute(
+fn read(t: &mut dyn Tx, table: &str, from: u64) -> Result<Buckets, String> {
+    let mut out = Buckets::new();
+    let rows = t.query(
+        &format!("SELECT start, caller, tool, upstream, endpoint, outcome, calls, ms FROM {table} WHERE start >= ?1"),
+        params![from],
+    )?;
+    for r in rows {
+        let row = Row { caller: r.text(1), tool: r.text(2), upstream: r.text(3), endpoint: r.text(4), outcome: r.text(5) };
+        out.entry(r.uint(0)).or_default().insert(row, Tally { calls: r.uint(6), ms: r.uint(7) });
+    }
+    Ok(out)
+}
+
+fn add(t: &mut dyn Tx, table: &str, start: u64, row: &Row, tally: Tally) -> Result<u64, String> {
+    t.exec(
         &format!(
             "INSERT INTO {table} (start, caller, tool, upstream, endpoint, outcome, calls, ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-             ON CONFLICT (start, caller, tool, upstream, endpoint, outcome) DO UPDATE SET calls = calls + excluded.calls, ms = ms + excluded.ms"
+             ON CONFLICT (start, caller, tool, upstream, endpoint, outcome)
+             DO UPDATE SET calls = {table}.calls + excluded.calls, ms = {table}.ms + excluded.ms"
         ),
-        rusqlite::params![start as i64, row.caller, row.tool, row.upstream, row.endpoint, row.outcome, t.calls as i64, t.ms as i64],
+        params![start, &row.caller, &row.tool, &row.upstream, &row.endpoint, &row.outcome, tally.calls, tally.ms],
     )
 }
 
 /// One flush: `pending` added to the hourly and daily rows, buckets before the floors (and quota
 /// windows that ended by `now`) removed, and, when they changed, the open quota windows of `data`.
 pub fn write(db: &Db, pending: &Pending, data: &Data, now: u64, hour_floor: u64, day_floor: u64, quotas: bool) -> Result<(), String> {
-    db.with(|c| {
-        let tx = c.transaction()?;
-        for ((hour, row), t) in pending {
-            add(&tx, "usage_hour", *hour, row, *t)?;
-            add(&tx, "usage_day", hour - hour % DAY, row, *t)?;
+    db.tx(|t| {
+        for ((hour, row), tally) in pending {
+            add(t, "usage_hour", *hour, row, *tally)?;
+            add(t, "usage_day", hour - hour % DAY, row, *tally)?;
         }
-        tx.execute("DELETE FROM usage_hour WHERE start + ?1 <= ?2", rusqlite::params![HOUR as i64, hour_floor as i64])?;
-        tx.execute("DELETE FROM usage_day WHERE start + ?1 <= ?2", rusqlite::params![DAY as i64, day_floor as i64])?;
-        tx.execute("DELETE FROM quota_count WHERE end_at <= ?1", [now as i64])?;
+        t.exec("DELETE FROM usage_hour WHERE start + ?1 <= ?2", params![HOUR, hour_floor])?;
+        t.exec("DELETE FROM usage_day WHERE start + ?1 <= ?2", params![DAY, day_floor])?;
+        t.exec("DELETE FROM quota_count WHERE end_at <= ?1", params![now])?;
         if quotas {
             for ((quota, start, end), callers) in &data.quotas {
                 for (caller, n) in callers {
-                    tx.execute(
-                        "INSERT OR REPLACE INTO quota_count (quota, start, end_at, caller, count) VALUES (?1, ?2, ?3, ?4, ?5)",
-                        rusqlite::params![quota, *start as i64, *end as i64, caller, *n as i64],
-                    )?;
+                    t.exec(QUOTA_UPSERT, params![quota, *start, *end, caller, *n])?;
                 }
             }
         }
-        tx.commit()
+        Ok(())
     })
     .map_err(|e| e.to_string())
 }
@@ -130,7 +129,7 @@ mod tests {
         old.record(row("alice"), 6);
         old.flush().await;
         assert!(cfg.store.exists());
-        let db = Arc::new(Db::open(&dir.path().join("mcpgate-state.db")).unwrap());
+        let db = Arc::new(Db::sqlite(&dir.path().join("mcpgate-state.db")).unwrap());
         let u = Usage::open(&cfg, None, Some(db.clone()));
         u.record(row("alice"), 10);
         u.record(row("bob"), 1);

@@ -129,6 +129,8 @@ pub struct Usage {
     cfg: UsageConfig,
     pending: Mutex<Pending>,
     backend: Backend,
+    /// Where quotas are counted when the counts are in a shared database: the cluster's Redis.
+    quota_cluster: Option<Arc<Cluster>>,
     /// Serialises flushes (the loop, a console read and the final flush).
     flushing: tokio::sync::Mutex<()>,
 }
@@ -143,18 +145,15 @@ pub fn outcome_class(label: &str) -> &str {
 }
 
 impl Usage {
-    /// The accounting over `cluster`'s Redis when given, else over the file `cfg.store` (read
-    /// now; a file that cannot be read as a store is moved aside, never overwritten).
+    /// The accounting over the state database `db` when it is shared by replicas (PostgreSQL;
+    /// quotas then counted in `cluster`'s Redis when given), else over `cluster`'s Redis when
+    /// given, else over `db` or, without one, the file `cfg.store` (read now; a file that cannot
+    /// be read as a store is moved aside, never overwritten).
     pub fn open(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<crate::state::Db>>) -> Usage {
-        let backend = match (cluster, db) {
-            (Some(c), _) => Backend::Shared(c),
-            (None, Some(db)) => {
-                let data = db::load(&db, &cfg.store).unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "the usage counts could not be read from the state database; counting starts afresh");
-                    Data::default()
-                });
-                Backend::File { path: cfg.store.clone(), data: Mutex::new(data), failing: AtomicBool::new(false), db: Some(db) }
-            }
+        let (backend, quota_cluster) = match (cluster, db) {
+            (c, Some(db)) if db.shared() => (Self::in_db(cfg, db), c),
+            (Some(c), _) => (Backend::Shared(c), None),
+            (None, Some(db)) => (Self::in_db(cfg, db), None),
             (None, None) => {
                 let data = match Data::read(&cfg.store) {
                     Ok(d) => d,
@@ -165,31 +164,54 @@ impl Usage {
                         Data::default()
                     }
                 };
-                Backend::File { path: cfg.store.clone(), data: Mutex::new(data), failing: AtomicBool::new(false), db: None }
+                (Backend::File { path: cfg.store.clone(), data: Mutex::new(data), failing: AtomicBool::new(false), db: None }, None)
             }
         };
-        Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, flushing: tokio::sync::Mutex::new(()) }
+        Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, quota_cluster, flushing: tokio::sync::Mutex::new(()) }
+    }
+
+    fn in_db(cfg: &UsageConfig, db: Arc<crate::state::Db>) -> Backend {
+        let data = db::load(&db, &cfg.store).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the usage counts could not be read from the state database; counting starts afresh");
+            Data::default()
+        });
+        Backend::File { path: cfg.store.clone(), data: Mutex::new(data), failing: AtomicBool::new(false), db: Some(db) }
     }
 
     /// The accounting of a configuration, to report from (`mcpgate usage`): as [`Usage::open`],
-    /// but a file that cannot be read is an error, left where it is.
+    /// but a store that cannot be read is an error, left where it is.
     pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<crate::state::Db>>) -> Result<Usage, String> {
-        let backend = match (cluster, db) {
-            (Some(c), _) => Backend::Shared(c),
-            (None, Some(db)) => Backend::File {
+        let in_db = |db: Arc<crate::state::Db>| -> Result<Backend, String> {
+            Ok(Backend::File {
                 path: cfg.store.clone(),
                 data: Mutex::new(db::load(&db, &cfg.store)?),
                 failing: AtomicBool::new(false),
                 db: Some(db),
-            },
-            (None, None) => Backend::File {
-                path: cfg.store.clone(),
-                data: Mutex::new(Data::read(&cfg.store)?),
-                failing: AtomicBool::new(false),
-                db: None,
-            },
+            })
         };
-        Ok(Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, flushing: tokio::sync::Mutex::new(()) })
+        let (backend, quota_cluster) = match (cluster, db) {
+            (c, Some(db)) if db.shared() => (in_db(db)?, c),
+            (Some(c), _) => (Backend::Shared(c), None),
+            (None, Some(db)) => (in_db(db)?, None),
+            (None, None) => (
+                Backend::File {
+                    path: cfg.store.clone(),
+                    data: Mutex::new(Data::read(&cfg.store)?),
+                    failing: AtomicBool::new(false),
+                    db: None,
+                },
+                None,
+            ),
+        };
+        Ok(Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, quota_cluster, flushing: tokio::sync::Mutex::new(()) })
+    }
+
+    /// Where quotas are counted once for every replica: the cluster's Redis, if any.
+    fn quotas_shared(&self) -> Option<&Arc<Cluster>> {
+        match &self.backend {
+            Backend::Shared(c) => Some(c),
+            Backend::File { .. } => self.quota_cluster.as_ref(),
+        }
     }
 
     pub fn enabled(&self) -> bool {
@@ -336,8 +358,8 @@ impl Usage {
             resets_at: end,
             wait: Duration::from_secs(end.saturating_sub(now).max(1)),
         };
-        match &self.backend {
-            Backend::File { data, .. } => {
+        match (self.quotas_shared(), &self.backend) {
+            (None, Backend::File { data, .. }) => {
                 let mut d = lock(data);
                 for q in &matching {
                     let (start, end) = q.window.bounds(now);
@@ -353,7 +375,7 @@ impl Usage {
                 d.quotas_dirty = true;
                 Ok(())
             }
-            Backend::Shared(cluster) => {
+            (None, Backend::Shared(cluster)) | (Some(cluster), _) => {
                 let mut taken: Vec<String> = Vec::new();
                 for q in &matching {
                     let (start, end) = q.window.bounds(now);

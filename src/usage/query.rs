@@ -103,6 +103,13 @@ impl Usage {
         let start = now.saturating_sub(q.since.as_secs());
         let from = start - start % len;
         let buckets: Buckets = match &self.backend {
+            // Every replica's counts, as they added them.
+            Backend::File { db: Some(db), .. } if db.shared() => {
+                let db = db.clone();
+                tokio::task::spawn_blocking(move || super::db::buckets(&db, hourly, from))
+                    .await
+                    .map_err(|e| format!("the usage report stopped: {e}"))??
+            }
             Backend::File { data, .. } => {
                 let d = lock(data);
                 let b = if hourly { &d.hours } else { &d.days };
@@ -121,9 +128,9 @@ impl Usage {
         let mut out = Vec::new();
         for q in quotas {
             let (start, end) = q.window.bounds(now);
-            let mut counts: BTreeMap<String, u64> = match &self.backend {
-                Backend::File { data, .. } => lock(data).quotas.get(&(q.id.clone(), start, end)).cloned().unwrap_or_default(),
-                Backend::Shared(cluster) => {
+            let mut counts: BTreeMap<String, u64> = match (self.quotas_shared(), &self.backend) {
+                (None, Backend::File { data, .. }) => lock(data).quotas.get(&(q.id.clone(), start, end)).cloned().unwrap_or_default(),
+                (None, Backend::Shared(cluster)) | (Some(cluster), _) => {
                     let mut all =
                         cluster.counts_get(&[store::quota_hash(&q.id, start)]).await.map_err(|e| format!("the cluster's Redis: {e}"))?;
                     all.pop().unwrap_or_default().into_iter().map(|(c, n)| (c, u64::try_from(n).unwrap_or(0))).collect()

@@ -61,19 +61,25 @@ pub(in crate::gateway) fn identity(
             id_jag: ua.id_jag.clone(),
         });
     }
-    // Replicas share the vault and the started authorizations through the cluster's Redis.
-    let vault = match (cluster, &config.identity) {
-        (Some(c), Some(_)) => Vault::shared(sealer.clone(), c.clone(), tasks),
-        (None, Some(_)) => match db {
-            Some(db) => Vault::in_db(sealer.clone(), db.clone(), &ic.vault),
-            None => Vault::open(sealer.clone(), ic.vault.clone()),
+    // Replicas share the vault and the started authorizations through a shared state database
+    // (PostgreSQL), else through the cluster's Redis; one gateway keeps them in its own database.
+    let db = db.filter(|d| d.shared() || cluster.is_none());
+    let vault = match (db, cluster, &config.identity) {
+        (_, _, None) => Vault::in_memory(sealer.clone()),
+        (Some(db), _, Some(_)) => {
+            let v = Vault::in_db(sealer.clone(), db.clone(), &ic.vault).map_err(|e| crate::gateway::StartError::Identity(e.to_string()))?;
+            v.watch(tasks);
+            v
         }
-        .map_err(|e| crate::gateway::StartError::Identity(e.to_string()))?,
-        (_, None) => Vault::in_memory(sealer.clone()),
+        (None, Some(c), Some(_)) => Vault::shared(sealer.clone(), c.clone(), tasks),
+        (None, None, Some(_)) => {
+            Vault::open(sealer.clone(), ic.vault.clone()).map_err(|e| crate::gateway::StartError::Identity(e.to_string()))?
+        }
     };
-    let flows = match cluster {
-        Some(c) => Flows::shared(c.clone(), sealer.clone()),
-        None => Flows::default(),
+    let flows = match (db, cluster) {
+        (Some(db), _) => Flows::in_db(db.clone(), sealer.clone()),
+        (None, Some(c)) => Flows::shared(c.clone(), sealer.clone()),
+        (None, None) => Flows::default(),
     };
     let settings = service::Settings {
         redirect_uri: ic.redirect_uri(),

@@ -174,7 +174,7 @@ pub(super) fn resolve(
 }
 
 /// Percent-encodes a password for the userinfo part of a URL.
-fn percent_encode(s: &str) -> String {
+pub(super) fn percent_encode(s: &str) -> String {
     s.bytes()
         .map(|b| if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect()

@@ -45,7 +45,7 @@ pub struct FileConfig {
     pub console: ConsoleSection,
     pub identity: Option<super::identity::IdentitySection>,
     /// `[state]`: where what must survive a restart is kept.
-    pub state: Option<StateSection>,
+    pub state: Option<super::state::StateSection>,
 }
 
 /// `[console]`: the read-only web console at `/console`.
@@ -256,12 +256,4 @@ impl<'de> Deserialize<'de> for HeaderSource {
         }
         d.deserialize_any(Visit)
     }
-}
-
-/// `[state]` as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StateSection {
-    /// The SQLite database file (default `mcpgate-state.db` beside this file).
-    pub path: Option<String>,
 }

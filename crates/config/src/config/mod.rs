@@ -15,6 +15,7 @@ pub mod identity;
 pub mod limits;
 pub mod rules;
 pub mod sandbox;
+pub mod state;
 mod tls;
 mod upstream;
 pub mod usage;
@@ -73,8 +74,8 @@ pub struct Config {
     pub tool_search_anywhere: bool,
     /// Per-user upstream identity (`[identity]`): set when some upstream has `user_auth`.
     pub identity: Option<identity::IdentityConfig>,
-    /// `[state]`: the embedded database of what must survive a restart (the token vault).
-    pub state: PathBuf,
+    /// `[state]`: the database of what must survive a restart (SQLite, or PostgreSQL for replicas).
+    pub state: state::StateConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -334,12 +335,9 @@ impl Config {
         }
         // The files the gateway keeps secrets and records in are hidden from every sandbox, wherever
         // they live (the config folder is hidden already).
-        let state = {
-            let p = file.state.and_then(|s| s.path).unwrap_or_else(|| "mcpgate-state.db".into());
-            if Path::new(&p).is_absolute() { PathBuf::from(p) } else { base_dir.join(p) }
-        };
+        let state = state::resolve(&at, file.state, &base_dir, env)?;
         let mut kept: Vec<PathBuf> = server.token_key_file.clone();
-        kept.push(state.clone());
+        kept.push(state.path.clone());
         kept.extend(identity.as_ref().map(|i| i.vault.clone()));
         kept.extend(usage_cfg.enabled.then(|| usage_cfg.store.clone()));
         kept.extend(audit.file.clone());

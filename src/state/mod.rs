@@ -1,0 +1,267 @@
+//! The state database (`[state]`; docs/configuration.md, docs/production.md): what must survive a
+//! restart — the token vault, the usage counts, pin approvals, started authorizations and
+//! one-time claims. By default SQLite compiled into the binary (`sqlite`), a file beside the
+//! configuration; with `[state] postgres`, a PostgreSQL database every replica shares
+//! (`postgres`). Both run the same schema, versioned: the migrations below run in order at open,
+//! each in a transaction, and a database from a newer release is refused, never rewritten. The
+//! stores above this module speak one small dialect: `?N` parameters, integers and text, `ON
+//! CONFLICT` upserts, `RETURNING`; each backend runs a change as one transaction (`Db::tx`).
+//! `counter` rows are bumped by each change a replica must notice (`Db::bump`), so the others
+//! poll one number, not a table.
+//!
+//! rusqlite over sqlx: synchronous, small, no runtime of its own; the writes are few and short,
+//! so a lock and a blocking call cost less than an async pool would. The `postgres` crate (the
+//! synchronous face of tokio-postgres) for the same reason, on one connection per replica:
+//! see `postgres` for why a pool is not needed and what happens while the database is down.
+
+pub mod once;
+mod postgres;
+mod sqlite;
+
+use std::path::Path;
+
+/// The schema, one step per release that changed it; never edited once released. Written in
+/// the dialect both backends take (BIGINT, TEXT, composite primary keys).
+const MIGRATIONS: &[&str] = &[
+    // 1: the token vault (sealed token sets per caller, upstream and issuer) and one-time facts.
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+     CREATE TABLE vault (
+         caller TEXT NOT NULL, upstream TEXT NOT NULL, issuer TEXT NOT NULL,
+         sealed TEXT NOT NULL, updated_ms BIGINT NOT NULL,
+         PRIMARY KEY (caller, upstream, issuer)
+     );",
+    // 2: usage counts (hourly and daily rows, added to in place) and the quota windows still open.
+    "CREATE TABLE usage_hour (
+         start BIGINT NOT NULL, caller TEXT NOT NULL, tool TEXT NOT NULL, upstream TEXT NOT NULL,
+         endpoint TEXT NOT NULL, outcome TEXT NOT NULL, calls BIGINT NOT NULL, ms BIGINT NOT NULL,
+         PRIMARY KEY (start, caller, tool, upstream, endpoint, outcome)
+     );
+     CREATE TABLE usage_day (
+         start BIGINT NOT NULL, caller TEXT NOT NULL, tool TEXT NOT NULL, upstream TEXT NOT NULL,
+         endpoint TEXT NOT NULL, outcome TEXT NOT NULL, calls BIGINT NOT NULL, ms BIGINT NOT NULL,
+         PRIMARY KEY (start, caller, tool, upstream, endpoint, outcome)
+     );
+     CREATE TABLE quota_count (
+         quota TEXT NOT NULL, start BIGINT NOT NULL, end_at BIGINT NOT NULL, caller TEXT NOT NULL, count BIGINT NOT NULL,
+         PRIMARY KEY (quota, start, end_at, caller)
+     );",
+    // 3: change counters (what replicas poll), pin approvals, and one-time entries (started
+    // authorizations, spent consent links).
+    "CREATE TABLE counter (name TEXT PRIMARY KEY, n BIGINT NOT NULL);
+     CREATE TABLE pin (
+         upstream TEXT NOT NULL, item TEXT NOT NULL, sha256 TEXT NOT NULL, definition TEXT NOT NULL,
+         approved_ms BIGINT NOT NULL,
+         PRIMARY KEY (upstream, item)
+     );
+     CREATE TABLE once (key TEXT PRIMARY KEY, check_hash TEXT NOT NULL, value TEXT NOT NULL, expires_ms BIGINT NOT NULL);",
+];
+
+#[derive(Debug, thiserror::Error)]
+#[error("the state database {path}: {reason}")]
+pub struct StateError {
+    pub path: String,
+    pub reason: String,
+}
+
+/// A parameter or a column value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Int(i64),
+    Text(String),
+    Null,
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Value {
+        Value::Int(v)
+    }
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Value {
+        Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Value {
+        Value::Text(v.to_string())
+    }
+}
+
+impl From<&String> for Value {
+    fn from(v: &String) -> Value {
+        Value::Text(v.clone())
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Value {
+        Value::Text(v)
+    }
+}
+
+/// Parameters: `params![a, b, c]`.
+#[macro_export]
+macro_rules! params {
+    ($($v:expr),* $(,)?) => { &[$($crate::state::Value::from($v)),*][..] };
+}
+pub use params;
+
+/// One result row.
+#[derive(Debug, Clone)]
+pub struct Row(pub Vec<Value>);
+
+impl Row {
+    /// Column `i` as an integer (0 when NULL or text).
+    pub fn int(&self, i: usize) -> i64 {
+        match self.0.get(i) {
+            Some(Value::Int(v)) => *v,
+            _ => 0,
+        }
+    }
+
+    /// Column `i` as an unsigned integer (negative values as 0).
+    pub fn uint(&self, i: usize) -> u64 {
+        u64::try_from(self.int(i)).unwrap_or(0)
+    }
+
+    /// Column `i` as text (empty when NULL or a number).
+    pub fn text(&self, i: usize) -> String {
+        match self.0.get(i) {
+            Some(Value::Text(v)) => v.clone(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// A transaction in progress. Statements use `?1`, `?2`… for parameters.
+pub trait Tx {
+    /// Runs a statement; the rows it changed.
+    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64, String>;
+    /// Runs a query; its rows.
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String>;
+}
+
+enum Backend {
+    Sqlite(sqlite::Sqlite),
+    Postgres(postgres::Postgres),
+}
+
+/// The state database of this process.
+pub struct Db {
+    backend: Backend,
+    /// Where it is, for messages (a path, or a PostgreSQL URL without its password).
+    place: String,
+}
+
+impl Db {
+    /// The database `cfg` names: PostgreSQL when configured, else the SQLite file.
+    pub fn open(cfg: &crate::config::state::StateConfig) -> Result<Db, StateError> {
+        match &cfg.postgres {
+            Some(pg) => Db::postgres(pg),
+            None => Db::sqlite(&cfg.path),
+        }
+    }
+
+    /// Opens (or creates, mode 0600) the SQLite database at `path` and brings its schema up to date.
+    pub fn sqlite(path: &Path) -> Result<Db, StateError> {
+        let place = path.display().to_string();
+        let backend = sqlite::Sqlite::open(path, MIGRATIONS).map_err(|reason| StateError { path: place.clone(), reason })?;
+        Ok(Db { backend: Backend::Sqlite(backend), place })
+    }
+
+    /// Connects to the PostgreSQL database and brings its schema up to date (one replica at a
+    /// time: the migrations hold an advisory lock).
+    pub fn postgres(cfg: &crate::config::state::PostgresConfig) -> Result<Db, StateError> {
+        let place = cfg.redacted_url();
+        let backend = postgres::Postgres::open(cfg, MIGRATIONS).map_err(|reason| StateError { path: place.clone(), reason })?;
+        Ok(Db { backend: Backend::Postgres(backend), place })
+    }
+
+    /// Where it is (a path, or the PostgreSQL URL without its password).
+    pub fn place(&self) -> &str {
+        &self.place
+    }
+
+    /// Whether other processes (replicas) share it: their changes must be polled for.
+    pub fn shared(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn kind(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Runs `f` in one transaction, committed when it returns `Ok` (one caller at a time). On
+    /// PostgreSQL, from an async context, the round trips run on a thread of their own.
+    pub fn tx<T: Send>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String> + Send) -> Result<T, StateError> {
+        let done = match &self.backend {
+            Backend::Sqlite(s) => s.tx(f),
+            Backend::Postgres(p) => p.tx(f),
+        };
+        done.map_err(|reason| StateError { path: self.place.clone(), reason })
+    }
+
+    /// A one-time fact, if recorded.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StateError> {
+        self.tx(|t| Ok(t.query("SELECT value FROM meta WHERE key = ?1", params![key])?.first().map(|r| r.text(0))))
+    }
+
+    /// The value of change counter `name` (0 before its first change).
+    pub fn counter(&self, name: &str) -> Result<u64, StateError> {
+        self.tx(|t| Ok(t.query("SELECT n FROM counter WHERE name = ?1", params![name])?.first().map_or(0, |r| r.uint(0))))
+    }
+}
+
+/// Bumps change counter `name` within a transaction; its new value.
+pub fn bump(t: &mut dyn Tx, name: &str) -> Result<u64, String> {
+    let rows = t.query(
+        "INSERT INTO counter (name, n) VALUES (?1, 1) ON CONFLICT (name) DO UPDATE SET n = counter.n + 1 RETURNING n",
+        params![name],
+    )?;
+    Ok(rows.first().map_or(0, |r| r.uint(0)))
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_is_made_once_and_opens_again_at_its_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state").join("mcpgate-state.db");
+        let db = Db::sqlite(&path).expect("made");
+        db.tx(|t| t.exec("INSERT INTO meta (key, value) VALUES (?1, ?2)", params!["k", "v"])).expect("insert");
+        assert_eq!(db.tx(|t| bump(t, "vault")).unwrap(), 1);
+        assert_eq!(db.tx(|t| bump(t, "vault")).unwrap(), 2);
+        assert_eq!(db.counter("vault").unwrap(), 2);
+        assert_eq!(db.counter("pins").unwrap(), 0);
+        drop(db);
+        let db = Db::sqlite(&path).expect("opened again, no migration twice");
+        assert_eq!(db.meta("k").unwrap().as_deref(), Some("v"));
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600);
+        // A failed change leaves nothing behind.
+        let e = db.tx(|t| {
+            t.exec("INSERT INTO meta (key, value) VALUES (?1, ?2)", params!["half", "done"])?;
+            Err::<(), _>("stopped".to_string())
+        });
+        assert!(e.is_err());
+        assert_eq!(db.meta("half").unwrap(), None);
+        // A file from a newer release is refused, not rewritten.
+        drop(db);
+        rusqlite::Connection::open(&path).unwrap().pragma_update(None, "user_version", 99).unwrap();
+        let e = Db::sqlite(&path).err().expect("refused").to_string();
+        assert!(e.contains("newer than this mcpgate knows"), "{e}");
+    }
+}

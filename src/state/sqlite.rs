@@ -1,0 +1,94 @@
+//! The state database as an SQLite file: WAL mode with full synchronous commits (what a change
+//! committed survives a `kill -9` and a power cut), `PRAGMA user_version` saying how far its
+//! schema is, one connection behind a lock (the writes are few and short).
+
+use super::{Row, Tx, Value};
+use rusqlite::Connection;
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use std::path::Path;
+use std::sync::Mutex;
+
+pub struct Sqlite {
+    conn: Mutex<Connection>,
+}
+
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self {
+            Value::Int(v) => ToSqlOutput::from(*v),
+            Value::Text(v) => ToSqlOutput::from(v.as_str()),
+            Value::Null => ToSqlOutput::from(rusqlite::types::Null),
+        })
+    }
+}
+
+struct SqliteTx<'a>(rusqlite::Transaction<'a>);
+
+impl Tx for SqliteTx<'_> {
+    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64, String> {
+        let mut st = self.0.prepare_cached(sql).map_err(|e| e.to_string())?;
+        st.execute(rusqlite::params_from_iter(params.iter())).map(|n| n as u64).map_err(|e| e.to_string())
+    }
+
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String> {
+        let mut st = self.0.prepare_cached(sql).map_err(|e| e.to_string())?;
+        let width = st.column_count();
+        let rows = st
+            .query_map(rusqlite::params_from_iter(params.iter()), |r| {
+                (0..width)
+                    .map(|i| {
+                        Ok(match r.get_ref(i)? {
+                            ValueRef::Integer(v) => Value::Int(v),
+                            ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+                            ValueRef::Real(f) => Value::Int(f as i64),
+                            ValueRef::Null | ValueRef::Blob(_) => Value::Null,
+                        })
+                    })
+                    .collect::<rusqlite::Result<Vec<Value>>>()
+                    .map(Row)
+            })
+            .map_err(|e| e.to_string())?;
+        rows.collect::<rusqlite::Result<Vec<Row>>>().map_err(|e| e.to_string())
+    }
+}
+
+impl Sqlite {
+    pub fn open(path: &Path, migrations: &[&str]) -> Result<Sqlite, String> {
+        let err = |e: &dyn std::fmt::Display| e.to_string();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| err(&e))?;
+        }
+        let fresh = !path.exists();
+        let mut conn = Connection::open(path).map_err(|e| err(&e))?;
+        if fresh {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| err(&e))?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| err(&e))?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(|e| err(&e))?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(|e| err(&e))?;
+        let version = usize::try_from(version).unwrap_or(usize::MAX);
+        if version > migrations.len() {
+            return Err(format!(
+                "its schema is version {version}, newer than this mcpgate knows ({}): run the newer release, or restore a backup",
+                migrations.len()
+            ));
+        }
+        for (i, step) in migrations.iter().enumerate().skip(version) {
+            let tx = conn.transaction().map_err(|e| err(&e))?;
+            tx.execute_batch(step).map_err(|e| format!("migration {}: {e}", i + 1))?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(|e| err(&e))?;
+            tx.commit().map_err(|e| err(&e))?;
+        }
+        Ok(Sqlite { conn: Mutex::new(conn) })
+    }
+
+    pub fn tx<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
+        let mut conn = crate::sync::lock(&self.conn);
+        let mut tx = SqliteTx(conn.transaction().map_err(|e| e.to_string())?);
+        let out = f(&mut tx)?;
+        tx.0.commit().map_err(|e| e.to_string())?;
+        Ok(out)
+    }
+}
