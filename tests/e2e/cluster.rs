@@ -70,6 +70,16 @@ impl Redis {
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
+
+    /// `FLUSHALL`: everything Redis holds is gone (what a restart without persistence does).
+    pub fn flushall(&self) {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis");
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut buf = [0u8; 5];
+        s.write_all(b"FLUSHALL\r\n").expect("FLUSHALL");
+        s.read_exact(&mut buf).expect("the answer to FLUSHALL");
+        assert_eq!(&buf, b"+OK\r\n");
+    }
 }
 
 fn replica_config(redis: &Redis, sessions: &str) -> String {

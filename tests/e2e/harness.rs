@@ -68,7 +68,7 @@ impl Drop for Proc {
     }
 }
 
-fn collect_stderr(child: &mut Child, notify: Option<std::sync::mpsc::Sender<String>>) -> Arc<Mutex<Vec<String>>> {
+pub fn collect_stderr(child: &mut Child, notify: Option<std::sync::mpsc::Sender<String>>) -> Arc<Mutex<Vec<String>>> {
     let lines = Arc::new(Mutex::new(Vec::new()));
     if let Some(err) = child.stderr.take() {
         let sink = lines.clone();

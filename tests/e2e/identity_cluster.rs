@@ -36,7 +36,7 @@ pub(crate) async fn get_with(url: &str, headers: &[(&str, &str)]) -> Resp {
 /// names), submits it, signs in at the authorization server (which approves at once), and is sent
 /// back; the redirect back is delivered to `callback_base` instead (another replica behind the
 /// same public URL).
-async fn consent(link: &str, key: &str, callback_base: &str) -> String {
+pub(crate) async fn consent(link: &str, key: &str, callback_base: &str) -> String {
     let origin = link.split("/oauth/").next().expect("a base").to_string();
     let field = |html: &str, name: &str| {
         let at = html.find(&format!("name=\"{name}\" value=\"")).unwrap_or_else(|| panic!("no {name} in the page: {html}"));

@@ -51,6 +51,7 @@ mod secrets_paths;
 mod security;
 mod security_bindings;
 mod skills;
+mod state_db;
 mod streams;
 mod supervision;
 mod tls;
