@@ -15,6 +15,8 @@
 #   .work/clients      Claude Code, the MCP Inspector and mcp-remote (the docs' quick start runs them)
 #   .work/oidc         oidc-provider, the OpenID-certified authorization server library behind
 #                      tests/js/oidc-as/server.mjs (the per-user OAuth tests' authorization server)
+#   postgresql         Debian's package (15): the replica tests share the state database through it;
+#                      installed with apt-get when missing and running as root
 #   chromium           Debian's chromium and chromium-driver (the console's headless browser test)
 #   redis-server       Debian's package (the multi-replica tests share state through it); installed
 #                      with apt-get when missing and running as root, else the script says what to run
@@ -256,6 +258,30 @@ if ! command -v openssl >/dev/null; then
 fi
 log "openssl:     $(command -v openssl)"
 
+# ---- 8. PostgreSQL 15 (Debian): the shared state database of the replica tests -------------------
+STEP="postgresql"
+pg_bin_dir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
+PG_BIN="$(pg_bin_dir)"
+if [[ -z "$PG_BIN" || ! -x "$PG_BIN/initdb" ]]; then
+  APT="$(apt_cmd)"
+  if [[ -n "$APT" ]]; then
+    log "$APT install postgresql"
+    export DEBIAN_FRONTEND=noninteractive
+    $APT install -y --no-install-recommends postgresql >/dev/null 2>&1 \
+      || { $APT update -qq >/dev/null && $APT install -y --no-install-recommends postgresql >/dev/null; } \
+      || die "apt-get install postgresql failed"
+    PG_BIN="$(pg_bin_dir)"
+  else
+    die "PostgreSQL is not installed: run 'sudo apt-get install postgresql' (Debian/Ubuntu) and run this again"
+  fi
+fi
+[[ -x "$PG_BIN/initdb" ]] || die "initdb not found under /usr/lib/postgresql/*/bin after installing postgresql"
+# As root, the tests run the server as the package's postgres user (PostgreSQL refuses root).
+if [[ "$(id -u)" == 0 ]] && ! id postgres >/dev/null 2>&1; then
+  die "running as root, and there is no postgres user to run PostgreSQL as: reinstall the postgresql package"
+fi
+log "postgresql:  $PG_BIN ($("$PG_BIN/postgres" --version | awk '{print $3}'))"
+
 # ---- summary ---------------------------------------------------------------------------------
 STEP="writing summary"
 EVERYTHING_JS="$NPM_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -267,6 +293,7 @@ export MCPGATE_NODE22="$NODE22_BIN"
 export MCPGATE_CONFORMANCE_JS="$CONFORMANCE_JS"
 export MCPGATE_EVERYTHING_JS="$EVERYTHING_JS"
 export MCPGATE_REDIS_SERVER="$REDIS_BIN"
+export MCPGATE_POSTGRES_BIN="$PG_BIN"
 export MCPGATE_CHROMIUM="$CHROMIUM_BIN"
 export MCPGATE_CHROMEDRIVER="$CHROMEDRIVER_BIN"
 export MCPGATE_CLIENTS_BIN="$CLIENTS_DIR/node_modules/.bin"

@@ -5,6 +5,8 @@
 //! running gateway, found by its pid file). Exit codes: 0 fine, 1 something is down
 //! or unhealthy, 2 a startup error (returned as `Err` to `main`).
 
+pub mod offline;
+
 use crate::gateway::Gateway;
 use anyhow::Context;
 use std::io::{IsTerminal, Write};
@@ -244,10 +246,15 @@ pub async fn tokens_list(url: &str, key: Option<&str>, caller: Option<&str>) -> 
         .map(|q| format!("?{q}"))
         .unwrap_or_default();
     let v = tokens_api(url, key, &format!("/oauth/tokens{q}"), None).await?;
-    let rows = v["tokens"].as_array().cloned().unwrap_or_default();
+    print_tokens(v["tokens"].as_array().map(Vec::as_slice).unwrap_or_default());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Connected accounts as a table (never a token).
+fn print_tokens(rows: &[serde_json::Value]) {
     if rows.is_empty() {
         println!("no connected accounts");
-        return Ok(ExitCode::SUCCESS);
+        return;
     }
     let now = crate::identity::vault::now();
     println!("{:<20} {:<16} {:<36} {:<24} {:<12} REFRESHES", "CALLER", "UPSTREAM", "ISSUER", "SCOPE", "EXPIRES");
@@ -267,7 +274,6 @@ pub async fn tokens_list(url: &str, key: Option<&str>, caller: Option<&str>) -> 
             if r["refreshable"].as_bool() == Some(true) { "yes" } else { "no" }
         );
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `mcpgate tokens revoke`: forgets the tokens; the caller consents again on its next call.

@@ -203,6 +203,15 @@ enum Command {
         /// Another caller's accounts (admin callers only).
         #[arg(long, global = true)]
         caller: Option<String>,
+        /// Read the state database of this configuration instead of asking a gateway (list only).
+        #[arg(short, long, global = true)]
+        config: Option<PathBuf>,
+    },
+    /// Bring the state database up to date and carry over the JSON vault and usage files earlier
+    /// releases kept (once; the files are kept; safe to run again).
+    Migrate {
+        #[arg(short, long, default_value = "gateway.toml")]
+        config: PathBuf,
     },
     /// Run the built-in demo upstream (a small modern MCP server).
     DemoServer {
@@ -338,13 +347,22 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             mcpgate::cli::probe_all(&gw).await;
             mcpgate::cli::pin(&gw, approve, &tools)
         }
-        Command::Tokens { action, url, caller } => {
+        Command::Migrate { config } => mcpgate::cli::offline::migrate(&mcpgate::boot::load(&config, None)?),
+        Command::Tokens { action, url, caller, config } => {
             let key = std::env::var("MCPGATE_API_KEY").ok().filter(|k| !k.is_empty());
-            match action {
-                TokensAction::List => mcpgate::cli::tokens_list(&url, key.as_deref(), caller.as_deref()).await,
-                TokensAction::Revoke { upstream } => {
-                    mcpgate::cli::tokens_revoke(&url, key.as_deref(), caller.as_deref(), upstream.as_deref()).await
+            match (action, config) {
+                (TokensAction::List, Some(config)) => {
+                    mcpgate::cli::offline::tokens_list(&mcpgate::boot::load(&config, None)?, caller.as_deref())
                 }
+                (TokensAction::Revoke { .. }, Some(_)) => {
+                    anyhow::bail!("tokens revoke goes through a running gateway (--url), which forgets the tokens it holds in memory too")
+                }
+                (action, None) => match action {
+                    TokensAction::List => mcpgate::cli::tokens_list(&url, key.as_deref(), caller.as_deref()).await,
+                    TokensAction::Revoke { upstream } => {
+                        mcpgate::cli::tokens_revoke(&url, key.as_deref(), caller.as_deref(), upstream.as_deref()).await
+                    }
+                },
             }
         }
         Command::HashKey { key, generate } => {

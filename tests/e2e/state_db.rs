@@ -390,3 +390,65 @@ async fn a_replica_killed_during_writes_loses_nothing_committed_on_postgresql_an
     wait_for("counted on after the restart", async || ok_calls(&usage_report(&again.config_path, &[]), "alice", "calc__add") == before + 2)
         .await;
 }
+
+/// `mcpgate migrate` on the files an earlier release kept (the JSON vault and usage store, as
+/// their file backends still write them): carried over once, the files kept, safe to run again;
+/// then `mcpgate tokens list -c` and `mcpgate usage` read the database offline.
+#[tokio::test(flavor = "multi_thread")]
+async fn migrate_carries_the_old_files_over_once_and_the_database_reads_offline() {
+    use mcpgate::identity::vault::{TokenSet, Vault, VaultKey};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key_hex = "7a".repeat(32);
+    // The files: a vault with one connected account, a usage store with 4 calls.
+    let sealer = std::sync::Arc::new(mcpgate::token::Sealer::load(Some(key_hex.clone()), &[]).expect("the token key"));
+    let vault = Vault::open(sealer, dir.path().join("mcpgate-vault.json")).expect("the old vault");
+    let account = VaultKey { caller: "alice".into(), upstream: "files".into(), issuer: "https://as.example.com".into() };
+    let tokens = TokenSet {
+        access_token: "at-never-printed".into(),
+        refresh_token: Some("rt-never-printed".into()),
+        expires_at: Some(mcpgate::identity::vault::now() + 3600),
+        scope: Some("read".into()),
+        issued_at: mcpgate::identity::vault::now(),
+        client: None,
+        dpop: None,
+    };
+    vault.put(&account, &tokens).expect("kept in the old file");
+    let usage_cfg = mcpgate::config::usage::UsageConfig {
+        store: dir.path().join("mcpgate-usage.json"),
+        ..mcpgate::config::usage::UsageConfig::default()
+    };
+    let old = mcpgate::usage::Usage::open(&usage_cfg, None, None);
+    for _ in 0..4 {
+        old.record(mcpgate::usage::RowRef { caller: "alice", tool: "calc__add", upstream: "calc", endpoint: "-", outcome: "ok" }, 3);
+    }
+    old.flush().await;
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[identity]\npublic_url = \"http://127.0.0.1:8811\"\nallow_loopback = true\n\n\
+         [[upstream]]\nid = \"files\"\nurl = \"http://127.0.0.1:9/mcp\"\n[upstream.user_auth]\n",
+    )
+    .expect("config");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+            .args(args)
+            .arg("-c")
+            .arg(&config)
+            .env("MCPGATE_TOKEN_KEY", &key_hex)
+            .output()
+            .expect("run mcpgate");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{args:?}: {text}");
+        text
+    };
+    let first = run(&["migrate"]);
+    assert!(first.contains("1 connected account(s)") && first.contains("1 entries from"), "{first}");
+    assert!(first.contains("1 hours from"), "{first}");
+    let second = run(&["migrate"]);
+    assert!(second.contains("1 connected account(s)"), "nothing carried twice: {second}");
+    assert!(dir.path().join("mcpgate-vault.json").exists() && dir.path().join("mcpgate-usage.json").exists(), "the old files are kept");
+    let listed = run(&["tokens", "list"]);
+    assert!(listed.contains("alice") && listed.contains("files") && listed.contains("read"), "{listed}");
+    assert!(!listed.contains("never-printed"), "{listed}");
+    assert_eq!(ok_calls(&usage_report(&config, &[]), "alice", "calc__add"), 4, "counted once, however often migrate ran");
+}
