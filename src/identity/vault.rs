@@ -2,13 +2,12 @@
 //! issuer), sealed at rest with the gateway's token keys (AES-256-GCM through [`Sealer`], whose
 //! key list makes rotation work: entries sealed under an older key still open, and are sealed
 //! again under the newest when next written). The key's three parts are the sealing purpose, so an
-//! entry moved to another caller's slot does not open. The embedded store is one JSON file written
-//! atomically (a temporary file renamed over it, mode 0600): the gateway keeps at most a few tokens
-//! per caller and upstream, read on a call's path from memory and written only when a token is
-//! issued, refreshed or revoked, which a file serves without a database engine in the binary.
-//! With `[cluster]` the store is Redis instead (a versioned map, see `cluster`): every change is
-//! written there in order, and each replica re-reads the map when its version moved, within a
-//! second, so a caller who consented through one replica is connected on all of them.
+//! entry moved to another caller's slot does not open. Entries are read on a call's path from
+//! memory and written only when a token is issued, refreshed or revoked, to the state database
+//! (`db`: SQLite, or PostgreSQL shared by replicas, which poll its change counter each second);
+//! with `[cluster]` and no shared database, to Redis (a versioned map, see `cluster`), every
+//! change in order, each replica re-reading the map when its version moved; where no database can
+//! be opened, to the JSON file earlier releases kept (written atomically, mode 0600).
 //! Nothing here prints a token: [`TokenSet`]'s `Debug` leaves them out, and listings carry only
 //! what a person needs to decide on a revocation.
 

@@ -145,7 +145,7 @@ pub trait Tx {
 
 enum Backend {
     Sqlite(sqlite::Sqlite),
-    Postgres(postgres::Postgres),
+    Postgres(Box<postgres::Postgres>),
 }
 
 /// The state database of this process.
@@ -176,7 +176,7 @@ impl Db {
     pub fn postgres(cfg: &crate::config::state::PostgresConfig) -> Result<Db, StateError> {
         let place = cfg.redacted_url();
         let backend = postgres::Postgres::open(cfg, MIGRATIONS).map_err(|reason| StateError { path: place.clone(), reason })?;
-        Ok(Db { backend: Backend::Postgres(backend), place })
+        Ok(Db { backend: Backend::Postgres(Box::new(backend)), place })
     }
 
     /// Where it is (a path, or the PostgreSQL URL without its password).

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 /// How long a failed connection is not retried.
 const RETRY: Duration = Duration::from_secs(2);
 /// The advisory lock the migrations hold (any fixed number: "mcpgate" in ASCII).
-const MIGRATION_LOCK: i64 = 0x6d63_7067_6174_65;
+const MIGRATION_LOCK: i64 = 0x006d_6370_6761_7465;
 
 pub struct Postgres {
     config: postgres::Config,

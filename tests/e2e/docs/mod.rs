@@ -88,7 +88,11 @@ fn every_toml_snippet_is_a_valid_configuration() {
         }
         if let Err(e) = mcpgate::config::Config::parse(&b.body, &path, None, &|k: &str| {
             // Values that look like what the variables hold.
-            Some(if k.contains("REDIS") { "redis://127.0.0.1:6379/0".into() } else { "from-the-environment".into() })
+            Some(match k {
+                k if k.contains("REDIS") => "redis://127.0.0.1:6379/0".into(),
+                k if k.contains("POSTGRES") => "postgres://mcpgate:pw@127.0.0.1:5432/mcpgate".into(),
+                _ => "from-the-environment".into(),
+            })
         }) {
             panic!("{}:{}: this TOML snippet does not load: {e}\n{}", b.file, b.line, b.body);
         }
