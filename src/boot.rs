@@ -1,6 +1,7 @@
 //! What a command needs before it serves: the configuration loaded (with `--listen` replacing
 //! its address, refused beyond loopback without authentication), and the process fitted to it
-//! (the open-files limit raised to the hard one, `server.max_connections` kept below it).
+//! (the open-files limit raised to the hard one, `server.max_connections` kept below it), and,
+//! once it serves, the configuration read again on SIGHUP or when its file changes.
 
 use crate::config::Config;
 use crate::config::auth::AuthMode;
@@ -64,4 +65,50 @@ pub fn load(path: &std::path::Path, listen: Option<&str>) -> anyhow::Result<Conf
         return Ok(cfg);
     }
     Ok(Config::load(path)?)
+}
+
+/// Where the configuration comes from, to read it again on reload.
+pub struct Source {
+    pub path: std::path::PathBuf,
+    pub listen: Option<String>,
+}
+
+/// Reloads the configuration on SIGHUP, and when the file changes if `server.watch_config` is
+/// set. A configuration that does not load or apply is refused with a log line; the previous
+/// one keeps serving.
+pub fn reload_on_signal_or_change(gw: std::sync::Arc<crate::gateway::Gateway>, source: Source) {
+    let tasks = gw.tasks.clone();
+    tasks.spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
+        let fingerprint = || std::fs::read(&source.path).ok();
+        let mut seen = fingerprint();
+        loop {
+            let why = tokio::select! {
+                _ = hup.recv() => "SIGHUP",
+                _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {
+                    if !gw.config().server.watch_config {
+                        continue;
+                    }
+                    let now = fingerprint();
+                    if now == seen || now.is_none() {
+                        continue;
+                    }
+                    "the configuration file changed"
+                }
+            };
+            seen = fingerprint();
+            tracing::info!(trigger = why, path = %source.path.display(), "reloading the configuration");
+            let loaded = load(&source.path, source.listen.as_deref()).map_err(|e| format!("{e:#}"));
+            let applied = match loaded {
+                Ok(mut cfg) => {
+                    fit_connections(&mut cfg);
+                    gw.reload(cfg).await.map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = applied {
+                tracing::warn!(error = %e, "reload refused; the previous configuration keeps serving");
+            }
+        }
+    });
 }

@@ -292,7 +292,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
         Command::Run { config, listen, pid_file } => {
             let cfg = mcpgate::boot::load(&config, listen.as_deref())?;
             let _pid = pid_file.map(mcpgate::cli::PidFile::write).transpose()?;
-            serve_gateway(cfg, Source { path: config, listen }, workers).await?;
+            serve_gateway(cfg, mcpgate::boot::Source { path: config, listen }, workers).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Usage { config, caller, tool, since, json } => {
@@ -430,53 +430,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Where the configuration comes from, to read it again on reload.
-struct Source {
-    path: std::path::PathBuf,
-    listen: Option<String>,
-}
-
-/// Reloads the configuration on SIGHUP, and when the file changes if `server.watch_config` is
-/// set. A configuration that does not load or apply is refused with a log line; the previous
-/// one keeps serving.
-fn reload_on_signal_or_change(gw: Arc<Gateway>, source: Source) {
-    let tasks = gw.tasks.clone();
-    tasks.spawn(async move {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else { return };
-        let fingerprint = || std::fs::read(&source.path).ok();
-        let mut seen = fingerprint();
-        loop {
-            let why = tokio::select! {
-                _ = hup.recv() => "SIGHUP",
-                _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {
-                    if !gw.config().server.watch_config {
-                        continue;
-                    }
-                    let now = fingerprint();
-                    if now == seen || now.is_none() {
-                        continue;
-                    }
-                    "the configuration file changed"
-                }
-            };
-            seen = fingerprint();
-            tracing::info!(trigger = why, path = %source.path.display(), "reloading the configuration");
-            let loaded = mcpgate::boot::load(&source.path, source.listen.as_deref()).map_err(|e| format!("{e:#}"));
-            let applied = match loaded {
-                Ok(mut cfg) => {
-                    mcpgate::boot::fit_connections(&mut cfg);
-                    gw.reload(cfg).await.map_err(|e| e.to_string())
-                }
-                Err(e) => Err(e),
-            };
-            if let Err(e) = applied {
-                tracing::warn!(error = %e, "reload refused; the previous configuration keeps serving");
-            }
-        }
-    });
-}
-
-async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyhow::Result<()> {
+async fn serve_gateway(mut cfg: Config, source: mcpgate::boot::Source, workers: usize) -> anyhow::Result<()> {
     mcpgate::boot::fit_connections(&mut cfg);
     // The token key is checked before anything starts, so a bad key fails fast.
     let gw = Gateway::new(cfg)?;
@@ -542,7 +496,7 @@ async fn serve_gateway(mut cfg: Config, source: Source, workers: usize) -> anyho
         gw.tasks.spawn(legacy.clone().follow_endings(gw.tasks.token(), ended));
     }
     let auth = Some(gw.auth());
-    reload_on_signal_or_change(gw.clone(), source);
+    mcpgate::boot::reload_on_signal_or_change(gw.clone(), source);
     let tasks = gw.tasks.clone();
     let closing = gw.closing.clone();
     let console = Some(gw.clone());

@@ -218,6 +218,19 @@ impl Db {
     }
 }
 
+/// The schema version a database records, as a count of `migrations` applied; a database from
+/// a newer release is refused, never rewritten.
+fn known_version(version: i64, migrations: &[&str]) -> Result<usize, String> {
+    let version = usize::try_from(version).unwrap_or(usize::MAX);
+    if version > migrations.len() {
+        return Err(format!(
+            "its schema is version {version}, newer than this mcpgate knows ({}): run the newer release, or restore a backup",
+            migrations.len()
+        ));
+    }
+    Ok(version)
+}
+
 /// Bumps change counter `name` within a transaction; its new value.
 pub fn bump(t: &mut dyn Tx, name: &str) -> Result<u64, String> {
     let rows = t.query(

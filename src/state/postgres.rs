@@ -200,14 +200,8 @@ impl Drop for Postgres {
 fn migrate(t: &mut dyn Tx, migrations: &[&str]) -> Result<(), String> {
     t.exec("SELECT pg_advisory_xact_lock(?1)", super::params![MIGRATION_LOCK])?;
     t.exec("CREATE TABLE IF NOT EXISTS mcpgate_schema (version BIGINT NOT NULL)", &[])?;
-    let version = t.query("SELECT COALESCE(MAX(version), 0) FROM mcpgate_schema", &[])?.first().map_or(0, |r| r.uint(0));
-    let version = usize::try_from(version).unwrap_or(usize::MAX);
-    if version > migrations.len() {
-        return Err(format!(
-            "its schema is version {version}, newer than this mcpgate knows ({}): run the newer release, or restore a backup",
-            migrations.len()
-        ));
-    }
+    let version = t.query("SELECT COALESCE(MAX(version), 0) FROM mcpgate_schema", &[])?.first().map_or(0, |r| r.int(0));
+    let version = super::known_version(version, migrations)?;
     for (i, step) in migrations.iter().enumerate().skip(version) {
         for statement in step.split(';').filter(|s| !s.trim().is_empty()) {
             t.exec(statement, &[]).map_err(|e| format!("migration {}: {e}", i + 1))?;

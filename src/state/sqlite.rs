@@ -68,13 +68,7 @@ impl Sqlite {
         conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| err(&e))?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(|e| err(&e))?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(|e| err(&e))?;
-        let version = usize::try_from(version).unwrap_or(usize::MAX);
-        if version > migrations.len() {
-            return Err(format!(
-                "its schema is version {version}, newer than this mcpgate knows ({}): run the newer release, or restore a backup",
-                migrations.len()
-            ));
-        }
+        let version = super::known_version(version, migrations)?;
         for (i, step) in migrations.iter().enumerate().skip(version) {
             let tx = conn.transaction().map_err(|e| err(&e))?;
             tx.execute_batch(step).map_err(|e| format!("migration {}: {e}", i + 1))?;
