@@ -12,18 +12,41 @@ pub mod logfmt;
 pub mod logwriter;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+pub mod semconv;
+
+pub use semconv::Transport;
+
+/// What a request's span and the server-side histogram say about it besides its method.
+pub struct Received<'a> {
+    /// The JSON-RPC id as sent (raw JSON).
+    pub id: &'a str,
+    /// The legacy session it came in, if any (`mcp.session.id`).
+    pub session: Option<&'a str>,
+    /// The protocol version the client speaks.
+    pub version: &'a str,
+    pub transport: Transport,
+}
 
 /// The span a JSON-RPC request is handled in when traces are exported (`--features otlp`), which
 /// also makes the `traceparent` going upstream point at it; otherwise no span of its own and the
 /// caller's trace context passes through unchanged.
-pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) -> tracing::Span {
+pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str, r: &Received<'_>) -> tracing::Span {
     #[cfg(feature = "otlp")]
-    return otlp::hop(meta, method);
+    return otlp::hop(meta, method, r);
     #[cfg(not(feature = "otlp"))]
     {
-        let _ = (meta, method);
+        let _ = (meta, method, r);
         tracing::Span::none()
     }
+}
+
+/// Records how a request ended on its span: `error.type`, `rpc.response.status_code` and the
+/// span's status (an error with the JSON-RPC message), as the conventions say.
+pub fn ended(span: &tracing::Span, error_type: Option<&str>, code: Option<i64>, message: Option<&str>) {
+    #[cfg(feature = "otlp")]
+    otlp::ended(span, error_type, code, message);
+    #[cfg(not(feature = "otlp"))]
+    let _ = (span, error_type, code, message);
 }
 
 /// Records where a request went on its span: the item and upstream, and, as the OpenTelemetry
@@ -40,7 +63,7 @@ pub fn routed(span: &tracing::Span, method: &str, item: &str, upstream: &str) {
         _ => span,
     };
     #[cfg(feature = "otlp")]
-    if matches!(method, "tools/call" | "prompts/get") && !otlp::legacy_names() && !span.is_none() {
+    if matches!(method, "tools/call" | "prompts/get") && !semconv::legacy_names() && !span.is_none() {
         otlp::rename(span, format!("{method} {item}"));
     }
 }
@@ -68,7 +91,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use std::time::Duration;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Call {
@@ -145,7 +167,9 @@ pub struct Snapshot {
 pub struct Metrics {
     registry: Registry,
     calls: Family<Call, Counter>,
-    latency: Histograms,
+    /// `mcpgate_call_duration_seconds`, only with the legacy names (see `semconv`).
+    latency: Option<Histograms>,
+    operations: semconv::Operations,
     refused: Family<Reason, Counter>,
     guard_verdicts: Family<GuardLabel, Counter>,
     up: Family<UpstreamId, Gauge>,
@@ -186,9 +210,17 @@ impl Metrics {
     /// The registry with the optional families `switches` turn on, and the cluster's series when
     /// `cluster` (so a gateway without `[cluster]` exports no Redis gauge to alarm on).
     pub fn new(switches: crate::config::usage::MetricsConfig, cluster: bool) -> Self {
-        let mut registry = Registry::with_prefix("mcpgate");
+        Metrics::named(switches, cluster, semconv::legacy_names())
+    }
+
+    /// [`Metrics::new`], with the earlier names kept beside the conventions' when `legacy`.
+    fn named(switches: crate::config::usage::MetricsConfig, cluster: bool, legacy: bool) -> Self {
+        // The conventions' names at the root; the gateway's own under `mcpgate_`.
+        let mut root = Registry::default();
+        let operations = semconv::Operations::register(&mut root, switches.per_tool);
+        let registry = root.sub_registry_with_prefix("mcpgate");
         let calls = Family::<Call, Counter>::default();
-        let latency = Histograms::new_with_constructor(latency_histogram);
+        let latency = legacy.then(|| Histograms::new_with_constructor(latency_histogram));
         let refused = Family::<Reason, Counter>::default();
         let up = Family::<UpstreamId, Gauge>::default();
         let items = Family::<KindLabel, Gauge>::default();
@@ -196,7 +228,13 @@ impl Metrics {
         let log_dropped = Counter::default();
         let (streams, in_flight, connections) = (Gauge::default(), Gauge::default(), Gauge::default());
         registry.register("calls", "Requests forwarded to an upstream, by method, upstream and outcome", calls.clone());
-        registry.register("call_duration_seconds", "Time to the final answer of forwarded requests", latency.clone());
+        if let Some(latency) = &latency {
+            registry.register(
+                "call_duration_seconds",
+                "Time to the final answer of forwarded requests (deprecated: mcp_client_operation_duration_seconds)",
+                latency.clone(),
+            );
+        }
         registry.register("refused", "Requests refused before reaching an upstream, by reason", refused.clone());
         let guard_verdicts = Family::<GuardLabel, Counter>::default();
         registry.register("guard_verdicts", "Verdicts of [[guard]]s, by guard, point and verdict", guard_verdicts.clone());
@@ -239,9 +277,10 @@ impl Metrics {
             );
         }
         Metrics {
-            registry,
+            registry: root,
             calls,
             latency,
+            operations,
             refused,
             guard_verdicts,
             up,
@@ -282,13 +321,25 @@ impl Metrics {
         }
     }
 
-    /// A forwarded request ended with `outcome` (an audit outcome label) after `took`.
-    pub fn call(&self, method: &str, upstream: &str, endpoint: &str, outcome: &str, took: Duration) {
-        let (method, upstream) = (method.to_string(), upstream.to_string());
-        let labels =
-            Call { method: method.clone(), upstream: upstream.clone(), endpoint: endpoint.to_string(), outcome: outcome.to_string() };
+    /// A forwarded request ended with `outcome` (an audit outcome label) after `took`; `endpoint`
+    /// is the virtual server's path (`-` for the root endpoint).
+    pub fn call(&self, f: &semconv::Forwarded<'_>, endpoint: &str, outcome: &str) {
+        let labels = Call {
+            method: f.method.to_string(),
+            upstream: f.upstream.to_string(),
+            endpoint: endpoint.to_string(),
+            outcome: outcome.to_string(),
+        };
         self.calls.get_or_create(&labels).inc();
-        self.latency.get_or_create(&Route { method, upstream }).observe(took.as_secs_f64());
+        self.operations.forwarded(&semconv::Forwarded { error_type: semconv::error_type_of_label(outcome), ..*f });
+        if let Some(latency) = &self.latency {
+            latency.get_or_create(&Route { method: labels.method, upstream: labels.upstream }).observe(f.took.as_secs_f64());
+        }
+    }
+
+    /// A client's request was answered (`mcp.server.operation.duration`).
+    pub fn served(&self, s: &semconv::Served<'_>) {
+        self.operations.served(s);
     }
 
     /// A guard's verdict (`allow`, `flag`, `modify`, `deny`, `error`) at `point`.
@@ -361,11 +412,28 @@ fn catch_up(counter: &Counter, total: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn renders_the_series() {
         let m = Metrics::default();
-        m.call("tools/call", "calc", "-", "ok", Duration::from_millis(3));
+        let call = semconv::Forwarded {
+            method: "tools/call",
+            upstream: "calc",
+            transport: Transport::Pipe,
+            tool: Some("calc__add"),
+            error_type: None,
+            took: Duration::from_millis(3),
+        };
+        m.call(&call, "-", "ok");
+        m.call(&call, "-", "error -32602");
+        m.served(&semconv::Served {
+            method: &crate::protocol::Method::parse("made/up"),
+            version: "2025-06-18",
+            transport: Transport::Tcp,
+            error_type: Some("-32601"),
+            took: Duration::from_millis(1),
+        });
         m.refused("rate_limited");
         m.stale_lists("calc", 2);
         let text = m.render(
@@ -379,6 +447,21 @@ mod tests {
             EdgeStats::default(),
         );
         assert!(text.contains(r#"mcpgate_calls_total{method="tools/call",upstream="calc",endpoint="-",outcome="ok"} 1"#), "{text}");
+        // The conventions' histograms, under their own names; the tool only with `per_tool`.
+        assert!(
+            text.contains(
+                r#"mcp_client_operation_duration_seconds_count{mcp_method_name="tools/call",upstream="calc",network_transport="pipe",error_type="",gen_ai_tool_name=""} 1"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains(r#"mcp_client_operation_duration_seconds_bucket{le="0.01",mcp_method_name="tools/call",upstream="calc",network_transport="pipe",error_type="-32602",gen_ai_tool_name=""} 1"#), "{text}");
+        assert!(
+            text.contains(
+                r#"mcp_server_operation_duration_seconds_count{mcp_method_name="_OTHER",mcp_protocol_version="2025-06-18",network_transport="tcp",error_type="-32601"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("mcpgate_call_duration_seconds"), "the earlier histogram only with the legacy names: {text}");
         assert!(text.contains(r#"mcpgate_upstream_up{upstream="calc"} 1"#), "{text}");
         assert!(text.contains("mcpgate_change_streams 2"), "{text}");
         assert!(!text.contains("gone"), "a removed upstream has no series: {text}");
@@ -387,6 +470,26 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(!text.contains("cluster_"), "no cluster series without [cluster]: {text}");
         assert!(!text.contains("tool_calls") && !text.contains("caller_calls"), "per-tool and per-caller series are off: {text}");
+    }
+
+    #[test]
+    fn the_legacy_names_keep_the_earlier_histogram() {
+        let m = Metrics::named(crate::config::usage::MetricsConfig { per_tool: true, per_caller: false }, false, true);
+        let call = semconv::Forwarded {
+            method: "tools/call",
+            upstream: "calc",
+            transport: Transport::Tcp,
+            tool: Some("calc__add"),
+            error_type: None,
+            took: Duration::from_millis(3),
+        };
+        m.call(&call, "-", "tool_error");
+        let text = m.render(&Snapshot::default(), EdgeStats::default());
+        assert!(text.contains(r#"mcpgate_call_duration_seconds_count{method="tools/call",upstream="calc"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"error_type="tool_error",gen_ai_tool_name="calc__add"} 1"#),
+            "per_tool names the tool on the conventions' histogram: {text}"
+        );
     }
 
     #[test]

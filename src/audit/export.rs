@@ -48,7 +48,8 @@ pub struct Export {
     chain: std::sync::Mutex<Option<Chain>>,
     /// The writer thread, joined by [`Export::close`].
     writer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
-    otlp: std::sync::OnceLock<LogSink>,
+    /// Shared with the file writer, which sends its signed checkpoints there too.
+    otlp: Arc<std::sync::OnceLock<LogSink>>,
 }
 
 #[derive(Serialize)]
@@ -72,18 +73,15 @@ impl Export {
         let signer = cfg.signing_key_file.as_deref().map(Signer::load).transpose()?;
         let mut writer = Rotating::open(path.clone(), cfg.max_file_bytes, cfg.keep_files)?;
         writer.signer = signer.map(|s| (s, cfg.checkpoint_every));
+        let otlp = Arc::new(std::sync::OnceLock::new());
+        writer.otlp = Some(otlp.clone());
         let chain = Chain::resume(path);
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let handle = std::thread::Builder::new()
             .name("mcpgate-audit".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| format!("cannot start the audit file writer: {e}"))?;
-        Ok(Export {
-            file: Some(tx),
-            chain: std::sync::Mutex::new(Some(chain)),
-            writer: std::sync::Mutex::new(Some(handle)),
-            otlp: Default::default(),
-        })
+        Ok(Export { file: Some(tx), chain: std::sync::Mutex::new(Some(chain)), writer: std::sync::Mutex::new(Some(handle)), otlp })
     }
 
     /// Has the file writer write every record queued so far, flush and end, waiting at most
@@ -115,39 +113,48 @@ impl Export {
     }
 
     pub fn write(&self, record: &CallRecord, arguments: Option<&str>) {
+        let otlp = self.otlp.get();
+        if self.file.is_none() && otlp.is_none() {
+            return;
+        }
         // The record's place in the chain, taken (and the line queued) under one lock, so the
-        // file's order is the chain's; a line the queue cannot take does not advance it.
+        // file's order is the chain's; a line the queue cannot take does not advance it. Both
+        // exports carry the same line, so a collector checks the chain as `audit verify` does.
         let mut chain = crate::sync::lock(&self.chain);
         let Some(link) = chain.as_mut() else { return };
         let (seq, prev) = (link.seq, link.prev.clone());
-        if let Some(tx) = &self.file {
-            match serde_json::to_string(&FileRecord { seq, prev: &prev, record, arguments }) {
-                Ok(line) => {
-                    let hash = super::chain::sha256_hex(&line);
-                    match tx.try_send(Msg::Line(line, seq, hash.clone())) {
-                        Ok(()) => *link = Chain { seq: seq + 1, prev: hash },
-                        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                            if DROPPED.fetch_add(1, Ordering::Relaxed) == 0 {
-                                tracing::warn!(
-                                    "audit records are being dropped: the audit file cannot keep up (counted in \
-                                mcpgate_audit_records_dropped_total)"
-                                );
-                            }
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "an audit record could not be encoded"),
+        let line = match serde_json::to_string(&FileRecord { seq, prev: &prev, record, arguments }) {
+            Ok(line) => line,
+            Err(e) => {
+                tracing::warn!(error = %e, "an audit record could not be encoded");
+                return;
             }
-        } else {
-            link.seq += 1;
+        };
+        let hash = super::chain::sha256_hex(&line);
+        match &self.file {
+            Some(tx) => match tx.try_send(Msg::Line(line.clone(), seq, hash.clone())) {
+                Ok(()) => *link = Chain { seq: seq + 1, prev: hash },
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                    if DROPPED.fetch_add(1, Ordering::Relaxed) == 0 {
+                        tracing::warn!(
+                            "audit records are being dropped: the audit file cannot keep up (counted in \
+                                mcpgate_audit_records_dropped_total)"
+                        );
+                    }
+                    // Not in the file, so not in the chain: the OTLP export skips it too.
+                    return;
+                }
+            },
+            None => *link = Chain { seq: seq + 1, prev: hash },
         }
         drop(chain);
-        if let Some(sink) = self.otlp.get() {
+        if let Some(sink) = otlp {
             let r = record;
             let seq_text = seq.to_string();
             let mut fields: Vec<(&'static str, &str)> = vec![
                 ("audit.seq", &seq_text),
                 ("audit.prev", &prev),
+                ("audit.line", &line),
                 ("caller", &r.caller),
                 ("endpoint", &r.endpoint),
                 ("method", &r.method),
@@ -178,6 +185,8 @@ struct Rotating {
     /// The last record written (seq, hash), and records since the last checkpoint.
     last: Option<(u64, String)>,
     since: u64,
+    /// Where OTLP log records go, once that export runs: each checkpoint is sent there too.
+    otlp: Option<Arc<std::sync::OnceLock<LogSink>>>,
 }
 
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
@@ -192,7 +201,7 @@ impl Rotating {
     fn open(path: PathBuf, max: u64, keep: usize) -> Result<Rotating, String> {
         let file = open_append(&path).map_err(|e| format!("cannot open the audit file {}: {e}", path.display()))?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        Ok(Rotating { path, max, keep, out: std::io::BufWriter::new(file), size, signer: None, last: None, since: 0 })
+        Ok(Rotating { path, max, keep, out: std::io::BufWriter::new(file), size, signer: None, last: None, since: 0, otlp: None })
     }
 
     /// `audit.jsonl.N` for N ≥ 1.
@@ -214,6 +223,9 @@ impl Rotating {
         self.out.write_all(b"\n")?;
         self.size += line.len() as u64 + 1;
         self.since = 0;
+        if let Some(sink) = self.otlp.as_ref().and_then(|o| o.get()) {
+            sink(&[("audit.checkpoint", &line)], 0);
+        }
         Ok(())
     }
 

@@ -264,27 +264,10 @@ impl Entry {
 /// A short, secret-free description of how a request ended. A result is read only for its
 /// top-level `isError` (every other member is skipped unread: no allocation on the call path).
 pub fn outcome_label(o: &Outcome) -> std::borrow::Cow<'static, str> {
-    /// The one member of a result the label needs.
-    #[derive(serde::Deserialize)]
-    struct Flags {
-        #[serde(rename = "isError", default)]
-        is_error: Option<bool>,
-    }
     match o {
-        Outcome::Result(raw) => {
-            let is_error = serde_json::from_str::<Flags>(raw.get()).ok().and_then(|f| f.is_error).unwrap_or(false);
-            (if is_error { "tool_error" } else { "ok" }).into()
-        }
+        Outcome::Result(raw) => (if crate::telemetry::semconv::is_error_result(raw.get()) { "tool_error" } else { "ok" }).into(),
         Outcome::Error(e) => format!("error {}", e.code).into(),
-        Outcome::UpstreamError(raw) => {
-            #[derive(serde::Deserialize)]
-            struct Code {
-                #[serde(default)]
-                code: Option<i64>,
-            }
-            let code = serde_json::from_str::<Code>(raw.get()).ok().and_then(|c| c.code).unwrap_or(0);
-            format!("upstream_error {code}").into()
-        }
+        Outcome::UpstreamError(raw) => format!("upstream_error {}", crate::telemetry::semconv::error_code(raw.get()).unwrap_or(0)).into(),
     }
 }
 

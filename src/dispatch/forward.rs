@@ -116,6 +116,10 @@ pub(super) async fn forward(
         sealer: gw.sealer.clone(),
         caller: req.caller.clone(),
         upstream_id: up.id().to_string(),
+        transport: match up.cfg.transport {
+            crate::config::TransportConfig::Stdio { .. } => crate::telemetry::Transport::Pipe,
+            crate::config::TransportConfig::Http { .. } => crate::telemetry::Transport::Tcp,
+        },
         method: req.method.clone(),
         item: item.to_string(),
         policy_name: named.policy.to_string(),
@@ -168,6 +172,7 @@ struct After {
     sealer: std::sync::Arc<crate::token::Sealer>,
     caller: std::sync::Arc<crate::auth::Principal>,
     upstream_id: String,
+    transport: crate::telemetry::Transport,
     method: Method,
     item: String,
     policy_name: String,
@@ -191,7 +196,15 @@ impl After {
             pending.finish(&label);
         }
         let endpoint = self.caller.endpoint.as_deref().unwrap_or("-");
-        self.metrics.call(method.as_str(), &self.upstream_id, endpoint, &label, self.started.elapsed());
+        let forwarded = crate::telemetry::semconv::Forwarded {
+            method: method.as_str(),
+            upstream: &self.upstream_id,
+            transport: self.transport,
+            tool: (*method == Method::ToolsCall).then_some(self.policy_name.as_str()),
+            error_type: None,
+            took: self.started.elapsed(),
+        };
+        self.metrics.call(&forwarded, endpoint, &label);
         if *method == Method::ToolsCall {
             self.metrics.tool_call(&self.policy_name, self.caller.rules.first().map(String::as_str), &label);
         }

@@ -89,6 +89,11 @@ pub trait Service: Send + Sync + 'static {
         None
     }
 
+    /// Where the request path records each request's duration; `None`: nowhere.
+    fn operation_metrics(&self) -> Option<Arc<crate::telemetry::Metrics>> {
+        None
+    }
+
     /// The authenticator in effect (a reload may replace it); `None`: use the listener's own.
     /// Whether a virtual server (`[[endpoint]]`) lives at `path`.
     fn serves_endpoint(&self, _path: &str) -> bool {
@@ -289,5 +294,9 @@ impl Service for Gateway {
             audit_dropped: crate::audit::export::dropped(),
         };
         Some(self.metrics.render(&snapshot, edge))
+    }
+
+    fn operation_metrics(&self) -> Option<Arc<crate::telemetry::Metrics>> {
+        Some(self.metrics.clone())
     }
 }

@@ -322,7 +322,10 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
                     crate::protocol::trace::adopt(&parts.headers, &mut request.meta.fields);
                     tracing::Span::current().record("method", request.method.as_str());
                     let id = request.id.clone();
-                    render::reply(id, stack::serve(st.svc.clone(), &st.tasks, stack::Client::Modern, request).await)
+                    render::reply(
+                        id,
+                        stack::serve(st.svc.clone(), &st.tasks, stack::Client::Modern, crate::telemetry::Transport::Tcp, request).await,
+                    )
                 }
             }
         }

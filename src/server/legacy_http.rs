@@ -79,12 +79,12 @@ pub async fn post(
                 Ok(action @ (Action::Forward(_) | Action::Follow(..) | Action::Unfollow(_))) => {
                     let rid = id.clone().unwrap_or(Json::NULL);
                     let client = Client::Legacy { waiting: st.waiting.clone(), scope: session.sid.clone() };
-                    let serve = |req| stack::serve(svc.clone(), tasks, client.clone(), req);
+                    let serve = |req| stack::serve(svc.clone(), tasks, client.clone(), crate::telemetry::Transport::Tcp, req);
                     let reply = match legacy::follow(svc.as_ref(), &st.follows(&session.sid), action, serve).await {
                         Ok(reply) => reply,
                         Err(Action::Forward(mut req)) => {
                             crate::protocol::trace::adopt(headers, &mut req.meta.fields);
-                            stack::serve(svc.clone(), tasks, client.clone(), req).await
+                            stack::serve(svc.clone(), tasks, client.clone(), crate::telemetry::Transport::Tcp, req).await
                         }
                         Err(_) => return render::error(id.as_ref(), &RpcError::internal("unexpected session action")),
                     };

@@ -19,6 +19,7 @@ use super::bridge::{self, Waiting};
 use crate::dispatch::{BoxFuture, Request, Service};
 use crate::reply::Reply;
 use crate::tasks::Background;
+use crate::telemetry::Transport;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -37,10 +38,12 @@ pub enum Client {
 
 /// Serves one request through the stack; `tasks` owns what a reply needs to run on its own (a
 /// bridged legacy call).
-pub async fn serve(svc: Arc<dyn Service>, tasks: &Background, client: Client, req: Request) -> Reply {
+/// `transport` is how the client reached the gateway (HTTP, or a stdio connection).
+pub async fn serve(svc: Arc<dyn Service>, tasks: &Background, client: Client, transport: Transport, req: Request) -> Reply {
     let timeout = svc.input_timeout();
+    let trace = TraceLayer { metrics: svc.operation_metrics(), transport };
     let stack = ServiceBuilder::new()
-        .layer(TraceLayer)
+        .layer(trace)
         .layer(LegacyClientLayer { client, tasks: tasks.clone(), timeout })
         .layer(AdmitLayer)
         .service(Core(svc));
@@ -167,30 +170,70 @@ impl<S: Step + Clone + Send + Sync + 'static> tower::Service<Request> for Legacy
     }
 }
 
-/// The request's span (see the module comment).
-#[derive(Clone, Copy)]
-pub struct TraceLayer;
+/// The request's span and its duration (see the module comment), recorded in the
+/// `mcp.server.operation.duration` histogram when the service keeps metrics.
+#[derive(Clone)]
+pub struct TraceLayer {
+    pub metrics: Option<Arc<crate::telemetry::Metrics>>,
+    pub transport: Transport,
+}
 
 impl<S> Layer<S> for TraceLayer {
     type Service = Trace<S>;
 
     fn layer(&self, inner: S) -> Trace<S> {
-        Trace(inner)
+        Trace { inner, layer: self.clone() }
     }
 }
 
 #[derive(Clone)]
-pub struct Trace<S>(S);
+pub struct Trace<S> {
+    inner: S,
+    layer: TraceLayer,
+}
 
 impl<S: Step + Clone + Send + 'static> tower::Service<Request> for Trace<S> {
     always_ready!();
 
     fn call(&mut self, mut req: Request) -> Self::Future {
-        let mut inner = self.0.clone();
-        let span = crate::telemetry::hop(&mut req.meta.fields, req.method.as_str());
+        let mut inner = self.inner.clone();
+        let started = std::time::Instant::now();
+        let version = match &req.legacy {
+            Some(session) => crate::telemetry::semconv::protocol_version(&session.version),
+            None => crate::telemetry::semconv::protocol_version(&req.meta.protocol_version),
+        };
+        let received = crate::telemetry::Received {
+            id: req.id.get(),
+            session: req.legacy.as_ref().map(|l| l.sid.as_str()),
+            version,
+            transport: self.layer.transport,
+        };
+        let span = crate::telemetry::hop(&mut req.meta.fields, req.method.as_str(), &received);
+        let (method, layer) = (req.method.clone(), self.layer.clone());
         Box::pin(async move {
             let reply = tracing::Instrument::instrument(inner.call(req), span.clone()).await;
-            reply.map(|r| crate::telemetry::keep_span(r, span))
+            reply.map(|r| {
+                let watched = span.clone();
+                let r = r.map_outcome(move |o| {
+                    let (error_type, code) = crate::telemetry::semconv::outcome_error(&method, &o);
+                    let message = match &o {
+                        crate::reply::Outcome::Error(e) => Some(e.message.as_str()),
+                        _ => None,
+                    };
+                    crate::telemetry::ended(&watched, error_type.as_deref(), code, message);
+                    if let Some(metrics) = &layer.metrics {
+                        metrics.served(&crate::telemetry::semconv::Served {
+                            method: &method,
+                            version,
+                            transport: layer.transport,
+                            error_type: error_type.as_deref(),
+                            took: started.elapsed(),
+                        });
+                    }
+                    o
+                });
+                crate::telemetry::keep_span(r, span)
+            })
         })
     }
 }

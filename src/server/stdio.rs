@@ -199,7 +199,7 @@ impl Conn {
             Ok(action @ (Action::Follow(..) | Action::Unfollow(_))) => {
                 let rid = id.unwrap_or(Json::NULL);
                 let (svc, owner, client) = (self.svc.clone(), self.owner.clone(), self.legacy_client());
-                let serve = |req| async move { stack::serve(svc, &owner, client, req).await };
+                let serve = |req| async move { stack::serve(svc, &owner, client, crate::telemetry::Transport::Pipe, req).await };
                 if let Ok(reply) = legacy::follow(self.svc.as_ref(), &self.follows, action, serve).await {
                     self.send(render::outcome_message(&rid, &legacy::downgrade(reply.outcome().await)).1).await;
                 }
@@ -271,7 +271,7 @@ fn spawn(tasks: &mut tokio::task::JoinSet<()>, inflight: &Inflight, exchange: Ex
     let task = async move {
         let id = request.id.clone();
         let work = async {
-            let reply = stack::serve(svc, &owner, client, request).await;
+            let reply = stack::serve(svc, &owner, client, crate::telemetry::Transport::Pipe, request).await;
             match reply {
                 Reply::Single(o) => {
                     let _ = tx.send(render::outcome_message(&id, &o).1).await;

@@ -210,32 +210,48 @@ pub fn adopt_remote_parent(span: &tracing::Span, headers: &http::HeaderMap) {
 /// The span one JSON-RPC request is handled in, and the hop: the `traceparent` in `_meta` (where
 /// it goes upstream from) becomes this span's own context. Its parent is the request span, or the
 /// trace context in `_meta` when that names another trace than the header did.
-pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) -> tracing::Span {
+pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str, r: &super::Received<'_>) -> tracing::Span {
     if !ACTIVE.load(Ordering::Relaxed) {
         return tracing::Span::none();
     }
     // Named and described as the OpenTelemetry MCP semantic conventions say (`{mcp.method.name}
     // {target}`, `mcp.*` and `gen_ai.*` attributes; the target and the item are recorded when
     // the request is routed, see `telemetry::routed`). The earlier attributes (`rpc.method`,
-    // `item`, `upstream`) are kept beside them for one release; `MCPGATE_OTEL_SPAN_NAMES=legacy`
+    // `item`, `upstream`) are kept beside them for one release; `MCPGATE_TELEMETRY_NAMES=legacy`
     // keeps the earlier span name `mcp` too.
     let empty = || tracing::field::Empty;
-    let name = if legacy_names() { "mcp".to_string() } else { method.to_string() };
+    let name = if super::semconv::legacy_names() { "mcp".to_string() } else { method.to_string() };
     let span = tracing::info_span!(
         "mcp",
         otel.name = %name,
         otel.kind = "server",
         mcp.method.name = %method,
-        mcp.protocol.version = empty(),
+        mcp.protocol.version = %r.version,
+        mcp.session.id = empty(),
+        jsonrpc.request.id = empty(),
+        network.transport = r.transport.as_str(),
+        network.protocol.name = empty(),
+        gen_ai.operation.name = empty(),
         gen_ai.tool.name = empty(),
         gen_ai.prompt.name = empty(),
         mcp.resource.uri = empty(),
+        error.type = empty(),
+        rpc.response.status_code = empty(),
         rpc.method = %method,
         item = empty(),
         upstream = empty(),
     );
-    if let Some(v) = meta.get("io.modelcontextprotocol/protocolVersion").and_then(|v| v.as_str()) {
-        span.record("mcp.protocol.version", v);
+    if let Some(id) = request_id(r.id) {
+        span.record("jsonrpc.request.id", id.as_ref());
+    }
+    if let Some(sid) = r.session {
+        span.record("mcp.session.id", sid);
+    }
+    if r.transport == super::Transport::Tcp {
+        span.record("network.protocol.name", "http");
+    }
+    if method == "tools/call" {
+        span.record("gen_ai.operation.name", "execute_tool");
     }
     let text = |k: &str| meta.get(k).and_then(|v| v.as_str()).map(str::to_string);
     if let Some(tp) = text("traceparent").filter(|tp| crate::protocol::trace::valid_traceparent(tp)) {
@@ -258,11 +274,27 @@ pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str) 
     span
 }
 
-/// Whether spans keep their earlier name (`MCPGATE_OTEL_SPAN_NAMES=legacy`), for dashboards built
-/// on it; for one release.
-pub fn legacy_names() -> bool {
-    static LEGACY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *LEGACY.get_or_init(|| std::env::var("MCPGATE_OTEL_SPAN_NAMES").is_ok_and(|v| v.eq_ignore_ascii_case("legacy")))
+/// `jsonrpc.request.id`: a string id without its quotes, a number as written; none for `null`.
+fn request_id(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
+    match raw.trim() {
+        "" | "null" => None,
+        text if text.starts_with('"') => serde_json::from_str::<String>(text).ok().map(Into::into),
+        text => Some(text.into()),
+    }
+}
+
+/// How the request ended, on its span (which has started already, so through the OpenTelemetry
+/// span rather than `tracing` fields for the status).
+pub fn ended(span: &tracing::Span, error_type: Option<&str>, code: Option<i64>, message: Option<&str>) {
+    if span.is_none() {
+        return;
+    }
+    let Some(kind) = error_type else { return };
+    span.record("error.type", kind);
+    if let Some(code) = code {
+        span.record("rpc.response.status_code", code.to_string().as_str());
+    }
+    span.set_status(opentelemetry::trace::Status::error(message.unwrap_or(kind).to_string()));
 }
 
 /// Renames an exported span that has started already (its context was taken for the upstream's

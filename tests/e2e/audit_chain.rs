@@ -10,7 +10,7 @@ use std::process::Command;
 
 const CALC: &str = "[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\n";
 
-fn verify(files: &[PathBuf], key: Option<&str>) -> (i32, String) {
+pub(crate) fn verify(files: &[PathBuf], key: Option<&str>) -> (i32, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpgate"));
     cmd.args(["audit", "verify"]).args(files);
     if let Some(k) = key {

@@ -148,7 +148,7 @@ async fn legacy_upstreams_serve_modern_and_legacy_clients() {
     assert!(table.lines().any(|l| l.starts_with("calc ") && l.contains("modern (2026-07-28)")), "{table}");
 }
 
-async fn initialize(url: &str) -> String {
+pub(crate) async fn initialize(url: &str) -> String {
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": { "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
     let r =
         post_raw(url, &[("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")], body.to_string()).await;
@@ -157,7 +157,7 @@ async fn initialize(url: &str) -> String {
     r.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).expect("Mcp-Session-Id").to_string()
 }
 
-async fn legacy_call(url: &str, session: &str, method: &str, params: Value) -> Resp {
+pub(crate) async fn legacy_call(url: &str, session: &str, method: &str, params: Value) -> Resp {
     let body = json!({ "jsonrpc": "2.0", "id": 2, "method": method, "params": params });
     let headers = [
         ("Content-Type", "application/json"),

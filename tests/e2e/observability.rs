@@ -67,8 +67,17 @@ async fn metrics_show_the_series_after_a_few_calls() {
     let samples = parse(&String::from_utf8_lossy(&r.body));
     let ok = [("method", "tools/call"), ("upstream", "calc"), ("outcome", "ok")];
     assert_eq!(value(&samples, "mcpgate_calls_total", &ok), Some(3.0), "{samples:#?}");
-    let route = [("method", "tools/call"), ("upstream", "calc")];
-    assert_eq!(value(&samples, "mcpgate_call_duration_seconds_count", &route), Some(3.0));
+    // The OpenTelemetry MCP conventions' histograms: the gateway as the client of its upstream, and
+    // as the server of its caller (refusals included, by their code).
+    let upstream = [("mcp_method_name", "tools/call"), ("upstream", "calc"), ("network_transport", "pipe"), ("error_type", "")];
+    assert_eq!(value(&samples, "mcp_client_operation_duration_seconds_count", &upstream), Some(3.0), "{samples:#?}");
+    let served = [("mcp_method_name", "tools/call"), ("mcp_protocol_version", "2026-07-28"), ("network_transport", "tcp")];
+    assert_eq!(value(&samples, "mcp_server_operation_duration_seconds_count", &[&served[..], &[("error_type", "")]].concat()), Some(3.0));
+    assert_eq!(
+        value(&samples, "mcp_server_operation_duration_seconds_count", &[&served[..], &[("error_type", "-32602")]].concat()),
+        Some(1.0)
+    );
+    assert!(samples.iter().all(|(n, _, _)| n != "mcpgate_call_duration_seconds_count"), "the earlier name only with legacy names");
     assert_eq!(value(&samples, "mcpgate_refused_total", &[("reason", "unknown_or_denied")]), Some(1.0));
     assert_eq!(value(&samples, "mcpgate_upstream_up", &[("upstream", "calc")]), Some(1.0));
     assert!(value(&samples, "mcpgate_catalog_items", &[("kind", "tools")]).is_some_and(|n| n >= 4.0));

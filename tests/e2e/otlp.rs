@@ -57,13 +57,30 @@ fn parts(tp: &str) -> (String, String, String) {
     (p[1].to_string(), p[2].to_string(), p[3].to_string())
 }
 
-/// One exported span, as the collector decoded it.
+/// One exported span, as the collector decoded it: ids, name, string attributes and the
+/// status message.
 #[derive(Debug, Clone)]
 struct Span {
     trace: Vec<u8>,
     id: Vec<u8>,
     parent: Vec<u8>,
     name: String,
+    attributes: Vec<(String, String)>,
+    status: String,
+}
+
+impl Span {
+    fn attr(&self, key: &str) -> Option<&str> {
+        self.attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A `KeyValue` (key 1, value 2) whose value is a string (`AnyValue.string_value`, 1).
+fn key_value(kv: &[u8]) -> Option<(String, String)> {
+    let f = fields(kv);
+    let key = f.iter().find(|(n, _)| *n == 1)?.1;
+    let value = fields(f.iter().find(|(n, _)| *n == 2)?.1).into_iter().find(|(n, _)| *n == 1)?.1;
+    Some((String::from_utf8_lossy(key).into_owned(), String::from_utf8_lossy(value).into_owned()))
 }
 
 /// The length-delimited fields of one protobuf message, as `(field number, bytes)`.
@@ -101,19 +118,27 @@ fn fields(mut buf: &[u8]) -> Vec<(u64, &[u8])> {
 }
 
 /// The spans of an OTLP `ExportTraceServiceRequest`: resource_spans (1), scope_spans (2),
-/// spans (2) with trace_id (1), span_id (2), parent_span_id (4) and name (5).
+/// spans (2) with trace_id (1), span_id (2), parent_span_id (4), name (5), attributes (9) and
+/// status (15, its message 2).
 fn spans(body: &[u8]) -> Vec<Span> {
     let mut out = Vec::new();
     for (_, rs) in fields(body).into_iter().filter(|(f, _)| *f == 1) {
         for (_, ss) in fields(rs).into_iter().filter(|(f, _)| *f == 2) {
             for (_, sp) in fields(ss).into_iter().filter(|(f, _)| *f == 2) {
-                let mut span = Span { trace: vec![], id: vec![], parent: vec![], name: String::new() };
+                let mut span =
+                    Span { trace: vec![], id: vec![], parent: vec![], name: String::new(), attributes: vec![], status: String::new() };
                 for (f, v) in fields(sp) {
                     match f {
                         1 => span.trace = v.to_vec(),
                         2 => span.id = v.to_vec(),
                         4 => span.parent = v.to_vec(),
                         5 => span.name = String::from_utf8_lossy(v).into_owned(),
+                        9 => span.attributes.extend(key_value(v)),
+                        15 => {
+                            if let Some((_, m)) = fields(v).into_iter().find(|(n, _)| *n == 2) {
+                                span.status = String::from_utf8_lossy(m).into_owned();
+                            }
+                        }
                         _ => {}
                     }
                 }
@@ -203,6 +228,57 @@ async fn spans_are_exported_and_the_upstream_hangs_under_the_gateway() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn spans_carry_the_conventions_attributes_ids_sessions_and_errors() {
+    let (endpoint, received) = collector().await;
+    let (_up, url) = py_http("alpha", &[]);
+    let config = format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n");
+    let gw = gateway_with_env(&config, &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")]);
+
+    // A modern call with a string id.
+    let mut params = json!({ "name": "alpha__whoami", "arguments": {} });
+    params["_meta"] = meta();
+    let body = json!({ "jsonrpc": "2.0", "id": "call-7", "method": "tools/call", "params": params }).to_string();
+    let headers = modern_headers("tools/call", &params);
+    let refs: Vec<(&str, &str)> = headers.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    assert_eq!(text_of(&post_raw(&gw.url, &refs, body).await.message()), "alpha");
+    let ok = exported(&received, "the tool call's span with its id", |s| s.attr("jsonrpc.request.id") == Some("call-7")).await;
+    assert_eq!(ok.name, "tools/call alpha__whoami");
+    for (key, value) in [
+        ("mcp.method.name", "tools/call"),
+        ("gen_ai.tool.name", "alpha__whoami"),
+        ("gen_ai.operation.name", "execute_tool"),
+        ("mcp.protocol.version", "2026-07-28"),
+        ("network.transport", "tcp"),
+        ("network.protocol.name", "http"),
+    ] {
+        assert_eq!(ok.attr(key), Some(value), "{key} on {ok:?}");
+    }
+    assert_eq!(ok.attr("error.type"), None, "a success has no error.type: {ok:?}");
+    assert_eq!(ok.attr("mcp.session.id"), None, "a modern request is in no session: {ok:?}");
+
+    // An error: error.type and rpc.response.status_code are the JSON-RPC code, the status its message.
+    let refused = call(&gw.url, "alpha__missing", json!({})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let err = exported(&received, "the refused call's span", |s| s.attr("error.type") == Some("-32602")).await;
+    assert_eq!(err.attr("rpc.response.status_code"), Some("-32602"), "{err:?}");
+    assert_eq!(err.status, refused["error"]["message"].as_str().unwrap_or_default(), "the status carries the message: {err:?}");
+
+    // A legacy client: its session and the version it speaks. The session is named by the
+    // gateway's own id for it, not by the sealed `Mcp-Session-Id` the client holds.
+    let session = crate::legacy::initialize(&gw.url).await;
+    let r = crate::legacy::legacy_call(&gw.url, &session, "tools/call", json!({ "name": "alpha__whoami", "arguments": {} })).await;
+    assert_eq!(r.status, 200);
+    let legacy = exported(&received, "the legacy call's span", |s| s.attr("mcp.protocol.version") == Some("2025-06-18")).await;
+    assert_eq!(legacy.attr("jsonrpc.request.id"), Some("2"), "{legacy:?}");
+    let sid = legacy.attr("mcp.session.id").unwrap_or_else(|| panic!("a legacy request names its session: {legacy:?}"));
+    assert!(sid.len() >= 16 && sid != session, "the gateway's id of the session, not the client's header: {sid}");
+    // The same session's next request carries the same id.
+    let r = crate::legacy::legacy_call(&gw.url, &session, "tools/list", json!({})).await;
+    assert_eq!(r.status, 200);
+    exported(&received, "the same session on its next request", |s| s.name == "tools/list" && s.attr("mcp.session.id") == Some(sid)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_collector_that_is_down_is_reported_and_calls_go_on() {
     // A port nothing listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("address");
@@ -249,4 +325,56 @@ async fn audit_records_are_exported_as_otlp_logs() {
         assert!(Instant::now() < deadline, "no audit log record reached the collector:\n{}", gw.proc.log());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // The records chain as the file's lines do: a collector checks them with `audit verify`.
+    for n in 0..3 {
+        assert_eq!(text_of(&call(&format!("{}/mcp/calc", gw.base), "plus", json!({ "a": n, "b": 1 })).await), (n + 1).to_string());
+    }
+    let lines = loop {
+        let lines = audit_lines(&received);
+        if lines.len() >= 4 {
+            break lines;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(15), "the audit records never all arrived: {lines:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("collected.jsonl");
+    std::fs::write(&file, lines.iter().map(|(_, l)| format!("{l}\n")).collect::<String>()).expect("write");
+    let (code, out) = crate::audit_chain::verify(std::slice::from_ref(&file), None);
+    assert_eq!(code, 0, "the exported chain verifies: {out}\n{lines:?}");
+    let mut swapped: Vec<String> = lines.iter().map(|(_, l)| l.clone()).collect();
+    swapped.swap(1, 2);
+    std::fs::write(&file, swapped.iter().map(|l| format!("{l}\n")).collect::<String>()).expect("write");
+    let (code, out) = crate::audit_chain::verify(std::slice::from_ref(&file), None);
+    assert_ne!(code, 0, "a swapped pair is found: {out}");
+    for (seq, line) in &lines {
+        let v: serde_json::Value = serde_json::from_str(line).expect("an audit line is JSON");
+        assert_eq!(v["seq"].to_string(), *seq, "audit.seq is the line's seq: {line}");
+    }
+}
+
+/// The `audit.seq` and `audit.line` of every audit log record received (ExportLogsServiceRequest:
+/// resource_logs 1, scope_logs 2, log_records 2, attributes 6), ordered by `seq`.
+fn audit_lines(received: &Received) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (path, _, body) in received.lock().expect("collector log").iter() {
+        if path != "/v1/logs" {
+            continue;
+        }
+        for (_, rl) in fields(body).into_iter().filter(|(f, _)| *f == 1) {
+            for (_, sl) in fields(rl).into_iter().filter(|(f, _)| *f == 2) {
+                for (_, rec) in fields(sl).into_iter().filter(|(f, _)| *f == 2) {
+                    let attrs: Vec<(String, String)> =
+                        fields(rec).into_iter().filter(|(f, _)| *f == 6).filter_map(|(_, kv)| key_value(kv)).collect();
+                    let get = |k: &str| attrs.iter().find(|(a, _)| a == k).map(|(_, v)| v.clone());
+                    if let (Some(seq), Some(line)) = (get("audit.seq"), get("audit.line")) {
+                        out.push((seq, line));
+                    }
+                }
+            }
+        }
+    }
+    out.sort_by_key(|(seq, _)| seq.parse::<u64>().unwrap_or(u64::MAX));
+    out
 }

@@ -158,7 +158,7 @@ impl EventStream {
                 Err(_) => {
                     self.finished = true;
                     let err = self.timeout_error.take().unwrap_or_else(|| RpcError::internal("request timed out"));
-                    return Some(Event::Done(Outcome::Error(err)));
+                    return Some(Event::Done(self.mapped(Outcome::Error(err))));
                 }
             },
             None => self.rx.recv().await,
@@ -171,7 +171,7 @@ impl EventStream {
             Some(ev) => Some(ev),
             None => {
                 self.finished = true;
-                Some(Event::Done(Outcome::Error(RpcError::internal("the reply stream ended without a response"))))
+                Some(Event::Done(self.mapped(Outcome::Error(RpcError::internal("the reply stream ended without a response")))))
             }
         }
     }
@@ -302,6 +302,29 @@ mod tests {
         }
         assert!(s.next().await.is_none());
         drop(tx);
+    }
+
+    #[tokio::test]
+    async fn a_deadline_or_a_dropped_producer_passes_through_the_outcome_map() {
+        for late in [true, false] {
+            let (tx, rx) = mpsc::channel::<Event>(1);
+            let s = EventStream::new(rx);
+            let s = if late { s.with_deadline(Instant::now() + Duration::from_millis(20), RpcError::internal("late")) } else { s };
+            let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let count = seen.clone();
+            let reply = Reply::Stream(s).map_outcome(move |o| {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                o
+            });
+            if !late {
+                drop(tx);
+                assert!(matches!(reply.outcome().await, Outcome::Error(_)));
+            } else {
+                assert!(matches!(reply.outcome().await, Outcome::Error(e) if e.message == "late"));
+                drop(tx);
+            }
+            assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1, "the map saw the outcome (late: {late})");
+        }
     }
 
     #[tokio::test]

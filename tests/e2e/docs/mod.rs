@@ -204,26 +204,45 @@ fn variable_in(value: &str) -> String {
     if name.is_empty() { "VAR".into() } else { name }
 }
 
-/// Every series the gateway registers (`registry.register("name", …)` in `src/` and `crates/`)
-/// has a row in the metrics table of docs/operations.md, and every row is a registered series.
+/// Every series the gateway registers (`registry.register("name", …)` in `src/` and `crates/`,
+/// under `mcpgate_`; `register_with_unit("name", …)` for the OpenTelemetry conventions' histograms,
+/// at the root with their unit) has a row in the metrics table of docs/operations.md, and every
+/// row is a registered series.
 #[test]
 fn every_metric_is_in_the_operations_table() {
     let doc = std::fs::read_to_string(repo().join("docs/operations.md")).expect("docs/operations.md");
     let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| `mcpgate_")).collect();
+    let root_rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| `mcp_")).collect();
     let mut files = Vec::new();
     for dir in ["src", "crates"] {
         rust_files(&repo().join(dir), &mut files);
     }
-    let mut names = Vec::new();
+    let (mut names, mut root) = (Vec::new(), Vec::new());
     for file in files {
         let Ok(src) = std::fs::read_to_string(&file) else { continue };
-        for (at, _) in src.match_indices(".register(") {
-            let rest = src[at + ".register(".len()..].trim_start();
-            let Some(rest) = rest.strip_prefix('"') else { continue };
-            if let Some(end) = rest.find('"') {
-                names.push(rest[..end].to_string());
+        for (call, found) in [(".register(", &mut names), (".register_with_unit(", &mut root)] {
+            for (at, _) in src.match_indices(call) {
+                let rest = src[at + call.len()..].trim_start();
+                let Some(rest) = rest.strip_prefix('"') else { continue };
+                if let Some(end) = rest.find('"') {
+                    found.push(rest[..end].to_string());
+                }
             }
         }
+    }
+    assert!(root.len() >= 2, "the conventions' histograms: {root:?}");
+    for name in &root {
+        assert!(
+            root_rows.iter().any(|r| r.starts_with(&format!("| `{name}_seconds`"))),
+            "docs/operations.md: the metrics table has no row for `{name}_seconds`"
+        );
+    }
+    for r in &root_rows {
+        let series = r.trim_start_matches("| `").split('`').next().unwrap_or("");
+        assert!(
+            root.iter().any(|n| series.strip_suffix("_seconds") == Some(n.as_str())),
+            "docs/operations.md: the metrics table lists `{series}`, which the gateway does not register"
+        );
     }
     assert!(names.len() >= 10, "registered metrics found: {names:?}");
     for name in &names {
