@@ -5,5 +5,7 @@
 use mcpgate_protocol::{protocol, sync};
 
 pub mod catalog;
+pub mod openapi;
 pub mod policy;
 pub mod token;
+pub mod yaml;

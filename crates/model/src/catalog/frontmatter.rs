@@ -1,14 +1,10 @@
 //! A `SKILL.md`'s YAML frontmatter, read as JSON, to compare with the frontmatter its skill's
 //! listing carries (SEP-2640: the entry's `frontmatter` is the file's, rendered verbatim as a JSON
-//! object). The block is the text between a first line `---` and the next `---` line; it is parsed
-//! as YAML 1.2 (`yaml-rust2`) only after a pass that refuses aliases (a few bytes of aliases can
-//! expand into gigabytes) and a block over [`MAX_BYTES`]; mapping keys must be strings and numbers
-//! finite, as JSON needs. Comparing is field by field over both sides' keys, numbers by value.
+//! object). The block is the text between a first line `---` and the next `---` line; a block over
+//! [`MAX_BYTES`] is refused, the rest is read by `crate::yaml` (no aliases, string keys, finite
+//! numbers). Comparing is field by field over both sides' keys, numbers by value.
 
-use serde_json::{Map, Number, Value};
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::Marker;
-use yaml_rust2::{Yaml, YamlLoader};
+use serde_json::{Map, Value};
 
 /// The largest frontmatter block read.
 pub const MAX_BYTES: usize = 64 * 1024;
@@ -19,16 +15,11 @@ pub fn parse(text: &str) -> Result<Map<String, Value>, String> {
     if block.len() > MAX_BYTES {
         return Err(format!("the frontmatter is larger than {MAX_BYTES} bytes"));
     }
-    let mut aliases = NoAliases(false);
-    Parser::new_from_str(block).load(&mut aliases, false).map_err(|e| format!("the frontmatter is not YAML: {e}"))?;
-    if aliases.0 {
-        return Err("the frontmatter uses YAML aliases".into());
-    }
-    let docs = YamlLoader::load_from_str(block).map_err(|e| format!("the frontmatter is not YAML: {e}"))?;
-    match docs.into_iter().next().map(to_json) {
-        Some(Ok(Value::Object(map))) => Ok(map),
-        Some(Err(e)) => Err(e),
-        _ => Err("the frontmatter is not a mapping".into()),
+    match crate::yaml::to_json(block, crate::yaml::Keys::Strings, "the frontmatter") {
+        Ok(Value::Object(map)) => Ok(map),
+        Err(e) if e.ends_with("is empty") => Err("the frontmatter is not a mapping".into()),
+        Err(e) => Err(e),
+        Ok(_) => Err("the frontmatter is not a mapping".into()),
     }
 }
 
@@ -60,40 +51,6 @@ fn block(text: &str) -> Option<&str> {
         at += line.len();
     }
     None
-}
-
-/// Notes whether any alias is used.
-struct NoAliases(bool);
-
-impl MarkedEventReceiver for NoAliases {
-    fn on_event(&mut self, ev: Event, _mark: Marker) {
-        if matches!(ev, Event::Alias(_)) {
-            self.0 = true;
-        }
-    }
-}
-
-fn to_json(y: Yaml) -> Result<Value, String> {
-    Ok(match y {
-        Yaml::Null => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(b),
-        Yaml::Integer(i) => Value::Number(i.into()),
-        Yaml::Real(s) => {
-            let f: f64 = s.parse().map_err(|_| format!("the frontmatter has a number JSON cannot hold: {s}"))?;
-            Value::Number(Number::from_f64(f).ok_or_else(|| format!("the frontmatter has a number JSON cannot hold: {s}"))?)
-        }
-        Yaml::String(s) => Value::String(s),
-        Yaml::Array(items) => Value::Array(items.into_iter().map(to_json).collect::<Result<_, _>>()?),
-        Yaml::Hash(map) => {
-            let mut out = Map::new();
-            for (k, v) in map {
-                let Yaml::String(key) = k else { return Err("the frontmatter has a mapping key that is not a string".into()) };
-                out.insert(key, to_json(v)?);
-            }
-            Value::Object(out)
-        }
-        Yaml::Alias(_) | Yaml::BadValue => return Err("the frontmatter uses YAML aliases".into()),
-    })
 }
 
 #[cfg(test)]
