@@ -15,6 +15,9 @@
 #   .work/clients      Claude Code, the MCP Inspector and mcp-remote (the docs' quick start runs them)
 #   .work/oidc         oidc-provider, the OpenID-certified authorization server library behind
 #                      tests/js/oidc-as/server.mjs (the per-user OAuth tests' authorization server)
+#   .work/rest         REST APIs with a description (tests/e2e/openapi.rs): a venv with httpbin (serves its
+#                      own Swagger 2.0 description) and npm's Prism mock server with ReadMe's collection
+#                      of public OpenAPI 3.x documents (the Train Travel API, 3.1)
 #   postgresql         Debian's package (15): the replica tests share the state database through it;
 #                      installed with apt-get when missing and running as root
 #   chromium           Debian's chromium and chromium-driver (the console's headless browser test)
@@ -42,6 +45,10 @@ CLIENT_PKGS=("@anthropic-ai/claude-code@2.1.328" "@modelcontextprotocol/inspecto
 NODE22_VERSION="v22.23.3"
 # The authorization server of the per-user OAuth tests (tests/js/oidc-as/server.mjs; runs on Node 22).
 OIDC_PKGS=("oidc-provider@9.13.3")
+# REST APIs the OpenAPI upstreams are tested against: httpbin (with flasgger, which serves its
+# description) in a venv of its own, and Prism mocking public OpenAPI 3.x documents.
+REST_PY_PKGS=("httpbin==0.10.4" "flasgger==0.9.7.1" "Flask==3.1.3" "Werkzeug==3.1.9")
+REST_NPM_PKGS=("@stoplight/prism-cli@5.16.0" "@readme/oas-examples@8.2.2")
 NPM_BEFORE="2026-11-30"   # resolve transitive npm deps as they were when verified (PEERS.md)
 PYTHON="${PYTHON:-python3.11}"
 
@@ -206,6 +213,27 @@ apt_cmd() {
   fi
 }
 
+# ---- 4e. REST servers with descriptions --------------------------------------------------------
+REST_DIR="$WORK/rest"
+REST_STAMP="python=$("$PYTHON" -c 'import sys;print(sys.version.split()[0])') ${REST_PY_PKGS[*]} ${REST_NPM_PKGS[*]} before=$NPM_BEFORE"
+if stamp_ok "$REST_DIR" "$REST_STAMP" && [[ -x "$REST_DIR/venv/bin/python" ]]; then
+  log "REST servers up to date (${REST_PY_PKGS[*]} ${REST_NPM_PKGS[*]})"
+else
+  STEP="creating the REST venv"
+  rm -rf "$REST_DIR"
+  mkdir -p "$REST_DIR"
+  "$PYTHON" -m venv "$REST_DIR/venv" || die "python -m venv (REST servers) failed"
+  STEP="pip install ${REST_PY_PKGS[*]}"
+  "$REST_DIR/venv/bin/python" -m pip install --quiet --disable-pip-version-check "${REST_PY_PKGS[@]}" \
+    || die "pip install ${REST_PY_PKGS[*]} failed"
+  npm_folder "$REST_DIR/npm" "${REST_NPM_PKGS[@]}"
+  STEP="verifying REST servers"
+  "$REST_DIR/venv/bin/python" -c "import httpbin.core, flasgger" || die "httpbin with flasgger does not import"
+  [[ -x "$REST_DIR/npm/node_modules/.bin/prism" ]] || die "prism not found after install"
+  [[ -f "$REST_DIR/npm/node_modules/@readme/oas-examples/3.1/json/train-travel.json" ]] || die "the OpenAPI examples are missing"
+  stamp_write "$REST_DIR" "$REST_STAMP"
+fi
+
 # ---- 5. redis-server (Debian) -----------------------------------------------------------------
 STEP="redis-server"
 REDIS_BIN="$(command -v redis-server || true)"
@@ -301,6 +329,9 @@ export MCPGATE_SERVERS_BIN="$SERVERS_DIR/node_modules/.bin"
 export MCPGATE_APPS_HOST="$APPS_HOST_DIR/page"
 export MCPGATE_OIDC_NODE_MODULES="$OIDC_DIR/node_modules"
 export MCPGATE_OIDC_AS="$ROOT/tests/js/oidc-as/server.mjs"
+export MCPGATE_REST_PYTHON="$REST_DIR/venv/bin/python"
+export MCPGATE_PRISM="$REST_DIR/npm/node_modules/.bin/prism"
+export MCPGATE_OAS_EXAMPLES="$REST_DIR/npm/node_modules/@readme/oas-examples"
 ENV
 log "python:      $VENV/bin/python ($("$VENV/bin/python" --version 2>&1))"
 log "node22:      $NODE22_BIN ($("$NODE22_BIN" --version))"

@@ -74,6 +74,7 @@ pub fn report(gw: &Gateway) -> (String, bool) {
         }
     }
     isolation(gw, &mut out);
+    openapi(gw, &mut out);
     let _ = writeln!(out, "\n{} tools served from {} upstreams.", cat.tools().len(), gw.live_upstreams().len());
     for ep in &gw.config().endpoints {
         let Some(view) = gw.view(&ep.path) else { continue };
@@ -96,6 +97,28 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     (out, all_ok)
 }
 
+/// For each `openapi` upstream: how many operations became tools, where calls go, and why the
+/// others did not.
+fn openapi(gw: &Gateway, out: &mut String) {
+    for up in gw.live_upstreams().iter() {
+        let Some(l) = up.openapi() else { continue };
+        let a = &l.api;
+        let total = a.operations.len() + a.skipped.len();
+        let _ = writeln!(out, "\nOpenAPI {}: {} of {total} operations are tools, calls go to {}", up.id(), a.operations.len(), l.base);
+        // One line per reason, the operations it left out after it.
+        let mut by_reason: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for s in &a.skipped {
+            by_reason.entry(&s.reason).or_default().push(&s.operation);
+        }
+        for (reason, ops) in by_reason {
+            let _ = writeln!(out, "  not tools ({reason}): {}", ops.join(", "));
+        }
+        for n in &a.notes {
+            let _ = writeln!(out, "  note {n}");
+        }
+    }
+}
+
 /// What each stdio upstream's process can reach, and what this machine's kernel enforces of the
 /// sandboxes (never silently weaker: what is not enforced is named).
 fn isolation(gw: &Gateway, out: &mut String) {
@@ -107,7 +130,7 @@ fn isolation(gw: &Gateway, out: &mut String) {
         .iter()
         .filter_map(|u| match &u.transport {
             TransportConfig::Stdio { sandbox, .. } => Some((u.id.clone(), sandbox.clone(), u.instances.clone())),
-            TransportConfig::Http { .. } => None,
+            TransportConfig::Http { .. } | TransportConfig::OpenApi(_) => None,
         })
         .collect();
     if stdio.is_empty() {

@@ -118,7 +118,7 @@ pub(super) async fn forward(
         upstream_id: up.id().to_string(),
         transport: match up.cfg.transport {
             crate::config::TransportConfig::Stdio { .. } => crate::telemetry::Transport::Pipe,
-            crate::config::TransportConfig::Http { .. } => crate::telemetry::Transport::Tcp,
+            crate::config::TransportConfig::Http { .. } | crate::config::TransportConfig::OpenApi(_) => crate::telemetry::Transport::Tcp,
         },
         method: req.method.clone(),
         item: item.to_string(),

@@ -454,7 +454,7 @@ fn log_body(status: StatusCode, body: &[u8]) {
     tracing::debug!(%status, body = %text.trim(), "upstream answered without a JSON-RPC response");
 }
 
-fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {
+pub(super) fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {
     let mut out = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {
@@ -466,6 +466,6 @@ fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {
 }
 
 /// The `WWW-Authenticate` values of a response.
-fn www_authenticate<B>(resp: &http::Response<B>) -> Vec<String> {
+pub(super) fn www_authenticate<B>(resp: &http::Response<B>) -> Vec<String> {
     resp.headers().get_all(http::header::WWW_AUTHENTICATE).iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect()
 }

@@ -159,7 +159,7 @@ impl Upstream {
     fn slot(&self, endpoint: Option<usize>) -> &Slot {
         let i = match &self.transport {
             Transport::Http(p) => p.index(endpoint),
-            Transport::Stdio(_) => 0,
+            Transport::Stdio(_) | Transport::Rest(_) => 0,
         };
         self.sessions.slot(i)
     }
@@ -169,6 +169,7 @@ impl Upstream {
         match &self.transport {
             Transport::Http(_) => self.slot(endpoint).id().is_some(),
             Transport::Stdio(t) => self.slot(endpoint).is_open() && t.is_live(),
+            Transport::Rest(_) => false,
         }
     }
 
@@ -296,6 +297,7 @@ impl Upstream {
                 );
                 t.set_preamble(Some(Preamble { request, then: initialized }));
             }
+            Transport::Rest(_) => return Err(UpstreamError::Protocol("a REST API has no legacy handshake".into())),
         }
         slot.initialized.store(true, Ordering::SeqCst);
         if shared {

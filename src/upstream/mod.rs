@@ -16,6 +16,7 @@ mod legacy;
 mod lines;
 mod modern;
 mod oauth;
+pub mod openapi;
 mod outbound;
 mod parked;
 pub mod pool;
@@ -183,6 +184,8 @@ impl UpstreamState {
 enum Transport {
     Http(Box<pool::Pool>),
     Stdio(Box<stdio::StdioTransport>),
+    /// A REST API answered in process (`openapi`).
+    Rest(Box<openapi::RestTransport>),
 }
 
 pub struct Upstream {
@@ -273,14 +276,14 @@ impl Upstream {
         let kept = (shared.clone(), updated.clone());
         let Shared { client, tasks, input_timeout } = shared;
         let inbound = Arc::new(inbound::Inbound::new(&cfg.id, changed.clone(), updated));
+        // One token for the whole upstream, shared by its endpoints.
+        let credential = match (user, &cfg.oauth) {
+            (Some(u), _) => outbound::Credential::User(u),
+            (None, Some(o)) => outbound::Credential::Client(Arc::new(oauth::OAuthClient::new(o.clone(), client.detached()))),
+            (None, None) => outbound::Credential::Headers,
+        };
         let transport = match &cfg.transport {
             TransportConfig::Http { endpoints } => {
-                // One token for the whole upstream, shared by its endpoints.
-                let credential = match (user, &cfg.oauth) {
-                    (Some(u), _) => outbound::Credential::User(u),
-                    (None, Some(o)) => outbound::Credential::Client(Arc::new(oauth::OAuthClient::new(o.clone(), client.detached()))),
-                    (None, None) => outbound::Credential::Headers,
-                };
                 let inbound = inbound.clone();
                 let endpoint = |url: &::http::Uri| {
                     let out = outbound::Outbound::new(
@@ -311,10 +314,23 @@ impl Upstream {
                 inbound.clone(),
                 tasks.clone(),
             ))),
+            TransportConfig::OpenApi(o) => {
+                // The base URL is where calls go; without one, each call names its own URL.
+                let url = o.base_url.clone().unwrap_or_else(|| ::http::Uri::from_static("http://base-url.invalid/"));
+                let out = outbound::Outbound::new(url, cfg.headers.clone(), cfg.caller_headers.clone(), credential, cfg.timeout);
+                Transport::Rest(Box::new(openapi::RestTransport::new(
+                    &cfg.id,
+                    (**o).clone(),
+                    out,
+                    client.clone(),
+                    cfg.max_message_bytes,
+                    cfg.timeout,
+                )))
+            }
         };
         let slots = match &transport {
             Transport::Http(p) => p.len(),
-            Transport::Stdio(_) => 1,
+            Transport::Stdio(_) | Transport::Rest(_) => 1,
         };
         Upstream {
             index,
@@ -427,6 +443,7 @@ impl Upstream {
                         Some(Partner::Twin(twin)) => return twin.call(call).await,
                         Some(Partner::None) | None => self.call_modern(call, &v).await,
                     },
+                    Transport::Rest(_) => self.call_modern(call, &v).await,
                     Transport::Http(_) => {
                         let version = call.client.as_ref().map(|c| c.version.clone()).unwrap_or_default();
                         match self.call_legacy(call.clone(), &version).await {
@@ -491,6 +508,10 @@ impl Upstream {
                 (posted.reply, posted.session)
             }
             Transport::Stdio(t) => (t.send(id, call, deadline).await?, None),
+            Transport::Rest(t) => {
+                let params: Map<String, Value> = serde_json::from_str(call.params.to_json().get()).unwrap_or_default();
+                (t.send(&call.method, &params, &env, deadline).await?, None)
+            }
         };
         Ok(Sent { reply, session, deadline })
     }
@@ -529,11 +550,20 @@ impl Upstream {
         }
     }
 
+    /// What an `openapi` upstream's description yielded, as last read (for `mcpgate check`).
+    pub fn openapi(&self) -> Option<Arc<openapi::Loaded>> {
+        match &self.transport {
+            Transport::Rest(t) => t.loaded(),
+            _ => None,
+        }
+    }
+
     /// The URL of each endpoint (for `mcpgate check`); empty for stdio.
     pub fn endpoints(&self) -> Vec<String> {
         match &self.transport {
             Transport::Http(p) => (0..p.len()).map(|i| p.url(i)).collect(),
             Transport::Stdio(_) => Vec::new(),
+            Transport::Rest(t) => t.loaded().map(|l| vec![l.base.to_string()]).unwrap_or_default(),
         }
     }
 

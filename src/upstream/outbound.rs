@@ -139,6 +139,43 @@ impl Outbound {
     }
 
     async fn build(&self, method: Method, body: Bytes, env: &Envelope, deadline: Instant) -> Result<Request<Full<Bytes>>, UpstreamError> {
+        let url = self.url.to_string();
+        let mut h = self.credentials(&method, &url, env, deadline).await?;
+        if method == Method::GET {
+            h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        } else {
+            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            h.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        }
+        if let Some(v) = &env.version {
+            h.insert("mcp-protocol-version", value(v)?);
+        }
+        if let Some(sid) = &env.session {
+            h.insert("mcp-session-id", sid.clone());
+        }
+        if let Some(mcp) = &env.mcp {
+            h.insert("mcp-method", value(&mcp.method)?);
+            if let Some(name) = &mcp.name {
+                h.insert("mcp-name", value(&headers::encode(name))?);
+            }
+            for (k, v) in &mcp.params {
+                let name =
+                    HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name {k:?}")))?;
+                h.insert(name, value(v)?);
+            }
+        }
+        let mut req = Request::builder().method(method).uri(self.url.clone());
+        if let Some(slot) = req.headers_mut() {
+            *slot = h;
+        }
+        req.body(Full::new(body)).map_err(|e| UpstreamError::Protocol(format!("cannot build the request: {e}")))
+    }
+
+    /// The headers that authenticate a `method` request to `url` (the configured headers, the
+    /// upstream's or the caller's token, a DPoP proof for that method and URL, the caller's own
+    /// headers) and carry its trace context: what every request to this upstream starts with,
+    /// MCP or REST.
+    pub async fn credentials(&self, method: &Method, url: &str, env: &Envelope, deadline: Instant) -> Result<HeaderMap, UpstreamError> {
         let mut h = HeaderMap::new();
         for (k, v) in &self.headers {
             h.append(k, v.clone());
@@ -173,48 +210,20 @@ impl Outbound {
                 (Some(key), None) => {
                     // A bound token goes with a fresh proof of its key (RFC 9449 §7.1).
                     let nonce = crate::sync::lock(&self.nonce).clone();
-                    let url = self.url.to_string();
                     let proof = key
-                        .proof(method.as_str(), &url, Some(&token.token), nonce.as_deref())
+                        .proof(method.as_str(), url, Some(&token.token), nonce.as_deref())
                         .ok_or_else(|| UpstreamError::Credentials("no randomness for a DPoP proof".into()))?;
                     h.insert(AUTHORIZATION, sensitive(&format!("DPoP {}", token.token))?);
                     h.insert("dpop", sensitive(&proof)?);
                 }
             }
         }
-        if method == Method::GET {
-            h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        } else {
-            h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            h.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-        }
-        if let Some(v) = &env.version {
-            h.insert("mcp-protocol-version", value(v)?);
-        }
-        if let Some(sid) = &env.session {
-            h.insert("mcp-session-id", sid.clone());
-        }
         if let Some(tp) = &env.traceparent
             && crate::protocol::trace::valid_traceparent(tp)
         {
             h.insert("traceparent", value(tp)?);
         }
-        if let Some(mcp) = &env.mcp {
-            h.insert("mcp-method", value(&mcp.method)?);
-            if let Some(name) = &mcp.name {
-                h.insert("mcp-name", value(&headers::encode(name))?);
-            }
-            for (k, v) in &mcp.params {
-                let name =
-                    HeaderName::from_bytes(k.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("invalid header name {k:?}")))?;
-                h.insert(name, value(v)?);
-            }
-        }
-        let mut req = Request::builder().method(method).uri(self.url.clone());
-        if let Some(slot) = req.headers_mut() {
-            *slot = h;
-        }
-        req.body(Full::new(body)).map_err(|e| UpstreamError::Protocol(format!("cannot build the request: {e}")))
+        Ok(h)
     }
 }
 

@@ -154,6 +154,7 @@ impl Upstream {
                 p.at(entry.endpoint).notify(body, &env).await?
             }
             Transport::Stdio(t) => t.write(body).await?,
+            Transport::Rest(_) => return Err(UpstreamError::NotParked),
         }
         let late = UpstreamError::Timeout { after: self.cfg.timeout }.into_rpc(self.id());
         let stream = entry.stream.with_deadline(Instant::now() + self.cfg.timeout, late);

@@ -168,6 +168,7 @@ impl Upstream {
     /// modern era cannot take a handshake later: legacy clients get a second process (`twin`).
     async fn identify(&self) -> Result<Identity, UpstreamError> {
         match (self.cfg.era, &self.transport) {
+            (_, Transport::Rest(_)) => self.discover_only().await,
             (EraChoice::Legacy, _) => self.handshake(None).await,
             (_, Transport::Stdio(_)) => {
                 self.discover().await.map(|i| if i.version == MODERN_VERSION { Identity { legacy: None, ..i } } else { i })

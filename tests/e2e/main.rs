@@ -34,6 +34,7 @@ mod logfmt;
 mod malformed;
 mod notifications;
 mod observability;
+mod openapi;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod pins;

@@ -31,7 +31,7 @@ fn config(root: &Path, memory_file: &Path) -> String {
 }
 
 /// Runs the SDK client's `script` action on `url` in `mode`; one JSON value per step.
-fn sdk_script(mode: &str, url: &str, steps: &[Value]) -> Vec<Value> {
+pub(crate) fn sdk_script(mode: &str, url: &str, steps: &[Value]) -> Vec<Value> {
     let mut child = Command::new(python())
         .arg(repo().join("tests/py/modern_client.py"))
         .args(["--mode", mode, url, "script"])

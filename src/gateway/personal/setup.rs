@@ -45,8 +45,14 @@ pub(in crate::gateway) fn identity(
     };
     let mut protected = Vec::new();
     for u in &config.upstreams {
-        let (Some(ua), crate::config::TransportConfig::Http { endpoints }) = (&u.user_auth, &u.transport) else { continue };
-        let Some(url) = endpoints.first().map(|e| e.url.to_string()) else { continue };
+        let Some(ua) = &u.user_auth else { continue };
+        // The resource a caller's token is for: the MCP URL, or a REST API's base URL.
+        let url = match &u.transport {
+            crate::config::TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
+            crate::config::TransportConfig::OpenApi(o) => o.base_url.as_ref().map(|b| b.to_string()),
+            crate::config::TransportConfig::Stdio { .. } => None,
+        };
+        let Some(url) = url else { continue };
         let resource = discovery::canonical_resource(&url)
             .ok_or_else(|| crate::gateway::StartError::Identity(format!("upstream '{}': {url} has no canonical resource URI", u.id)))?;
         protected.push(service::Protected {

@@ -137,6 +137,12 @@ pub struct UpstreamSection {
     pub id: Spanned<String>,
     pub url: Option<Spanned<String>>,
     pub command: Option<Spanned<Vec<String>>>,
+    /// A REST API's OpenAPI description (a file or an http(s) URL) instead of an MCP server.
+    pub openapi: Option<Spanned<String>>,
+    /// Where an `openapi` upstream's calls go.
+    pub base_url: Option<Spanned<String>>,
+    /// Which of an `openapi` upstream's operations become tools.
+    pub operations: Option<super::openapi::OperationsSection>,
     #[serde(default)]
     pub env: BTreeMap<String, EnvValue>,
     pub cwd: Option<String>,

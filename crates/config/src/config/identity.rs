@@ -131,11 +131,11 @@ pub(super) fn user_auth(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<UserAuthConfig, ConfigError> {
     let name = id.get_ref();
-    if !matches!(transport, TransportConfig::Http { .. }) {
+    if matches!(transport, TransportConfig::Stdio { .. }) {
         return Err(at.err(
             id,
             "upstream.user_auth",
-            format!("upstream '{name}' is a command: user_auth applies only to url upstreams"),
+            format!("upstream '{name}' is a command: user_auth applies only to url and openapi upstreams"),
             "remove it",
         ));
     }

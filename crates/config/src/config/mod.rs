@@ -13,6 +13,7 @@ pub mod guards;
 pub use grants::{Assertion, IdpClient, OAuthGrant};
 pub mod identity;
 pub mod limits;
+pub mod openapi;
 pub mod rules;
 pub mod sandbox;
 pub mod state;
@@ -224,6 +225,8 @@ pub enum TransportConfig {
         /// `None`: the process runs with the gateway's own reach (`[upstream.sandbox]` absent).
         sandbox: Option<Box<sandbox::SandboxConfig>>,
     },
+    /// A REST API described by OpenAPI, its operations served as tools.
+    OpenApi(Box<openapi::OpenApiConfig>),
 }
 
 /// OAuth 2.0 client credentials for one upstream (see `upstream::oauth`).
@@ -273,6 +276,7 @@ impl TransportConfig {
         match self {
             TransportConfig::Http { .. } => "http",
             TransportConfig::Stdio { .. } => "stdio",
+            TransportConfig::OpenApi(_) => "openapi",
         }
     }
 }

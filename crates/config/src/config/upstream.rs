@@ -13,27 +13,38 @@ pub(super) fn upstream(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<UpstreamConfig, ConfigError> {
     let (id, prefix) = identity(at, &u, sep)?;
-    let transport = match (&u.url, &u.command) {
-        (_, None) if !u.endpoints.is_empty() || u.url.is_some() => http_transport(at, &u, &id)?,
-        (None, Some(cmd)) => stdio_transport(at, &u, cmd, &id, base, env)?,
-        (Some(_), Some(_)) => {
-            return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has both url and command"), "keep exactly one of them"));
-        }
-        (_, None) => {
+    let transport = match (&u.url, &u.command, &u.openapi) {
+        (_, _, Some(raw)) => super::openapi::transport(at, &u, raw, &id, base)?,
+        _ if u.base_url.is_some() || u.operations.is_some() => {
             return Err(at.err(
                 &u.id,
-                "upstream",
-                format!("upstream '{id}' has neither url nor command"),
-                "add url = \"http://…\" or command = [\"program\", \"arg\"]",
+                "upstream.base_url",
+                format!("upstream '{id}': base_url and [upstream.operations] belong to an openapi upstream"),
+                "add openapi = \"<its description>\", or remove them",
             ));
         }
+        (url, command, None) => match (url, command) {
+            (_, None) if !u.endpoints.is_empty() || u.url.is_some() => http_transport(at, &u, &id)?,
+            (None, Some(cmd)) => stdio_transport(at, &u, cmd, &id, base, env)?,
+            (Some(_), Some(_)) => {
+                return Err(at.err(&u.id, "upstream", format!("upstream '{id}' has both url and command"), "keep exactly one of them"));
+            }
+            (_, None) => {
+                return Err(at.err(
+                    &u.id,
+                    "upstream",
+                    format!("upstream '{id}' has neither url nor command"),
+                    "add url = \"http://…\", command = [\"program\", \"arg\"] or openapi = \"<description>\"",
+                ));
+            }
+        },
     };
     let (headers, caller_headers) = credentials(at, &u, &id, base, env)?;
     let oauth = match &u.oauth {
         None => None,
         Some(o) => Some(oauth(at, o, &id, &transport, base, env)?),
     };
-    if !caller_headers.is_empty() && !matches!(transport, TransportConfig::Http { .. }) {
+    if !caller_headers.is_empty() && matches!(transport, TransportConfig::Stdio { .. }) {
         return Err(at.err(
             &u.id,
             "upstream.caller_headers",
@@ -45,6 +56,16 @@ pub(super) fn upstream(
         Some(ua) => Some(super::identity::user_auth(at, ua, &u.id, &transport, oauth.is_some(), base, env)?),
         None => None,
     };
+    if let (Some(_), TransportConfig::OpenApi(o)) = (&user_auth, &transport)
+        && o.base_url.is_none()
+    {
+        return Err(at.err(
+            &u.id,
+            "upstream.base_url",
+            format!("upstream '{id}': each caller's credential is for one API, named by base_url"),
+            "add base_url = \"https://…\"",
+        ));
+    }
     let instances = super::sandbox::instances(at, u.id.get_ref(), u.instances.as_ref(), u.max_instances, u.instance_idle.as_ref())?;
     if instances != super::sandbox::Instances::Shared && !matches!(&transport, TransportConfig::Stdio { sandbox: Some(_), .. }) {
         return Err(at.err(
@@ -262,12 +283,20 @@ fn oauth(
     base: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<OAuthConfig, ConfigError> {
-    if !matches!(transport, TransportConfig::Http { .. }) {
+    if matches!(transport, TransportConfig::Stdio { .. }) {
         return Err(at.err(
             &o.client_id,
             "upstream.oauth",
-            format!("upstream '{id}' is a command: oauth applies only to url upstreams"),
+            format!("upstream '{id}' is a command: oauth applies only to url and openapi upstreams"),
             "remove it",
+        ));
+    }
+    if matches!(transport, TransportConfig::OpenApi(_)) && o.token_url.is_none() {
+        return Err(at.err(
+            &o.client_id,
+            "upstream.oauth.token_url",
+            format!("upstream '{id}' is a REST API: its authorization server is not discovered"),
+            "add token_url = \"https://…/token\"",
         ));
     }
     let token_url = match &o.token_url {
@@ -318,6 +347,7 @@ fn oauth(
     };
     let resource = o.resource.clone().or_else(|| match transport {
         TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
+        TransportConfig::OpenApi(o) => o.base_url.as_ref().map(|u| u.to_string()),
         TransportConfig::Stdio { .. } => None,
     });
     Ok(OAuthConfig {

@@ -145,6 +145,7 @@ impl<'a> Resolver<'a> {
                 if self.dialect != Dialect::OpenApi31 {
                     older_spellings(&mut res);
                 }
+                known_types(&mut res);
                 if let Some(example) = res.remove("example") {
                     res.entry("examples").or_insert_with(|| Value::Array(vec![example]));
                 }
@@ -180,6 +181,46 @@ fn older_spellings(res: &mut Map<String, Value>) {
     // A 2.0 `type: file` has no JSON Schema form.
     if res.get("type").and_then(Value::as_str) == Some("file") {
         res.insert("type".into(), json!("string"));
+    }
+}
+
+/// A `type` JSON Schema does not know: the usual slips (`int`, `bool`, `str`, `float`…) are
+/// read as meant, anything else is dropped (the schema then accepts any type there), so one bad
+/// word in a public description does not make a validator refuse the whole tool.
+fn known_types(res: &mut Map<String, Value>) {
+    fn fix(t: &str) -> Option<&'static str> {
+        Some(match t {
+            "string" | "str" | "text" => "string",
+            "integer" | "int" | "long" | "int32" | "int64" => "integer",
+            "number" | "float" | "double" | "decimal" => "number",
+            "boolean" | "bool" => "boolean",
+            "object" | "dict" | "map" => "object",
+            "array" | "list" => "array",
+            "null" => "null",
+            _ => return None,
+        })
+    }
+    match res.get("type") {
+        Some(Value::String(t)) => match fix(t) {
+            Some(known) => {
+                res.insert("type".into(), known.into());
+            }
+            None => {
+                res.remove("type");
+            }
+        },
+        Some(Value::Array(ts)) => {
+            let fixed: Vec<Value> = ts.iter().filter_map(Value::as_str).filter_map(fix).map(Value::from).collect();
+            if fixed.is_empty() {
+                res.remove("type");
+            } else {
+                res.insert("type".into(), Value::Array(fixed));
+            }
+        }
+        Some(_) => {
+            res.remove("type");
+        }
+        None => {}
     }
 }
 
@@ -263,5 +304,8 @@ mod tests {
             &mut Inlined::default(),
         );
         assert_eq!(s, json!({ "type": ["integer", "null"], "exclusiveMaximum": 5, "examples": [3] }));
+        // httpbin's `/bytes/{n}` says `type: int`.
+        assert_eq!(r.schema(&json!({ "type": "int" }), &mut Inlined::default()), json!({ "type": "integer" }));
+        assert_eq!(r.schema(&json!({ "type": "whatever" }), &mut Inlined::default()), json!({}));
     }
 }

@@ -383,9 +383,7 @@ fn operation(
     tool.insert("inputSchema".into(), input);
     let mut wrapped = false;
     if let Some(out) = success_schema(r, op, &mut inlined) {
-        let is_object =
-            out.get("type").and_then(Value::as_str) == Some("object") || (out.get("type").is_none() && out.get("properties").is_some());
-        if is_object {
+        if object_like(&out) {
             tool.insert("outputSchema".into(), out);
         } else {
             wrapped = true;
@@ -395,6 +393,28 @@ fn operation(
     tool.insert("annotations".into(), annotations(method));
     let op = Operation { name, method: method.to_uppercase(), path: path.to_string(), params, body, tool: Value::Object(tool), wrapped };
     Ok((op, inlined.notes))
+}
+
+/// Whether a schema describes only objects: `type: object`, object keywords without a type, all
+/// of an `allOf` that says so, or every branch of an `anyOf`/`oneOf`.
+fn object_like(s: &Value) -> bool {
+    match s.get("type") {
+        Some(Value::String(t)) => return t == "object",
+        Some(_) => return false,
+        None => {}
+    }
+    if ["properties", "additionalProperties", "patternProperties", "required"].iter().any(|k| s.get(*k).is_some()) {
+        return true;
+    }
+    if let Some(all) = s.get("allOf").and_then(Value::as_array) {
+        return all.iter().any(object_like);
+    }
+    for k in ["anyOf", "oneOf"] {
+        if let Some(branches) = s.get(k).and_then(Value::as_array) {
+            return !branches.is_empty() && branches.iter().all(object_like);
+        }
+    }
+    false
 }
 
 /// A 2.0 parameter's type fields (`type`, `format`, `items`, `enum`, `default`, bounds) as a schema.
@@ -415,7 +435,8 @@ fn swagger2_schema(p: &Value) -> Value {
 
 /// The serialisation a parameter declares, or its place's default (2.0: `collectionFormat`).
 fn style_of(p: &Value, location: In, dialect: Dialect) -> (Style, bool) {
-    if dialect == Dialect::Swagger2 {
+    // A 2.0 description with 3.x `style`/`explode` (httpbin's) means them.
+    if dialect == Dialect::Swagger2 && p.get("style").is_none() && p.get("explode").is_none() {
         let style = match p.get("collectionFormat").and_then(Value::as_str) {
             Some("ssv") => Style::SpaceDelimited,
             Some("pipes") => Style::PipeDelimited,
@@ -587,6 +608,8 @@ components:
         assert_eq!(show.tool["title"], "Info for a pet");
         let list = &api.operations[0];
         assert!(list.wrapped, "an array answer is wrapped");
+        assert!(object_like(&json!({ "allOf": [{ "$ref": "x" }, { "properties": { "data": {} } }] })));
+        assert!(!object_like(&json!({ "oneOf": [{ "type": "object" }, { "type": "string" }] })));
         assert_eq!(list.tool["outputSchema"]["required"], json!(["result"]));
         assert_eq!((list.params[0].style, list.params[0].explode), (Style::Form, false));
         let reasons: Vec<String> = api.skipped.iter().map(|s| format!("{}: {}", s.operation, s.reason)).collect();

@@ -57,12 +57,11 @@ pub fn tool_result(op: &Operation, a: &Answer<'_>) -> Value {
     if a.body.is_empty() {
         return json!({ "content": [{ "type": "text", "text": format!("HTTP {} {reason}", a.status) }] });
     }
-    if is_json(ct) || (ct.is_empty() && op.tool.get("outputSchema").is_some()) {
-        if let Ok(v) = serde_json::from_slice::<Value>(a.body) {
-            let text = String::from_utf8_lossy(a.body).into_owned();
-            let structured = if op.wrapped || !v.is_object() { json!({ "result": v }) } else { v };
-            return json!({ "content": [{ "type": "text", "text": text }], "structuredContent": structured });
-        }
+    let json_expected = is_json(ct) || (ct.is_empty() && op.tool.get("outputSchema").is_some());
+    if json_expected && let Ok(v) = serde_json::from_slice::<Value>(a.body) {
+        let text = String::from_utf8_lossy(a.body).into_owned();
+        let structured = if op.wrapped || !v.is_object() { json!({ "result": v }) } else { v };
+        return json!({ "content": [{ "type": "text", "text": text }], "structuredContent": structured });
     }
     if is_text(ct) || std::str::from_utf8(a.body).is_ok() && !ct.to_ascii_lowercase().starts_with("image/") {
         return json!({ "content": [{ "type": "text", "text": String::from_utf8_lossy(a.body) }] });

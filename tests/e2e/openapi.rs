@@ -1,0 +1,220 @@
+//! REST APIs nobody here wrote, served as tools through `openapi` upstreams and driven by the
+//! official Python SDK client: httpbin (PyPI; it serves its own Swagger 2.0 description, naming
+//! `https://httpbin.org` as its server) and the Prism mock server (npm) serving the public Train
+//! Travel API (OpenAPI 3.1, from ReadMe's `oas-examples`). Path, query, body, header credentials
+//! and HTTP errors are checked where they land (httpbin echoes the request); `mcpgate check` says
+//! how many operations became tools and why the others did not; a description whose server is on
+//! another origin is refused, and a remote `$ref` is never fetched.
+
+use crate::harness::*;
+use serde_json::{Value, json};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Waits until `url` answers 200.
+async fn wait_ok(url: &str, proc: &Proc) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if get(url).await.is_ok_and(|r| r.status == 200) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{url} never answered:\n{}", proc.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// httpbin on loopback; its base URL.
+async fn httpbin() -> (Proc, String) {
+    let python = tool("MCPGATE_REST_PYTHON", ".work/rest/venv/bin/python");
+    let port = free_port();
+    let mut child = Command::new(python)
+        .args(["-m", "httpbin.core", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start httpbin");
+    let stderr = collect_stderr(&mut child, None);
+    let proc = Proc { child, stderr };
+    let base = format!("http://127.0.0.1:{port}");
+    wait_ok(&format!("{base}/spec.json"), &proc).await;
+    (proc, base)
+}
+
+/// Prism mocking `doc` on loopback; its base URL.
+async fn prism(doc: &str) -> (Proc, String) {
+    let prism = tool("MCPGATE_PRISM", ".work/rest/npm/node_modules/.bin/prism");
+    let port = free_port();
+    let mut child = Command::new(prism)
+        .args(["mock", "--host", "127.0.0.1", "--port", &port.to_string(), doc])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start prism");
+    let stderr = collect_stderr(&mut child, None);
+    let proc = Proc { child, stderr };
+    let base = format!("http://127.0.0.1:{port}");
+    // The stations list needs the credential the description asks for.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "prism never listened:\n{}", proc.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    (proc, base)
+}
+
+fn examples(path: &str) -> String {
+    let dir = std::env::var("MCPGATE_OAS_EXAMPLES")
+        .unwrap_or_else(|_| repo().join(".work/rest/npm/node_modules/@readme/oas-examples").display().to_string());
+    let p = std::path::Path::new(&dir).join(path);
+    assert!(p.exists(), "{} is missing: run scripts/install-test-deps.sh (scripts/test runs it)", p.display());
+    p.display().to_string()
+}
+
+/// `mcpgate check` on `config`: exit code and output.
+fn check(config: &str, env: &[(&str, &str)]) -> (i32, String) {
+    let dir = write_config(config);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcpgate"));
+    cmd.arg("check").arg("-c").arg(dir.path().join("gateway.toml"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run mcpgate check");
+    (out.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn structured(r: &Value) -> &Value {
+    &r["structuredContent"]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn httpbin_operations_are_tools_the_python_sdk_calls() {
+    let (_bin, base) = httpbin().await;
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"bin\"\nopenapi = \"{base}/spec.json\"\nbase_url = \"{base}\"\n\
+         headers = {{ X-Api-Key = {{ env = \"BIN_KEY\" }} }}\n"
+    );
+    let gw = gateway_with_env(&config, &[("BIN_KEY", "k-123")]);
+    let steps = [
+        json!({ "action": "list" }),
+        json!({ "action": "call", "name": "bin__get_base64_value", "arguments": { "value": "SFRUUEJJTiBpcyBhd2Vzb21l" } }),
+        json!({ "action": "call", "name": "bin__get_anything_anything", "arguments": { "anything": "x?y=1#z" } }),
+        json!({ "action": "call", "name": "bin__get_response-headers", "arguments": { "freeform": { "X-Probe": "hello world" } } }),
+        json!({ "action": "call", "name": "bin__get_status_codes", "arguments": { "codes": "418" } }),
+        json!({ "action": "call", "name": "bin__get_headers", "arguments": {} }),
+        json!({ "action": "call", "name": "bin__get_bytes_n", "arguments": { "n": 16 } }),
+    ];
+    let out = crate::real_servers::sdk_script("2026-07-28", &gw.url, &steps);
+    let tools: Vec<&str> = out[0]["tools"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
+    for t in ["bin__get_base64_value", "bin__get_status_codes", "bin__get_anything_anything", "bin__get_uuid"] {
+        assert!(tools.contains(&t), "{t} in {tools:?}");
+    }
+    assert!(!tools.iter().any(|t| t.starts_with("bin__post")), "only GET by default: {tools:?}");
+    // Path.
+    assert_eq!(out[1]["content"][0]["text"], "HTTPBIN is awesome", "{}", out[1]);
+    // A path value stays in its segment: nothing of it became a query.
+    let echoed = structured(&out[2]);
+    assert_eq!(echoed["args"], json!({}), "{echoed}");
+    assert!(echoed["url"].as_str().is_some_and(|u| u.contains("/anything/x%3Fy")), "{echoed}");
+    // Query (an exploded form object).
+    assert_eq!(structured(&out[3])["X-Probe"], "hello world", "{}", out[3]);
+    // An HTTP error is a tool error with its status.
+    assert_eq!(out[4]["isError"], true, "{}", out[4]);
+    assert!(out[4]["content"][0]["text"].as_str().is_some_and(|t| t.starts_with("HTTP 418")), "{}", out[4]);
+    // The upstream's own credential goes with every call; the caller's never does.
+    let headers = &structured(&out[5])["headers"];
+    assert_eq!(headers["X-Api-Key"], "k-123", "{headers}");
+    assert!(headers.get("Authorization").is_none() && headers.get("Mcp-Method").is_none(), "{headers}");
+    // Binary answers are embedded resources.
+    assert_eq!(out[6]["content"][0]["type"], "resource", "{}", out[6]);
+
+    // `mcpgate check` counts the tools and says why the rest are not.
+    let (code, report) = check(&config, &[("BIN_KEY", "k")]);
+    assert_eq!(code, 0, "{report}");
+    let line = report.lines().find(|l| l.starts_with("OpenAPI bin:")).unwrap_or_else(|| panic!("{report}"));
+    assert!(line.contains("operations are tools") && line.contains(&base), "{line}");
+    assert!(report.contains("not tools (method POST is not selected"), "{report}");
+    // Without base_url the description's own server (https://httpbin.org) is not trusted.
+    let untrusted = format!("[[upstream]]\nid = \"bin\"\nopenapi = \"{base}/spec.json\"\n");
+    let (code, report) = check(&untrusted, &[]);
+    assert_eq!(code, 1, "{report}");
+    assert!(report.contains("https://httpbin.org") && report.contains("set base_url"), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_openapi_3_1_api_mocked_by_prism_with_bodies_paths_and_errors() {
+    let doc = examples("3.1/json/train-travel.json");
+    let (_prism, base) = prism(&doc).await;
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"trains\"\nopenapi = {doc:?}\nbase_url = \"{base}\"\n\
+         headers = {{ Authorization = {{ env = \"TRAINS_TOKEN\" }} }}\n\
+         [upstream.operations]\nmethods = [\"GET\", \"POST\", \"DELETE\"]\nexclude = [\"*payment*\"]\n"
+    );
+    let gw = gateway_with_env(&config, &[("TRAINS_TOKEN", "Bearer test-token")]);
+    let booking =
+        json!({ "trip_id": "4f4e4e1c-c824-4d63-b37a-d8d698862f1d", "passenger_name": "Ada", "has_bicycle": false, "has_dog": false });
+    let steps = [
+        json!({ "action": "list" }),
+        json!({ "action": "call", "name": "trains__get-stations", "arguments": {} }),
+        json!({ "action": "call", "name": "trains__create-booking", "arguments": { "body": booking } }),
+        json!({ "action": "call", "name": "trains__get-booking", "arguments": { "bookingId": "1725ff48-ab45-4bb5-9d02-88745177dedb" } }),
+        json!({ "action": "call", "name": "trains__get-trips", "arguments": { "origin": "efdbb9d1-02c2-4bc3-afb7-6788d8782b1e", "destination": "b2e783e1-c824-4d63-b37a-d8d698862f1d", "date": "2024-02-01T09:00:00Z" } }),
+        json!({ "action": "call", "name": "trains__get-booking", "arguments": { "bookingId": "not-a-uuid" } }),
+    ];
+    let out = crate::real_servers::sdk_script("2026-07-28", &gw.url, &steps);
+    let tools: Vec<&str> = out[0]["tools"].as_array().expect("tools").iter().filter_map(Value::as_str).collect();
+    assert_eq!(tools.len(), 6, "GET, POST and DELETE operations but the payment one: {tools:?}");
+    assert!(tools.contains(&"trains__delete-booking") && !tools.iter().any(|t| t.contains("payment")), "{tools:?}");
+    assert!(structured(&out[1])["data"].as_array().is_some_and(|d| !d.is_empty()), "stations: {}", out[1]);
+    assert_ne!(out[2]["isError"], true, "a booking is created: {}", out[2]);
+    assert!(structured(&out[2])["id"].is_string(), "{}", out[2]);
+    assert!(structured(&out[3])["passenger_name"].is_string(), "{}", out[3]);
+    assert!(structured(&out[4])["data"].is_array(), "trips: {}", out[4]);
+    // Prism refuses a bookingId that is no UUID: a tool error with the status and its reason.
+    assert_eq!(out[5]["isError"], true, "{}", out[5]);
+    assert!(out[5]["content"][0]["text"].as_str().is_some_and(|t| t.starts_with("HTTP 4")), "{}", out[5]);
+
+    // The tool definitions carry what the description says.
+    let listed = crate::harness::sdk("2026-07-28", &gw.url, &["tools"]);
+    let tool = |n: &str| {
+        listed["tools"].as_array().and_then(|a| a.iter().find(|t| t["name"] == n)).cloned().unwrap_or_else(|| panic!("{n}: {listed}"))
+    };
+    let create = tool("trains__create-booking");
+    assert_eq!(create["inputSchema"]["required"], json!(["body"]), "{create}");
+    assert!(create["inputSchema"]["properties"]["body"]["properties"]["passenger_name"].is_object(), "$refs inlined: {create}");
+    assert_eq!(tool("trains__delete-booking")["annotations"]["destructiveHint"], true);
+    assert_eq!(tool("trains__get-stations")["annotations"]["readOnlyHint"], true);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_ref_is_never_fetched_and_a_foreign_server_is_refused() {
+    // Anything connecting here is counted.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    listener.set_nonblocking(true).expect("nonblocking");
+    let (_bin, base) = httpbin().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let doc = dir.path().join("api.yaml");
+    std::fs::write(
+        &doc,
+        format!(
+            "openapi: 3.0.3\ninfo: {{ title: Echo, version: '1' }}\nservers: [{{ url: 'http://127.0.0.1:{port}' }}]\npaths:\n  /anything/echo:\n    get:\n      operationId: echo\n      \
+             parameters:\n        - {{ name: q, in: query, schema: {{ $ref: 'http://127.0.0.1:{port}/schema.json' }} }}\n      responses:\n        '200':\n          description: ok\n"
+        ),
+    )
+    .expect("write the description");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"echo\"\nopenapi = {:?}\nbase_url = \"{base}\"\n",
+        doc.display().to_string()
+    );
+    let gw = gateway(&config);
+    let r = call(&gw.url, "echo__echo", json!({ "q": "hi" })).await;
+    assert_eq!(r["result"]["structuredContent"]["args"]["q"], "hi", "{r}");
+    let (code, report) = check(&config, &[]);
+    assert_eq!(code, 0, "{report}");
+    assert!(report.contains("never fetched"), "the note says so: {report}");
+    assert!(listener.accept().is_err(), "something fetched the remote $ref");
+    // A file naming its own server is trusted when base_url is left out (here: the counting port).
+    let own = format!("[[upstream]]\nid = \"echo\"\nopenapi = {:?}\ntimeout = \"3s\"\n", doc.display().to_string());
+    let (_, report) = check(&own, &[]);
+    assert!(report.contains(&format!("calls go to http://127.0.0.1:{port}")), "{report}");
+}
