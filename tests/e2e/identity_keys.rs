@@ -17,7 +17,7 @@ use std::time::Duration;
 const KEYS: [(&str, &str, &str); 2] = [("alice", "alice-key", "crm-key-alice-8d2f"), ("bob", "bob-key", "crm-key-bob-41c7")];
 
 /// The caller `who` (gateway key `key`) enters `own` as its key for `crm`, as a person would.
-async fn enter_key(gw: &Gateway, gateway: &str, who: &str, key: &str, own: &str) {
+pub(crate) async fn enter_key(gw: &Gateway, gateway: &str, who: &str, key: &str, own: &str) {
     let (mut b, page) = signed_in_at_link(&gw.url, gateway, who, key, "crm__connect").await;
 
     // The key page: a password field, the configured help line, no authorization server.

@@ -218,3 +218,34 @@ async fn a_remote_ref_is_never_fetched_and_a_foreign_server_is_refused() {
     let (_, report) = check(&own, &[]);
     assert!(report.contains(&format!("calls go to http://127.0.0.1:{port}")), "{report}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_caller_reaches_a_rest_api_with_their_own_key() {
+    let (_bin, base) = httpbin().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw_port = free_port();
+    let gateway = format!("http://127.0.0.1:{gw_port}");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
+         [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [identity]\npublic_url = \"{gateway}\"\nvault = {:?}\nallow_loopback = true\n\n\
+         [[upstream]]\nid = \"crm\"\nopenapi = \"{base}/spec.json\"\nbase_url = \"{base}\"\n\
+         [upstream.operations]\ninclude = [\"get_headers\"]\n\
+         [upstream.user_auth]\nkind = \"api_key\"\nheader = \"X-Api-Key\"\nhelp = \"Create a key under Settings → API keys.\"\n",
+        crate::callers::hash("alice-key"),
+        dir.path().join("vault.json"),
+    );
+    let gw = gateway_on_port(&config, gw_port, &[("MCPGATE_TOKEN_KEY", &"5e".repeat(32))]);
+    crate::identity_keys::enter_key(&gw, &gateway, "alice", "alice-key", "rest-key-alice-77").await;
+    let mut reply = Value::Null;
+    for _ in 0..50 {
+        reply = crate::identity_cluster::call_as(&gw.url, "alice-key", "crm__get_headers").await;
+        if reply["result"]["structuredContent"]["headers"].is_object() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let headers = &reply["result"]["structuredContent"]["headers"];
+    assert_eq!(headers["X-Api-Key"], "rest-key-alice-77", "alice's own key reaches the API: {reply}\n{}", gw.proc.log());
+    assert!(headers.get("Authorization").is_none(), "and not her key to the gateway: {headers}");
+}

@@ -365,3 +365,34 @@ fn a_sandbox_says_what_a_command_may_reach() {
     let e = parse("[[upstream]]\nid = \"web\"\nurl = \"https://x.example/mcp\"\n[upstream.sandbox]\n").unwrap_err().0;
     assert!(e.contains("only to command upstreams"), "{e}");
 }
+
+#[test]
+fn openapi_upstreams_are_read_and_their_mistakes_explained() {
+    let cfg = parse(
+        "[[upstream]]\nid = \"pets\"\nopenapi = \"apis/pets.yaml\"\nbase_url = \"https://api.example.com/v1\"\n\
+         headers = { Authorization = { env = \"CALC_TOKEN\" } }\n[upstream.operations]\nmethods = [\"get\", \"post\"]\nexclude_tags = [\"admin\"]\n",
+    )
+    .unwrap();
+    let TransportConfig::OpenApi(o) = &cfg.upstreams[0].transport else { panic!("an openapi transport") };
+    assert_eq!(o.source, openapi::OpenApiSource::File(PathBuf::from("apis/pets.yaml")));
+    assert_eq!(o.base_url.as_ref().map(|u| u.to_string()).as_deref(), Some("https://api.example.com/v1"));
+    assert_eq!(o.select.methods, ["GET", "POST"]);
+    assert_eq!(o.select.exclude_tags, ["admin"]);
+    assert_eq!(cfg.upstreams[0].transport.kind(), "openapi");
+    let fetched = parse("[[upstream]]\nid = \"pets\"\nopenapi = \"https://api.example.com/openapi.json\"\n").unwrap();
+    assert!(matches!(&fetched.upstreams[0].transport, TransportConfig::OpenApi(o) if matches!(o.source, openapi::OpenApiSource::Url(_))));
+    for (text, says) in [
+        ("openapi = \"a.yaml\"\nurl = \"http://127.0.0.1:1/mcp\"\n", "openapi and url or command"),
+        ("url = \"http://127.0.0.1:1/mcp\"\nbase_url = \"https://x\"\n", "belong to an openapi upstream"),
+        ("openapi = \"a.yaml\"\nbase_url = \"ftp://x\"\n", "absolute http(s) URL"),
+        ("openapi = \"a.yaml\"\nbase_url = \"https://x/?k=1\"\n", "has a query"),
+        ("openapi = \"file:///etc/passwd\"\n", "only http(s) URLs and files"),
+        ("openapi = \"a.yaml\"\n[upstream.operations]\nmethods = [\"TRACE\"]\n", "not a method"),
+        ("openapi = \"a.yaml\"\ncommand = [\"x\"]\n", "openapi and url or command"),
+        ("openapi = \"a.yaml\"\n[upstream.oauth]\nclient_id = \"c\"\nclient_secret = { env = \"CALC_TOKEN\" }\n", "token_url"),
+        ("openapi = \"a.yaml\"\n[upstream.user_auth]\nkind = \"api_key\"\n", "named by base_url"),
+    ] {
+        let err = parse(&format!("[[upstream]]\nid = \"pets\"\n{text}")).unwrap_err().to_string();
+        assert!(err.contains(says), "{text}: {err}");
+    }
+}
