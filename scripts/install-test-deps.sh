@@ -88,19 +88,24 @@ command -v "$PYTHON" >/dev/null || die "$PYTHON not found (need Python 3.11)"
   || die "$PYTHON is not Python 3.11 ($("$PYTHON" --version 2>&1))"
 command -v npm >/dev/null || die "npm not found (need Node 20 + npm)"
 
+# new_venv DIR PKG... : a fresh venv in DIR with exact packages
+new_venv() {
+  local dir="$1"; shift
+  STEP="creating venv $dir"
+  rm -rf "$dir"
+  log "creating venv ${dir#$ROOT/} with $*"
+  "$PYTHON" -m venv "$dir" || die "python -m venv $dir failed"
+  STEP="pip install $*"
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$@" || die "pip install $* failed"
+}
+
 # ---- 1. Python venv --------------------------------------------------------------------------
 VENV="$WORK/venv"
 PY_STAMP="python=$("$PYTHON" -c 'import sys;print(sys.version.split()[0])') ${PY_PKGS[*]}"
 if stamp_ok "$VENV" "$PY_STAMP" && [[ -x "$VENV/bin/python" ]]; then
   log "venv up to date (${PY_PKGS[*]})"
 else
-  STEP="creating venv $VENV"
-  rm -rf "$VENV"
-  log "creating venv ${VENV#$ROOT/} with ${PY_PKGS[*]}"
-  "$PYTHON" -m venv "$VENV" || die "python -m venv failed"
-  STEP="pip install ${PY_PKGS[*]}"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PY_PKGS[@]}" \
-    || die "pip install ${PY_PKGS[*]} failed"
+  new_venv "$VENV" "${PY_PKGS[@]}"
   STEP="verifying venv"
   "$VENV/bin/python" - <<'PY' || die "venv verification failed (imports / versions)"
 import importlib.metadata as m
@@ -219,13 +224,8 @@ REST_STAMP="python=$("$PYTHON" -c 'import sys;print(sys.version.split()[0])') ${
 if stamp_ok "$REST_DIR" "$REST_STAMP" && [[ -x "$REST_DIR/venv/bin/python" ]]; then
   log "REST servers up to date (${REST_PY_PKGS[*]} ${REST_NPM_PKGS[*]})"
 else
-  STEP="creating the REST venv"
   rm -rf "$REST_DIR"
-  mkdir -p "$REST_DIR"
-  "$PYTHON" -m venv "$REST_DIR/venv" || die "python -m venv (REST servers) failed"
-  STEP="pip install ${REST_PY_PKGS[*]}"
-  "$REST_DIR/venv/bin/python" -m pip install --quiet --disable-pip-version-check "${REST_PY_PKGS[@]}" \
-    || die "pip install ${REST_PY_PKGS[*]} failed"
+  new_venv "$REST_DIR/venv" "${REST_PY_PKGS[@]}"
   npm_folder "$REST_DIR/npm" "${REST_NPM_PKGS[@]}"
   STEP="verifying REST servers"
   "$REST_DIR/venv/bin/python" -c "import httpbin.core, flasgger" || die "httpbin with flasgger does not import"

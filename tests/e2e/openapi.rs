@@ -23,19 +23,25 @@ async fn wait_ok(url: &str, proc: &Proc) {
     }
 }
 
-/// httpbin on loopback; its base URL.
-async fn httpbin() -> (Proc, String) {
-    let python = tool("MCPGATE_REST_PYTHON", ".work/rest/venv/bin/python");
+/// Starts `program` with `args` on a free loopback port (`PORT` in `args`): the process, the port
+/// and its base URL.
+fn serve(program: String, args: &[&str], what: &str) -> (Proc, u16, String) {
     let port = free_port();
-    let mut child = Command::new(python)
-        .args(["-m", "httpbin.core", "--host", "127.0.0.1", "--port", &port.to_string()])
+    let args: Vec<String> = args.iter().map(|a| a.replace("PORT", &port.to_string())).collect();
+    let mut child = Command::new(program)
+        .args(&args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start httpbin");
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
     let stderr = collect_stderr(&mut child, None);
-    let proc = Proc { child, stderr };
-    let base = format!("http://127.0.0.1:{port}");
+    (Proc { child, stderr }, port, format!("http://127.0.0.1:{port}"))
+}
+
+/// httpbin on loopback; its base URL.
+async fn httpbin() -> (Proc, String) {
+    let python = tool("MCPGATE_REST_PYTHON", ".work/rest/venv/bin/python");
+    let (proc, _, base) = serve(python, &["-m", "httpbin.core", "--host", "127.0.0.1", "--port", "PORT"], "httpbin");
     wait_ok(&format!("{base}/spec.json"), &proc).await;
     (proc, base)
 }
@@ -43,17 +49,7 @@ async fn httpbin() -> (Proc, String) {
 /// Prism mocking `doc` on loopback; its base URL.
 async fn prism(doc: &str) -> (Proc, String) {
     let prism = tool("MCPGATE_PRISM", ".work/rest/npm/node_modules/.bin/prism");
-    let port = free_port();
-    let mut child = Command::new(prism)
-        .args(["mock", "--host", "127.0.0.1", "--port", &port.to_string(), doc])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start prism");
-    let stderr = collect_stderr(&mut child, None);
-    let proc = Proc { child, stderr };
-    let base = format!("http://127.0.0.1:{port}");
-    // The stations list needs the credential the description asks for.
+    let (proc, port, base) = serve(prism, &["mock", "--host", "127.0.0.1", "--port", "PORT", doc], "prism");
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "prism never listened:\n{}", proc.log());

@@ -94,7 +94,7 @@ impl<'a> Resolver<'a> {
         let Some(pointer) = r.strip_prefix('#') else {
             return Err(format!("$ref {r:?} points into another document, which is never fetched"));
         };
-        let decoded = percent_decode(pointer);
+        let decoded = crate::catalog::args::cost::percent_decode(pointer);
         self.root.pointer(&decoded).ok_or_else(|| format!("$ref {r:?} names nothing in the document"))
     }
 
@@ -222,26 +222,6 @@ fn known_types(res: &mut Map<String, Value>) {
         }
         None => {}
     }
-}
-
-/// `%XX` sequences of a JSON pointer in a URI fragment decoded.
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16)
-        {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -211,7 +211,7 @@ impl<'a> Walk<'a> {
 }
 
 /// A JSON Pointer fragment with its URI escapes decoded (`%25` → `%`); broken escapes stay.
-fn percent_decode(fragment: &str) -> String {
+pub(crate) fn percent_decode(fragment: &str) -> String {
     let bytes = fragment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
