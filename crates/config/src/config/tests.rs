@@ -137,7 +137,7 @@ fn oauth_client_credentials_are_checked() {
     )
     .unwrap_err()
     .0;
-    assert!(e.contains("only to url upstreams"), "{e}");
+    assert!(e.contains("only to url and openapi upstreams"), "{e}");
     let discovered = parse(
         "[[upstream]]\nid = \"gh\"\nurl = \"https://api.example.com/mcp\"\n[upstream.oauth]\nclient_id = \"gw\"\n\
         client_auth = \"private_key_jwt\"\nclient_secret = { env = \"CALC_TOKEN\" }\n",
@@ -241,7 +241,7 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
     for (config, expect) in [
         (format!("[identity]\npublic_url = \"http://gw.example.com\"\n{up}"), "https"),
         (format!("[identity]\npublic_url = \"https://gw.example.com/?x=1\"\n{up}"), "no query"),
-        ("[identity]\npublic_url = \"https://gw\"\n[[upstream]]\nid = \"a\"\ncommand = [\"x\"]\n[upstream.user_auth]\n".to_string(), "only to url upstreams"),
+        ("[identity]\npublic_url = \"https://gw\"\n[[upstream]]\nid = \"a\"\ncommand = [\"x\"]\n[upstream.user_auth]\n".to_string(), "only to url and openapi upstreams"),
         (format!("[identity]\npublic_url = \"https://gw\"\n{up}client_secret = {{ env = \"CALC_TOKEN\" }}\n"), "needs its client_id"),
         (format!("[identity]\npublic_url = \"https://gw\"\n{up}scopes = [\"a b\"]\n"), "space"),
         (format!("[identity]\npublic_url = \"https://gw\"\n{up}client_id = \"gw\"\n"), "issuer"),

@@ -45,6 +45,13 @@ impl Json {
         Json(buf.slice_ref(raw.get().as_bytes()))
     }
 
+    /// The same text in a buffer of its own. A slice keeps the whole buffer it came from alive
+    /// (for a received message: the connection's read buffer, which hyper then cannot reuse), so
+    /// what outlives the request (a stream's id) is detached first.
+    pub fn detached(&self) -> Json {
+        Json(Bytes::copy_from_slice(&self.0))
+    }
+
     /// Checks that `text` is one JSON value.
     pub fn from_string(text: String) -> Result<Json, serde_json::Error> {
         serde_json::from_str::<&RawValue>(&text)?;

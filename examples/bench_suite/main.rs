@@ -10,12 +10,15 @@
 //! 4. `tools/list` latency with 1, 10 and 100 upstreams × 100 tools, and with 10,000 tools behind
 //!    a caller policy of globs; the catalogue rebuild time for 10,000 tools (in process);
 //! 5. RSS idle, with 10,000 tools, and per idle listen stream (`bench_listen`);
-//! 6. startup to ready with 10 upstreams.
+//! 6. startup to ready with 10 upstreams;
+//! 7. CPU µs per call with one worker at 16 and 64 connections, alternately (`worker`);
+//! 8. allocations per proxied call (heaptrack, `worker`).
 //!
-//!     bench/run [--seconds S] [--streams N] [--json PATH]
+//!     bench/run [--seconds S] [--streams N] [--rounds R] [--json PATH]
 
-#[path = "../benches/support/synthetic.rs"]
+#[path = "../../benches/support/synthetic.rs"]
 mod synthetic;
+mod worker;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -315,7 +318,11 @@ async fn main() -> anyhow::Result<()> {
     for (i, (name, _, _)) in urls.iter().enumerate() {
         println!("  {name:<40} {:>7.0}  {:>7.0}  {:>7.0}", p50[i].0, p50[i].1, p50[i].0 - p50[0].0);
     }
-    drop((gw, ngx, up));
+    drop((gw, ngx));
+    let rounds: usize = arg("--rounds").and_then(|s| s.parse().ok()).unwrap_or(3);
+    report["one_worker_cpu_us_per_call"] = worker::one_worker(dir.path(), up_port, secs, rounds)?;
+    report["allocations_per_call"] = json!(worker::allocations(dir.path(), up_port)?);
+    drop(up);
     report["stdio_sandbox"] = stdio_sandbox(dir.path()).await?;
 
     // 4-6: catalogue scale, memory, startup.
