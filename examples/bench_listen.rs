@@ -77,7 +77,11 @@ async fn main() -> anyhow::Result<()> {
     raise_nofile();
     let streams: usize = std::env::args().nth(1).map(|a| a.parse()).transpose()?.unwrap_or(10_000);
     let exe = std::env::current_exe()?;
-    let bin = exe.parent().and_then(|p| p.parent()).map(|p| p.join("mcpgate")).context("locate target dir")?;
+    // `MCPGATE_BENCH_BIN` names another build, to compare two builds in one window.
+    let bin = match std::env::var_os("MCPGATE_BENCH_BIN") {
+        Some(b) => std::path::PathBuf::from(b),
+        None => exe.parent().and_then(|p| p.parent()).map(|p| p.join("mcpgate")).context("locate target dir")?,
+    };
     anyhow::ensure!(bin.exists(), "{} is missing: run `cargo build --release` first", bin.display());
     let dir = tempfile::tempdir()?;
     let config = dir.path().join("gateway.toml");

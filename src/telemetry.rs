@@ -91,14 +91,15 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::borrow::Cow;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Call {
-    method: String,
-    upstream: String,
+    method: Cow<'static, str>,
+    upstream: &'static str,
     /// The virtual server's path, `-` for the root endpoint.
-    endpoint: String,
-    outcome: String,
+    endpoint: &'static str,
+    outcome: Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -324,16 +325,23 @@ impl Metrics {
     /// A forwarded request ended with `outcome` (an audit outcome label) after `took`; `endpoint`
     /// is the virtual server's path (`-` for the root endpoint).
     pub fn call(&self, f: &semconv::Forwarded<'_>, endpoint: &str, outcome: &str) {
-        let labels = Call {
-            method: f.method.to_string(),
-            upstream: f.upstream.to_string(),
-            endpoint: endpoint.to_string(),
-            outcome: outcome.to_string(),
+        // Looked up without copying the usual values (see `semconv::interned`).
+        let method = match crate::protocol::Method::parse_known(f.method) {
+            Some(m) => Cow::Borrowed(m),
+            None => Cow::Owned(f.method.to_string()),
         };
+        let outcome_label = match ["ok", "tool_error", "error -32602", "error -32603", "error -32001"].iter().find(|o| **o == outcome) {
+            Some(o) => Cow::Borrowed(*o),
+            None => Cow::Owned(outcome.to_string()),
+        };
+        let labels =
+            Call { method, upstream: semconv::interned(f.upstream), endpoint: semconv::interned(endpoint), outcome: outcome_label };
         self.calls.get_or_create(&labels).inc();
         self.operations.forwarded(&semconv::Forwarded { error_type: semconv::error_type_of_label(outcome), ..*f });
         if let Some(latency) = &self.latency {
-            latency.get_or_create(&Route { method: labels.method, upstream: labels.upstream }).observe(f.took.as_secs_f64());
+            latency
+                .get_or_create(&Route { method: labels.method.to_string(), upstream: labels.upstream.to_string() })
+                .observe(f.took.as_secs_f64());
         }
     }
 

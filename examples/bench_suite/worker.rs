@@ -16,7 +16,11 @@ fn one_worker_gateway(dir: &Path, config: &str, name: &str, wrapper: Option<&[&s
     let port = free_port()?;
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, format!("[server]\nlisten = \"127.0.0.1:{port}\"\n\n{config}"))?;
-    let bin = release_dir()?.join("mcpgate");
+    // `MCPGATE_BENCH_BIN` names another build, to compare two builds in one window.
+    let bin = match std::env::var_os("MCPGATE_BENCH_BIN") {
+        Some(b) => std::path::PathBuf::from(b),
+        None => release_dir()?.join("mcpgate"),
+    };
     let mut cmd = match wrapper {
         Some(w) => {
             let mut c = Command::new(w[0]);
@@ -103,7 +107,7 @@ pub fn allocations(dir: &Path, upstream_port: u16) -> anyhow::Result<Option<f64>
     let config = format!("[[upstream]]\nid = \"u0\"\nprefix = \"\"\nurl = \"http://127.0.0.1:{upstream_port}/u0/mcp\"\n");
     let mut points = Vec::new();
     for (i, secs) in [2u64, 6].into_iter().enumerate() {
-        let out = dir.join(format!("heaptrack-{i}"));
+        let out = dir.join(format!("alloc-{i}"));
         let out_arg = out.display().to_string();
         let (mut gw, port, pid) = one_worker_gateway(dir, &config, &format!("heaptrack-{i}"), Some(&["heaptrack", "-o", &out_arg]))?;
         let (_, calls) = wrk(dir, &format!("http://127.0.0.1:{port}/mcp"), 4, secs)?;
@@ -113,7 +117,12 @@ pub fn allocations(dir: &Path, upstream_port: u16) -> anyhow::Result<Option<f64>
         let data = std::fs::read_dir(dir)?
             .flatten()
             .map(|e| e.path())
-            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("heaptrack-{i}."))))
+            .find(|p| {
+                p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with(&format!("alloc-{i}.")) && (n.ends_with(".zst") || n.ends_with(".gz"))
+                })
+            })
             .ok_or_else(|| anyhow::anyhow!("heaptrack wrote no data for run {i}"))?;
         let printed = Command::new("heaptrack_print").arg(&data).output()?;
         let text = String::from_utf8_lossy(&printed.stdout);

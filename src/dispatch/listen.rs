@@ -84,7 +84,9 @@ pub fn listen(gw: &Served<'_>, req: Request) -> Reply {
     // No task and no channel per stream: the changes are read as the connection asks for the next
     // event, and a client that stops reading is closed by the connection's write deadline. At
     // shutdown the stream ends with its final result (the connection drains it).
-    let relay = Relay { sub, id: req.id.clone(), closing: gw.closing.clone(), ack: Some(ack), over: false };
+    // The id is copied out of the request: a slice of it would keep the connection's whole read
+    // buffer alive for as long as the stream lasts (hyper then reads into a second one).
+    let relay = Relay { sub, id: req.id.detached(), closing: gw.closing.clone(), ack: Some(ack), over: false };
     Reply::Stream(EventStream::produced(futures_util::stream::unfold(relay, Relay::next)))
 }
 

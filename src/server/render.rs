@@ -139,7 +139,8 @@ pub fn reply(id: Json, reply: Reply) -> Response<Body> {
                 _ => json(status, bytes),
             }
         }
-        Reply::Stream(s) => sse(id, s),
+        // A stream may last long: its id must not keep the request's buffer alive.
+        Reply::Stream(s) => sse(id.detached(), s),
     }
 }
 

@@ -52,11 +52,8 @@ impl Transport {
 }
 
 /// `mcp.method.name` as a label: a method the gateway knows, else `_OTHER` (a client names it).
-pub fn method_name(method: &Method) -> &str {
-    match method {
-        Method::Other(_) => OTHER,
-        known => known.as_str(),
-    }
+pub fn method_name(method: &Method) -> &'static str {
+    method.known().unwrap_or(OTHER)
 }
 
 /// `mcp.protocol.version` as a label: a version the gateway serves, else `_OTHER`.
@@ -111,25 +108,63 @@ pub fn error_type_of_label(label: &str) -> Option<&str> {
     }
 }
 
+// Label values are borrowed where they can be (method names, versions, the usual outcomes), so a
+// call that finds its series already there allocates nothing for the lookup.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ServerOp {
-    mcp_method_name: String,
+    mcp_method_name: &'static str,
     mcp_protocol_version: &'static str,
     network_transport: &'static str,
     /// Empty (absent, to Prometheus) for a success.
-    error_type: String,
+    error_type: Cow<'static, str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClientOp {
-    mcp_method_name: String,
+    mcp_method_name: Cow<'static, str>,
     /// The upstream's id (bounded by the configuration); the conventions' `server.address` would
     /// name a host several upstreams may share, or none (stdio).
-    upstream: String,
+    upstream: Cow<'static, str>,
     network_transport: &'static str,
-    error_type: String,
+    error_type: Cow<'static, str>,
     /// The catalogue tool name, only with `[metrics] per_tool` (bounded by the catalogue).
-    gen_ai_tool_name: String,
+    gen_ai_tool_name: Cow<'static, str>,
+}
+
+/// A label value the configuration bounds (an upstream id, an endpoint path, a catalogue tool name),
+/// kept for the program's life so that looking its series up copies nothing. At most
+/// [`MAX_INTERNED`] values are kept; past that a value reads as `_OTHER`.
+pub fn interned(s: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{OnceLock, RwLock};
+    static SEEN: OnceLock<RwLock<HashSet<&'static str>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(v) = seen.read().ok().and_then(|set| set.get(s).copied()) {
+        return v;
+    }
+    let Ok(mut set) = seen.write() else { return OTHER };
+    if let Some(v) = set.get(s) {
+        return v;
+    }
+    if set.len() >= MAX_INTERNED {
+        return OTHER;
+    }
+    let kept: &'static str = Box::leak(s.to_owned().into_boxed_str());
+    set.insert(kept);
+    kept
+}
+
+/// How many label values [`interned`] keeps.
+pub const MAX_INTERNED: usize = 4096;
+
+/// An error type as a label: the usual ones borrowed.
+fn error_label(e: Option<&str>) -> Cow<'static, str> {
+    const USUAL: [&str; 9] = ["", "tool_error", "-32602", "-32600", "-32601", "-32603", "-32001", "-32002", OTHER];
+    let e = e.unwrap_or("");
+    match USUAL.iter().find(|u| **u == e) {
+        Some(u) => Cow::Borrowed(u),
+        None => Cow::Owned(e.to_string()),
+    }
 }
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -190,21 +225,21 @@ impl Operations {
 
     pub fn served(&self, s: &Served<'_>) {
         let labels = ServerOp {
-            mcp_method_name: method_name(s.method).to_string(),
+            mcp_method_name: method_name(s.method),
             mcp_protocol_version: protocol_version(s.version),
             network_transport: s.transport.as_str(),
-            error_type: s.error_type.unwrap_or_default().to_string(),
+            error_type: error_label(s.error_type),
         };
         self.server.get_or_create(&labels).observe(s.took.as_secs_f64());
     }
 
     pub fn forwarded(&self, f: &Forwarded<'_>) {
         let labels = ClientOp {
-            mcp_method_name: f.method.to_string(),
-            upstream: f.upstream.to_string(),
+            mcp_method_name: Cow::Borrowed(Method::parse_known(f.method).unwrap_or(OTHER)),
+            upstream: Cow::Borrowed(interned(f.upstream)),
             network_transport: f.transport.as_str(),
-            error_type: f.error_type.unwrap_or_default().to_string(),
-            gen_ai_tool_name: if self.per_tool { f.tool.unwrap_or_default().to_string() } else { String::new() },
+            error_type: error_label(f.error_type),
+            gen_ai_tool_name: Cow::Borrowed(if self.per_tool { f.tool.map(interned).unwrap_or("") } else { "" }),
         };
         self.client.get_or_create(&labels).observe(f.took.as_secs_f64());
     }

@@ -28,6 +28,23 @@ macro_rules! methods {
                     Method::Other(name) => name,
                 }
             }
+
+            /// `name` when it is a method the gateway knows, borrowed for as long as the program runs.
+            pub fn parse_known(name: &str) -> Option<&'static str> {
+                match name {
+                    $($name => Some($name),)*
+                    _ => None,
+                }
+            }
+
+            /// The name of a method the gateway knows, borrowed for as long as the program runs
+            /// (a metric label without a copy); `None` for any other.
+            pub fn known(&self) -> Option<&'static str> {
+                match self {
+                    $(Method::$variant => Some($name),)*
+                    Method::Other(_) => None,
+                }
+            }
         }
     };
 }
