@@ -14,7 +14,7 @@
 //! 7. CPU µs per call with one worker at 16 and 64 connections, alternately (`worker`);
 //! 8. allocations per proxied call (heaptrack, `worker`).
 //!
-//!     bench/run [--seconds S] [--streams N] [--rounds R] [--json PATH]
+//!     bench/run [--seconds S] [--streams N] [--rounds R] [--json PATH] [--only worker]
 
 #[path = "../../benches/support/synthetic.rs"]
 mod synthetic;
@@ -262,6 +262,16 @@ async fn main() -> anyhow::Result<()> {
 
     // 1-3: one upstream with one tool, unprefixed, so the same request works on every path.
     let (up, up_port) = upstream(1, 10)?;
+    // `--only worker`: sections 7 and 8 alone, to compare two builds (`MCPGATE_BENCH_BIN`)
+    // alternately in one window.
+    if arg("--only").as_deref() == Some("worker") {
+        let rounds: usize = arg("--rounds").and_then(|s| s.parse().ok()).unwrap_or(3);
+        report["one_worker_cpu_us_per_call"] = worker::one_worker(dir.path(), up_port, secs, rounds)?;
+        report["allocations_per_call"] = json!(worker::allocations(dir.path(), up_port)?);
+        drop(up);
+        std::fs::write(&json_path, serde_json::to_string_pretty(&report)?)?;
+        return Ok(());
+    }
     let (gw, gw_port, _) =
         gateway(dir.path(), &format!("[[upstream]]\nid = \"u0\"\nprefix = \"\"\nurl = \"http://127.0.0.1:{up_port}/u0/mcp\"\n"), "call")?;
     let (ngx, ngx_port) = nginx(dir.path(), up_port)?;

@@ -1,7 +1,8 @@
 //! What one worker costs per call (`bench/run`, sections 7 and 8): the gateway with a single
 //! worker (`MCPGATE_WORKER_THREADS=1`) under 16 and 64 connections, alternately, several rounds, so
 //! the two loads meet the same machine; and allocations per proxied call, counted by heaptrack as
-//! the difference between a short and a long run of the same load (startup and warm-up cancel out).
+//! the difference between a run under load and an idle run of the same length (startup and the
+//! gateway's own timers cancel out).
 
 use super::{Proc, cpu_ticks, free_port, release_dir, wrk};
 use serde_json::json;
@@ -106,11 +107,17 @@ pub fn allocations(dir: &Path, upstream_port: u16) -> anyhow::Result<Option<f64>
     }
     let config = format!("[[upstream]]\nid = \"u0\"\nprefix = \"\"\nurl = \"http://127.0.0.1:{upstream_port}/u0/mcp\"\n");
     let mut points = Vec::new();
-    for (i, secs) in [2u64, 6].into_iter().enumerate() {
+    let secs = 4;
+    for i in 0..2 {
         let out = dir.join(format!("alloc-{i}"));
         let out_arg = out.display().to_string();
         let (mut gw, port, pid) = one_worker_gateway(dir, &config, &format!("heaptrack-{i}"), Some(&["heaptrack", "-o", &out_arg]))?;
-        let (_, calls) = wrk(dir, &format!("http://127.0.0.1:{port}/mcp"), 4, secs)?;
+        let calls = if i == 0 {
+            std::thread::sleep(Duration::from_secs(secs));
+            0.0
+        } else {
+            wrk(dir, &format!("http://127.0.0.1:{port}/mcp"), 4, secs)?.1
+        };
         // SIGTERM to the gateway itself: heaptrack writes its data when the program exits.
         Command::new("kill").args(["-TERM", &pid.to_string()]).status()?;
         gw.0.wait()?;
@@ -134,6 +141,9 @@ pub fn allocations(dir: &Path, upstream_port: u16) -> anyhow::Result<Option<f64>
         points.push((calls, count));
     }
     let per_call = (points[1].1 - points[0].1) / (points[1].0 - points[0].0).max(1.0);
-    println!("\nallocations per proxied call (heaptrack, one worker, 4 connections): {per_call:.1}");
+    println!(
+        "\nallocations per proxied call (heaptrack, one worker, 4 connections): {per_call:.1} ({} idle, {} with {} calls)",
+        points[0].1, points[1].1, points[1].0
+    );
     Ok(Some(per_call))
 }
