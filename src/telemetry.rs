@@ -332,6 +332,10 @@ impl Metrics {
         };
         let outcome_label = match ["ok", "tool_error", "error -32602", "error -32603", "error -32001"].iter().find(|o| **o == outcome) {
             Some(o) => Cow::Borrowed(*o),
+            // An upstream's own error code outside JSON-RPC's range is not a series of its own.
+            None if outcome.rsplit(' ').next().is_some_and(|c| !semconv::labelled_code(c)) && outcome.starts_with("upstream_error") => {
+                Cow::Borrowed("upstream_error other")
+            }
             None => Cow::Owned(outcome.to_string()),
         };
         let labels =
@@ -478,6 +482,28 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(!text.contains("cluster_"), "no cluster series without [cluster]: {text}");
         assert!(!text.contains("tool_calls") && !text.contains("caller_calls"), "per-tool and per-caller series are off: {text}");
+    }
+
+    #[test]
+    fn an_upstreams_own_error_codes_share_one_series() {
+        let m = Metrics::default();
+        let call = semconv::Forwarded {
+            method: "tools/call",
+            upstream: "calc",
+            transport: Transport::Tcp,
+            tool: None,
+            error_type: None,
+            took: Duration::from_millis(1),
+        };
+        for code in [1, 2, 3, 424242] {
+            m.call(&call, "-", &format!("upstream_error {code}"));
+        }
+        m.call(&call, "-", "upstream_error -32050");
+        let text = m.render(&Snapshot::default(), EdgeStats::default());
+        assert!(text.contains(r#"outcome="upstream_error other"} 4"#), "{text}");
+        assert!(text.contains(r#"outcome="upstream_error -32050"} 1"#), "{text}");
+        assert!(text.contains(r#"error_type="_OTHER",gen_ai_tool_name=""} 4"#), "{text}");
+        assert!(!text.contains("424242"), "{text}");
     }
 
     #[test]

@@ -107,16 +107,22 @@ fn gateway(dir: &Path, config: &str, name: &str) -> anyhow::Result<(Proc, u16, D
         .stderr(log)
         .spawn()?;
     let proc = Proc(child);
+    wait_ready(port, started, name)?;
+    Ok((proc, port, started.elapsed()))
+}
+
+/// Waits until the gateway on `port` answers `/readyz` with 200 (at most 60 s from `started`).
+fn wait_ready(port: u16, started: Instant, name: &str) -> anyhow::Result<()> {
     loop {
         if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             let _ = s.write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
             let mut head = String::new();
             let _ = BufReader::new(s).read_line(&mut head);
             if head.contains(" 200 ") {
-                return Ok((proc, port, started.elapsed()));
+                return Ok(());
             }
         }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(30), "mcpgate ({name}) did not become ready");
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(60), "mcpgate ({name}) did not become ready");
         std::thread::sleep(Duration::from_millis(5));
     }
 }

@@ -4,9 +4,8 @@
 //! the difference between a run under load and an idle run of the same length (startup and the
 //! gateway's own timers cancel out).
 
-use super::{Proc, cpu_ticks, free_port, release_dir, wrk};
+use super::{Proc, cpu_ticks, free_port, release_dir, wait_ready, wrk};
 use serde_json::json;
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,19 +39,7 @@ fn one_worker_gateway(dir: &Path, config: &str, name: &str, wrapper: Option<&[&s
         .stderr(log)
         .spawn()?;
     let proc = Proc(child);
-    let started = Instant::now();
-    loop {
-        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-            let _ = s.write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-            let mut head = String::new();
-            let _ = BufReader::new(s).read_line(&mut head);
-            if head.contains(" 200 ") {
-                break;
-            }
-        }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(60), "mcpgate ({name}) did not become ready");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_ready(port, Instant::now(), name)?;
     let pid = if wrapper.is_some() { child_named(proc.pid(), "mcpgate").unwrap_or(proc.pid()) } else { proc.pid() };
     Ok((proc, port, pid))
 }

@@ -157,13 +157,21 @@ pub fn interned(s: &str) -> &'static str {
 /// How many label values [`interned`] keeps.
 pub const MAX_INTERNED: usize = 4096;
 
-/// An error type as a label: the usual ones borrowed.
+/// Whether a JSON-RPC error code may be a label value as it is: only the range JSON-RPC reserves
+/// (-32768 to -32000). Any other code comes from an upstream's own choice, and a series per code
+/// would let an upstream grow the registry without bound.
+pub fn labelled_code(code: &str) -> bool {
+    code.parse::<i64>().is_ok_and(|c| (-32768..=-32000).contains(&c))
+}
+
+/// An error type as a label: the usual ones borrowed, a code outside JSON-RPC's range `_OTHER`.
 fn error_label(e: Option<&str>) -> Cow<'static, str> {
     const USUAL: [&str; 9] = ["", "tool_error", "-32602", "-32600", "-32601", "-32603", "-32001", "-32002", OTHER];
     let e = e.unwrap_or("");
     match USUAL.iter().find(|u| **u == e) {
         Some(u) => Cow::Borrowed(u),
-        None => Cow::Owned(e.to_string()),
+        None if labelled_code(e) => Cow::Owned(e.to_string()),
+        None => Cow::Borrowed(OTHER),
     }
 }
 
@@ -274,6 +282,15 @@ mod tests {
         assert_eq!(error_type_of_label("tool_error"), Some("tool_error"));
         assert_eq!(error_type_of_label("error -32602"), Some("-32602"));
         assert_eq!(error_type_of_label("upstream_error -32603"), Some("-32603"));
+    }
+
+    #[test]
+    fn upstream_chosen_codes_cannot_mint_series() {
+        assert_eq!(error_label(Some("-32050")), "-32050");
+        assert_eq!(error_label(Some("123456")), OTHER);
+        assert_eq!(error_label(Some("-1")), OTHER);
+        assert_eq!(error_label(Some("tool_error")), "tool_error");
+        assert_eq!(error_label(None), "");
     }
 
     #[test]
