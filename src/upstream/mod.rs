@@ -550,14 +550,6 @@ impl Upstream {
         }
     }
 
-    /// What an `openapi` upstream's description yielded, as last read (for `mcpgate check`).
-    pub fn openapi(&self) -> Option<Arc<openapi::Loaded>> {
-        match &self.transport {
-            Transport::Rest(t) => t.loaded(),
-            _ => None,
-        }
-    }
-
     /// The URL of each endpoint (for `mcpgate check`); empty for stdio.
     pub fn endpoints(&self) -> Vec<String> {
         match &self.transport {

@@ -291,6 +291,16 @@ impl RestTransport {
     }
 }
 
+impl super::Upstream {
+    /// What an `openapi` upstream's description yielded, as last read (for `mcpgate check`).
+    pub fn openapi(&self) -> Option<Arc<Loaded>> {
+        match &self.transport {
+            super::Transport::Rest(t) => t.loaded(),
+            _ => None,
+        }
+    }
+}
+
 fn ok(v: Value) -> Outcome {
     match result_json(v) {
         Ok(j) => Outcome::Result(j),
