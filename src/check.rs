@@ -18,6 +18,8 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     for up in gw.live_upstreams().iter() {
         let st = up.state();
         let (status, era) = match &st.status {
+            // Reached with each caller's own token: what a caller meets is reported apart.
+            _ if gw.is_personal(up.index) => ("per caller".to_string(), "-".into()),
             Status::Ready => (
                 "ready".to_string(),
                 st.version
@@ -199,6 +201,15 @@ pub fn tools_table(gw: &Gateway) -> String {
         let _ = writeln!(out, "{}", format!("{n:<w0$}  {u:<w1$}  {d}").trim_end());
     }
     let _ = writeln!(out, "\n{} tools.", cat.tools().len());
+    let held = gw.held_tools();
+    if !held.is_empty() {
+        let _ = writeln!(out, "\nHeld until approved ([pins] enforce), not served:");
+        for h in &held {
+            let what = h["changes"].as_array().and_then(|c| c.first()).and_then(|c| c.as_str()).unwrap_or("differs from its pin");
+            let _ = writeln!(out, "  {}/{}: {what}", h["upstream"].as_str().unwrap_or("?"), h["tool"].as_str().unwrap_or("?"));
+        }
+        let _ = writeln!(out, "mcpgate pin shows each definition in full (--url: as the running gateway serves it).");
+    }
     out
 }
 

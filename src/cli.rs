@@ -8,6 +8,7 @@
 pub mod offline;
 
 use crate::gateway::Gateway;
+use crate::gateway::pins::ServedPins;
 use anyhow::Context;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -69,11 +70,36 @@ pub async fn check(gw: &Gateway) -> bool {
     let (text, mut ok) = crate::check::report(gw);
     let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     print!("{}", if colour { paint(&text) } else { text });
+    if !user_auth(gw).await {
+        ok = false;
+    }
     if let Some(cluster) = &gw.cluster {
         match cluster.ping().await {
             Ok(()) => println!("cluster: Redis {} answers", cluster.config().redacted_url()),
             Err(e) => {
                 println!("cluster: Redis {} does not answer: {e}", cluster.config().redacted_url());
+                ok = false;
+            }
+        }
+    }
+    ok
+}
+
+/// For each upstream reached with each caller's own authorization: the discovery a caller's
+/// first call runs, and what that caller will meet; `false` when discovery fails.
+async fn user_auth(gw: &Gateway) -> bool {
+    let Some(p) = &gw.personal else { return true };
+    let mut ok = true;
+    for up in gw.live_upstreams().iter().filter(|u| gw.is_personal(u.index)) {
+        match p.identity.explain(up.id()).await {
+            Ok(lines) => {
+                println!("\n{} (each caller's own authorization):", up.id());
+                for l in lines {
+                    println!("  {l}");
+                }
+            }
+            Err(e) => {
+                println!("\n{} (each caller's own authorization): callers cannot sign in: {e}", up.id());
                 ok = false;
             }
         }
@@ -133,58 +159,64 @@ pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `mcpgate pin`: what differs between the tools and skills served now and their pins; with
-/// `approve`, the pins are rewritten from what is served (all of them, or those `only` names: a
-/// tool by its name, a skill by its URI, upstream's or gateway's).
-pub fn pin(gw: &Gateway, approve: bool, only: &[String]) -> anyhow::Result<ExitCode> {
+/// `mcpgate pin`: what differs between the tools and skills `served` (by the running gateway, or
+/// by fresh copies of the upstreams this command started: `source` says which) and their pins;
+/// with `approve`, the pins are rewritten from what is served (all of them, or those `only`
+/// names: a tool by its name, a skill by its URI, upstream's or gateway's). A tool or skill not
+/// pinned yet is shown whole, so nobody approves a definition they have not seen.
+pub fn pin(
+    config: &crate::config::Config,
+    served: &[ServedPins],
+    source: &str,
+    approve: bool,
+    only: &[String],
+) -> anyhow::Result<ExitCode> {
     use crate::catalog::pins::{self, PinFile};
-    let config = gw.config();
     let path = &config.pins.file;
     let old = crate::gateway::pins::read(path).map_err(|e| anyhow::anyhow!(e))?.unwrap_or_default();
     let mut next = PinFile { version: 1, upstreams: old.upstreams.clone() };
     let mut differs = 0;
-    for up in gw.live_upstreams() {
-        let st = up.state();
-        if st.status != crate::upstream::Status::Ready {
-            println!("  {}: not reachable now; its pins are left as they are", up.id());
+    println!("comparing {} with {source}", path.display());
+    for up in served {
+        let id = up.upstream.as_str();
+        if !up.ready {
+            println!("  {id}: not reachable now; its pins are left as they are");
             continue;
         }
-        // Tools and skills (a skill under its upstream URI).
-        let served: Vec<(String, pins::Pin)> = [crate::catalog::Kind::Tool, crate::catalog::Kind::Skill]
-            .into_iter()
-            .flat_map(|kind| st.items(kind).iter().filter_map(move |raw| crate::gateway::pins::fingerprint(kind, raw.get())))
-            .map(|p| (pins::pinned_name(&p.definition).unwrap_or("?").to_string(), p))
-            .collect();
-        let pinned = old.upstreams.get(up.id());
+        let Some(cfg) = config.upstreams.iter().find(|u| u.id == id) else {
+            println!("  {id}: not in this configuration; its pins are left as they are");
+            continue;
+        };
+        let items: Vec<(&str, &pins::Pin)> = up.items.iter().map(|p| (pins::pinned_name(&p.definition).unwrap_or("?"), p)).collect();
+        let pinned = old.upstreams.get(id);
         let chosen = |tool: &str| {
             only.is_empty()
                 || only.iter().any(|o| {
                     o == tool
-                        || *o == format!("{}/{tool}", up.id())
-                        || *o == config.catalog.names.gateway_name(&up.cfg.prefix, tool, None)
-                        || *o == crate::catalog::uris::to_gateway(&up.cfg.prefix, tool)
+                        || *o == format!("{id}/{tool}")
+                        || *o == config.catalog.names.gateway_name(&cfg.prefix, tool, None)
+                        || *o == crate::catalog::uris::to_gateway(&cfg.prefix, tool)
                 })
         };
-        let entry = next.upstreams.entry(up.id().to_string()).or_default();
-        for (tool, current) in &served {
-            let line = match pinned.and_then(|p| p.get(tool)) {
+        let entry = next.upstreams.entry(id.to_string()).or_default();
+        for (tool, current) in &items {
+            let line = match pinned.and_then(|p| p.get(*tool)) {
                 Some(p) if p.sha256 == current.sha256 => continue,
                 Some(p) => format!(
-                    "~ {}/{tool}\n{}",
-                    up.id(),
+                    "~ {id}/{tool}\n{}",
                     pins::diff(&p.definition, &current.definition).iter().map(|l| format!("    {l}\n")).collect::<String>()
                 ),
-                None => format!("+ {}/{tool}\n", up.id()),
+                None => format!("+ {id}/{tool} (new, fingerprint {})\n{}", current.sha256, indented(&current.definition)),
             };
             print!("{line}");
             differs += 1;
             if approve && chosen(tool) {
-                entry.insert(tool.clone(), current.clone());
+                entry.insert(tool.to_string(), (*current).clone());
             }
         }
         for tool in pinned.map(|p| p.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
-            if !served.iter().any(|(t, _)| *t == tool) {
-                println!("- {}/{tool} (no longer served)", up.id());
+            if !items.iter().any(|(t, _)| *t == tool) {
+                println!("- {id}/{tool} (no longer served)");
                 differs += 1;
                 if approve && chosen(&tool) {
                     entry.remove(&tool);
@@ -208,8 +240,21 @@ pub fn pin(gw: &Gateway, approve: bool, only: &[String]) -> anyhow::Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-/// One request to a running gateway's `/oauth/tokens` API: status and JSON body.
-async fn tokens_api(url: &str, key: Option<&str>, path: &str, body: Option<serde_json::Value>) -> anyhow::Result<serde_json::Value> {
+/// A definition as `mcpgate pin` shows a new one: pretty JSON, indented under its line.
+fn indented(definition: &serde_json::Value) -> String {
+    let pretty = serde_json::to_string_pretty(definition).unwrap_or_else(|_| definition.to_string());
+    pretty.lines().map(|l| format!("    {l}\n")).collect()
+}
+
+/// What a running gateway serves, as pins (`GET /console/api/pins`, an admin's key).
+pub async fn served_by(url: &str, key: Option<&str>) -> anyhow::Result<Vec<ServedPins>> {
+    let v = admin_api(url, key, "/console/api/pins", None).await?;
+    serde_json::from_value(v["upstreams"].clone()).with_context(|| format!("{url}: the answer is not a list of served pins"))
+}
+
+/// One request to a running gateway's admin API (`/oauth/tokens`, `/console/api/*`): its JSON
+/// body, or an error with the status and the gateway's reason.
+async fn admin_api(url: &str, key: Option<&str>, path: &str, body: Option<serde_json::Value>) -> anyhow::Result<serde_json::Value> {
     let target = format!("{}{path}", url.trim_end_matches('/'));
     let mut req = http::Request::builder().uri(&target).header("accept", "application/json");
     if let Some(k) = key {
@@ -245,7 +290,7 @@ pub async fn tokens_list(url: &str, key: Option<&str>, caller: Option<&str>) -> 
         .map(|c| form_urlencoded::Serializer::new(String::new()).append_pair("caller", c).finish())
         .map(|q| format!("?{q}"))
         .unwrap_or_default();
-    let v = tokens_api(url, key, &format!("/oauth/tokens{q}"), None).await?;
+    let v = admin_api(url, key, &format!("/oauth/tokens{q}"), None).await?;
     print_tokens(v["tokens"].as_array().map(Vec::as_slice).unwrap_or_default());
     Ok(ExitCode::SUCCESS)
 }
@@ -279,7 +324,7 @@ fn print_tokens(rows: &[serde_json::Value]) {
 /// `mcpgate tokens revoke`: forgets the tokens; the caller consents again on its next call.
 pub async fn tokens_revoke(url: &str, key: Option<&str>, caller: Option<&str>, upstream: Option<&str>) -> anyhow::Result<ExitCode> {
     let body = serde_json::json!({ "caller": caller, "upstream": upstream });
-    let v = tokens_api(url, key, "/oauth/tokens/revoke", Some(body)).await?;
+    let v = admin_api(url, key, "/oauth/tokens/revoke", Some(body)).await?;
     println!("revoked {} account(s)", v["revoked"].as_u64().unwrap_or(0));
     Ok(ExitCode::SUCCESS)
 }

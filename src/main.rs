@@ -182,13 +182,18 @@ enum Command {
     },
     /// Show how the tools the upstreams serve now differ from their pins (the lock file of
     /// `[pins]`), and with --approve write them as the new pins (all, or the named ones). Exits 1
-    /// when something differs and nothing was approved.
+    /// when something differs and nothing was approved. With --url, what the running gateway
+    /// serves (an admin key in MCPGATE_API_KEY); without, fresh copies of the upstreams started
+    /// by this command, which may differ from what the running gateway's servers serve.
     Pin {
         #[arg(short, long, default_value = "gateway.toml")]
         config: PathBuf,
         /// Write what the upstreams serve now as the approved definitions.
         #[arg(long)]
         approve: bool,
+        /// The running gateway's base URL (e.g. http://127.0.0.1:8811): compare with what it serves.
+        #[arg(long)]
+        url: Option<String>,
         /// Only these tools (`upstream/tool`, the upstream's own name, or the served name).
         tools: Vec<String>,
     },
@@ -342,10 +347,22 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             clap_complete::generate(shell, &mut Cli::command(), "mcpgate", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Pin { config, approve, tools } => {
-            let gw = Gateway::new(mcpgate::boot::load(&config, None)?)?;
-            mcpgate::cli::probe_all(&gw).await;
-            mcpgate::cli::pin(&gw, approve, &tools)
+        Command::Pin { config, approve, tools, url } => {
+            let cfg = mcpgate::boot::load(&config, None)?;
+            match url {
+                Some(url) => {
+                    let key = std::env::var("MCPGATE_API_KEY").ok().filter(|k| !k.is_empty());
+                    let served = mcpgate::cli::served_by(&url, key.as_deref()).await?;
+                    mcpgate::cli::pin(&cfg, &served, &format!("what the running gateway at {url} serves"), approve, &tools)
+                }
+                None => {
+                    let gw = Gateway::new(cfg.clone())?;
+                    mcpgate::cli::probe_all(&gw).await;
+                    let source = "fresh copies of the upstreams started by this command (NOT the running gateway: a stdio \
+                                  server edited since the gateway started it serves the old code there; --url compares with it)";
+                    mcpgate::cli::pin(&cfg, &gw.served_pins(), source, approve, &tools)
+                }
+            }
         }
         Command::Migrate { config } => mcpgate::cli::offline::migrate(&mcpgate::boot::load(&config, None)?),
         Command::Tokens { action, url, caller, config } => {

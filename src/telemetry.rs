@@ -12,6 +12,7 @@ pub mod logfmt;
 pub mod logwriter;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+pub mod reasons;
 pub mod semconv;
 
 pub use semconv::Transport;
@@ -110,7 +111,12 @@ struct Route {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Reason {
-    reason: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConfirmationLabel {
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -172,6 +178,7 @@ pub struct Metrics {
     latency: Option<Histograms>,
     operations: semconv::Operations,
     refused: Family<Reason, Counter>,
+    confirmations: Family<ConfirmationLabel, Counter>,
     guard_verdicts: Family<GuardLabel, Counter>,
     up: Family<UpstreamId, Gauge>,
     items: Family<KindLabel, Gauge>,
@@ -237,6 +244,8 @@ impl Metrics {
             );
         }
         registry.register("refused", "Requests refused before reaching an upstream, by reason", refused.clone());
+        let confirmations = Family::<ConfirmationLabel, Counter>::default();
+        registry.register("confirmations", "Confirmation questions ([[confirm]]) and what became of them", confirmations.clone());
         let guard_verdicts = Family::<GuardLabel, Counter>::default();
         registry.register("guard_verdicts", "Verdicts of [[guard]]s, by guard, point and verdict", guard_verdicts.clone());
         registry.register("upstream_up", "1 when the upstream answered its last probe", up.clone());
@@ -283,6 +292,7 @@ impl Metrics {
             latency,
             operations,
             refused,
+            confirmations,
             guard_verdicts,
             up,
             items,
@@ -362,8 +372,17 @@ impl Metrics {
     }
 
     /// A request refused before any upstream (rate limit, policy, scope, no route, bad state).
-    pub fn refused(&self, reason: &str) {
-        self.refused.get_or_create(&Reason { reason: reason.to_string() }).inc();
+    pub fn refused(&self, reason: reasons::Refused) {
+        self.refused.get_or_create(&Reason { reason: reason.as_str() }).inc();
+    }
+
+    /// A confirmation question asked or answered; one that kept its call from running is also a
+    /// refusal.
+    pub fn confirmation(&self, what: reasons::Confirmation) {
+        self.confirmations.get_or_create(&ConfirmationLabel { outcome: what.as_str() }).inc();
+        if let Some(reason) = what.refusal() {
+            self.refused(reason);
+        }
     }
 
     /// The tools held by their pins, and those served although they differ, as of the last rebuild.
@@ -446,7 +465,7 @@ mod tests {
             error_type: Some("-32601"),
             took: Duration::from_millis(1),
         });
-        m.refused("rate_limited");
+        m.refused(reasons::Refused::RateLimited);
         m.stale_lists("calc", 2);
         let text = m.render(
             &Snapshot {

@@ -20,7 +20,7 @@ use std::time::Instant;
 use tokio::sync::broadcast;
 
 /// How many recent calls are kept.
-const KEPT: usize = 200;
+pub const KEPT: usize = 200;
 
 /// One ended call as the audit has it (never its arguments).
 #[derive(Debug, Clone, Serialize)]
@@ -51,6 +51,8 @@ pub struct CallRecord {
 /// The audit sink. Nothing is kept for subscribers until [`Audit::keep_recent`].
 pub struct Audit {
     keeping: AtomicBool,
+    /// When recent calls began to be kept (Unix ms), 0 before.
+    kept_since: std::sync::atomic::AtomicU64,
     recent: Mutex<VecDeque<CallRecord>>,
     live: broadcast::Sender<CallRecord>,
     usage: Option<Arc<Usage>>,
@@ -68,6 +70,7 @@ impl Audit {
     pub fn new(usage: Option<Arc<Usage>>, export: export::Export) -> Audit {
         Audit {
             keeping: AtomicBool::new(false),
+            kept_since: std::sync::atomic::AtomicU64::new(0),
             recent: Mutex::new(VecDeque::with_capacity(KEPT)),
             live: broadcast::channel(256).0,
             usage,
@@ -88,7 +91,14 @@ impl Audit {
 
     /// Starts keeping recent calls for subscribers (when a console is enabled).
     pub fn keep_recent(&self) {
-        self.keeping.store(true, Ordering::Relaxed);
+        if !self.keeping.swap(true, Ordering::Relaxed) {
+            self.kept_since.store(now_ms(), Ordering::Relaxed);
+        }
+    }
+
+    /// When recent calls began to be kept (Unix ms): calls that ended before are not among them.
+    pub fn kept_since(&self) -> Option<u64> {
+        Some(self.kept_since.load(Ordering::Relaxed)).filter(|t| *t > 0)
     }
 
     /// The kept calls, newest first.

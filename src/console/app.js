@@ -1,11 +1,17 @@
-// mcpgate console: a view of a running gateway (to a caller that is not an admin: its own usage only); its two actions: approving held tools
-// (/console/api/pins/approve) and revoking connected upstream accounts (/oauth/tokens/revoke). Data comes from /console/api/*, with
-// the admin caller's credential (kept in this tab's sessionStorage) when authentication is on.
+// mcpgate console: a view of a running gateway (to a caller that is not an admin: its own usage only). The first screen answers "is
+// everything healthy and what is happening": health at a glance (upstreams, held tools, recent calls, the last day's usage), the
+// recent calls, and the tools held for review; the upstreams, usage, connected accounts and the (collapsed, searchable) catalogue
+// follow. Its two actions: approving held tools (/console/api/pins/approve) and revoking connected upstream accounts
+// (/oauth/tokens/revoke). Data comes from /console/api/*, with the caller's credential (kept in this tab's sessionStorage) when
+// authentication is on.
 "use strict";
 const base = "/console";
 let key = sessionStorage.getItem("mcpgate-key") || "";
 let catalog = [];
 let visible = null;
+let upstreamList = [];
+let heldCount = 0;
+let callsSince = null;
 
 const $ = (sel) => document.querySelector(sel);
 function headers() { return key ? { Authorization: "Bearer " + key } : {}; }
@@ -18,7 +24,35 @@ async function api(path) {
 function cell(text, cls) { const td = document.createElement("td"); td.textContent = text == null ? "" : String(text); if (cls) td.className = cls; return td; }
 function row(cells) { const tr = document.createElement("tr"); cells.forEach((c) => tr.appendChild(c)); return tr; }
 
+function card(id, value, detail, tone) {
+  const el = $("#" + id);
+  el.querySelector(".value").textContent = value;
+  el.querySelector(".detail").textContent = detail || "";
+  el.className = "card " + (tone || "");
+}
+
+function renderHealth() {
+  const ready = upstreamList.filter((u) => u.status === "ready" || u.status === "per caller").length;
+  const down = upstreamList.filter((u) => u.status === "down").map((u) => u.id);
+  const starting = upstreamList.filter((u) => u.status === "starting").map((u) => u.id);
+  card("health-upstreams", ready + " of " + upstreamList.length + " up",
+    down.length ? "down: " + down.join(", ") : starting.length ? "starting: " + starting.join(", ") : "all answering",
+    down.length ? "bad" : starting.length ? "warn" : "good");
+  card("health-held", String(heldCount), heldCount ? "waiting for approval (below)" : "nothing waiting", heldCount ? "warn" : "good");
+  const rows = [...document.querySelectorAll("#calls tbody tr")];
+  const failed = rows.filter((r) => r.dataset.outcome !== "ok").length;
+  card("health-calls", String(rows.length), rows.length ? failed + " not ok" : "none yet", failed ? "warn" : "");
+}
+
+function renderUsageCard(u) {
+  const sum = (f) => u.lines.reduce((n, l) => n + (l[f] || 0), 0);
+  const calls = sum("calls"), refused = sum("refused"), errors = sum("errors");
+  card("health-usage", calls + " calls", refused + " refused, " + errors + " errors", errors ? "warn" : "");
+}
+
 function renderUpstreams(list) {
+  upstreamList = list;
+  renderHealth();
   const body = $("#upstreams tbody");
   body.replaceChildren(...list.map((u) => row([
     cell(u.id, "name"), cell(u.transport), cell(u.era), cell(u.status, u.status),
@@ -37,6 +71,8 @@ function buttonCell(label, cls, onClick) {
 }
 
 function renderHeld(list) {
+  heldCount = list.length;
+  renderHealth();
   $("#held-section").hidden = list.length === 0;
   $("#held tbody").replaceChildren(...list.map((h) => {
     // The approval names the fingerprint of the definition shown here: if the upstream serves
@@ -104,19 +140,30 @@ function renderCatalog() {
 }
 
 function addCall(c, top) {
+  $("#calls-empty").hidden = true;
   const tr = row([
     cell(new Date(c.ts_ms).toLocaleTimeString()), cell(c.caller), cell(c.method), cell(c.item, "name"),
     cell(c.upstream), cell(c.outcome, c.outcome === "ok" ? "ok" : "error"), cell(c.duration_ms == null ? "" : c.duration_ms + " ms"),
   ]);
+  tr.dataset.outcome = c.outcome;
   const body = $("#calls tbody");
   if (top) body.prepend(tr); else body.appendChild(tr);
-  while (body.children.length > 100) body.lastChild.remove();
+  while (body.children.length > 200) body.lastChild.remove();
+  if (top) renderHealth();
+}
+
+function showCallsSince() {
+  const since = callsSince ? new Date(callsSince).toLocaleString() : null;
+  $("#calls-since").textContent = since ? "(kept since " + since + ", the last 200)" : "";
+  const empty = $("#calls-empty");
+  empty.hidden = $("#calls tbody").children.length > 0;
+  empty.textContent = "No call has ended since the console was turned on" + (since ? " (" + since + ")" : "") + ".";
 }
 
 function renderUsage(u) {
   $("#usage-scope").textContent = u.scope === "self" ? "(your calls)" : "(every caller)";
   $("#usage tbody").replaceChildren(...u.lines.map((l) => row([
-    cell(l.caller), cell(l.tool, "name"), cell(l.upstream), cell(l.endpoint), cell(l.calls), cell(l.errors, l.errors ? "error" : ""),
+    cell(l.caller), cell(l.tool, "name"), cell(l.upstream), cell(l.endpoint), cell(l.calls), cell(l.refused), cell(l.errors, l.errors ? "error" : ""),
     cell((l.error_rate * 100).toFixed(1) + " %"), cell(l.mean_ms.toFixed(1) + " ms"),
   ])));
   $("#quotas").hidden = !u.quotas.length;
@@ -126,6 +173,7 @@ function renderUsage(u) {
   ])));
 }
 async function loadUsage() { renderUsage(await api("usage?since=" + encodeURIComponent($("#usage-since").value))); }
+async function loadUsageCard() { renderUsageCard(await api("usage?since=24h")); }
 
 async function load() {
   let state;
@@ -140,6 +188,7 @@ async function load() {
   }
   document.querySelectorAll(".admin").forEach((el) => { el.hidden = false; });
   loadUsage().catch(() => {});
+  loadUsageCard().catch(() => card("health-usage", "-", "usage could not be read"));
   $("#version").textContent = state.version;
   renderUpstreams(state.upstreams);
   if (state.tokens && state.tokens.length) renderAccounts(state.tokens);
@@ -148,9 +197,12 @@ async function load() {
   const select = $("#view-as");
   select.replaceChildren(new Option("everything", ""), ...state.callers.map((c) => new Option(c, c)));
   renderCatalog();
+  callsSince = state.calls_since_ms || null;
   const calls = await api("calls");
   $("#calls tbody").replaceChildren();
   calls.forEach((c) => addCall(c, false));
+  showCallsSince();
+  renderHealth();
   $("#login").hidden = true;
   $("#app").hidden = false;
   follow();
@@ -207,7 +259,13 @@ function start() {
   load().catch((e) => {
     $("#app").hidden = true;
     $("#login").hidden = false;
-    $("#login-error").textContent = e.auth && key ? "That key is not accepted." : (e.auth ? "" : String(e.message));
+    // Without authentication the gateway answers only this machine: say so instead of asking for a key.
+    let why = "";
+    try { why = JSON.parse(e.message).error || ""; } catch (_) { why = ""; }
+    const keyless = e.auth && !key && why.includes("loopback");
+    $("#login-form").hidden = keyless;
+    $("#login-prompt").hidden = keyless;
+    $("#login-error").textContent = keyless ? why : e.auth && key ? "That key is not accepted." : (e.auth ? "" : String(e.message));
   });
 }
 start();

@@ -1,7 +1,8 @@
-//! The console (`[console] enabled = true`): a read-only web page at `/console` and the JSON it
-//! reads. This module owns what the page shows — upstreams with era, transport, health, latency
-//! and circuit state; the merged catalogue; what one configured caller's policy lets it see; the
-//! recent calls of the audit stream — and the live feed (an SSE stream of upstream and catalogue
+//! The console (`[console] enabled = true`): a web page at `/console` and the JSON it reads. This
+//! module owns what the page shows — upstreams with era, transport, health, latency and circuit
+//! state; the merged catalogue; what one configured caller's policy lets it see; the recent calls
+//! of the audit stream (kept from when the console was turned on) and the tools held for review —
+//! and the live feed (an SSE stream of upstream and catalogue
 //! changes and of calls as they end), and the usage report (every caller's to an admin, a
 //! caller's own to anyone else). Who may read it (admin callers; anyone on loopback when
 //! authentication is off) is decided here too. The page itself (HTML, CSS, JS) is embedded.
@@ -100,6 +101,7 @@ pub fn state(gw: &Gateway) -> Value {
         "callers": gw.config().callers.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
         "tokens": tokens(gw, None),
         "held": gw.held_tools(),
+        "calls_since_ms": gw.audit.kept_since(),
     })
 }
 
@@ -163,4 +165,39 @@ pub async fn usage(
     let mut v = serde_json::to_value(report).unwrap_or(Value::Null);
     v["scope"] = json!(if admin { "everyone" } else { "self" });
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::INDEX_HTML;
+
+    /// The operations guide's "The console" section.
+    fn guide() -> &'static str {
+        let doc = include_str!("../../docs/operations.md");
+        let start = doc.find("### The console").expect("docs/operations.md has a console section");
+        let rest = &doc[start..];
+        &rest[..rest[4..].find("\n### ").map_or(rest.len(), |e| e + 4)]
+    }
+
+    /// Every section of the page (its `<h2>` headings, and the health strip) is described in the
+    /// guide, by name, as a bold item; and the page is not called read-only (it approves pins and
+    /// revokes accounts).
+    #[test]
+    fn the_guide_describes_every_section_of_the_page() {
+        let mut names: Vec<String> =
+            INDEX_HTML.split("<h2>").skip(1).filter_map(|h| h.split(['<', '\n']).next()).map(|h| h.trim().to_string()).collect();
+        names.extend(INDEX_HTML.split("aria-label=\"").skip(1).filter_map(|a| a.split('"').next()).map(str::to_string));
+        assert!(names.len() >= 7, "{names:?}");
+        let guide = guide();
+        let missing: Vec<&String> = names.iter().filter(|n| !guide.contains(&format!("**{n}"))).collect();
+        assert!(missing.is_empty(), "docs/operations.md \"The console\" does not describe {missing:?}");
+        assert!(!guide.contains("read-only"), "the console takes actions: it is not read-only");
+    }
+
+    /// What the guide says the recent calls hold is what the audit keeps.
+    #[test]
+    fn the_guide_says_how_many_recent_calls_are_kept_and_since_when() {
+        let kept = crate::audit::KEPT;
+        assert!(guide().contains(&format!("the last {kept} calls of the audit stream since the console was turned on")), "{}", guide());
+    }
 }

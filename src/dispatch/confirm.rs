@@ -19,6 +19,7 @@ use crate::protocol::exact;
 use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;
 use crate::reply::{Outcome, Reply};
+use crate::telemetry::reasons::Confirmation;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -112,7 +113,7 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
     {
         match gw.confirmations.redeem(&once_key(token)).await {
             Ok(true) => return Verdict::Confirmed(want),
-            Ok(false) => refuse(gw, req, tool, "confirmation_spent"),
+            Ok(false) => refuse(gw, req, tool, Confirmation::Spent),
             Err(e) => return unavailable(gw, req, tool, &e),
         }
     }
@@ -127,7 +128,7 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
         match gw.confirmations.redeem(&once_key(&token)).await {
             Ok(true) => return answered(gw, req, tool, want),
             // Answered before (or asked on another replica without a shared store): ask again.
-            Ok(false) => refuse(gw, req, tool, "confirmation_spent"),
+            Ok(false) => refuse(gw, req, tool, Confirmation::Spent),
             Err(e) => return unavailable(gw, req, tool, &e),
         }
     }
@@ -137,7 +138,7 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
         None => req.meta.client_capabilities().and_then(|c| c.get("elicitation")).is_some_and(Value::is_object),
     };
     if !can_ask {
-        refuse(gw, req, tool, "confirmation_impossible");
+        refuse(gw, req, tool, Confirmation::Impossible);
         return Verdict::Answer(Box::new(tool_error(&format!(
             "{} needs a person's confirmation ({}), and this client cannot ask for one (it declared no elicitation).",
             tool.name, rule.label
@@ -148,7 +149,7 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
         return Verdict::Answer(Box::new(Reply::error(RpcError::internal("cannot seal the confirmation"))));
     };
     if let Err(e) = gw.confirmations.issue(&once_key(&state), max_age).await {
-        refuse(gw, req, tool, "confirmation_unavailable");
+        refuse(gw, req, tool, Confirmation::Unavailable);
         return Verdict::Answer(Box::new(tool_error(&format!("{} was not run: a confirmation cannot be asked now ({e}).", tool.name))));
     }
     let message = format!(
@@ -167,7 +168,7 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
         } } },
         "requestState": state,
     });
-    gw.metrics.refused("confirmation_asked");
+    gw.metrics.confirmation(Confirmation::Asked);
     Verdict::Answer(Box::new(match Json::to_json(&question) {
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(e.to_string())),
@@ -176,7 +177,7 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
 
 /// The refusal of a call whose confirmation cannot be checked now (fails closed).
 fn unavailable(gw: &Served<'_>, req: &Request, tool: &Entry, e: &crate::gateway::onetime::OneTimeError) -> Verdict {
-    refuse(gw, req, tool, "confirmation_unavailable");
+    refuse(gw, req, tool, Confirmation::Unavailable);
     Verdict::Answer(Box::new(tool_error(&format!("{} was not run: its confirmation cannot be checked now ({e}).", tool.name))))
 }
 
@@ -195,9 +196,10 @@ fn answered(gw: &Served<'_>, req: &mut Request, tool: &Entry, want: String) -> V
     let answer: Value = answer.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or(Value::Null);
     strip(&mut req.params);
     if answer["action"] == "accept" && answer["content"]["confirm"] == true {
+        gw.metrics.confirmation(Confirmation::Confirmed);
         return Verdict::Confirmed(want);
     }
-    refuse(gw, req, tool, "confirmation_declined");
+    refuse(gw, req, tool, Confirmation::Declined);
     Verdict::Answer(Box::new(tool_error(&format!("{} was not run: the call was not confirmed.", tool.name))))
 }
 
@@ -207,9 +209,10 @@ fn strip(params: &mut RawObject) {
     super::strip_input_response(params, INPUT_KEY);
 }
 
-fn refuse(gw: &Served<'_>, req: &Request, tool: &Entry, why: &str) {
-    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), &tool.name, why);
-    gw.metrics.refused(why);
+fn refuse(gw: &Served<'_>, req: &Request, tool: &Entry, why: Confirmation) {
+    let reason = why.refusal().map_or("confirmation", |r| r.as_str());
+    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), &tool.name, reason);
+    gw.metrics.confirmation(why);
 }
 
 fn tool_error(text: &str) -> Reply {

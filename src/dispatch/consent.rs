@@ -31,7 +31,7 @@ pub fn needed(gw: &Served<'_>, req: &Request, upstream: &str, item: &str) -> Rep
         return Reply::error(RpcError::internal(format!("Upstream '{upstream}' needs consent, and no consent link could be made")));
     };
     gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), item, "consent_needed");
-    gw.metrics.refused("consent_needed");
+    gw.metrics.refused(crate::telemetry::reasons::Refused::ConsentNeeded);
     let message = format!("Connect {upstream}: sign in with your own {upstream} account so that this gateway can use it for you.");
     match &req.legacy {
         Some(session) if session.version.as_str() >= "2025-11-25" && url_elicitation(Some(&session.capabilities)) => {

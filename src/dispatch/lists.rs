@@ -24,7 +24,7 @@ pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
             refused => {
                 let why = refused.err().unwrap_or("invalid_cursor/past_the_end");
                 gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), "-", why);
-                gw.metrics.refused("invalid_cursor");
+                gw.metrics.refused(crate::telemetry::reasons::Refused::InvalidCursor);
                 return Reply::error(cursor::invalid());
             }
         },

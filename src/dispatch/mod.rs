@@ -197,7 +197,7 @@ impl Service for Gateway {
             if let Some(rate) = req.caller.rate
                 && let Err(wait) = self.limiter.check(&format!("caller:{}", req.caller.id), rate).await
             {
-                self.metrics.refused("rate_limited");
+                self.metrics.refused(crate::telemetry::reasons::Refused::RateLimited);
                 return Err(rate_limited(&req.caller.id, wait));
             }
             // And the upstreams it reaches with its own token, where it has one.

@@ -11,6 +11,7 @@ use crate::catalog::Kind;
 use crate::catalog::args::Refusal as ArgRefusal;
 use crate::protocol::errors::RpcError;
 use crate::reply::Reply;
+use crate::telemetry::reasons::Refused;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -61,22 +62,27 @@ pub enum Refusal {
 impl Refusal {
     /// The audit outcome and metric reason, or `None` for a refusal recorded elsewhere or not at all.
     pub fn label(&self) -> Option<&'static str> {
+        self.reason().map(Refused::as_str)
+    }
+
+    /// The metric's reason (see [`Refusal::label`]).
+    pub fn reason(&self) -> Option<Refused> {
         Some(match self {
             Refusal::Answered(_) | Refusal::Malformed(_) => return None,
-            Refusal::AmbiguousBareName { .. } => "ambiguous_bare_name",
-            Refusal::UnknownOrDenied | Refusal::UnknownResource(_) | Refusal::UnknownItem(_) => "unknown_or_denied",
-            Refusal::UnknownTask { .. } => "unknown_task",
-            Refusal::InvalidRequestState(_) => "invalid_request_state",
-            Refusal::HeldByPin => "held_by_pin",
-            Refusal::InsufficientScope(_) => "insufficient_scope",
-            Refusal::RateLimited(_) => "rate_limited",
-            Refusal::QuotaExceeded(_) => "quota_exceeded",
-            Refusal::InvalidArguments(ArgRefusal::TooCostly(_)) => "arguments_too_costly",
-            Refusal::InvalidArguments(_) => "invalid_arguments",
-            Refusal::NoRoute { .. } => "no_route",
-            Refusal::ByRule { allowed_by_none: false, .. } => "denied_by_rule",
-            Refusal::ByRule { allowed_by_none: true, .. } => "not_allowed_by_rule",
-            Refusal::ByGuard { .. } => "guard_denied",
+            Refusal::AmbiguousBareName { .. } => Refused::AmbiguousBareName,
+            Refusal::UnknownOrDenied | Refusal::UnknownResource(_) | Refusal::UnknownItem(_) => Refused::UnknownOrDenied,
+            Refusal::UnknownTask { .. } => Refused::UnknownTask,
+            Refusal::InvalidRequestState(_) => Refused::InvalidRequestState,
+            Refusal::HeldByPin => Refused::HeldByPin,
+            Refusal::InsufficientScope(_) => Refused::InsufficientScope,
+            Refusal::RateLimited(_) => Refused::RateLimited,
+            Refusal::QuotaExceeded(_) => Refused::QuotaExceeded,
+            Refusal::InvalidArguments(ArgRefusal::TooCostly(_)) => Refused::ArgumentsTooCostly,
+            Refusal::InvalidArguments(_) => Refused::InvalidArguments,
+            Refusal::NoRoute { .. } => Refused::NoRoute,
+            Refusal::ByRule { allowed_by_none: false, .. } => Refused::DeniedByRule,
+            Refusal::ByRule { allowed_by_none: true, .. } => Refused::NotAllowedByRule,
+            Refusal::ByGuard { .. } => Refused::GuardDenied,
         })
     }
 
@@ -154,7 +160,7 @@ pub struct Resolved<'a> {
 /// Records `refusal` of `req` on `item` (audit, metrics, usage) and answers it.
 pub fn answer(gw: &Served<'_>, req: &Request, item: &str, tool: Option<Resolved<'_>>, refusal: Refusal) -> Reply {
     let endpoint = req.caller.endpoint.as_deref().unwrap_or("-");
-    match (refusal.label(), tool) {
+    match (refusal.reason(), tool) {
         (Some(reason), Some(tool)) if refusal.is_limit() => {
             let entry = audit::Entry {
                 caller: req.caller.id.clone(),
@@ -166,18 +172,18 @@ pub fn answer(gw: &Served<'_>, req: &Request, item: &str, tool: Option<Resolved<
                 started: Instant::now(),
                 arguments: None,
             };
-            gw.audit.limited(&entry, reason);
+            gw.audit.limited(&entry, reason.as_str());
             gw.metrics.refused(reason);
-            gw.metrics.tool_call(tool.canonical, req.caller.rules.first().map(String::as_str), reason);
+            gw.metrics.tool_call(tool.canonical, req.caller.rules.first().map(String::as_str), reason.as_str());
         }
         // The guard's own record names it and its latency.
         (Some(reason), _) if matches!(refusal, Refusal::ByGuard { .. }) => gw.metrics.refused(reason),
         (Some(reason), _) if let Refusal::ByRule { rule, .. } = &refusal => {
-            gw.audit.refused_by_rule(&req.caller.id, endpoint, req.method.as_str(), item, reason, rule);
+            gw.audit.refused_by_rule(&req.caller.id, endpoint, req.method.as_str(), item, reason.as_str(), rule);
             gw.metrics.refused(reason);
         }
         (Some(reason), _) => {
-            gw.audit.refused(&req.caller.id, endpoint, req.method.as_str(), item, refusal.audit_reason().unwrap_or(reason));
+            gw.audit.refused(&req.caller.id, endpoint, req.method.as_str(), item, refusal.audit_reason().unwrap_or(reason.as_str()));
             gw.metrics.refused(reason);
         }
         (None, _) => {}

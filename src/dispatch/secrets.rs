@@ -60,11 +60,11 @@ impl Redact {
         let (reason, counted) = match &verdict {
             Err(name) => {
                 tracing::warn!(detector = %name, method = %self.method.as_str(), what, "withheld a message from an upstream: it carried a secret or could not be read");
-                (format!("secret_blocked:{name}"), "secret_blocked")
+                (format!("secret_blocked:{name}"), crate::telemetry::reasons::Refused::SecretBlocked)
             }
             Ok(Some(_)) => {
                 tracing::info!(detectors = ?redacted, method = %self.method.as_str(), what, "secrets redacted from a message from an upstream");
-                (format!("secret_redacted:{}", redacted.join(",")), "secret_redacted")
+                (format!("secret_redacted:{}", redacted.join(",")), crate::telemetry::reasons::Refused::SecretRedacted)
             }
             Ok(None) => return verdict,
         };

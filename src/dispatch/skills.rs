@@ -88,7 +88,7 @@ impl Check {
                 Ok(()) => Outcome::Result(raw),
                 Err(why) => {
                     audit.refused(&self.caller, &self.endpoint, "resources/read", &self.uri, "skill_file_mismatch");
-                    metrics.refused("skill_file_mismatch");
+                    metrics.refused(crate::telemetry::reasons::Refused::SkillFileMismatch);
                     tracing::warn!(uri = %self.uri, reason = %why, "a skill file read does not match its listing; not served");
                     Outcome::Error(RpcError::internal(format!(
                         "Skill file {} does not match the skill's listing ({why}): not served; list the skills again",

@@ -324,6 +324,15 @@ pub fn fingerprint(kind: Kind, raw: &str) -> Option<pins::Pin> {
     }
 }
 
+/// One upstream's served tools and skills as pins (see [`Gateway::served_pins`]).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct ServedPins {
+    pub upstream: String,
+    /// Whether it answered its last probe; an upstream that did not has its pins left alone.
+    pub ready: bool,
+    pub items: Vec<pins::Pin>,
+}
+
 /// The kind of a pinned item from its name: skills are pinned under their URI.
 pub fn pinned_kind(name: &str) -> Kind {
     if name.contains("://") { Kind::Skill } else { Kind::Tool }
@@ -358,6 +367,23 @@ impl Gateway {
 
     /// The definition upstream `upstream` serves now for its tool (or skill, by its URI) `tool`,
     /// with its fingerprint.
+    /// What each live upstream serves now, as pins (its tools, and its skills under their
+    /// URIs): what `mcpgate pin --url` compares with the lock file, from the running gateway.
+    pub fn served_pins(&self) -> Vec<ServedPins> {
+        self.live_upstreams()
+            .iter()
+            .map(|up| {
+                let st = up.state();
+                let ready = st.status == crate::upstream::Status::Ready;
+                let items = [Kind::Tool, Kind::Skill]
+                    .into_iter()
+                    .flat_map(|kind| st.items(kind).iter().filter_map(move |raw| fingerprint(kind, raw.get())))
+                    .collect();
+                ServedPins { upstream: up.id().to_string(), ready, items }
+            })
+            .collect()
+    }
+
     fn served_definition(&self, upstream: &str, tool: &str) -> Option<pins::Pin> {
         let up = self.live_upstreams().into_iter().find(|u| u.id() == upstream)?;
         let kind = pinned_kind(tool);

@@ -150,3 +150,27 @@ impl Gateway {
         Ok(report)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The operations guide's "Reload" section says when each section of the configuration takes
+    /// effect: every section the configuration reference documents is named there (what each
+    /// does on reload is tested in the e2e suite, `reload::*`).
+    #[test]
+    fn the_reload_guide_names_every_section_of_the_configuration() {
+        let reference = include_str!("../../docs/configuration.md");
+        let guide = include_str!("../../docs/operations.md");
+        let start = guide.find("### Reload").expect("docs/operations.md has a Reload section");
+        let reload = &guide[start..];
+        let reload = &reload[..reload[4..].find("\n### ").map_or(reload.len(), |e| e + 4)];
+        let sections: Vec<&str> = reference
+            .lines()
+            .filter_map(|l| l.strip_prefix("### `"))
+            .filter_map(|l| l.strip_suffix('`'))
+            .filter(|s| s.starts_with('['))
+            .collect();
+        assert!(sections.len() >= 15, "{sections:?}");
+        let missing: Vec<&&str> = sections.iter().filter(|s| !reload.contains(&format!("`{s}`"))).collect();
+        assert!(missing.is_empty(), "the Reload section of docs/operations.md does not say when these apply: {missing:?}");
+    }
+}

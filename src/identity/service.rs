@@ -564,6 +564,7 @@ pub enum CompleteError {
     MixUp,
 }
 
+mod explain;
 mod grant;
 mod keys;
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The console over HTTP: `/console` and its script and stylesheet (embedded, served with a
 //! strict Content-Security-Policy: nothing external loads), and `/console/api/*` — `state`,
-//! `view?caller=ID`, `calls` and `events` (SSE), and `POST pins/approve` (the console's one
+//! `view?caller=ID`, `calls`, `pins` (what is served, as pins) and `events` (SSE), and `POST pins/approve` (the console's one
 //! change: approving a held tool) — behind the gateway's authentication, for admin callers only
 //! (see [`crate::console::may_read`]); and `usage?since=24h` for every caller (its own usage; an
 //! admin's shows everyone's). Off unless `[console] enabled`.
@@ -79,10 +79,12 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
     }
     if !admin {
         tracing::info!(caller = %caller.id, "refused the console to a caller that is not an admin");
-        return json_answer(
-            StatusCode::FORBIDDEN,
-            json!({ "error": "Forbidden: the console is for admin callers ([[caller]] admin = true)" }),
-        );
+        let why = if gw.config().auth.mode == crate::config::auth::AuthMode::None {
+            "Forbidden: without authentication ([auth] mode = \"none\") the console answers clients on this machine only (loopback)"
+        } else {
+            "Forbidden: the console is for admin callers ([[caller]] admin = true)"
+        };
+        return json_answer(StatusCode::FORBIDDEN, json!({ "error": why }));
     }
     match what {
         "pins/approve" if approving => {
@@ -114,6 +116,8 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
             }
         }
         "state" => json_answer(StatusCode::OK, crate::console::state(gw)),
+        // What the running gateway serves, for `mcpgate pin --url`.
+        "pins" => json_answer(StatusCode::OK, json!({ "upstreams": gw.served_pins() })),
         "calls" => json_answer(StatusCode::OK, serde_json::to_value(gw.audit.recent()).unwrap_or(Value::Null)),
         "view" => {
             let query = req.uri().query().unwrap_or("");

@@ -28,26 +28,35 @@ use tower_http::trace::TraceLayer;
 
 pub(super) struct Edge {
     state: Arc<State>,
-    builder: auto::Builder<TokioExecutor>,
+    builders: Arc<Builders>,
     graceful: GracefulShutdown,
     request_ids: RequestIds,
 }
 
 impl Edge {
     pub(super) fn new(state: Arc<State>) -> Self {
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
+        let header_list = state.cfg.max_header_bytes.min(u32::MAX as usize) as u32;
+        let mut either = auto::Builder::new(TokioExecutor::new());
+        either
             .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(state.cfg.header_read_timeout)
             .max_buf_size(state.cfg.max_header_bytes.max(8192));
-        builder
+        either
             .http2()
             .timer(TokioTimer::new())
-            .max_header_list_size(state.cfg.max_header_bytes.min(u32::MAX as usize) as u32)
+            .max_header_list_size(header_list)
             .keep_alive_interval(Some(Duration::from_secs(30)))
             .keep_alive_timeout(Duration::from_secs(20));
-        Edge { state, builder, graceful: GracefulShutdown::new(), request_ids: RequestIds::default() }
+        let mut h1 = hyper::server::conn::http1::Builder::new();
+        h1.timer(TokioTimer::new()).header_read_timeout(state.cfg.header_read_timeout).max_buf_size(state.cfg.max_header_bytes.max(8192));
+        let mut h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new())
+            .max_header_list_size(header_list)
+            .keep_alive_interval(Some(Duration::from_secs(30)))
+            .keep_alive_timeout(Duration::from_secs(20));
+        let builders = Arc::new(Builders { h1, h2, either });
+        Edge { state, builders, graceful: GracefulShutdown::new(), request_ids: RequestIds::default() }
     }
 
     /// Takes an accepted connection: admitted (or refused when every connection is busy), then
@@ -58,12 +67,20 @@ impl Edge {
             return;
         };
         let _ = stream.set_nodelay(true);
-        let (state, builder, watcher, ids) = (self.state.clone(), self.builder.clone(), self.graceful.watcher(), self.request_ids.clone());
+        let (state, builders, watcher, ids) =
+            (self.state.clone(), self.builders.clone(), self.graceful.watcher(), self.request_ids.clone());
         match &self.state.tls {
             None => {
                 tokio::spawn(async move {
-                    let io = WriteDeadline::new(stream, state.cfg.write_timeout);
-                    serve_connection(TokioIo::new(io), &state, &builder, watcher, ids, &tracked, peer).await;
+                    // The version is read from the first bytes without taking them (see `Builders`).
+                    let first = tokio::select! {
+                        v = tokio::time::timeout(state.cfg.header_read_timeout, sniff(&stream)) => v,
+                        _ = tracked.close.cancelled() => Ok(Ok(None)),
+                    };
+                    if let Ok(Ok(Some(version))) = first {
+                        let io = WriteDeadline::new(stream, state.cfg.write_timeout);
+                        serve_connection(TokioIo::new(io), Some(version), &state, &builders, watcher, ids, &tracked, peer).await;
+                    }
                     state.conns.remove(conn_id);
                 });
             }
@@ -81,8 +98,13 @@ impl Edge {
                     };
                     match handshake {
                         Ok(Ok(tls)) => {
+                            let version = match tls.get_ref().1.alpn_protocol() {
+                                Some(b"h2") => Some(Version::H2),
+                                Some(b"http/1.1") => Some(Version::H1),
+                                _ => None,
+                            };
                             let io = WriteDeadline::new(tls, state.cfg.write_timeout);
-                            serve_connection(TokioIo::new(io), &state, &builder, watcher, ids, &tracked, peer).await
+                            serve_connection(TokioIo::new(io), version, &state, &builders, watcher, ids, &tracked, peer).await
                         }
                         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                         Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -104,11 +126,57 @@ impl Edge {
     }
 }
 
-/// Serves one connection through the tower stack until it ends (see [`watch_connection`]).
+/// HTTP/1.1 or HTTP/2, when the connection has said which.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Version {
+    H1,
+    H2,
+}
+
+/// The hyper builders, one per way a connection's version is known. A cleartext connection's
+/// version is read by peeking at its first bytes, a TLS one's from ALPN, and the connection is
+/// served by hyper's own HTTP/1.1 or HTTP/2 connection. hyper-util's detection (`either`, for TLS
+/// clients that offer no ALPN) reads the first bytes out of the socket and hands them back
+/// through a rewind, which makes hyper's first read a short one and grows its read buffer to
+/// twice its size for the connection's whole life; and its connection type holds room for
+/// HTTP/2's state in every HTTP/1.1 connection. Either was paid by every idle listen stream.
+struct Builders {
+    h1: hyper::server::conn::http1::Builder,
+    h2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    either: auto::Builder<TokioExecutor>,
+}
+
+/// HTTP/2 with prior knowledge starts with its connection preface, `PRI * HTTP/2.0…`; `PRI` is
+/// a method no HTTP/1 client sends (RFC 9113 §3.4 reserves it for exactly this), so four bytes
+/// decide, and HTTP/2's own handshake checks the rest. `None`: the client closed first.
+async fn sniff(stream: &TcpStream) -> std::io::Result<Option<Version>> {
+    const PREFACE: &[u8] = b"PRI ";
+    let mut first = [0u8; 4];
+    loop {
+        let n = stream.peek(&mut first).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if !PREFACE.starts_with(&first[..n]) {
+            return Ok(Some(Version::H1));
+        }
+        if n == PREFACE.len() {
+            return Ok(Some(Version::H2));
+        }
+        // A prefix of `PRI ` arrived alone (rare): peeking again at once would only see the
+        // same bytes, so wait a little for the rest (bounded by the caller's header deadline).
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Serves one connection through the tower stack until it ends (see [`watch_connection`]), as
+/// HTTP/1.1 or HTTP/2 when `version` says which, else as whichever the client speaks.
+#[allow(clippy::too_many_arguments)]
 async fn serve_connection<I>(
     io: TokioIo<I>,
+    version: Option<Version>,
     state: &Arc<State>,
-    builder: &auto::Builder<TokioExecutor>,
+    builders: &Builders,
     watcher: hyper_util::server::graceful::Watcher,
     ids: RequestIds,
     tracked: &Arc<Conn>,
@@ -122,7 +190,9 @@ async fn serve_connection<I>(
         let active = this.begin();
         let st = st.clone();
         async move {
-            let resp = handle(st, req, peer).await?;
+            // Boxed: hyper keeps room for the service's future for as long as the connection
+            // lives (an idle listen stream included), so the future it holds is kept small.
+            let resp = Box::pin(handle(st, req, peer)).await?;
             // The connection counts as busy until the response has been sent.
             Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Sending::new(b, active))))
         }
@@ -146,8 +216,17 @@ async fn serve_connection<I>(
         )
         .layer(CatchPanicLayer::custom(panic_response))
         .service(inner);
-    let conn = builder.serve_connection(io, TowerToHyperService::new(svc)).into_owned();
-    watch_connection(watcher.watch(conn), tracked, &state.cfg, peer).await;
+    let svc = TowerToHyperService::new(svc);
+    let cfg = &state.cfg;
+    // HTTP/1.1 inline; the rarer two boxed, so an HTTP/1.1 connection's task holds no room for them.
+    match version {
+        Some(Version::H1) => watch_connection(watcher.watch(builders.h1.serve_connection(io, svc)), tracked, cfg, peer).await,
+        Some(Version::H2) => Box::pin(watch_connection(watcher.watch(builders.h2.serve_connection(io, svc)), tracked, cfg, peer)).await,
+        None => {
+            let conn = builders.either.serve_connection(io, svc).into_owned();
+            Box::pin(watch_connection(watcher.watch(conn), tracked, cfg, peer)).await
+        }
+    }
 }
 
 /// Request ids: a per-process random prefix and a counter (cheap, unique, not guessable across runs).

@@ -144,6 +144,12 @@ pub fn outcome_class(label: &str) -> &str {
     label.split(' ').next().unwrap_or(label)
 }
 
+/// Whether an outcome is a call the gateway refused before it ran (a rate limit or a quota):
+/// counted as a call, never as the tool's error.
+pub fn is_refusal(outcome: &str) -> bool {
+    matches!(outcome_class(outcome), "rate_limited" | "quota_exceeded")
+}
+
 impl Usage {
     /// The accounting over the state database `db` when it is shared by replicas (PostgreSQL;
     /// quotas then counted in `cluster`'s Redis when given), else over `cluster`'s Redis when

@@ -28,10 +28,15 @@ pub struct Line {
     pub tool: String,
     pub upstream: String,
     pub endpoint: String,
+    /// Every call counted, refused ones included.
     pub calls: u64,
+    /// Calls refused before they ran (a rate limit or a quota): not errors of the tool.
+    pub refused: u64,
+    /// Calls that ran and failed (a tool error, a JSON-RPC error, the upstream's failure).
     pub errors: u64,
-    /// Errors per call, 0 to 1.
+    /// Errors per call that ran (refusals left out), 0 to 1.
     pub error_rate: f64,
+    /// Mean duration of the calls that ran.
     pub mean_ms: f64,
     /// Calls by outcome.
     pub outcomes: BTreeMap<String, u64>,
@@ -81,9 +86,23 @@ pub fn lines(buckets: &Buckets, q: &Query) -> Vec<Line> {
     }
     by.into_iter()
         .map(|((caller, tool, upstream, endpoint), (t, outcomes))| {
-            let errors = outcomes.iter().filter(|(o, _)| o.as_str() != "ok").map(|(_, n)| n).sum::<u64>();
-            let rate = |n: u64| if t.calls == 0 { 0.0 } else { n as f64 / t.calls as f64 };
-            Line { caller, tool, upstream, endpoint, calls: t.calls, errors, error_rate: rate(errors), mean_ms: rate(t.ms), outcomes }
+            let count = |keep: fn(&str) -> bool| outcomes.iter().filter(|(o, _)| keep(o)).map(|(_, n)| n).sum::<u64>();
+            let refused = count(super::is_refusal);
+            let errors = count(|o| o != "ok" && !super::is_refusal(o));
+            let ran = t.calls.saturating_sub(refused);
+            let rate = |n: u64| if ran == 0 { 0.0 } else { n as f64 / ran as f64 };
+            Line {
+                caller,
+                tool,
+                upstream,
+                endpoint,
+                calls: t.calls,
+                refused,
+                errors,
+                error_rate: rate(errors),
+                mean_ms: rate(t.ms),
+                outcomes,
+            }
         })
         .collect()
 }
@@ -165,7 +184,8 @@ pub fn table(r: &Report) -> String {
     if r.lines.is_empty() {
         out.push_str("no calls counted\n");
     } else {
-        let mut rows = vec![["CALLER", "TOOL", "UPSTREAM", "ENDPOINT", "CALLS", "ERRORS", "ERROR%", "MEAN_MS"].map(String::from).to_vec()];
+        let mut rows =
+            vec![["CALLER", "TOOL", "UPSTREAM", "ENDPOINT", "CALLS", "REFUSED", "ERRORS", "ERROR%", "MEAN_MS"].map(String::from).to_vec()];
         for l in &r.lines {
             rows.push(vec![
                 l.caller.clone(),
@@ -173,6 +193,7 @@ pub fn table(r: &Report) -> String {
                 l.upstream.clone(),
                 l.endpoint.clone(),
                 l.calls.to_string(),
+                l.refused.to_string(),
                 l.errors.to_string(),
                 format!("{:.1}", l.error_rate * 100.0),
                 format!("{:.1}", l.mean_ms),
@@ -220,7 +241,7 @@ mod tests {
     }
 
     #[test]
-    fn lines_sum_outcomes_into_calls_errors_and_rates() {
+    fn lines_sum_outcomes_into_calls_refusals_errors_and_rates() {
         let mut b = Buckets::new();
         let mut h1: HashMap<Row, Tally> = HashMap::new();
         h1.insert(row("alice", "calc__add", "-", "ok"), Tally { calls: 3, ms: 30 });
@@ -230,11 +251,14 @@ mod tests {
         let mut h2: HashMap<Row, Tally> = HashMap::new();
         h2.insert(row("alice", "calc__add", "-", "ok"), Tally { calls: 4, ms: 0 });
         h2.insert(row("alice", "echo__say", "-", "error"), Tally { calls: 2, ms: 4 });
+        // Refusals are counted as calls, never as errors, and left out of the rate and the mean.
+        h2.insert(row("alice", "calc__add", "-", "quota_exceeded"), Tally { calls: 3, ms: 0 });
+        h2.insert(row("alice", "calc__add", "-", "rate_limited"), Tally { calls: 1, ms: 0 });
         b.insert(7200, h2);
         let all = lines(&b, &Query { caller: None, tool: None, since: Duration::from_secs(86_400) });
         assert_eq!(all.len(), 3);
         let a = &all[0];
-        assert_eq!((a.caller.as_str(), a.tool.as_str(), a.calls, a.errors), ("alice", "calc__add", 8, 1));
+        assert_eq!((a.caller.as_str(), a.tool.as_str(), a.calls, a.refused, a.errors), ("alice", "calc__add", 12, 4, 1));
         assert_eq!(a.error_rate, 0.125);
         assert_eq!(a.mean_ms, 5.0);
         let only = lines(&b, &Query { caller: Some("alice".into()), tool: Some("echo__*".into()), since: Duration::from_secs(60) });
@@ -243,7 +267,8 @@ mod tests {
         let text = table(&Report { from: 0, until: 7200, resolution: "hour", lines: all, quotas: vec![] });
         assert!(text.contains("CALLER  TOOL"), "{text}");
         assert!(
-            text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["alice", "calc__add", "calc", "-", "8", "1", "12.5", "5.0"]),
+            text.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["alice", "calc__add", "calc", "-", "12", "4", "1", "12.5", "5.0"]),
             "{text}"
         );
     }

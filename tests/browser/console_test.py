@@ -1,6 +1,7 @@
 """Drives the mcpgate console in headless Chromium (Debian's chromium + chromedriver, through
-Selenium WebDriver): the page loads, shows the running gateway's upstreams, filters the
-catalogue, and a screenshot is written.
+Selenium WebDriver): the first screen (1280x900, nothing scrolled) shows health at a glance, the
+recent calls and the tools held for review; the upstreams are listed; the catalogue is collapsed
+and, opened, filters; a screenshot of the first screen is written.
 
 Usage: console_test.py CONSOLE_URL SCREENSHOT_PATH [API_KEY]
 Prints "ok: <screenshot path>" on success; any failed expectation raises and exits non-zero.
@@ -30,15 +31,35 @@ def main():
         assert "calc" in upstreams and "text" in upstreams, upstreams
         health = [r.find_elements(By.TAG_NAME, "td")[3].text for r in d.find_elements(By.CSS_SELECTOR, "#upstreams tbody tr")]
         assert all(h == "ready" for h in health), health
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#catalog tbody tr")) >= 10)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#calls tbody tr")) >= 3)
+        wait.until(lambda d: d.find_element(By.ID, "live").text == "live")
+        wait.until(lambda d: "calls" in d.find_element(By.CSS_SELECTOR, "#health-usage .value").text)
+
+        # The first screen, unscrolled: health, recent calls and the held tool, all in view.
+        height = d.execute_script("return window.innerHeight")
+        def in_view(sel):
+            el = d.find_element(By.CSS_SELECTOR, sel)
+            top = d.execute_script("return arguments[0].getBoundingClientRect().top", el)
+            return el.is_displayed() and 0 <= top < height
+        for sel in ("#health", "#health-upstreams", "#health-held", "#calls-section", "#held-section"):
+            assert in_view(sel), f"{sel} is not on the first screen"
+        assert d.find_element(By.CSS_SELECTOR, "#health-upstreams .value").text == "2 of 2 up"
+        assert d.find_element(By.CSS_SELECTOR, "#health-held .value").text == "1"
+        held = [r.find_elements(By.TAG_NAME, "td")[1].text for r in d.find_elements(By.CSS_SELECTOR, "#held tbody tr")]
+        assert held == ["divide"], held
+        items = [r.find_elements(By.TAG_NAME, "td")[3].text for r in d.find_elements(By.CSS_SELECTOR, "#calls tbody tr")]
+        assert "calc__add" in items and "text__upper" in items, items
+        # The catalogue is collapsed: it does not push the rest down.
+        assert not d.find_element(By.ID, "filter").is_displayed(), "the catalogue starts collapsed"
+        os.makedirs(os.path.dirname(os.path.abspath(shot)), exist_ok=True)
+        assert d.save_screenshot(shot), "no screenshot"
+
+        # Opened, it is searchable.
+        d.find_element(By.CSS_SELECTOR, "#catalog-section > summary").click()
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#catalog tbody tr")) >= 4)
         d.find_element(By.ID, "filter").send_keys("multiply")
         wait.until(lambda d: [r.get_attribute("data-name") for r in d.find_elements(By.CSS_SELECTOR, "#catalog tbody tr:not(.hidden)")] == ["calc__multiply"])
         assert "1 of" in d.find_element(By.ID, "catalog-count").text
-        wait.until(lambda d: d.find_element(By.ID, "live").text == "live")
-        os.makedirs(os.path.dirname(os.path.abspath(shot)), exist_ok=True)
-        d.find_element(By.ID, "filter").clear()
-        d.find_element(By.ID, "filter").send_keys(" ")
-        assert d.save_screenshot(shot), "no screenshot"
         print(f"ok: {os.path.abspath(shot)}")
     finally:
         d.quit()

@@ -19,7 +19,7 @@ def rows(d):
     out = []
     for r in d.find_elements(By.CSS_SELECTOR, "#usage tbody tr"):
         c = [td.text for td in r.find_elements(By.TAG_NAME, "td")]
-        out.append([c[0], c[1], c[3], int(c[4]), int(c[5])])
+        out.append([c[0], c[1], c[3], int(c[4]), int(c[6])])
     return sorted(out)
 
 

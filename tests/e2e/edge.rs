@@ -1,5 +1,5 @@
-//! Edge limits (Part 8): connections that never send a request (or half an HTTP/2 preface) are
-//! closed in time; a flood of silent sockets cannot starve a real client, even under a 1,024
+//! Edge limits: connections that never send a request (or half an HTTP/2 preface) are
+//! closed in time, and a first request split inside its first bytes is still understood; a flood of silent sockets cannot starve a real client, even under a 1,024
 //! open-files limit; requests in progress are limited per caller (429) and in total (503); a
 //! client that stops reading (HTTP/1.1) or never opens its flow-control window (HTTP/2) is cut
 //! off after the write timeout.
@@ -44,6 +44,38 @@ fn silent_and_half_sent_connections_are_closed_in_time() {
         let took = closed_after(&a, first);
         assert!(took < Duration::from_secs(4), "{what}: open for {took:?}");
     }
+}
+
+/// Sends `parts` with a pause between them and returns the first bytes the server answers.
+fn answer_to_parts(addr: &str, parts: &[&[u8]]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_nodelay(true).expect("nodelay");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    for part in parts {
+        s.write_all(part).expect("write");
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let mut buf = vec![0u8; 256];
+    let n = s.read(&mut buf).expect("an answer");
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn a_client_whose_first_bytes_arrive_apart_is_still_understood() {
+    // HTTP/1.1 and HTTP/2 with prior knowledge are told apart by peeking at the first bytes
+    // (`PRI ` begins HTTP/2's preface); a client whose first write is shorter than that waits
+    // for the rest instead of being guessed at.
+    let gw = gateway("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\"]\n");
+    let a = addr(&gw);
+    let h1 = answer_to_parts(&a, &[b"GE", b"T /healthz HTTP/1.1\r\nHost: x\r\n\r\n"]);
+    assert!(h1.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&h1));
+    // A method that only shares HTTP/2's first letter is HTTP/1.1.
+    let put = answer_to_parts(&a, &[b"P", b"UT /healthz HTTP/1.1\r\nHost: x\r\n\r\n"]);
+    assert!(put.starts_with(b"HTTP/1.1 "), "{}", String::from_utf8_lossy(&put));
+    // The preface, then an empty SETTINGS frame: the server's first frame is its own SETTINGS.
+    let h2 = answer_to_parts(&a, &[b"PR", b"I * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0"]);
+    assert!(h2.len() >= 9 && h2[3] == 0x04, "no HTTP/2 SETTINGS frame first: {h2:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,8 +1,8 @@
-//! Part 11: the user's experience. `mcpgate import` on a realistic client file (five servers,
+//! The user's experience. `mcpgate import` on a realistic client file (five servers,
 //! stdio with env, HTTP with headers) round-trips into a gateway.toml that `mcpgate check`
 //! accepts once demo upstreams stand in for the real ones, with no secret copied; the console
 //! answers admin callers only, shows what a caller's policy shows, the calls as they happen, and
-//! works in a real headless Chromium.
+//! works in a real headless Chromium, whose first screen shows health, recent calls and held tools.
 
 use crate::harness::*;
 use serde_json::{Value, json};
@@ -237,12 +237,28 @@ async fn the_console_is_for_admins_and_shows_what_a_policy_shows() {
     assert_eq!(console_get(&off.base, "/console", None).await.status, 404, "off by default");
 }
 
-#[test]
-fn the_console_works_in_headless_chromium() {
-    let config = "[server]\nlisten = \"127.0.0.1:0\"\n\n[console]\nenabled = true\n\n\
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_works_in_headless_chromium() {
+    // Two upstreams, one of calc's tools not pinned yet (held for review), and a few calls: the
+    // first screen must answer "is everything healthy and what is happening".
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (config_path, pins) = (dir.path().join("gateway.toml"), dir.path().join("pins.json"));
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[console]\nenabled = true\n\n[pins]\nmode = \"enforce\"\nfile = {pins:?}\n\n\
          [[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\n\n\
-         [[upstream]]\nid = \"text\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"text\"]\n";
-    let gw = gateway(config);
+         [[upstream]]\nid = \"text\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"text\"]\n"
+    );
+    std::fs::write(&config_path, &config).expect("write the config");
+    let (code, out, err) = mcpgate(&["pin", "-c", &config_path.to_string_lossy(), "--approve"], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let mut lock: Value = serde_json::from_str(&std::fs::read_to_string(&pins).expect("the lock file")).expect("JSON");
+    assert!(lock["upstreams"]["calc"].as_object_mut().and_then(|t| t.remove("divide")).is_some(), "{lock}");
+    std::fs::write(&pins, lock.to_string()).expect("write the lock file");
+    let gw = gateway(&config);
+    assert_eq!(text_of(&call(&gw.url, "calc__add", json!({ "a": 1, "b": 2 })).await), "3");
+    let _ = call(&gw.url, "calc__divide", json!({ "a": 1, "b": 0 })).await;
+    let _ = call(&gw.url, "text__upper", json!({ "text": "hi" })).await;
+
     let shot = repo().join(".work/screenshots/console.png");
     let _ = std::fs::remove_file(&shot);
     let out = Command::new(python())

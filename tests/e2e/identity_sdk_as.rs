@@ -187,3 +187,54 @@ async fn sdk_authorization_server_with_a_preregistered_client_connects_two_calle
     let authorized = events(&log, "authorize");
     assert!(authorized.len() == 2 && authorized.iter().all(|a| a["client_id"] == PRE_ID), "{authorized:?}");
 }
+
+/// `mcpgate check` on a `user_auth` upstream runs the discovery a caller's first call would
+/// (without registering anything) and says what a caller will meet; an upstream whose
+/// authorization cannot be discovered fails the check.
+#[test]
+fn check_runs_the_discovery_a_caller_would_meet() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("sdk-as.jsonl");
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("tests/py/sdk_auth_server.py")).arg("--port").arg("0").arg("--log").arg(&log);
+    let (_server, issuer) = listening(cmd, "the SDK's authorization server");
+    let gone = format!("http://127.0.0.1:{}/mcp", free_port());
+    let check = |url: &str| {
+        let config = dir.path().join("gateway.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
+                 [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+                 [identity]\npublic_url = \"http://127.0.0.1:8811\"\nvault = {:?}\nallow_loopback = true\n\n\
+                 [[upstream]]\nid = \"files\"\nurl = \"{url}\"\ntimeout = \"5s\"\n[upstream.user_auth]\n",
+                crate::callers::hash("alice-key"),
+                dir.path().join("vault.json"),
+            ),
+        )
+        .expect("write the config");
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+            .args(["check", "-c"])
+            .arg(&config)
+            .env("MCPGATE_TOKEN_KEY", "6f".repeat(32))
+            .output()
+            .expect("run mcpgate check");
+        (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
+    let (ok, out) = check(&format!("{issuer}/mcp"));
+    assert!(ok, "{out}");
+    assert!(out.lines().any(|l| l.starts_with("files") && l.contains("per caller")), "not `pending`:\n{out}");
+    for expected in [
+        "files (each caller's own authorization):".to_string(),
+        format!("authorization server {issuer}"),
+        format!("callers sign in at {issuer}/authorize"),
+        format!("a client it registers on first use at {issuer}/register (token endpoint authentication: client_secret_basic)"),
+    ] {
+        assert!(out.contains(&expected), "missing {expected:?}:\n{out}");
+    }
+    assert!(events(&log, "register").is_empty(), "check registers nothing");
+
+    let (ok, out) = check(&gone);
+    assert!(!ok, "an upstream whose authorization cannot be discovered fails the check:\n{out}");
+    assert!(out.contains("files (each caller's own authorization): callers cannot sign in:"), "{out}");
+}

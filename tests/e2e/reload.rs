@@ -169,3 +169,51 @@ async fn selection_problems_are_reported_once_the_catalogue_is_complete() {
     let calc_ready = lines.iter().position(|l| l.contains("upstream ready") && l.contains("calc")).expect("calc ready");
     assert!(calc_ready < warned, "{log}");
 }
+
+/// What the operations guide's reload table says takes effect at once, does: `[console]`,
+/// `[[confirm]]`, `[pins]` and `[secrets]`, each changed in the file and sent SIGHUP.
+#[tokio::test(flavor = "multi_thread")]
+async fn console_confirm_pins_and_secrets_take_effect_on_reload() {
+    let base = config(&[("calc", "calc")], false);
+    let gw = gateway(&base);
+    let console = || async { get(&format!("{}/console", gw.base)).await.expect("GET /console").status };
+    assert_eq!(console().await, 404);
+    let secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let echo = || call(&gw.url, "calc__echo", json!({ "text": format!("key {secret}") }));
+    assert!(text_of(&echo().await).contains(secret), "no detector yet");
+    let dir = gw.config_path.parent().expect("the config's folder").to_path_buf();
+    let pins = dir.join("empty-pins.json");
+    std::fs::write(&pins, "{\"version\": 1, \"upstreams\": {}}").expect("write the lock file");
+
+    // Each section in turn, with what it changes observed.
+    let mut text = base.clone();
+    let mut reloads = 0;
+    let mut apply = |section: &str| {
+        text = format!("{section}\n{text}");
+        std::fs::write(&gw.config_path, &text).expect("write");
+        sighup(&gw);
+        reloads += 1;
+        reloads
+    };
+    let n = apply("[console]\nenabled = true\n");
+    wait_log(&gw, "configuration reloaded", n).await;
+    assert_eq!(console().await, 200, "[console] on reload:\n{}", gw.proc.log());
+
+    let n = apply("[secrets]\nbuiltin = \"redact\"\n");
+    wait_log(&gw, "configuration reloaded", n).await;
+    let r = echo().await;
+    assert!(!text_of(&r).contains(secret) && text_of(&r).contains("[REDACTED"), "[secrets] on reload: {r}");
+
+    let n = apply("[[confirm]]\ntools = [\"calc__add\"]\n");
+    wait_log(&gw, "configuration reloaded", n).await;
+    let r = call(&gw.url, "calc__add", json!({ "a": 1, "b": 2 })).await;
+    assert!(text_of(&r).contains("needs a person's confirmation"), "[[confirm]] on reload: {r}");
+
+    let n = apply(&format!("[pins]\nmode = \"enforce\"\nfile = {pins:?}\n"));
+    wait_log(&gw, "configuration reloaded", n).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tool_names(&gw.url).await.contains(&"calc__multiply".to_string()) {
+        assert!(Instant::now() < deadline, "[pins] enforce on reload holds the unpinned tools:\n{}", gw.proc.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

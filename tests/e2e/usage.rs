@@ -129,6 +129,8 @@ async fn usage_answers_who_used_which_tool_how_often_with_what_error_rate() {
         (Some(4), Some(3), Some(1)),
         "{l}"
     );
+    // The refusal is a call carol made, not an error of the tool: the tool never failed.
+    assert_eq!((l["refused"].as_u64(), l["errors"].as_u64(), l["error_rate"].as_f64()), (Some(1), Some(0), Some(0.0)), "{l}");
     assert_eq!(report["lines"].as_array().map(Vec::len), Some(6), "{report:#}");
     assert!(!report.to_string().contains("share") && !report.to_string().contains("calc__nope"), "{report:#}");
     let carol = report["quotas"].as_array().and_then(|q| q.iter().find(|q| q["caller"] == "carol")).expect("carol's quota");
@@ -142,7 +144,13 @@ async fn usage_answers_who_used_which_tool_how_often_with_what_error_rate() {
     assert!(
         table
             .lines()
-            .any(|l| l.split_whitespace().take(7).collect::<Vec<_>>() == ["bob", "calc__divide", "calc", "/mcp/dev", "3", "1", "33.3"]),
+            .any(|l| l.split_whitespace().take(8).collect::<Vec<_>>() == ["bob", "calc__divide", "calc", "/mcp/dev", "3", "0", "1", "33.3"]),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().take(8).collect::<Vec<_>>() == ["carol", "calc__add", "calc", "-", "4", "1", "0", "0.0"]),
         "{table}"
     );
     assert!(table.contains("quotas") && table.lines().any(|l| l.starts_with("carol") && l.contains("3/day")), "{table}");
