@@ -92,7 +92,10 @@ fn asked(outcome: &Outcome) -> Option<Asked> {
         return None;
     }
     let requests: RawObject = obj.parse("inputRequests").and_then(Result::ok).unwrap_or_default();
-    Some(Asked { requests: requests.0, state: obj.get("requestState").map(|s| s.to_owned()) })
+    Some(Asked {
+        requests: requests.0.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        state: obj.get("requestState").map(|s| s.to_owned()),
+    })
 }
 
 /// Runs `req`'s reply through as many input rounds as it needs; `scope` names the client's

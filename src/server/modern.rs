@@ -21,15 +21,15 @@ const REMOVED_METHODS: &[&str] =
 
 /// Checks a request and builds the internal [`Request`]. `headers` is `None` on stdio.
 pub fn to_request(msg: Message, headers: Option<&HeaderMap>, caller: Arc<Principal>) -> Result<Request, RpcError> {
-    let method = msg.method.clone().unwrap_or_default();
-    if REMOVED_METHODS.contains(&method.as_str()) {
-        return Err(RpcError::method_not_found(&method).with_data(serde_json::json!({
+    let method: &str = msg.method.as_deref().unwrap_or_default();
+    if REMOVED_METHODS.contains(&method) {
+        return Err(RpcError::method_not_found(method).with_data(serde_json::json!({
             "reason": format!("{method} does not exist in protocol {}", SUPPORTED_VERSIONS.join(", ")),
             "supported": SUPPORTED_VERSIONS,
         })));
     }
-    if !MODERN_METHODS.contains(&method.as_str()) {
-        return Err(RpcError::method_not_found(&method));
+    if !MODERN_METHODS.contains(&method) {
+        return Err(RpcError::method_not_found(method));
     }
     let (params, meta) = split_params(msg.params.as_ref())?;
     if let Some(h) = headers {
@@ -38,7 +38,7 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>, caller: Arc<Princip
         if header_version != meta.protocol_version {
             return Err(RpcError::header_mismatch(format!(
                 "MCP-Protocol-Version header value {} does not match body value {}",
-                describe(&header_version),
+                describe(header_version),
                 describe(&meta.protocol_version)
             )));
         }
@@ -52,20 +52,22 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>, caller: Arc<Princip
         if header_method != method {
             return Err(RpcError::header_mismatch(format!(
                 "Mcp-Method header value {} does not match body value {}",
-                describe(&header_method),
-                describe(&method)
+                describe(header_method),
+                describe(method)
             )));
         }
-        if let Some(field) = name_param_of(&method) {
-            let body = match params.parse::<String>(field) {
-                Some(Ok(v)) => v,
-                _ => {
-                    return Err(RpcError::invalid_params(format!("{method} needs params.{field} (a string)")));
-                }
+        if let Some(field) = name_param_of(method) {
+            // Borrowed from the body unless it has escapes.
+            let body: std::borrow::Cow<'_, str> = match params.parse::<&str>(field) {
+                Some(Ok(v)) => std::borrow::Cow::Borrowed(v),
+                _ => match params.parse::<String>(field) {
+                    Some(Ok(v)) => std::borrow::Cow::Owned(v),
+                    _ => return Err(RpcError::invalid_params(format!("{method} needs params.{field} (a string)"))),
+                },
             };
             let raw = single_raw(h, "mcp-name")?
                 .ok_or_else(|| RpcError::header_mismatch(format!("missing Mcp-Name header (expected {})", describe(&body))))?;
-            let decoded = headers::decode(raw).map_err(|e| {
+            let decoded = headers::decode_borrowed(raw).map_err(|e| {
                 RpcError::header_mismatch(format!("Mcp-Name header value {} is invalid: {e}", describe(&String::from_utf8_lossy(raw))))
             })?;
             if decoded != body {
@@ -88,15 +90,15 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>, caller: Arc<Princip
         param_headers = Some(params_seen);
     }
     let id = msg.id.ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
-    Ok(Request { id, method: crate::protocol::Method::parse(&method), params, meta, param_headers, caller, legacy: None })
+    Ok(Request { id, method: crate::protocol::Method::parse(method), params, meta, param_headers, caller, legacy: None })
 }
 
 /// A header that must appear at most once, as trimmed text.
-fn single(h: &HeaderMap, name: &str) -> Result<Option<String>, RpcError> {
+fn single<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, RpcError> {
     match single_raw(h, name)? {
         None => Ok(None),
         Some(raw) => match std::str::from_utf8(raw) {
-            Ok(s) if s.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\t') => Ok(Some(s.trim().to_string())),
+            Ok(s) if s.bytes().all(|b| (0x20..0x7f).contains(&b) || b == b'\t') => Ok(Some(s.trim())),
             _ => Err(RpcError::header_mismatch(format!("{name} header contains invalid characters"))),
         },
     }

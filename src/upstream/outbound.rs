@@ -59,6 +59,8 @@ pub enum Credential {
 /// Where and with which credentials one endpoint is reached.
 pub struct Outbound {
     pub url: http::Uri,
+    /// `url` as text (a DPoP proof names it), written once.
+    url_text: String,
     headers: Vec<(HeaderName, HeaderValue)>,
     caller_headers: Vec<(String, Vec<(HeaderName, HeaderValue)>)>,
     credential: Credential,
@@ -97,7 +99,8 @@ impl Outbound {
         credential: Credential,
         timeout: Duration,
     ) -> Self {
-        Outbound { url, headers, caller_headers, credential, timeout, nonce: std::sync::Mutex::new(None) }
+        let url_text = url.to_string();
+        Outbound { url, url_text, headers, caller_headers, credential, timeout, nonce: std::sync::Mutex::new(None) }
     }
 
     /// A POST carrying `body` (a JSON-RPC message).
@@ -139,8 +142,7 @@ impl Outbound {
     }
 
     async fn build(&self, method: Method, body: Bytes, env: &Envelope, deadline: Instant) -> Result<Request<Full<Bytes>>, UpstreamError> {
-        let url = self.url.to_string();
-        let mut h = self.credentials(&method, &url, env, deadline).await?;
+        let mut h = self.credentials(&method, &self.url_text, env, deadline).await?;
         if method == Method::GET {
             h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         } else {
@@ -148,13 +150,13 @@ impl Outbound {
             h.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
         }
         if let Some(v) = &env.version {
-            h.insert("mcp-protocol-version", value(v)?);
+            h.insert("mcp-protocol-version", known_value(v, &[crate::protocol::SUPPORTED_VERSIONS, crate::protocol::LEGACY_VERSIONS])?);
         }
         if let Some(sid) = &env.session {
             h.insert("mcp-session-id", sid.clone());
         }
         if let Some(mcp) = &env.mcp {
-            h.insert("mcp-method", value(&mcp.method)?);
+            h.insert("mcp-method", known_value(&mcp.method, &[crate::protocol::MODERN_METHODS])?);
             if let Some(name) = &mcp.name {
                 h.insert("mcp-name", value(&headers::encode(name))?);
             }
@@ -176,7 +178,8 @@ impl Outbound {
     /// headers) and carry its trace context: what every request to this upstream starts with,
     /// MCP or REST.
     pub async fn credentials(&self, method: &Method, url: &str, env: &Envelope, deadline: Instant) -> Result<HeaderMap, UpstreamError> {
-        let mut h = HeaderMap::new();
+        // Room for the usual dozen, so the map is allocated once.
+        let mut h = HeaderMap::with_capacity(12);
         for (k, v) in &self.headers {
             h.append(k, v.clone());
         }
@@ -224,6 +227,15 @@ impl Outbound {
             h.insert("traceparent", value(tp)?);
         }
         Ok(h)
+    }
+}
+
+/// `v` as a header value, without a copy when it is one of `known` (a protocol version or method
+/// name the gateway knows: every request sends one).
+fn known_value(v: &str, known: &[&[&'static str]]) -> Result<HeaderValue, UpstreamError> {
+    match known.iter().flat_map(|list| list.iter()).find(|k| **k == v) {
+        Some(k) => Ok(HeaderValue::from_static(k)),
+        None => value(v),
     }
 }
 

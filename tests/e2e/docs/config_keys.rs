@@ -2,6 +2,7 @@
 //! read from the file model itself (each `#[serde(deny_unknown_fields)]` struct of
 //! crates/config, its fields under their `rename`), and each must appear there in code type
 //! (`` `key` ``, `` `key = …` ``) or as a table heading (`[key]`, `[[section.key]]`).
+//! [`fields_of`] reads the keys of one struct, for the other docs tests.
 
 use crate::harness::*;
 
@@ -54,4 +55,37 @@ fn every_config_key_is_in_the_configuration_reference() {
         "keys the configuration file accepts that docs/configuration.md does not document:\n{}",
         missing.join("\n")
     );
+}
+
+/// The fields of struct `name` in crates/config/src/config/`file`, each as the configuration file
+/// spells it (its serde `rename`, else the field's name) with its Rust type as written; fields
+/// serde flattens or skips are left out, as in [`keys`].
+pub fn fields_of(file: &str, name: &str) -> Vec<(String, String)> {
+    let path = repo().join("crates/config/src/config").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let open = format!("pub struct {name} {{");
+    let at = text.find(&open).unwrap_or_else(|| panic!("{}: no `{open}`", path.display()));
+    let body = &text[at + open.len()..];
+    let body = &body[..body.find("\n}").unwrap_or(body.len())];
+    let mut out = Vec::new();
+    let mut attrs: Vec<&str> = Vec::new();
+    for line in body.lines().map(str::trim) {
+        if line.starts_with("#[") {
+            if line.starts_with("#[serde") {
+                attrs.push(line);
+            }
+            continue;
+        }
+        if line.is_empty() || line.starts_with("//") {
+            continue;
+        }
+        if let Some((field, ty)) = line.strip_prefix("pub ").and_then(|l| l.split_once(':')) {
+            let renamed = attrs.iter().find_map(|a| a.split("rename = \"").nth(1).and_then(|r| r.split('"').next()));
+            if !attrs.iter().any(|a| a.contains("flatten") || a.contains("skip")) {
+                out.push((renamed.unwrap_or(field.trim()).to_string(), ty.trim().trim_end_matches(',').trim().to_string()));
+            }
+        }
+        attrs.clear();
+    }
+    out
 }

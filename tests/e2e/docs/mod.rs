@@ -9,12 +9,25 @@
 //! replayed against a real gateway and its outputs compared, the quick start runs with the real
 //! Claude Code CLI, MCP Inspector and mcp-remote, the troubleshooting page must quote the messages
 //! the binary and those clients really print, and the TLS recipe serves Node clients (see
-//! `scenarios.rs`).
+//! `scenarios.rs`). The shipped configuration's comments name pages and headings that exist
+//! (`shipped_config.rs`); the configuration reference's overview lists every top-level part the
+//! file model accepts (`config_overview.rs`); README.md and docs/production.md quote no benchmark
+//! figure that docs/performance.md's "Latest run" does not hold (`perf_figures.rs`); the per-user
+//! identity section names every key of `[upstream.user_auth]` and `[identity]` and the token
+//! endpoint methods the gateway uses (`user_auth.rs`); and the quick start's Python SDK recipe runs
+//! against real gateways, answering a confirmation (`python_recipe.rs`). `markdown.rs` scopes a
+//! check to one section of a page.
 
 mod config_keys;
+mod config_overview;
 mod levels;
+mod markdown;
+mod perf_figures;
+mod python_recipe;
 mod scenarios;
 mod shell;
+mod shipped_config;
+mod user_auth;
 
 use crate::harness::*;
 use serde_json::Value;

@@ -189,6 +189,8 @@ const KNOWN: &[&str] = &[
     "openssl",
     "npx",
     "uvx",
+    "pip",
+    "python",
     "claude",
     "cargo",
     "jq",

@@ -167,20 +167,19 @@ pub fn retain_for_era(extensions: &mut Map<String, Value>, era: Era) {
 /// upstream declares `upstream` (its `capabilities.extensions`): the known ones whose rule lets
 /// them through; never an unknown one.
 pub fn for_upstream(client: &Map<String, Value>, upstream: Option<&Map<String, Value>>, era: Era) -> Map<String, Value> {
-    let upstream_declares = |key: &str| upstream.and_then(|u| u.get(key)).is_some_and(|v| !v.is_null());
-    client
-        .iter()
-        .filter(|(key, _)| {
-            known(key).is_some_and(|e| {
-                e.relayed_in(era)
-                    && match e.declare {
-                        Declare::Always(_) => true,
-                        Declare::ToDeclaring => upstream_declares(key),
-                    }
-            })
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    client.iter().filter(|(key, _)| relayed(key, upstream, era)).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// Whether the client's extension `key` is relayed to an upstream that declares `upstream`,
+/// spoken to in `era`.
+fn relayed(key: &str, upstream: Option<&Map<String, Value>>, era: Era) -> bool {
+    known(key).is_some_and(|e| {
+        e.relayed_in(era)
+            && match e.declare {
+                Declare::Always(_) => true,
+                Declare::ToDeclaring => upstream.and_then(|u| u.get(key)).is_some_and(|v| !v.is_null()),
+            }
+    })
 }
 
 /// What the gateway declares for itself to upstreams spoken to in `era` (its own requests and
@@ -201,15 +200,17 @@ pub fn gateway_declares(era: Era) -> Map<String, Value> {
 /// [`for_upstream`]; an empty result removes the member.
 pub fn filter_client_capabilities(capabilities: &mut Value, upstream: Option<&Map<String, Value>>, era: Era) {
     let Some(caps) = capabilities.as_object_mut() else { return };
-    let kept = match caps.get("extensions") {
-        Some(Value::Object(client)) => for_upstream(client, upstream, era),
-        Some(_) => Map::new(),
+    // In place: this runs for every forwarded request.
+    let empty = match caps.get_mut("extensions") {
+        Some(Value::Object(client)) => {
+            client.retain(|key, _| relayed(key, upstream, era));
+            client.is_empty()
+        }
+        Some(_) => true,
         None => return,
     };
-    if kept.is_empty() {
+    if empty {
         caps.remove("extensions");
-    } else {
-        caps.insert("extensions".into(), Value::Object(kept));
     }
 }
 

@@ -43,17 +43,22 @@ pub fn encode(s: &str) -> String {
 
 /// Decodes a received header value (surrounding whitespace is not part of the value).
 pub fn decode(raw: &[u8]) -> Result<String, DecodeError> {
+    decode_borrowed(raw).map(std::borrow::Cow::into_owned)
+}
+
+/// [`decode`], borrowing the header's own text when it was not base64-encoded (the usual case).
+pub fn decode_borrowed(raw: &[u8]) -> Result<std::borrow::Cow<'_, str>, DecodeError> {
     let text = std::str::from_utf8(raw).map_err(|_| DecodeError::InvalidCharacters)?;
     let text = text.trim_matches([' ', '\t']);
     if looks_encoded(text) {
         let inner = &text[PREFIX.len()..text.len() - SUFFIX.len()];
         let bytes = STANDARD.decode(inner).map_err(|_| DecodeError::InvalidBase64)?;
-        return String::from_utf8(bytes).map_err(|_| DecodeError::NotUtf8);
+        return String::from_utf8(bytes).map(std::borrow::Cow::Owned).map_err(|_| DecodeError::NotUtf8);
     }
     if text.bytes().any(|b| !(0x20..0x7f).contains(&b) && b != b'\t') {
         return Err(DecodeError::InvalidCharacters);
     }
-    Ok(text.to_string())
+    Ok(std::borrow::Cow::Borrowed(text))
 }
 
 /// The string form of an argument value that a header mirrors; `None` for null/absent, objects,

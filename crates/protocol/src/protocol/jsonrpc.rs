@@ -190,7 +190,8 @@ fn envelope(id: Option<&Json>, member: &str, payload: Bytes) -> Rope {
 }
 
 pub fn json_string(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
+    // Writing a string cannot fail; the fallback is never taken.
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
 }
 
 #[cfg(test)]
