@@ -84,6 +84,22 @@ pub fn all_blocks() -> Vec<Block> {
     doc_files().iter().flat_map(|p| blocks_of(p)).collect()
 }
 
+/// Users do not know the project's internal work items ("Part 22"): the docs name the change.
+#[test]
+fn user_docs_name_no_internal_work_items() {
+    let mut found = Vec::new();
+    for file in doc_files() {
+        let text = std::fs::read_to_string(&file).expect("read a doc");
+        for (n, line) in text.lines().enumerate() {
+            let words: Vec<&str> = line.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+            if words.windows(2).any(|w| matches!(w[0], "Part" | "Parts") && w[1].chars().all(|c| c.is_ascii_digit())) {
+                found.push(format!("{}:{}: {line}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "internal work items named in user docs:\n{}", found.join("\n"));
+}
+
 #[test]
 fn every_toml_snippet_is_a_valid_configuration() {
     let mut checked = 0;
