@@ -292,15 +292,20 @@ fn every_metric_is_in_the_operations_table() {
     }
 }
 
-fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+pub fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    files_with(dir, "rs", out);
+}
+
+/// Every file under `dir` (a `target` folder aside) whose extension is `ext`.
+pub fn files_with(dir: &std::path::Path, ext: &str, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
             if p.file_name().is_some_and(|n| n != "target") {
-                rust_files(&p, out);
+                files_with(&p, ext, out);
             }
-        } else if p.extension().is_some_and(|x| x == "rs") {
+        } else if p.extension().is_some_and(|x| x == ext) {
             out.push(p);
         }
     }

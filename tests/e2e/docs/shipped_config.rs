@@ -6,23 +6,12 @@
 
 use super::markdown::headings;
 use crate::harness::*;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// `gateway.toml` and every `.toml` file under deploy/.
 fn shipped() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "toml") {
-                out.push(p);
-            }
-        }
-    }
     let mut files = vec![repo().join("gateway.toml")];
-    walk(&repo().join("deploy"), &mut files);
+    super::files_with(&repo().join("deploy"), "toml", &mut files);
     files
 }
 

@@ -14,16 +14,9 @@ use std::path::Path;
 
 /// Every `"client_secret_…"` string of the Rust sources under `dir`.
 fn methods_in(dir: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            methods_in(&p, out);
-            continue;
-        }
-        if p.extension().is_none_or(|x| x != "rs") {
-            continue;
-        }
+    let mut files = Vec::new();
+    super::rust_files(dir, &mut files);
+    for p in files {
         let Ok(src) = std::fs::read_to_string(&p) else { continue };
         for (at, _) in src.match_indices("\"client_secret_") {
             let name: String = src[at + 1..].chars().take_while(|c| c.is_ascii_lowercase() || *c == '_').collect();
