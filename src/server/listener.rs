@@ -75,11 +75,16 @@ impl Edge {
                     // The version is read from the first bytes without taking them (see `Builders`).
                     let first = tokio::select! {
                         v = tokio::time::timeout(state.cfg.header_read_timeout, sniff(&stream)) => v,
-                        _ = tracked.close.cancelled() => Ok(Ok(None)),
+                        _ = tracked.close.cancelled() => Ok(Ok(Sniffed::Closed)),
                     };
-                    if let Ok(Ok(Some(version))) = first {
+                    let version = match first {
+                        Ok(Ok(Sniffed::Version(v))) => Some(Some(v)),
+                        Ok(Ok(Sniffed::Unsure)) => Some(None),
+                        _ => None,
+                    };
+                    if let Some(version) = version {
                         let io = WriteDeadline::new(stream, state.cfg.write_timeout);
-                        serve_connection(TokioIo::new(io), Some(version), &state, &builders, watcher, ids, &tracked, peer).await;
+                        serve_connection(TokioIo::new(io), version, &state, &builders, watcher, ids, &tracked, peer).await;
                     }
                     state.conns.remove(conn_id);
                 });
@@ -136,7 +141,7 @@ enum Version {
 /// The hyper builders, one per way a connection's version is known. A cleartext connection's
 /// version is read by peeking at its first bytes, a TLS one's from ALPN, and the connection is
 /// served by hyper's own HTTP/1.1 or HTTP/2 connection. hyper-util's detection (`either`, for TLS
-/// clients that offer no ALPN) reads the first bytes out of the socket and hands them back
+/// clients that offer no ALPN and first packets that hold a piece of `PRI `) reads the first bytes out of the socket and hands them back
 /// through a rewind, which makes hyper's first read a short one and grows its read buffer to
 /// twice its size for the connection's whole life; and its connection type holds room for
 /// HTTP/2's state in every HTTP/1.1 connection. Either was paid by every idle listen stream.
@@ -146,27 +151,33 @@ struct Builders {
     either: auto::Builder<TokioExecutor>,
 }
 
+/// What the first bytes of a cleartext connection said.
+enum Sniffed {
+    /// The client closed (or was shed) before sending anything.
+    Closed,
+    Version(Version),
+    /// Only a piece of `PRI ` so far: hyper-util's detection reads the rest as it arrives.
+    Unsure,
+}
+
 /// HTTP/2 with prior knowledge starts with its connection preface, `PRI * HTTP/2.0…`; `PRI` is
 /// a method no HTTP/1 client sends (RFC 9113 §3.4 reserves it for exactly this), so four bytes
-/// decide, and HTTP/2's own handshake checks the rest. `None`: the client closed first.
-async fn sniff(stream: &TcpStream) -> std::io::Result<Option<Version>> {
+/// decide, and HTTP/2's own handshake checks the rest. Peeking again at a socket that holds a
+/// piece of the prefix would return at once with the same bytes, so such a connection (rare, and
+/// never polled for) is left to hyper-util's detection, which waits for the rest.
+async fn sniff(stream: &TcpStream) -> std::io::Result<Sniffed> {
     const PREFACE: &[u8] = b"PRI ";
     let mut first = [0u8; 4];
-    loop {
-        let n = stream.peek(&mut first).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        if !PREFACE.starts_with(&first[..n]) {
-            return Ok(Some(Version::H1));
-        }
-        if n == PREFACE.len() {
-            return Ok(Some(Version::H2));
-        }
-        // A prefix of `PRI ` arrived alone (rare): peeking again at once would only see the
-        // same bytes, so wait a little for the rest (bounded by the caller's header deadline).
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    let n = stream.peek(&mut first).await?;
+    Ok(if n == 0 {
+        Sniffed::Closed
+    } else if !PREFACE.starts_with(&first[..n]) {
+        Sniffed::Version(Version::H1)
+    } else if n == PREFACE.len() {
+        Sniffed::Version(Version::H2)
+    } else {
+        Sniffed::Unsure
+    })
 }
 
 /// Serves one connection through the tower stack until it ends (see [`watch_connection`]), as

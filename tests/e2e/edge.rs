@@ -64,8 +64,8 @@ fn answer_to_parts(addr: &str, parts: &[&[u8]]) -> Vec<u8> {
 #[test]
 fn a_client_whose_first_bytes_arrive_apart_is_still_understood() {
     // HTTP/1.1 and HTTP/2 with prior knowledge are told apart by peeking at the first bytes
-    // (`PRI ` begins HTTP/2's preface); a client whose first write is shorter than that waits
-    // for the rest instead of being guessed at.
+    // (`PRI ` begins HTTP/2's preface); a client whose first write is a piece of that is left to
+    // a detection that waits for the rest, never guessed at (and never polled for).
     let gw = gateway("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\"]\n");
     let a = addr(&gw);
     let h1 = answer_to_parts(&a, &[b"GE", b"T /healthz HTTP/1.1\r\nHost: x\r\n\r\n"]);
