@@ -445,17 +445,15 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// A `tools/call` forwarded to `calc` that took `ms`.
+    fn calc_call(transport: Transport, tool: Option<&'static str>, ms: u64) -> semconv::Forwarded<'static> {
+        semconv::Forwarded { method: "tools/call", upstream: "calc", transport, tool, error_type: None, took: Duration::from_millis(ms) }
+    }
+
     #[test]
     fn renders_the_series() {
         let m = Metrics::default();
-        let call = semconv::Forwarded {
-            method: "tools/call",
-            upstream: "calc",
-            transport: Transport::Pipe,
-            tool: Some("calc__add"),
-            error_type: None,
-            took: Duration::from_millis(3),
-        };
+        let call = calc_call(Transport::Pipe, Some("calc__add"), 3);
         m.call(&call, "-", "ok");
         m.call(&call, "-", "error -32602");
         m.served(&semconv::Served {
@@ -506,14 +504,7 @@ mod tests {
     #[test]
     fn an_upstreams_own_error_codes_share_one_series() {
         let m = Metrics::default();
-        let call = semconv::Forwarded {
-            method: "tools/call",
-            upstream: "calc",
-            transport: Transport::Tcp,
-            tool: None,
-            error_type: None,
-            took: Duration::from_millis(1),
-        };
+        let call = calc_call(Transport::Tcp, None, 1);
         for code in [1, 2, 3, 424242] {
             m.call(&call, "-", &format!("upstream_error {code}"));
         }
@@ -528,14 +519,7 @@ mod tests {
     #[test]
     fn the_legacy_names_keep_the_earlier_histogram() {
         let m = Metrics::named(crate::config::usage::MetricsConfig { per_tool: true, per_caller: false }, false, true);
-        let call = semconv::Forwarded {
-            method: "tools/call",
-            upstream: "calc",
-            transport: Transport::Tcp,
-            tool: Some("calc__add"),
-            error_type: None,
-            took: Duration::from_millis(3),
-        };
+        let call = calc_call(Transport::Tcp, Some("calc__add"), 3);
         m.call(&call, "-", "tool_error");
         let text = m.render(&Snapshot::default(), EdgeStats::default());
         assert!(text.contains(r#"mcpgate_call_duration_seconds_count{method="tools/call",upstream="calc"} 1"#), "{text}");

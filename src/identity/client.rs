@@ -273,8 +273,7 @@ impl OAuthHttp {
     pub async fn register(&self, server: &ServerMetadata, redirect_uri: &str) -> Result<ClientAuth, IdentityError> {
         let endpoint = server.registration_endpoint.clone().ok_or_else(|| IdentityError::NoRegistration(server.issuer.clone()))?;
         guard::check_url(&endpoint, self.rules)?;
-        let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_default();
-        let method = ["client_secret_basic", "client_secret_post"].into_iter().find(|m| methods.iter().any(|x| x == m)).unwrap_or("none");
+        let method = registration_method(server);
         let body = serde_json::json!({
             "client_name": "mcpgate",
             "redirect_uris": [redirect_uri],
@@ -376,6 +375,13 @@ struct Answer {
     bytes: Bytes,
     location: Option<String>,
     nonce: Option<String>,
+}
+
+/// The token-endpoint authentication a dynamic registration at `server` asks for: the strongest
+/// the server lists, else a public client.
+pub fn registration_method(server: &ServerMetadata) -> &'static str {
+    let methods = server.token_endpoint_auth_methods_supported.as_deref().unwrap_or_default();
+    ["client_secret_basic", "client_secret_post"].into_iter().find(|m| methods.iter().any(|x| x == m)).unwrap_or("none")
 }
 
 /// A token request's client authentication (RFC 6749 §2.3, RFC 7523 §2.2): in the body or as an

@@ -535,7 +535,7 @@ impl Identity {
 
 /// How a configured client authenticates at `server`: HTTP Basic with a secret, unless the server
 /// lists only `client_secret_post`; without a secret, a public client. `None` without a client.
-fn client_at(server: &ServerMetadata, id: Option<&str>, secret: Option<&str>) -> Option<ClientAuth> {
+pub(super) fn client_at(server: &ServerMetadata, id: Option<&str>, secret: Option<&str>) -> Option<ClientAuth> {
     let id = id?.to_string();
     let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_default();
     Some(match secret {

@@ -140,9 +140,9 @@ enum Version {
 
 /// The hyper builders, one per way a connection's version is known. A cleartext connection's
 /// version is read by peeking at its first bytes, a TLS one's from ALPN, and the connection is
-/// served by hyper's own HTTP/1.1 or HTTP/2 connection. hyper-util's detection (`either`, for TLS
-/// clients that offer no ALPN and first packets that hold a piece of `PRI `) reads the first bytes out of the socket and hands them back
-/// through a rewind, which makes hyper's first read a short one and grows its read buffer to
+/// served by hyper's own HTTP/1.1 or HTTP/2 connection. hyper-util's detection (`either`, for
+/// TLS clients that offer no ALPN and first packets that hold a piece of `PRI `) reads the first
+/// bytes out of the socket and hands them back through a rewind, which makes hyper's first read a short one and grows its read buffer to
 /// twice its size for the connection's whole life; and its connection type holds room for
 /// HTTP/2's state in every HTTP/1.1 connection. Either was paid by every idle listen stream.
 struct Builders {

@@ -147,7 +147,9 @@ pub fn outcome_class(label: &str) -> &str {
 /// Whether an outcome is a call the gateway refused before it ran (a rate limit or a quota):
 /// counted as a call, never as the tool's error.
 pub fn is_refusal(outcome: &str) -> bool {
-    matches!(outcome_class(outcome), "rate_limited" | "quota_exceeded")
+    use crate::telemetry::reasons::Refused;
+    let class = outcome_class(outcome);
+    class == Refused::RateLimited.as_str() || class == Refused::QuotaExceeded.as_str()
 }
 
 impl Usage {

@@ -4,7 +4,7 @@
 //! anything, how the gateway would be known to that server and authenticate at its token
 //! endpoint — so a configuration that cannot work fails `check`, not a caller's first call.
 
-use super::super::client::IdentityError;
+use super::super::client::{ClientAuth, IdentityError, registration_method};
 use super::super::discovery::ServerMetadata;
 use super::{Identity, Protected};
 
@@ -38,29 +38,27 @@ impl Identity {
         Ok(lines)
     }
 
-    /// How the gateway would present itself to `server`, in [`Identity::client_for`]'s order,
-    /// without registering.
+    /// How the gateway would present itself to `server`, in [`Identity::client_for`]'s order and
+    /// by its rules ([`client_at`](super::client_at), [`registration_method`]), without
+    /// registering.
     fn client_plan(&self, p: &Protected, server: &ServerMetadata) -> Result<String, IdentityError> {
         if server.client_id_metadata_document_supported == Some(true) && self.settings.client_metadata_usable {
             return Ok(format!("its client metadata document {}", self.settings.client_metadata_url));
         }
-        let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_default();
         if p.client_issuer.as_deref() == Some(server.issuer.as_str())
-            && let Some(id) = &p.client_id
+            && let Some(auth) = super::client_at(server, p.client_id.as_deref(), p.client_secret.as_deref())
         {
-            let how = match &p.client_secret {
-                None => "a public client (no secret)",
-                Some(_) if !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post") => {
-                    "client_secret_post"
-                }
-                Some(_) => "client_secret_basic, with client_id in the body too",
+            let (id, how) = match &auth {
+                ClientAuth::None { client_id } => (client_id, "a public client (no secret)"),
+                ClientAuth::Post { client_id, .. } => (client_id, "client_secret_post"),
+                ClientAuth::Basic { client_id, .. } => (client_id, "client_secret_basic, with client_id in the body too"),
+                ClientAuth::Assertion { client_id, .. } => (client_id, "private_key_jwt"),
             };
             return Ok(format!("the configured client {id}; at the token endpoint: {how}"));
         }
         let Some(endpoint) = &server.registration_endpoint else {
             return Err(IdentityError::NoRegistration(server.issuer.clone()));
         };
-        let method = ["client_secret_basic", "client_secret_post"].into_iter().find(|m| methods.iter().any(|x| x == m)).unwrap_or("none");
-        Ok(format!("a client it registers on first use at {endpoint} (token endpoint authentication: {method})"))
+        Ok(format!("a client it registers on first use at {endpoint} (token endpoint authentication: {})", registration_method(server)))
     }
 }
