@@ -142,6 +142,9 @@ fn isolation(gw: &Gateway, out: &mut String) {
     let _ = writeln!(out, "\nIsolation:");
     for (id, sandbox, instances) in &stdio {
         let per = match instances {
+            crate::config::sandbox::Instances::PerCaller { .. } if gw.config().auth.mode == crate::config::auth::AuthMode::None => {
+                "; one process per caller, BUT [auth] mode = \"none\" makes every request the same anonymous caller: one process serves everyone".into()
+            }
             crate::config::sandbox::Instances::PerCaller { max, idle } => {
                 format!("; one process per caller (at most {max}, stopped after {} idle)", humantime::format_duration(*idle))
             }
@@ -164,20 +167,16 @@ fn isolation(gw: &Gateway, out: &mut String) {
         let _ = writeln!(out, "  {id}: {target}; {network}; memory {} MiB; {} processes{per}", s.memory_bytes >> 20, s.processes);
     }
     let yes = |b: bool| if b { "enforced" } else { "NOT enforced" };
-    let files = if e.landlock_abi == 0 {
-        "NOT enforced (no Landlock: sandboxed servers will not start)".to_string()
-    } else {
-        format!("enforced (Landlock ABI {})", e.landlock_abi)
-    };
+    let files = e.files();
     let processes = match (e.pids_cgroup, e.root) {
         (true, _) => "enforced (pids cgroup)",
-        (false, false) => "enforced (RLIMIT_NPROC)",
+        (false, false) => "enforced, approximately (RLIMIT_NPROC counts all the user's tasks: those at start plus the bound)",
         (false, true) => "NOT enforced (the gateway runs as root and no pids cgroup can be made; RLIMIT_NPROC does not bind root)",
     };
     let _ = writeln!(
         out,
-        "  this machine: files {files}; TCP ports {}; system-call filter {}; processes {processes}; memory, CPU time, open files enforced (rlimits)",
-        yes(e.tcp_ports),
+        "  this machine: files {files}; TCP ports {}; system-call filter {}; processes {processes}; memory, CPU time, open files enforced per process (rlimits)",
+        if e.tcp_ports { "enforced" } else { "NOT enforced (Landlock ABI < 4: a sandbox with network = [ports] will not start)" },
         yes(e.seccomp)
     );
 }

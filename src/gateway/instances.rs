@@ -1,8 +1,8 @@
 //! One process per caller for stdio upstreams that keep user state (`instances = "per_caller"`,
 //! docs/isolation.md): a caller's first request starts a process of its own, in a sandbox of its
 //! own with its own private folder (`{instance_dir}`); later requests of that caller go to it; it
-//! stops after `instance_idle` without use, or when `max_instances` are running and another
-//! caller needs one (the least recently used goes). The catalogue still comes from the shared
+//! stops after `instance_idle` without use, when `max_instances` are running and another
+//! caller needs one (the least recently used goes), or when a reload retires its upstream. The catalogue still comes from the shared
 //! process's probe; a caller's process that announces a list change tells that caller only.
 
 use super::{Gateway, Routed};
@@ -27,6 +27,9 @@ pub struct PerCaller {
     held: Mutex<HashMap<Key, Held>>,
     /// One start at a time per (caller, upstream): concurrent first requests share it.
     starting: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
+    /// Starts in progress per upstream, at most `max_instances` at once: a burst of new callers
+    /// waits for a slot instead of starting a process each (running ones are bounded on insert).
+    slots: Mutex<HashMap<usize, Arc<tokio::sync::Semaphore>>>,
     sweeping: std::sync::atomic::AtomicBool,
 }
 
@@ -44,10 +47,15 @@ fn folder_of(caller: &str) -> String {
 }
 
 /// The configuration of `caller`'s own process: the upstream's, with a private folder of its own.
+/// The callers' folders sit beside the shared process's (`<id>@callers/<caller>`), not inside it:
+/// the shared process, which keeps running for the catalogue, can write its own folder and must
+/// not reach any caller's.
 fn for_caller(cfg: &UpstreamConfig, caller: &str) -> UpstreamConfig {
     let mut cfg = cfg.clone();
     if let TransportConfig::Stdio { sandbox: Some(s), .. } = &mut cfg.transport {
-        s.private = s.private.join("callers").join(folder_of(caller));
+        let mut beside = s.private.as_os_str().to_os_string();
+        beside.push("@callers");
+        s.private = std::path::PathBuf::from(beside).join(folder_of(caller));
     }
     cfg
 }
@@ -64,14 +72,22 @@ impl Gateway {
         let gate = lock(&self.instances.starting).entry(key.clone()).or_default().clone();
         let _starting = gate.lock().await;
         if let Some(up) = self.running_instance(&key) {
+            lock(&self.instances.starting).remove(&key);
             return Some(Routed::Up(up));
         }
+        let slots =
+            lock(&self.instances.slots).entry(shared.index).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(max.max(1)))).clone();
+        // Never the shared process instead: a caller's state stays in its own.
+        let Ok(_slot) = slots.acquire_owned().await else {
+            return Some(Routed::Failed(crate::upstream::UpstreamError::Unreachable("the gateway is stopping".into())));
+        };
         let (tx, mut updates) = tokio::sync::mpsc::channel::<String>(8);
         let parts = Shared { client: self.client.clone(), tasks: self.tasks.child(), input_timeout: self.config().server.input_timeout };
         let up = Arc::new(Upstream::new(shared.index, for_caller(&shared.cfg, caller), parts, tx));
         if let Err(e) = up.refresh().await {
             tracing::warn!(upstream = %shared.id(), %caller, error = %e, "a caller's own process did not start");
             up.retire();
+            lock(&self.instances.starting).remove(&key);
             return Some(Routed::Failed(e));
         }
         tracing::info!(upstream = %shared.id(), %caller, "started a caller's own process");
@@ -94,7 +110,7 @@ impl Gateway {
         });
         let evicted = {
             let mut held = lock(&self.instances.held);
-            held.insert(key, Held { up: up.clone(), used: Instant::now() });
+            held.insert(key.clone(), Held { up: up.clone(), used: Instant::now() });
             let mine: Vec<(String, usize)> = held.keys().filter(|(_, i)| *i == shared.index).cloned().collect();
             let mut out = Vec::new();
             if mine.len() > max
@@ -105,6 +121,7 @@ impl Gateway {
             }
             out
         };
+        lock(&self.instances.starting).remove(&key);
         for (who, gone) in evicted {
             tracing::info!(upstream = %shared.id(), caller = %who, "stopped a caller's process: max_instances reached");
             gone.retire();
@@ -148,12 +165,28 @@ impl Gateway {
         };
         let stopped: Vec<((String, usize), Arc<Upstream>)> = {
             let mut held = lock(&self.instances.held);
+            // A process still answering a call is in use, however long ago the call began.
+            for h in held.values_mut().filter(|h| h.up.busy()) {
+                h.used = Instant::now();
+            }
             let idle: Vec<(String, usize)> =
                 held.iter().filter(|(k, h)| h.used.elapsed() >= idle_of(k.1)).map(|(k, _)| k.clone()).collect();
             idle.into_iter().filter_map(|k| held.remove(&k).map(|h| (k, h.up))).collect()
         };
         for ((caller, index), up) in stopped {
             tracing::info!(upstream = %self.upstream_id(index), %caller, "stopped a caller's idle process");
+            up.retire();
+        }
+    }
+
+    /// Stops every caller's process of upstream `index` (retired by a reload).
+    pub(super) fn stop_instances_of(&self, index: usize) {
+        let stopped: Vec<Arc<Upstream>> = {
+            let mut held = lock(&self.instances.held);
+            let keys: Vec<Key> = held.keys().filter(|(_, i)| *i == index).cloned().collect();
+            keys.iter().filter_map(|k| held.remove(k)).map(|h| h.up).collect()
+        };
+        for up in stopped {
             up.retire();
         }
     }

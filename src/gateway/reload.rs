@@ -131,6 +131,7 @@ impl Gateway {
         previous_auth.stop();
         for up in &retiring {
             up.retire();
+            self.stop_instances_of(up.index);
         }
         // Open subscriptions were judged by the old callers and policy: they end gracefully and
         // are judged by the new rules when their clients listen again.

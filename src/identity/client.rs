@@ -44,6 +44,15 @@ pub enum IdentityError {
     Spent,
 }
 
+impl IdentityError {
+    /// Whether the token endpoint refused the request for good (RFC 6749 §5.2: a 400 or 401 that
+    /// names an `error`), rather than failing for now (a 5xx, a 429, a proxy's page): only a
+    /// refusal for good makes an assertion not worth presenting again.
+    pub fn is_definitive_refusal(&self) -> bool {
+        matches!(self, IdentityError::TokenRefused { status: 400 | 401, error: Some(_), .. })
+    }
+}
+
 /// How the gateway authenticates to a token endpoint.
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "method")]
@@ -102,13 +111,19 @@ pub(crate) struct TokenResponse {
 pub struct OAuthHttp {
     client: GuardedClient,
     rules: Rules,
+    /// The latest DPoP nonce each token endpoint sent (RFC 9449 §8), for the next proof there:
+    /// a refresh does not pay a refused request first. At most [`NONCES_KEPT`] endpoints.
+    nonces: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
 }
+
+/// Token endpoints whose DPoP nonce is remembered (a few per gateway; the map starts over past it).
+const NONCES_KEPT: usize = 64;
 
 impl OAuthHttp {
     /// With its own guarded client (`connect`): identity traffic never shares a connection with
     /// upstream traffic, and goes only to addresses the rules allow.
     pub fn new(rules: Rules) -> Self {
-        OAuthHttp { client: guarded_client(rules), rules }
+        OAuthHttp { client: guarded_client(rules), rules, nonces: Default::default() }
     }
 
     /// The protected-resource metadata of `resource` (the upstream's canonical URI): the
@@ -160,6 +175,34 @@ impl OAuthHttp {
             }
         }
         Err(last)
+    }
+
+    /// Where `resource`'s authorization lives: the server its protected-resource metadata names
+    /// (with that metadata), or, when it publishes none that can be read (not found, or refused:
+    /// a server on the 2025-03-26 rules may put every path behind its own authorization) and the
+    /// challenge named none, the authorization server at its origin (2025-03-26 rules). Should
+    /// that fail too after a refusal, the refusal is what is reported.
+    pub async fn authorization_server(
+        &self,
+        resource: &str,
+        challenge: Option<&Challenge>,
+    ) -> Result<(ServerMetadata, Option<ResourceMetadata>), IdentityError> {
+        let named = challenge.is_some_and(|c| c.resource_metadata.is_some());
+        match self.resource_metadata(resource, challenge).await {
+            Ok(prm) => {
+                let issuer = prm.authorization_servers.first().cloned().ok_or(discovery::DiscoveryError::NoAuthorizationServer)?;
+                Ok((self.server_metadata(&issuer).await?, Some(prm)))
+            }
+            Err(e @ (IdentityError::NotFound(_) | IdentityError::Fetch { .. })) if !named => {
+                tracing::info!(%resource, "no protected-resource metadata; using the origin's authorization server (2025-03-26 rules)");
+                match self.legacy_server_metadata(resource).await {
+                    Ok(server) => Ok((server, None)),
+                    Err(_) if matches!(e, IdentityError::Fetch { .. }) => Err(e),
+                    Err(legacy) => Err(legacy),
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The authorization server of a 2025-03-26 server that has no protected-resource metadata
@@ -229,7 +272,7 @@ impl OAuthHttp {
     ) -> Result<TokenResponse, IdentityError> {
         guard::check_url(url, self.rules)?;
         let (base, body) = authenticate(Request::builder(), body, auth);
-        let mut nonce: Option<String> = None;
+        let mut nonce: Option<String> = key.and_then(|_| crate::sync::lock(&self.nonces).get(url).cloned());
         for attempt in 0..2 {
             let mut req = Request::builder()
                 .method(Method::POST)
@@ -246,6 +289,13 @@ impl OAuthHttp {
             }
             let req = req.body(Full::new(Bytes::from(body.clone()))).map_err(|e| fetch_error(url, e))?;
             let answer = self.send(url, req).await?;
+            if let Some(fresh) = answer.nonce.as_ref().filter(|_| key.is_some()) {
+                let mut kept = crate::sync::lock(&self.nonces);
+                if kept.len() >= NONCES_KEPT && !kept.contains_key(url) {
+                    kept.clear();
+                }
+                kept.insert(url.to_string(), fresh.clone());
+            }
             if !answer.status.is_success() {
                 let refused = refusal(answer.status, &answer.bytes, &body);
                 if let IdentityError::TokenRefused { error: Some(e), .. } = &refused
@@ -274,7 +324,7 @@ impl OAuthHttp {
         let endpoint = server.registration_endpoint.clone().ok_or_else(|| IdentityError::NoRegistration(server.issuer.clone()))?;
         guard::check_url(&endpoint, self.rules)?;
         let method = registration_method(server);
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "client_name": "mcpgate",
             "redirect_uris": [redirect_uri],
             "grant_types": ["authorization_code", "refresh_token"],
@@ -282,6 +332,12 @@ impl OAuthHttp {
             "token_endpoint_auth_method": method,
             "application_type": "web",
         });
+        // Every scope the server offers: servers that keep a client to the scopes it registered
+        // with (the MCP Python SDK's) would otherwise refuse each scope at /authorize, and the
+        // registration serves every upstream behind this server, whatever scope each asks for.
+        if let Some(scopes) = server.scopes_supported.as_ref().filter(|s| !s.is_empty()) {
+            body["scope"] = serde_json::Value::String(scopes.join(" "));
+        }
         let req = Request::post(&endpoint)
             .header("content-type", "application/json")
             .header("accept", "application/json")
@@ -289,7 +345,11 @@ impl OAuthHttp {
             .map_err(|e| fetch_error(&endpoint, e))?;
         let Answer { status, bytes, .. } = self.send(&endpoint, req).await?;
         if !status.is_success() {
-            return Err(fetch_error(&endpoint, format!("registration refused (HTTP {status})")));
+            // RFC 7591 §3.2.2: the server's error and description.
+            let (error, description) = server_words(&bytes);
+            tracing::warn!(%status, endpoint = %endpoint, error = error.as_deref().unwrap_or("-"), description = description.as_deref().unwrap_or("-"), "client registration refused");
+            let named = error.map(|e| format!(", {e}")).unwrap_or_default();
+            return Err(fetch_error(&endpoint, format!("registration refused (HTTP {status}{named})")));
         }
         #[derive(serde::Deserialize)]
         struct Registered {
@@ -418,15 +478,21 @@ pub fn authenticate(req: http::request::Builder, body: String, auth: &ClientAuth
 /// A token endpoint's refusal (RFC 6749 §5.2), logged with the server's own words, bounded, on one
 /// line, and without the values the request sent (a server may quote a code or a refresh token).
 pub(crate) fn refusal(status: StatusCode, bytes: &[u8], body_sent: &str) -> IdentityError {
+    let (error, description) = server_words(bytes);
+    let sent: Vec<String> = form_urlencoded::parse(body_sent.as_bytes()).map(|(_, v)| v.into_owned()).filter(|v| v.len() >= 4).collect();
+    let description = description.map(|d| sent.iter().fold(d, |d, v| d.replace(v.as_str(), "[redacted]")));
+    tracing::warn!(%status, error = error.as_deref().unwrap_or("-"), description = description.as_deref().unwrap_or("-"), "token request refused");
+    IdentityError::TokenRefused { status: status.as_u16(), error, description }
+}
+
+/// An OAuth error answer's `error` and `error_description` (RFC 6749 §5.2, RFC 7591 §3.2.2),
+/// each bounded to 300 characters and without control characters, so a log line stays one line.
+fn server_words(bytes: &[u8]) -> (Option<String>, Option<String>) {
     let answer = serde_json::from_slice::<serde_json::Value>(bytes).ok();
     let said = |key: &str| {
         answer.as_ref().and_then(|v| v[key].as_str()).map(|t| t.chars().filter(|c| !c.is_control()).take(300).collect::<String>())
     };
-    let sent: Vec<String> = form_urlencoded::parse(body_sent.as_bytes()).map(|(_, v)| v.into_owned()).filter(|v| v.len() >= 4).collect();
-    let description = said("error_description").map(|d| sent.iter().fold(d, |d, v| d.replace(v.as_str(), "[redacted]")));
-    let error = said("error");
-    tracing::warn!(%status, error = error.as_deref().unwrap_or("-"), description = description.as_deref().unwrap_or("-"), "token request refused");
-    IdentityError::TokenRefused { status: status.as_u16(), error, description }
+    (said("error"), said("error_description"))
 }
 
 /// A `Location` resolved against the URL it answered (RFC 3986 §5.2, by the `url` crate); an
@@ -458,119 +524,4 @@ fn fetch_error(url: &str, reason: impl std::fmt::Display) -> IdentityError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::identity::testserver::server;
-    use std::sync::{Arc, Mutex};
-
-    /// The metadata of a server at `base` with its token endpoint at `/token`.
-    fn metadata(base: &str) -> ServerMetadata {
-        ServerMetadata { registration_endpoint: None, ..discovery::legacy_defaults(base) }
-    }
-
-    fn http() -> OAuthHttp {
-        OAuthHttp::new(Rules { loopback: true })
-    }
-
-    fn first_lines(seen: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
-        seen.lock().unwrap().iter().map(|r| r.lines().next().unwrap_or("").to_string()).collect()
-    }
-
-    #[tokio::test]
-    async fn discovery_follows_the_spec_order_and_checks_what_it_finds() {
-        let (base, seen) = server(|base| {
-            let prm = format!(r#"{{"resource":"{base}/mcp","authorization_servers":["{base}/tenant"],"scopes_supported":["read"]}}"#);
-            let asm = format!(
-                r#"{{"issuer":"{base}/tenant","authorization_endpoint":"{base}/authorize","token_endpoint":"{base}/token","code_challenge_methods_supported":["S256"]}}"#
-            );
-            vec![
-                ("/.well-known/oauth-protected-resource", 200, vec![], prm),
-                ("/tenant/.well-known/openid-configuration", 200, vec![], asm),
-                ("/moved", 302, vec![("location", "/.well-known/oauth-protected-resource".into())], String::new()),
-            ]
-        })
-        .await;
-        let http = http();
-        let prm = http.resource_metadata(&format!("{base}/mcp"), None).await.expect("resource metadata");
-        assert_eq!(prm.authorization_servers, [format!("{base}/tenant")]);
-        let md = http.server_metadata(&prm.authorization_servers[0]).await.expect("server metadata");
-        assert_eq!(md.token_endpoint, format!("{base}/token"));
-        assert_eq!(
-            first_lines(&seen),
-            [
-                "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1",
-                "GET /.well-known/oauth-protected-resource HTTP/1.1",
-                "GET /.well-known/oauth-authorization-server/tenant HTTP/1.1",
-                "GET /.well-known/openid-configuration/tenant HTTP/1.1",
-                "GET /tenant/.well-known/openid-configuration HTTP/1.1"
-            ]
-        );
-        // The challenge's resource_metadata is used as given, redirects followed.
-        let challenge = Challenge { resource_metadata: Some(format!("{base}/moved")), ..Default::default() };
-        assert!(http.resource_metadata(&format!("{base}/mcp"), Some(&challenge)).await.is_ok());
-        // A document about another resource is refused, not trusted.
-        let err = http.resource_metadata(&format!("{base}/other"), Some(&challenge)).await.expect_err("mismatch");
-        assert!(matches!(err, IdentityError::Discovery(discovery::DiscoveryError::ResourceMismatch { .. })), "{err}");
-        // An issuer that does not match the one asked for is refused.
-        let err = http.server_metadata(&format!("{base}/tenant/")).await.expect_err("no such issuer");
-        assert!(matches!(err, IdentityError::Discovery(_) | IdentityError::NotFound(_)), "{err}");
-    }
-
-    #[tokio::test]
-    async fn token_requests_authenticate_as_configured_and_parse_the_answer() {
-        let answer = r#"{"access_token":"at-1","token_type":"Bearer","expires_in":3600,"refresh_token":"rt-1","scope":"read"}"#.to_string();
-        let (base, seen) = server(|_| vec![("/token", 200, vec![("content-type", "application/json".into())], answer)]).await;
-        let md = metadata(&base);
-        let http = http();
-        let basic = ClientAuth::Basic { client_id: "gw id".into(), secret: "s&cret".into() };
-        let t = http.token(&md, &basic, "grant_type=authorization_code&code=c".into()).await.expect("token");
-        assert_eq!((t.access_token.as_str(), t.refresh_token.as_deref(), t.scope.as_deref()), ("at-1", Some("rt-1"), Some("read")));
-        assert!(t.expires_at.is_some_and(|e| e > now() + 3500));
-        let post = ClientAuth::Post { client_id: "gw".into(), secret: "s".into() };
-        http.token(&md, &post, "grant_type=authorization_code&code=c".into()).await.expect("token");
-        let public = ClientAuth::None { client_id: "https://gw.example.com/client".into() };
-        http.token(&md, &public, "grant_type=authorization_code&code=c".into()).await.expect("token");
-        let seen = seen.lock().unwrap().clone();
-        let expected = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "gw%20id:s%26cret");
-        assert!(seen[0].to_ascii_lowercase().contains(&format!("authorization: basic {}", expected.to_ascii_lowercase())), "{}", seen[0]);
-        assert!(!seen[0].contains("client_secret"), "basic keeps the secret out of the body");
-        assert!(seen[0].ends_with("grant_type=authorization_code&code=c&client_id=gw+id"), "and names the client there: {}", seen[0]);
-        assert!(seen[1].ends_with("grant_type=authorization_code&code=c&client_id=gw&client_secret=s"), "{}", seen[1]);
-        assert!(
-            seen[2].ends_with("&client_id=https%3A%2F%2Fgw.example.com%2Fclient")
-                && !seen[2].to_ascii_lowercase().contains("authorization:")
-        );
-        assert!(!format!("{basic:?}").contains("s&cret"));
-    }
-
-    #[tokio::test]
-    async fn refusals_and_private_targets_do_not_leak_or_pass() {
-        let (base, _) =
-            server(|_| vec![("/token", 400, vec![], r#"{"error":"invalid_grant","error_description":"code c0de is bad"}"#.into())]).await;
-        let md = metadata(&base);
-        let auth = ClientAuth::None { client_id: "c".into() };
-        let err = http().token(&md, &auth, "code=c0de".into()).await.expect_err("refused");
-        assert_eq!(
-            err,
-            IdentityError::TokenRefused {
-                status: 400,
-                error: Some("invalid_grant".into()),
-                description: Some("code [redacted] is bad".into())
-            }
-        );
-        assert!(!err.to_string().contains("c0de") && !err.to_string().contains("is bad"), "{err}");
-        let strict = OAuthHttp::new(Rules::default());
-        assert!(matches!(strict.token(&md, &auth, String::new()).await, Err(IdentityError::Refused(_))));
-        assert!(matches!(strict.server_metadata("https://10.0.0.1").await, Err(IdentityError::Refused(_))));
-    }
-
-    #[test]
-    fn locations_are_made_absolute() {
-        assert_eq!(absolute("https://a.example/x/y", "/z"), "https://a.example/z");
-        assert_eq!(absolute("https://a.example/x/y", "https://b.example/"), "https://b.example/");
-        assert_eq!(absolute("https://a.example", "z"), "https://a.example/z");
-        assert_eq!(absolute("https://a.example/x/y", "z"), "https://a.example/x/z");
-        assert_eq!(absolute("https://a.example/x", "//b.example/p"), "https://b.example/p");
-        assert_eq!(absolute("https://a.example/x", "/p?u=https://c.example"), "https://a.example/p?u=https://c.example");
-    }
-}
+mod tests;

@@ -24,7 +24,7 @@ pub mod vault;
 /// A loopback HTTP server for the identity tests: it answers paths with canned (status, headers,
 /// body), as an authorization server or a protected resource would, and records each request.
 #[cfg(test)]
-mod testserver {
+pub(crate) mod testserver {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -49,6 +49,9 @@ pub struct Protected {
     pub client_id: Option<String>,
     pub client_issuer: Option<String>,
     pub client_secret: Option<String>,
+    /// The configured client was registered with `client_secret_post` (`client_auth`): its
+    /// secret goes in the body, whatever else the server lists.
+    pub secret_in_body: bool,
     /// Configured scopes, instead of what the upstream names.
     pub scopes: Option<Vec<String>>,
     /// The caller's JWT is exchanged at `client_issuer` (RFC 8693) instead of a consent.
@@ -198,7 +201,7 @@ impl Identity {
                 server
             }
         };
-        let auth = client_at(&server, p.client_id.as_deref(), p.client_secret.as_deref()).ok_or(IdentityError::NoRegistration(issuer))?;
+        let auth = p.configured_client(&server).ok_or(IdentityError::NoRegistration(issuer))?;
         let body = {
             let mut q = form_urlencoded::Serializer::new(String::new());
             q.append_pair("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange");
@@ -231,8 +234,7 @@ impl Identity {
         jag_secret: Option<&str>,
     ) -> Result<TokenSet, IdentityError> {
         let idp = self.http.server_metadata(issuer).await?;
-        let at_idp =
-            client_at(&idp, p.client_id.as_deref(), p.client_secret.as_deref()).ok_or(IdentityError::NoRegistration(issuer.into()))?;
+        let at_idp = p.configured_client(&idp).ok_or(IdentityError::NoRegistration(issuer.into()))?;
         self.discover(&p.upstream).await?;
         let known = lock(&self.known).get(&p.upstream).cloned().ok_or_else(|| IdentityError::NotFound(p.upstream.clone()))?;
         let scope = p.scopes.as_ref().map(|s| s.join(" "));
@@ -246,8 +248,8 @@ impl Identity {
             scope.as_deref(),
         )
         .await?;
-        let at_upstream =
-            client_at(&known.server, Some(jag_client), jag_secret).ok_or(IdentityError::NoRegistration(known.server.issuer.clone()))?;
+        let at_upstream = client_at(&known.server, Some(jag_client), jag_secret, false)
+            .ok_or(IdentityError::NoRegistration(known.server.issuer.clone()))?;
         self.http.token(&known.server, &at_upstream, super::assertion::jwt_bearer_body(&grant, scope.as_deref(), None)).await
     }
 
@@ -478,20 +480,7 @@ impl Identity {
     /// Learns (or re-learns) where an upstream's authorization lives, from its challenge.
     pub async fn learn(&self, upstream: &str, challenge: Option<&Challenge>) -> Result<(), IdentityError> {
         let Some(p) = self.protected.get(upstream) else { return Ok(()) };
-        let named = challenge.is_some_and(|c| c.resource_metadata.is_some());
-        let (server, prm) = match self.http.resource_metadata(&p.resource, challenge).await {
-            Ok(prm) => {
-                let issuer = prm.authorization_servers.first().cloned().ok_or(discovery::DiscoveryError::NoAuthorizationServer)?;
-                (self.http.server_metadata(&issuer).await?, Some(prm))
-            }
-            // No protected-resource metadata anywhere (and none named): a server on the
-            // 2025-03-26 authorization rules, its own authorization server at its origin.
-            Err(IdentityError::NotFound(_)) if !named => {
-                tracing::info!(%upstream, "the upstream publishes no protected-resource metadata; using its origin's authorization server (2025-03-26 rules)");
-                (self.http.legacy_server_metadata(&p.resource).await?, None)
-            }
-            Err(e) => return Err(e),
-        };
+        let (server, prm) = self.http.authorization_server(&p.resource, challenge).await?;
         let mut scope = match &p.scopes {
             Some(s) if !s.is_empty() => Some(s.join(" ")),
             _ => discovery::scopes_to_request(challenge, prm.as_ref()),
@@ -517,7 +506,7 @@ impl Identity {
             return Ok(ClientAuth::None { client_id: self.settings.client_metadata_url.clone() });
         }
         if p.client_issuer.as_deref() == Some(server.issuer.as_str())
-            && let Some(auth) = client_at(server, p.client_id.as_deref(), p.client_secret.as_deref())
+            && let Some(auth) = p.configured_client(server)
         {
             return Ok(auth);
         }
@@ -533,13 +522,22 @@ impl Identity {
     }
 }
 
-/// How a configured client authenticates at `server`: HTTP Basic with a secret, unless the server
-/// lists only `client_secret_post`; without a secret, a public client. `None` without a client.
-pub(super) fn client_at(server: &ServerMetadata, id: Option<&str>, secret: Option<&str>) -> Option<ClientAuth> {
+impl Protected {
+    /// How the configured client (if any) authenticates at `server` (see [`client_at`]).
+    pub(super) fn configured_client(&self, server: &ServerMetadata) -> Option<ClientAuth> {
+        client_at(server, self.client_id.as_deref(), self.client_secret.as_deref(), self.secret_in_body)
+    }
+}
+
+/// How a configured client authenticates at `server`: as it was registered when that is said
+/// (`post`: `client_secret_post`), else HTTP Basic with a secret, unless the server lists only
+/// `client_secret_post`; without a secret, a public client. `None` without a client.
+pub(super) fn client_at(server: &ServerMetadata, id: Option<&str>, secret: Option<&str>, post: bool) -> Option<ClientAuth> {
     let id = id?.to_string();
     let methods = server.token_endpoint_auth_methods_supported.clone().unwrap_or_default();
     Some(match secret {
         None => ClientAuth::None { client_id: id },
+        Some(s) if post => ClientAuth::Post { client_id: id, secret: s.into() },
         Some(s) if !methods.iter().any(|m| m == "client_secret_basic") && methods.iter().any(|m| m == "client_secret_post") => {
             ClientAuth::Post { client_id: id, secret: s.into() }
         }

@@ -125,14 +125,20 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
     if let Some((_, private)) = &spec.sandbox {
         cmd.env("HOME", private).env("TMPDIR", private).current_dir(private);
     }
-    cmd.envs(spec.env).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    cmd.envs(spec.env).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     if let Some(cwd) = spec.cwd {
         cmd.current_dir(cwd);
     }
-    // SAFETY: the closure runs in the forked child before exec and only calls prctl(2), which is
-    // async-signal-safe; it allocates nothing and takes no lock.
+    // A session of its own (so also a process group the supervisor stops whole): no controlling
+    // terminal, so nothing the server does reaches the terminal the gateway was started from
+    // (TIOCSTI keystrokes, job-control signals).
+    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2) and
+    // prctl(2), which are async-signal-safe; it allocates nothing and takes no lock.
     unsafe {
-        cmd.pre_exec(move || nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from));
+        cmd.pre_exec(move || {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from)
+        });
     }
     // Only the program is named: arguments may carry secrets (`--token ...`).
     let program = spec.program.display().to_string();

@@ -203,6 +203,8 @@ impl HttpTransport {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };
+        // A nonce the upstream sends is kept for the next proof (the stream is opened again).
+        me.out.dpop_nonce(resp.headers());
         if !resp.status().is_success() {
             return Err(UpstreamError::Status { status: resp.status().as_u16() });
         }
@@ -336,6 +338,7 @@ impl HttpTransport {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
         };
+        me.out.dpop_nonce(resp.headers());
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if !resp.status().is_success() || !ctype.starts_with("text/event-stream") {
             return Err(UpstreamError::Protocol(format!("the response stream ended early and resuming it got HTTP {}", resp.status())));

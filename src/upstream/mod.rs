@@ -367,6 +367,11 @@ impl Upstream {
         &self.tasks
     }
 
+    /// Whether a call is in flight to a stdio child (an idle sweep leaves it running).
+    pub fn busy(&self) -> bool {
+        matches!(&self.transport, Transport::Stdio(s) if s.busy())
+    }
+
     pub fn is_retired(&self) -> bool {
         self.retired.load(Ordering::SeqCst)
     }

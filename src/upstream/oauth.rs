@@ -42,8 +42,9 @@ pub struct OAuthClient {
 /// How long a client assertion is valid.
 const ASSERTION_LIFETIME: u64 = 300;
 
-/// Why a token could not be had: the server refused (the assertion is not presented again), or
-/// anything else (the network, a timeout: tried again at the next call).
+/// Why a token could not be had: the server refused for good (a 400/401 naming an RFC 6749 error:
+/// the assertion is not presented again), or anything else (the network, a timeout, a 5xx or a
+/// 429: tried again at the next call).
 enum Failure {
     Refused(String),
     Other(String),
@@ -52,7 +53,7 @@ enum Failure {
 impl From<crate::identity::client::IdentityError> for Failure {
     fn from(e: crate::identity::client::IdentityError) -> Self {
         match e {
-            crate::identity::client::IdentityError::TokenRefused { .. } => Failure::Refused(e.to_string()),
+            refused if refused.is_definitive_refusal() => Failure::Refused(refused.to_string()),
             other => Failure::Other(other.to_string()),
         }
     }
@@ -199,7 +200,8 @@ impl OAuthClient {
             // Logged as every token refusal is: the server's words, without what was sent (a
             // secret, an assertion) should it quote them.
             let refused = crate::identity::client::refusal(status, &bytes, &body);
-            return Err(Failure::Refused(format!("{url}: {refused}")));
+            let why = format!("{url}: {refused}");
+            return Err(if refused.is_definitive_refusal() { Failure::Refused(why) } else { Failure::Other(why) });
         }
         let t: crate::identity::client::TokenResponse =
             serde_json::from_slice(&bytes).map_err(|e| Fail(format!("the token endpoint {url} sent no usable token: {e}")))?;
@@ -223,9 +225,7 @@ impl OAuthClient {
             .discovered
             .get_or_try_init(|| async {
                 let challenge = http.challenge(&resource).await.ok().flatten();
-                let prm = http.resource_metadata(&resource, challenge.as_ref()).await?;
-                let issuer = prm.authorization_servers.first().cloned().unwrap_or_default();
-                http.server_metadata(&issuer).await
+                http.authorization_server(&resource, challenge.as_ref()).await.map(|(server, _)| server)
             })
             .await
             .map_err(|e| Fail(format!("the token endpoint could not be discovered: {e}")))?;
@@ -267,8 +267,37 @@ fn cache_for(lifetime: Duration) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::{assertion, cache_for};
+    use super::{OAuthClient, assertion, cache_for};
+    use crate::config::{Assertion, ClientAuthMethod, OAuthConfig, OAuthGrant};
     use std::time::Duration;
+
+    /// A workload assertion refused for good is not presented again; one met by a server's passing
+    /// failure (503, 429) is, at the next call.
+    #[tokio::test]
+    async fn only_a_refusal_for_good_retires_an_assertion() {
+        for (status, body, asked_twice) in
+            [(503, "<html>unavailable</html>", true), (429, r#"{"error":"slow_down"}"#, true), (400, r#"{"error":"invalid_grant"}"#, false)]
+        {
+            let (base, seen) = crate::identity::testserver::server(|_| {
+                vec![("/token", status, vec![("content-type", "application/json".into())], body.into())]
+            })
+            .await;
+            let cfg = OAuthConfig {
+                token_url: Some(format!("{base}/token").parse().expect("url")),
+                client_id: "gw".into(),
+                client_auth: ClientAuthMethod::None,
+                client_secret: String::new(),
+                scope: None,
+                resource: None,
+                grant: OAuthGrant::JwtBearer { assertion: Assertion::Value("workload.jwt.value".into()) },
+            };
+            let client = OAuthClient::new(cfg, crate::net::new_http_client());
+            assert!(client.token().await.is_err(), "{status}");
+            let second = client.token().await.expect_err("still failing");
+            let asked = seen.lock().expect("log").len();
+            assert_eq!(asked == 2, asked_twice, "HTTP {status}: asked {asked} times; {second}");
+        }
+    }
 
     #[test]
     fn token_lifetimes_never_overflow_the_clock() {

@@ -188,7 +188,7 @@ impl RestTransport {
         let mut url = format!("{}{}", base.trim_end_matches('/'), made.path_and_query);
         let method =
             http::Method::from_bytes(made.method.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("method {}", made.method)))?;
-        let (mut retried, mut redirects) = (false, 0);
+        let (mut retried, mut nonce_retried, mut redirects) = (false, false, 0);
         let resp = loop {
             let req = self.request(&method, &url, &made, env, deadline).await?;
             let resp = match timeout_at(deadline, self.client.with(|c| c.request(req))).await {
@@ -198,6 +198,14 @@ impl RestTransport {
             };
             let status = resp.status().as_u16();
             self.out.dpop_nonce(resp.headers());
+            // A DPoP proof without the API's nonce: once more with it (RFC 9449 §9), the token kept.
+            if status == 401
+                && !nonce_retried
+                && crate::identity::challenge::dpop_nonce_asked(www_authenticate(&resp).iter().map(String::as_str))
+            {
+                nonce_retried = true;
+                continue;
+            }
             if matches!(status, 401 | 403) {
                 match self.out.renew_token(status, www_authenticate(&resp), retried).await {
                     Renewal::Retry if !retried => {

@@ -125,6 +125,13 @@ pub struct StdioTransport {
 }
 
 impl StdioTransport {
+    /// Whether a request is waiting for the child's answer (the gateway's own listen stream and
+    /// the handshake aside); a child being started counts as busy.
+    pub fn busy(&self) -> bool {
+        let Ok(proc) = self.proc.try_lock() else { return true };
+        proc.as_ref().is_some_and(|p| lock(&p.pending).iter().any(|(id, p)| *id != 0 && !p.listen))
+    }
+
     pub fn new(
         cfg: &UpstreamConfig,
         command: Vec<String>,

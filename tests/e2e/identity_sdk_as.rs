@@ -28,10 +28,16 @@ const PRE_SECRET: &str = "pre:secret&1/x";
 /// (which approves at once, as the user `login_hint` names: `who`) and back to the gateway, where
 /// the code is exchanged at the SDK's token endpoint. The page it ends on.
 async fn connect(gw: &Gateway, gateway: &str, who: &str, key: &str) -> String {
-    let (mut b, page) = signed_in_at_link(&gw.url, gateway, who, key, "files__connect").await;
+    connect_upstream(gw, gateway, who, key, "files").await
+}
 
-    // Back at the link: the consent page, naming the SDK's authorization server.
-    assert_eq!((page.status, heading(&page).as_str()), (200, "Connect files"), "{}\n{}", body(&page), gw.proc.log());
+/// [`connect`] for the upstream `upstream`: the authorization server approves at once as the
+/// user `login_hint` names.
+pub(crate) async fn connect_upstream(gw: &Gateway, gateway: &str, who: &str, key: &str, upstream: &str) -> String {
+    let (mut b, page) = signed_in_at_link(&gw.url, gateway, who, key, &format!("{upstream}__connect")).await;
+
+    // Back at the link: the consent page, naming the authorization server.
+    assert_eq!((page.status, heading(&page)), (200, format!("Connect {upstream}")), "{}\n{}", body(&page), gw.proc.log());
     let html = body(&page);
     let allowed =
         b.post(&format!("{gateway}/oauth/connect"), &[("grant", &field(&html, "grant")), ("csrf", &field(&html, "csrf"))], gateway).await;
@@ -41,7 +47,7 @@ async fn connect(gw: &Gateway, gateway: &str, who: &str, key: &str) -> String {
     let authorize = header(&allowed, "location");
     assert!(authorize.contains("/authorize?") && authorize.contains("code_challenge_method=S256"), "{authorize}");
     let at_server = get_with(&format!("{authorize}&login_hint={who}"), &[]).await;
-    assert_eq!(at_server.status, 302, "the SDK's authorize handler: {}", body(&at_server));
+    assert_eq!(at_server.status, 302, "the authorize handler: {}", body(&at_server));
     let back = header(&at_server, "location");
     assert!(back.starts_with(&format!("{gateway}/oauth/callback")) && back.contains("code="), "{back}");
 
@@ -50,7 +56,7 @@ async fn connect(gw: &Gateway, gateway: &str, who: &str, key: &str) -> String {
     let text = body(&done);
     assert_eq!(
         (done.status, heading(&done)),
-        (200, "Connected files".to_string()),
+        (200, format!("Connected {upstream}")),
         "the code exchange at the SDK's token endpoint:\n{text}\ngateway log:\n{}",
         gw.proc.log()
     );
@@ -88,23 +94,24 @@ fn events(path: &Path, kind: &str) -> Vec<Value> {
 /// `preregistered`) and a gateway with callers alice and bob in front of it; both connect; what
 /// each one's `whoami` says, checked against what the server issued. Returns alice's and bob's
 /// answers and the server's log.
-async fn two_callers_connect(preregistered: bool) -> (Value, Value, std::path::PathBuf, tempfile::TempDir) {
+async fn two_callers_connect(preregistered: Option<&str>) -> (Value, Value, std::path::PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("sdk-as.jsonl");
     let gw_port = free_port();
     let gateway = format!("http://127.0.0.1:{gw_port}");
     let mut cmd = Command::new(python());
     cmd.arg(repo().join("tests/py/sdk_auth_server.py")).arg("--port").arg("0").arg("--log").arg(&log);
-    if preregistered {
+    if let Some(method) = preregistered {
         // Registered in advance with the gateway's plain redirect URI (a configured client's).
-        cmd.args(["--client-id", PRE_ID, "--client-secret", PRE_SECRET, "--redirect-uri"]).arg(format!("{gateway}/oauth/callback"));
+        cmd.args(["--client-id", PRE_ID, "--client-secret", PRE_SECRET, "--client-auth", method, "--redirect-uri"])
+            .arg(format!("{gateway}/oauth/callback"));
     }
     let (server, issuer) = listening(cmd, "the SDK's authorization server");
     let rs_url = format!("{issuer}/mcp");
-    let extra = if preregistered {
+    let extra = if let Some(method) = preregistered {
         let secret = dir.path().join("client-secret");
         std::fs::write(&secret, PRE_SECRET).expect("write the secret");
-        format!("client_id = \"{PRE_ID}\"\nissuer = \"{issuer}\"\nclient_secret = {{ file = {secret:?} }}\n")
+        format!("client_id = \"{PRE_ID}\"\nissuer = \"{issuer}\"\nclient_secret = {{ file = {secret:?} }}\nclient_auth = \"{method}\"\n")
     } else {
         String::new()
     };
@@ -139,14 +146,14 @@ async fn two_callers_connect(preregistered: bool) -> (Value, Value, std::path::P
     assert_eq!((again["subject"].as_str(), again["token_sha256"].as_str()), (Some("alice"), Some(a_token)), "{again}");
 
     // What the server issued: one code exchange per caller, each by a client that authenticated
-    // with HTTP Basic (the only way the SDK accepts a client_secret_basic client), and exactly
-    // the token each caller's whoami reported.
+    // the way it was registered (the only way the SDK accepts), and exactly the token each
+    // caller's whoami reported.
     let tokens = events(&log, "token");
     assert_eq!(tokens.len(), 2, "one code exchange per caller: {tokens:?}");
     for (who, seen) in [("alice", &alice), ("bob", &bob)] {
         let issued = tokens.iter().find(|t| t["subject"] == who).unwrap_or_else(|| panic!("no token issued for {who}: {tokens:?}"));
         assert_eq!(issued["grant_type"], "authorization_code", "{issued}");
-        assert_eq!(issued["token_endpoint_auth_method"], "client_secret_basic", "{issued}");
+        assert_eq!(issued["token_endpoint_auth_method"], preregistered.unwrap_or("client_secret_basic"), "{issued}");
         assert_eq!(issued["token_sha256"], seen["token_sha256"], "{who}'s calls carry the token issued to {who}: {issued}\n{seen}");
         assert_eq!(issued["client_id"], seen["client_id"], "{issued}\n{seen}");
     }
@@ -158,7 +165,7 @@ async fn two_callers_connect(preregistered: bool) -> (Value, Value, std::path::P
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sdk_authorization_server_with_dynamic_registration_connects_two_callers() {
-    let (alice, bob, log, _dir) = two_callers_connect(false).await;
+    let (alice, bob, log, _dir) = two_callers_connect(None).await;
     // The gateway registered itself (RFC 7591) asking for client_secret_basic, which the SDK's
     // metadata lists, and both callers' tokens went to that registered client.
     let registered = events(&log, "register");
@@ -177,7 +184,18 @@ async fn sdk_authorization_server_with_dynamic_registration_connects_two_callers
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sdk_authorization_server_with_a_preregistered_client_connects_two_callers() {
-    let (alice, bob, log, _dir) = two_callers_connect(true).await;
+    preregistered_client_connects_two_callers("client_secret_basic").await;
+}
+
+/// A client registered to send its secret in the body, at a server that lists both methods and
+/// takes only the registered one (`user_auth.client_auth`).
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_authorization_server_with_a_preregistered_post_client_connects_two_callers() {
+    preregistered_client_connects_two_callers("client_secret_post").await;
+}
+
+async fn preregistered_client_connects_two_callers(method: &str) {
+    let (alice, bob, log, _dir) = two_callers_connect(Some(method)).await;
     // The configured client, not a registration of its own (the server offers one, too).
     for v in [&alice, &bob] {
         assert_eq!(v["client_id"].as_str(), Some(PRE_ID), "the configured client_id: {v}");

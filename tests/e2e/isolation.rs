@@ -53,6 +53,9 @@ async fn a_hostile_stdio_server_reaches_nothing_it_was_not_given() {
         let given = attempt(&gw, "connect", json!({ "port": allowed })).await;
         let forks = attempt(&gw, "fork_many", json!({ "count": 120 })).await;
         let memory = attempt(&gw, "allocate", json!({ "megabytes": 2048 })).await;
+        let namespace = attempt(&gw, "kernel", json!({ "what": "new_user_namespace" })).await;
+        let keystroke = attempt(&gw, "kernel", json!({ "what": "push_keystroke" })).await;
+        let x32 = attempt(&gw, "kernel", json!({ "what": "x32_call" })).await;
         let home = attempt(&gw, "whereami", json!({})).await;
         let own = std::path::Path::new(home["home"].as_str().unwrap_or_default()).join("notes.txt");
         let own_write = attempt(&gw, "write_file", json!({ "path": own, "text": "mine" })).await;
@@ -63,6 +66,11 @@ async fn a_hostile_stdio_server_reaches_nothing_it_was_not_given() {
                 assert_eq!(r["ok"], true, "unsandboxed, the attempt works: {r}");
             }
             std::fs::remove_file(outside.path().join("dropped.txt")).expect("it wrote outside");
+            // Unsandboxed, the kernel answers for itself: a namespace (where user namespaces are
+            // allowed), ENOTTY for a pipe, ENOSYS where x32 is off. Never the filter's EPERM.
+            for r in [&keystroke, &x32] {
+                assert_ne!(r["error"], "EPERM", "{r}");
+            }
             continue;
         }
         for (what, r) in
@@ -78,6 +86,9 @@ async fn a_hostile_stdio_server_reaches_nothing_it_was_not_given() {
         assert!(forks["started"].as_u64().is_some_and(|n| n < 48), "{forks}");
         assert_eq!(memory["ok"], false, "allocation past the limit: {memory}");
         assert!(memory["error"].as_str().unwrap_or("").contains("MemoryError"), "{memory}");
+        for (what, r) in [("a new user namespace", &namespace), ("a keystroke into a terminal", &keystroke), ("an x32 call", &x32)] {
+            assert_eq!((&r["ok"], &r["error"]), (&json!(false), &json!("EPERM")), "{what} is refused by the filter: {r}");
+        }
         assert_eq!(own_write["ok"], true, "its own folder is writable: {own_write} (home {home})");
         assert!(home["home"].as_str().unwrap_or("").ends_with(".mcpgate-sandbox/hostile"), "its HOME is its private folder: {home}");
         // The gateway and the other upstream are still there, and the hostile one still answers.
@@ -106,8 +117,18 @@ fn check_says_what_each_stdio_upstream_can_reach_and_what_is_enforced() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("plain: NOT sandboxed"), "{text}");
     assert!(text.contains("boxed: sandboxed; TCP to ports [443] only") && text.contains("memory 1024 MiB"), "{text}");
-    assert!(text.contains("one process per caller (at most 4"), "{text}");
+    // Without callers, "each caller" is one anonymous caller: said, not left to be found out.
+    assert!(text.contains("one process per caller, BUT [auth] mode = \"none\""), "{text}");
     assert!(text.contains("this machine: files enforced (Landlock ABI"), "the kernel's Landlock is named: {text}");
+    let with_callers = format!(
+        "[auth]\nmode = \"api_key\"\n\n[[caller]]\nid = \"ann\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n{}",
+        crate::callers::hash("ann-key"),
+        std::fs::read_to_string(&path).expect("read")
+    );
+    std::fs::write(&path, with_callers).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate")).args(["check", "-c"]).arg(&path).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("one process per caller (at most 4"), "{text}");
 }
 
 async fn call_by(gw: &Gateway, key: &str, tool: &str, args: Value) -> Value {
@@ -135,7 +156,9 @@ async fn two_callers_of_server_memory_each_have_their_own_and_an_idle_one_stops(
         installed_server("mcp-server-memory"),
     );
     let gw = gateway(&config);
-    let folder = gw.config_path.parent().expect("folder").join(".mcpgate-sandbox/memory/callers");
+    // Beside the shared process's own folder, not in it: the shared process (kept for the
+    // catalogue) can write its folder and must not reach a caller's.
+    let folder = gw.config_path.parent().expect("folder").join(".mcpgate-sandbox/memory@callers");
     for (key, entity) in [("alice-key", "alice-private-plan"), ("bob-key", "bob-shopping-list")] {
         let made = call_by(
             &gw,
@@ -157,6 +180,9 @@ async fn two_callers_of_server_memory_each_have_their_own_and_an_idle_one_stops(
         .filter_map(|d| std::fs::read_to_string(d.path().join("memory.jsonl")).ok())
         .collect();
     assert_eq!(files.len(), 2, "one memory file per caller under {}", folder.display());
+    let shared = gw.config_path.parent().expect("folder").join(".mcpgate-sandbox/memory");
+    let inside: Vec<_> = std::fs::read_dir(&shared).into_iter().flatten().flatten().map(|d| d.file_name()).collect();
+    assert!(!inside.iter().any(|n| n.to_string_lossy().contains("callers")), "no caller's folder in the shared one: {inside:?}");
 
     // Idle: both processes stop.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -165,7 +191,7 @@ async fn two_callers_of_server_memory_each_have_their_own_and_an_idle_one_stops(
     }
     assert_eq!(gw.proc.log().matches("stopped a caller's idle process").count(), 2, "{}", gw.proc.log());
     let alive = |who: &str| {
-        let out = std::process::Command::new("pgrep").args(["-f", &format!("callers/{who}-")]).output().expect("pgrep");
+        let out = std::process::Command::new("pgrep").args(["-f", &format!("@callers/{who}-")]).output().expect("pgrep");
         !String::from_utf8_lossy(&out.stdout).trim().is_empty()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -215,9 +241,16 @@ async fn a_container_upstream_is_run_by_the_runtime_with_the_sandboxs_limits() {
     let runs = std::fs::read_to_string(&log).expect("the runtime was started");
     let first: Vec<String> = serde_json::from_str(runs.lines().next().unwrap_or("[]")).expect("args");
     let joined = first.join(" ");
-    for flag in
-        ["run -i --rm", "--network none", "--memory=536870912", "--pids-limit=64", "--cap-drop ALL", "no-new-privileges", "--read-only"]
-    {
+    for flag in [
+        "run -i --rm",
+        "--network none",
+        "--memory=536870912",
+        "--memory-swap=536870912",
+        "--pids-limit=64",
+        "--cap-drop ALL",
+        "no-new-privileges",
+        "--read-only",
+    ] {
         assert!(joined.contains(flag), "{flag} in {joined}");
     }
     assert!(joined.contains("ghcr.io/example/upstream:1"), "{joined}");
@@ -262,4 +295,27 @@ async fn a_callers_own_process_announces_its_changes_to_that_caller_only() {
     );
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;
     assert_eq!(his.count(CHANGED), 0, "bob hears nothing of alice's process: {:#?}", his.all());
+}
+
+/// A caller's process busy with a call longer than `instance_idle` is in use, not idle: the idle
+/// sweep (every 5 s) leaves it running until the call ends, and stops it afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_process_busy_with_a_long_call_is_not_stopped_as_idle() {
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
+         [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[upstream]]\nid = \"long\"\ncommand = {}\ntimeout = \"30s\"\ninstances = \"per_caller\"\ninstance_idle = \"1s\"\n\
+         [upstream.sandbox]\n",
+        crate::callers::hash("alice-key"),
+        py_stdio_command("long"),
+    );
+    let gw = gateway(&config);
+    let reply = call_by(&gw, "alice-key", "long__slow", json!({ "seconds": 12 })).await;
+    assert!(reply.get("result").is_some() && reply["result"]["isError"] != true, "the long call finished: {reply}\n{}", gw.proc.log());
+    assert_eq!(gw.proc.log().matches("stopped a caller's idle process").count(), 0, "not stopped mid-call\n{}", gw.proc.log());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !gw.proc.log().contains("stopped a caller's idle process") && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(gw.proc.log().contains("stopped a caller's idle process"), "idle once the call ended\n{}", gw.proc.log());
 }

@@ -219,29 +219,111 @@ async fn a_remote_ref_is_never_fetched_and_a_foreign_server_is_refused() {
 async fn each_caller_reaches_a_rest_api_with_their_own_key() {
     let (_bin, base) = httpbin().await;
     let dir = tempfile::tempdir().expect("tempdir");
+    let (gw, gateway) = alices_gateway(
+        &format!(
+            "[[upstream]]\nid = \"crm\"\nopenapi = \"{base}/spec.json\"\nbase_url = \"{base}\"\n\
+             [upstream.operations]\ninclude = [\"get_headers\"]\n\
+             [upstream.user_auth]\nkind = \"api_key\"\nheader = \"X-Api-Key\"\nhelp = \"Create a key under Settings → API keys.\"\n"
+        ),
+        dir.path(),
+    );
+    crate::identity_keys::enter_key(&gw, &gateway, "alice", "alice-key", "rest-key-alice-77").await;
+    let reply = alice_calls(&gw, "crm__get_headers", "headers").await;
+    let headers = &reply["result"]["structuredContent"]["headers"];
+    assert_eq!(headers["X-Api-Key"], "rest-key-alice-77", "alice's own key reaches the API: {reply}\n{}", gw.proc.log());
+    assert!(headers.get("Authorization").is_none(), "and not her key to the gateway: {headers}");
+}
+
+/// A gateway with the API-key caller alice, `[identity]` (vault in `dir`) and `upstreams`; and
+/// its public URL.
+fn alices_gateway(upstreams: &str, dir: &std::path::Path) -> (Gateway, String) {
     let gw_port = free_port();
     let gateway = format!("http://127.0.0.1:{gw_port}");
     let config = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
          [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
-         [identity]\npublic_url = \"{gateway}\"\nvault = {:?}\nallow_loopback = true\n\n\
-         [[upstream]]\nid = \"crm\"\nopenapi = \"{base}/spec.json\"\nbase_url = \"{base}\"\n\
-         [upstream.operations]\ninclude = [\"get_headers\"]\n\
-         [upstream.user_auth]\nkind = \"api_key\"\nheader = \"X-Api-Key\"\nhelp = \"Create a key under Settings → API keys.\"\n",
+         [identity]\npublic_url = \"{gateway}\"\nvault = {:?}\nallow_loopback = true\n\n{upstreams}",
         crate::callers::hash("alice-key"),
-        dir.path().join("vault.json"),
+        dir.join("vault.json"),
     );
-    let gw = gateway_on_port(&config, gw_port, &[("MCPGATE_TOKEN_KEY", &"5e".repeat(32))]);
-    crate::identity_keys::enter_key(&gw, &gateway, "alice", "alice-key", "rest-key-alice-77").await;
+    (gateway_on_port(&config, gw_port, &[("MCPGATE_TOKEN_KEY", &"5e".repeat(32))]), gateway)
+}
+
+/// The DPoP-only REST API (tests/py/dpop_rest_server.py, its own authorization server, tokens of
+/// `lifetime` seconds) behind a gateway as `proof`, alice connected. The API's log, the gateway.
+async fn dpop_api_connected(lifetime: u32, dir: &std::path::Path) -> (Proc, Gateway, std::path::PathBuf) {
+    let log = dir.join("api.jsonl");
+    let mut cmd = std::process::Command::new(python());
+    cmd.arg(repo().join("tests/py/dpop_rest_server.py"))
+        .args(["--port", "0", "--token-lifetime", &lifetime.to_string(), "--log"])
+        .arg(&log);
+    let (api, base) = crate::identity::listening(cmd, "the DPoP REST API");
+    let (gw, gateway) = alices_gateway(
+        &format!(
+            "[[upstream]]\nid = \"proof\"\nopenapi = \"{base}/openapi.json\"\nbase_url = \"{base}/api\"\ntimeout = \"20s\"\n\
+             [upstream.user_auth]\n"
+        ),
+        dir,
+    );
+    crate::identity_sdk_as::connect_upstream(&gw, &gateway, "alice", "alice-key", "proof").await;
+    (api, gw, log)
+}
+
+/// Alice's call of `tool` through the gateway, retried while her connection opens (until the
+/// structured result has `field`).
+async fn alice_calls(gw: &Gateway, tool: &str, field: &str) -> Value {
     let mut reply = Value::Null;
     for _ in 0..50 {
-        reply = crate::identity_cluster::call_as(&gw.url, "alice-key", "crm__get_headers").await;
-        if reply["result"]["structuredContent"]["headers"].is_object() {
+        reply = crate::identity_cluster::call_as(&gw.url, "alice-key", tool).await;
+        if !reply["result"]["structuredContent"][field].is_null() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let headers = &reply["result"]["structuredContent"]["headers"];
-    assert_eq!(headers["X-Api-Key"], "rest-key-alice-77", "alice's own key reaches the API: {reply}\n{}", gw.proc.log());
-    assert!(headers.get("Authorization").is_none(), "and not her key to the gateway: {headers}");
+    reply
+}
+
+async fn dpop_whoami(gw: &Gateway) -> Value {
+    alice_calls(gw, "proof__whoami", "subject").await
+}
+
+fn api_events(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(log).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+/// A REST API that takes only DPoP-bound tokens and asks for its own nonce: a caller connects
+/// once, and the call that meets `use_dpop_nonce` is sent again with the API's nonce, the caller's
+/// token kept (one token issued, no new consent), its proof signed by the key the token is bound to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rest_api_that_asks_for_a_dpop_nonce_gets_one_retry_with_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_api, gw, log) = dpop_api_connected(3600, dir.path()).await;
+    let reply = dpop_whoami(&gw).await;
+    let events = api_events(&log);
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(reply["result"]["structuredContent"]["subject"], "alice", "{reply}\nAPI: {kinds:?}\n{}", gw.proc.log());
+    let token = events.iter().find(|e| e["event"] == "token").expect("a token was issued");
+    assert_eq!(reply["result"]["structuredContent"]["jkt"], token["jkt"], "the proof is signed by the key the token is bound to");
+    assert_eq!(kinds.iter().filter(|k| **k == "token").count(), 1, "one token, kept through the nonce: {kinds:?}");
+    let asked = kinds.iter().position(|k| *k == "nonce_asked").expect("the API asked for its nonce");
+    assert_eq!(kinds.get(asked + 1), Some(&"served"), "and the same call was served next: {kinds:?}");
+    assert!(!kinds.contains(&"refused"), "{events:?}");
+}
+
+/// The token endpoint's DPoP nonce is remembered: with tokens that expire at once, every call
+/// refreshes, and only the first token request of all meets `use_dpop_nonce`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_endpoints_dpop_nonce_is_remembered_across_refreshes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_api, gw, log) = dpop_api_connected(1, dir.path()).await;
+    for _ in 0..3 {
+        let reply = dpop_whoami(&gw).await;
+        assert_eq!(reply["result"]["structuredContent"]["subject"], "alice", "{reply}\n{:?}\n{}", api_events(&log), gw.proc.log());
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    let events = api_events(&log);
+    let refreshed = events.iter().filter(|e| e["event"] == "token" && e["grant_type"] == "refresh_token").count();
+    let asked = events.iter().filter(|e| e["event"] == "token_nonce_asked").count();
+    assert!(refreshed >= 2, "the short tokens were refreshed: {events:?}");
+    assert_eq!(asked, 1, "only the first token request paid for the nonce: {events:?}");
 }

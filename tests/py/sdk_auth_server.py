@@ -20,7 +20,7 @@ SDK's handler does not pass it on, so a small ASGI wrapper reads it), else `user
 authorization. Codes are single use; tokens last an hour; refresh tokens rotate.
 
 Clients: any registered dynamically at `/register`, and optionally one registered in advance with
-`--client-id/--client-secret/--redirect-uri` (token endpoint authentication `client_secret_basic`,
+`--client-id/--client-secret/--redirect-uri` (token endpoint authentication `--client-auth`, default `client_secret_basic`,
 grant types authorization_code and refresh_token, scope `user`).
 
 What the SDK's token endpoint demands (mcp/server/auth/middleware/client_auth.py, handlers/token.py):
@@ -220,7 +220,7 @@ def build(issuer: str, provider: InMemoryProvider) -> MCPServer:
         auth=AuthSettings(
             issuer_url=issuer,
             resource_server_url=f"{issuer}/mcp",
-            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]),
+            client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE]),
             revocation_options=RevocationOptions(enabled=True),
             required_scopes=[SCOPE],
             validate_token_resource=True,
@@ -248,7 +248,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (0 = ephemeral)")
     ap.add_argument("--log", help="append registrations, authorizations and issued tokens here (JSON lines)")
-    ap.add_argument("--client-id", help="a client registered in advance (client_secret_basic)")
+    ap.add_argument("--client-id", help="a client registered in advance")
+    ap.add_argument("--client-auth", default="client_secret_basic", help="how it authenticates: client_secret_basic or client_secret_post")
     ap.add_argument("--client-secret", help="its secret")
     ap.add_argument("--redirect-uri", help="its one redirect URI")
     args = ap.parse_args()
@@ -265,7 +266,7 @@ def main() -> None:
             client_id_issued_at=int(time.time()),
             client_secret_expires_at=0,
             redirect_uris=[AnyUrl(args.redirect_uri)],
-            token_endpoint_auth_method="client_secret_basic",
+            token_endpoint_auth_method=args.client_auth,
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
             scope=SCOPE,

@@ -61,6 +61,7 @@ pub(in crate::gateway) fn identity(
             client_id: ua.client_id.clone(),
             client_issuer: ua.issuer.clone(),
             client_secret: ua.client_secret.clone(),
+            secret_in_body: ua.secret_in_body,
             scopes: ua.scopes.clone(),
             exchange: ua.exchange,
             api_key: ua.api_key.clone(),

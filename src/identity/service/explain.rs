@@ -46,7 +46,7 @@ impl Identity {
             return Ok(format!("its client metadata document {}", self.settings.client_metadata_url));
         }
         if p.client_issuer.as_deref() == Some(server.issuer.as_str())
-            && let Some(auth) = super::client_at(server, p.client_id.as_deref(), p.client_secret.as_deref())
+            && let Some(auth) = p.configured_client(server)
         {
             let (id, how) = match &auth {
                 ClientAuth::None { client_id } => (client_id, "a public client (no secret)"),

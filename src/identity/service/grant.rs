@@ -116,6 +116,7 @@ impl Identity {
             client_id: None,
             client_issuer: None,
             client_secret: None,
+            secret_in_body: false,
             scopes: None,
             exchange: false,
             api_key: None,

@@ -6,7 +6,9 @@
 
 use super::Policy;
 use landlock::{ABI, Access, AccessFs, AccessNet, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, path_beneath_rules};
-use seccompiler::{SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch, sock_filter,
+};
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 
@@ -27,6 +29,34 @@ pub struct Enforcement {
     pub root: bool,
 }
 
+impl Enforcement {
+    /// What the kernel's Landlock checks of files, and what it leaves (and what stands in for it).
+    pub fn files(&self) -> String {
+        match self.landlock_abi {
+            0 => "NOT enforced (no Landlock: sandboxed servers will not start)".into(),
+            abi => {
+                let mut missing = Vec::new();
+                if abi < 2 {
+                    missing.push("moving or linking files between folders is refused outright (ABI 2)");
+                }
+                if abi < 3 {
+                    missing.push(
+                        "truncation is not checked: the system-call filter refuses truncate() and read-only O_TRUNC opens instead (ABI 3)",
+                    );
+                }
+                if abi < 5 {
+                    missing.push("ioctl on device files is not checked (ABI 5)");
+                }
+                if missing.is_empty() {
+                    format!("enforced (Landlock ABI {abi})")
+                } else {
+                    format!("enforced (Landlock ABI {abi}; {})", missing.join("; "))
+                }
+            }
+        }
+    }
+}
+
 /// What this machine can enforce, probed without restricting anything.
 pub fn enforcement() -> Enforcement {
     // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only reports the ABI.
@@ -39,10 +69,13 @@ pub fn enforcement() -> Enforcement {
     Enforcement { landlock_abi: abi, tcp_ports: abi >= 4, seccomp, pids_cgroup: root && pids_root().is_some(), root }
 }
 
-/// Where a `pids` cgroup can be made: the v2 root (if it offers `pids`) or the v1 `pids` mount.
+/// Where a `pids` cgroup can be made: the v2 root (if it offers `pids` and hands it down to its
+/// children) or the v1 `pids` mount.
 fn pids_root() -> Option<std::path::PathBuf> {
     let v2 = std::path::Path::new("/sys/fs/cgroup");
-    if std::fs::read_to_string(v2.join("cgroup.controllers")).is_ok_and(|c| c.split_whitespace().any(|x| x == "pids")) {
+    // On v2 a child group has `pids.max` only where the root hands the controller down.
+    let offers = |file: &str| std::fs::read_to_string(v2.join(file)).is_ok_and(|c| c.split_whitespace().any(|x| x == "pids"));
+    if offers("cgroup.controllers") && offers("cgroup.subtree_control") {
         return Some(v2.to_path_buf());
     }
     let v1 = v2.join("pids");
@@ -71,7 +104,10 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     };
     limit(libc::RLIMIT_AS, policy.memory, "the memory limit")?;
     limit(libc::RLIMIT_NOFILE, policy.files, "the open-files limit")?;
-    limit(libc::RLIMIT_NPROC, policy.processes, "the process limit")?;
+    // RLIMIT_NPROC counts every task of the user, not this server's: bounding it at `processes`
+    // would stop a server started by a desktop user with more tasks than that from starting a
+    // thread. So: the user's tasks at this start, plus the bound (root is not bound by it at all).
+    limit(libc::RLIMIT_NPROC, user_tasks().saturating_add(policy.processes), "the process limit")?;
     if let Some(cpu) = policy.cpu {
         limit(libc::RLIMIT_CPU, cpu, "the CPU-time limit")?;
     }
@@ -80,8 +116,27 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(format!("no_new_privs: {}", std::io::Error::last_os_error()));
     }
-    landlock(policy)?;
-    seccomp(policy)
+    let abi = enforcement().landlock_abi;
+    landlock(policy, abi)?;
+    seccomp(policy, abi)
+}
+
+/// The tasks (threads) that run under this process's real user now, as `RLIMIT_NPROC` counts them.
+fn user_tasks() -> u64 {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() }.to_string();
+    let mut tasks = 0u64;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if !entry.file_name().as_encoded_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
+        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim_start);
+        if field("Uid:").and_then(|u| u.split_whitespace().next()) == Some(uid.as_str()) {
+            tasks += field("Threads:").and_then(|t| t.parse::<u64>().ok()).unwrap_or(1);
+        }
+    }
+    tasks
 }
 
 /// A `pids` cgroup of `policy.processes`, joined by this process (root only: elsewhere
@@ -153,7 +208,7 @@ fn drop_capabilities() -> Result<(), String> {
     Ok(())
 }
 
-fn landlock(policy: &Policy) -> Result<(), String> {
+fn landlock(policy: &Policy, abi_offered: u32) -> Result<(), String> {
     let err = |e: landlock::RulesetError| format!("Landlock: {e}");
     let abi = ABI_WANTED;
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(abi)).map_err(err)?;
@@ -171,6 +226,11 @@ fn landlock(policy: &Policy) -> Result<(), String> {
     for port in policy.ports.iter().flatten() {
         created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp)).map_err(err)?;
     }
+    if !policy.open && policy.ports.is_some() && abi_offered < 4 {
+        return Err("this kernel's Landlock cannot limit TCP to ports (ABI 4, Linux 6.7), so network = [ports] would be open: \
+                    use network = \"none\", or \"open\" to accept that"
+            .into());
+    }
     let status = created.restrict_self().map_err(err)?;
     if status.ruleset == RulesetStatus::NotEnforced {
         return Err("this kernel does not enforce Landlock, so files cannot be restricted (mcpgate check says what it offers); \
@@ -181,9 +241,16 @@ fn landlock(policy: &Policy) -> Result<(), String> {
 }
 
 /// System calls no MCP server needs, refused with EPERM: changing what is mounted or loaded,
-/// reading other processes, new namespaces, keyrings, BPF, the clock, rebooting; io_uring (its
-/// operations pass around this filter). Without network, every socket but a Unix one.
-fn seccomp(policy: &Policy) -> Result<(), String> {
+/// reading other processes, new namespaces (`unshare`, `setns`, and `clone` with any `CLONE_NEW*`
+/// flag: the user namespace is the usual first step of a kernel exploit), keyrings, BPF, the
+/// clock, rebooting; io_uring (its operations pass around this filter); pushing keystrokes into a
+/// terminal (`TIOCSTI`, `TIOCLINUX`). `clone3` answers ENOSYS, its flags being out of the filter's
+/// reach (in memory), so C libraries fall back to `clone`. Without network, every socket but a
+/// Unix one. On a kernel whose Landlock cannot check truncation (ABI < 3), truncating by path and
+/// opening read-only with `O_TRUNC` are refused too. On x86-64, x32 system call numbers are
+/// refused before anything else (their arch tag is x86-64's, so the table would not see them).
+fn seccomp(policy: &Policy, abi: u32) -> Result<(), String> {
+    let fail = |e: &dyn std::fmt::Display| format!("seccomp: {e}");
     let mut denied: Vec<i64> = vec![
         libc::SYS_ptrace,
         libc::SYS_mount,
@@ -205,6 +272,14 @@ fn seccomp(policy: &Policy) -> Result<(), String> {
         libc::SYS_request_key,
         libc::SYS_unshare,
         libc::SYS_setns,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_open_tree,
+        libc::SYS_move_mount,
+        libc::SYS_mount_setattr,
+        libc::SYS_pidfd_getfd,
         libc::SYS_process_vm_readv,
         libc::SYS_process_vm_writev,
         libc::SYS_open_by_handle_at,
@@ -219,17 +294,71 @@ fn seccomp(policy: &Policy) -> Result<(), String> {
         libc::SYS_io_uring_register,
     ];
     #[cfg(target_arch = "x86_64")]
-    denied.extend([libc::SYS_iopl, libc::SYS_ioperm]);
+    denied.extend([libc::SYS_iopl, libc::SYS_ioperm, libc::SYS_modify_ldt]);
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = denied.into_iter().map(|s| (s, Vec::new())).collect();
-    if policy.ports.is_none() {
-        let not_unix = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)
-            .and_then(|c| SeccompRule::new(vec![c]))
-            .map_err(|e| format!("seccomp: {e}"))?;
-        rules.insert(libc::SYS_socket, vec![not_unix]);
+    // One rule per flag: a rule's conditions all hold, any rule matching refuses.
+    let when = |arg: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, len, op, value).and_then(|c| SeccompRule::new(vec![c])).map_err(|e| fail(&e))
+    };
+    let mut new_namespace = Vec::new();
+    for flag in NAMESPACE_FLAGS {
+        new_namespace.push(when(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(flag), flag)?);
     }
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| format!("seccomp: {e}"))?;
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
-        .map_err(|e| format!("seccomp: {e}"))?;
-    let program: seccompiler::BpfProgram = filter.try_into().map_err(|e: seccompiler::BackendError| format!("seccomp: {e}"))?;
-    seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))
+    rules.insert(libc::SYS_clone, new_namespace);
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            when(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::TIOCSTI)?,
+            when(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::TIOCLINUX)?,
+        ],
+    );
+    if policy.ports.is_none() {
+        rules.insert(libc::SYS_socket, vec![when(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?]);
+    }
+    if abi < 3 {
+        // The access mode and O_TRUNC: read-only (0) with O_TRUNC truncates unseen by Landlock < 3.
+        let mask = (libc::O_ACCMODE | libc::O_TRUNC) as u64;
+        let read_only_trunc = |arg| when(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(mask), libc::O_TRUNC as u64);
+        rules.insert(libc::SYS_truncate, Vec::new());
+        rules.insert(libc::SYS_openat, vec![read_only_trunc(2)?]);
+        #[cfg(target_arch = "x86_64")]
+        rules.insert(libc::SYS_open, vec![read_only_trunc(1)?]);
+    }
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| fail(&e))?;
+    let refuse = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch).map_err(|e| fail(&e))?;
+    let mut program: BpfProgram = refuse.try_into().map_err(|e: seccompiler::BackendError| fail(&e))?;
+    #[cfg(target_arch = "x86_64")]
+    program.splice(0..0, x32_refused());
+    let mut unknown: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
+    if abi < 3 {
+        unknown.insert(libc::SYS_openat2, Vec::new());
+    }
+    let unknown =
+        SeccompFilter::new(unknown, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch).map_err(|e| fail(&e))?;
+    let unknown: BpfProgram = unknown.try_into().map_err(|e: seccompiler::BackendError| fail(&e))?;
+    seccompiler::apply_filter(&unknown).map_err(|e| fail(&e))?;
+    seccompiler::apply_filter(&program).map_err(|e| fail(&e))
+}
+
+/// The `CLONE_NEW*` flags `clone` takes (`CLONE_NEWTIME` only through `clone3` and `unshare`).
+const NAMESPACE_FLAGS: [u64; 7] = [
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+];
+
+/// Load the system call number; at or above the x32 bit, refuse (EPERM); else go on.
+#[cfg(target_arch = "x86_64")]
+fn x32_refused() -> Vec<sock_filter> {
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    vec![
+        sock_filter { code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16, jt: 0, jf: 0, k: 0 },
+        sock_filter { code: (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16, jt: 0, jf: 1, k: X32_SYSCALL_BIT },
+        sock_filter { code: (libc::BPF_RET | libc::BPF_K) as u16, jt: 0, jf: 0, k: RET_ERRNO | libc::EPERM as u32 },
+    ]
 }

@@ -48,7 +48,8 @@ const SYSTEM: &[&str] = &[
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
-    "/etc/ssl",
+    "/etc/ssl/certs",
+    "/etc/ssl/openssl.cnf",
     "/etc/ca-certificates",
     "/etc/pki",
     "/etc/resolv.conf",
@@ -70,7 +71,6 @@ const SYSTEM: &[&str] = &[
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
     "/dev/pts",
     "/dev/shm",
 ];
@@ -117,6 +117,8 @@ impl Policy {
         read.dedup();
         let (ports, open) = match &cfg.network {
             Network::None => (None, false),
+            // No port at all is no network, sockets included (not TCP refused and UDP open).
+            Network::Ports(p) if p.is_empty() => (None, false),
             Network::Ports(p) => (Some(p.clone()), false),
             Network::Open => (Some(Vec::new()), true),
         };
@@ -144,7 +146,9 @@ fn which(name: &str) -> Option<PathBuf> {
 /// `pyvenv.cfg`, or the prefix above `lib/pythonX.Y`).
 fn install_tree(file: &Path) -> Vec<PathBuf> {
     let Some(dir) = file.parent() else { return Vec::new() };
-    let mut out = vec![dir.to_path_buf()];
+    // A file straight in a home folder, `/tmp` or `/`: the file only, not everything beside it
+    // (`--config ~/server.json` must not show `~/.ssh`).
+    let mut out = vec![if too_broad(dir) { file.to_path_buf() } else { dir.to_path_buf() }];
     let ancestors: Vec<&Path> = dir.ancestors().collect();
     if let Some(nm) = ancestors.iter().rev().find(|a| a.file_name().is_some_and(|n| n == "node_modules")) {
         out.extend(nm.parent().map(Path::to_path_buf));
@@ -166,6 +170,16 @@ fn install_tree(file: &Path) -> Vec<PathBuf> {
     }
     out.retain(|p| p.parent().is_some());
     out
+}
+
+/// A folder whose whole content is never shown because one file in it was named: the root, a
+/// home folder (`$HOME`, `/root`, `/home/<user>`), `/home`, `/tmp`, `/etc`.
+fn too_broad(dir: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    dir.parent().is_none()
+        || ["/home", "/root", "/tmp", "/etc", "/var/tmp"].iter().any(|d| dir == Path::new(d))
+        || dir.parent() == Some(Path::new("/home"))
+        || home.is_some_and(|h| h == dir)
 }
 
 mod apply;
@@ -235,6 +249,8 @@ pub fn container_command(
         Network::Ports(_) => return Err("a container's connections cannot be limited to ports: use network = \"none\" or \"open\"".into()),
     }
     a.push(format!("--memory={}", cfg.memory_bytes));
+    // Swap included: without it the runtime allows as much swap again.
+    a.push(format!("--memory-swap={}", cfg.memory_bytes));
     a.push(format!("--pids-limit={}", cfg.processes));
     a.push(format!("--ulimit=nofile={0}:{0}", cfg.open_files));
     if let Some(cpu) = cfg.cpu_seconds {
@@ -257,4 +273,23 @@ pub fn container_command(
     a.push(image.to_string());
     a.extend(command.iter().cloned());
     Ok((runtime, a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::install_tree;
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn a_file_named_in_a_broad_folder_shows_only_itself() {
+        assert_eq!(install_tree(Path::new("/tmp/server.json")), [PathBuf::from("/tmp/server.json")]);
+        assert_eq!(install_tree(Path::new("/home/ann/server.json")), [PathBuf::from("/home/ann/server.json")]);
+        assert_eq!(install_tree(Path::new("/root/x.py")), [PathBuf::from("/root/x.py")]);
+        // A project folder is the program's own tree.
+        assert_eq!(install_tree(Path::new("/home/ann/proj/server.py")), [PathBuf::from("/home/ann/proj")]);
+        assert_eq!(install_tree(Path::new("/tmp/proj/server.py")), [PathBuf::from("/tmp/proj")]);
+        // The folder above the outermost node_modules.
+        let tree = install_tree(Path::new("/srv/app/node_modules/pkg/dist/index.js"));
+        assert!(tree.contains(&PathBuf::from("/srv/app")), "{tree:?}");
+    }
 }

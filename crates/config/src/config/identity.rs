@@ -33,6 +33,9 @@ pub struct UserAuthSection {
     pub client_id: Option<String>,
     pub issuer: Option<String>,
     pub client_secret: Option<HeaderSource>,
+    /// How that client was registered to authenticate: `client_secret_basic` (default) or
+    /// `client_secret_post` (servers that enforce each client's registered method).
+    pub client_auth: Option<Spanned<String>>,
     /// The scopes to ask for, instead of what the upstream's challenge or metadata names.
     pub scopes: Option<Vec<String>>,
     /// On behalf of the caller without a browser: the caller's validated JWT is exchanged for an
@@ -91,6 +94,8 @@ pub struct UserAuthConfig {
     pub client_id: Option<String>,
     pub issuer: Option<String>,
     pub client_secret: Option<String>,
+    /// The client was registered with `client_secret_post`.
+    pub secret_in_body: bool,
     pub scopes: Option<Vec<String>>,
     /// RFC 8693 token exchange of the caller's JWT at `issuer` instead of a consent.
     pub exchange: bool,
@@ -161,6 +166,21 @@ pub(super) fn user_auth(
         }
         (None, _) => None,
     };
+    let secret_in_body = match u.client_auth.as_ref().map(|v| (v, v.get_ref().as_str())) {
+        None | Some((_, "client_secret_basic")) => false,
+        Some((_, "client_secret_post")) => true,
+        Some((v, other)) => {
+            return Err(at.err(
+                v,
+                "upstream.user_auth.client_auth",
+                format!("'{other}' is not a way a caller's client authenticates"),
+                "use client_secret_basic or client_secret_post",
+            ));
+        }
+    };
+    if secret_in_body && client_secret.is_none() {
+        return Err(at.err(id, "upstream.user_auth.client_auth", "client_secret_post needs a client_secret".into(), "add client_secret"));
+    }
     if u.client_id.is_some() && u.issuer.is_none() {
         return Err(at.err(
             id,
@@ -259,6 +279,7 @@ pub(super) fn user_auth(
         client_id: u.client_id.clone(),
         issuer: u.issuer.clone(),
         client_secret,
+        secret_in_body,
         scopes: u.scopes.clone(),
         exchange: u.exchange,
         api_key,

@@ -324,6 +324,15 @@ impl Config {
         let secrets = std::sync::Arc::new(guard::resolve_secrets(&at, file.secrets)?);
         let guards = std::sync::Arc::new(guards::resolve(&at, file.guards, &upstreams, &base_dir, env)?);
         let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
+        // Password files are read here and not kept: their paths are noted to be hidden below.
+        let mut secret_files: Vec<PathBuf> = file
+            .cluster
+            .as_ref()
+            .and_then(|c| c.redis_password_file.as_deref())
+            .map(|f| usage::relative(&base_dir, f))
+            .into_iter()
+            .collect();
+        secret_files.extend(file.state.as_ref().and_then(|s| s.postgres_password_file.as_deref()).map(|f| usage::relative(&base_dir, f)));
         let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
         let consent = upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| !a.exchange));
@@ -346,6 +355,10 @@ impl Config {
         kept.extend(usage_cfg.enabled.then(|| usage_cfg.store.clone()));
         kept.extend(audit.file.clone());
         kept.push(pins.file.clone());
+        kept.extend(audit.signing_key_file.clone());
+        kept.extend(secret_files);
+        kept.extend(server.tls.as_ref().map(|t| t.key.clone()));
+        kept.extend(upstreams.iter().filter_map(|u| u.tls.as_ref()?.cert.as_ref().map(|(_, key)| key.clone())));
         sandbox::hide(&at, &mut upstreams, &kept)?;
         Ok(Config {
             source: path.to_path_buf(),

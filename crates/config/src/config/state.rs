@@ -123,7 +123,7 @@ pub(super) fn resolve(
         )));
     }
     if let Some(p) = &s.postgres_password_file {
-        let pw_path = if Path::new(p).is_absolute() { PathBuf::from(p) } else { base_dir.join(p) };
+        let pw_path = super::usage::relative(base_dir, p);
         let pw = std::fs::read_to_string(&pw_path)
             .map_err(|e| ConfigError(format!("{file}: state.postgres_password_file: cannot read {}: {e}", pw_path.display())))?;
         let pw = pw.trim();

@@ -232,6 +232,7 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
         client_id: Some("gw".into()),
         issuer: None,
         client_secret: Some("s3cret".into()),
+        secret_in_body: false,
         scopes: None,
         exchange: false,
         api_key: None,
@@ -243,6 +244,8 @@ fn per_user_identity_needs_a_public_url_and_an_http_upstream() {
         (format!("[identity]\npublic_url = \"https://gw.example.com/?x=1\"\n{up}"), "no query"),
         ("[identity]\npublic_url = \"https://gw\"\n[[upstream]]\nid = \"a\"\ncommand = [\"x\"]\n[upstream.user_auth]\n".to_string(), "only to url and openapi upstreams"),
         (format!("[identity]\npublic_url = \"https://gw\"\n{up}client_secret = {{ env = \"CALC_TOKEN\" }}\n"), "needs its client_id"),
+        (format!("[identity]\npublic_url = \"https://gw\"\n{up}client_id = \"c\"\nissuer = \"https://as\"\nclient_auth = \"private_key_jwt\"\n"), "client_secret_basic or client_secret_post"),
+        (format!("[identity]\npublic_url = \"https://gw\"\n{up}client_id = \"c\"\nissuer = \"https://as\"\nclient_auth = \"client_secret_post\"\n"), "needs a client_secret"),
         (format!("[identity]\npublic_url = \"https://gw\"\n{up}scopes = [\"a b\"]\n"), "space"),
         (format!("[identity]\npublic_url = \"https://gw\"\n{up}client_id = \"gw\"\n"), "issuer"),
         (

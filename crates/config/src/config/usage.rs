@@ -189,7 +189,8 @@ fn duration(at: &Locator, v: &Option<Spanned<String>>, key: &str, default: Durat
     }
 }
 
-fn relative(base: &Path, p: &str) -> PathBuf {
+/// `p` as written, or beside the configuration when relative.
+pub(super) fn relative(base: &Path, p: &str) -> PathBuf {
     if Path::new(p).is_absolute() { PathBuf::from(p) } else { base.join(p) }
 }
 
