@@ -147,18 +147,7 @@ pub(super) fn resolve(
         if concurrency == 0 {
             return Err(at.err(&s.name, "guard.concurrency", "0 would never run the guard".into(), "use a positive number (default 16)"));
         }
-        let allow_on_error = match s.on_error.as_ref().map(|v| (v, v.get_ref().as_str())) {
-            None | Some((_, "deny")) => false,
-            Some((_, "allow")) => true,
-            Some((v, other)) => {
-                return Err(at.err(
-                    v,
-                    "guard.on_error",
-                    format!("{other:?} is not allow or deny"),
-                    "use on_error = \"deny\" (default) or \"allow\"",
-                ));
-            }
-        };
+        let allow_on_error = at.one_of(s.on_error.as_ref(), "guard.on_error", &["deny", "allow"], "allow or deny")? == "allow";
         guards.push(GuardConfig { name, points, tools: s.tools, kind, timeout, concurrency, allow_on_error });
     }
     Ok(guards)
@@ -216,13 +205,10 @@ fn kind(
                     return Err(at.err(b, "guard.builtin", format!("{other:?} is not a built-in group"), "use secrets, pii or injection"));
                 }
             };
-            let action = match s.action.as_ref().map(|a| (a, a.get_ref().as_str())) {
-                None | Some((_, "flag")) => Action::Flag,
-                Some((_, "redact")) => Action::Redact,
-                Some((_, "block")) => Action::Block,
-                Some((a, other)) => {
-                    return Err(at.err(a, "guard.action", format!("{other:?} is not an action"), "use flag (default), redact or block"));
-                }
+            let action = match at.one_of(s.action.as_ref(), "guard.action", &["flag", "redact", "block"], "an action")? {
+                "redact" => Action::Redact,
+                "block" => Action::Block,
+                _ => Action::Flag,
             };
             let names: Vec<&str> = s.detectors.iter().map(|d| d.get_ref().as_str()).collect();
             if let Some(bad) = s.detectors.iter().find(|d| !g.shapes().iter().any(|(n, _, _)| n == d.get_ref())) {
@@ -283,6 +269,10 @@ mod tests {
             ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nbuiltin = \"pii\"\ntimeout = \"1s\"\n", "built in"),
             ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://x\"\non_error = \"maybe\"\n", "not allow or deny"),
             ("[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://x\"\nconcurrency = 0\n", "never run"),
+            (
+                "[[guard]]\nname = \"a\"\npoints = [\"result\"]\nbuiltin = \"pii\"\naction = \"drop\"\n",
+                "use flag, redact or block (default flag)",
+            ),
             (
                 "[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://x\"\n\n[[guard]]\nname = \"a\"\npoints = [\"result\"]\nwebhook = \"https://y\"\n",
                 "a second guard",

@@ -166,18 +166,12 @@ pub(super) fn user_auth(
         }
         (None, _) => None,
     };
-    let secret_in_body = match u.client_auth.as_ref().map(|v| (v, v.get_ref().as_str())) {
-        None | Some((_, "client_secret_basic")) => false,
-        Some((_, "client_secret_post")) => true,
-        Some((v, other)) => {
-            return Err(at.err(
-                v,
-                "upstream.user_auth.client_auth",
-                format!("'{other}' is not a way a caller's client authenticates"),
-                "use client_secret_basic or client_secret_post",
-            ));
-        }
-    };
+    let secret_in_body = at.one_of(
+        u.client_auth.as_ref(),
+        "upstream.user_auth.client_auth",
+        &["client_secret_basic", "client_secret_post"],
+        "a way a caller's client authenticates",
+    )? == "client_secret_post";
     if secret_in_body && client_secret.is_none() {
         return Err(at.err(id, "upstream.user_auth.client_auth", "client_secret_post needs a client_secret".into(), "add client_secret"));
     }

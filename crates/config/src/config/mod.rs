@@ -410,6 +410,17 @@ impl Locator<'_> {
         ConfigError(format!("{}{line}: {key}: {problem}. Fix: {fix}.", self.file))
     }
 
+    /// One of a closed set of words (`words[0]` when the key is absent), or an error that names
+    /// them all: `what` says what the value should have been ("an action").
+    fn one_of(&self, v: Option<&Spanned<String>>, key: &str, words: &[&'static str], what: &str) -> Result<&'static str, ConfigError> {
+        let Some(v) = v else { return Ok(words[0]) };
+        words.iter().copied().find(|w| *w == v.get_ref()).ok_or_else(|| {
+            let (last, rest) = words.split_last().unwrap_or((&"", &[]));
+            let listed = if rest.is_empty() { (*last).to_string() } else { format!("{} or {last}", rest.join(", ")) };
+            self.err(v, key, format!("{:?} is not {what}", v.get_ref()), &format!("use {listed} (default {})", words[0]))
+        })
+    }
+
     fn duration(&self, v: Option<&Spanned<String>>, key: &str, default: Duration) -> Result<Duration, ConfigError> {
         match v {
             None => Ok(default),
