@@ -9,7 +9,8 @@
 //! `[state] timeout`, and a dead peer by `tcp_user_timeout`. While the database is down, a
 //! failed connection is not retried for [`RETRY`]: calls fail fast with the reason, so the
 //! stores above keep serving from memory (tokens read, counts buffered) and refuse only what
-//! needs a write (a consent's tokens, an approval).
+//! needs a write (a consent's tokens, an approval). A connection the server ended while idle is
+//! found out by the next `BEGIN` and replaced at once; nothing is retried once work has begun.
 
 use super::{Row, Tx, Value};
 use crate::config::state::PostgresConfig;
@@ -144,47 +145,84 @@ impl Postgres {
 
     fn run<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
         let mut slot = lock(&self.client);
-        if slot.as_ref().is_some_and(Client::is_closed) {
-            *slot = None;
-        }
-        if slot.is_none() {
-            if let Some((until, why)) = lock(&self.down).as_ref()
-                && Instant::now() < *until
-            {
-                return Err(format!("unreachable ({why})"));
+        let mut f = Some(f);
+        // A connection the server ended while it sat idle (a restart, a failover, an idle
+        // timeout) is only found out by its next round trip, the BEGIN: then one fresh connection
+        // is made, since nothing of `f` has run. A failure once `f` has begun is never retried.
+        for fresh in [false, true] {
+            if slot.as_ref().is_some_and(Client::is_closed) {
+                *slot = None;
             }
-            match self.config.connect(NoTls) {
-                Ok(c) => {
-                    if lock(&self.down).take().is_some() {
-                        tracing::info!("the state database answers again");
+            let client = match slot.as_mut() {
+                Some(c) => c,
+                None => slot.insert(self.connect()?),
+            };
+            let outcome = match client.transaction() {
+                Ok(t) => {
+                    let Some(f) = f.take() else { return Err("no work".into()) };
+                    let mut tx = PgTx(t);
+                    Ok(match f(&mut tx) {
+                        Ok(out) => tx.0.commit().map(|_| out).map_err(|e| describe(&e)),
+                        Err(e) => Err(e),
+                    })
+                }
+                Err(e) => Err(e),
+            };
+            let closed = slot.as_ref().is_none_or(Client::is_closed);
+            match outcome {
+                Ok(done) => {
+                    if closed {
+                        *slot = None;
                     }
-                    *slot = Some(c);
+                    return done;
                 }
                 Err(e) => {
-                    let why = describe(&e);
-                    if lock(&self.down).replace((Instant::now() + RETRY, why.clone())).is_none() {
-                        tracing::warn!(error = %why, "the state database cannot be reached; what needs it waits or is refused until it answers");
+                    let gone = closed || connection_ended(&e);
+                    if gone {
+                        *slot = None;
                     }
-                    return Err(format!("unreachable ({why})"));
+                    if gone && !fresh {
+                        tracing::info!(error = %describe(&e), "the state database had closed its connection: connecting again");
+                        continue;
+                    }
+                    return Err(describe(&e));
                 }
             }
         }
-        let Some(client) = slot.as_mut() else { return Err("no connection".into()) };
-        let done = match client.transaction() {
-            Ok(t) => {
-                let mut tx = PgTx(t);
-                match f(&mut tx) {
-                    Ok(out) => tx.0.commit().map(|_| out).map_err(|e| describe(&e)),
-                    Err(e) => Err(e),
-                }
-            }
-            Err(e) => Err(describe(&e)),
-        };
-        if client.is_closed() {
-            *slot = None;
-        }
-        done
+        Err("no connection".into())
     }
+
+    /// A new connection, unless one failed less than [`RETRY`] ago.
+    fn connect(&self) -> Result<Client, String> {
+        if let Some((until, why)) = lock(&self.down).as_ref()
+            && Instant::now() < *until
+        {
+            return Err(format!("unreachable ({why})"));
+        }
+        match self.config.connect(NoTls) {
+            Ok(c) => {
+                if lock(&self.down).take().is_some() {
+                    tracing::info!("the state database answers again");
+                }
+                Ok(c)
+            }
+            Err(e) => {
+                let why = describe(&e);
+                if lock(&self.down).replace((Instant::now() + RETRY, why.clone())).is_none() {
+                    tracing::warn!(error = %why, "the state database cannot be reached; what needs it waits or is refused until it answers");
+                }
+                Err(format!("unreachable ({why})"))
+            }
+        }
+    }
+}
+
+/// Whether `e` says the server ended the connection (shut down, crashed, not accepting yet), so
+/// that a new connection may succeed where this one cannot.
+fn connection_ended(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    e.is_closed()
+        || e.code().is_some_and(|c| [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(c))
 }
 
 impl Drop for Postgres {
