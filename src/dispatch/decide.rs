@@ -44,21 +44,14 @@ pub struct Subject<'a> {
 }
 
 /// Decides on `req` for `subject`: `Ok(Some(rule))` when a confirm rule holds. `args` are the
-/// call's arguments when already read (`None`: read from `params.arguments` if a rule needs them).
+/// call's arguments as the chain read them (`dispatch::chain::Call::arguments`), given whenever a
+/// rule may read them; a rule that reads arguments it was not given does not hold in the call's
+/// favour (`policy::rules`).
 pub fn decide(gw: &Served<'_>, req: &Request, subject: &Subject<'_>, args: Option<&Value>) -> Result<Option<String>, Refusal> {
     let grants = &req.caller.grants;
     if !grants.decides_calls() {
         return Ok(None);
     }
-    let read;
-    let args = match args {
-        Some(a) if !a.is_null() => Some(a),
-        _ if grants.reads_arguments() => {
-            read = req.params.get("arguments").and_then(|raw| raw.parse::<Value>().ok());
-            read.as_ref()
-        }
-        _ => None,
-    };
     let client = match &req.legacy {
         Some(session) => Some(&session.info),
         None => req.meta.fields.get(keys::CLIENT_INFO),

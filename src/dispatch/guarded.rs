@@ -7,12 +7,13 @@
 //! With no guard at a point, nothing is read and a stream is passed as it is.
 
 use super::refusal::Refusal;
-use super::{Served, secrets::Redact, state};
+use super::{Served, envelope, secrets::Redact, state};
 use crate::gateway::guards::{Asking, Checked, Context, GuardSet};
 use crate::policy::guards::Point;
 use crate::protocol::Method;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
+use crate::protocol::read;
 use crate::reply::{Event, EventStream, Outcome, Reply};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -48,7 +49,7 @@ pub async fn request(gw: &Served<'_>, who: &Who, arguments: &Value) -> Result<Op
         return Ok(None);
     }
     let content = json!({ "arguments": arguments });
-    match set.check(&cx, &who.asking(Point::Request), content).await {
+    match set.check(&cx, &who.asking(Point::Request), Ok(content)).await {
         Checked::Pass(None) => Ok(None),
         Checked::Pass(Some(mut new)) => Ok(Some(new["arguments"].take())),
         Checked::Denied { guard, reason, .. } => Err(Refusal::ByGuard { guard, reason, tool: who.method == Method::ToolsCall }),
@@ -85,16 +86,22 @@ pub async fn results(gw: &Served<'_>, who: Who, redact: Option<Arc<Redact>>, rep
     Reply::Stream(EventStream::new(rx).with_asks())
 }
 
-/// A final outcome, checked at `input` when it asks the person something, else at `result`.
+/// A final outcome, checked at `input` when it asks the person something, else at `result`. A
+/// guard reads it as `protocol::read` reads it (what cannot be read is withheld), without the
+/// sealed `requestState` of a question (the gateway's, not the person's), and a replacement is
+/// completed to the result its method answers, or withheld.
 async fn outcome(set: &GuardSet, cx: &Context, who: &Who, redact: Option<&Redact>, o: Outcome) -> Outcome {
     let point = if state::asks_input(&o) { Point::Input } else { Point::Result };
     if !set.guards(point, &who.name) {
         return o;
     }
-    let content = match &o {
-        Outcome::Result(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
-        Outcome::UpstreamError(raw) => json!({ "error": serde_json::from_str::<Value>(raw.get()).unwrap_or(Value::Null) }),
-        Outcome::Error(e) => json!({ "error": { "code": e.code, "message": e.message, "data": e.data } }),
+    let (content, original) = match &o {
+        Outcome::Result(raw) => {
+            let read = read::text_value(raw.get());
+            (read.clone().map(without_state), read.ok())
+        }
+        Outcome::UpstreamError(raw) => (read::text_value(raw.get()).map(|e| json!({ "error": e })), None),
+        Outcome::Error(e) => (Ok(json!({ "error": { "code": e.code, "message": e.message, "data": e.data } })), None),
     };
     let new = match set.check(cx, &who.asking(point), content).await {
         Checked::Pass(None) => return o,
@@ -108,9 +115,10 @@ async fn outcome(set: &GuardSet, cx: &Context, who: &Who, redact: Option<&Redact
             data: e.get("data").cloned().filter(|d| !d.is_null()),
             ..RpcError::internal("")
         }),
-        None => match Json::to_json(&new) {
-            Ok(raw) => Outcome::Result(raw),
-            Err(_) => return withheld(who, "-", "the replacement could not be written"),
+        None => match envelope::complete(&who.method, original.as_ref(), new).map(|new| Json::to_json(&new)) {
+            Ok(Ok(raw)) => Outcome::Result(raw),
+            Ok(Err(_)) => return withheld(who, "-", "the replacement could not be written"),
+            Err(why) => return withheld(who, "-", &why),
         },
     };
     // What a guard wrote passes the secrets step like what the upstream wrote.
@@ -120,13 +128,20 @@ async fn outcome(set: &GuardSet, cx: &Context, who: &Who, redact: Option<&Redact
     }
 }
 
+/// A result as a guard reads it: without the sealed `requestState` of a question.
+fn without_state(mut result: Value) -> Value {
+    if let Some(map) = result.as_object_mut() {
+        map.remove("requestState");
+    }
+    result
+}
+
 /// A question an upstream streams to a legacy client, checked at `input`.
 async fn question(set: &GuardSet, cx: &Context, who: &Who, bytes: Vec<u8>) -> Event {
     if !set.guards(Point::Input, &who.name) {
         return Event::Ask(bytes);
     }
-    let content = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    match set.check(cx, &who.asking(Point::Input), content).await {
+    match set.check(cx, &who.asking(Point::Input), read::value(&bytes)).await {
         Checked::Pass(None) => Event::Ask(bytes),
         Checked::Pass(Some(new)) if new.get("method").is_some_and(Value::is_string) => match serde_json::to_vec(&new) {
             Ok(b) => Event::Ask(b),

@@ -9,6 +9,7 @@ mod confirm;
 mod consent;
 pub mod decide;
 mod discover;
+mod envelope;
 mod extensions;
 mod forward;
 mod guarded;

@@ -57,6 +57,9 @@ pub enum Refusal {
     ByRule { rule: String, allowed_by_none: bool, tool: bool },
     /// A `[[guard]]` denied the request (recorded with its name and latency where it was asked).
     ByGuard { guard: String, reason: String, tool: bool },
+    /// What a decider had to read of the request (`what`: its arguments) cannot be read
+    /// (`protocol::read`): refused, whatever the deciders would have said.
+    Unreadable { what: &'static str, why: crate::protocol::read::Unreadable },
 }
 
 impl Refusal {
@@ -83,6 +86,7 @@ impl Refusal {
             Refusal::ByRule { allowed_by_none: false, .. } => Refused::DeniedByRule,
             Refusal::ByRule { allowed_by_none: true, .. } => Refused::NotAllowedByRule,
             Refusal::ByGuard { .. } => Refused::GuardDenied,
+            Refusal::Unreadable { .. } => Refused::Unreadable,
         })
     }
 
@@ -145,6 +149,10 @@ impl Refusal {
             Refusal::RateLimited(wait) => super::rate_limited(&format!("{caller} on {name}"), wait),
             Refusal::QuotaExceeded(r) => super::quota_exceeded(caller, name, &r),
             Refusal::InvalidArguments(r) => invalid_arguments(name, r),
+            Refusal::Unreadable { what, why } => RpcError::invalid_params(format!(
+                "The gateway cannot read the {what} of this call of {name}, so it does not forward it: {why}."
+            ))
+            .with_data(json!({ "unreadable": why.label() })),
         };
         Reply::error(error)
     }

@@ -14,6 +14,7 @@ use crate::config::guards::{GuardConfig, GuardKind};
 use crate::net::HttpClient;
 use crate::policy::guards::{Ask, Point, Subject, VERSION, Verdict, builtin, parse};
 use crate::protocol::rawobj::RawObject;
+use crate::protocol::read::{self, Unreadable};
 use crate::reply::Outcome;
 use crate::telemetry::Metrics;
 use crate::upstream::{Call, Upstream};
@@ -96,16 +97,27 @@ impl GuardSet {
         self.guards.iter().any(|g| g.cfg.guards(point, name))
     }
 
-    /// Asks every guard that runs at `asking.point` for the item, in order.
-    pub async fn check(&self, cx: &Context, asking: &Asking<'_>, content: Value) -> Checked {
+    /// Asks every guard that runs at `asking.point` for the item, in order, about `content` as
+    /// `protocol::read` read it: content that could not be read is denied by the first of them
+    /// (counted and audited as its denial), never handed to a guard as something else.
+    pub async fn check(&self, cx: &Context, asking: &Asking<'_>, content: Result<Value, Unreadable>) -> Checked {
         self.check_with(cx, asking, content, None).await
     }
 
     /// [`GuardSet::check`] with the guard named `only`, when given.
-    async fn check_with(&self, cx: &Context, asking: &Asking<'_>, content: Value, only: Option<&str>) -> Checked {
-        let mut content = content;
-        let mut modified = false;
+    async fn check_with(&self, cx: &Context, asking: &Asking<'_>, content: Result<Value, Unreadable>, only: Option<&str>) -> Checked {
         let chosen = |g: &&Running| g.cfg.guards(asking.point, asking.name) && only.is_none_or(|n| n == g.cfg.name);
+        let mut content = match content {
+            Ok(content) => content,
+            Err(why) => {
+                let Some(g) = self.guards.iter().find(chosen) else { return Checked::Pass(None) };
+                let (name, reason) = (g.cfg.name.as_str(), unreadable(&why));
+                cx.metrics.guard_verdict(name, asking.point.as_str(), "deny");
+                cx.audit.guarded(asking.who(), "guard_denied", name, &reason, Default::default());
+                return Checked::Denied { guard: name.to_string(), reason, failed: false };
+            }
+        };
+        let mut modified = false;
         for g in self.guards.iter().filter(chosen) {
             let started = Instant::now();
             let answer = match &g.cfg.kind {
@@ -158,16 +170,31 @@ impl GuardSet {
             _ => None,
         });
         let Some(first) = builtins.next() else { return Some(bytes) };
-        let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else { return None };
+        let mut message = match read::value(&bytes) {
+            Ok(message) => message,
+            Err(why) => {
+                cx.metrics.guard_verdict(first.0, asking.point.as_str(), "deny");
+                cx.audit.guarded(asking.who(), "guard_denied", first.0, &unreadable(&why), Default::default());
+                return None;
+            }
+        };
         let mut changed = false;
         for (name, detectors) in std::iter::once(first).chain(builtins) {
             let who = asking.who();
+            let point = asking.point.as_str();
             match builtin(detectors, &mut message) {
-                Verdict::Allow => {}
-                Verdict::Flag(found) => cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, "-", Default::default()),
-                Verdict::Modify { .. } => changed = true,
+                Verdict::Allow => cx.metrics.guard_verdict(name, point, "allow"),
+                Verdict::Flag(found) => {
+                    cx.metrics.guard_verdict(name, point, "flag");
+                    cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, "-", Default::default());
+                }
+                Verdict::Modify { reason, .. } => {
+                    cx.metrics.guard_verdict(name, point, "modify");
+                    cx.audit.guarded(who, "guard_modified", name, &reason, Default::default());
+                    changed = true;
+                }
                 Verdict::Deny(reason) => {
-                    cx.metrics.guard_verdict(name, asking.point.as_str(), "deny");
+                    cx.metrics.guard_verdict(name, point, "deny");
                     cx.audit.guarded(who, "guard_denied", name, &reason, Default::default());
                     return None;
                 }
@@ -177,6 +204,11 @@ impl GuardSet {
     }
 }
 
+/// The reason a guard denies what cannot be read.
+pub fn unreadable(why: &Unreadable) -> String {
+    format!("the message cannot be read: {why}")
+}
+
 /// The external guards' verdicts on definitions (the `catalogue` point), by guard and the
 /// SHA-256 of the definition: a definition is asked about once, while the catalogue holds it
 /// back, and the catalogue is rebuilt with the answer. A failure is not kept: the definition is
@@ -184,12 +216,29 @@ impl GuardSet {
 #[derive(Default)]
 pub struct Definitions {
     known: std::sync::Mutex<std::collections::HashMap<(String, String), Option<Verdict>>>,
+    /// The built-in guards' verdicts already counted and audited, by guard and digest.
+    recorded: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 impl Definitions {
     /// Forgets every verdict (the guards changed).
     pub fn clear(&self) {
         crate::sync::lock(&self.known).clear();
+        crate::sync::lock(&self.recorded).clear();
+    }
+}
+
+/// The hex SHA-256 of a definition's text.
+fn digest(text: &str) -> String {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The list method a definition of `kind` arrives in.
+fn list_method(kind: crate::catalog::Kind) -> &'static str {
+    match kind {
+        crate::catalog::Kind::Prompt => "prompts/list",
+        crate::catalog::Kind::Skill => "skills/list",
+        _ => "tools/list",
     }
 }
 
@@ -207,10 +256,7 @@ impl super::Gateway {
         upstream: &str,
         definition: &Value,
     ) -> Option<Verdict> {
-        let text = definition.to_string();
-        let digest: String =
-            aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        let key = (g.name.clone(), digest);
+        let key = (g.name.clone(), digest(&definition.to_string()));
         {
             let mut known = crate::sync::lock(&self.definitions.known);
             if let Some(v) = known.get(&key) {
@@ -223,11 +269,7 @@ impl super::Gateway {
         }
         let me = self.me.upgrade()?;
         let (name, upstream, definition) = (name.to_string(), upstream.to_string(), definition.clone());
-        let method = match kind {
-            crate::catalog::Kind::Prompt => "prompts/list",
-            crate::catalog::Kind::Skill => "skills/list",
-            _ => "tools/list",
-        };
+        let method = list_method(kind);
         self.tasks.spawn(async move {
             let (set, cx) = me.guards();
             let asking = Asking {
@@ -239,7 +281,7 @@ impl super::Gateway {
                 name: &name,
                 upstream: &upstream,
             };
-            let verdict = match set.check_with(&cx, &asking, definition, Some(&key.0)).await {
+            let verdict = match set.check_with(&cx, &asking, Ok(definition), Some(&key.0)).await {
                 Checked::Pass(None) => Some(Verdict::Allow),
                 Checked::Pass(Some(content)) => Some(Verdict::Modify { content, reason: String::new() }),
                 Checked::Denied { failed: true, .. } => None,
@@ -255,6 +297,42 @@ impl super::Gateway {
             }
         });
         None
+    }
+}
+
+impl super::Gateway {
+    /// A built-in guard's verdict on a definition (the `catalogue` point), counted, and audited
+    /// unless it allows, once per guard and definition (the catalogue is screened at every
+    /// rebuild).
+    pub(super) fn catalogue_verdict(
+        &self,
+        g: &GuardConfig,
+        kind: crate::catalog::Kind,
+        name: &str,
+        upstream: &str,
+        text: &str,
+        verdict: &Verdict,
+    ) {
+        {
+            let mut recorded = crate::sync::lock(&self.definitions.recorded);
+            if recorded.len() >= MAX_DEFINITIONS {
+                recorded.clear();
+            }
+            if !recorded.insert((g.name.clone(), digest(text))) {
+                return;
+            }
+        }
+        let (label, outcome, reason) = match verdict {
+            Verdict::Allow => ("allow", String::new(), ""),
+            Verdict::Flag(found) => ("flag", format!("guard_flagged:{}", found.join(",")), "-"),
+            Verdict::Modify { reason, .. } => ("modify", "guard_modified".into(), reason.as_str()),
+            Verdict::Deny(reason) => ("deny", "guard_denied".into(), reason.as_str()),
+        };
+        self.metrics.guard_verdict(&g.name, Point::Catalogue.as_str(), label);
+        if label != "allow" {
+            let who = Guarded { caller: "-", endpoint: "-", method: list_method(kind), item: name, upstream };
+            self.audit.guarded(who, &outcome, &g.name, reason, Default::default());
+        }
     }
 }
 

@@ -19,6 +19,7 @@ use crate::catalog::pins::{self, PinFile, PinMode, Standing};
 use crate::catalog::{Kind, Problem};
 use crate::config::guards::{GuardConfig, GuardKind};
 use crate::policy::guards::{Point, Verdict, builtin};
+use crate::protocol::read;
 use crate::sync::lock;
 use crate::upstream::{Upstream, UpstreamState};
 use arc_swap::ArcSwap;
@@ -65,9 +66,18 @@ pub enum ApproveError {
     File(String),
 }
 
-/// How a definition is put to an external catalogue guard (`Gateway::definition_verdict`): the
-/// guard, the item's kind, name and upstream, its definition; `None` while it is being asked.
-pub type Ask<'a> = &'a dyn Fn(&GuardConfig, Kind, &str, &str, &serde_json::Value) -> Option<Verdict>;
+/// How the catalogue guards' verdicts reach the gateway.
+pub struct Catalogue<'a> {
+    /// A definition put to an external guard (`Gateway::definition_verdict`): the guard, the
+    /// item's kind, name and upstream, its definition; `None` while it is being asked.
+    pub ask: &'a dyn Fn(&GuardConfig, Kind, &str, &str, &serde_json::Value) -> Option<Verdict>,
+    /// A built-in guard's verdict on a definition (its text), or a refusal of a definition that
+    /// cannot be read, counted and audited (`Gateway::catalogue_verdict`).
+    pub record: &'a dyn Fn(&GuardConfig, Kind, &str, &str, &str, &Verdict),
+}
+
+/// See [`Catalogue`].
+pub type Ask<'a> = &'a Catalogue<'a>;
 
 /// An upstream's tools and skills after screening.
 pub struct Screened {
@@ -251,6 +261,8 @@ impl Gateway {
         let config = self.config();
         let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
         let ask = |g: &GuardConfig, k: Kind, n: &str, u: &str, d: &serde_json::Value| self.definition_verdict(g, k, n, u, d);
+        let record = |g: &GuardConfig, k: Kind, n: &str, u: &str, d: &str, v: &Verdict| self.catalogue_verdict(g, k, n, u, d, v);
+        let ask = Catalogue { ask: &ask, record: &record };
         all.iter().zip(states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards, &ask)).collect()
     }
 }
@@ -269,13 +281,31 @@ impl Pins {
         if guards.is_empty() {
             return Guarded::Pass(None, None);
         }
-        let Ok(mut definition) = serde_json::from_str::<serde_json::Value>(raw.get()) else { return Guarded::Pass(None, None) };
-        let name = definition.get(if kind == Kind::Skill { "uri" } else { "name" }).and_then(|n| n.as_str()).unwrap_or("?").to_string();
+        let key = if kind == Kind::Skill { "uri" } else { "name" };
+        let mut definition = match read::text_value(raw.get()) {
+            Ok(definition) => definition,
+            Err(why) => {
+                let name = name_of(raw.get(), key);
+                let Some(g) = guards.iter().find(|g| g.guards(Point::Catalogue, &name)) else { return Guarded::Pass(None, None) };
+                (ask.record)(g, kind, &name, up.id(), raw.get(), &Verdict::Deny(crate::gateway::guards::unreadable(&why)));
+                return Guarded::Held(Problem {
+                    upstream: up.id().to_string(),
+                    kind,
+                    item: name,
+                    reason: format!("held: guard '{}' cannot read its definition ({why})", g.name),
+                });
+            }
+        };
+        let name = definition.get(key).and_then(|n| n.as_str()).unwrap_or("?").to_string();
         let (mut redacted, mut flagged) = (false, None);
         for g in guards.iter().filter(|g| g.guards(Point::Catalogue, &name)) {
             let verdict = match &g.kind {
-                GuardKind::Builtin { detectors } => builtin(detectors, &mut definition.clone()),
-                _ => match ask(g, kind, &name, up.id(), &definition) {
+                GuardKind::Builtin { detectors } => {
+                    let verdict = builtin(detectors, &mut definition.clone());
+                    (ask.record)(g, kind, &name, up.id(), raw.get(), &verdict);
+                    verdict
+                }
+                _ => match (ask.ask)(g, kind, &name, up.id(), &definition) {
                     Some(v) => v,
                     None => {
                         return Guarded::Held(Problem {
@@ -313,6 +343,12 @@ impl Pins {
         let redacted = redacted.then(|| serde_json::value::to_raw_value(&definition).ok()).flatten();
         Guarded::Pass(redacted, flagged)
     }
+}
+
+/// The name (`key`) of a definition that cannot be read, as far as a lenient reading finds it.
+fn name_of(text: &str, key: &str) -> String {
+    let v = serde_json::from_str::<serde_json::Value>(text).ok();
+    v.as_ref().and_then(|v| v.get(key)).and_then(|n| n.as_str()).unwrap_or("?").to_string()
 }
 
 /// The pinned definition of an item of `kind` (tools and skills are pinned).

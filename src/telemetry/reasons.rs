@@ -46,6 +46,7 @@ labels! {
         HeldByPin => "held_by_pin",
         InvalidArguments => "invalid_arguments",
         ArgumentsTooCostly => "arguments_too_costly",
+        Unreadable => "unreadable",
         ConsentNeeded => "consent_needed",
         ConfirmationDeclined => "confirmation_declined",
         ConfirmationSpent => "confirmation_spent",

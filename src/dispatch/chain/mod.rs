@@ -20,7 +20,7 @@ use crate::catalog::Kind;
 use crate::catalog::merge::Entry;
 use crate::protocol::Method;
 use crate::protocol::errors::RpcError;
-use crate::protocol::xheader;
+use crate::protocol::{read, xheader};
 use crate::reply::Reply;
 use serde_json::Value;
 
@@ -110,8 +110,9 @@ pub(super) struct Call<'g> {
     /// a URI in canonical form), as the audit presents it and request states are bound to.
     pub name: String,
     pub target: Option<Target<'g>>,
-    /// The arguments, when something depends on their values (`Null`: passed through unread).
-    pub args: Value,
+    /// The arguments as every decider reads them ([`Call::arguments`]): `None` while nothing
+    /// has read them (they pass through unread when nothing does).
+    pub args: Option<Value>,
     /// The digest of what a person confirmed.
     pub confirmed: Option<String>,
     /// The `[[rule]]` asking a person to confirm the call.
@@ -131,6 +132,22 @@ impl<'g> Call<'g> {
     pub fn tool(&self) -> Result<&'g Entry, Refusal> {
         self.target()?.entry.ok_or_else(|| Refusal::Malformed(RpcError::internal("a tool step ran on no tool")))
     }
+
+    /// The arguments as every decider reads them (rules, validation, the request guards, mirrored
+    /// headers): read once, strictly (`protocol::read`), from `params.arguments` (absent or
+    /// `null`: `{}`); what cannot be read refuses the call.
+    pub fn arguments(&mut self) -> Result<&Value, Refusal> {
+        if self.args.is_none() {
+            let read = match self.req.params.get("arguments") {
+                Some(raw) if raw.get() != "null" => {
+                    read::text_value(raw.get()).map_err(|why| Refusal::Unreadable { what: "arguments", why })?
+                }
+                _ => Value::Object(Default::default()),
+            };
+            self.args = Some(read);
+        }
+        Ok(self.args.get_or_insert(Value::Null))
+    }
 }
 
 /// Serves a request that acts on one item through its method's chain, then forwards it.
@@ -144,7 +161,7 @@ pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
         id_of: &id_of,
         name: String::new(),
         target: None,
-        args: Value::Null,
+        args: None,
         confirmed: None,
         confirm_rule: None,
         endpoint: None,
@@ -159,7 +176,7 @@ pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
     }
     let Some(target) = call.target else { return Reply::error(RpcError::internal("the call path resolved no item")) };
     let headers = match target.entry {
-        Some(tool) if target.kind == Kind::Tool => xheader::outbound(&tool.headers, &call.args),
+        Some(tool) if target.kind == Kind::Tool => xheader::outbound(&tool.headers, call.args.as_ref().unwrap_or(&Value::Null)),
         _ => Vec::new(),
     };
     let named = Named { shown: &call.name, policy: &target.policy, confirmed: call.confirmed.as_deref() };
@@ -199,25 +216,12 @@ async fn guard(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     }
     let target = call.target()?;
     let who = who(gw, &call.req, target);
-    let read;
-    let args = match call.req.params.get("arguments") {
-        _ if !call.args.is_null() => &call.args,
-        Some(raw) if raw.get() != "null" => {
-            read = raw.parse::<Value>().unwrap_or(Value::Null);
-            &read
-        }
-        _ => {
-            read = Value::Object(Default::default());
-            &read
-        }
-    };
+    let args = call.arguments()?;
     if let Some(new) = guarded::request(gw, &who, args).await? {
         if call.req.params.set_json("arguments", &new).is_err() {
             return Err(Refusal::Malformed(RpcError::internal("cannot set the arguments a guard wrote")));
         }
-        if !call.args.is_null() {
-            call.args = new;
-        }
+        call.args = Some(new);
     }
     Ok(())
 }
@@ -239,11 +243,14 @@ async fn run<'g>(step: Step, gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<
 
 /// The rules that need the call decide it (a tool's arguments as they will be forwarded).
 fn decide(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
+    let grants = &call.req.caller.grants;
+    if grants.decides_calls() && grants.reads_arguments() {
+        call.arguments()?;
+    }
     let target = call.target()?;
     let json = target.entry.filter(|_| matches!(target.kind, Kind::Tool | Kind::Prompt | Kind::Skill)).map(|e| e.json.get());
     let subject = Subject { kind: target.kind, name: &target.policy, upstream: gw.upstream_id(target.upstream), json };
-    let args = (!call.args.is_null()).then_some(&call.args);
-    call.confirm_rule = super::decide::decide(gw, &call.req, &subject, args)?;
+    call.confirm_rule = super::decide::decide(gw, &call.req, &subject, call.args.as_ref())?;
     Ok(())
 }
 

@@ -79,66 +79,56 @@ pub(super) async fn admit(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Re
 /// pass through unread, once their shape is known to be an object.
 pub(super) fn arguments(call: &mut Call<'_>) -> Result<(), Refusal> {
     let tool = call.tool()?;
-    let req = &mut call.req;
     let not_object = || Refusal::Malformed(RpcError::invalid_params("tools/call arguments must be an object"));
+    let req = &call.req;
     let needs_values = !tool.headers.is_empty() || !tool.fixed.is_empty() || req.param_headers.as_ref().is_some_and(|h| !h.is_empty());
-    let mut args: Value = match req.params.get("arguments") {
-        None => Value::Object(Default::default()),
-        Some(raw) if !needs_values && (raw.get().starts_with('{') || raw.get() == "null") => Value::Null,
-        Some(raw) => match raw.parse::<Value>() {
-            Ok(v @ (Value::Object(_) | Value::Null)) => v,
-            _ => return Err(not_object()),
-        },
-    };
-    if let Some(fixed) = tool.fixed.keys().find(|k| args.get(k.as_str()).is_some()) {
+    if !needs_values {
+        return match req.params.get("arguments") {
+            Some(raw) if !(raw.get().starts_with('{') || raw.get() == "null") => Err(not_object()),
+            _ => Ok(()),
+        };
+    }
+    call.arguments()?;
+    let Some(Value::Object(args)) = &call.args else { return Err(not_object()) };
+    if let Some(fixed) = tool.fixed.keys().find(|k| args.contains_key(k.as_str())) {
         let name = &call.name;
         return Err(Refusal::Malformed(RpcError::invalid_params(format!(
             "Argument '{fixed}' of {name} is fixed on this endpoint: leave it out"
         ))));
     }
-    if let Some(received) = &req.param_headers {
-        xheader::check_inbound(&tool.headers, &args, received).map_err(Refusal::Malformed)?;
+    if let (Some(received), Some(args)) = (&call.req.param_headers, &call.args) {
+        xheader::check_inbound(&tool.headers, args, received).map_err(Refusal::Malformed)?;
     }
     // A virtual server's fixed arguments go in, with the values it set.
-    if !tool.fixed.is_empty() {
-        if args.is_null() {
-            args = Value::Object(Default::default());
-        }
-        let Value::Object(map) = &mut args else { return Err(not_object()) };
+    if !tool.fixed.is_empty()
+        && let Some(Value::Object(map)) = &mut call.args
+    {
         map.extend(tool.fixed.clone());
-        if req.params.set_json("arguments", &args).is_err() {
+        if call.req.params.set_json("arguments", map).is_err() {
             return Err(Refusal::Malformed(RpcError::internal("cannot add the fixed arguments")));
         }
     }
-    call.args = args;
     Ok(())
 }
 
 /// The arguments fit the upstream's own schema, or the call goes nowhere. They are checked as
-/// they would be forwarded (read now if they passed through unread so far).
+/// they would be forwarded, as every decider reads them.
 pub(super) async fn validate(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     let tool = call.tool()?;
     if !gw.upstream(tool.upstream).is_some_and(|u| u.cfg.validate_arguments) {
         return Ok(());
     }
-    let read;
-    let args = match call.req.params.get("arguments") {
-        Some(raw) if call.args.is_null() && raw.get() != "null" => {
-            read = raw.parse::<Value>().unwrap_or(Value::Null);
-            &read
-        }
-        _ if call.args.is_null() => {
-            read = Value::Object(Default::default());
-            &read
-        }
-        _ => &call.args,
-    };
+    let args = call.arguments()?;
     check_arguments(gw, &tool.args, args).await.map_err(Refusal::InvalidArguments)
 }
 
 /// A call a rule names waits for a person's confirmation.
 pub(super) async fn confirm(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     let tool = call.tool()?;
+    // What a person is shown and confirms is what every decider reads.
+    if call.confirm_rule.is_some() || !gw.config.confirms.is_empty() {
+        call.arguments()?;
+    }
     match crate::dispatch::confirm::check(gw, &mut call.req, tool, gw.upstream_id(tool.upstream), call.confirm_rule.as_deref()).await {
         crate::dispatch::confirm::Verdict::Free => Ok(()),
         crate::dispatch::confirm::Verdict::Confirmed(digest) => {
@@ -163,7 +153,7 @@ pub(super) async fn quota(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Re
 /// The upstream's endpoint that takes the call, by its mirrored values.
 pub(super) fn route(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     let tool = call.tool()?;
-    let values = xheader::mirrored_values(&tool.headers, &call.args);
+    let values = xheader::mirrored_values(&tool.headers, call.args.as_ref().unwrap_or(&Value::Null));
     call.endpoint = match gw.upstream(tool.upstream).map(|u| u.route(&values)) {
         Some(Ok(e)) => e,
         Some(Err(why)) => return Err(Refusal::NoRoute { upstream: gw.upstream_id(tool.upstream).to_string(), why: why.to_string() }),

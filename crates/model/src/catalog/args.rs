@@ -74,7 +74,8 @@ impl ArgCheck {
         if !(text.contains("ref") || text.contains("Ref") || text.contains("\\u")) {
             return Ok(());
         }
-        let Ok(tool) = serde_json::from_str::<Value>(text) else { return Ok(()) };
+        // A definition that cannot be read is refused when a call is checked (`compile`).
+        let Ok(tool) = crate::protocol::read::text_value(text) else { return Ok(()) };
         let Some(schema) = tool.get("inputSchema") else { return Ok(()) };
         cost::schema_size(schema, cost::SCHEMA_BUDGET).map(|_| ()).map_err(|_| {
             format!(
@@ -134,7 +135,10 @@ impl ArgCheck {
 }
 
 fn compile(definition: &Json) -> Compiled {
-    let Ok(tool) = serde_json::from_str::<Value>(definition.get()) else { return Compiled::Open };
+    let tool = match crate::protocol::read::text_value(definition.get()) {
+        Ok(tool) => tool,
+        Err(why) => return Compiled::Unusable(format!("the tool's definition cannot be read: {why}")),
+    };
     let Some(schema) = tool.get("inputSchema").filter(|s| s.is_object()) else { return Compiled::Open };
     let linear = jsonschema::options().with_pattern_options(jsonschema::PatternOptions::regex()).build(schema);
     match linear {

@@ -6,6 +6,7 @@
 //! [`super::expr::MAX_ARG_DEPTH`] levels are not converted.
 
 use super::expr::{MAX_ARG_DEPTH, MAX_ARG_NODES, Reads};
+use crate::protocol::read;
 use cel::objects::{Key, Map};
 use cel::{Context, Value};
 use std::collections::HashMap;
@@ -127,21 +128,16 @@ impl<'a> Facts<'a> {
         }
         if reads.tool {
             let item = match self.item {
-                Some(text) => {
-                    serde_json::from_str::<serde_json::Value>(text).map_err(|e| format!("the item's definition is not JSON: {e}"))?
-                }
+                Some(text) => read::text_value(text).map_err(|e| format!("the item's definition cannot be read: {e}"))?,
                 None => serde_json::Value::Object(Default::default()),
             };
             let mut budget = MAX_ARG_NODES;
             ctx.add_variable_from_value("tool", json(&item, &mut budget, 0)?);
         }
         if reads.args {
-            let empty = serde_json::Value::Object(Default::default());
-            let args = match self.args {
-                Some(serde_json::Value::Null) | None if self.request.is_some() => &empty,
-                Some(a) => a,
-                None => return Err("`args` is known only when a call is made".into()),
-            };
+            // The chain reads a call's arguments (strictly, once) whenever a rule may read them:
+            // arguments not given are not known, never `{}`.
+            let args = self.args.ok_or("`args` is known only when a call is made and its arguments could be read")?;
             let mut budget = MAX_ARG_NODES;
             ctx.add_variable_from_value("args", json(args, &mut budget, 0)?);
         }

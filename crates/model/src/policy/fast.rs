@@ -139,17 +139,13 @@ impl<'a> Scope<'a> {
     }
 
     fn args(&self) -> Option<&Json> {
-        let args = match self.facts.args {
-            Some(Json::Null) | None if self.facts.request.is_some() => return empty_object(),
-            Some(a) => a,
-            None => return None,
-        };
+        let args = self.facts.args?;
         self.args_fit.get_or_init(|| fits(args)).then_some(args)
     }
 
     fn tool(&self) -> Option<&Json> {
         let parsed = self.tool.get_or_init(|| match self.facts.item {
-            Some(text) => serde_json::from_str::<Json>(text).ok().filter(fits),
+            Some(text) => crate::protocol::read::text_value(text).ok().filter(fits),
             None => Some(Json::Object(Default::default())),
         });
         parsed.as_ref()

@@ -122,12 +122,13 @@ impl Findings {
     }
 }
 
-/// The name a message is withheld under when it cannot be read: not JSON, nested deeper than
-/// [`MAX_DEPTH`] levels, or larger than [`MAX_BYTES`]. What cannot be read cannot be shown clean.
+/// The name a message is withheld under when it cannot be read (`protocol::read`: not JSON, a
+/// lone surrogate, a number beyond a 64-bit float, nested deeper than [`MAX_DEPTH`] levels, a key
+/// twice in one object) or is larger than [`MAX_BYTES`]. What cannot be read cannot be shown clean.
 pub const UNREADABLE: &str = "unreadable";
 
-/// The deepest nesting a message may have to be read (serde_json's own limit when parsing).
-pub const MAX_DEPTH: usize = 127;
+/// The deepest nesting a message may have to be read.
+pub use crate::protocol::read::MAX_DEPTH;
 
 /// The largest message the walker reads (an upstream message is 16 MiB at most by default).
 pub const MAX_BYTES: usize = 64 * 1024 * 1024;
@@ -165,6 +166,7 @@ pub fn scrub(message: &mut Value, detectors: &[Detector]) -> Findings {
             }
             Value::Object(map) => {
                 rename_keys(map, detectors, &mut found, &mut budget);
+                named_values(map, detectors, &mut found);
                 for (k, item) in map.iter_mut() {
                     if free || !OPAQUE.contains(&k.as_str()) {
                         stack.push((item, free || FREE_FORM.contains(&k.as_str())));
@@ -187,10 +189,10 @@ pub fn scrub_json(text: &str, detectors: &[Detector], redacted: &mut Vec<String>
     if detectors.is_empty() {
         return Ok(None);
     }
-    if text.len() > MAX_BYTES || too_deep(text) {
+    if text.len() > MAX_BYTES {
         return Err(UNREADABLE.to_string());
     }
-    let mut v: Value = serde_json::from_str(text).map_err(|_| UNREADABLE.to_string())?;
+    let mut v = crate::protocol::read::text_value(text).map_err(|_| UNREADABLE.to_string())?;
     let found = scrub(&mut v, detectors);
     if let Some(name) = found.blocked {
         return Err(name);
@@ -206,35 +208,6 @@ pub fn scrub_json(text: &str, detectors: &[Detector], redacted: &mut Vec<String>
     serde_json::to_string(&v).map(Some).map_err(|_| UNREADABLE.to_string())
 }
 
-/// Whether `text` nests arrays and objects deeper than [`MAX_DEPTH`] (one linear pass over the
-/// bytes, brackets inside strings skipped).
-fn too_deep(text: &str) -> bool {
-    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-    for b in text.bytes() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > MAX_DEPTH {
-                    return true;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    false
-}
-
 /// Object keys are strings a client shows too: a key that holds a secret is redacted (renamed)
 /// or blocks the message.
 fn rename_keys(map: &mut serde_json::Map<String, Value>, detectors: &[Detector], found: &mut Findings, budget: &mut usize) {
@@ -248,6 +221,33 @@ fn rename_keys(map: &mut serde_json::Map<String, Value>, detectors: &[Detector],
             && let Some(v) = map.remove(&key)
         {
             map.insert(renamed, v);
+        }
+    }
+}
+
+/// Keys the protocol itself writes, whose name says nothing about the value.
+const PLAIN_KEYS: &[&str] = &["text", "type", "name", "title", "description", "message", "uri", "mimeType", "data", "blob"];
+
+/// A string value read beside its key (`key=value`), as a person reads a JSON member: a detector
+/// that knows a secret by the name it is written beside (`aws_secret_access_key`) finds it in
+/// structured data too. Only a match that spans the key and the value counts (one inside the
+/// value is the value's own); the whole value is its marker when redacted.
+fn named_values(map: &mut serde_json::Map<String, Value>, detectors: &[Detector], found: &mut Findings) {
+    for (k, v) in map.iter_mut() {
+        let Value::String(s) = v else { continue };
+        if k.len() < 3 || s.len() < 8 || PLAIN_KEYS.contains(&k.as_str()) {
+            continue;
+        }
+        let joined = format!("{k}={s}");
+        for d in detectors {
+            let spans = |m: &regex::Match<'_>| m.start() < k.len() && m.end() > k.len() + 1 && d.counts(m.as_str());
+            if d.pattern.find_iter(&joined).any(|m| spans(&m)) {
+                found.record(d);
+                if d.action == Action::Redact {
+                    *s = format!("[REDACTED:{}]", d.name);
+                    break;
+                }
+            }
         }
     }
 }

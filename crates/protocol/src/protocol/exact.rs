@@ -2,12 +2,12 @@
 //! `serde_json::Value` turns a number that does not fit 64 bits into an `f64`, so two different
 //! numbers (`18446744073709551617` and `18446744073709551616`) become one: whatever binds a
 //! person's decision to arguments (the confirmation digest) or shows them the arguments must read
-//! the text instead. The canonical form sorts object keys (the last of duplicate keys wins, as it
-//! does for the parsers upstreams use), writes strings with serde's escaping and no spacing, and
+//! the text instead. Only text `protocol::read` can read is taken (a key given twice, a lone
+//! surrogate or an overlong number is refused, as every decider refuses it). The canonical form
+//! sorts object keys, writes strings with serde's escaping and no spacing, and
 //! copies each number's text byte for byte; the pretty form is the same with indentation. The
 //! text is read in one pass, so the work is linear in it however deeply it nests.
 
-use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 /// The canonical text of the JSON text `text` (sorted keys, no spacing, numbers as written).
@@ -39,7 +39,7 @@ enum Node<'a> {
 /// Reads `text` in one pass (after serde_json has checked that it is JSON, within its nesting
 /// limit), so the work is linear in the text whatever its nesting.
 fn read(text: &str) -> Result<Node<'_>, serde_json::Error> {
-    let _checked: &RawValue = serde_json::from_str(text)?;
+    super::read::text_value(text).map_err(<serde_json::Error as serde::de::Error>::custom)?;
     let mut r = Reader { text, at: 0 };
     r.value()
 }
@@ -205,7 +205,8 @@ mod tests {
         assert_eq!(a, r#"{"a":"xA","b":[1,2.50,18446744073709551617]}"#);
         let b = canonical(r#"{"b":[1,2.50,18446744073709551616],"a":"xA"}"#).expect("canonical");
         assert_ne!(a, b, "numbers that round to the same f64 stay apart");
-        assert_eq!(canonical(r#"{"a":1,"a":2}"#).expect("canonical"), r#"{"a":2}"#, "the last duplicate wins");
+        assert!(canonical(r#"{"a":1,"a":2}"#).is_err(), "a key given twice is refused");
+        assert!(canonical(r#"{"a":"\ud800"}"#).is_err() && canonical("[1e400]").is_err());
     }
 
     #[test]

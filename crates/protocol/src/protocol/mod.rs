@@ -12,6 +12,7 @@ pub mod kind;
 pub mod meta;
 pub mod method;
 pub mod rawobj;
+pub mod read;
 pub mod trace;
 pub mod uri;
 pub mod xheader;

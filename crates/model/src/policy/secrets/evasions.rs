@@ -157,3 +157,20 @@ fn hidden_instructions_are_flagged() {
         assert_eq!(scrub(&mut m, &injection), Findings::default(), "{clean}");
     }
 }
+
+/// A JSON key is the value's name: the secret half of an AWS key pair under the key
+/// `aws_secret_access_key` in structured output is found as it is beside its name in a text.
+#[test]
+fn a_secret_is_known_by_the_key_it_is_the_value_of() {
+    let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    for key in ["aws_secret_access_key", "AWS_SECRET_ACCESS_KEY", "SecretAccessKey"] {
+        let mut r = serde_json::json!({ "content": [], "structuredContent": { "creds": { key: secret, "region": "eu-west-1" } } });
+        let f = scrub(&mut r, &built_in(Action::Redact));
+        assert!(f.redacted.contains(&"aws-secret-key".to_string()), "{key}: {f:?}");
+        assert_eq!(r["structuredContent"]["creds"][key], "[REDACTED:aws-secret-key]", "{key}");
+        assert_eq!(r["structuredContent"]["creds"]["region"], "eu-west-1");
+    }
+    // A value that only looks like one under another name is left alone.
+    let mut r = serde_json::json!({ "structuredContent": { "checksum": secret } });
+    assert_eq!(scrub(&mut r, &built_in(Action::Redact)), Findings::default());
+}

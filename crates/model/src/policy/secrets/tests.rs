@@ -108,7 +108,10 @@ fn what_is_too_deep_or_not_json_is_withheld_and_the_rest_is_read_at_any_depth() 
     let deep = nested(MAX_DEPTH - 1, r#"{"k":"AKIAIOSFODNN7EXAMPLE"}"#);
     let out = scrub_json(&deep, &redact, &mut names).expect("readable").expect("redacted");
     assert!(out.contains("[REDACTED:aws-access-key]") && names == ["aws-access-key"], "{out}");
-    for unreadable in [nested(MAX_DEPTH, r#"{"k":1}"#), nested(100_000, "1"), "{\"a\":".to_string(), "not json".to_string()] {
+    let more = [r#"{"text":"\ud800"}"#, r#"{"n":1e400}"#, r#"{"text":"a","text":"AKIAIOSFODNN7EXAMPLE"}"#].map(String::from);
+    for unreadable in
+        [nested(MAX_DEPTH, r#"{"k":1}"#), nested(100_000, "1"), "{\"a\":".to_string(), "not json".to_string()].into_iter().chain(more)
+    {
         assert_eq!(
             scrub_json(&unreadable, &redact, &mut Vec::new()),
             Err(UNREADABLE.to_string()),
