@@ -36,7 +36,16 @@ pub struct GuardSet {
 struct Running {
     cfg: GuardConfig,
     permits: Arc<Semaphore>,
+    /// Each caller's share of `permits` ([`share`]), while it has requests at the guard.
+    callers: std::sync::Mutex<std::collections::HashMap<String, Arc<Semaphore>>>,
     client: Option<HttpClient>,
+}
+
+/// How many of a guard's `concurrency` slots one caller may hold: half (at least one), so a
+/// caller that makes the guard slow (large content, many calls) waits on its own requests, and
+/// the others still have half the slots.
+fn share(concurrency: usize) -> usize {
+    concurrency.div_ceil(2).max(1)
 }
 
 /// What was checked, and for whom: the fields of the request a guard is sent.
@@ -82,7 +91,12 @@ impl GuardSet {
                 GuardKind::Webhook { .. } => Some(crate::net::new_http_client()),
                 _ => None,
             };
-            guards.push(Running { permits: Arc::new(Semaphore::new(cfg.concurrency)), client, cfg: cfg.clone() });
+            guards.push(Running {
+                permits: Arc::new(Semaphore::new(cfg.concurrency)),
+                callers: Default::default(),
+                client,
+                cfg: cfg.clone(),
+            });
         }
         Ok(GuardSet { guards })
     }
@@ -358,7 +372,9 @@ impl Running {
             item: Subject { kind: asking.kind, name: asking.name, upstream: asking.upstream },
             content,
         };
+        let mine = self.caller_share(asking.caller);
         let work = async {
+            let _mine = mine.acquire().await.map_err(|_| "the guard is shutting down".to_string())?;
             let _permit = self.permits.acquire().await.map_err(|_| "the guard is shutting down".to_string())?;
             let answer = match &self.cfg.kind {
                 GuardKind::Webhook { url, headers, .. } => self.post(url, headers, &body).await?,
@@ -367,9 +383,26 @@ impl Running {
             };
             parse(&answer, asking.point, content)
         };
-        tokio::time::timeout(self.cfg.timeout, work)
+        let answer = tokio::time::timeout(self.cfg.timeout, work)
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {} ms", self.cfg.timeout.as_millis())))
+            .unwrap_or_else(|_| Err(format!("no answer within {} ms", self.cfg.timeout.as_millis())));
+        self.release_share(asking.caller, mine);
+        answer
+    }
+
+    /// The semaphore of `caller`'s share of the slots.
+    fn caller_share(&self, caller: &str) -> Arc<Semaphore> {
+        let mut callers = crate::sync::lock(&self.callers);
+        callers.entry(caller.to_string()).or_insert_with(|| Arc::new(Semaphore::new(share(self.cfg.concurrency)))).clone()
+    }
+
+    /// Forgets `caller`'s share once no request of its is at the guard.
+    fn release_share(&self, caller: &str, mine: Arc<Semaphore>) {
+        drop(mine);
+        let mut callers = crate::sync::lock(&self.callers);
+        if callers.get(caller).is_some_and(|s| Arc::strong_count(s) == 1) {
+            callers.remove(caller);
+        }
     }
 
     async fn post(&self, url: &http::Uri, headers: &[(http::HeaderName, http::HeaderValue)], body: &Ask<'_>) -> Result<Value, String> {

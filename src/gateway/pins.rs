@@ -215,7 +215,18 @@ impl Pins {
                 continue;
             }
             let Some(current) = fingerprint(kind, raw.get()) else {
-                kept.push(raw.clone());
+                // A definition that cannot be read cannot be compared with its pin.
+                if mode == PinMode::Enforce && matches!(kind, Kind::Tool | Kind::Skill) {
+                    let why = read::text_value(raw.get()).err().map_or_else(|| "it is not an object".to_string(), |e| e.to_string());
+                    held.push(Problem {
+                        upstream: up.id().to_string(),
+                        kind,
+                        item: name_of(raw.get(), if kind == Kind::Skill { "uri" } else { "name" }),
+                        reason: format!("{HELD}: its definition cannot be read, so it cannot be compared with its pin ({why})"),
+                    });
+                } else {
+                    kept.push(raw.clone());
+                }
                 continue;
             };
             let original = pins::pinned_name(&current.definition).unwrap_or("?").to_string();

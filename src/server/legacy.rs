@@ -4,6 +4,7 @@
 //! open, the legacy-only methods (`ping`, `logging/setLevel`), the conversion of session requests
 //! into internal requests, and the downgrade of modern results to legacy shapes.
 
+use crate::protocol::read;
 use super::era::LEGACY_VERSIONS;
 use crate::auth::Principal;
 use crate::dispatch::{Request, Service};
@@ -319,7 +320,12 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
         }
         _ => {}
     }
-    let mut fields: Map<String, Value> = params.remove("_meta").and_then(|m| serde_json::from_str(m.get()).ok()).unwrap_or_default();
+    let mut fields: Map<String, Value> = match params.remove("_meta").map(|m| read::text_value(m.get())) {
+        None => Map::new(),
+        Some(Ok(Value::Object(m))) => m,
+        Some(Ok(_)) => return Err(RpcError::invalid_params("params._meta must be an object")),
+        Some(Err(why)) => return Err(crate::protocol::meta::unreadable_meta(&why)),
+    };
     fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
     // The client's own capabilities: an upstream may ask it for input (elicitation, sampling,
     // roots), which `bridge` turns into requests the legacy client understands. Tasks are a

@@ -158,7 +158,7 @@ async fn a_blocking_catalogue_guard_holds_a_poisoned_definition_without_pins() {
 /// during a call; `[secrets]` reads the definitions in lists.
 #[tokio::test(flavor = "multi_thread")]
 async fn questions_notifications_and_definitions_are_guarded() {
-    let (_hook, hook_url) = py_script_http("tests/py/webhook_guard.py", &[]);
+    let (hook, hook_url) = py_script_http("tests/py/webhook_guard.py", &[]);
     let (_leak, leak_url) = py_script_http("tests/py/leaky_server.py", &[]);
     let gw = gateway(&format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"leak\"\nurl = \"{leak_url}\"\ntimeout = \"20s\"\n\n\
@@ -170,6 +170,9 @@ async fn questions_notifications_and_definitions_are_guarded() {
         assert!(!out.contains("\"asked\""), "{mode}: the person was not asked: {out}");
         assert!(out.contains("guard 'dlp' withheld the answer of leak__ask: a key in a question"), "{mode}: {out}");
     }
+    // The sealed state of a question is the gateway's: no guard is shown it.
+    let asked = hook.log();
+    assert!(asked.contains("asked input") && !asked.contains("shown a requestState"), "{asked}");
     let mut m = meta();
     m["progressToken"] = json!("p1");
     let body =
@@ -217,4 +220,56 @@ async fn a_webhook_reads_definitions_as_they_enter_the_catalogue() {
     assert!(tool_names(&gw.url).await.contains(&"chg__redescribe".to_string()), "the rest is served");
     let log = gw.proc.log();
     assert!(log.lines().any(|l| l.contains("outcome=guard_denied") && l.contains("guard=review") && l.contains("exfiltration")), "{log}");
+}
+
+/// A webhook's replacement of a result, written as docs/guards.md shows it (`content` and
+/// `structuredContent`), reaches the official SDK's 2026-07-28 client as a result it accepts:
+/// the gateway completes the envelope (`resultType`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replaced_result_is_a_result_the_sdk_client_accepts() {
+    let (_hook, hook_url) = py_script_http("tests/py/webhook_guard.py", &[]);
+    let (_app, app_url) = py_http("app", &[]);
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"app\"\nurl = \"{app_url}\"\n\n\
+         [[guard]]\nname = \"dlp\"\npoints = [\"result\"]\nwebhook = \"{hook_url}\"\n"
+    ));
+    for mode in ["2026-07-28", "legacy"] {
+        let r = sdk(mode, &gw.url, &["call", "app__echo", r#"{"text":"swap-structured please"}"#]);
+        assert_eq!(r["structuredContent"]["n"], 1, "{mode}: {r}");
+        assert_ne!(r["isError"], true, "{mode}: {r}");
+    }
+}
+
+/// One caller that makes a webhook slow holds at most half of its `concurrency`: another caller's
+/// call is still checked (and answered) while the first waits on its own requests.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_that_makes_a_guard_slow_holds_only_its_own_share() {
+    use crate::callers::hash;
+    let (_hook, hook_url) = py_script_http("tests/py/webhook_guard.py", &[]);
+    let (_app, app_url) = py_http("app", &[]);
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[auth]\nmode = \"api_key\"\n\n\
+         [[caller]]\nid = \"mallory\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n\
+         [[upstream]]\nid = \"app\"\nurl = \"{app_url}\"\n\n\
+         [[guard]]\nname = \"dlp\"\npoints = [\"request\"]\nwebhook = \"{hook_url}\"\ntimeout = \"2s\"\nconcurrency = 2\n",
+        hash("mallory-key"),
+        hash("alice-key")
+    ));
+    let as_caller = |key: &'static str, text: &'static str| {
+        let url = gw.url.clone();
+        async move {
+            let params = json!({ "name": "app__echo", "arguments": { "text": text } });
+            rpc_with(&url, "tools/call", params, &[("Authorization", &format!("Bearer {key}"))]).await.message()
+        }
+    };
+    // Mallory's slow calls (the guard answers them after 3 s) try to take every slot.
+    let slow: Vec<_> = (0..4).map(|_| tokio::spawn(as_caller("mallory-key", "slow down"))).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mine = as_caller("alice-key", "hello").await;
+    assert_eq!(text(&mine), "hello", "alice was kept waiting behind mallory: {mine}");
+    for s in slow {
+        let r = s.await.expect("mallory's call");
+        assert!(text(&r).contains("could not be asked"), "{r}");
+    }
 }

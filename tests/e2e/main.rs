@@ -56,6 +56,7 @@ mod state_db;
 mod streams;
 mod supervision;
 mod tls;
+mod unreadable;
 mod uri_tricks;
 mod usage;
 mod validation;

@@ -3,7 +3,8 @@ a few lines of the standard library. It reads the strings of what it is sent and
 
   request: "forbidden" in an argument -> deny; "secret-word" -> modify (masked); "slow" -> answers
            after 3 s (to try a guard's timeout)
-  result:  "classified" in the result -> deny; "swap-me" -> modify (the text replaced)
+  result:  "classified" in the result -> deny; "swap-me" -> modify (the text replaced);
+           "swap-structured" -> modify with content and structuredContent, as docs/guards.md shows
   input:   a question that carries an AWS access key id ("AKIA") -> deny
   catalogue: a definition that says "exfiltrate" -> deny
   anything else -> allow
@@ -42,6 +43,8 @@ def verdict(ask):
     if ask["point"] == "result":
         if "classified" in text:
             return {"verdict": "deny", "reason": "classified material"}
+        if "swap-structured" in text:
+            return {"verdict": "modify", "content": {"content": [{"type": "text", "text": "{\"n\": 1}"}], "structuredContent": {"n": 1}}}
         if "swap-me" in text:
             return {"verdict": "modify", "content": {"content": [{"type": "text", "text": "swapped by guard"}]}}
     if ask["point"] == "catalogue" and "exfiltrate" in text:
@@ -55,6 +58,8 @@ class Guard(BaseHTTPRequestHandler):
     def do_POST(self):
         ask = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         print(f"asked {ask['point']} {ask['item']['name']} by {ask['caller']}", file=sys.stderr, flush=True)
+        if "requestState" in json.dumps(ask["content"]):
+            print("the guard was shown a requestState", file=sys.stderr, flush=True)
         body = json.dumps(verdict(ask)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

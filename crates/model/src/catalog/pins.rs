@@ -71,8 +71,9 @@ pub fn pinned_name(definition: &Value) -> Option<&str> {
     definition.get("name").or_else(|| definition.get("uri")).and_then(Value::as_str)
 }
 
+/// `None` for a definition `protocol::read` cannot read (held under `enforce`, not pinned).
 fn definition_of(item: &str, members: &[&str]) -> Option<Pin> {
-    let v: Value = serde_json::from_str(item).ok()?;
+    let v = crate::protocol::read::text_value(item).ok()?;
     let obj = v.as_object()?;
     let mut def = Map::new();
     for &key in members {

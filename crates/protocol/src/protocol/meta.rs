@@ -63,16 +63,23 @@ pub fn split_params(params: Option<&super::json::Json>) -> Result<(RawObject, Re
         RpcError::invalid_params(format!("params must be a JSON object without duplicate members ({e})"))
             .with_status(http::StatusCode::BAD_REQUEST)
     })?;
-    let meta = match obj.parse::<Map<String, Value>>("_meta") {
+    let meta = match obj.get("_meta").map(|m| super::read::text_value(m.get())) {
         None => {
             return Err(RpcError::malformed_meta(
                 "Missing params._meta: every request must carry _meta with protocolVersion and clientCapabilities",
             ));
         }
-        Some(Err(_)) => return Err(RpcError::malformed_meta("params._meta must be an object")),
-        Some(Ok(m)) => check_meta(m)?,
+        Some(Err(why)) => return Err(unreadable_meta(&why)),
+        Some(Ok(Value::Object(m))) => check_meta(m)?,
+        Some(Ok(_)) => return Err(RpcError::malformed_meta("params._meta must be an object")),
     };
     Ok((obj, meta))
+}
+
+/// The refusal of a request whose `_meta` the gateway cannot read (`protocol::read`): the
+/// gateway decides with what it holds (the version, the capabilities, the client's identity).
+pub fn unreadable_meta(why: &super::read::Unreadable) -> RpcError {
+    RpcError::malformed_meta(format!("params._meta cannot be read: {why}"))
 }
 
 /// Checks the required and typed fields of a request `_meta` (MCP 2026-07-28 `basic/index.mdx`, `_meta`).
