@@ -4,7 +4,6 @@
 //! open, the legacy-only methods (`ping`, `logging/setLevel`), the conversion of session requests
 //! into internal requests, and the downgrade of modern results to legacy shapes.
 
-use crate::protocol::read;
 use super::era::LEGACY_VERSIONS;
 use crate::auth::Principal;
 use crate::dispatch::{Request, Service};
@@ -16,6 +15,7 @@ use crate::protocol::jsonrpc;
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::meta::{LOG_LEVELS, LegacySession, RequestMeta};
 use crate::protocol::rawobj::RawObject;
+use crate::protocol::read;
 use crate::protocol::{MODERN_VERSION, keys};
 use crate::reply::{Outcome, Reply};
 use crate::sync::lock;

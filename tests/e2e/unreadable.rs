@@ -39,7 +39,8 @@ fn config(rest: &str) -> String {
 /// A `tools/call` of `tool` whose body is `arguments` and `_meta` as raw text, with `@` in
 /// either replaced by `poison`.
 async fn raw_call(url: &str, tool: &str, arguments: &str, meta: &str, poison: &[u8]) -> (u16, String) {
-    let head = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},"_meta":{meta}}}}}"#);
+    let head =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},"_meta":{meta}}}}}"#);
     let mut body = Vec::new();
     let mut parts = head.split('@');
     body.extend_from_slice(parts.next().unwrap_or_default().as_bytes());
@@ -165,7 +166,8 @@ async fn definitions_that_cannot_be_read_are_held_by_the_catalogue_guards_and_pi
 /// decider needs.
 #[tokio::test(flavor = "multi_thread")]
 async fn with_no_decider_nothing_is_read() {
-    let gw = gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"up\"\n{}validate_arguments = false\n", upstream("")));
+    let gw =
+        gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"up\"\n{}validate_arguments = false\n", upstream("")));
     let (_, body) = raw_call(&gw.url, "up__echo", r#"{"text":"hello","z":@}"#, &meta_text(), br#"{"x":1,"x":2}"#).await;
     assert!(forwarded(&body), "{body}");
     let body = answer_of(&gw.url, "up__result_number").await;

@@ -5,9 +5,11 @@
 //! ([`scrub`]) applies them to every string a message carries to a client or its model (results,
 //! errors, notifications, questions, definitions), but the protocol's opaque identifiers; a
 //! message it cannot read is withheld, never passed. Each string is read as written, as it reads
-//! (`policy::unhide::visible`: invisible characters removed, NFKC), and with its base64 runs
-//! decoded (bounded); the texts of one content array are also read joined, so a token cut in two
-//! blocks is found. A finding is reported by its detector's name, never by what matched.
+//! (`policy::unhide::visible`: invisible characters removed, NFKC, Cyrillic and Greek look-alikes
+//! read as Latin letters), and with its base64 and hex runs decoded (bounded); the texts of one
+//! content array are also read joined, so a token cut in two blocks is found, and every string of
+//! a message is read joined for the detectors that block or flag, so an instruction split between
+//! two strings is found. A finding is reported by its detector's name, never by what matched.
 
 use super::shapes::{INJECTION, PII, SECRETS, Shape};
 use super::unhide;
@@ -179,7 +181,60 @@ pub fn scrub(message: &mut Value, detectors: &[Detector]) -> Findings {
             break;
         }
     }
+    if found.blocked.is_none() {
+        phrases(message, detectors, &mut found);
+    }
     found
+}
+
+/// Every string of a message a reader reads, in order and as it reads, joined by spaces: what a
+/// blocking or flagging detector finds only across two or more of them (an instruction split
+/// between a tool's description and a parameter's, or over two content blocks) is recorded. It
+/// cannot be redacted in place, so detectors that redact read it in one content array only
+/// (`across`). One more pass of those detectors, linear in the message.
+fn phrases(message: &Value, detectors: &[Detector], found: &mut Findings) {
+    let deciding: Vec<&Detector> = detectors.iter().filter(|d| d.action != Action::Redact).collect();
+    if deciding.is_empty() {
+        return;
+    }
+    let (mut joined, mut bounds) = (String::new(), Vec::new());
+    let mut stack: Vec<(&Value, bool)> = vec![(message, false)];
+    while let Some((v, free)) = stack.pop() {
+        match v {
+            Value::String(s) => {
+                let seen = unhide::visible(s);
+                let text = seen.as_deref().unwrap_or(s);
+                if !joined.is_empty() {
+                    joined.push(' ');
+                }
+                bounds.push((joined.len(), joined.len() + text.len()));
+                joined.push_str(text);
+            }
+            Value::Array(items) => stack.extend(items.iter().rev().map(|i| (i, free))),
+            Value::Object(map) => {
+                // A member's `type` names a kind of block or schema: not words of the text.
+                let members = map.iter().filter(|(k, _)| k.as_str() != "type" && (free || !OPAQUE.contains(&k.as_str())));
+                let members: Vec<_> = members.map(|(k, item)| (item, free || FREE_FORM.contains(&k.as_str()))).collect();
+                stack.extend(members.into_iter().rev());
+            }
+            _ => {}
+        }
+    }
+    if bounds.len() < 2 {
+        return;
+    }
+    for d in deciding {
+        let spans = |m: &regex::Match<'_>| {
+            let first = bounds.partition_point(|(_, e)| *e <= m.start());
+            bounds.get(first).is_some_and(|(_, e)| *e < m.end()) && d.counts(m.as_str())
+        };
+        if d.pattern.find_iter(&joined).any(|m| spans(&m)) {
+            found.record(d);
+            if found.blocked.is_some() {
+                return;
+            }
+        }
+    }
 }
 
 /// Reads one message (JSON text), scrubs it, and writes it again when something was redacted:
@@ -280,7 +335,11 @@ fn check(s: &mut String, detectors: &[Detector], found: &mut Findings, budget: &
         }
     }
     let mut edits = Vec::new();
-    for (range, decoded) in unhide::base64_runs(s, budget) {
+    let mut runs = unhide::base64_runs(s, budget);
+    runs.extend(unhide::hex_runs(s, budget));
+    runs.sort_by_key(|(range, _)| range.start);
+    runs.dedup_by(|b, a| b.0.start < a.0.end);
+    for (range, decoded) in runs {
         for d in detectors.iter().filter(|d| d.finds(&decoded)) {
             found.record(d);
             if d.action == Action::Redact {

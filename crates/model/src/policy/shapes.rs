@@ -58,6 +58,9 @@ pub const INJECTION: &[Shape] = &[
         r"(?i)(?:\bignore (?:all |any )?(?:the )?(?:previous|prior|above|earlier) (?:instructions|messages)|\bdisregard (?:all |any )?(?:the )?(?:previous|prior|above) |<\s*/?\s*(?:important|system|instructions?)\s*>|\bdo not (?:tell|inform|mention (?:this )?to|alert) the user\b|\bbefore using this tool,? (?:you must )?(?:read|open|send|fetch)\b|\byou are now (?:in )?(?:developer|admin|god) mode\b)",
         None,
     ),
+    // A markdown image whose address carries a query or a fragment: a client that renders it
+    // sends what the model put there to that host, unasked.
+    ("markdown-image", r"!\[[^\]\n]{0,200}\]\(\s*<?https?://[^\s)>]+[?#][^\s)>]*>?(?:\s+[^)]{0,200})?\)", None),
 ];
 
 /// A payment card number: written as cards are (one run of 13 to 19 digits, four groups of four,
