@@ -223,8 +223,8 @@ pub fn unreadable(why: &Unreadable) -> String {
     format!("the message cannot be read: {why}")
 }
 
-/// The external guards' verdicts on definitions (the `catalogue` point), by guard and the
-/// SHA-256 of the definition: a definition is asked about once, while the catalogue holds it
+/// The external guards' verdicts on definitions (the `catalogue` point), by guard, upstream and
+/// the SHA-256 of the definition: a definition is asked about once, while the catalogue holds it
 /// back, and the catalogue is rebuilt with the answer. A failure is not kept: the definition is
 /// asked about again at the next rebuild, 30 s later at the earliest.
 #[derive(Default)]
@@ -270,7 +270,8 @@ impl super::Gateway {
         upstream: &str,
         definition: &Value,
     ) -> Option<Verdict> {
-        let key = (g.name.clone(), digest(&definition.to_string()));
+        // A guard may judge the same definition differently for another upstream.
+        let key = (g.name.clone(), format!("{upstream}\n{}", digest(&definition.to_string())));
         {
             let mut known = crate::sync::lock(&self.definitions.known);
             if let Some(v) = known.get(&key) {
@@ -332,7 +333,7 @@ impl super::Gateway {
             if recorded.len() >= MAX_DEFINITIONS {
                 recorded.clear();
             }
-            if !recorded.insert((g.name.clone(), digest(text))) {
+            if !recorded.insert((g.name.clone(), format!("{upstream}\n{}", digest(text)))) {
                 return;
             }
         }

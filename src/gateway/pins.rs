@@ -66,18 +66,28 @@ pub enum ApproveError {
     File(String),
 }
 
-/// How the catalogue guards' verdicts reach the gateway.
-pub struct Catalogue<'a> {
+/// How the catalogue guards' verdicts reach the gateway (which implements it).
+pub trait Catalogue {
     /// A definition put to an external guard (`Gateway::definition_verdict`): the guard, the
     /// item's kind, name and upstream, its definition; `None` while it is being asked.
-    pub ask: &'a dyn Fn(&GuardConfig, Kind, &str, &str, &serde_json::Value) -> Option<Verdict>,
+    fn ask(&self, g: &GuardConfig, kind: Kind, name: &str, upstream: &str, definition: &serde_json::Value) -> Option<Verdict>;
     /// A built-in guard's verdict on a definition (its text), or a refusal of a definition that
     /// cannot be read, counted and audited (`Gateway::catalogue_verdict`).
-    pub record: &'a dyn Fn(&GuardConfig, Kind, &str, &str, &str, &Verdict),
+    fn record(&self, g: &GuardConfig, kind: Kind, name: &str, upstream: &str, text: &str, verdict: &Verdict);
+}
+
+impl Catalogue for Gateway {
+    fn ask(&self, g: &GuardConfig, kind: Kind, name: &str, upstream: &str, definition: &serde_json::Value) -> Option<Verdict> {
+        self.definition_verdict(g, kind, name, upstream, definition)
+    }
+
+    fn record(&self, g: &GuardConfig, kind: Kind, name: &str, upstream: &str, text: &str, verdict: &Verdict) {
+        self.catalogue_verdict(g, kind, name, upstream, text, verdict)
+    }
 }
 
 /// See [`Catalogue`].
-pub type Ask<'a> = &'a Catalogue<'a>;
+pub type Ask<'a> = &'a dyn Catalogue;
 
 /// An upstream's tools and skills after screening.
 pub struct Screened {
@@ -271,10 +281,7 @@ impl Gateway {
     pub(super) fn screen_all(&self, all: &[Arc<Upstream>], states: &[Arc<UpstreamState>]) -> Vec<Screened> {
         let config = self.config();
         let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
-        let ask = |g: &GuardConfig, k: Kind, n: &str, u: &str, d: &serde_json::Value| self.definition_verdict(g, k, n, u, d);
-        let record = |g: &GuardConfig, k: Kind, n: &str, u: &str, d: &str, v: &Verdict| self.catalogue_verdict(g, k, n, u, d, v);
-        let ask = Catalogue { ask: &ask, record: &record };
-        all.iter().zip(states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards, &ask)).collect()
+        all.iter().zip(states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards, self)).collect()
     }
 }
 
@@ -298,7 +305,7 @@ impl Pins {
             Err(why) => {
                 let name = name_of(raw.get(), key);
                 let Some(g) = guards.iter().find(|g| g.guards(Point::Catalogue, &name)) else { return Guarded::Pass(None, None) };
-                (ask.record)(g, kind, &name, up.id(), raw.get(), &Verdict::Deny(crate::gateway::guards::unreadable(&why)));
+                ask.record(g, kind, &name, up.id(), raw.get(), &Verdict::Deny(crate::gateway::guards::unreadable(&why)));
                 return Guarded::Held(Problem {
                     upstream: up.id().to_string(),
                     kind,
@@ -313,10 +320,10 @@ impl Pins {
             let verdict = match &g.kind {
                 GuardKind::Builtin { detectors } => {
                     let verdict = builtin(detectors, &mut definition.clone());
-                    (ask.record)(g, kind, &name, up.id(), raw.get(), &verdict);
+                    ask.record(g, kind, &name, up.id(), raw.get(), &verdict);
                     verdict
                 }
-                _ => match (ask.ask)(g, kind, &name, up.id(), &definition) {
+                _ => match ask.ask(g, kind, &name, up.id(), &definition) {
                     Some(v) => v,
                     None => {
                         return Guarded::Held(Problem {

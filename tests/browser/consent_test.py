@@ -37,7 +37,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from chrome import browser
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -47,12 +47,18 @@ def emit(**fields: Any) -> None:
 
 
 def heading(d: webdriver.Chrome) -> str:
-    """The page's h1 (empty while a navigation replaces the page under it)."""
+    """The page's h1 (empty while a navigation replaces the page under it: the element found may
+    belong to the page being left, which Chrome reports as stale or, for a node of a document it
+    has already dropped, as an inspector error)."""
     try:
         found = d.find_elements(By.TAG_NAME, "h1")
         return found[0].text if found else ""
     except StaleElementReferenceException:
         return ""
+    except WebDriverException as e:
+        if "does not belong to the document" in str(e):
+            return ""
+        raise
 
 
 

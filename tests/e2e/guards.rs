@@ -286,3 +286,30 @@ async fn a_caller_that_makes_a_guard_slow_holds_only_its_own_share() {
         call.await.expect("mallory's call");
     }
 }
+
+/// A catalogue guard's verdict is kept per upstream: the same definition served by an upstream the
+/// guard refuses is held, while the one it allows is listed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_definitions_verdict_is_kept_per_upstream() {
+    let (_hook, hook_url) = py_script_http("tests/py/webhook_guard.py", &[]);
+    let (_app, app_url) = py_http("app", &[]);
+    let (_other, other_url) = py_http("app", &[]);
+    let gw = gateway(&format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"app\"\nurl = \"{app_url}\"\n\n\
+         [[upstream]]\nid = \"untrusted\"\nurl = \"{other_url}\"\n\n\
+         [[guard]]\nname = \"review\"\npoints = [\"catalogue\"]\nwebhook = \"{hook_url}\"\n"
+    ));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let names = loop {
+        let names = tool_names(&gw.url).await;
+        if names.contains(&"app__echo".to_string()) || Instant::now() > deadline {
+            break names;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(names.contains(&"app__echo".to_string()), "{names:?}");
+    // Asked again later (a rebuild) the answer is the same.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let names = tool_names(&gw.url).await;
+    assert!(names.contains(&"app__echo".to_string()) && !names.iter().any(|n| n.starts_with("untrusted__")), "{names:?}");
+}

@@ -36,11 +36,12 @@ fn config(rest: &str) -> String {
     format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"up\"\n{}\n{rest}", upstream(""))
 }
 
-/// A `tools/call` of `tool` whose body is `arguments` and `_meta` as raw text, with `@` in
-/// either replaced by `poison`.
+/// A `tools/call` of `tool` (a `prompts/get` when it names a prompt, `up__greet`) whose body is
+/// `arguments` and `_meta` as raw text, with `@` in either replaced by `poison`.
 async fn raw_call(url: &str, tool: &str, arguments: &str, meta: &str, poison: &[u8]) -> (u16, String) {
-    let head =
-        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},"_meta":{meta}}}}}"#);
+    let method = if tool == "up__greet" { "prompts/get" } else { "tools/call" };
+    let params = format!(r#"{{"name":"{tool}","arguments":{arguments},"_meta":{meta}}}"#);
+    let head = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#);
     let mut body = Vec::new();
     let mut parts = head.split('@');
     body.extend_from_slice(parts.next().unwrap_or_default().as_bytes());
@@ -48,7 +49,7 @@ async fn raw_call(url: &str, tool: &str, arguments: &str, meta: &str, poison: &[
         body.extend_from_slice(poison);
         body.extend_from_slice(part.as_bytes());
     }
-    let headers = modern_headers("tools/call", &json!({ "name": tool }));
+    let headers = modern_headers(method, &json!({ "name": tool }));
     let refs: Vec<(&str, &str)> = headers.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
     let resp = post_raw(url, &refs, Bytes::from(body)).await;
     (resp.status, String::from_utf8_lossy(&resp.body).into_owned())
@@ -71,31 +72,43 @@ fn forwarded(body: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn arguments_and_meta_that_cannot_be_read_are_refused_by_every_decider() {
+    // Each decider alone (validation is off but for its own case, so that it does not refuse
+    // first), on a tool call and a prompt get.
+    let off = "validate_arguments = false\n";
     let deciders = [
-        ("rule", "[[rule]]\nname = \"no-secret\"\neffect = \"deny\"\ntools = [\"up__echo\"]\nwhen = 'has(args.secret)'\n"),
-        ("request guard", "[[guard]]\nname = \"keys\"\npoints = [\"request\"]\nbuiltin = \"secrets\"\naction = \"block\"\n"),
-        ("validation", ""),
+        (
+            "rule",
+            off,
+            "[[rule]]\nname = \"no-secret\"\neffect = \"deny\"\ntools = [\"up__echo\"]\nprompts = [\"up__greet\"]\nwhen = 'has(args.secret)'\n",
+        ),
+        ("request guard", off, "[[guard]]\nname = \"keys\"\npoints = [\"request\"]\nbuiltin = \"secrets\"\naction = \"block\"\n"),
+        ("validation", "", ""),
     ];
-    for (decider, rest) in deciders {
-        let gw = gateway(&config(rest));
-        // What the decider stops, plainly written, is stopped; an innocent call passes.
-        let (_, plain) = raw_call(&gw.url, "up__echo", &format!(r#"{{"secret":"{TOKEN}"}}"#), &meta_text(), b"").await;
-        let (_, innocent) = raw_call(&gw.url, "up__echo", r#"{"text":"hello","z":@}"#, &meta_text(), b"1").await;
-        assert!(forwarded(&innocent), "{decider}: {innocent}");
-        if decider != "validation" {
-            assert!(!forwarded(&plain), "{decider}: {plain}");
+    for (decider, validation, rest) in deciders {
+        let gw = gateway(&format!("[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"up\"\n{}{validation}\n{rest}", upstream("")));
+        for item in ["up__echo", "up__greet"] {
+            if decider == "validation" && item == "up__greet" {
+                continue;
+            }
+            // What the decider stops, plainly written, is stopped; an innocent call passes.
+            let (_, plain) = raw_call(&gw.url, item, &format!(r#"{{"secret":"{TOKEN}"}}"#), &meta_text(), b"").await;
+            let (_, innocent) = raw_call(&gw.url, item, r#"{"text":"hello","z":@}"#, &meta_text(), b"\"1\"").await;
+            assert!(forwarded(&innocent), "{decider} {item}: {innocent}");
+            if decider != "validation" {
+                assert!(!forwarded(&plain), "{decider} {item}: {plain}");
+            }
+            for (kind, poison) in poisons() {
+                let args = format!(r#"{{"secret":"{TOKEN}","z":@}}"#);
+                let (status, body) = raw_call(&gw.url, item, &args, &meta_text(), &poison).await;
+                assert!(!forwarded(&body), "{decider} {item}, {kind} in the arguments: forwarded ({status}): {body}");
+                assert!(!body.contains(TOKEN), "{decider} {item}, {kind}: {body}");
+                let (status, body) = raw_call(&gw.url, item, r#"{"text":"hello"}"#, &poisoned_meta(), &poison).await;
+                assert!(!forwarded(&body), "{decider} {item}, {kind} in _meta: forwarded ({status}): {body}");
+            }
+            // The refusal says what could not be read.
+            let (_, body) = raw_call(&gw.url, item, r#"{"secret":"x","z":@}"#, &meta_text(), br#""\ud800""#).await;
+            assert!(body.contains("cannot read") && body.contains("surrogate"), "{decider} {item}: {body}");
         }
-        for (kind, poison) in poisons() {
-            let args = format!(r#"{{"secret":"{TOKEN}","z":@}}"#);
-            let (status, body) = raw_call(&gw.url, "up__echo", &args, &meta_text(), &poison).await;
-            assert!(!forwarded(&body), "{decider}, {kind} in the arguments: forwarded ({status}): {body}");
-            assert!(!body.contains(TOKEN), "{decider}, {kind}: {body}");
-            let (status, body) = raw_call(&gw.url, "up__echo", r#"{"text":"hello"}"#, &poisoned_meta(), &poison).await;
-            assert!(!forwarded(&body), "{decider}, {kind} in _meta: forwarded ({status}): {body}");
-        }
-        // The refusal says what could not be read.
-        let (_, body) = raw_call(&gw.url, "up__echo", r#"{"secret":"x","z":@}"#, &meta_text(), br#""\ud800""#).await;
-        assert!(body.contains("cannot read") && body.contains("surrogate"), "{decider}: {body}");
     }
 }
 

@@ -10,6 +10,8 @@ no number past a float's range, and no dictionary holds a key twice.
 Poisons (by name): surrogate `"\\ud800"`, number `1e400`, deep 200 nested arrays, duplicate
 `{"x":1,"x":2}`, utf8 a string holding the byte 0xff.
 
+It also serves the prompt `greet`, which says what arguments it received.
+
 Usage: unreadable_server.py [--utf8-definition]   (stdio; with the flag, one more definition
 holds the byte 0xff, which makes the whole tools/list answer unreadable)
 """
@@ -96,12 +98,19 @@ def main() -> None:
         elif msg_id is None:
             continue
         elif method == "initialize":
-            info = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "unreadable", "version": "1"}}
+            caps = {"tools": {}, "prompts": {}}
+            info = {"protocolVersion": "2025-06-18", "capabilities": caps, "serverInfo": {"name": "unreadable", "version": "1"}}
             answer(msg_id, json.dumps(info).encode())
         elif method == "tools/list":
             answer(msg_id, tools())
         elif method == "tools/call":
             call(msg_id, msg.get("params") or {})
+        elif method == "prompts/list":
+            prompt = {"name": "greet", "description": "Greets.", "arguments": [{"name": "who", "required": False}]}
+            answer(msg_id, json.dumps({"prompts": [prompt]}).encode())
+        elif method == "prompts/get":
+            said = "received " + json.dumps((msg.get("params") or {}).get("arguments") or {}, sort_keys=True)
+            answer(msg_id, json.dumps({"messages": [{"role": "user", "content": {"type": "text", "text": said}}]}).encode())
         elif method == "ping":
             answer(msg_id, b"{}")
         else:

@@ -6,7 +6,8 @@ a few lines of the standard library. It reads the strings of what it is sent and
   result:  "classified" in the result -> deny; "swap-me" -> modify (the text replaced);
            "swap-structured" -> modify with content and structuredContent, as docs/guards.md shows
   input:   a question that carries an AWS access key id ("AKIA") -> deny
-  catalogue: a definition that says "exfiltrate" -> deny
+  catalogue: a definition that says "exfiltrate" -> deny; any definition of an upstream whose id
+             starts with "untrusted" -> deny
   anything else -> allow
 
 Usage: webhook_guard.py [--transport http] [--port N]; binds 127.0.0.1, prints `LISTENING <port>`.
@@ -49,6 +50,8 @@ def verdict(ask):
             return {"verdict": "modify", "content": {"content": [{"type": "text", "text": "swapped by guard"}]}}
     if ask["point"] == "catalogue" and "exfiltrate" in text:
         return {"verdict": "deny", "reason": "an exfiltration instruction"}
+    if ask["point"] == "catalogue" and ask["item"]["upstream"].startswith("untrusted"):
+        return {"verdict": "deny", "reason": "an untrusted upstream"}
     if ask["point"] == "input" and "AKIA" in text:
         return {"verdict": "deny", "reason": "a key in a question"}
     return {"version": "mcpgate.guard/v1", "verdict": "allow"}

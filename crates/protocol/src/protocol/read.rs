@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 use std::cell::Cell;
 use std::fmt;
 
-/// The deepest nesting a decider reads (below serde_json's own limit of 128).
-pub const MAX_DEPTH: usize = 100;
+/// The deepest nesting a decider reads (serde_json's own limit is 128).
+pub const MAX_DEPTH: usize = 127;
 
 /// Why a message cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
