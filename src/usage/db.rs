@@ -56,6 +56,39 @@ pub fn load(db: &Db, legacy: &Path) -> Result<Data, String> {
     .map_err(|e| e.to_string())
 }
 
+/// One quota window a call takes from.
+pub struct Window<'a> {
+    pub quota: &'a str,
+    pub start: u64,
+    pub end: u64,
+    pub limit: u64,
+}
+
+/// Takes one call of `caller` from every window, in one transaction, each only while it is under
+/// its limit: `Some(i)` when window `i` is spent (nothing is taken then), `None` when all took it.
+pub fn take(t: &mut dyn Tx, windows: &[Window<'_>], caller: &str) -> Result<Option<usize>, String> {
+    for (i, w) in windows.iter().enumerate() {
+        let took = w.limit > 0
+            && t.exec(
+                "INSERT INTO quota_count (quota, start, end_at, caller, count) VALUES (?1, ?2, ?3, ?4, 1)
+                 ON CONFLICT (quota, start, end_at, caller) DO UPDATE SET count = quota_count.count + 1
+                 WHERE quota_count.count < ?5",
+                params![w.quota, w.start, w.end, caller, w.limit],
+            )? == 1;
+        if !took {
+            // Given back within the same transaction: a refused call spends nothing.
+            for back in &windows[..i] {
+                t.exec(
+                    "UPDATE quota_count SET count = count - 1 WHERE quota = ?1 AND start = ?2 AND end_at = ?3 AND caller = ?4",
+                    params![back.quota, back.start, back.end, caller],
+                )?;
+            }
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
 /// The hourly (`hourly`) or daily buckets from `from` on, as every replica added them.
 pub fn buckets(db: &Db, hourly: bool, from: u64) -> Result<Buckets, String> {
     db.tx(|t| read(t, if hourly { "usage_hour" } else { "usage_day" }, from)).map_err(|e| e.to_string())
@@ -143,5 +176,27 @@ mod tests {
         assert!(day.iter().any(|(r, t)| r.caller == "bob" && t.calls == 1));
         assert!(db.meta("usage_migrated").unwrap().is_some_and(|m| m.starts_with("1 hours")));
         assert!(cfg.store.exists(), "the old file is kept");
+    }
+
+    #[test]
+    fn a_quota_is_taken_in_the_database_and_a_spent_one_takes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::sqlite(&dir.path().join("mcpgate-state.db")).unwrap();
+        let day = Window { quota: "daily", start: 0, end: 86_400, limit: 3 };
+        let hour = Window { quota: "hourly", start: 0, end: 3_600, limit: 2 };
+        let both = [day, hour];
+        assert_eq!(db.tx(|t| take(t, &both, "alice")).unwrap(), None);
+        assert_eq!(db.tx(|t| take(t, &both, "alice")).unwrap(), None);
+        // The hourly window is spent: the daily one is not taken from either.
+        assert_eq!(db.tx(|t| take(t, &both, "alice")).unwrap(), Some(1));
+        assert_eq!(db.tx(|t| take(t, &both[..1], "alice")).unwrap(), None);
+        assert_eq!(db.tx(|t| take(t, &both[..1], "alice")).unwrap(), Some(0));
+        assert_eq!(db.tx(|t| take(t, &both[..1], "bob")).unwrap(), None, "each caller has its own count");
+        let count = |q: &str, c: &str| {
+            db.tx(|t| Ok(t.query("SELECT count FROM quota_count WHERE quota = ?1 AND caller = ?2", params![q, c])?[0].uint(0))).unwrap()
+        };
+        assert_eq!((count("daily", "alice"), count("hourly", "alice")), (3, 2));
+        let none = Window { quota: "none", start: 0, end: 1, limit: 0 };
+        assert_eq!(db.tx(|t| take(t, &[none], "alice")).unwrap(), Some(0), "a limit of 0 allows nothing");
     }
 }

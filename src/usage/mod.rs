@@ -367,6 +367,37 @@ impl Usage {
             wait: Duration::from_secs(end.saturating_sub(now).max(1)),
         };
         match (self.quotas_shared(), &self.backend) {
+            // Taken in the database before the call goes on: a crash gives nothing back, and
+            // replicas sharing the database share the count.
+            (None, Backend::File { data, db: Some(db), .. }) => {
+                let windows: Vec<db::Window<'_>> = matching
+                    .iter()
+                    .map(|q| {
+                        let (start, end) = q.window.bounds(now);
+                        db::Window { quota: &q.id, start, end, limit: q.count }
+                    })
+                    .collect();
+                match db.tx(|t| db::take(t, &windows, caller)) {
+                    Ok(None) => {
+                        let mut d = lock(data);
+                        for w in &windows {
+                            *d.quotas.entry((w.quota.to_string(), w.start, w.end)).or_default().entry(caller.to_string()).or_default() += 1;
+                        }
+                        Ok(())
+                    }
+                    Ok(Some(i)) => Err(refusal(matching[i], windows[i].end)),
+                    Err(e) => {
+                        let mode = matching.iter().find_map(|q| q.on_redis_error).unwrap_or(cluster_default);
+                        tracing::warn!(error = %e, closed = mode == FailMode::Closed, "a quota could not be counted in the state database");
+                        match mode {
+                            FailMode::Closed => {
+                                Err(Refusal { wait: Duration::from_secs(1), resets_at: now + 1, ..refusal(matching[0], now + 1) })
+                            }
+                            FailMode::Open => Ok(()),
+                        }
+                    }
+                }
+            }
             (None, Backend::File { data, .. }) => {
                 let mut d = lock(data);
                 for q in &matching {

@@ -41,6 +41,7 @@ mod pins;
 mod pins_review;
 mod policy;
 mod pools;
+mod quota_durable;
 mod real_servers;
 mod reload;
 mod resilience;

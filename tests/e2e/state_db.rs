@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 const CALC: &str = "[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\n";
 const PASSWORD: &str = "s3cret/with:odd@chars";
-const PG_ENV: &str = "MCPGATE_TEST_POSTGRES_URL";
+pub const PG_ENV: &str = "MCPGATE_TEST_POSTGRES_URL";
 
 /// The folder of PostgreSQL's programs (`initdb`, `postgres`, `pg_ctl`).
 fn pg_bin() -> PathBuf {
