@@ -158,7 +158,7 @@ fn isolation(gw: &Gateway, out: &mut String) {
         let network = match &s.network {
             Network::None => "no network".to_string(),
             Network::Open => "network open".to_string(),
-            Network::Ports(p) => format!("TCP to ports {p:?} only (UDP not restricted)"),
+            Network::Ports(p) => format!("TCP to ports {p:?} only; UDP is not limited (Landlock's network rules cover TCP only)"),
         };
         let target = match &s.container {
             Some(c) => format!("container {} ({})", c.image, c.runtime.as_deref().unwrap_or("docker or podman")),
@@ -173,9 +173,14 @@ fn isolation(gw: &Gateway, out: &mut String) {
         (false, false) => "enforced, approximately (RLIMIT_NPROC counts all the user's tasks: those at start plus the bound)",
         (false, true) => "NOT enforced (the gateway runs as root and no pids cgroup can be made; RLIMIT_NPROC does not bind root)",
     };
+    let signals = if e.scoped {
+        "refused (Landlock ABI 6), abstract Unix sockets too"
+    } else {
+        "refused only toward the gateway and the supervisors (Landlock ABI < 6: other processes of the gateway's user can be signalled)"
+    };
     let _ = writeln!(
         out,
-        "  this machine: files {files}; TCP ports {}; system-call filter {}; processes {processes}; memory, CPU time, open files enforced per process (rlimits)",
+        "  this machine: files {files}; TCP ports {}; signals to processes outside the sandbox {signals}; system-call filter {}; processes {processes}; memory, CPU time, open files enforced per process (rlimits)",
         if e.tcp_ports { "enforced" } else { "NOT enforced (Landlock ABI < 4: a sandbox with network = [ports] will not start)" },
         yes(e.seccomp)
     );

@@ -233,6 +233,9 @@ enum Command {
     /// gateway goes (see `upstream::child`).
     #[command(hide = true)]
     Supervise {
+        /// The descriptor holding the sandbox's policy, passed on to COMMAND.
+        #[arg(long)]
+        policy_fd: Option<i32>,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
@@ -241,12 +244,12 @@ enum Command {
         #[command(subcommand)]
         action: AuditAction,
     },
-    /// Restricts itself as POLICY (JSON) says, then becomes COMMAND: a sandboxed stdio
-    /// upstream's last step (see `upstream::sandbox`).
+    /// Restricts itself as the policy (JSON, read from descriptor POLICY_FD) says, then becomes
+    /// COMMAND: a sandboxed stdio upstream's last step (see `upstream::sandbox`).
     #[command(hide = true)]
     SandboxExec {
         #[arg(long)]
-        policy: String,
+        policy_fd: i32,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
@@ -256,8 +259,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Before any thread exists: the sandbox is applied to this one process, which then becomes
     // the server.
-    if let Command::SandboxExec { policy, command } = &cli.command {
-        return ExitCode::from(mcpgate::upstream::sandbox::run(policy, command));
+    if let Command::SandboxExec { policy_fd, command } = &cli.command {
+        return ExitCode::from(mcpgate::upstream::sandbox::run(*policy_fd, command));
+    }
+    // The supervisor runs single-threaded too: it waits for signals with sigtimedwait.
+    if let Command::Supervise { policy_fd, command } = &cli.command {
+        return ExitCode::from(mcpgate::upstream::supervise(*policy_fd, command));
     }
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // The control runtime: startup, upstream probes and children, reloads, background work and
@@ -402,7 +409,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             println!("{}", mcpgate::auth::hash_key(&key));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Supervise { command } => Ok(mcpgate::upstream::supervise(command).await),
+        Command::Supervise { policy_fd, command } => Ok(ExitCode::from(mcpgate::upstream::supervise(policy_fd, &command))),
         Command::Audit { action: AuditAction::Verify { files, public_key } } => {
             let files = mcpgate::audit::chain::in_order(&files);
             match mcpgate::audit::chain::verify(&files, public_key.as_deref()) {
@@ -427,7 +434,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::SandboxExec { policy, command } => Ok(ExitCode::from(mcpgate::upstream::sandbox::run(&policy, &command))),
+        Command::SandboxExec { policy_fd, command } => Ok(ExitCode::from(mcpgate::upstream::sandbox::run(policy_fd, &command))),
         Command::DemoServer { profile, http, page_size } => {
             let svc: Arc<dyn Service> = Arc::new(Demo::new(profile).with_page_size(page_size));
             match http {

@@ -117,6 +117,10 @@ fn check_says_what_each_stdio_upstream_can_reach_and_what_is_enforced() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("plain: NOT sandboxed"), "{text}");
     assert!(text.contains("boxed: sandboxed; TCP to ports [443] only") && text.contains("memory 1024 MiB"), "{text}");
+    // UDP passes a ports allowance (Landlock's network rules are TCP's): said, not left to be found.
+    assert!(text.contains("UDP is not limited (Landlock's network rules cover TCP only)"), "{text}");
+    // Whether the sandbox keeps its signals to itself is the kernel's to say (Landlock ABI 6).
+    assert!(text.contains("signals to processes outside the sandbox"), "{text}");
     // Without callers, "each caller" is one anonymous caller: said, not left to be found out.
     assert!(text.contains("one process per caller, BUT [auth] mode = \"none\""), "{text}");
     assert!(text.contains("this machine: files enforced (Landlock ABI"), "the kernel's Landlock is named: {text}");
@@ -190,15 +194,25 @@ async fn two_callers_of_server_memory_each_have_their_own_and_an_idle_one_stops(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert_eq!(gw.proc.log().matches("stopped a caller's idle process").count(), 2, "{}", gw.proc.log());
-    let alive = |who: &str| {
-        let out = std::process::Command::new("pgrep").args(["-f", &format!("@callers/{who}-")]).output().expect("pgrep");
-        !String::from_utf8_lossy(&out.stdout).trim().is_empty()
-    };
+    // A caller's process works in its own folder (the policy naming it is on no command line).
+    let alive =
+        |who: &str| {
+            std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|p| {
+                std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd.to_string_lossy().contains(&format!("@callers/{who}-")))
+            })
+        };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while (alive("alice") || alive("bob")) && std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    assert!(!alive("alice") && !alive("bob"), "the idle processes are gone");
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|p| std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd.to_string_lossy().contains("@callers/")))
+        .map(|p| format!("{:?}: {}", p.file_name(), std::fs::read_to_string(p.path().join("stat")).unwrap_or_default()))
+        .collect();
+    assert!(!alive("alice") && !alive("bob"), "the idle processes are gone: {left:?}");
     // Alice comes back: a new process of hers, on her folder.
     let again = graph_of(&call_by(&gw, "alice-key", "memory__read_graph", json!({})).await);
     assert!(again.contains("alice-private-plan") && !again.contains("bob-shopping-list"), "{again}");
