@@ -268,6 +268,7 @@ async fn a_container_upstream_is_run_by_the_runtime_with_the_sandboxs_limits() {
         assert!(joined.contains(flag), "{flag} in {joined}");
     }
     assert!(joined.contains("ghcr.io/example/upstream:1"), "{joined}");
+    assert!(first.windows(2).any(|w| w == ["--", "ghcr.io/example/upstream:1"]), "the image follows the options' end: {joined}");
     assert!(first.windows(2).any(|w| w == ["-e", "GREETING"]), "a variable is passed by name: {joined}");
     assert!(!joined.contains("s3cret-value"), "no secret on the runtime's command line: {joined}");
 }

@@ -323,6 +323,9 @@ pub fn container_command(
     for name in env.keys() {
         a.extend(["-e".into(), name.clone()]);
     }
+    // The end of the runtime's options: an image is never read as a flag (`--privileged`), even
+    // where the configuration's own check (an image may not start with '-') was bypassed.
+    a.push("--".into());
     a.push(image.to_string());
     a.extend(command.iter().cloned());
     Ok((runtime, a))
@@ -332,6 +335,30 @@ pub fn container_command(
 mod tests {
     use super::install_tree;
     use std::path::{Path, PathBuf};
+
+    /// The image and the command follow `--`: nothing after it is read as the runtime's own flag.
+    #[test]
+    fn the_image_follows_the_end_of_the_runtimes_options() {
+        let cfg = crate::config::sandbox::SandboxConfig {
+            read: Vec::new(),
+            write: Vec::new(),
+            network: crate::config::sandbox::Network::None,
+            memory_bytes: 1 << 30,
+            cpu_seconds: None,
+            processes: 64,
+            open_files: 1024,
+            private: PathBuf::from("/srv/private"),
+            hidden: Vec::new(),
+            container: None,
+        };
+        let command = vec!["serve".to_string(), "--stdio".to_string()];
+        let (_, args) =
+            super::container_command(&cfg, "--privileged", Some("sh"), &command, &Default::default(), None, Path::new("/srv/private"))
+                .expect("a command");
+        let end = args.iter().position(|a| a == "--").expect("the options end");
+        assert_eq!(&args[end + 1..], ["--privileged", "serve", "--stdio"], "{args:?}");
+        assert!(!args[..end].iter().any(|a| a == "--privileged"), "{args:?}");
+    }
 
     #[test]
     fn a_file_named_in_a_broad_folder_shows_only_itself() {
