@@ -38,12 +38,27 @@ struct Held {
     used: Instant,
 }
 
-/// A caller id as a folder name: its safe characters, and a digest that keeps distinct ids apart.
+/// A caller id as a folder name: its safe characters (for people), and the whole SHA-256 of the
+/// id, which keeps distinct ids apart (4 bytes of it did not: ids a user can shape collided).
 fn folder_of(caller: &str) -> String {
-    let safe: String = caller.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(32).collect();
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, caller.as_bytes());
-    let hex: String = digest.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{safe}-{hex}")
+    format!("{}-{}", readable(caller), hex(&digest_of(caller)))
+}
+
+/// The name the folder had before the whole digest (its first 4 bytes only).
+fn old_folder_of(caller: &str) -> String {
+    format!("{}-{}", readable(caller), hex(&digest_of(caller)[..4]))
+}
+
+fn readable(caller: &str) -> String {
+    caller.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(32).collect()
+}
+
+fn digest_of(caller: &str) -> Vec<u8> {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, caller.as_bytes()).as_ref().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The configuration of `caller`'s own process: the upstream's, with a private folder of its own.
@@ -55,7 +70,20 @@ fn for_caller(cfg: &UpstreamConfig, caller: &str) -> UpstreamConfig {
     if let TransportConfig::Stdio { sandbox: Some(s), .. } = &mut cfg.transport {
         let mut beside = s.private.as_os_str().to_os_string();
         beside.push("@callers");
-        s.private = std::path::PathBuf::from(beside).join(folder_of(caller));
+        let callers = std::path::PathBuf::from(beside);
+        s.private = callers.join(folder_of(caller));
+        // A folder made under the old name is this caller's: it moves to the new one once.
+        let old = callers.join(old_folder_of(caller));
+        if !s.private.exists() && old.is_dir() {
+            match std::fs::rename(&old, &s.private) {
+                Ok(()) => {
+                    tracing::info!(%caller, from = %old.display(), to = %s.private.display(), "moved a caller's folder to its new name")
+                }
+                Err(e) => {
+                    tracing::warn!(%caller, from = %old.display(), error = %e, "a caller's folder could not be moved to its new name")
+                }
+            }
+        }
     }
     cfg
 }
@@ -198,5 +226,24 @@ impl Gateway {
             *out.entry(self.upstream_id(*index).to_string()).or_insert(0) += 1;
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::folder_of;
+
+    /// Caller ids a user can shape (the same safe characters, the rest chosen freely) never share
+    /// a folder: with a 4-byte digest, two of these 200 000 ids did (a birthday collision).
+    #[test]
+    fn distinct_caller_ids_never_share_a_folder() {
+        const SHAPES: [char; 10] = ['.', '@', '+', '!', '~', '%', '=', ',', ':', ' '];
+        let mut seen = std::collections::HashMap::new();
+        for i in 0u32..200_000 {
+            let id: String = std::iter::once('u').chain(i.to_string().chars().map(|d| SHAPES[(d as u8 - b'0') as usize])).collect();
+            if let Some(other) = seen.insert(folder_of(&id), id.clone()) {
+                panic!("{id:?} and {other:?} share the folder {}", folder_of(&id));
+            }
+        }
     }
 }
