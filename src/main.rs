@@ -183,8 +183,9 @@ enum Command {
     /// Show how the tools the upstreams serve now differ from their pins (the lock file of
     /// `[pins]`), and with --approve write them as the new pins (all, or the named ones). Exits 1
     /// when something differs and nothing was approved. With --url, what the running gateway
-    /// serves (an admin key in MCPGATE_API_KEY); without, fresh copies of the upstreams started
-    /// by this command, which may differ from what the running gateway's servers serve.
+    /// serves (an admin key in MCPGATE_API_KEY; without authentication, the console key the
+    /// gateway logged); without, fresh copies of the upstreams started by this command, which may
+    /// differ from what the running gateway's servers serve.
     Pin {
         #[arg(short, long, default_value = "gateway.toml")]
         config: PathBuf,
@@ -491,6 +492,11 @@ async fn serve_gateway(mut cfg: Config, source: mcpgate::boot::Source, workers: 
         if workers > 1 { "s" } else { "" },
         server_cfg.path
     );
+    if cfg.console && cfg.auth.mode == AuthMode::None {
+        // Without authentication, the console's administrator is whoever holds this link (its
+        // key is new at each start): a process that merely runs on this machine is not.
+        tracing::info!("console: {scheme}://{addr}/console#key={} (open it to administer; the key is new at each start)", gw.console_key);
+    }
     gw.usage.spawn_flush(&gw.tasks);
     let audit_logs = mcpgate::cli::export_audit_logs(&gw, cfg.audit.otlp);
     let refresher = gw.clone();
