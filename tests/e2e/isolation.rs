@@ -108,6 +108,7 @@ fn check_says_what_each_stdio_upstream_can_reach_and_what_is_enforced() {
     let server = repo().join("tests/py/hostile_server.py").display().to_string();
     let config = format!(
         "[[upstream]]\nid = \"plain\"\ncommand = [{py:?}, {server:?}]\n\n\
+         [[upstream]]\nid = \"dock\"\ncommand = [\"docker\", \"run\", \"-i\", \"--rm\", \"mcp/time\"]\n\n\
          [[upstream]]\nid = \"boxed\"\ncommand = [{py:?}, {server:?}]\ninstances = \"per_caller\"\nmax_instances = 4\n\
          [upstream.sandbox]\nnetwork = [443]\nmemory = \"1GiB\"\n",
         py = python(),
@@ -116,6 +117,8 @@ fn check_says_what_each_stdio_upstream_can_reach_and_what_is_enforced() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate")).args(["check", "-c"]).arg(&path).output().expect("run");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("plain: NOT sandboxed"), "{text}");
+    // What `mcpgate import` writes for a `docker run` command, said as it is (docs/isolation.md).
+    assert!(text.contains("dock: NOT sandboxed by mcpgate: docker runs it as its command line's flags say"), "{text}");
     assert!(text.contains("boxed: sandboxed; TCP to ports [443] only") && text.contains("memory 1024 MiB"), "{text}");
     // UDP passes a ports allowance (Landlock's network rules are TCP's): said, not left to be found.
     assert!(text.contains("UDP is not limited (Landlock's network rules cover TCP only)"), "{text}");
