@@ -130,7 +130,10 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     }
     let abi = enforcement().landlock_abi;
     landlock(policy, abi)?;
-    seccomp(policy, abi)
+    for filter in seccomp(policy, abi)? {
+        seccompiler::apply_filter(&filter).map_err(|e| format!("seccomp: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The tasks (threads) that run under this process's real user now, as `RLIMIT_NPROC` counts them.
@@ -278,7 +281,7 @@ fn landlock(policy: &Policy, abi_offered: u32) -> Result<(), String> {
 /// Unix one. On a kernel whose Landlock cannot check truncation (ABI < 3), truncating by path and
 /// opening read-only with `O_TRUNC` are refused too. On x86-64, x32 system call numbers are
 /// refused before anything else (their arch tag is x86-64's, so the table would not see them).
-fn seccomp(policy: &Policy, abi: u32) -> Result<(), String> {
+fn seccomp(policy: &Policy, abi: u32) -> Result<[BpfProgram; 2], String> {
     let fail = |e: &dyn std::fmt::Display| format!("seccomp: {e}");
     let mut denied: Vec<i64> = vec![
         libc::SYS_ptrace,
@@ -372,8 +375,8 @@ fn seccomp(policy: &Policy, abi: u32) -> Result<(), String> {
     let unknown =
         SeccompFilter::new(unknown, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch).map_err(|e| fail(&e))?;
     let unknown: BpfProgram = unknown.try_into().map_err(|e: seccompiler::BackendError| fail(&e))?;
-    seccompiler::apply_filter(&unknown).map_err(|e| fail(&e))?;
-    seccompiler::apply_filter(&program).map_err(|e| fail(&e))
+    // Installed in this order: the ENOSYS answers, then the refusals.
+    Ok([unknown, program])
 }
 
 /// `fcntl` and `ioctl` numbers the libc crate does not name (Linux, every architecture).
@@ -463,4 +466,69 @@ fn x32_refused() -> Vec<sock_filter> {
         sock_filter { code: (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16, jt: 0, jf: 1, k: X32_SYSCALL_BIT },
         sock_filter { code: (libc::BPF_RET | libc::BPF_K) as u16, jt: 0, jf: 0, k: RET_ERRNO | libc::EPERM as u32 },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The filter of a kernel without Landlock's signal scoping (ABI < 6), applied in a forked
+    /// child of this test: signals to the gateway (here: this test process), to every process at
+    /// once and by thread id are refused with EPERM, `pidfd_send_signal` answers ENOSYS, and a
+    /// signal to itself still works.
+    #[test]
+    fn below_abi_6_the_filter_keeps_signals_off_the_gateway() {
+        let policy = Policy {
+            read: Vec::new(),
+            write: Vec::new(),
+            ports: None,
+            open: false,
+            memory: 1 << 30,
+            cpu: None,
+            processes: 8,
+            files: 64,
+            cgroup: None,
+            gateway: std::process::id(),
+        };
+        // Built before the fork: the child only installs and tries.
+        let filters = seccomp(&policy, 5).expect("filters");
+        // SAFETY: the child calls only prctl, seccomp, kill, syscall and _exit before exiting.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            // SAFETY: system calls on plain values; the child ends with _exit.
+            unsafe {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                let mut code = 0;
+                for f in &filters {
+                    if seccompiler::apply_filter(f).is_err() {
+                        libc::_exit(100);
+                    }
+                }
+                let errno = || *libc::__errno_location();
+                let gateway = libc::getppid();
+                if libc::kill(gateway, 0) == 0 || errno() != libc::EPERM {
+                    code |= 1;
+                }
+                if libc::kill(-1, 0) == 0 || errno() != libc::EPERM {
+                    code |= 2;
+                }
+                if libc::syscall(libc::SYS_tkill, gateway, 0) == 0 || errno() != libc::EPERM {
+                    code |= 4;
+                }
+                if libc::syscall(libc::SYS_pidfd_send_signal, 0, 0, 0, 0) == 0 || errno() != libc::ENOSYS {
+                    code |= 8;
+                }
+                if libc::kill(libc::getpid(), 0) != 0 {
+                    code |= 16;
+                }
+                libc::_exit(code);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child we forked.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "the child ended by a signal: {status}");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "bits: 1 gateway, 2 kill(-1), 4 tkill, 8 pidfd_send_signal, 16 itself");
+    }
 }
