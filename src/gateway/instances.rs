@@ -61,6 +61,21 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `caller`'s folder under `callers`; a folder made under the old name is this caller's and
+/// moves to the new one once (if two ids had collided, it was already shared, and goes to
+/// whichever comes first).
+fn folder_in(callers: &std::path::Path, caller: &str) -> std::path::PathBuf {
+    let new = callers.join(folder_of(caller));
+    let old = callers.join(old_folder_of(caller));
+    if !new.exists() && old.is_dir() {
+        match std::fs::rename(&old, &new) {
+            Ok(()) => tracing::info!(%caller, from = %old.display(), to = %new.display(), "moved a caller's folder to its new name"),
+            Err(e) => tracing::warn!(%caller, from = %old.display(), error = %e, "a caller's folder could not be moved to its new name"),
+        }
+    }
+    new
+}
+
 /// The configuration of `caller`'s own process: the upstream's, with a private folder of its own.
 /// The callers' folders sit beside the shared process's (`<id>@callers/<caller>`), not inside it:
 /// the shared process, which keeps running for the catalogue, can write its own folder and must
@@ -71,19 +86,7 @@ fn for_caller(cfg: &UpstreamConfig, caller: &str) -> UpstreamConfig {
         let mut beside = s.private.as_os_str().to_os_string();
         beside.push("@callers");
         let callers = std::path::PathBuf::from(beside);
-        s.private = callers.join(folder_of(caller));
-        // A folder made under the old name is this caller's: it moves to the new one once.
-        let old = callers.join(old_folder_of(caller));
-        if !s.private.exists() && old.is_dir() {
-            match std::fs::rename(&old, &s.private) {
-                Ok(()) => {
-                    tracing::info!(%caller, from = %old.display(), to = %s.private.display(), "moved a caller's folder to its new name")
-                }
-                Err(e) => {
-                    tracing::warn!(%caller, from = %old.display(), error = %e, "a caller's folder could not be moved to its new name")
-                }
-            }
-        }
+        s.private = folder_in(&callers, caller);
     }
     cfg
 }
@@ -231,7 +234,21 @@ impl Gateway {
 
 #[cfg(test)]
 mod tests {
-    use super::folder_of;
+    use super::{folder_in, folder_of, old_folder_of};
+
+    /// A folder of the old name (4 bytes of the digest) keeps its content under the new name.
+    #[test]
+    fn a_callers_old_folder_moves_to_its_new_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join(old_folder_of("alice"))).expect("old folder");
+        std::fs::write(dir.path().join(old_folder_of("alice")).join("memory.jsonl"), "hers").expect("write");
+        let new = folder_in(dir.path(), "alice");
+        assert_eq!(new, dir.path().join(folder_of("alice")));
+        assert_eq!(std::fs::read_to_string(new.join("memory.jsonl")).expect("moved"), "hers");
+        assert!(!dir.path().join(old_folder_of("alice")).exists());
+        // Once there, the new folder is kept as it is.
+        assert_eq!(folder_in(dir.path(), "alice"), new);
+    }
 
     /// Caller ids a user can shape (the same safe characters, the rest chosen freely) never share
     /// a folder: with a 4-byte digest, two of these 200 000 ids did (a birthday collision).
