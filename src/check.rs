@@ -131,7 +131,9 @@ fn isolation(gw: &Gateway, out: &mut String) {
         .upstreams
         .iter()
         .filter_map(|u| match &u.transport {
-            TransportConfig::Stdio { sandbox, .. } => Some((u.id.clone(), sandbox.clone(), u.instances.clone())),
+            TransportConfig::Stdio { sandbox, command, .. } => {
+                Some((u.id.clone(), sandbox.clone(), u.instances.clone(), runtime_of(command)))
+            }
             TransportConfig::Http { .. } | TransportConfig::OpenApi(_) => None,
         })
         .collect();
@@ -140,7 +142,7 @@ fn isolation(gw: &Gateway, out: &mut String) {
     }
     let e = crate::upstream::sandbox::enforcement();
     let _ = writeln!(out, "\nIsolation:");
-    for (id, sandbox, instances) in &stdio {
+    for (id, sandbox, instances, runtime) in &stdio {
         let per = match instances {
             crate::config::sandbox::Instances::PerCaller { .. } if gw.config().auth.mode == crate::config::auth::AuthMode::None => {
                 "; one process per caller, BUT [auth] mode = \"none\" makes every request the same anonymous caller: one process serves everyone".into()
@@ -151,14 +153,24 @@ fn isolation(gw: &Gateway, out: &mut String) {
             crate::config::sandbox::Instances::Shared => String::new(),
         };
         let Some(s) = sandbox else {
-            let _ =
-                writeln!(out, "  {id}: NOT sandboxed: runs with the gateway's own files, network and user (add [upstream.sandbox]){per}");
+            let _ = match runtime {
+                // What `mcpgate import` writes for a `docker run` command: the runtime isolates it
+                // as its own flags say, and the runtime itself runs with the gateway's reach.
+                Some(r) => writeln!(
+                    out,
+                    "  {id}: NOT sandboxed by mcpgate: {r} runs it as its command line's flags say, and {r} itself has the gateway's own files, network and user (give the image as [upstream.sandbox] image = \"…\" for mcpgate's limits){per}"
+                ),
+                None => writeln!(
+                    out,
+                    "  {id}: NOT sandboxed: runs with the gateway's own files, network and user (add [upstream.sandbox]){per}"
+                ),
+            };
             continue;
         };
         let network = match &s.network {
             Network::None => "no network".to_string(),
             Network::Open => "network open".to_string(),
-            Network::Ports(p) => format!("TCP to ports {p:?} only (UDP not restricted)"),
+            Network::Ports(p) => format!("TCP to ports {p:?} only; UDP is not limited (Landlock's network rules cover TCP only)"),
         };
         let target = match &s.container {
             Some(c) => format!("container {} ({})", c.image, c.runtime.as_deref().unwrap_or("docker or podman")),
@@ -173,12 +185,23 @@ fn isolation(gw: &Gateway, out: &mut String) {
         (false, false) => "enforced, approximately (RLIMIT_NPROC counts all the user's tasks: those at start plus the bound)",
         (false, true) => "NOT enforced (the gateway runs as root and no pids cgroup can be made; RLIMIT_NPROC does not bind root)",
     };
+    let signals = if e.scoped {
+        "refused (Landlock ABI 6), abstract Unix sockets too"
+    } else {
+        "refused only toward the gateway and the supervisors (Landlock ABI < 6: other processes of the gateway's user can be signalled)"
+    };
     let _ = writeln!(
         out,
-        "  this machine: files {files}; TCP ports {}; system-call filter {}; processes {processes}; memory, CPU time, open files enforced per process (rlimits)",
+        "  this machine: files {files}; TCP ports {}; signals to processes outside the sandbox {signals}; system-call filter {}; processes {processes}; memory, CPU time, open files enforced per process (rlimits)",
         if e.tcp_ports { "enforced" } else { "NOT enforced (Landlock ABI < 4: a sandbox with network = [ports] will not start)" },
         yes(e.seccomp)
     );
+}
+
+/// The container runtime a command runs (`docker`, `podman`), if it is one.
+fn runtime_of(command: &[String]) -> Option<String> {
+    let name = std::path::Path::new(command.first()?).file_name()?.to_str()?;
+    matches!(name, "docker" | "podman").then(|| name.to_string())
 }
 
 /// The merged catalogue as a JSON array, as `tools/list` serves it.

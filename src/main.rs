@@ -183,8 +183,9 @@ enum Command {
     /// Show how the tools the upstreams serve now differ from their pins (the lock file of
     /// `[pins]`), and with --approve write them as the new pins (all, or the named ones). Exits 1
     /// when something differs and nothing was approved. With --url, what the running gateway
-    /// serves (an admin key in MCPGATE_API_KEY); without, fresh copies of the upstreams started
-    /// by this command, which may differ from what the running gateway's servers serve.
+    /// serves (an admin key in MCPGATE_API_KEY; without authentication, the console key the
+    /// gateway logged); without, fresh copies of the upstreams started by this command, which may
+    /// differ from what the running gateway's servers serve.
     Pin {
         #[arg(short, long, default_value = "gateway.toml")]
         config: PathBuf,
@@ -233,6 +234,9 @@ enum Command {
     /// gateway goes (see `upstream::child`).
     #[command(hide = true)]
     Supervise {
+        /// The descriptor holding the sandbox's policy, passed on to COMMAND.
+        #[arg(long)]
+        policy_fd: Option<i32>,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
@@ -241,12 +245,12 @@ enum Command {
         #[command(subcommand)]
         action: AuditAction,
     },
-    /// Restricts itself as POLICY (JSON) says, then becomes COMMAND: a sandboxed stdio
-    /// upstream's last step (see `upstream::sandbox`).
+    /// Restricts itself as the policy (JSON, read from descriptor POLICY_FD) says, then becomes
+    /// COMMAND: a sandboxed stdio upstream's last step (see `upstream::sandbox`).
     #[command(hide = true)]
     SandboxExec {
         #[arg(long)]
-        policy: String,
+        policy_fd: i32,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
@@ -256,8 +260,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Before any thread exists: the sandbox is applied to this one process, which then becomes
     // the server.
-    if let Command::SandboxExec { policy, command } = &cli.command {
-        return ExitCode::from(mcpgate::upstream::sandbox::run(policy, command));
+    if let Command::SandboxExec { policy_fd, command } = &cli.command {
+        return ExitCode::from(mcpgate::upstream::sandbox::run(*policy_fd, command));
+    }
+    // The supervisor runs single-threaded too: it waits for signals with sigtimedwait.
+    if let Command::Supervise { policy_fd, command } = &cli.command {
+        return ExitCode::from(mcpgate::upstream::supervise(*policy_fd, command));
     }
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // The control runtime: startup, upstream probes and children, reloads, background work and
@@ -402,7 +410,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             println!("{}", mcpgate::auth::hash_key(&key));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Supervise { command } => Ok(mcpgate::upstream::supervise(command).await),
+        Command::Supervise { policy_fd, command } => Ok(ExitCode::from(mcpgate::upstream::supervise(policy_fd, &command))),
         Command::Audit { action: AuditAction::Verify { files, public_key } } => {
             let files = mcpgate::audit::chain::in_order(&files);
             match mcpgate::audit::chain::verify(&files, public_key.as_deref()) {
@@ -427,7 +435,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::SandboxExec { policy, command } => Ok(ExitCode::from(mcpgate::upstream::sandbox::run(&policy, &command))),
+        Command::SandboxExec { policy_fd, command } => Ok(ExitCode::from(mcpgate::upstream::sandbox::run(policy_fd, &command))),
         Command::DemoServer { profile, http, page_size } => {
             let svc: Arc<dyn Service> = Arc::new(Demo::new(profile).with_page_size(page_size));
             match http {
@@ -484,6 +492,11 @@ async fn serve_gateway(mut cfg: Config, source: mcpgate::boot::Source, workers: 
         if workers > 1 { "s" } else { "" },
         server_cfg.path
     );
+    if cfg.console && cfg.auth.mode == AuthMode::None {
+        // Without authentication, the console's administrator is whoever holds this link (its
+        // key is new at each start): a process that merely runs on this machine is not.
+        tracing::info!("console: {scheme}://{addr}/console#key={} (open it to administer; the key is new at each start)", gw.console_key);
+    }
     gw.usage.spawn_flush(&gw.tasks);
     let audit_logs = mcpgate::cli::export_audit_logs(&gw, cfg.audit.otlp);
     let refresher = gw.clone();

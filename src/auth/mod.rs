@@ -342,7 +342,7 @@ fn quote_safe(s: &str) -> String {
     s.chars().filter(|c| *c != '"' && *c != '\\' && !c.is_control()).collect()
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     let v = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = v.trim().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())

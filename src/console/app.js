@@ -7,6 +7,14 @@
 "use strict";
 const base = "/console";
 let key = sessionStorage.getItem("mcpgate-key") || "";
+// The link a gateway without authentication logs at start (/console#key=…) carries the console's
+// key: kept for this tab, then taken out of the address bar.
+const linked = new URLSearchParams(location.hash.slice(1)).get("key");
+if (linked) {
+  key = linked;
+  sessionStorage.setItem("mcpgate-key", key);
+  history.replaceState(null, "", location.pathname + location.search);
+}
 let catalog = [];
 let visible = null;
 let upstreamList = [];
@@ -259,13 +267,11 @@ function start() {
   load().catch((e) => {
     $("#app").hidden = true;
     $("#login").hidden = false;
-    // Without authentication the gateway answers only this machine: say so instead of asking for a key.
+    // Without authentication the key is the console's own (from the link in the gateway's log): say so.
     let why = "";
     try { why = JSON.parse(e.message).error || ""; } catch (_) { why = ""; }
-    const keyless = e.auth && !key && why.includes("loopback");
-    $("#login-form").hidden = keyless;
-    $("#login-prompt").hidden = keyless;
-    $("#login-error").textContent = keyless ? why : e.auth && key ? "That key is not accepted." : (e.auth ? "" : String(e.message));
+    const linkNeeded = e.auth && !key && why.includes("console link");
+    $("#login-error").textContent = linkNeeded ? why : e.auth && key ? "That key is not accepted." : (e.auth ? "" : String(e.message));
   });
 }
 start();

@@ -38,12 +38,42 @@ struct Held {
     used: Instant,
 }
 
-/// A caller id as a folder name: its safe characters, and a digest that keeps distinct ids apart.
+/// A caller id as a folder name: its safe characters (for people), and the whole SHA-256 of the
+/// id, which keeps distinct ids apart (4 bytes of it did not: ids a user can shape collided).
 fn folder_of(caller: &str) -> String {
-    let safe: String = caller.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(32).collect();
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, caller.as_bytes());
-    let hex: String = digest.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{safe}-{hex}")
+    format!("{}-{}", readable(caller), hex(&digest_of(caller)))
+}
+
+/// The name the folder had before the whole digest (its first 4 bytes only).
+fn old_folder_of(caller: &str) -> String {
+    format!("{}-{}", readable(caller), hex(&digest_of(caller)[..4]))
+}
+
+fn readable(caller: &str) -> String {
+    caller.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').take(32).collect()
+}
+
+fn digest_of(caller: &str) -> Vec<u8> {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, caller.as_bytes()).as_ref().to_vec()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `caller`'s folder under `callers`; a folder made under the old name is this caller's and
+/// moves to the new one once (if two ids had collided, it was already shared, and goes to
+/// whichever comes first).
+fn folder_in(callers: &std::path::Path, caller: &str) -> std::path::PathBuf {
+    let new = callers.join(folder_of(caller));
+    let old = callers.join(old_folder_of(caller));
+    if !new.exists() && old.is_dir() {
+        match std::fs::rename(&old, &new) {
+            Ok(()) => tracing::info!(%caller, from = %old.display(), to = %new.display(), "moved a caller's folder to its new name"),
+            Err(e) => tracing::warn!(%caller, from = %old.display(), error = %e, "a caller's folder could not be moved to its new name"),
+        }
+    }
+    new
 }
 
 /// The configuration of `caller`'s own process: the upstream's, with a private folder of its own.
@@ -55,7 +85,8 @@ fn for_caller(cfg: &UpstreamConfig, caller: &str) -> UpstreamConfig {
     if let TransportConfig::Stdio { sandbox: Some(s), .. } = &mut cfg.transport {
         let mut beside = s.private.as_os_str().to_os_string();
         beside.push("@callers");
-        s.private = std::path::PathBuf::from(beside).join(folder_of(caller));
+        let callers = std::path::PathBuf::from(beside);
+        s.private = folder_in(&callers, caller);
     }
     cfg
 }
@@ -198,5 +229,38 @@ impl Gateway {
             *out.entry(self.upstream_id(*index).to_string()).or_insert(0) += 1;
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{folder_in, folder_of, old_folder_of};
+
+    /// A folder of the old name (4 bytes of the digest) keeps its content under the new name.
+    #[test]
+    fn a_callers_old_folder_moves_to_its_new_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join(old_folder_of("alice"))).expect("old folder");
+        std::fs::write(dir.path().join(old_folder_of("alice")).join("memory.jsonl"), "hers").expect("write");
+        let new = folder_in(dir.path(), "alice");
+        assert_eq!(new, dir.path().join(folder_of("alice")));
+        assert_eq!(std::fs::read_to_string(new.join("memory.jsonl")).expect("moved"), "hers");
+        assert!(!dir.path().join(old_folder_of("alice")).exists());
+        // Once there, the new folder is kept as it is.
+        assert_eq!(folder_in(dir.path(), "alice"), new);
+    }
+
+    /// Caller ids a user can shape (the same safe characters, the rest chosen freely) never share
+    /// a folder: with a 4-byte digest, two of these 200 000 ids did (a birthday collision).
+    #[test]
+    fn distinct_caller_ids_never_share_a_folder() {
+        const SHAPES: [char; 10] = ['.', '@', '+', '!', '~', '%', '=', ',', ':', ' '];
+        let mut seen = std::collections::HashMap::new();
+        for i in 0u32..200_000 {
+            let id: String = std::iter::once('u').chain(i.to_string().chars().map(|d| SHAPES[(d as u8 - b'0') as usize])).collect();
+            if let Some(other) = seen.insert(folder_of(&id), id.clone()) {
+                panic!("{id:?} and {other:?} share the folder {}", folder_of(&id));
+            }
+        }
     }
 }

@@ -123,6 +123,10 @@ pub struct Gateway {
     instances: instances::PerCaller,
     /// The state database (pin approvals; the vault and usage hold it too), if one is open.
     db: Option<Arc<crate::state::Db>>,
+    /// Without authentication, the proof an administrator of the console gives (its link,
+    /// `/console#key=…`, is logged at start): being on loopback proves nothing, since every local
+    /// process is, sandboxed servers with an open network included. New at each start.
+    pub console_key: String,
 }
 
 impl Gateway {
@@ -198,6 +202,7 @@ impl Gateway {
             updates: Mutex::new(updates),
             personal,
             me: me.clone(),
+            console_key: crate::token::random_hex(24),
             pins,
             guards: ArcSwap::from_pointee(guard_set),
             definitions: guards::Definitions::default(),

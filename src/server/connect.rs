@@ -82,7 +82,7 @@ fn admitted(st: &State, req: &Request<Incoming>, public_url: &str) -> Result<(),
     Ok(())
 }
 
-pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Body> {
+pub(super) async fn handle(st: &State, req: Request<Incoming>) -> Response<Body> {
     let Some(gw) = st.console.as_ref() else { return render::plain(StatusCode::NOT_FOUND, "not found\n") };
     let Some(personal) = gw.personal.as_ref() else {
         return render::plain(StatusCode::NOT_FOUND, "not found: per-user identity is off ([identity] turns it on)\n");
@@ -95,7 +95,7 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
     }
     let path = req.uri().path().to_string();
     if path.starts_with("/oauth/tokens") {
-        return tokens(st, gw, req, peer).await;
+        return tokens(st, gw, req).await;
     }
     let secure = settings.redirect_uri.starts_with("https://");
     let cookies: Vec<&str> = req.headers().get_all(COOKIE).iter().filter_map(|v| v.to_str().ok()).collect();
@@ -367,7 +367,7 @@ async fn callback(pages: &Pages<'_>, q: &HashMap<String, String>, b: Browser, re
 
 /// `GET /oauth/tokens[?caller=ID]` and `POST /oauth/tokens/revoke` (JSON `{caller?, upstream?}`):
 /// a caller's own accounts, or, for an admin caller, anyone's.
-async fn tokens(st: &State, gw: &crate::gateway::Gateway, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Body> {
+async fn tokens(st: &State, gw: &crate::gateway::Gateway, req: Request<Incoming>) -> Response<Body> {
     let host = req.headers().get(HOST).and_then(|v| v.to_str().ok()).map(str::to_string);
     let origin = req.headers().get(ORIGIN).and_then(|v| v.to_str().ok());
     if let Err(reason) = st.origin.check(origin, host.as_deref()) {
@@ -384,7 +384,7 @@ async fn tokens(st: &State, gw: &crate::gateway::Gateway, req: Request<Incoming>
         Ok(p) => p,
         Err(r) => return *r,
     };
-    let admin = crate::console::may_read(gw, &caller, peer.ip().is_loopback());
+    let admin = crate::console::may_read(gw, &caller, req.headers());
     let forbidden =
         || json(StatusCode::FORBIDDEN, &serde_json::json!({ "error": "only an admin caller may see or revoke another caller's accounts" }));
     // Whose accounts a request may touch: `None` when it names another caller and is no admin's;

@@ -1,8 +1,8 @@
 //! The console over HTTP: `/console` and its script and stylesheet (embedded, served with a
 //! strict Content-Security-Policy: nothing external loads), and `/console/api/*` — `state`,
 //! `view?caller=ID`, `calls`, `pins` (what is served, as pins) and `events` (SSE), and `POST pins/approve` (the console's one
-//! change: approving a held tool) — behind the gateway's authentication, for admin callers only
-//! (see [`crate::console::may_read`]); and `usage?since=24h` for every caller (its own usage; an
+//! change: approving a held tool) — behind the gateway's authentication, for admin callers only,
+//! or without authentication for whoever sends the console key (see [`crate::console::may_read`]); and `usage?since=24h` for every caller (its own usage; an
 //! admin's shows everyone's). Off unless `[console] enabled`.
 
 use super::http::{State, authenticate};
@@ -23,7 +23,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 /// How often the live feed looks at upstream health and the catalogue.
 const TICK: Duration = Duration::from_secs(2);
 
-pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::SocketAddr) -> Response<Body> {
+pub(super) async fn handle(st: &State, req: Request<Incoming>) -> Response<Body> {
     let Some(gw) = st.console.as_ref().filter(|g| g.config().console) else {
         return render::plain(StatusCode::NOT_FOUND, "not found: the console is off ([console] enabled = true turns it on)\n");
     };
@@ -70,7 +70,7 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
         Ok(c) => c,
         Err(r) => return *r,
     };
-    let admin = crate::console::may_read(gw, &caller, peer.ip().is_loopback());
+    let admin = crate::console::may_read(gw, &caller, req.headers());
     // Usage is for everyone: an admin sees every caller's, a caller its own.
     if what == "usage" {
         let query = req.uri().query().unwrap_or("");
@@ -80,7 +80,7 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>, peer: std::net::S
     if !admin {
         tracing::info!(caller = %caller.id, "refused the console to a caller that is not an admin");
         let why = if gw.config().auth.mode == crate::config::auth::AuthMode::None {
-            "Forbidden: without authentication ([auth] mode = \"none\") the console answers clients on this machine only (loopback)"
+            "Forbidden: without authentication ([auth] mode = \"none\") the console needs its key: open the console link the gateway logged at start (/console#key=…), or enter the key from it"
         } else {
             "Forbidden: the console is for admin callers ([[caller]] admin = true)"
         };

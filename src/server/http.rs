@@ -137,6 +137,14 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
     {
         return Ok(forbidden(&reason));
     }
+    // On loopback without `metrics_public`, with authentication on, an admin's credential:
+    // every local process is on loopback, sandboxed servers with an open network included.
+    if path == "/metrics"
+        && private_metrics
+        && let Some(refused) = metrics_admin(&st, &req).await
+    {
+        return Ok(refused);
+    }
     if path == "/metrics" && (peer.ip().is_loopback() || st.cfg.metrics_public) {
         let edge = crate::telemetry::EdgeStats { connections: st.conns.len(), in_flight: st.in_flight.in_progress() };
         if let Some(text) = st.svc.metrics(edge) {
@@ -172,10 +180,10 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
         return Ok(r);
     }
     if path == "/console" || path.starts_with("/console/") {
-        return Ok(super::console::handle(&st, req, peer).await);
+        return Ok(super::console::handle(&st, req).await);
     }
     if super::connect::owns(path) {
-        return Ok(super::connect::handle(&st, req, peer).await);
+        return Ok(super::connect::handle(&st, req).await);
     }
     // The root endpoint, or a virtual server (checked against the current config, so a reload
     // adds and removes them).
@@ -191,6 +199,25 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
         super::cors::allow(&mut response, origin);
     }
     Ok(response)
+}
+
+/// `None` when `req` may read the private metrics: without authentication (loopback is then the
+/// whole boundary, as for every call), or with an admin caller's credential; else the refusal.
+async fn metrics_admin(st: &State, req: &Request<Incoming>) -> Option<Response<Body>> {
+    let auth = st.authenticator().filter(|a| a.mode() != AuthMode::None)?;
+    let caller = match authenticate(st, req, None, &st.cfg.path).await {
+        Ok(c) => c,
+        Err(r) => return Some(*r),
+    };
+    let cfg = st.console.as_ref().map(|gw| gw.config());
+    let admin = cfg.is_some_and(|c| c.callers.iter().any(|k| k.admin && caller.rules.contains(&k.id)));
+    drop(auth);
+    (!admin).then(|| {
+        render::plain(
+            StatusCode::FORBIDDEN,
+            "Forbidden: /metrics is for admin callers ([[caller]] admin = true), or set server.metrics_public\n",
+        )
+    })
 }
 
 /// Whether `path` is one the listener answers browser clients on: an MCP endpoint, or the

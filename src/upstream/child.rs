@@ -1,17 +1,18 @@
 //! The stdio upstream's child process and its supervision. A child starts with a clean
 //! environment: a short allowlist of the gateway's variables (what the official SDKs pass) plus
 //! the upstream's own `env`, so no gateway secret (the token key, other upstreams' credentials)
-//! reaches it. It runs in its own process group under `mcpgate supervise`, a small process that
-//! gets SIGTERM when the gateway dies, even by SIGKILL (`PR_SET_PDEATHSIG`), and then takes the
-//! whole group down (SIGTERM, a grace period, SIGKILL), so neither the server nor what it started
-//! (`npx`, `uvx`, `sh -c`) outlives the gateway. The gateway stops a group the same way. A child
-//! that keeps dying soon after it starts is restarted with exponential backoff and jitter. Its
-//! stderr is read as bytes, each line capped, and logged at a bounded rate.
+//! reaches it. It runs in a session of its own under `mcpgate supervise` (`upstream::supervise`),
+//! a small process that gets SIGTERM when the gateway stops the upstream or dies, even by SIGKILL
+//! (`PR_SET_PDEATHSIG`), and then ends everything the server started, daemons included, so
+//! nothing of it (`npx`, `uvx`, `sh -c`, a double-forked daemon) outlives the upstream. A
+//! sandbox's policy reaches the supervisor and `sandbox-exec` as an inherited memory file, never
+//! on a command line. A child that keeps dying soon after it starts is restarted with exponential
+//! backoff and jitter. Its stderr is read as bytes, each line capped, and logged at a bounded rate.
 
 use super::error::UpstreamError;
 use super::lines::{Line, LineReader};
 use crate::tasks::{Background, Backoff};
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -42,20 +43,26 @@ pub struct Spec<'a> {
     pub sandbox: Option<(String, &'a PathBuf)>,
 }
 
-/// The child's process group: dropping it stops the group (SIGTERM, then SIGKILL after a grace).
+/// The child's process group: dropping it stops the child and all it started.
 pub struct Group {
     pid: Option<i32>,
+    /// Under `mcpgate supervise`, which ends the whole tree itself when told (SIGTERM).
+    supervised: bool,
 }
 
 impl Group {
+    /// Supervised: SIGTERM to the supervisor, which ends the tree (its grace, then SIGKILL); the
+    /// group gets SIGKILL only if the supervisor is still there well after that. Otherwise:
     /// SIGTERM to the group now, SIGKILL after the grace period to what is left.
     pub fn stop(&mut self) {
         let Some(pid) = self.pid.take() else { return };
-        if killpg(Pid::from_raw(pid), Signal::SIGTERM).is_err() {
+        let first = if self.supervised { kill(Pid::from_raw(pid), Signal::SIGTERM) } else { killpg(Pid::from_raw(pid), Signal::SIGTERM) };
+        if first.is_err() {
             return; // already gone
         }
+        let wait = if self.supervised { GRACE * 4 } else { GRACE };
         std::thread::spawn(move || {
-            std::thread::sleep(GRACE);
+            std::thread::sleep(wait);
             let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
         });
     }
@@ -96,13 +103,20 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
             if spec.program.components().count() > 1 { "" } else { " on PATH" }
         )));
     }
+    // The policy as a memory file the supervisor and the sandbox inherit as POLICY_FD.
+    let policy = match &spec.sandbox {
+        Some((json, _)) => Some(super::sandbox::policy_file(json).map_err(UpstreamError::Unreachable)?),
+        None => None,
+    };
+    let fd_arg = super::sandbox::POLICY_FD.to_string();
     let (mut cmd, death) = match supervisor() {
         Some(me) => {
             let mut c = Command::new(&me);
-            c.arg("supervise").arg("--");
-            if let Some((policy, _)) = &spec.sandbox {
-                c.arg(&me).arg("sandbox-exec").arg("--policy").arg(policy).arg("--");
+            c.arg("supervise");
+            if policy.is_some() {
+                c.args(["--policy-fd", &fd_arg, "--"]).arg(&me).args(["sandbox-exec", "--policy-fd", &fd_arg]);
             }
+            c.arg("--");
             c.arg(spec.program).args(spec.args);
             (c, Signal::SIGTERM)
         }
@@ -113,9 +127,11 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
         None => {
             let mut c = Command::new(spec.program);
             c.args(spec.args);
-            (c, Signal::SIGKILL)
+            (c, Signal::SIGTERM)
         }
     };
+    let supervised = supervisor().is_some();
+    let death = if supervised { death } else { Signal::SIGKILL };
     cmd.env_clear();
     for key in ENV_ALLOWLIST {
         if let Some(v) = std::env::var_os(key) {
@@ -132,18 +148,32 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
     // A session of its own (so also a process group the supervisor stops whole): no controlling
     // terminal, so nothing the server does reaches the terminal the gateway was started from
     // (TIOCSTI keystrokes, job-control signals).
-    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2) and
-    // prctl(2), which are async-signal-safe; it allocates nothing and takes no lock.
+    // The policy descriptor, when there is one, is moved to POLICY_FD without close-on-exec.
+    let policy_fd = policy.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2),
+    // prctl(2), dup2(2) and fcntl(2), which are async-signal-safe; it allocates nothing and
+    // takes no lock.
     unsafe {
         cmd.pre_exec(move || {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
-            nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from)
+            nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from)?;
+            let target = super::sandbox::POLICY_FD;
+            let moved = match policy_fd {
+                None => 0,
+                Some(fd) if fd == target => libc::fcntl(fd, libc::F_SETFD, 0),
+                Some(fd) => libc::dup2(fd, target).min(0),
+            };
+            if moved < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
         });
     }
     // Only the program is named: arguments may carry secrets (`--token ...`).
     let program = spec.program.display().to_string();
     let mut child = cmd.spawn().map_err(|e| UpstreamError::Unreachable(format!("cannot start {program:?}: {e}")))?;
-    let group = Group { pid: child.id().and_then(|p| i32::try_from(p).ok()) };
+    drop(policy);
+    let group = Group { pid: child.id().and_then(|p| i32::try_from(p).ok()), supervised };
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
         return Err(UpstreamError::Unreachable("the child process has no stdio pipes".into()));
     };
@@ -181,39 +211,6 @@ fn supervisor() -> Option<PathBuf> {
         me.file_name()?.to_str()?.starts_with("mcpgate").then_some(me)
     })
     .clone()
-}
-
-/// `mcpgate supervise -- COMMAND...`: runs COMMAND with this process's stdio, in this process's
-/// group, and exits with its status; on SIGTERM (the gateway stopped the group, or died), the
-/// whole group gets SIGTERM, then SIGKILL after the grace period.
-pub async fn supervise(command: Vec<String>) -> std::process::ExitCode {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Some((program, args)) = command.split_first() else { return std::process::ExitCode::from(2) };
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        return std::process::ExitCode::from(2);
-    };
-    let mut child = match Command::new(program).args(args).spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("mcpgate supervise: cannot start {program:?}: {e}");
-            return std::process::ExitCode::from(127);
-        }
-    };
-    let status = tokio::select! {
-        s = child.wait() => s,
-        _ = term.recv() => return take_down_group(&mut child).await,
-        _ = int.recv() => return take_down_group(&mut child).await,
-    };
-    let code = status.ok().and_then(|s| s.code()).unwrap_or(1);
-    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
-}
-
-async fn take_down_group(child: &mut Child) -> std::process::ExitCode {
-    let group = nix::unistd::getpgrp();
-    let _ = killpg(group, Signal::SIGTERM);
-    let _ = tokio::time::timeout(GRACE, child.wait()).await;
-    let _ = killpg(group, Signal::SIGKILL);
-    std::process::ExitCode::from(143)
 }
 
 /// When a crashing child may be started again.

@@ -25,10 +25,11 @@ mod progress;
 pub mod sandbox;
 mod sse;
 mod stdio;
+mod supervise;
 
-pub use self::child::supervise;
 pub use self::error::{CONSENT_NEEDED, UpstreamError};
 pub use self::outbound::{Renewal, UserToken};
+pub use self::supervise::run as supervise;
 
 use self::era::{Era, Partner, refuses_legacy};
 use self::outbound::{Envelope, McpHeaders};

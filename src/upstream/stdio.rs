@@ -302,6 +302,7 @@ impl StdioTransport {
         let reader = proc.clone();
         let max_line = self.max_line;
         let restarts = self.restarts.clone();
+        let cpu_limit = self.sandbox.as_ref().filter(|s| s.container.is_none()).and_then(|s| s.cpu_seconds);
         self.tasks.spawn(async move {
             // However this task ends (the child exited, or the gateway stops), the group goes.
             let _stop = StopOnDrop(reader.clone());
@@ -323,6 +324,13 @@ impl StdioTransport {
                 // The shell conventions for a command that could not run.
                 Ok(s) if s.code() == Some(127) => format!("{s}: the command was not found"),
                 Ok(s) if s.code() == Some(126) => format!("{s}: the command is not executable"),
+                // The supervisor's 128 + signal: RLIMIT_CPU sends SIGXCPU at `cpu_seconds`.
+                Ok(s) if s.code() == Some(128 + libc::SIGXCPU) && cpu_limit.is_some() => {
+                    format!("{s}: stopped: CPU time limit (cpu_seconds = {}) reached (SIGXCPU)", cpu_limit.unwrap_or_default())
+                }
+                Ok(s) if s.code().is_some_and(|c| c > 128 && c < 128 + 65) => {
+                    format!("{s}: ended by signal {}", s.code().unwrap_or_default() - 128)
+                }
                 Ok(s) => s.to_string(),
                 Err(e) => e.to_string(),
             };

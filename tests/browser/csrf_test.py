@@ -4,7 +4,7 @@ Selenium WebDriver): a `text/plain` POST (a "simple" request, sent without a pre
 POST, and a JSON POST (preflighted). None may approve it. Then the console itself, from the
 gateway's own origin, approves it with its Approve button.
 
-Usage: csrf_test.py GATEWAY_BASE UPSTREAM TOOL
+Usage: csrf_test.py GATEWAY_BASE UPSTREAM TOOL CONSOLE_KEY   (the key the gateway logged at start)
 Prints "ok: refused cross-origin, approved from the console" on success; any failed expectation
 raises and exits non-zero.
 """
@@ -56,13 +56,18 @@ def serve(page: str) -> http.server.ThreadingHTTPServer:
     return server
 
 
+KEY = ""
+
+
 def held(base: str) -> list[str]:
-    with urllib.request.urlopen(f"{base}/console/api/state", timeout=10) as r:
+    req = urllib.request.Request(f"{base}/console/api/state", headers={"Authorization": f"Bearer {KEY}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
         return [f"{h['upstream']}/{h['tool']}" for h in json.loads(r.read()).get("held", [])]
 
 
 def main() -> None:
-    base, upstream, tool = sys.argv[1:4]
+    global KEY
+    base, upstream, tool, KEY = sys.argv[1:5]
     want = f"{upstream}/{tool}"
     assert held(base) == [want], held(base)
     server = serve(ATTACK.format(approve=f"{base}/console/api/pins/approve", upstream=upstream, tool=tool))
@@ -74,7 +79,7 @@ def main() -> None:
         time.sleep(0.5)
         assert held(base) == [want], f"a page on another origin approved {want}"
 
-        d.get(f"{base}/console")
+        d.get(f"{base}/console#key={KEY}")
         wait = WebDriverWait(d, 20)
         wait.until(lambda drv: len(drv.find_elements(By.CSS_SELECTOR, "#held tbody button.approve")) == 1)
         d.find_element(By.CSS_SELECTOR, "#held tbody button.approve").click()

@@ -263,7 +263,8 @@ async fn the_console_works_in_headless_chromium() {
     let _ = std::fs::remove_file(&shot);
     let out = Command::new(python())
         .arg(repo().join("tests/browser/console_test.py"))
-        .arg(format!("{}/console", gw.base))
+        // The link the gateway logged: without authentication, its key opens the console.
+        .arg(format!("{}/console#key={}", gw.base, console_key(&gw)))
         .arg(&shot)
         .output()
         .expect("run the browser test");

@@ -495,3 +495,16 @@ pub fn mcpgate_stdio(config: &str) -> (std::process::Child, tempfile::TempDir) {
         .expect("mcpgate stdio");
     (child, dir)
 }
+
+/// A GET with `Authorization: Bearer <key>`.
+pub async fn get_as(url: &str, key: &str) -> Resp {
+    let req = http::Request::get(url).header("Authorization", format!("Bearer {key}")).body(Full::new(Bytes::new())).expect("request");
+    send(req).await.expect("HTTP exchange")
+}
+
+/// The console key a gateway without authentication logged at start (its console link,
+/// `/console#key=…`); empty when it logged none.
+pub fn console_key(gw: &Gateway) -> String {
+    let log = gw.proc.log();
+    log.split("/console#key=").nth(1).map(|rest| rest.chars().take_while(|c| c.is_ascii_alphanumeric()).collect()).unwrap_or_default()
+}

@@ -108,6 +108,7 @@ fn check_says_what_each_stdio_upstream_can_reach_and_what_is_enforced() {
     let server = repo().join("tests/py/hostile_server.py").display().to_string();
     let config = format!(
         "[[upstream]]\nid = \"plain\"\ncommand = [{py:?}, {server:?}]\n\n\
+         [[upstream]]\nid = \"dock\"\ncommand = [\"docker\", \"run\", \"-i\", \"--rm\", \"mcp/time\"]\n\n\
          [[upstream]]\nid = \"boxed\"\ncommand = [{py:?}, {server:?}]\ninstances = \"per_caller\"\nmax_instances = 4\n\
          [upstream.sandbox]\nnetwork = [443]\nmemory = \"1GiB\"\n",
         py = python(),
@@ -116,7 +117,13 @@ fn check_says_what_each_stdio_upstream_can_reach_and_what_is_enforced() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate")).args(["check", "-c"]).arg(&path).output().expect("run");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("plain: NOT sandboxed"), "{text}");
+    // What `mcpgate import` writes for a `docker run` command, said as it is (docs/isolation.md).
+    assert!(text.contains("dock: NOT sandboxed by mcpgate: docker runs it as its command line's flags say"), "{text}");
     assert!(text.contains("boxed: sandboxed; TCP to ports [443] only") && text.contains("memory 1024 MiB"), "{text}");
+    // UDP passes a ports allowance (Landlock's network rules are TCP's): said, not left to be found.
+    assert!(text.contains("UDP is not limited (Landlock's network rules cover TCP only)"), "{text}");
+    // Whether the sandbox keeps its signals to itself is the kernel's to say (Landlock ABI 6).
+    assert!(text.contains("signals to processes outside the sandbox"), "{text}");
     // Without callers, "each caller" is one anonymous caller: said, not left to be found out.
     assert!(text.contains("one process per caller, BUT [auth] mode = \"none\""), "{text}");
     assert!(text.contains("this machine: files enforced (Landlock ABI"), "the kernel's Landlock is named: {text}");
@@ -190,15 +197,25 @@ async fn two_callers_of_server_memory_each_have_their_own_and_an_idle_one_stops(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert_eq!(gw.proc.log().matches("stopped a caller's idle process").count(), 2, "{}", gw.proc.log());
-    let alive = |who: &str| {
-        let out = std::process::Command::new("pgrep").args(["-f", &format!("@callers/{who}-")]).output().expect("pgrep");
-        !String::from_utf8_lossy(&out.stdout).trim().is_empty()
-    };
+    // A caller's process works in its own folder (the policy naming it is on no command line).
+    let alive =
+        |who: &str| {
+            std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|p| {
+                std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd.to_string_lossy().contains(&format!("@callers/{who}-")))
+            })
+        };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while (alive("alice") || alive("bob")) && std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    assert!(!alive("alice") && !alive("bob"), "the idle processes are gone");
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|p| std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd.to_string_lossy().contains("@callers/")))
+        .map(|p| format!("{:?}: {}", p.file_name(), std::fs::read_to_string(p.path().join("stat")).unwrap_or_default()))
+        .collect();
+    assert!(!alive("alice") && !alive("bob"), "the idle processes are gone: {left:?}");
     // Alice comes back: a new process of hers, on her folder.
     let again = graph_of(&call_by(&gw, "alice-key", "memory__read_graph", json!({})).await);
     assert!(again.contains("alice-private-plan") && !again.contains("bob-shopping-list"), "{again}");
@@ -254,6 +271,7 @@ async fn a_container_upstream_is_run_by_the_runtime_with_the_sandboxs_limits() {
         assert!(joined.contains(flag), "{flag} in {joined}");
     }
     assert!(joined.contains("ghcr.io/example/upstream:1"), "{joined}");
+    assert!(first.windows(2).any(|w| w == ["--", "ghcr.io/example/upstream:1"]), "the image follows the options' end: {joined}");
     assert!(first.windows(2).any(|w| w == ["-e", "GREETING"]), "a variable is passed by name: {joined}");
     assert!(!joined.contains("s3cret-value"), "no secret on the runtime's command line: {joined}");
 }

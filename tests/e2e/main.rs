@@ -29,6 +29,7 @@ mod identity_signin;
 mod input;
 mod interop;
 mod isolation;
+mod isolation_escape;
 mod legacy;
 mod logfmt;
 mod malformed;

@@ -81,12 +81,13 @@ async fn a_tool_whose_definition_changed_is_held_until_approved() {
     // Once more, approved from the console by an admin (on loopback without [auth]).
     call(&gw.url, "chg__redescribe", json!({ "name": "base", "description": "Always there, again." })).await;
     assert_eq!(listener.wait_for(CHANGED, 3, Duration::from_secs(5)).await, 3);
-    let state: serde_json::Value = get(&format!("{}/console/api/state", gw.base)).await.expect("state").json();
+    let key = console_key(&gw);
+    let state: serde_json::Value = get_as(&format!("{}/console/api/state", gw.base), &key).await.json();
     assert_eq!(state["held"][0]["tool"], "base", "{state}");
     assert!(state["held"][0]["changes"][0].as_str().unwrap_or_default().contains("Always there, again."), "{state}");
     let approved = post_raw(
         &format!("{}/console/api/pins/approve", gw.base),
-        &[("Content-Type", "application/json")],
+        &[("Content-Type", "application/json"), ("Authorization", &format!("Bearer {key}"))],
         json!({ "upstream": "chg", "tool": "base", "fingerprint": state["held"][0]["fingerprint"] }).to_string(),
     )
     .await;

@@ -29,7 +29,7 @@ async fn pinned_gateway() -> (Proc, tempfile::TempDir, Gateway) {
 
 async fn held(gw: &Gateway, tool: &str) -> Option<Value> {
     for _ in 0..50 {
-        let state: Value = get(&format!("{}/console/api/state", gw.base)).await.expect("state").json();
+        let state: Value = get_as(&format!("{}/console/api/state", gw.base), &console_key(gw)).await.json();
         if let Some(h) = state["held"].as_array().and_then(|l| l.iter().find(|h| h["tool"] == tool)) {
             return Some(h.clone());
         }
@@ -39,7 +39,13 @@ async fn held(gw: &Gateway, tool: &str) -> Option<Value> {
 }
 
 async fn approve(gw: &Gateway, body: Value) -> Resp {
-    post_raw(&format!("{}/console/api/pins/approve", gw.base), &[("Content-Type", "application/json")], body.to_string()).await
+    let key = format!("Bearer {}", console_key(gw));
+    post_raw(
+        &format!("{}/console/api/pins/approve", gw.base),
+        &[("Content-Type", "application/json"), ("Authorization", &key)],
+        body.to_string(),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -100,7 +106,8 @@ async fn the_console_page_shows_a_new_tool_whole_and_approves_what_it_showed() {
     held(&gw, "fresh").await.expect("a new tool is held");
     let out = Command::new(python())
         .arg(repo().join("tests/browser/console_pins_test.py"))
-        .arg(format!("{}/console", gw.base))
+        // The link the gateway logged (its key opens the console without authentication).
+        .arg(format!("{}/console#key={}", gw.base, console_key(&gw)))
         .args(["fresh", "fresh: added at runtime"])
         .output()
         .expect("run the browser test");
@@ -161,11 +168,26 @@ async fn pin_compares_with_the_running_gateway_when_given_its_url() {
     assert!(out.contains("+ edit/goodbye (new, fingerprint "), "{out}");
     assert!(out.contains("\"description\": \"Says goodbye.\"") && out.contains("\"inputSchema\""), "the whole definition:\n{out}");
 
-    // With --url: what the running gateway serves, which is what was pinned.
+    // With --url: what the running gateway serves, which is what was pinned (without
+    // authentication, the console key the gateway logged is the admin's key).
+    let key = console_key(&gw);
+    let by_url = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+            .arg("pin")
+            .arg("-c")
+            .arg(&config)
+            .args(args)
+            .env("MCPGATE_API_KEY", &key)
+            .output()
+            .expect("run mcpgate pin");
+        (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    };
     let (ok, out) = crate::pins::pin(&config, &["--url", &gw.base]);
+    assert!(!ok && out.contains("403"), "no key, no administration: {out}");
+    let (ok, out) = by_url(&["--url", &gw.base]);
     assert!(ok, "{out}");
     assert!(out.contains(&format!("what the running gateway at {} serves", gw.base)) && out.contains("0 difference(s)"), "{out}");
-    let (ok, out) = crate::pins::pin(&config, &["--url", &gw.base, "--approve"]);
+    let (ok, out) = by_url(&["--url", &gw.base, "--approve"]);
     assert!(ok, "{out}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(tool_names(&gw.url).await.contains(&"edit__hello".to_string()), "still served:\n{}", gw.proc.log());

@@ -268,7 +268,8 @@ async fn a_changed_skill_is_held_until_approved() {
     assert!(!ok && out.contains("~ a/skill://code-review/SKILL.md") && out.contains(&digest(&poisoned)), "{out}");
 
     // The console shows the held skill, what differs (the file's digest) and what it would pin.
-    let state: Value = get(&format!("{}/console/api/state", gw.base)).await.expect("console state").json();
+    let key = format!("Bearer {}", console_key(&gw));
+    let state: Value = get_as(&format!("{}/console/api/state", gw.base), &console_key(&gw)).await.json();
     let held = state["held"].as_array().and_then(|l| l.iter().find(|h| h["tool"] == "skill://code-review/SKILL.md")).cloned();
     let held = held.unwrap_or_else(|| panic!("the skill is held in the console: {state}"));
     assert_eq!(held["kind"], "skill", "{held}");
@@ -276,8 +277,12 @@ async fn a_changed_skill_is_held_until_approved() {
 
     // Approved there: served again without a restart, the new bytes with their new digest.
     let body = json!({ "upstream": "a", "tool": "skill://code-review/SKILL.md", "fingerprint": held["fingerprint"] });
-    let approved =
-        post_raw(&format!("{}/console/api/pins/approve", gw.base), &[("Content-Type", "application/json")], body.to_string()).await;
+    let approved = post_raw(
+        &format!("{}/console/api/pins/approve", gw.base),
+        &[("Content-Type", "application/json"), ("Authorization", &key)],
+        body.to_string(),
+    )
+    .await;
     assert_eq!(approved.status, 200, "{}", String::from_utf8_lossy(&approved.body));
     let mut back = Value::Null;
     for _ in 0..50 {

@@ -309,11 +309,12 @@ async fn a_pin_approved_on_one_replica_applies_on_the_other() {
     for gw in [&a, &b] {
         assert!(!tool_names(&gw.url).await.contains(&"chg__base".to_string()), "nothing is approved yet");
     }
-    let state: Value = get(&format!("{}/console/api/state", a.base)).await.expect("state").json();
+    let key = console_key(&a);
+    let state: Value = get_as(&format!("{}/console/api/state", a.base), &key).await.json();
     let held = state["held"].as_array().and_then(|h| h.iter().find(|t| t["tool"] == "base")).cloned().expect("base is held");
     let approved = post_raw(
         &format!("{}/console/api/pins/approve", a.base),
-        &[("Content-Type", "application/json")],
+        &[("Content-Type", "application/json"), ("Authorization", &format!("Bearer {key}"))],
         json!({ "upstream": "chg", "tool": "base", "fingerprint": held["fingerprint"] }).to_string(),
     )
     .await;

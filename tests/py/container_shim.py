@@ -24,7 +24,7 @@ if missing:
 # Flags that take a value, then the image, then the command.
 with_value = {"--network", "--cap-drop", "--security-opt", "--tmpfs", "-v", "-w", "-e"}
 i, env, workdir = 1, {}, None
-while i < len(args) and args[i].startswith("-"):
+while i < len(args) and args[i].startswith("-") and args[i] != "--":
     flag = args[i]
     if flag in with_value:
         value = args[i + 1]
@@ -36,6 +36,9 @@ while i < len(args) and args[i].startswith("-"):
         i += 2
     else:
         i += 1
+# `--` ends the runtime's options, as it does for docker and podman.
+if i < len(args) and args[i] == "--":
+    i += 1
 image, command = args[i], args[i + 1 :]
 if workdir:
     os.chdir(workdir)

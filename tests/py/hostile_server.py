@@ -1,7 +1,8 @@
 """A stdio MCP server that tries what a compromised package would, each attempt a tool that says
 what happened instead of crashing: read a file (the gateway's vault, a file outside its paths),
 write a file, connect to a TCP port on loopback, fork without bound, allocate memory, ask the kernel for a new namespace, a keystroke pushed
-into a terminal, an x32 system call. Written on
+into a terminal, an x32 system call, signal the gateway (or another process), leave a daemon behind
+that ignores SIGTERM and SIGHUP, spin on the CPU, read its ancestors' command lines. Written on
 the official Python SDK's `MCPServer` (`@mcp.tool()`), run over stdio.
 
 Each tool answers JSON: `{"ok": true, ...}` when the attempt worked, `{"ok": false, "error":
@@ -16,6 +17,7 @@ import ctypes
 import errno
 import json
 import os
+import signal as signals
 import socket
 import termios
 import time
@@ -122,8 +124,102 @@ def kernel(what: str) -> str:
 
 @mcp.tool()
 def whereami() -> str:
-    """Says the process's HOME and working folder."""
-    return json.dumps({"ok": True, "home": os.environ.get("HOME"), "cwd": os.getcwd()})
+    """Says the process's HOME, working folder and pid."""
+    return json.dumps({"ok": True, "home": os.environ.get("HOME"), "cwd": os.getcwd(), "pid": os.getpid()})
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        # The command may hold spaces and parentheses: the fields follow the last ')'.
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def ancestors(depth: int) -> list[int]:
+    out, pid = [], os.getpid()
+    for _ in range(depth):
+        pid = parent_of(pid)
+        if pid <= 1:
+            break
+        out.append(pid)
+    return out
+
+
+@mcp.tool()
+def signal(pid: int, sig: int) -> str:
+    """Sends signal `sig` to process `pid`."""
+    try:
+        os.kill(pid, sig)
+        return json.dumps({"ok": True})
+    except Exception as e:  # noqa: BLE001
+        return refused(e)
+
+
+@mcp.tool()
+def signal_ancestors(sig: int, depth: int) -> str:
+    """Sends signal `sig` to each of its `depth` nearest ancestors (the supervisor, the gateway),
+    found through /proc; `ok` only when every one was signalled."""
+    tried = []
+    for pid in ancestors(depth):
+        try:
+            os.kill(pid, sig)
+            tried.append({"pid": pid, "ok": True})
+        except Exception as e:  # noqa: BLE001
+            tried.append({"pid": pid, "ok": False, "error": f"{type(e).__name__}: {e}"})
+    return json.dumps({"ok": bool(tried) and all(t["ok"] for t in tried), "tried": tried})
+
+
+@mcp.tool()
+def daemon(pidfile: str) -> str:
+    """Leaves a daemon behind: forks twice, starts a session of its own, ignores SIGTERM and
+    SIGHUP, writes its pid to `pidfile` and sleeps for ever."""
+    first = os.fork()
+    if first == 0:
+        try:
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            signals.signal(signals.SIGTERM, signals.SIG_IGN)
+            signals.signal(signals.SIGHUP, signals.SIG_IGN)
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            with open(pidfile + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(pidfile + ".tmp", pidfile)
+            while True:
+                time.sleep(3600)
+        finally:
+            os._exit(0)
+    os.waitpid(first, 0)
+    for _ in range(100):
+        if os.path.exists(pidfile):
+            with open(pidfile) as f:
+                return json.dumps({"ok": True, "pid": int(f.read())})
+        time.sleep(0.05)
+    return json.dumps({"ok": False, "error": "the daemon wrote no pid"})
+
+
+@mcp.tool()
+def spin(seconds: float) -> str:
+    """Uses the CPU for `seconds` of wall time."""
+    end = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return json.dumps({"ok": True, "loops": n})
+
+
+@mcp.tool()
+def cmdlines(depth: int) -> str:
+    """Its own command line and its `depth` nearest ancestors'."""
+    out = []
+    for pid in [os.getpid(), *ancestors(depth)]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                out.append(f.read().replace(b"\0", b" ").decode(errors="replace"))
+        except Exception as e:  # noqa: BLE001
+            out.append(f"{type(e).__name__}: {e}")
+    return json.dumps({"ok": True, "cmdlines": out})
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 //! those are named by [`enforcement`] for `mcpgate check`.
 
 use super::Policy;
-use landlock::{ABI, Access, AccessFs, AccessNet, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, path_beneath_rules};
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch, sock_filter,
 };
@@ -22,6 +24,8 @@ pub struct Enforcement {
     pub landlock_abi: u32,
     /// TCP port rules (Landlock ABI 4).
     pub tcp_ports: bool,
+    /// Signals and abstract Unix sockets scoped to the sandbox (Landlock ABI 6).
+    pub scoped: bool,
     pub seccomp: bool,
     /// Processes bounded by a cgroup (`pids`), which holds for root too; else only `RLIMIT_NPROC`,
     /// which the kernel does not apply to root.
@@ -66,12 +70,12 @@ pub fn enforcement() -> Enforcement {
     let seccomp = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) } >= 0;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    Enforcement { landlock_abi: abi, tcp_ports: abi >= 4, seccomp, pids_cgroup: root && pids_root().is_some(), root }
+    Enforcement { landlock_abi: abi, tcp_ports: abi >= 4, scoped: abi >= 6, seccomp, pids_cgroup: root && pids_root().is_some(), root }
 }
 
-/// Where a `pids` cgroup can be made: the v2 root (if it offers `pids` and hands it down to its
+/// Where a `pids` cgroup can be made (`pub(in crate::upstream)`: the supervisor removes it): the v2 root (if it offers `pids` and hands it down to its
 /// children) or the v1 `pids` mount.
-fn pids_root() -> Option<std::path::PathBuf> {
+pub(in crate::upstream) fn pids_root() -> Option<std::path::PathBuf> {
     let v2 = std::path::Path::new("/sys/fs/cgroup");
     // On v2 a child group has `pids.max` only where the root hands the controller down.
     let offers = |file: &str| std::fs::read_to_string(v2.join(file)).is_ok_and(|c| c.split_whitespace().any(|x| x == "pids"));
@@ -104,12 +108,20 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     };
     limit(libc::RLIMIT_AS, policy.memory, "the memory limit")?;
     limit(libc::RLIMIT_NOFILE, policy.files, "the open-files limit")?;
+    // No core file: it would hold the server's memory (its secrets) and can be as large as it.
+    limit(libc::RLIMIT_CORE, 0, "the core-file limit")?;
     // RLIMIT_NPROC counts every task of the user, not this server's: bounding it at `processes`
     // would stop a server started by a desktop user with more tasks than that from starting a
     // thread. So: the user's tasks at this start, plus the bound (root is not bound by it at all).
     limit(libc::RLIMIT_NPROC, user_tasks().saturating_add(policy.processes), "the process limit")?;
     if let Some(cpu) = policy.cpu {
-        limit(libc::RLIMIT_CPU, cpu, "the CPU-time limit")?;
+        // SIGXCPU at the limit (which the supervisor names in the log), SIGKILL a second later
+        // for a process that catches it: soft and hard equal would be a bare SIGKILL.
+        let r = libc::rlimit { rlim_cur: cpu, rlim_max: cpu.saturating_add(1) };
+        // SAFETY: setrlimit reads the struct we pass; it has no other preconditions.
+        if unsafe { libc::setrlimit(libc::RLIMIT_CPU, &r) } != 0 {
+            return Err(format!("the CPU-time limit: {}", std::io::Error::last_os_error()));
+        }
     }
     drop_capabilities()?;
     // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) only sets a flag on this process.
@@ -118,7 +130,10 @@ fn restrict(policy: &Policy) -> Result<(), String> {
     }
     let abi = enforcement().landlock_abi;
     landlock(policy, abi)?;
-    seccomp(policy, abi)
+    for filter in seccomp(policy, abi)? {
+        seccompiler::apply_filter(&filter).map_err(|e| format!("seccomp: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The tasks (threads) that run under this process's real user now, as `RLIMIT_NPROC` counts them.
@@ -208,12 +223,22 @@ fn drop_capabilities() -> Result<(), String> {
     Ok(())
 }
 
+/// Device files that are written as well as read, harmlessly.
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
 fn landlock(policy: &Policy, abi_offered: u32) -> Result<(), String> {
     let err = |e: landlock::RulesetError| format!("Landlock: {e}");
     let abi = ABI_WANTED;
     let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(abi)).map_err(err)?;
     if !policy.open {
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp).map_err(err)?;
+    }
+    // Signals (kill, tgkill, sigqueue, pidfd_send_signal, SIGIO owners) and connections to
+    // abstract Unix sockets reach only processes of this sandbox: not the gateway, its supervisor,
+    // another upstream or another caller's process. Below ABI 6 the system-call filter protects
+    // the gateway and the supervisor instead (see `signals`).
+    if abi_offered >= 6 {
+        ruleset = ruleset.scope(Scope::from_all(ABI::V6)).map_err(err)?;
     }
     let existing = |paths: &[std::path::PathBuf]| paths.iter().filter(|p| p.exists()).cloned().collect::<Vec<_>>();
     let mut created = ruleset
@@ -222,6 +247,13 @@ fn landlock(policy: &Policy, abi_offered: u32) -> Result<(), String> {
         .add_rules(path_beneath_rules(existing(&policy.read), AccessFs::from_read(abi)))
         .map_err(err)?
         .add_rules(path_beneath_rules(existing(&policy.write), AccessFs::from_all(abi)))
+        .map_err(err)?
+        // The sinks and sources every program opens read-write (`> /dev/null`, a daemon's stdio,
+        // Python's `subprocess.DEVNULL`).
+        .add_rules(path_beneath_rules(
+            existing(&DEVICES.iter().map(std::path::PathBuf::from).collect::<Vec<_>>()),
+            AccessFs::from_read(abi) | AccessFs::WriteFile | AccessFs::Truncate,
+        ))
         .map_err(err)?;
     for port in policy.ports.iter().flatten() {
         created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp)).map_err(err)?;
@@ -249,7 +281,7 @@ fn landlock(policy: &Policy, abi_offered: u32) -> Result<(), String> {
 /// Unix one. On a kernel whose Landlock cannot check truncation (ABI < 3), truncating by path and
 /// opening read-only with `O_TRUNC` are refused too. On x86-64, x32 system call numbers are
 /// refused before anything else (their arch tag is x86-64's, so the table would not see them).
-fn seccomp(policy: &Policy, abi: u32) -> Result<(), String> {
+fn seccomp(policy: &Policy, abi: u32) -> Result<[BpfProgram; 2], String> {
     let fail = |e: &dyn std::fmt::Display| format!("seccomp: {e}");
     let mut denied: Vec<i64> = vec![
         libc::SYS_ptrace,
@@ -314,7 +346,15 @@ fn seccomp(policy: &Policy, abi: u32) -> Result<(), String> {
     );
     if policy.ports.is_none() {
         rules.insert(libc::SYS_socket, vec![when(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?]);
+    } else if !policy.open {
+        // Ports: Unix, IP (TCP by Landlock's rules; UDP passes, for names to resolve) and netlink
+        // (interface lists); no packet, vsock, Bluetooth or crypto sockets.
+        let family = |f: i32| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, f as u64).map_err(|e| fail(&e));
+        let others = vec![family(libc::AF_UNIX)?, family(libc::AF_INET)?, family(libc::AF_INET6)?, family(libc::AF_NETLINK)?];
+        rules.insert(libc::SYS_socket, vec![SeccompRule::new(others).map_err(|e| fail(&e))?]);
     }
+    let mut unknown: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
+    signals(policy, abi, &mut rules, &mut unknown, &when)?;
     if abi < 3 {
         // The access mode and O_TRUNC: read-only (0) with O_TRUNC truncates unseen by Landlock < 3.
         let mask = (libc::O_ACCMODE | libc::O_TRUNC) as u64;
@@ -329,15 +369,80 @@ fn seccomp(policy: &Policy, abi: u32) -> Result<(), String> {
     let mut program: BpfProgram = refuse.try_into().map_err(|e: seccompiler::BackendError| fail(&e))?;
     #[cfg(target_arch = "x86_64")]
     program.splice(0..0, x32_refused());
-    let mut unknown: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
     if abi < 3 {
         unknown.insert(libc::SYS_openat2, Vec::new());
     }
     let unknown =
         SeccompFilter::new(unknown, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch).map_err(|e| fail(&e))?;
     let unknown: BpfProgram = unknown.try_into().map_err(|e: seccompiler::BackendError| fail(&e))?;
-    seccompiler::apply_filter(&unknown).map_err(|e| fail(&e))?;
-    seccompiler::apply_filter(&program).map_err(|e| fail(&e))
+    // Installed in this order: the ENOSYS answers, then the refusals.
+    Ok([unknown, program])
+}
+
+/// `fcntl` and `ioctl` numbers the libc crate does not name (Linux, every architecture).
+const F_SETOWN_EX: u64 = 15;
+const FIOSETOWN: u64 = 0x8901;
+const SIOCSPGRP: u64 = 0x8902;
+
+type When<'a> = &'a dyn Fn(u8, SeccompCmpArgLen, SeccompCmpOp, u64) -> Result<SeccompRule, String>;
+
+/// Signals toward the processes a sandboxed server must never stop: on every kernel, the gateway
+/// (its pid and its process group), the supervisor (this process's parent) and every process at
+/// once (`kill(-1)`) are refused by the filter. Below Landlock ABI 6, which scopes every signal to
+/// the sandbox, the filter also refuses what it cannot check by pid: `tkill` (a thread id of the
+/// gateway's), `kill(0)` and the sandbox's own group (which holds the supervisor), `SIGIO`
+/// owners (`F_SETOWN` toward those pids, `F_SETOWN_EX`, `FIOSETOWN`, `SIOCSPGRP`), and
+/// `pidfd_send_signal` answers ENOSYS (a pidfd can be a `/proc/<pid>` folder). Other processes
+/// of the gateway's user (other upstreams, other callers' processes) stay reachable there.
+fn signals(
+    policy: &Policy,
+    abi: u32,
+    rules: &mut BTreeMap<i64, Vec<SeccompRule>>,
+    unknown: &mut BTreeMap<i64, Vec<SeccompRule>>,
+    when: When,
+) -> Result<(), String> {
+    // SAFETY: getppid has no preconditions.
+    let supervisor = unsafe { libc::getppid() };
+    let gateway = i32::try_from(policy.gateway).unwrap_or(0);
+    // SAFETY: getpgid only reads another process's group id.
+    let gateway_group = if gateway > 0 { unsafe { libc::getpgid(gateway) } } else { -1 };
+    let mut pids: Vec<i32> = vec![-1, supervisor];
+    if gateway > 0 {
+        pids.push(gateway);
+    }
+    if gateway_group > 0 {
+        pids.push(-gateway_group);
+    }
+    if abi < 6 {
+        pids.extend([0, -supervisor]);
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    let to = |arg: u8| -> Result<Vec<SeccompRule>, String> {
+        // pid_t is 32 bits: compared as the low word, so -1 is 0xffff_ffff.
+        pids.iter().map(|p| when(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, u64::from(*p as u32))).collect()
+    };
+    for call in [libc::SYS_kill, libc::SYS_tgkill, libc::SYS_rt_sigqueueinfo, libc::SYS_rt_tgsigqueueinfo] {
+        rules.insert(call, to(0)?);
+    }
+    if abi < 6 {
+        rules.insert(libc::SYS_tkill, Vec::new());
+        unknown.insert(libc::SYS_pidfd_send_signal, Vec::new());
+        let mut fcntl: Vec<SeccompRule> = Vec::new();
+        for p in &pids {
+            let owner = SeccompCondition::new(2, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, u64::from(*p as u32));
+            let cmd = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, libc::F_SETOWN as u64);
+            let both = cmd.and_then(|c| owner.map(|o| vec![c, o])).and_then(SeccompRule::new).map_err(|e| format!("seccomp: {e}"))?;
+            fcntl.push(both);
+        }
+        fcntl.push(when(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, F_SETOWN_EX)?);
+        rules.insert(libc::SYS_fcntl, fcntl);
+        if let Some(ioctl) = rules.get_mut(&libc::SYS_ioctl) {
+            ioctl.push(when(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, FIOSETOWN)?);
+            ioctl.push(when(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, SIOCSPGRP)?);
+        }
+    }
+    Ok(())
 }
 
 /// The `CLONE_NEW*` flags `clone` takes (`CLONE_NEWTIME` only through `clone3` and `unshare`).
@@ -361,4 +466,69 @@ fn x32_refused() -> Vec<sock_filter> {
         sock_filter { code: (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16, jt: 0, jf: 1, k: X32_SYSCALL_BIT },
         sock_filter { code: (libc::BPF_RET | libc::BPF_K) as u16, jt: 0, jf: 0, k: RET_ERRNO | libc::EPERM as u32 },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The filter of a kernel without Landlock's signal scoping (ABI < 6), applied in a forked
+    /// child of this test: signals to the gateway (here: this test process), to every process at
+    /// once and by thread id are refused with EPERM, `pidfd_send_signal` answers ENOSYS, and a
+    /// signal to itself still works.
+    #[test]
+    fn below_abi_6_the_filter_keeps_signals_off_the_gateway() {
+        let policy = Policy {
+            read: Vec::new(),
+            write: Vec::new(),
+            ports: None,
+            open: false,
+            memory: 1 << 30,
+            cpu: None,
+            processes: 8,
+            files: 64,
+            cgroup: None,
+            gateway: std::process::id(),
+        };
+        // Built before the fork: the child only installs and tries.
+        let filters = seccomp(&policy, 5).expect("filters");
+        // SAFETY: the child calls only prctl, seccomp, kill, syscall and _exit before exiting.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            // SAFETY: system calls on plain values; the child ends with _exit.
+            unsafe {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                let mut code = 0;
+                for f in &filters {
+                    if seccompiler::apply_filter(f).is_err() {
+                        libc::_exit(100);
+                    }
+                }
+                let errno = || *libc::__errno_location();
+                let gateway = libc::getppid();
+                if libc::kill(gateway, 0) == 0 || errno() != libc::EPERM {
+                    code |= 1;
+                }
+                if libc::kill(-1, 0) == 0 || errno() != libc::EPERM {
+                    code |= 2;
+                }
+                if libc::syscall(libc::SYS_tkill, gateway, 0) == 0 || errno() != libc::EPERM {
+                    code |= 4;
+                }
+                if libc::syscall(libc::SYS_pidfd_send_signal, 0, 0, 0, 0) == 0 || errno() != libc::ENOSYS {
+                    code |= 8;
+                }
+                if libc::kill(libc::getpid(), 0) != 0 {
+                    code |= 16;
+                }
+                libc::_exit(code);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child we forked.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "the child ended by a signal: {status}");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "bits: 1 gateway, 2 kill(-1), 4 tkill, 8 pidfd_send_signal, 16 itself");
+    }
 }

@@ -33,6 +33,9 @@ pub struct Policy {
     pub files: u64,
     /// The cgroup the process is put in (made by `sandbox-exec` when it may).
     pub cgroup: Option<String>,
+    /// The gateway's process id: the system-call filter refuses signals toward it.
+    #[serde(default)]
+    pub gateway: u32,
 }
 
 /// The system's read-only part: where programs, libraries and their data live, and the few
@@ -132,6 +135,7 @@ impl Policy {
             processes: cfg.processes,
             files: cfg.open_files,
             cgroup: None,
+            gateway: std::process::id(),
         })
     }
 }
@@ -183,12 +187,21 @@ fn too_broad(dir: &Path) -> bool {
 }
 
 mod apply;
+pub(in crate::upstream) use apply::pids_root;
 pub use apply::{Enforcement, enforcement, exec};
 
-/// `mcpgate sandbox-exec --policy JSON -- COMMAND...`: returns (126) only when the sandbox or the
+/// The descriptor number the policy is passed on (to `mcpgate supervise`, then `sandbox-exec`).
+pub const POLICY_FD: i32 = 3;
+/// The largest policy read (a few hundred paths).
+const POLICY_MAX: usize = 1 << 20;
+
+/// `mcpgate sandbox-exec --policy-fd N -- COMMAND...`: returns (126) only when the sandbox or the
 /// command could not be started, the reason on stderr, which the gateway logs.
-pub fn run(policy: &str, command: &[String]) -> u8 {
-    let policy: Policy = match serde_json::from_str(policy) {
+pub fn run(policy_fd: i32, command: &[String]) -> u8 {
+    let policy = read_policy_fd(policy_fd);
+    // SAFETY: closes the policy descriptor, which the server must not inherit.
+    unsafe { libc::close(policy_fd) };
+    let policy = match policy {
         Ok(p) => p,
         Err(e) => {
             eprintln!("mcpgate sandbox-exec: the policy is not readable: {e}");
@@ -198,6 +211,45 @@ pub fn run(policy: &str, command: &[String]) -> u8 {
     let Some((program, args)) = command.split_first() else { return 126 };
     eprintln!("mcpgate sandbox-exec: {}", exec(&policy, program, args));
     126
+}
+
+/// The policy as a sealed in-memory file (`memfd`, close-on-exec: the child that needs it gets
+/// it as [`POLICY_FD`]), so that it is on no command line and in no environment.
+pub fn policy_file(json: &str) -> Result<std::os::fd::OwnedFd, String> {
+    use std::io::Write;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let name = c"mcpgate-sandbox-policy";
+    // SAFETY: memfd_create reads the name we pass and returns a new descriptor we own.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(format!("the sandbox policy's memory file: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: fd is a fresh descriptor nothing else owns.
+    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    file.write_all(json.as_bytes()).map_err(|e| format!("writing the sandbox policy: {e}"))?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    // SAFETY: adds seals to a descriptor we own; no pointers.
+    if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(format!("sealing the sandbox policy: {}", std::io::Error::last_os_error()));
+    }
+    Ok(file.into())
+}
+
+/// The policy on descriptor `fd`, read from its start (its offset is left alone: the supervisor
+/// and the sandbox each read it).
+pub fn read_policy_fd(fd: i32) -> Result<Policy, String> {
+    let mut buf = vec![0u8; POLICY_MAX];
+    let mut len = 0;
+    while len < buf.len() {
+        // SAFETY: reads into the part of our buffer that is left; the descriptor is only read.
+        let n = unsafe { libc::pread(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len, len as libc::off_t) };
+        match n {
+            0 => break,
+            n if n > 0 => len += n.unsigned_abs(),
+            _ => return Err(format!("descriptor {fd}: {}", std::io::Error::last_os_error())),
+        }
+    }
+    serde_json::from_slice(&buf[..len]).map_err(|e| e.to_string())
 }
 
 /// Gets a start ready: the private folder made (0700), the policy worked out and written as the
@@ -212,9 +264,10 @@ pub fn prepare(cfg: &SandboxConfig, id: &str, command: &[String], cwd: Option<&P
         .create(&private)
         .map_err(|e| fail(format!("its sandbox folder {}: {e}", private.display())))?;
     let mut policy = Policy::for_start(cfg, command, cwd, &private).map_err(fail)?;
-    // One group per process folder: a caller's own process is bounded apart from the others.
+    // One group per process folder: a caller's own process is bounded (and ended) apart from the
+    // others, so two folders never share one (128 bits of the digest).
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, private.as_os_str().as_encoded_bytes());
-    let tag: String = digest.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let tag: String = digest.as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect();
     policy.cgroup = Some(format!("mcpgate-{}-{}-{tag}", std::process::id(), id.replace('/', "_")));
     let json = serde_json::to_string(&policy).map_err(|e| fail(e.to_string()))?;
     Ok((json, private))
@@ -270,6 +323,9 @@ pub fn container_command(
     for name in env.keys() {
         a.extend(["-e".into(), name.clone()]);
     }
+    // The end of the runtime's options: an image is never read as a flag (`--privileged`), even
+    // where the configuration's own check (an image may not start with '-') was bypassed.
+    a.push("--".into());
     a.push(image.to_string());
     a.extend(command.iter().cloned());
     Ok((runtime, a))
@@ -279,6 +335,30 @@ pub fn container_command(
 mod tests {
     use super::install_tree;
     use std::path::{Path, PathBuf};
+
+    /// The image and the command follow `--`: nothing after it is read as the runtime's own flag.
+    #[test]
+    fn the_image_follows_the_end_of_the_runtimes_options() {
+        let cfg = crate::config::sandbox::SandboxConfig {
+            read: Vec::new(),
+            write: Vec::new(),
+            network: crate::config::sandbox::Network::None,
+            memory_bytes: 1 << 30,
+            cpu_seconds: None,
+            processes: 64,
+            open_files: 1024,
+            private: PathBuf::from("/srv/private"),
+            hidden: Vec::new(),
+            container: None,
+        };
+        let command = vec!["serve".to_string(), "--stdio".to_string()];
+        let (_, args) =
+            super::container_command(&cfg, "--privileged", Some("sh"), &command, &Default::default(), None, Path::new("/srv/private"))
+                .expect("a command");
+        let end = args.iter().position(|a| a == "--").expect("the options end");
+        assert_eq!(&args[end + 1..], ["--privileged", "serve", "--stdio"], "{args:?}");
+        assert!(!args[..end].iter().any(|a| a == "--privileged"), "{args:?}");
+    }
 
     #[test]
     fn a_file_named_in_a_broad_folder_shows_only_itself() {

@@ -33,7 +33,7 @@ pub struct SandboxSection {
     /// Open files (default 1024).
     pub open_files: Option<u64>,
     /// A container image to run the server in (docker or podman) instead of the local sandbox.
-    pub image: Option<String>,
+    pub image: Option<Spanned<String>>,
     /// `docker` or `podman` (default: whichever is on PATH, docker first).
     pub runtime: Option<String>,
 }
@@ -152,7 +152,15 @@ pub(super) fn resolve(
             at.err(m, "upstream.sandbox.memory", format!("{:?} is not a size of at least 16MiB", m.get_ref()), "write e.g. \"2GiB\"")
         })?,
     };
-    let container = s.image.as_ref().map(|image| Container { image: image.clone(), runtime: s.runtime.clone() });
+    if let Some(image) = s.image.as_ref().filter(|i| i.get_ref().starts_with('-') || i.get_ref().trim().is_empty()) {
+        return Err(at.err(
+            image,
+            "upstream.sandbox.image",
+            format!("{:?} is not an image name (the runtime would read it as one of its own options)", image.get_ref()),
+            "write the image's name, e.g. \"mcp/time:2026.1\"",
+        ));
+    }
+    let container = s.image.as_ref().map(|image| Container { image: image.get_ref().clone(), runtime: s.runtime.clone() });
     if container.is_some() && matches!(network, Network::Ports(_)) {
         return Err(ConfigError(format!(
             "{}: upstream '{id}' sandbox: a container's connections cannot be limited to ports. Fix: network = \"none\" or \"open\".",

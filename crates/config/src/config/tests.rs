@@ -367,6 +367,10 @@ fn a_sandbox_says_what_a_command_may_reach() {
     assert!(matches!(c.upstreams[0].instances, super::sandbox::Instances::PerCaller { max: 3, .. }));
     let e = parse("[[upstream]]\nid = \"web\"\nurl = \"https://x.example/mcp\"\n[upstream.sandbox]\n").unwrap_err().0;
     assert!(e.contains("only to command upstreams"), "{e}");
+    // An image that starts with '-' would be read by the runtime as one of its own flags
+    // (`--privileged`): refused where it is written.
+    let e = parse(&format!("{up}[upstream.sandbox]\nimage = \"--privileged\"\n")).unwrap_err().0;
+    assert!(e.contains(":5:") && e.contains("upstream.sandbox.image") && e.contains("Fix:"), "{e}");
 }
 
 #[test]
