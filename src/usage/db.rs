@@ -57,8 +57,8 @@ pub fn load(db: &Db, legacy: &Path) -> Result<Data, String> {
 }
 
 /// One quota window a call takes from.
-pub struct Window<'a> {
-    pub quota: &'a str,
+pub struct Window {
+    pub quota: String,
     pub start: u64,
     pub end: u64,
     pub limit: u64,
@@ -66,21 +66,21 @@ pub struct Window<'a> {
 
 /// Takes one call of `caller` from every window, in one transaction, each only while it is under
 /// its limit: `Some(i)` when window `i` is spent (nothing is taken then), `None` when all took it.
-pub fn take(t: &mut dyn Tx, windows: &[Window<'_>], caller: &str) -> Result<Option<usize>, String> {
+pub fn take(t: &mut dyn Tx, windows: &[Window], caller: &str) -> Result<Option<usize>, String> {
     for (i, w) in windows.iter().enumerate() {
         let took = w.limit > 0
             && t.exec(
                 "INSERT INTO quota_count (quota, start, end_at, caller, count) VALUES (?1, ?2, ?3, ?4, 1)
                  ON CONFLICT (quota, start, end_at, caller) DO UPDATE SET count = quota_count.count + 1
                  WHERE quota_count.count < ?5",
-                params![w.quota, w.start, w.end, caller, w.limit],
+                params![&w.quota, w.start, w.end, caller, w.limit],
             )? == 1;
         if !took {
             // Given back within the same transaction: a refused call spends nothing.
             for back in &windows[..i] {
                 t.exec(
                     "UPDATE quota_count SET count = count - 1 WHERE quota = ?1 AND start = ?2 AND end_at = ?3 AND caller = ?4",
-                    params![back.quota, back.start, back.end, caller],
+                    params![&back.quota, back.start, back.end, caller],
                 )?;
             }
             return Ok(Some(i));
@@ -182,8 +182,8 @@ mod tests {
     fn a_quota_is_taken_in_the_database_and_a_spent_one_takes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let db = Db::sqlite(&dir.path().join("mcpgate-state.db")).unwrap();
-        let day = Window { quota: "daily", start: 0, end: 86_400, limit: 3 };
-        let hour = Window { quota: "hourly", start: 0, end: 3_600, limit: 2 };
+        let day = Window { quota: "daily".into(), start: 0, end: 86_400, limit: 3 };
+        let hour = Window { quota: "hourly".into(), start: 0, end: 3_600, limit: 2 };
         let both = [day, hour];
         assert_eq!(db.tx(|t| take(t, &both, "alice")).unwrap(), None);
         assert_eq!(db.tx(|t| take(t, &both, "alice")).unwrap(), None);
@@ -196,7 +196,7 @@ mod tests {
             db.tx(|t| Ok(t.query("SELECT count FROM quota_count WHERE quota = ?1 AND caller = ?2", params![q, c])?[0].uint(0))).unwrap()
         };
         assert_eq!((count("daily", "alice"), count("hourly", "alice")), (3, 2));
-        let none = Window { quota: "none", start: 0, end: 1, limit: 0 };
+        let none = Window { quota: "none".into(), start: 0, end: 1, limit: 0 };
         assert_eq!(db.tx(|t| take(t, &[none], "alice")).unwrap(), Some(0), "a limit of 0 allows nothing");
     }
 }

@@ -370,22 +370,27 @@ impl Usage {
             // Taken in the database before the call goes on: a crash gives nothing back, and
             // replicas sharing the database share the count.
             (None, Backend::File { data, db: Some(db), .. }) => {
-                let windows: Vec<db::Window<'_>> = matching
+                let windows: Vec<db::Window> = matching
                     .iter()
                     .map(|q| {
                         let (start, end) = q.window.bounds(now);
-                        db::Window { quota: &q.id, start, end, limit: q.count }
+                        db::Window { quota: q.id.clone(), start, end, limit: q.count }
                     })
                     .collect();
-                match db.tx(|t| db::take(t, &windows, caller)) {
-                    Ok(None) => {
+                // A commit waits for the disk: off the threads that serve requests.
+                let (db, who) = (db.clone(), caller.to_string());
+                let taken = tokio::task::spawn_blocking(move || db.tx(|t| db::take(t, &windows, &who)).map(|spent| (spent, windows)))
+                    .await
+                    .unwrap_or_else(|e| Err(crate::state::StateError { path: "-".into(), reason: format!("the quota step stopped: {e}") }));
+                match taken {
+                    Ok((None, windows)) => {
                         let mut d = lock(data);
-                        for w in &windows {
-                            *d.quotas.entry((w.quota.to_string(), w.start, w.end)).or_default().entry(caller.to_string()).or_default() += 1;
+                        for w in windows {
+                            *d.quotas.entry((w.quota, w.start, w.end)).or_default().entry(caller.to_string()).or_default() += 1;
                         }
                         Ok(())
                     }
-                    Ok(Some(i)) => Err(refusal(matching[i], windows[i].end)),
+                    Ok((Some(i), windows)) => Err(refusal(matching[i], windows[i].end)),
                     Err(e) => {
                         let mode = matching.iter().find_map(|q| q.on_redis_error).unwrap_or(cluster_default);
                         tracing::warn!(error = %e, closed = mode == FailMode::Closed, "a quota could not be counted in the state database");
