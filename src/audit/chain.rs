@@ -206,7 +206,7 @@ pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> 
     }
     if key.is_some() && out.checkpoints == 0 && out.records > 0 {
         return Err(format!(
-            "no signed checkpoint in {} records: with --public-key every export carries one at least at each rotation and shutdown, so the checkpoints were dropped (the chain may have been recomputed) or the export does not sign",
+            "no signed checkpoint in {} records: nothing proves who wrote them (an export with a key signs every checkpoint_every records, at each rotation and at shutdown): the checkpoints were dropped (the chain may have been recomputed), the export does not sign, or a live file has not reached its first checkpoint yet",
             out.records
         ));
     }
