@@ -294,3 +294,30 @@ impl Action {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rule whose condition reads only the caller is decided once per caller; `explain` still
+    /// shows its condition, and the rule, whether it held for this caller or not.
+    #[test]
+    fn a_caller_only_rule_is_shown_with_its_condition_whether_it_holds_or_not() {
+        let text = "[auth]\nmode = \"jwt\"\nissuer = \"https://issuer.test\"\nresource = \"https://gw.test/mcp\"\njwks_url = \"http://127.0.0.1:9/jwks\"\n\n\
+                    [[rule]]\nname = \"oncall-restarts\"\neffect = \"allow\"\ntools = [\"ops__restart\"]\nwhen = '\"oncall\" in caller.groups'\n";
+        let cfg = Config::parse(text, std::path::Path::new("gateway.toml"), None, &|_| None).unwrap_or_else(|e| panic!("{e}"));
+        let auth = Authenticator::new(&cfg, crate::net::HttpClients::new().detached());
+        for (groups, holds, outcome) in [(&["oncall"][..], "holds", "allow"), (&["staff"][..], "does not hold", "hidden")] {
+            let case = Case {
+                caller: "dana".into(),
+                claims: Some(json!({ "groups": groups })),
+                tool: Some("ops__restart".into()),
+                ..Default::default()
+            };
+            let d = decide(&cfg, &auth, &case).unwrap_or_else(|e| panic!("{e}"));
+            let out = render(&case, &d);
+            assert!(out.contains(&format!("oncall-restarts [[rule]] when \"oncall\" in caller.groups: {holds}")), "{out}");
+            assert!(out.contains(&format!("decision: {outcome}")), "{out}");
+        }
+    }
+}

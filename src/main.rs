@@ -427,6 +427,12 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
                             ""
                         }
                     );
+                    if v.unsigned > 0 && v.checkpoints > 0 {
+                        println!("note: the last {} records follow the last checkpoint: no signature covers them yet", v.unsigned);
+                    }
+                    for at in &v.incomplete {
+                        println!("note: {at}: an incomplete line (a crash while writing?); the chain continues across it");
+                    }
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => {

@@ -4,7 +4,9 @@
 //! inserted or reordered line breaks it where it happened. Signed checkpoints (Ed25519, the key
 //! from `[audit] signing_key_file`) name a line's `seq` and hash, at each rotation and every
 //! `checkpoint_every` records: a truncation before the last checkpoint is caught, and a chain
-//! rewritten from some point on fails the signatures. `verify` is `mcpgate audit verify`.
+//! rewritten from some point on fails the signatures. `verify` is `mcpgate audit verify`; what it
+//! cannot tell (whole files removed from the head or the tail, records after the last
+//! checkpoint) is in docs/usage.md, "What verify proves".
 
 use aws_lc_rs::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 use base64::Engine;
@@ -99,22 +101,45 @@ pub struct Verified {
     /// The first record's number (greater than 1 when older files were rotated away).
     pub first_seq: u64,
     pub last_seq: u64,
+    /// The records after the last checkpoint (not covered by a signature yet).
+    pub unsigned: u64,
+    /// Lines a crash left incomplete, where the chain continues across them (`file:line`).
+    pub incomplete: Vec<String>,
 }
 
 /// Checks `files`, oldest first, as one chain: each record's `prev` is the hash of the record
 /// before it and its `seq` the next number; each checkpoint's signature is good (against `key`
 /// when given, else the key it names, which is then only self-consistent) and names a record
-/// seen with that hash. The first break is the error: where, and what it looks like.
+/// seen with that hash. With `key`, at least one checkpoint must be there (a chain recomputed
+/// with its checkpoints dropped would otherwise pass), and a checkpoint naming a record older than
+/// the first one kept says the oldest records were removed. A line a crash left incomplete is
+/// said to be one: the last line is an error (its record is lost), one the chain continues across
+/// is reported. The first break is the error: where, and what it looks like.
 pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> {
     let mut out = Verified::default();
     let mut last: Option<(u64, String)> = None;
     let mut seen: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
-    for file in files {
+    // A checkpoint read before any record: the record it names must be the first one's
+    // predecessor or later, else the head was cut away.
+    let mut head_checkpoint: Option<(u64, String)> = None;
+    let mut signed_up_to = 0;
+    for (f, file) in files.iter().enumerate() {
         let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().copied().enumerate() {
             let at = format!("{}:{}", file.display(), i + 1);
-            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("{at}: not a JSON line ({e}): edited"))?;
+            let v: serde_json::Value = match serde_json::from_str(line) {
+                Ok(v) => v,
+                // A prefix of a JSON line: a write a crash cut short.
+                Err(e) if e.is_eof() && !line.trim().is_empty() => {
+                    if f + 1 == files.len() && i + 1 == lines.len() {
+                        return Err(format!("{at}: the last record is incomplete (a crash while writing?)"));
+                    }
+                    out.incomplete.push(at);
+                    continue;
+                }
+                Err(e) => return Err(format!("{at}: not a JSON line ({e}): edited")),
+            };
             if let Some(cp) = v.get("checkpoint") {
                 let (seq, hash) = (cp["seq"].as_u64().unwrap_or(0), cp["hash"].as_str().unwrap_or(""));
                 let named = v["key"].as_str().unwrap_or("");
@@ -128,9 +153,11 @@ pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> 
                     return Err(format!("{at}: a checkpoint whose signature does not verify (forged or edited)"));
                 }
                 match seen.get(&seq) {
-                    Some(h) if h == hash => {}
+                    Some(h) if h == hash => signed_up_to = signed_up_to.max(seq),
                     Some(_) => return Err(format!("{at}: the checkpoint for record {seq} names another line than the one kept: edited")),
-                    None if out.records == 0 => {}
+                    None if out.records == 0 => {
+                        head_checkpoint.get_or_insert((seq, at));
+                    }
                     None => return Err(format!("{at}: the checkpoint names record {seq}, which is not in the files: removed")),
                 }
                 out.checkpoints += 1;
@@ -141,7 +168,12 @@ pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> 
             };
             match &last {
                 None if seq == 1 && prev != GENESIS => return Err(format!("{at}: the first record does not start the chain: edited")),
-                None => out.first_seq = seq,
+                None => {
+                    if let Some((named, where_)) = head_checkpoint.take() {
+                        return Err(head_removed(&where_, named, seq));
+                    }
+                    out.first_seq = seq;
+                }
                 Some((n, _)) if seq <= *n => {
                     return Err(format!("{at}: record {seq} comes after record {n}: lines were swapped or repeated"));
                 }
@@ -165,7 +197,33 @@ pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> 
             out.last_seq = seq;
         }
     }
+    if let Some((named, where_)) = head_checkpoint {
+        return Err(if out.records == 0 {
+            format!("{where_}: the checkpoint names record {named}, and no record is left: the records were removed")
+        } else {
+            head_removed(&where_, named, out.first_seq)
+        });
+    }
+    if key.is_some() && out.checkpoints == 0 && out.records > 0 {
+        return Err(format!(
+            "no signed checkpoint in {} records: nothing proves who wrote them (an export with a key signs every checkpoint_every records, at each rotation and at shutdown): the checkpoints were dropped (the chain may have been recomputed), the export does not sign, or a live file has not reached its first checkpoint yet",
+            out.records
+        ));
+    }
+    out.unsigned = out.last_seq.saturating_sub(signed_up_to.max(out.first_seq.saturating_sub(1)));
     Ok(out)
+}
+
+/// A checkpoint before the first record naming record `named`, when the files start at `first`.
+fn head_removed(at: &str, named: u64, first: u64) -> String {
+    if named < first {
+        format!(
+            "{at}: the checkpoint names record {named}, but the files start at record {first}: the oldest records, up to record {}, were removed",
+            first - 1
+        )
+    } else {
+        format!("{at}: the checkpoint names record {named}, which comes after it: lines were moved")
+    }
 }
 
 /// The files of an audit export, oldest first: `audit.jsonl.N` … `audit.jsonl.1`, `audit.jsonl`,

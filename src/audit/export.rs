@@ -189,6 +189,14 @@ struct Rotating {
     otlp: Option<Arc<std::sync::OnceLock<LogSink>>>,
 }
 
+/// Whether the file's last byte is a newline (an unreadable file counts as one: nothing to mend).
+fn ends_with_newline(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return true };
+    let mut last = [0u8; 1];
+    f.seek(SeekFrom::End(-1)).and_then(|_| f.read_exact(&mut last)).map_or(true, |()| last[0] == b'\n')
+}
+
 fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     let mut o = std::fs::OpenOptions::new();
     o.create(true).append(true);
@@ -199,8 +207,13 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
 
 impl Rotating {
     fn open(path: PathBuf, max: u64, keep: usize) -> Result<Rotating, String> {
-        let file = open_append(&path).map_err(|e| format!("cannot open the audit file {}: {e}", path.display()))?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut file = open_append(&path).map_err(|e| format!("cannot open the audit file {}: {e}", path.display()))?;
+        let mut size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        // A line a crash cut short stays a line of its own: the next record is not glued to it.
+        if size > 0 && !ends_with_newline(&path) {
+            file.write_all(b"\n").map_err(|e| format!("cannot write the audit file {}: {e}", path.display()))?;
+            size += 1;
+        }
         Ok(Rotating { path, max, keep, out: std::io::BufWriter::new(file), size, signer: None, last: None, since: 0, otlp: None })
     }
 

@@ -8,7 +8,9 @@
 //! (`catalog::links`), digests and sizes untouched.
 //! A skill the caller may not see answers exactly like one that does not exist (-32602). A read
 //! of a file a skill lists is checked against the listing's size and digest before it is
-//! relayed (`catalog::skills`): what the model reads is what was listed (and pinned).
+//! relayed (`catalog::skills`): what the model reads is what was listed (and pinned). A file
+//! the listing does not name never gets here: the routing (`gateway::reads`) answers it as
+//! unknown.
 
 use super::{Request, Served, discover};
 use crate::catalog::{Kind, links, skills, uris, view};

@@ -1,8 +1,10 @@
 //! Which upstream serves a resource URI for a caller, if the caller may read it: the one
 //! decision reads, follows, completions and relayed updates share (see [`Gateway::route_uri`]).
 //! An Agent Skill's files (`skill://` URIs of an upstream that declares the skills extension) are
-//! readable only inside a skill the caller may see: a denied or held skill's files answer like
-//! unknown ones, whatever the resource rules say.
+//! readable only inside a skill the caller may see, and only what its listing names (with a
+//! digest and a size, so the read is checked) or a directory on the way to it: a denied or held
+//! skill's files, and a file the listing does not name, answer like unknown ones, whatever the
+//! resource rules say.
 
 use super::Gateway;
 use crate::auth::Principal;
@@ -65,7 +67,8 @@ impl Gateway {
 
     /// Whether gateway URI `uri` (canonical) of upstream `upstream` carries no path tricks and lies
     /// in the directory of a skill the caller may see: the deepest skill that holds it
-    /// (`catalog::skills::owner`; a held skill, out of the catalogue, keeps its files).
+    /// (`catalog::skills::owner`; a held skill, out of the catalogue, keeps its files), whose
+    /// listing names it (`catalog::skills::reaches`).
     fn in_visible_skill(&self, cat: &Catalog, grants: &Grants, upstream: usize, uri: &str) -> bool {
         if uris::has_path_tricks(uri) {
             return false;
@@ -88,9 +91,9 @@ impl Gateway {
             .collect();
         let names: Vec<&str> = skills.iter().map(|(n, _)| n.as_str()).collect();
         let id_of = |i: usize| self.upstream_id(i);
-        crate::catalog::skills::owner(&names, &held, uri)
-            .and_then(|i| skills.get(i))
-            .is_some_and(|(_, s)| crate::catalog::view::find(cat, Kind::Skill, &s.name, grants, &id_of).is_some())
+        crate::catalog::skills::owner(&names, &held, uri).and_then(|i| skills.get(i)).is_some_and(|(_, s)| {
+            crate::catalog::view::find(cat, Kind::Skill, &s.name, grants, &id_of).is_some() && crate::catalog::skills::reaches(&s.json, uri)
+        })
     }
 
     /// Whether `caller` may read `uri` now (a resource update is delivered only then).

@@ -42,6 +42,9 @@ pub enum IdentityError {
     TokenRefused { status: u16, error: Option<String>, description: Option<String> },
     #[error("this consent link was used already: start again from your client")]
     Spent,
+    /// An assertion the gateway holds names other audiences than the server it would go to.
+    #[error("{0}")]
+    Audience(String),
 }
 
 impl IdentityError {

@@ -248,6 +248,12 @@ impl Identity {
             scope.as_deref(),
         )
         .await?;
+        super::assertion::check_audience(
+            "ID-JAG from the identity provider",
+            &grant,
+            Some(&known.server.issuer),
+            &known.server.token_endpoint,
+        )?;
         let at_upstream = client_at(&known.server, Some(jag_client), jag_secret, false)
             .ok_or(IdentityError::NoRegistration(known.server.issuer.clone()))?;
         self.http.token(&known.server, &at_upstream, super::assertion::jwt_bearer_body(&grant, scope.as_deref(), None)).await

@@ -10,11 +10,14 @@
 //! The token endpoint is the configured one, or the one the upstream's metadata names (discovered
 //! as per-user identity discovers it, with its SSRF guard). The client authenticates with HTTP
 //! Basic, in the body, or with an RFC 7523 `private_key_jwt` assertion (ES256) whose audience is
-//! the authorization server's issuer. The client's own credentials are never involved.
+//! the authorization server's issuer. The client's own credentials are never involved. A workload
+//! JWT or an ID-JAG is presented only to an authorization server its `aud` names (its issuer or
+//! token endpoint; for a configured `token_url`, that URL or one it lies under): an upstream's
+//! metadata naming another server does not get it.
 
 use super::error::UpstreamError;
 use crate::config::{Assertion, ClientAuthMethod, OAuthConfig, OAuthGrant};
-use crate::identity::assertion::jwt_bearer_body;
+use crate::identity::assertion::{check_audience, jwt_bearer_body};
 use crate::identity::client::{ClientAuth, OAuthHttp, authenticate};
 use crate::identity::guard::Rules;
 use crate::net::HttpClient;
@@ -118,14 +121,18 @@ impl OAuthClient {
         }))
     }
 
-    /// The request body of the grant, before client authentication. For an ID-JAG, the identity
-    /// assertion is exchanged at the identity provider first, for the authorization server
-    /// `issuer`.
-    async fn grant(&self, issuer: &str, assertion: Option<&str>) -> Result<String, Failure> {
+    /// The request body of the grant for the authorization server `issuer` (when known) at
+    /// `token_endpoint`, before client authentication. For an ID-JAG, the identity assertion is
+    /// exchanged at the identity provider first, for that server. The workload JWT and the ID-JAG
+    /// go only to a server their audience names (`assertion::check_audience`).
+    async fn grant(&self, issuer: Option<&str>, token_endpoint: &str, assertion: Option<&str>) -> Result<String, Failure> {
         let scope = self.cfg.scope.as_deref();
         let resource = self.cfg.resource.as_deref();
         match (&self.cfg.grant, assertion) {
-            (OAuthGrant::JwtBearer { .. }, Some(a)) => Ok(jwt_bearer_body(a, scope, resource)),
+            (OAuthGrant::JwtBearer { .. }, Some(a)) => {
+                check_audience("workload assertion", a, issuer, token_endpoint)?;
+                Ok(jwt_bearer_body(a, scope, resource))
+            }
             (OAuthGrant::IdJag { idp, .. }, Some(a)) => {
                 let resource = resource.ok_or_else(|| Failure::Other("the upstream has no URL to name as the resource".into()))?;
                 let http = OAuthHttp::new(Rules { loopback: loopback(&idp.token_url) });
@@ -133,7 +140,9 @@ impl OAuthClient {
                     Some(secret) => ClientAuth::Basic { client_id: idp.client_id.clone(), secret: secret.clone() },
                     None => ClientAuth::None { client_id: idp.client_id.clone() },
                 };
-                let jag = crate::identity::assertion::id_jag(&http, &idp.token_url, &auth, a, issuer, resource, scope).await?;
+                let audience = issuer.unwrap_or(token_endpoint);
+                let jag = crate::identity::assertion::id_jag(&http, &idp.token_url, &auth, a, audience, resource, scope).await?;
+                check_audience("ID-JAG from the identity provider", &jag, issuer, token_endpoint)?;
                 Ok(jwt_bearer_body(&jag, scope, None))
             }
             _ => {
@@ -183,7 +192,7 @@ impl OAuthClient {
             .header("content-type", "application/x-www-form-urlencoded")
             .header("accept", "application/json");
         let auth = self.client_auth(&audience).map_err(|e| Fail(e.to_string()))?;
-        let (req, body) = authenticate(req, self.grant(&audience, assertion).await?, &auth);
+        let (req, body) = authenticate(req, self.grant(None, &audience, assertion).await?, &auth);
         let req = req.body(Full::new(Bytes::from(body.clone()))).map_err(|e| Fail(e.to_string()))?;
         let url = &url;
         let resp = tokio::time::timeout(Duration::from_secs(10), self.client.request(req))
@@ -230,7 +239,7 @@ impl OAuthClient {
             .await
             .map_err(|e| Fail(format!("the token endpoint could not be discovered: {e}")))?;
         let auth = self.client_auth(&server.issuer).map_err(|e| Fail(e.to_string()))?;
-        let body = self.grant(&server.issuer, assertion).await?;
+        let body = self.grant(Some(&server.issuer), &server.token_endpoint, assertion).await?;
         let t = http.token(server, &auth, body).await?;
         let lifetime = t.expires_at.map_or(300, |at| at.saturating_sub(t.issued_at)).max(1);
         Ok((t.access_token, Duration::from_secs(lifetime)))
@@ -289,7 +298,11 @@ mod tests {
                 client_secret: String::new(),
                 scope: None,
                 resource: None,
-                grant: OAuthGrant::JwtBearer { assertion: Assertion::Value("workload.jwt.value".into()) },
+                grant: OAuthGrant::JwtBearer {
+                    assertion: Assertion::Value(crate::identity::assertion::tests::jwt(
+                        serde_json::json!({ "aud": format!("{base}/token") }),
+                    )),
+                },
             };
             let client = OAuthClient::new(cfg, crate::net::new_http_client());
             assert!(client.token().await.is_err(), "{status}");

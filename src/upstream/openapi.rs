@@ -8,8 +8,10 @@
 //! trusted only where the description cannot lie about it: a file the operator put beside the
 //! configuration, or, for a description fetched from a URL, a server on that URL's own origin (a
 //! relative one resolves against it). A description naming another host is refused with the reason,
-//! since the upstream's credentials would follow it. Redirects are followed only on the base URL's
-//! origin (at most 3), answers are read up to `max_message_bytes`, the description up to 16 MiB.
+//! since the upstream's credentials would follow it. A redirect is followed only to the path that
+//! was called (a trailing `/` or the query may differ) on the base URL's origin, for `GET` and
+//! `HEAD`, at most 3 times: another path is another operation, which the policy did not decide on.
+//! Answers are read up to `max_message_bytes`, the description up to 16 MiB.
 
 use super::error::UpstreamError;
 use super::http::{describe_client_error, www_authenticate};
@@ -30,7 +32,7 @@ use tokio::time::{Instant, timeout_at};
 
 /// The largest description read.
 const MAX_DOCUMENT: usize = 16 * 1024 * 1024;
-/// Redirects followed on the API's own origin.
+/// Redirects followed to the called path on the API's own origin.
 const MAX_REDIRECTS: usize = 3;
 
 /// A description read, and where its calls go.
@@ -186,6 +188,7 @@ impl RestTransport {
         }
         let base = l.base.to_string();
         let mut url = format!("{}{}", base.trim_end_matches('/'), made.path_and_query);
+        let called = url.clone();
         let method =
             http::Method::from_bytes(made.method.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("method {}", made.method)))?;
         let (mut retried, mut nonce_retried, mut redirects) = (false, false, 0);
@@ -222,14 +225,14 @@ impl RestTransport {
                 let next = resolve(&url, location);
                 let allowed = matches!(method, http::Method::GET | http::Method::HEAD) && redirects < MAX_REDIRECTS;
                 match next.parse::<http::Uri>() {
-                    Ok(to) if allowed && same_origin(&to, &l.base) => {
+                    Ok(to) if allowed && same_operation(&called, &to, &l.base) => {
                         redirects += 1;
                         url = next;
                         continue;
                     }
                     _ => {
                         let text = format!(
-                            "HTTP {status}: a redirect to {} was not followed (only GET and HEAD, on the API's own origin, at most {MAX_REDIRECTS})",
+                            "HTTP {status}: a redirect to {} was not followed (only GET and HEAD to the same path on the API's own origin, at most {MAX_REDIRECTS}: another path is another operation, which the policy did not decide on)",
                             origin_of(&next)
                         );
                         return Ok(Outcome::Result(complete(json!({ "content": [{ "type": "text", "text": text }], "isError": true }))?));
@@ -333,11 +336,18 @@ fn same_origin(a: &http::Uri, b: &http::Uri) -> bool {
     a.scheme_str() == b.scheme_str() && a.host().map(str::to_ascii_lowercase) == b.host().map(str::to_ascii_lowercase) && port(a) == port(b)
 }
 
-/// `location` (absolute, or relative to `from`) as an absolute URL.
+/// Whether a redirect to `to` asks for the operation that was called (`called`): the API's own
+/// origin and the same path, but for a trailing `/` (a query may differ). Any other path is
+/// another operation, which neither the policy nor a guard decided on, and the upstream's
+/// credentials would go with it.
+fn same_operation(called: &str, to: &http::Uri, base: &http::Uri) -> bool {
+    let Ok(called) = called.parse::<http::Uri>() else { return false };
+    same_origin(to, base) && same_origin(&called, base) && called.path().trim_end_matches('/') == to.path().trim_end_matches('/')
+}
+
+/// `location` (absolute, or relative to `from`) as an absolute URL, its dot-segments removed as
+/// a server would remove them (`/v1/../v2` is `/v2`).
 fn resolve(from: &str, location: &str) -> String {
-    if location.starts_with("http://") || location.starts_with("https://") {
-        return location.to_string();
-    }
     match url::Url::parse(from).and_then(|b| b.join(location)) {
         Ok(u) => u.to_string(),
         Err(_) => location.to_string(),
@@ -366,5 +376,24 @@ mod tests {
         assert_eq!(resolve("http://h:1/a/b?x=1", "/c"), "http://h:1/c");
         assert_eq!(resolve("http://h:1/a/b", "c"), "http://h:1/a/c");
         assert_eq!(origin_of("http://evil.example/steal?token=1"), "http://evil.example");
+        assert_eq!(resolve("http://h:1/a/b", "http://h:1/a/../v2/x"), "http://h:1/v2/x");
+    }
+
+    /// Only a redirect to the called path itself (a trailing `/` added or removed, a query
+    /// changed) is followed; one to another path or origin is another operation.
+    #[test]
+    fn only_a_redirect_to_the_same_operation_is_followed() {
+        let base: http::Uri = "http://127.0.0.1:8080/v1".parse().unwrap();
+        let called = "http://127.0.0.1:8080/v1/users/alice";
+        let to = |location: &str| resolve(called, location).parse::<http::Uri>().unwrap();
+        assert!(same_operation(called, &to("/v1/users/alice/"), &base));
+        assert!(same_operation(called, &to("/v1/users/alice?page=2"), &base));
+        assert!(!same_operation(called, &to("/v2"), &base), "another path");
+        assert!(!same_operation(called, &to("/v1/users/alice/../../admin"), &base), "dot-segments resolved first");
+        assert!(!same_operation(called, &to("http://127.0.0.1:8080/v1/users/alice/../bob"), &base));
+        assert!(!same_operation(called, &to("http://127.0.0.1:9/v1/users/alice"), &base), "another origin");
+        let escaped = "http://127.0.0.1:8080/v1/users/%2E%2E";
+        let cleaned = resolve(escaped, "/v1/").parse::<http::Uri>().unwrap();
+        assert!(!same_operation(escaped, &cleaned, &base), "a Go-style clean of `..` is another path");
     }
 }

@@ -220,3 +220,47 @@ async fn a_jwt_callers_token_is_exchanged_for_one_to_the_upstream() {
         assert!(!log.contains(secret.as_str()), "a token leaked into the log");
     }
 }
+
+/// The gateway's workload JWT (`[upstream.oauth] grant = "jwt_bearer"`, SEP-1933) goes only to an
+/// authorization server its audience names: the one the upstream's metadata points at gets it
+/// when the JWT is meant for it, and never sees one meant for another server
+/// (`https://honest-as.example.com`), whose call fails with the reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workload_jwt_goes_only_to_the_authorization_server_its_audience_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (seen, requests) = (dir.path().join("seen-tokens"), dir.path().join("token-requests"));
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("tests/py/idp.py")).arg("0").arg(&requests);
+    let (_idp, issuer) = listening(cmd, "the identity provider");
+    let (_rs, rs_url) = protected_server(&issuer, &seen);
+    let workload = |aud: &str| {
+        let url = format!("{issuer}/mint?sub=workload&aud={aud}");
+        let out = Command::new(python())
+            .args(["-c", "import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1]).read().decode())", &url])
+            .output()
+            .expect("mint a workload JWT");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the minted token");
+        v["token"].as_str().expect("a token").to_string()
+    };
+    for (aud, meant_for_it) in [("https://honest-as.example.com", false), (issuer.as_str(), true)] {
+        let file = dir.path().join("workload.jwt");
+        std::fs::write(&file, workload(aud)).expect("write the workload JWT");
+        let config = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"calc\"\ncommand = [\"mcpgate\", \"demo-server\", \"--profile\", \"calc\"]\n\n\
+             [[upstream]]\nid = \"files\"\nurl = \"{rs_url}\"\ntimeout = \"20s\"\n\
+             [upstream.oauth]\nclient_id = \"workload-client\"\ngrant = \"jwt_bearer\"\nassertion = {{ file = {file:?} }}\n"
+        );
+        let gw = gateway(&config);
+        let reply = call(&gw.url, "files__whoami", serde_json::json!({})).await;
+        let presented = lines(&requests).iter().filter(|l| l.contains("jwt-bearer")).count();
+        if meant_for_it {
+            assert_eq!(text_of(&reply), "you are workload", "{reply}\n{}", gw.proc.log());
+            assert_eq!(presented, 1, "presented once");
+        } else {
+            assert!(reply.get("result").is_none_or(|r| r["isError"] == true), "{reply}");
+            assert_eq!(presented, 0, "the server the metadata names received an assertion meant for another");
+            let log = gw.proc.log();
+            assert!(log.contains("honest-as.example.com") && log.contains("not sent"), "the reason is logged:\n{log}");
+        }
+    }
+}

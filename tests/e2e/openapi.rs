@@ -327,3 +327,54 @@ async fn a_token_endpoints_dpop_nonce_is_remembered_across_refreshes() {
     assert!(refreshed >= 2, "the short tokens were refreshed: {events:?}");
     assert_eq!(asked, 1, "only the first token request paid for the nonce: {events:?}");
 }
+
+/// The API's requests as it received them (raw paths).
+fn paths_seen(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok()?["path"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// A path value `.` or `..` goes as `%2E` / `%2E%2E`, never as a dot-segment a server or proxy
+/// would remove (reading another operation with the upstream's credentials); a redirect is
+/// followed only to the called path itself, never to another path of the same API (here a 302 to
+/// `/v2/secret`, and the 301 a Go server answers for `/v1/users/..`).
+#[tokio::test(flavor = "multi_thread")]
+async fn dot_segments_stay_values_and_a_redirect_to_another_path_is_not_followed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("requests.jsonl");
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("tests/py/path_rest_server.py")).args(["--port", "0", "--log"]).arg(&log);
+    let (_api, base) = crate::identity::listening(cmd, "the path REST API");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"api\"\nopenapi = \"{base}/openapi.json\"\n\
+         headers = {{ Authorization = {{ env = \"API_TOKEN\", prefix = \"Bearer \" }} }}\n"
+    );
+    let gw = gateway_with_env(&config, &[("API_TOKEN", "upstream-secret")]);
+    for (tool, args, sent) in [
+        ("api__get_image", json!({ "name": ".." }), "/v1/files/%2E%2E/image"),
+        ("api__get_image", json!({ "name": "." }), "/v1/files/%2E/image"),
+        ("api__get_image", json!({ "name": "..." }), "/v1/files/.../image"),
+    ] {
+        let r = call(&gw.url, tool, args.clone()).await;
+        assert_eq!(r["result"]["structuredContent"]["path"], sent, "{args}: {r}");
+    }
+    let seen = paths_seen(&log);
+    assert!(!seen.iter().any(|p| p.split('/').any(|s| s == "." || s == "..")), "a dot-segment reached the API: {seen:?}");
+
+    // A Go-style clean of `..`, and a redirect to another path: a tool error naming the origin
+    // only, and the other path never asked.
+    for (tool, args) in [("api__get_user", json!({ "username": ".." })), ("api__get_moved", json!({ "id": "1" }))] {
+        let r = call(&gw.url, tool, args.clone()).await;
+        let text = r["result"]["content"][0]["text"].as_str().unwrap_or_default().to_string();
+        assert_eq!(r["result"]["isError"], true, "{args}: {r}");
+        assert!(text.contains("was not followed") && text.contains(&base) && !text.contains("/v2"), "{text}");
+    }
+    let seen = paths_seen(&log);
+    assert!(!seen.iter().any(|p| p == "/v1" || p.starts_with("/v2")), "a redirect to another path was followed: {seen:?}");
+    // The same path with a trailing `/` is the same operation: followed.
+    let r = call(&gw.url, "api__get_slash", json!({})).await;
+    assert_eq!(r["result"]["structuredContent"]["path"], "/v1/slash/", "{r}");
+}

@@ -10,10 +10,13 @@ upstream trusts:
   RFC 7591) and approves at once as the user named by the `login_hint` query parameter (default
   `alice`): `GET /authorize` redirects straight back with `code`, `state` and `iss`; the code is
   exchanged, once, with the verifier, at `POST /token`;
+- it takes a workload JWT it minted with the JWT-bearer grant (RFC 7523, SEP-1933; audience its
+  own issuer), for any `client_id`, and issues an access token to the `resource` asked for;
 - it answers introspection (RFC 7662) for the resource server's client `files-rs`/`rs-secret`
   (what tests/py/protected_server.py asks).
 Every token request is appended to <log-file> as a JSON line (`grant_type`, `sub`, `resource`,
-`audience`, `subject_token_type`, `client_id`).
+`audience`, `subject_token_type`, `client_id`; a JWT-bearer one on arrival, with the assertion's
+`aud` as `assertion_aud`).
 
 Usage: idp.py <port> <log-file>      (port 0 = ephemeral; prints `LISTENING <port>`)
 """
@@ -37,6 +40,7 @@ from starlette.responses import JSONResponse, RedirectResponse
 from starlette.routing import Route
 
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
 CLIENTS = {"gw-client": "gw-secret", "files-rs": "rs-secret"}
 
@@ -81,7 +85,7 @@ def build(issuer: str, log_file: str, jwt_resource: str | None = None) -> Starle
             "introspection_endpoint": f"{issuer}/token/introspection",
             "jwks_uri": f"{issuer}/jwks",
             "registration_endpoint": f"{issuer}/register",
-            "grant_types_supported": [EXCHANGE, "authorization_code"],
+            "grant_types_supported": [EXCHANGE, "authorization_code", JWT_BEARER],
             "response_types_supported": ["code"],
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
@@ -119,6 +123,19 @@ def build(issuer: str, log_file: str, jwt_resource: str | None = None) -> Starle
 
     async def token(request: Request) -> JSONResponse:
         form = await request.form()
+        if form.get("grant_type") == JWT_BEARER:
+            # Logged on arrival, before any check: what matters is who received the assertion.
+            assertion = str(form.get("assertion", ""))
+            try:
+                aud = jwt.decode(assertion, options={"verify_signature": False}).get("aud")
+            except jwt.PyJWTError:
+                aud = None
+            log({"grant_type": JWT_BEARER, "assertion_aud": aud, "resource": form.get("resource"), "client_id": form.get("client_id")})
+            try:
+                claims = jwt.decode(assertion, key.public_key(), algorithms=["ES256"], issuer=issuer, audience=issuer)
+            except jwt.PyJWTError as exc:
+                return JSONResponse({"error": "invalid_grant", "error_description": str(exc)}, status_code=400)
+            return issue(claims["sub"], str(form.get("resource") or ""), str(form.get("client_id") or ""))
         if form.get("grant_type") == "authorization_code":
             grant = codes.pop(str(form.get("code")), None)
             verifier = str(form.get("code_verifier", ""))

@@ -24,31 +24,47 @@ fn record(i: usize) -> CallRecord {
     }
 }
 
-/// An export of `n` records in two runs (a restart between), rotating at 4 KiB, signed.
-fn written(dir: &Path, n: usize) -> (Vec<PathBuf>, String) {
+/// The export's settings in `dir`: rotating at 4 KiB, signed every 7 records.
+fn settings(dir: &Path) -> crate::config::usage::AuditConfig {
     let key = dir.join("audit-signing.pk8");
-    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).unwrap();
-    std::fs::write(&key, pkcs8.as_ref()).unwrap();
-    let path = dir.join("audit.jsonl");
-    let cfg = crate::config::usage::AuditConfig {
-        file: Some(path.clone()),
+    if !key.exists() {
+        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).unwrap();
+        std::fs::write(&key, pkcs8.as_ref()).unwrap();
+    }
+    crate::config::usage::AuditConfig {
+        file: Some(dir.join("audit.jsonl")),
         max_file_bytes: 4096,
         keep_files: 20,
-        signing_key_file: Some(key.clone()),
+        signing_key_file: Some(key),
         checkpoint_every: 7,
         ..Default::default()
-    };
-    for run in 0..2 {
-        let export = Export::start(&cfg).unwrap();
-        for i in (run * n / 2)..((run + 1) * n / 2) {
-            export.write(&record(i), None);
-        }
-        assert!(export.close(Duration::from_secs(10)));
     }
-    let mut files: Vec<PathBuf> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.to_string_lossy().contains("audit.jsonl")).collect();
-    files = in_order(&files);
-    (files, Signer::load(&key).unwrap().public_key())
+}
+
+/// One run of the export writing records `from..to`.
+fn run(dir: &Path, from: usize, to: usize) {
+    let export = Export::start(&settings(dir)).unwrap();
+    for i in from..to {
+        export.write(&record(i), None);
+    }
+    assert!(export.close(Duration::from_secs(10)));
+}
+
+/// The export's files in `dir`, oldest first, and the checkpoints' public key.
+fn files_of(dir: &Path) -> (Vec<PathBuf>, String) {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("audit.jsonl")))
+        .collect();
+    (in_order(&files), Signer::load(&dir.join("audit-signing.pk8")).unwrap().public_key())
+}
+
+/// An export of `n` records in two runs (a restart between), rotating at 4 KiB, signed.
+fn written(dir: &Path, n: usize) -> (Vec<PathBuf>, String) {
+    run(dir, 0, n / 2);
+    run(dir, n / 2, n);
+    files_of(dir)
 }
 
 fn lines(p: &Path) -> Vec<String> {
@@ -125,4 +141,87 @@ fn an_edited_a_removed_and_a_swapped_line_are_each_found() {
 
     rewrite(&target, &original);
     assert!(verify(&files, Some(&key)).is_ok());
+}
+
+/// Records cut from the head of the oldest file, up to a checkpoint: the checkpoint left at the
+/// top names a record that is gone, and verify says the oldest records were removed.
+#[test]
+fn the_oldest_records_cut_away_are_found_by_the_checkpoint_left_at_the_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, key) = written(dir.path(), 60);
+    let original = lines(&files[0]);
+    let first_checkpoint = original.iter().position(|l| l.contains("\"checkpoint\"")).unwrap();
+    rewrite(&files[0], &original[first_checkpoint..]);
+    for key in [Some(key.as_str()), None] {
+        let e = verify(&files, key).unwrap_err();
+        assert!(e.contains("the oldest records, up to record 7, were removed") && e.contains(":1:"), "{e}");
+    }
+    // Cut just past that checkpoint, the rest is a chain that starts later, as after a rotation:
+    // what verify cannot tell apart (see docs/usage.md), it says where the files start.
+    rewrite(&files[0], &original[first_checkpoint + 1..]);
+    assert_eq!(verify(&files, Some(&key)).map(|v| v.first_seq), Ok(8));
+}
+
+/// A chain recomputed with every checkpoint dropped holds together, but not for a verifier that
+/// pins the key: with --public-key, no signed checkpoint is a failure.
+#[test]
+fn a_chain_without_a_signed_checkpoint_fails_when_the_key_is_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, key) = written(dir.path(), 40);
+    let mut prev = GENESIS.to_string();
+    let mut rechained = Vec::new();
+    for file in &files {
+        for line in lines(file).iter().filter(|l| !l.contains("\"checkpoint\"")) {
+            let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+            v["prev"] = prev.clone().into();
+            if v["item"] == "calc__add3" {
+                v["outcome"] = "denied".into();
+            }
+            let l = v.to_string();
+            prev = sha256_hex(&l);
+            rechained.push(l);
+        }
+    }
+    let forged = dir.path().join("forged").join("audit.jsonl");
+    std::fs::create_dir_all(forged.parent().unwrap()).unwrap();
+    rewrite(&forged, &rechained);
+    let e = verify(std::slice::from_ref(&forged), Some(&key)).unwrap_err();
+    assert!(e.contains("no signed checkpoint in 40 records"), "{e}");
+    let v = verify(std::slice::from_ref(&forged), None).expect("without a key it only holds together");
+    assert_eq!((v.records, v.checkpoints), (40, 0));
+    // The untouched export: signed, and says how many records no signature covers yet.
+    let v = verify(&files, Some(&key)).unwrap();
+    assert!(v.checkpoints > 0 && v.unsigned == 0, "closed with a checkpoint: {v:?}");
+}
+
+/// A line a crash cut short is said to be one: the last line is an error of its own (not
+/// "edited"); once the gateway wrote on after it, the chain continues across it and verify
+/// reports it.
+#[test]
+fn a_line_cut_short_by_a_crash_is_told_apart_from_an_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    run(dir.path(), 0, 10);
+    let live = dir.path().join("audit.jsonl");
+    let text = std::fs::read_to_string(&live).unwrap();
+    let mut records: Vec<&str> = text.lines().filter(|l| !l.contains("\"checkpoint\"")).collect();
+    // The last record, half written, as a crash leaves it (no newline).
+    let last = records.pop().unwrap();
+    let torn = format!("{}\n{}", records.join("\n"), &last[..last.len() / 2]);
+    std::fs::write(&live, &torn).unwrap();
+    let (files, key) = files_of(dir.path());
+    let e = verify(&files, Some(&key)).unwrap_err();
+    assert!(e.contains(":10: the last record is incomplete (a crash while writing?)"), "{e}");
+    // A restart resumes after the last whole record, on a line of its own.
+    run(dir.path(), 10, 20);
+    let (files, key) = files_of(dir.path());
+    let v = verify(&files, Some(&key)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v.incomplete.len(), 1, "{v:?}");
+    assert!(v.incomplete[0].ends_with(":10"), "{v:?}");
+    assert_eq!((v.first_seq, v.last_seq), (1, 19), "the torn record's number is used again");
+    // An edit is still an edit.
+    let mut edited = lines(&live);
+    let record = edited.iter().position(|l| l.contains("\"outcome\":\"ok\"")).unwrap();
+    edited[record] = edited[record].replace("\"outcome\":\"ok\"", "\"outcome\":\"ok\"}x");
+    rewrite(&live, &edited);
+    assert!(verify(&files, Some(&key)).unwrap_err().contains("edited"));
 }

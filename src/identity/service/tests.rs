@@ -254,6 +254,11 @@ async fn metadata_that_sends_browsers_to_another_origin_needs_iss() {
     assert!(refused.to_string().contains("mix-up"), "{refused}");
 }
 
+/// An ID-JAG (unsigned here: the gateway only reads its audience) for the server `aud`.
+fn jag_for(aud: &str) -> String {
+    crate::identity::assertion::tests::jwt(serde_json::json!({ "aud": aud, "sub": "alice" }))
+}
+
 #[tokio::test]
 async fn a_callers_jwt_becomes_an_id_jag_and_the_id_jag_an_upstream_token() {
     // One server plays the enterprise identity provider (issuer: the root) and the upstream with
@@ -274,7 +279,7 @@ async fn a_callers_jwt_becomes_an_id_jag_and_the_id_jag_an_upstream_token() {
                 "/idp-token",
                 200,
                 vec![],
-                r#"{"access_token":"the.id.jag","issued_token_type":"urn:ietf:params:oauth:token-type:id-jag","token_type":"N_A"}"#.into(),
+                serde_json::json!({"access_token": jag_for(&format!("{base}/as")), "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag", "token_type": "N_A"}).to_string(),
             ),
             ("/as-token", 200, vec![], r#"{"access_token":"upstream-token","token_type":"Bearer","expires_in":3600}"#.into()),
         ]
@@ -319,7 +324,8 @@ async fn a_callers_jwt_becomes_an_id_jag_and_the_id_jag_an_upstream_token() {
     assert!(exchange.to_ascii_lowercase().contains(&basic("gw-at-idp", "idp-secret")), "{exchange}");
     let redeem = posted("/as-token");
     let r = form(&redeem);
-    assert_eq!((r["grant_type"].as_str(), r["assertion"].as_str()), ("urn:ietf:params:oauth:grant-type:jwt-bearer", "the.id.jag"));
+    let jag = jag_for(&format!("{base}/as"));
+    assert_eq!((r["grant_type"].as_str(), r["assertion"].as_str()), ("urn:ietf:params:oauth:grant-type:jwt-bearer", jag.as_str()));
     assert!(redeem.to_ascii_lowercase().contains(&basic("gw-at-files", "files-secret")), "the upstream's client, not the IdP's: {redeem}");
     // Kept for the same subject token; another subject token exchanges again.
     let before = seen.lock().unwrap().len();
@@ -327,4 +333,49 @@ async fn a_callers_jwt_becomes_an_id_jag_and_the_id_jag_an_upstream_token() {
     assert_eq!(seen.lock().unwrap().len(), before, "no new request");
     id.exchanged("alice", "files", "alice.new.token").await.expect("again");
     assert!(seen.lock().unwrap().len() > before);
+}
+
+/// An ID-JAG whose audience is another authorization server than the one the upstream's metadata
+/// names is not presented there: the call fails with the reason, and that server gets nothing.
+#[tokio::test]
+async fn an_id_jag_meant_for_another_server_is_not_presented() {
+    let (base, seen) = server(|base| {
+        let s256 = r#""code_challenge_methods_supported":["S256"]"#;
+        let idp = format!(r#"{{"issuer":"{base}","authorization_endpoint":"{base}/authorize","token_endpoint":"{base}/idp-token",{s256}}}"#);
+        let prm = format!(r#"{{"resource":"{base}/mcp","authorization_servers":["{base}/as"]}}"#);
+        let asm =
+            format!(r#"{{"issuer":"{base}/as","authorization_endpoint":"{base}/as/authorize","token_endpoint":"{base}/as-token",{s256}}}"#);
+        vec![
+            ("/.well-known/oauth-authorization-server", 200, vec![], idp),
+            ("/.well-known/oauth-protected-resource/mcp", 200, vec![], prm),
+            ("/.well-known/oauth-authorization-server/as", 200, vec![], asm),
+            (
+                "/idp-token",
+                200,
+                vec![],
+                serde_json::json!({"access_token": jag_for("https://honest-as.example.com"), "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag", "token_type": "N_A"}).to_string(),
+            ),
+            ("/as-token", 200, vec![], r#"{"access_token":"upstream-token","token_type":"Bearer","expires_in":3600}"#.into()),
+        ]
+    })
+    .await;
+    let (template, _, _) = engine("{}", false).await;
+    let p = Protected {
+        upstream: "files".into(),
+        resource: format!("{base}/mcp"),
+        client_id: Some("gw-at-idp".into()),
+        client_issuer: Some(base.clone()),
+        client_secret: Some("idp-secret".into()),
+        secret_in_body: false,
+        scopes: None,
+        exchange: true,
+        api_key: None,
+        id_jag: Some(("gw-at-files".into(), Some("files-secret".into()))),
+    };
+    let id =
+        Identity::new(template.settings.clone(), sealer(), Vault::in_memory(sealer()), OAuthHttp::new(Rules { loopback: true }), vec![p]);
+    let refused = id.exchanged("alice", "files", "alice.id.token").await.expect_err("not presented");
+    assert!(refused.to_string().contains("honest-as.example.com") && refused.to_string().contains("not sent"), "{refused}");
+    let log = seen.lock().unwrap().clone();
+    assert!(!log.iter().any(|r| r.starts_with("POST /as-token ")), "the other server got the ID-JAG: {log:?}");
 }

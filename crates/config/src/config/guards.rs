@@ -97,6 +97,13 @@ pub fn catalogue(guards: &[GuardConfig], secrets: &[Detector]) -> Vec<GuardConfi
     out
 }
 
+/// A guard's name: letters (either case), digits, `-` and `_`, at most 64 of them. It names the
+/// guard in the audit (`guard`), in metric labels (any text is a valid label value) and in
+/// refusals, all of which carry these characters as they are.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 pub(super) fn resolve(
     at: &Locator,
     sections: Vec<GuardSection>,
@@ -107,7 +114,7 @@ pub(super) fn resolve(
     let mut guards: Vec<GuardConfig> = Vec::new();
     for s in sections {
         let name = s.name.get_ref().clone();
-        if !super::valid_id(&name) {
+        if !valid_name(&name) {
             return Err(at.err(&s.name, "guard.name", format!("{name:?} is not a valid name"), "use letters, digits, '-' and '_'"));
         }
         if guards.iter().any(|g| g.name == name) {
@@ -239,6 +246,21 @@ mod tests {
     fn load(guards: &str) -> Result<Config, ConfigError> {
         let text = format!("[[upstream]]\nid = \"g\"\nurl = \"http://127.0.0.1:9/mcp\"\n\n{guards}");
         Config::parse(&text, std::path::Path::new("gateway.toml"), None, &|_| Some("token".into()))
+    }
+
+    /// What docs/configuration.md says a guard's name may hold is what loads: letters of either
+    /// case, digits, `-` and `_`; nothing else.
+    #[test]
+    fn a_guard_name_holds_letters_digits_dashes_and_underscores() {
+        let guard = |name: &str| format!("[[guard]]\nname = {name:?}\npoints = [\"result\"]\nbuiltin = \"pii\"\n");
+        for name in ["inj_result", "Inj1", "dlp-2", "a"] {
+            let cfg = load(&guard(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(cfg.guards[0].name, name);
+        }
+        for name in ["", "has space", "dots.in.it", "slash/", "é", &"x".repeat(65)] {
+            let e = load(&guard(name)).err().unwrap_or_else(|| panic!("{name:?} was accepted")).0;
+            assert!(e.contains("guard.name") && e.contains("use letters, digits, '-' and '_'"), "{e}");
+        }
     }
 
     #[test]

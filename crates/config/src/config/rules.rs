@@ -98,16 +98,36 @@ pub(super) fn resolve(at: &Locator, sections: Vec<RuleSection>, root_path: &str)
         rule = rule.at_endpoints(&endpoints);
         if let Some(when) = &s.when {
             let condition = Condition::compile(when.get_ref()).map_err(|e| {
-                at.err(
-                    when,
-                    &format!("rule {name:?} when"),
-                    e.to_string(),
-                    "see docs/policy.md for the variables and functions a rule may use",
-                )
+                let fix = e.fix.clone().unwrap_or_else(|| "see docs/policy.md for the variables and functions a rule may use".into());
+                at.err(when, &format!("rule {name:?} when"), e.to_string(), &fix)
             })?;
             rule = rule.when(condition);
         }
         rules.push(Arc::new(rule));
     }
     Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    /// A rule comparing a field of known type with a literal of another type would never hold: it
+    /// is a configuration error naming the file, the line and the fix.
+    #[test]
+    fn a_condition_that_could_never_hold_is_a_config_error_with_its_line_and_fix() {
+        let load = |when: &str| {
+            let text = format!(
+                "[[upstream]]\nid = \"fs\"\nurl = \"http://127.0.0.1:9/mcp\"\n\n[[rule]]\nname = \"night\"\neffect = \"deny\"\nwhen = '{when}'\n"
+            );
+            Config::parse(&text, std::path::Path::new("gateway.toml"), None, &|_| None).map_err(|e| e.0)
+        };
+        for (when, fix) in [(r#"now.hour == "eight""#, "compare now.hour with a number"), (r#"now.weekday == "0""#, "no quotes")] {
+            let e = load(when).err().unwrap_or_else(|| panic!("{when} was accepted"));
+            assert!(e.starts_with("gateway.toml:8: rule \"night\" when"), "{e}");
+            assert!(e.contains("never holds") && e.contains("Fix: compare now."), "{e}");
+            assert!(e.contains(fix), "{e}");
+        }
+        assert!(load("now.hour >= 22 || now.weekday == 0").is_ok());
+    }
 }

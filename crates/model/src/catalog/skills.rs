@@ -4,8 +4,9 @@
 //! of a listed file it checks that the bytes read are the bytes listed (size first, then digest),
 //! and, for the skill's own `SKILL.md`, that its frontmatter says what the entry's `frontmatter`
 //! says, field by field (see `frontmatter`), so a file changed after the listing (the listing
-//! pinned, or shown to a person) never reaches the model as if it were the listed one. Pure
-//! functions over JSON; `dispatch` applies them.
+//! pinned, or shown to a person) never reaches the model as if it were the listed one. A file
+//! the listing does not name is not reachable at all ([`reaches`]). Pure functions over JSON;
+//! `dispatch` and the gateway's routing apply them.
 
 use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;
@@ -31,8 +32,10 @@ pub fn listed(skill: &Json, uri: &str) -> Option<Listed> {
         if f.parse::<String>("uri")?.ok()? != uri {
             return None;
         }
+        // A manifest listed without a frontmatter (or with an unreadable one) is still checked
+        // byte for byte.
         let frontmatter =
-            if is_manifest { Some(obj.parse::<serde_json::Map<String, serde_json::Value>>("frontmatter")?.ok()?) } else { None };
+            if is_manifest { obj.parse::<serde_json::Map<String, serde_json::Value>>("frontmatter").and_then(Result::ok) } else { None };
         Some(Listed { digest: f.parse::<String>("digest")?.ok()?, size: f.parse::<u64>("size")?.ok()?, frontmatter })
     })
 }
@@ -56,6 +59,19 @@ pub fn owner(skills: &[&str], held: &[String], uri: &str) -> Option<usize> {
     let depth = |name: &str| dir_of(name).filter(|d| holds(d, uri)).map(str::len);
     let (served, i) = skills.iter().enumerate().filter_map(|(i, s)| Some((depth(s)?, i))).max_by_key(|(d, _)| *d)?;
     (!held.iter().filter_map(|h| depth(h)).any(|d| d > served)).then_some(i)
+}
+
+/// Whether canonical gateway URI `uri` is something skill entry `skill` lets a caller reach: a
+/// file it lists with a digest and a size (so a read of it is checked), or a directory on the
+/// way to one (the skill's own directory included). A file the listing does not name (added
+/// after it, or never listed) is not: it would reach the model with no digest to check and no
+/// pin to hold it.
+pub fn reaches(skill: &Json, uri: &str) -> bool {
+    let canonical = |u: &str| super::uris::canonical(u).map(|c| c.into_owned()).ok();
+    let files: Vec<String> =
+        super::links::skill_files(skill).iter().filter(|f| listed(skill, f).is_some()).filter_map(|f| canonical(f)).collect();
+    let dir = format!("{}/", uri.trim_end_matches('/'));
+    files.iter().any(|f| f == uri || f.starts_with(&dir))
 }
 
 /// Why a read does not match its listing.
@@ -152,6 +168,31 @@ mod tests {
         let as_blob = json(&serde_json::json!({ "contents": [{ "uri": "skill://a/r/SKILL.md", "blob": blob }] }).to_string());
         assert_eq!(verify(&as_blob, "skill://a/r/SKILL.md", &promise), Ok(()));
         assert_eq!(verify(&json(r#"{"contents":[]}"#), "skill://a/r/SKILL.md", &promise), Err(Mismatch::NoContent));
+    }
+
+    /// Only what the listing names with a digest and a size, and the directories on the way to
+    /// it, can be reached: a file added to the skill's folder after the listing cannot.
+    #[test]
+    fn only_listed_files_and_their_directories_are_reached() {
+        let entry = json(&format!(
+            r#"{{"uri":"skill://a/r/SKILL.md","resources":[{{"uri":"skill://a/r/SKILL.md","digest":"{d}","size":1}},{{"uri":"skill://a/r/refs/x.md","digest":"{d}","size":1}},{{"uri":"skill://a/r/undigested.md"}}]}}"#,
+            d = sha(b"x")
+        ));
+        for (uri, reached) in [
+            ("skill://a/r/SKILL.md", true),
+            ("skill://a/r/refs/x.md", true),
+            ("skill://a/r", true),
+            ("skill://a/r/", true),
+            ("skill://a/r/refs", true),
+            ("skill://a/r/refs/", true),
+            ("skill://a/r/added-later.md", false),
+            ("skill://a/r/refs/y.md", false),
+            ("skill://a/r/undigested.md", false),
+            ("skill://a/r/other", false),
+            ("skill://a/rx", false),
+        ] {
+            assert_eq!(reaches(&entry, uri), reached, "{uri}");
+        }
     }
 
     #[test]

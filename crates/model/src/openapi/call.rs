@@ -2,8 +2,8 @@
 //! parameters percent-escaped into the template, query, header and cookie parameters serialised as
 //! their `style` and `explode` say (OpenAPI 3 §4.8.12.4: `simple`, `label`, `matrix`, `form`,
 //! `spaceDelimited`, `pipeDelimited`, `deepObject`), and the body as JSON, a form or text. Nothing a
-//! model sends can leave the path (every `/`, `?`, `#` and `..` of a value is escaped) or add a
-//! header line.
+//! model sends can leave the path (every `/`, `?` and `#` of a value is escaped, and a segment
+//! that is `.` or `..` is written `%2E` / `%2E%2E`) or add a header line.
 
 use super::ops::{BodyKind, In, Operation, Param, Style};
 use serde_json::{Map, Value};
@@ -36,6 +36,7 @@ pub fn request(op: &Operation, args: &Map<String, Value>) -> Result<HttpCall, St
         rest = &rest[open + close + 1..];
     }
     path.push_str(rest);
+    let path = dot_segments_escaped(&path);
     let mut query: Vec<String> = Vec::new();
     let mut headers = Vec::new();
     let mut cookies = Vec::new();
@@ -72,6 +73,21 @@ pub fn request(op: &Operation, args: &Map<String, Value>) -> Result<HttpCall, St
     };
     let path_and_query = if query.is_empty() { path } else { format!("{path}?{}", query.join("&")) };
     Ok(HttpCall { method: op.method.clone(), path_and_query, headers, body })
+}
+
+/// The path with every segment that is exactly `.` or `..` (a value such as `".."`, or a label
+/// `"."` written as `..`) escaped as `%2E` / `%2E%2E`: RFC 3986 §5.2.4 removes dot-segments, so a
+/// server or proxy that normalises the path would otherwise read another operation (`/files/..`
+/// is `/`), with the upstream's credentials.
+fn dot_segments_escaped(path: &str) -> String {
+    path.split('/')
+        .map(|segment| match segment {
+            "." => "%2E",
+            ".." => "%2E%2E",
+            other => other,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 fn place(location: In) -> &'static str {
@@ -206,6 +222,28 @@ mod tests {
         assert_eq!(request(&label, &args(json!({ "v": ["a", "b"] }))).unwrap().path_and_query, "/c/.a,b");
         let matrix = op("/c/{v}", vec![param("v", In::Path, Style::Matrix, true)], None);
         assert_eq!(request(&matrix, &args(json!({ "v": ["a", "b"] }))).unwrap().path_and_query, "/c/;v=a;v=b");
+    }
+
+    /// A value that is `.` or `..` (or makes a segment that is) is not a dot-segment a server or
+    /// proxy would remove: `/files/..` must not become `/`, another operation.
+    #[test]
+    fn dot_segments_are_escaped_so_no_server_removes_them() {
+        let o = op("/files/{name}/image", vec![param("name", In::Path, Style::Simple, false)], None);
+        for (name, path) in
+            [("..", "/files/%2E%2E/image"), (".", "/files/%2E/image"), ("...", "/files/.../image"), ("..a", "/files/..a/image")]
+        {
+            assert_eq!(request(&o, &args(json!({ "name": name }))).unwrap().path_and_query, path, "{name:?}");
+        }
+        let last = op("/public/{id}", vec![param("id", In::Path, Style::Simple, false)], None);
+        assert_eq!(request(&last, &args(json!({ "id": ".." }))).unwrap().path_and_query, "/public/%2E%2E");
+        // Two values that make one segment, and a label value that does.
+        let two = op("/x/{a}{b}/y", vec![param("a", In::Path, Style::Simple, false), param("b", In::Path, Style::Simple, false)], None);
+        assert_eq!(request(&two, &args(json!({ "a": ".", "b": "." }))).unwrap().path_and_query, "/x/%2E%2E/y");
+        let label = op("/c/{v}", vec![param("v", In::Path, Style::Label, false)], None);
+        assert_eq!(request(&label, &args(json!({ "v": "." }))).unwrap().path_and_query, "/c/%2E%2E");
+        // An array's items stay in their segment.
+        let list = op("/c/{v}", vec![param("v", In::Path, Style::Simple, false)], None);
+        assert_eq!(request(&list, &args(json!({ "v": ["..", "."] }))).unwrap().path_and_query, "/c/..,.");
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! A rule's condition (`[[rule]] when`): a CEL expression, parsed and checked once, when the
 //! configuration is loaded, against the variables the gateway declares (`caller`, `request`,
 //! `tool`, `args`, `now`): an unknown variable, an unknown field of a declared one, an unknown
-//! function or a nested comprehension is an error with its position, never a surprise at call
-//! time. Evaluation is bounded: CEL has no loops but its comprehensions, which may not nest (so
-//! a condition runs in time linear in what it reads), and arguments larger than [`MAX_ARG_NODES`]
-//! values are not converted (the condition fails, which counts against the call). What a
-//! condition reads ([`Reads`]) says when it can be decided: with the caller alone, with the item,
-//! or only with the call itself.
+//! function, a nested comprehension or a comparison between values of two known types (see
+//! `types`) is an error with its position, never a surprise at call time. Evaluation is
+//! bounded: CEL has no loops but its comprehensions, which may not nest (so a condition runs in
+//! time linear in what it reads), and arguments larger than [`MAX_ARG_NODES`] values are not
+//! converted (the condition fails, which counts against the call). What a condition reads
+//! ([`Reads`]) says when it can be decided: with the caller alone, with the item, or only with
+//! the call itself.
 
 use super::facts::Facts;
 use super::fast::{Node, Scope};
@@ -80,12 +81,14 @@ impl Reads {
     }
 }
 
-/// Why a condition was refused: the message, at a 1-based line and column of its text.
+/// Why a condition was refused: the message, at a 1-based line and column of its text, and how
+/// to fix it when the check knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckError {
     pub line: usize,
     pub column: usize,
     pub message: String,
+    pub fix: Option<String>,
 }
 
 impl std::fmt::Display for CheckError {
@@ -124,15 +127,15 @@ fn env() -> &'static Arc<Env> {
 impl Condition {
     pub fn compile(source: &str) -> Result<Condition, CheckError> {
         if source.len() > MAX_SOURCE {
-            return Err(CheckError { line: 1, column: 1, message: format!("longer than {MAX_SOURCE} bytes") });
+            return Err(CheckError { line: 1, column: 1, message: format!("longer than {MAX_SOURCE} bytes"), fix: None });
         }
         if source.trim().is_empty() {
-            return Err(CheckError { line: 1, column: 1, message: "an empty expression".into() });
+            return Err(CheckError { line: 1, column: 1, message: "an empty expression".into(), fix: None });
         }
         let program = env().compile(source).map_err(|errors| {
             let first = errors.errors.first();
             let (line, column) = first.map_or((1, 1), |e| (e.pos.0.max(1) as usize, e.pos.1.max(0) as usize + 1));
-            CheckError { line, column, message: first.map_or_else(|| "cannot be parsed".to_string(), |e| e.msg.clone()) }
+            CheckError { line, column, message: first.map_or_else(|| "cannot be parsed".to_string(), |e| e.msg.clone()), fix: None }
         })?;
         let mut checker = Checker { program: &program, reads: Reads::default(), scope: Vec::new(), depth: 0 };
         checker.walk(program.expression())?;
@@ -226,7 +229,7 @@ impl Checker<'_> {
     fn error(&self, at: &IdedExpr, message: String) -> CheckError {
         let info = self.program.source_info();
         let (line, column) = info.offset_for(at.id).map_or((1, 1), |(start, _)| line_column(&info.source, start as usize));
-        CheckError { line, column, message }
+        CheckError { line, column, message, fix: None }
     }
 
     fn walk(&mut self, e: &IdedExpr) -> Result<(), CheckError> {
@@ -242,6 +245,9 @@ impl Checker<'_> {
                 let operator = call.func_name.starts_with('_') || call.func_name.starts_with('@') || call.func_name.starts_with('!');
                 if !operator && !FUNCTIONS.contains(&call.func_name.as_str()) {
                     return Err(self.error(e, format!("unknown function '{}'", call.func_name)));
+                }
+                if let Err(m) = types::check(&call.func_name, &call.args, &self.scope) {
+                    return Err(CheckError { fix: Some(m.fix), ..self.error(e, m.message) });
                 }
                 if let Some(target) = &call.target {
                     self.walk(target)?;
@@ -317,6 +323,8 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
     }
     (line, column)
 }
+
+mod types;
 
 #[cfg(test)]
 mod tests;

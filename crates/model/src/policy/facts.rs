@@ -120,6 +120,9 @@ impl<'a> Facts<'a> {
     /// Adds the variables `reads` names to `ctx`.
     pub fn bind(&self, ctx: &mut Context<'_, '_>, reads: Reads) -> Result<(), String> {
         if reads.caller {
+            if !super::fast::readable_depth(&self.caller.claims) {
+                return Err(format!("the token's claims nest deeper than {MAX_ARG_DEPTH} levels: too deep for a rule to read"));
+            }
             ctx.add_variable_from_value("caller", self.caller.value());
         }
         if reads.request {

@@ -4,10 +4,10 @@
 //! stay the JSON they are; nothing is converted or allocated). A condition compiles to this form
 //! when every part of it has one ([`Node::compile`]); evaluating it answers `Some(value)` only
 //! where the answer is certain under CEL's own semantics and `None` for everything else (a
-//! missing key, values of two kinds, arguments past the size limits), and the caller then runs
-//! the CEL interpreter, which gives the same value or the error with its message. So the fast
-//! path changes how quickly a condition is decided, never what it decides (the differential test
-//! in `expr/tests.rs` holds it to that).
+//! missing key, values of two kinds, arguments past the size limits, claims nested too deep to
+//! read), and the caller then runs the CEL interpreter, which gives the same value or the error
+//! with its message. So the fast path changes how quickly a condition is decided, never what it
+//! decides (the differential test in `expr/tests.rs` holds it to that).
 
 use super::expr::{MAX_ARG_DEPTH, MAX_ARG_NODES};
 use super::facts::Facts;
@@ -123,11 +123,13 @@ pub(super) struct Scope<'a> {
     facts: &'a Facts<'a>,
     tool: OnceCell<Option<Json>>,
     args_fit: OnceCell<bool>,
+    /// Whether the token's claims are within the depth a rule may read.
+    claims_fit: OnceCell<bool>,
 }
 
 impl<'a> Scope<'a> {
     pub(super) fn new(facts: &'a Facts<'a>) -> Scope<'a> {
-        Scope { facts, tool: OnceCell::new(), args_fit: OnceCell::new() }
+        Scope { facts, tool: OnceCell::new(), args_fit: OnceCell::new(), claims_fit: OnceCell::new() }
     }
 
     /// The condition's value, when the fast path is certain of it.
@@ -159,7 +161,11 @@ impl<'a> Scope<'a> {
             Node::UInt(u) => V::UInt(*u),
             Node::Double(d) => V::Double(*d),
             Node::Str(s) => V::Str(s),
-            Node::Root(Root::Caller) => V::Caller,
+            // Claims too deep to read fail every condition reading `caller` (the interpreter says why).
+            Node::Root(Root::Caller) => {
+                self.claims_fit.get_or_init(|| readable_depth(&self.facts.caller.claims)).then_some(())?;
+                V::Caller
+            }
             Node::Root(Root::Request) => {
                 self.facts.request?;
                 V::Request
@@ -358,6 +364,20 @@ fn order(a: V<'_>, b: V<'_>) -> Option<std::cmp::Ordering> {
         (V::Str(x), V::Str(y)) => Some(x.cmp(y)),
         _ => None,
     }
+}
+
+/// Whether a JSON value nests no deeper than a rule may read ([`MAX_ARG_DEPTH`]), whatever its
+/// size (a token's claims are bounded by the token's size, not by the arguments' budget).
+pub(super) fn readable_depth(v: &Json) -> bool {
+    fn walk(v: &Json, depth: usize) -> bool {
+        depth <= MAX_ARG_DEPTH
+            && match v {
+                Json::Array(a) => a.iter().all(|x| walk(x, depth + 1)),
+                Json::Object(m) => m.values().all(|x| walk(x, depth + 1)),
+                _ => true,
+            }
+    }
+    walk(v, 0)
 }
 
 fn empty_object() -> Option<&'static Json> {

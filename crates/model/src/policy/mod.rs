@@ -104,6 +104,10 @@ pub struct Grants {
     caller: Arc<CallerFacts>,
     /// The `[[endpoint]]` path the caller came through (`None`: the root).
     endpoint: Option<Arc<str>>,
+    /// The rules left out because a condition reading only the caller did not hold for it (or
+    /// could not be evaluated), and why: they decide nothing, but `mcpgate policy explain` shows
+    /// them. Not part of what the grants are (equality, hashing).
+    passed_over: Vec<(Arc<Rule>, rules::Holds)>,
 }
 
 impl PartialEq for Grants {
@@ -136,6 +140,7 @@ impl Grants {
     /// for is left out (a failing condition counts against the caller, as everywhere).
     pub fn new(open: bool, rules: impl IntoIterator<Item = Arc<Rule>>, caller: Arc<CallerFacts>) -> Grants {
         let facts = Facts::listing(&caller, None);
+        let mut passed_over = Vec::new();
         let rules = rules
             .into_iter()
             .filter_map(|r| {
@@ -144,14 +149,17 @@ impl Grants {
                 if reads.request || reads.args || reads.now || reads.tool {
                     return Some(r);
                 }
-                let holds = match w.eval(&facts) {
-                    Ok(b) => b,
-                    Err(_) => r.effect != Effect::Allow,
+                let (holds, why) = match w.eval(&facts) {
+                    Ok(b) => (b, rules::Holds::No),
+                    Err(e) => (r.effect != Effect::Allow, rules::Holds::Failed(e)),
                 };
+                if !holds {
+                    passed_over.push((r.clone(), why));
+                }
                 holds.then(|| Arc::new(r.decided()))
             })
             .collect();
-        Grants { open, rules, caller, endpoint: None }
+        Grants { open, rules, caller, endpoint: None, passed_over }
     }
 
     /// The same grants, for calls through the endpoint at `path` (`None`: the root).
@@ -212,11 +220,23 @@ impl Grants {
 
     /// The decision on one call of `item` with its facts (`facts.request` set), or, with
     /// `trace`, each rule's part in it too.
-    pub fn decide(&self, item: &Item, facts: &Facts<'_>, trace: Option<&mut Vec<rules::Step>>) -> Verdict {
-        match uri_form(item) {
-            Ok(name) => rules::evaluate(self.open, &self.rules, &Item { name: &name, ..*item }, self.endpoint(), facts, trace),
-            Err(_) => Verdict { allowed: self.is_unrestricted(), ..Verdict::default() },
+    pub fn decide(&self, item: &Item, facts: &Facts<'_>, mut trace: Option<&mut Vec<rules::Step>>) -> Verdict {
+        let Ok(name) = uri_form(item) else { return Verdict { allowed: self.is_unrestricted(), ..Verdict::default() } };
+        let item = Item { name: &name, ..*item };
+        let verdict = rules::evaluate(self.open, &self.rules, &item, self.endpoint(), facts, trace.as_deref_mut());
+        if let Some(t) = trace {
+            // The rules a condition on the caller alone left out, said so.
+            for (r, holds) in self.passed_over.iter().filter(|(r, _)| r.targets(&item, self.endpoint())) {
+                t.push(rules::Step {
+                    rule: r.name.clone(),
+                    effect: r.effect,
+                    source: r.source,
+                    condition: r.condition_text(),
+                    holds: holds.clone(),
+                });
+            }
         }
+        verdict
     }
 }
 

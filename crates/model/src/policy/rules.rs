@@ -62,6 +62,9 @@ pub struct Rule {
     /// Globs on the `[[endpoint]]` path (`/` for the root); empty: any.
     endpoints: Vec<String>,
     pub when: Option<Arc<Condition>>,
+    /// The condition this rule had before it was decided for one caller (see [`Rule::decided`]),
+    /// for `mcpgate policy explain`.
+    pub decided_from: Option<String>,
 }
 
 impl Rule {
@@ -75,6 +78,7 @@ impl Rule {
             upstreams: Vec::new(),
             endpoints: Vec::new(),
             when: None,
+            decided_from: None,
         }
     }
 
@@ -117,9 +121,14 @@ impl Rule {
             && (self.endpoints.is_empty() || self.endpoints.iter().any(|g| glob::matches(g, endpoint.unwrap_or("/"))))
     }
 
-    /// The same rule with its condition decided true.
+    /// The same rule with its condition decided true (the condition's text kept to be shown).
     pub fn decided(&self) -> Rule {
-        Rule { when: None, ..self.clone() }
+        Rule { when: None, decided_from: self.when.as_ref().map(|w| w.source().to_string()), ..self.clone() }
+    }
+
+    /// The condition as written, whether it is still to be decided or was decided for the caller.
+    pub fn condition_text(&self) -> Option<String> {
+        self.when.as_ref().map(|w| w.source().to_string()).or_else(|| self.decided_from.clone())
     }
 
     /// Whether the rule names items (a rule naming none is about every item).
@@ -238,7 +247,7 @@ pub(super) fn evaluate(
             _ => {}
         }
         if let Some(t) = trace.as_deref_mut() {
-            let condition = rule.when.as_ref().map(|w| w.source().to_string());
+            let condition = rule.condition_text();
             t.push(Step { rule: rule.name.clone(), effect: rule.effect, source: rule.source, condition, holds });
         }
     }

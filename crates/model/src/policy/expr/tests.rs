@@ -100,3 +100,55 @@ fn a_condition_that_cannot_be_evaluated_says_why() {
     let listing = Facts::listing(&c, None);
     assert!(Condition::compile("has(args.x)").is_ok_and(|c| c.eval(&listing).is_err()));
 }
+
+/// A comparison between a field whose type the gateway knows and a value of another type can
+/// never hold (CEL's equality between two types is false): it is refused when the rule is
+/// loaded, with where and a fix, rather than becoming a rule that silently never holds.
+#[test]
+fn a_comparison_of_two_known_types_is_refused_when_the_rule_is_loaded() {
+    for (source, column, says, fix) in [
+        (r#"now.hour == "eight""#, 1, "now.hour is a number, \"eight\" is a string", "a number"),
+        (r#"now.weekday == "0""#, 1, "never holds", "compare now.weekday with a number"),
+        (r#"now.hour != "8""#, 1, "always holds", "a number"),
+        (r#"now.hour < "8""#, 1, "a number", "a number"),
+        ("caller.id == 7", 1, "caller.id is a string, 7 is a number", "a string"),
+        (r#"caller.groups == "ops""#, 1, "a list of strings", "a list"),
+        ("1 in caller.scopes", 1, "the items of caller.scopes are strings", "\"text\""),
+        (r#""ops" in caller.id"#, 1, "'in' needs a list or a map", "caller.id.contains"),
+        (r#"request.method == true"#, 1, "request.method is a string", "a string"),
+        ("request.client == \"claude\"", 1, "request.client is a map", ""),
+        ("1 in request.client", 1, "the keys of request.client are strings", ""),
+        (r#"tool.annotations.readOnlyHint == "true""#, 1, "a boolean", "true or false"),
+        ("tool.annotations.title == false", 1, "a string", ""),
+        ("caller.id == null", 1, "caller.id is a string, null is null", ""),
+        ("caller.scopes < 3", 1, "never holds", ""),
+        (r#"caller.scopes < ["a"]"#, 1, "cannot be ordered", "size()"),
+        ("true && size(args.x) == 'big'", 9, "a number", ""),
+        ("true &&\n  now.hour >= 9 && now.hour < 'x'", 2, "never holds", ""),
+    ] {
+        let Err(e) = Condition::compile(source) else { panic!("{source:?} was accepted") };
+        assert!(e.message.contains(says), "{source:?}: {e}");
+        let fixed = e.fix.clone().unwrap_or_default();
+        assert!(fixed.contains(fix), "{source:?}: the fix {fixed:?}");
+        if source.contains('\n') {
+            assert_eq!(e.line, column, "{source:?}: {e}");
+        } else {
+            assert_eq!((e.line, e.column > 0), (1, true), "{source:?}: {e}");
+        }
+    }
+    // What the gateway cannot know the type of is left to the call; values of one type, numbers
+    // of every kind, and null against what JSON may hold are fine.
+    for source in [
+        r#"args.n == "5" || args.n == 5"#,
+        r#"caller.claims.level == 3 && caller.claims.org == "acme""#,
+        "now.hour == 8.0 || now.hour == 8u",
+        r#""ops" in caller.groups && caller.id in ["alice", "bob"]"#,
+        r#""name" in request.client && request.client.name == "claude""#,
+        "tool.annotations.readOnlyHint == null || tool.annotations.readOnlyHint == true",
+        "size(caller.scopes) > 0 && caller.scopes.exists(s, s == 1)",
+        "int(args.n) < now.hour",
+        r#"args.tags.exists(t, t == "x") && "x" in args.tags"#,
+    ] {
+        assert!(Condition::compile(source).is_ok(), "{source:?}: {:?}", Condition::compile(source).err());
+    }
+}

@@ -110,3 +110,38 @@ fn the_fast_path_answers_the_usual_shapes_itself() {
     assert_eq!(cond.eval_fast(&Scope::new(&facts)), None);
     assert!(cond.eval(&facts).is_err());
 }
+
+/// A token whose claims nest deeper than a rule may read: neither path reads them, so every
+/// condition on `caller` fails (an allow does not hold, a deny does), on the fast path as in the
+/// interpreter, when listing as when calling.
+#[test]
+fn claims_too_deep_to_read_fail_both_paths_alike() {
+    use crate::policy::expr::MAX_ARG_DEPTH;
+    let mut deep = json!("admin");
+    for _ in 0..=MAX_ARG_DEPTH {
+        deep = json!({ "a": deep });
+    }
+    let caller = CallerFacts::new("alice", &[], json!({"org": "acme", "groups": ["oncall"], "deep": deep}), &[]);
+    let request = RequestFacts { method: "tools/call", name: "fs__write", upstream: "fs", ..Default::default() };
+    let args = json!({});
+    let call = Facts { caller: &caller, request: Some(&request), item: None, args: Some(&args), now: Some(0) };
+    let listing = Facts::listing(&caller, None);
+    for source in [r#"caller.claims.org == "acme""#, r#"caller.id == "alice""#, r#""oncall" in caller.groups"#, "has(caller.claims.deep)"] {
+        let cond = Condition::compile(source).unwrap_or_else(|e| panic!("{source}: {e}"));
+        for facts in [&call, &listing] {
+            assert_eq!(cond.eval_fast(&Scope::new(facts)), None, "{source}: the fast path read them");
+            let interpreted = cond.eval_interpreted(facts);
+            assert!(matches!(&interpreted, Err(e) if e.contains("too deep")), "{source}: {interpreted:?}");
+            assert_eq!(cond.eval(facts), interpreted, "{source}");
+        }
+    }
+    // At the limit itself, both read them.
+    let mut edge = json!("admin");
+    for _ in 0..MAX_ARG_DEPTH - 1 {
+        edge = json!({ "a": edge });
+    }
+    let caller = CallerFacts::new("alice", &[], json!({ "org": "acme", "deep": edge }), &[]);
+    let facts = Facts::listing(&caller, None);
+    let cond = Condition::compile(r#"caller.claims.org == "acme""#).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((cond.eval_fast(&Scope::new(&facts)), cond.eval_interpreted(&facts)), (Some(true), Ok(true)));
+}
