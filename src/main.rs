@@ -91,6 +91,11 @@ enum Command {
         /// Write the process id to this file (for `mcpgate reload --pid-file`); removed at exit.
         #[arg(long, env = "MCPGATE_PID_FILE")]
         pid_file: Option<PathBuf>,
+        /// When the SQLite state database cannot be read, move it aside and begin with an empty
+        /// one (quotas used, connected accounts and approvals are forgotten). Without it, such a
+        /// database stops the start.
+        #[arg(long)]
+        fresh_state: bool,
     },
     /// Who used which tool, how often, with what error rate (from the usage store of the
     /// configuration: its file, or the cluster's Redis), and what each caller has left of its quotas.
@@ -302,8 +307,9 @@ fn main() -> ExitCode {
 
 async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run { config, listen, pid_file } => {
-            let cfg = mcpgate::boot::load(&config, listen.as_deref())?;
+        Command::Run { config, listen, pid_file, fresh_state } => {
+            let mut cfg = mcpgate::boot::load(&config, listen.as_deref())?;
+            cfg.state.fresh = fresh_state;
             let _pid = pid_file.map(mcpgate::cli::PidFile::write).transpose()?;
             serve_gateway(cfg, mcpgate::boot::Source { path: config, listen }, workers).await?;
             Ok(ExitCode::SUCCESS)

@@ -12,10 +12,12 @@
 //! 5. RSS idle, with 10,000 tools, and per idle listen stream (`bench_listen`);
 //! 6. startup to ready with 10 upstreams;
 //! 7. CPU µs per call with one worker at 16 and 64 connections, alternately (`worker`);
-//! 8. allocations per proxied call (heaptrack, `worker`).
+//! 8. allocations per proxied call (heaptrack, `worker`);
+//! 9. a quota per call, taken in the state database: none, SQLite, PostgreSQL (`quota`).
 //!
-//!     bench/run [--seconds S] [--streams N] [--rounds R] [--json PATH] [--only worker]
+//!     bench/run [--seconds S] [--streams N] [--rounds R] [--json PATH] [--only worker|quota]
 
+mod quota;
 #[path = "../../benches/support/synthetic.rs"]
 mod synthetic;
 mod worker;
@@ -270,6 +272,12 @@ async fn main() -> anyhow::Result<()> {
     let (up, up_port) = upstream(1, 10)?;
     // `--only worker`: sections 7 and 8 alone, to compare two builds (`MCPGATE_BENCH_BIN`)
     // alternately in one window.
+    if arg("--only").as_deref() == Some("quota") {
+        report["quota"] = quota::quota(dir.path(), up_port, secs).await?;
+        drop(up);
+        std::fs::write(&json_path, serde_json::to_string_pretty(&report)?)?;
+        return Ok(());
+    }
     if arg("--only").as_deref() == Some("worker") {
         let rounds: usize = arg("--rounds").and_then(|s| s.parse().ok()).unwrap_or(3);
         report["one_worker_cpu_us_per_call"] = worker::one_worker(dir.path(), up_port, secs, rounds)?;
@@ -338,6 +346,7 @@ async fn main() -> anyhow::Result<()> {
     let rounds: usize = arg("--rounds").and_then(|s| s.parse().ok()).unwrap_or(3);
     report["one_worker_cpu_us_per_call"] = worker::one_worker(dir.path(), up_port, secs, rounds)?;
     report["allocations_per_call"] = json!(worker::allocations(dir.path(), up_port)?);
+    report["quota"] = quota::quota(dir.path(), up_port, secs).await?;
     drop(up);
     report["stdio_sandbox"] = stdio_sandbox(dir.path()).await?;
 

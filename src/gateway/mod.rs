@@ -150,18 +150,14 @@ impl Gateway {
         let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
         // The state database: PostgreSQL shared by the replicas when configured (the gateway does
         // not start without it: what it keeps there must not split); else, without `[cluster]`,
-        // a SQLite file beside the configuration. One that cannot be opened (a read-only folder)
-        // leaves the gateway with its files and memory.
+        // a SQLite file beside the configuration. A file that is there but cannot be read stops
+        // the start (serving on empty state would give back spent quotas and forget accounts
+        // and approvals), unless `--fresh-state` moves it aside; one that cannot be made (a
+        // read-only folder) leaves the gateway with its files and memory.
         let db = match (&config.state.postgres, &cluster) {
             (Some(_), _) => Some(Arc::new(crate::state::Db::open(&config.state).map_err(StartError::State)?)),
             (None, Some(_)) => None,
-            (None, None) => match crate::state::Db::open(&config.state) {
-                Ok(db) => Some(Arc::new(db)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "the state database cannot be used; tokens and usage counts are kept in their files (set [state] path to a writable place)");
-                    None
-                }
-            },
+            (None, None) => crate::state::open_file(&config.state).map_err(StartError::State)?.map(Arc::new),
         };
         let usage = Arc::new(crate::usage::Usage::open(&config.usage, cluster.clone(), db.clone()));
         let (metrics_switches, has_cluster) = (config.metrics, cluster.is_some());

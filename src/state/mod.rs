@@ -56,6 +56,20 @@ const MIGRATIONS: &[&str] = &[
      CREATE TABLE once (key TEXT PRIMARY KEY, check_hash TEXT NOT NULL, value TEXT NOT NULL, expires_ms BIGINT NOT NULL);",
 ];
 
+/// Every table the migrations make: each is read at open, so a database whose version says it is
+/// up to date but that misses one (edited by hand, restored in part) is refused at the start
+/// instead of failing the first request that needs it.
+const TABLES: &[&str] = &["meta", "vault", "usage_hour", "usage_day", "quota_count", "counter", "pin", "once"];
+
+/// Reads every table of [`TABLES`].
+fn check_schema(t: &mut dyn Tx) -> Result<(), String> {
+    for table in TABLES {
+        t.query(&format!("SELECT 1 FROM {table} WHERE 1 = 0"), &[])
+            .map_err(|e| format!("its table {table} cannot be read ({e}): the schema is damaged; restore the database from a backup"))?;
+    }
+    Ok(())
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("the state database {path}: {reason}")]
 pub struct StateError {
@@ -168,7 +182,9 @@ impl Db {
     pub fn sqlite(path: &Path) -> Result<Db, StateError> {
         let place = path.display().to_string();
         let backend = sqlite::Sqlite::open(path, MIGRATIONS).map_err(|reason| StateError { path: place.clone(), reason })?;
-        Ok(Db { backend: Backend::Sqlite(backend), place })
+        let db = Db { backend: Backend::Sqlite(backend), place };
+        db.tx(check_schema)?;
+        Ok(db)
     }
 
     /// Connects to the PostgreSQL database and brings its schema up to date (one replica at a
@@ -176,7 +192,9 @@ impl Db {
     pub fn postgres(cfg: &crate::config::state::PostgresConfig) -> Result<Db, StateError> {
         let place = cfg.redacted_url();
         let backend = postgres::Postgres::open(cfg, MIGRATIONS).map_err(|reason| StateError { path: place.clone(), reason })?;
-        Ok(Db { backend: Backend::Postgres(Box::new(backend)), place })
+        let db = Db { backend: Backend::Postgres(Box::new(backend)), place };
+        db.tx(check_schema)?;
+        Ok(db)
     }
 
     /// Where it is (a path, or the PostgreSQL URL without its password).
@@ -216,6 +234,43 @@ impl Db {
     pub fn counter(&self, name: &str) -> Result<u64, StateError> {
         self.tx(|t| Ok(t.query("SELECT n FROM counter WHERE name = ?1", params![name])?.first().map_or(0, |r| r.uint(0))))
     }
+}
+
+/// The SQLite database of `cfg` for a starting gateway: `Ok(None)` when it cannot be made (a
+/// read-only folder: the gateway keeps its files and memory, and says so), an error when the
+/// file is there but cannot be read, unless `cfg.fresh`: then the file (and its journal) is moved
+/// aside and an empty one begun, which the log says loudly.
+pub fn open_file(cfg: &crate::config::state::StateConfig) -> Result<Option<Db>, StateError> {
+    let e = match Db::sqlite(&cfg.path) {
+        Ok(db) => return Ok(Some(db)),
+        Err(e) => e,
+    };
+    if !cfg.path.exists() {
+        tracing::warn!(error = %e, "the state database cannot be made; tokens and usage counts are kept in their files (set [state] path to a writable place)");
+        return Ok(None);
+    }
+    if !cfg.fresh {
+        return Err(StateError {
+            reason: format!(
+                "{}. It cannot be read, so the gateway does not start: serving on an empty one would give back the quotas \
+                 already used and forget connected accounts and approvals. Restore it from a backup, or start once with \
+                 `mcpgate run --fresh-state` to move it aside and begin with an empty one",
+                e.reason
+            ),
+            ..e
+        });
+    }
+    let aside = cfg.path.with_extension(format!("unreadable-{}", now_ms() / 1000));
+    std::fs::rename(&cfg.path, &aside).map_err(|m| StateError { path: e.path.clone(), reason: format!("cannot move it aside: {m}") })?;
+    for journal in ["-wal", "-shm"] {
+        let mut from = cfg.path.clone().into_os_string();
+        from.push(journal);
+        let mut to = aside.clone().into_os_string();
+        to.push(journal);
+        let _ = std::fs::rename(&from, &to);
+    }
+    tracing::error!(error = %e, moved_to = %aside.display(), "the state database could not be read: moved aside, beginning with an empty one (--fresh-state); quotas, connected accounts and approvals start afresh");
+    Db::sqlite(&cfg.path).map(Some)
 }
 
 /// The schema version a database records, as a count of `migrations` applied; a database from
@@ -276,5 +331,18 @@ mod tests {
         rusqlite::Connection::open(&path).unwrap().pragma_update(None, "user_version", 99).unwrap();
         let e = Db::sqlite(&path).err().expect("refused").to_string();
         assert!(e.contains("newer than this mcpgate knows"), "{e}");
+    }
+
+    #[test]
+    fn every_table_of_the_schema_is_checked_and_a_missing_one_refuses_the_database() {
+        let made: Vec<&str> =
+            MIGRATIONS.iter().flat_map(|m| m.split("CREATE TABLE ").skip(1)).filter_map(|t| t.split_whitespace().next()).collect();
+        assert_eq!(made, TABLES, "TABLES lists what the migrations make");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcpgate-state.db");
+        drop(Db::sqlite(&path).expect("made"));
+        rusqlite::Connection::open(&path).unwrap().execute_batch("DROP TABLE quota_count").unwrap();
+        let e = Db::sqlite(&path).err().expect("refused").to_string();
+        assert!(e.contains("quota_count cannot be read") && e.contains("backup"), "{e}");
     }
 }

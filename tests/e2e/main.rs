@@ -55,6 +55,7 @@ mod security;
 mod security_bindings;
 mod skills;
 mod state_db;
+mod state_start;
 mod streams;
 mod supervision;
 mod tls;

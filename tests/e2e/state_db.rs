@@ -129,6 +129,13 @@ impl Postgres {
         }
     }
 
+    /// Runs `sql` on the database (psql, as the gateway's user).
+    pub fn sql(&self, sql: &str) {
+        let out =
+            Command::new(pg_bin().join("psql")).arg(self.url()).args(["-v", "ON_ERROR_STOP=1", "-c", sql]).output().expect("run psql");
+        assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// The URL with its password, as the environment gives it to the gateway.
     pub fn url(&self) -> String {
         let pw: String = form_urlencoded::byte_serialize(PASSWORD.as_bytes()).collect();

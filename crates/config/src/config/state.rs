@@ -35,6 +35,9 @@ pub struct StateConfig {
     pub path: PathBuf,
     /// The shared PostgreSQL database, when configured.
     pub postgres: Option<PostgresConfig>,
+    /// Begin with an empty SQLite file when the one at `path` cannot be read (it is moved aside):
+    /// `mcpgate run --fresh-state`, never the configuration file.
+    pub fresh: bool,
 }
 
 /// Where the replicas' shared database is.
@@ -64,7 +67,7 @@ impl std::fmt::Debug for StateConfig {
 impl StateConfig {
     /// The SQLite file at `path`, no PostgreSQL.
     pub fn file(path: PathBuf) -> StateConfig {
-        StateConfig { path, postgres: None }
+        StateConfig { path, postgres: None, fresh: false }
     }
 }
 
@@ -88,7 +91,7 @@ pub(super) fn resolve(
                      \"postgres://user@host:5432/db\" (or postgres_env), or remove them."
                 )));
             }
-            return Ok(StateConfig { path, postgres: None });
+            return Ok(StateConfig { path, postgres: None, fresh: false });
         }
         (Some(u), None) => {
             if url_userinfo(u.get_ref()).is_some_and(|i| i.contains(':')) {
@@ -149,7 +152,7 @@ pub(super) fn resolve(
     if timeout.is_zero() {
         return Err(ConfigError(format!("{file}: state.timeout must be longer than zero. Fix: write e.g. \"5s\".")));
     }
-    Ok(StateConfig { path, postgres: Some(PostgresConfig { url, timeout }) })
+    Ok(StateConfig { path, postgres: Some(PostgresConfig { url, timeout }), fresh: false })
 }
 
 #[cfg(test)]
