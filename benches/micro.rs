@@ -216,15 +216,26 @@ fn policy_rules_50_per_call(bencher: divan::Bencher, shape: &str) {
 /// words, as real results are, so the normalised reading runs too.
 #[divan::bench(args = ["10 KB", "1 MB"])]
 fn detectors_on_a_result(bencher: divan::Bencher, size: &str) {
-    use mcpgate::policy::secrets::{Action, Group, group, scrub_json};
+    detectors(bencher, size, mcpgate::policy::secrets::Action::Redact);
+}
+
+/// The same with every detector blocking: a blocking or flagging detector also reads every
+/// string of the result joined (an instruction split between two strings).
+#[divan::bench(args = ["10 KB", "1 MB"])]
+fn blocking_detectors_on_a_result(bencher: divan::Bencher, size: &str) {
+    detectors(bencher, size, mcpgate::policy::secrets::Action::Block);
+}
+
+fn detectors(bencher: divan::Bencher, size: &str, action: mcpgate::policy::secrets::Action) {
+    use mcpgate::policy::secrets::{Group, group, scrub_json};
     let bytes = if size == "1 MB" { 1 << 20 } else { 10 << 10 };
     let sentence = "The quarterly report lists 42 items shipped to Zürich, São Paulo and Kraków on 2026-12-03; see section 4.2. ";
     let block = sentence.repeat(bytes / 10 / sentence.len() + 1);
     let content: Vec<serde_json::Value> = (0..10).map(|_| serde_json::json!({ "type": "text", "text": block })).collect();
     let result = serde_json::json!({ "content": content, "isError": false }).to_string();
-    let mut detectors = group(Group::Secrets, &[], Action::Redact);
-    detectors.extend(group(Group::Pii, &[], Action::Redact));
-    detectors.extend(group(Group::Injection, &[], Action::Redact));
+    let mut detectors = group(Group::Secrets, &[], action);
+    detectors.extend(group(Group::Pii, &[], action));
+    detectors.extend(group(Group::Injection, &[], action));
     bencher.bench(|| {
         let mut found = Vec::new();
         let out = scrub_json(&result, &detectors, &mut found);

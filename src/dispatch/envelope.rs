@@ -10,13 +10,22 @@
 use crate::protocol::Method;
 use serde_json::{Map, Value};
 
+/// Why a guard's replacement is not a result of its method (what the caller is told instead).
+#[derive(Debug, thiserror::Error)]
+#[error("the guard's replacement is not a {method} result ({why})")]
+pub struct NotAResult {
+    method: String,
+    why: String,
+}
+
 /// The members copied from the replaced result when the replacement lacks them.
 const CARRIED: &[&str] = &["ttlMs", "cacheScope"];
 
 /// `new` (a guard's replacement of `original`, the result as the upstream sent it) completed to a
 /// result of `method`, or why it is not one.
-pub fn complete(method: &Method, original: Option<&Value>, new: Value) -> Result<Value, String> {
-    let Value::Object(mut new) = new else { return Err("the guard's replacement is not a JSON object".into()) };
+pub fn complete(method: &Method, original: Option<&Value>, new: Value) -> Result<Value, NotAResult> {
+    let not = |why: String| NotAResult { method: method.as_str().to_string(), why };
+    let Value::Object(mut new) = new else { return Err(not("it is not a JSON object".into())) };
     let original = original.and_then(Value::as_object);
     let was = original.and_then(|o| o.get("resultType")).and_then(Value::as_str);
     let asks = new.contains_key("inputRequests");
@@ -46,11 +55,10 @@ pub fn complete(method: &Method, original: Option<&Value>, new: Value) -> Result
         _ => None,
     };
     let Some(member) = needed else { return Ok(Value::Object(new)) };
-    let method = method.as_str();
     match new.get(member) {
-        None => Err(format!("the guard's replacement is not a {method} result (it has no `{member}`)")),
+        None => Err(not(format!("it has no `{member}`"))),
         Some(v) if matches!(member, "content" | "messages" | "contents") && !v.is_array() => {
-            Err(format!("the guard's replacement is not a {method} result (its `{member}` is not a list)"))
+            Err(not(format!("its `{member}` is not a list")))
         }
         _ => Ok(Value::Object(new)),
     }

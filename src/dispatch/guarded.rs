@@ -118,7 +118,7 @@ async fn outcome(set: &GuardSet, cx: &Context, who: &Who, redact: Option<&Redact
         None => match envelope::complete(&who.method, original.as_ref(), new).map(|new| Json::to_json(&new)) {
             Ok(Ok(raw)) => Outcome::Result(raw),
             Ok(Err(_)) => return withheld(who, "-", "the replacement could not be written"),
-            Err(why) => return withheld(who, "-", &why),
+            Err(why) => return withheld(who, "-", &why.to_string()),
         },
     };
     // What a guard wrote passes the secrets step like what the upstream wrote.
