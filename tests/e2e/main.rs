@@ -57,6 +57,7 @@ mod skills;
 mod state_db;
 mod streams;
 mod supervision;
+mod test_command;
 mod tls;
 mod unreadable;
 mod uri_tricks;
