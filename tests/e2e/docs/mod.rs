@@ -27,6 +27,7 @@ mod python_recipe;
 mod scenarios;
 mod shell;
 mod shipped_config;
+mod test_deps;
 mod user_auth;
 
 use crate::harness::*;
@@ -398,4 +399,30 @@ async fn clients_send_api_keys_as_documented_and_troubleshooting_quotes_their_re
 #[tokio::test(flavor = "multi_thread")]
 async fn the_tls_recipe_serves_node_clients() {
     scenarios::tls_recipe().await;
+}
+
+/// "Command servers run in a sandbox" holds for what the README and the quick start show: each
+/// command upstream of their TOML snippets has an `[upstream.sandbox]` table.
+#[test]
+fn the_readme_and_the_quick_start_sandbox_every_command_server() {
+    let mut checked = 0;
+    for file in ["README.md", "docs/quickstart.md"] {
+        for b in blocks_of(&repo().join(file)).iter().filter(|b| b.lang == "toml") {
+            let parsed: toml::Value = toml::from_str(&b.body).unwrap_or_else(|e| panic!("{}:{}: not TOML: {e}", b.file, b.line));
+            for up in parsed.get("upstream").and_then(toml::Value::as_array).into_iter().flatten() {
+                if up.get("command").is_none() {
+                    continue;
+                }
+                checked += 1;
+                assert!(
+                    up.get("sandbox").is_some(),
+                    "{}:{}: the command upstream {:?} has no [upstream.sandbox], so it would run unsandboxed, as the gateway's user",
+                    b.file,
+                    b.line,
+                    up.get("id").and_then(toml::Value::as_str).unwrap_or("?")
+                );
+            }
+        }
+    }
+    assert!(checked >= 3, "only {checked} command upstreams found in README.md and docs/quickstart.md");
 }
