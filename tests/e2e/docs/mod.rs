@@ -426,3 +426,23 @@ fn the_readme_and_the_quick_start_sandbox_every_command_server() {
     }
     assert!(checked >= 3, "only {checked} command upstreams found in README.md and docs/quickstart.md");
 }
+
+/// Every response the docs show with its headers is what the gateway sends, and it sends
+/// `x-request-id` on every response (refusals included).
+#[test]
+fn every_documented_response_carries_the_request_id() {
+    let mut checked = 0;
+    for b in all_blocks() {
+        let mut lines = b.body.lines().skip_while(|l| !l.starts_with("HTTP/1.1 "));
+        let Some(status) = lines.next() else { continue };
+        let headers: Vec<&str> = lines.take_while(|l| !l.trim().is_empty()).collect();
+        assert!(
+            headers.iter().any(|h| h.to_ascii_lowercase().starts_with("x-request-id:")),
+            "{}:{}: the response `{status}` lacks the `x-request-id` header the gateway sends on every response",
+            b.file,
+            b.line
+        );
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} responses with headers found in the docs");
+}
