@@ -27,6 +27,7 @@ mod python_recipe;
 mod scenarios;
 mod shell;
 mod shipped_config;
+mod state_stores;
 mod test_deps;
 mod user_auth;
 
