@@ -22,6 +22,9 @@ let heldCount = 0;
 let callsSince = null;
 
 const $ = (sel) => document.querySelector(sel);
+// "1 call", "2 calls": a number and the noun that agrees with it.
+function count(n, one, many) { return n + " " + (n === 1 ? one : many); }
+
 // The live-updates badge: grey until the stream runs (no key yet is not an error), green while
 // it does, red once it dropped.
 function setLive(text, tone) { const live = $("#live"); live.textContent = text; live.className = "badge " + tone; }
@@ -59,7 +62,7 @@ function renderHealth() {
 function renderUsageCard(u) {
   const sum = (f) => u.lines.reduce((n, l) => n + (l[f] || 0), 0);
   const calls = sum("calls"), refused = sum("refused"), errors = sum("errors");
-  card("health-usage", calls + " calls", refused + " refused, " + errors + " errors", errors ? "warn" : "");
+  card("health-usage", count(calls, "call", "calls"), refused + " refused, " + count(errors, "error", "errors"), errors ? "warn" : "");
 }
 
 function renderUpstreams(list) {

@@ -197,6 +197,18 @@ mod tests {
         assert!(!guide.contains("read-only"), "the console takes actions: it is not read-only");
     }
 
+    /// A number is never glued to a plural noun (`n + " calls"` says "1 calls"): the page counts
+    /// through `count(n, one, many)`.
+    #[test]
+    fn the_page_counts_through_count_so_one_is_singular() {
+        for noun in ["calls", "errors", "upstreams", "tools", "records", "callers", "skills", "accounts"] {
+            for glue in [format!("+ \" {noun}\""), format!("+ \" {noun},"), format!("}} {noun}`")] {
+                assert!(!APP_JS.contains(&glue), "app.js glues a number to \"{noun}\" ({glue}): use count(n, one, many)");
+            }
+        }
+        assert!(APP_JS.contains("function count(n, one, many)"), "app.js has its count helper");
+    }
+
     /// Before a key is entered the badge is neutral: an empty key prompt is not an error.
     #[test]
     fn the_badge_is_grey_until_the_live_stream_runs() {
