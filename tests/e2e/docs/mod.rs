@@ -15,8 +15,12 @@
 //! figure that docs/performance.md's "Latest run" does not hold (`perf_figures.rs`); the per-user
 //! identity section names every key of `[upstream.user_auth]` and `[identity]` and the token
 //! endpoint methods the gateway uses (`user_auth.rs`); and the quick start's Python SDK recipe runs
-//! against real gateways, answering a confirmation (`python_recipe.rs`). `markdown.rs` scopes a
-//! check to one section of a page.
+//! against real gateways, answering a confirmation (`python_recipe.rs`). The README's list of what
+//! `scripts/test` installs is the install script's, and the clients the docs run with `npx` are
+//! pinned to the tested versions (`test_deps.rs`); the README's and the quick start's command
+//! servers are sandboxed; every response shown with its headers carries `x-request-id`; where the
+//! vault and the counts live is told with the PostgreSQL case, and what a crash can lose matches
+//! the code (`state_stores.rs`). `markdown.rs` scopes a check to one section of a page.
 
 mod config_keys;
 mod config_overview;

@@ -99,11 +99,18 @@ fn every_client_the_docs_run_with_npx_is_pinned_to_the_tested_version() {
         let want = format!("{client}@{pinned}");
         for file in super::doc_files() {
             let text = std::fs::read_to_string(&file).expect("read a doc");
-            for (n, line) in text.lines().enumerate().filter(|(_, l)| l.contains("npx") || l.contains("\"-y\"")) {
-                let words = line.split(|c: char| c.is_whitespace() || matches!(c, '"' | '`' | ',' | '[' | ']'));
-                for word in words.filter(|w| *w == client || w.starts_with(&format!("{client}@"))) {
+            for (n, line) in text.lines().enumerate() {
+                // The package an `npx` (or `npx -y`, or a client file's `"args": ["-y", …]`) runs.
+                let words: Vec<&str> =
+                    line.split(|c: char| c.is_whitespace() || matches!(c, '"' | '`' | ',' | '[' | ']')).filter(|w| !w.is_empty()).collect();
+                let run = words
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| matches!(**w, "npx" | "-y"))
+                    .filter_map(|(i, _)| words[i + 1..].iter().find(|w| !w.starts_with('-')));
+                for word in run.filter(|w| **w == client || w.starts_with(&format!("{client}@"))) {
                     checked += 1;
-                    if word != want {
+                    if **word != want {
                         unpinned.push(format!("{}:{}: `{word}` (the tests run {want})", file.display(), n + 1));
                     }
                 }
