@@ -20,11 +20,12 @@ step() {
   local log; log="$STEPS_LOG_DIR/${#STEPS_RUN[@]}.log"
   STEPS_RUN+=("$name")
   echo "== $name: $*"
-  local rc
+  local rc errexit=0
+  [[ $- == *e* ]] && errexit=1
   set +e
   "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
-  set -e
+  [[ $errexit == 1 ]] && set -e
   if [[ $rc != 0 ]]; then
     STEPS_FAILED+=("$name (exit $rc)")
     {
