@@ -77,7 +77,12 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     }
     isolation(gw, &mut out);
     openapi(gw, &mut out);
-    let _ = writeln!(out, "\n{} tools served from {} upstreams.", cat.tools().len(), gw.live_upstreams().len());
+    let _ = writeln!(
+        out,
+        "\n{} served from {}.",
+        crate::text::count_of(cat.tools().len(), "tool", "tools"),
+        crate::text::count_of(gw.live_upstreams().len(), "upstream", "upstreams")
+    );
     for ep in &gw.config().endpoints {
         let Some(view) = gw.view(&ep.path) else { continue };
         let counts: Vec<String> =
@@ -106,7 +111,9 @@ fn openapi(gw: &Gateway, out: &mut String) {
         let Some(l) = up.openapi() else { continue };
         let a = &l.api;
         let total = a.operations.len() + a.skipped.len();
-        let _ = writeln!(out, "\nOpenAPI {}: {} of {total} operations are tools, calls go to {}", up.id(), a.operations.len(), l.base);
+        let are = if a.operations.len() == 1 { "is a tool" } else { "are tools" };
+        let of = crate::text::count_of(total, "operation", "operations");
+        let _ = writeln!(out, "\nOpenAPI {}: {} of {of} {are}, calls go to {}", up.id(), a.operations.len(), l.base);
         // One line per reason, the operations it left out after it.
         let mut by_reason: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
         for s in &a.skipped {
@@ -176,7 +183,8 @@ fn isolation(gw: &Gateway, out: &mut String) {
             Some(c) => format!("container {} ({})", c.image, c.runtime.as_deref().unwrap_or("docker or podman")),
             None => "sandboxed".into(),
         };
-        let _ = writeln!(out, "  {id}: {target}; {network}; memory {} MiB; {} processes{per}", s.memory_bytes >> 20, s.processes);
+        let processes = crate::text::count(s.processes, "process", "processes");
+        let _ = writeln!(out, "  {id}: {target}; {network}; memory {} MiB; {processes}{per}", s.memory_bytes >> 20);
     }
     let yes = |b: bool| if b { "enforced" } else { "NOT enforced" };
     let files = e.files();
@@ -222,7 +230,7 @@ pub fn tools_table(gw: &Gateway) -> String {
     for (n, u, d) in &rows {
         let _ = writeln!(out, "{}", format!("{n:<w0$}  {u:<w1$}  {d}").trim_end());
     }
-    let _ = writeln!(out, "\n{} tools.", cat.tools().len());
+    let _ = writeln!(out, "\n{}.", crate::text::count_of(cat.tools().len(), "tool", "tools"));
     let held = gw.held_tools();
     if !held.is_empty() {
         let _ = writeln!(out, "\nHeld until approved ([pins] enforce), not served:");

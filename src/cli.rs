@@ -148,7 +148,7 @@ pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
         }
         None => print!("{}", imported.toml),
     }
-    eprintln!("imported {} servers from {}", imported.servers, file.display());
+    eprintln!("imported {} from {}", crate::text::count_of(imported.servers, "server", "servers"), file.display());
     for w in &imported.warnings {
         eprintln!("note: {w}");
     }

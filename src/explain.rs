@@ -223,7 +223,7 @@ pub fn test(cfg: &Config, file: &std::path::Path) -> anyhow::Result<std::process
             }
         }
     }
-    println!("{} cases, {failed} failed", cases.cases.len());
+    println!("{}, {failed} failed", crate::text::count_of(cases.cases.len(), "case", "cases"));
     Ok(if failed == 0 { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
 }
 

@@ -67,7 +67,11 @@ pub fn import(json_text: &str, source: &str) -> Result<Imported, String> {
     out.servers = converted.len();
     out.variables = vars.into_iter().collect();
     let t = &mut out.toml;
-    let _ = writeln!(t, "# gateway.toml imported by `mcpgate import` from {source} ({} servers).", converted.len());
+    let _ = writeln!(
+        t,
+        "# gateway.toml imported by `mcpgate import` from {source} ({}).",
+        crate::text::count_of(converted.len(), "server", "servers")
+    );
     if !out.variables.is_empty() {
         let _ = writeln!(t, "# Secrets were not copied. Export these environment variables before `mcpgate run`:");
         for (var, origin) in &out.variables {

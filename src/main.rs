@@ -422,11 +422,11 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             match mcpgate::audit::chain::verify(&files, public_key.as_deref()) {
                 Ok(v) => {
                     println!(
-                        "ok: {} records ({} to {}), {} signed checkpoints{}",
-                        v.records,
+                        "ok: {} ({} to {}), {}{}",
+                        mcpgate::text::count(v.records, "record", "records"),
                         v.first_seq,
                         v.last_seq,
-                        v.checkpoints,
+                        mcpgate::text::count(v.checkpoints, "signed checkpoint", "signed checkpoints"),
                         if public_key.is_none() && v.checkpoints > 0 {
                             " (checked against the key they name; pass --public-key to pin it)"
                         } else {
@@ -434,7 +434,11 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
                         }
                     );
                     if v.unsigned > 0 && v.checkpoints > 0 {
-                        println!("note: the last {} records follow the last checkpoint: no signature covers them yet", v.unsigned);
+                        if v.unsigned == 1 {
+                            println!("note: the last record follows the last checkpoint: no signature covers it yet");
+                        } else {
+                            println!("note: the last {} records follow the last checkpoint: no signature covers them yet", v.unsigned);
+                        }
                     }
                     for at in &v.incomplete {
                         println!("note: {at}: an incomplete line (a crash while writing?); the chain continues across it");

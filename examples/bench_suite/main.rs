@@ -358,7 +358,8 @@ async fn main() -> anyhow::Result<()> {
         let (up, port) = upstream(n, 100)?;
         let (gw, gw_port, _) = gateway(dir.path(), &format!("[catalog]\npage_size = 20000\n\n{}", upstreams_config(port, n)), "list")?;
         let l = paced(&format!("http://127.0.0.1:{gw_port}/mcp"), LIST, None, "tools/list", 30, Duration::from_millis(20)).await?;
-        println!("  {n:>3} upstreams x 100 tools             {:>8.2}", pct(&l, 0.5) / 1000.0);
+        let label = format!("{n:>3} {} x 100 tools", if n == 1 { "upstream" } else { "upstreams" });
+        println!("  {label:<38}{:>8.2}", pct(&l, 0.5) / 1000.0);
         lists[format!("{n}x100")] = json!(pct(&l, 0.5) / 1000.0);
         if n == 100 {
             report["rss_kib_10000_tools"] = json!(rss_kib(gw.pid()));

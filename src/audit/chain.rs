@@ -206,8 +206,8 @@ pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> 
     }
     if key.is_some() && out.checkpoints == 0 && out.records > 0 {
         return Err(format!(
-            "no signed checkpoint in {} records: nothing proves who wrote them (an export with a key signs every checkpoint_every records, at each rotation and at shutdown): the checkpoints were dropped (the chain may have been recomputed), the export does not sign, or a live file has not reached its first checkpoint yet",
-            out.records
+            "no signed checkpoint in {}: nothing proves who wrote them (an export with a key signs every checkpoint_every records, at each rotation and at shutdown): the checkpoints were dropped (the chain may have been recomputed), the export does not sign, or a live file has not reached its first checkpoint yet",
+            crate::text::count(out.records, "record", "records")
         ));
     }
     out.unsigned = out.last_seq.saturating_sub(signed_up_to.max(out.first_seq.saturating_sub(1)));

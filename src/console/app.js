@@ -22,6 +22,13 @@ let heldCount = 0;
 let callsSince = null;
 
 const $ = (sel) => document.querySelector(sel);
+// "1 call", "2 calls": a number and the noun that agrees with it.
+function count(n, one, many) { return n + " " + (n === 1 ? one : many); }
+
+// The live-updates badge: grey until the stream runs (no key yet is not an error), green while
+// it does, red once it dropped.
+function setLive(text, tone) { const live = $("#live"); live.textContent = text; live.className = "badge " + tone; }
+
 function headers() { return key ? { Authorization: "Bearer " + key } : {}; }
 async function api(path) {
   const r = await fetch(base + "/api/" + path, { headers: headers() });
@@ -55,7 +62,7 @@ function renderHealth() {
 function renderUsageCard(u) {
   const sum = (f) => u.lines.reduce((n, l) => n + (l[f] || 0), 0);
   const calls = sum("calls"), refused = sum("refused"), errors = sum("errors");
-  card("health-usage", calls + " calls", refused + " refused, " + errors + " errors", errors ? "warn" : "");
+  card("health-usage", count(calls, "call", "calls"), refused + " refused, " + count(errors, "error", "errors"), errors ? "warn" : "");
 }
 
 function renderUpstreams(list) {
@@ -189,6 +196,7 @@ async function load() {
     // Not an admin: the caller's own usage only.
     if (!(e.auth && key)) throw e;
     await loadUsage();
+    setLive("your usage", "idle");
     document.querySelectorAll(".admin").forEach((el) => { el.hidden = true; });
     $("#login").hidden = true;
     $("#app").hidden = false;
@@ -218,12 +226,11 @@ async function load() {
 
 // Live updates: an SSE stream read with fetch (EventSource cannot send the credential).
 async function follow() {
-  const live = $("#live");
   for (;;) {
     try {
       const r = await fetch(base + "/api/events", { headers: headers() });
       if (!r.ok || !r.body) throw new Error("events: " + r.status);
-      live.textContent = "live"; live.className = "badge on";
+      setLive("live", "on");
       const reader = r.body.getReader();
       const dec = new TextDecoder();
       let buf = "";
@@ -244,7 +251,7 @@ async function follow() {
         }
       }
     } catch (e) { /* retried below */ }
-    live.textContent = "reconnecting"; live.className = "badge off";
+    setLive("reconnecting", "off");
     await new Promise((res) => setTimeout(res, 2000));
   }
 }
@@ -264,9 +271,11 @@ $("#login-form").addEventListener("submit", (e) => {
 });
 
 function start() {
+  setLive("connecting", "idle");
   load().catch((e) => {
     $("#app").hidden = true;
     $("#login").hidden = false;
+    setLive("waiting for a key", "idle");
     // Without authentication the key is the console's own (from the link in the gateway's log): say so.
     let why = "";
     try { why = JSON.parse(e.message).error || ""; } catch (_) { why = ""; }

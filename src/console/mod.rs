@@ -172,7 +172,7 @@ pub async fn usage(
 
 #[cfg(test)]
 mod tests {
-    use super::INDEX_HTML;
+    use super::{APP_CSS, APP_JS, INDEX_HTML};
 
     /// The operations guide's "The console" section.
     fn guide() -> &'static str {
@@ -195,6 +195,26 @@ mod tests {
         let missing: Vec<&String> = names.iter().filter(|n| !guide.contains(&format!("**{n}"))).collect();
         assert!(missing.is_empty(), "docs/operations.md \"The console\" does not describe {missing:?}");
         assert!(!guide.contains("read-only"), "the console takes actions: it is not read-only");
+    }
+
+    /// A number is never glued to a plural noun (`n + " calls"` says "1 calls"): the page counts
+    /// through `count(n, one, many)`.
+    #[test]
+    fn the_page_counts_through_count_so_one_is_singular() {
+        for noun in ["calls", "errors", "upstreams", "tools", "records", "callers", "skills", "accounts"] {
+            for glue in [format!("+ \" {noun}\""), format!("+ \" {noun},"), format!("}} {noun}`")] {
+                assert!(!APP_JS.contains(&glue), "app.js glues a number to \"{noun}\" ({glue}): use count(n, one, many)");
+            }
+        }
+        assert!(APP_JS.contains("function count(n, one, many)"), "app.js has its count helper");
+    }
+
+    /// Before a key is entered the badge is neutral: an empty key prompt is not an error.
+    #[test]
+    fn the_badge_is_grey_until_the_live_stream_runs() {
+        assert!(INDEX_HTML.contains(r#"<span id="live" class="badge idle""#), "the badge starts neutral");
+        assert!(APP_JS.contains(r#"setLive("waiting for a key", "idle")"#), "the key prompt's badge is neutral");
+        assert!(APP_CSS.contains(".badge.idle"), "the neutral badge has a style");
     }
 
     /// What the guide says the recent calls hold is what the audit keeps.

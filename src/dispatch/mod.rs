@@ -158,7 +158,11 @@ pub fn quota_exceeded(who: &str, tool: &str, r: &crate::usage::Refusal) -> RpcEr
     let resets = humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.resets_at));
     RpcError::new(
         RATE_LIMITED,
-        format!("Quota exceeded for {who} on {tool}: {} calls per {}; it resets at {resets} (in {secs} s)", r.count, r.window),
+        format!(
+            "Quota exceeded for {who} on {tool}: {} per {}; it resets at {resets} (in {secs} s)",
+            crate::text::count(r.count, "call", "calls"),
+            r.window
+        ),
     )
     .with_data(serde_json::json!({ "retryAfterMs": secs * 1000, "quota": { "limit": r.count, "window": r.window, "resetsAt": resets.to_string() } }))
     .with_status(http::StatusCode::TOO_MANY_REQUESTS)

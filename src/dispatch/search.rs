@@ -178,7 +178,8 @@ fn found(cat: &Catalog, visible: &[usize], query: &Query, text: &str, limit: usi
                 )
             })
             .collect();
-        format!("{} tools match \"{text}\" (call one with call_tool):\n{}", found.len(), lines.join("\n"))
+        let match_ = if found.len() == 1 { "1 tool matches".to_string() } else { format!("{} tools match", found.len()) };
+        format!("{match_} \"{text}\" (call one with call_tool):\n{}", lines.join("\n"))
     };
     json!({
         "resultType": "complete",

@@ -1,5 +1,6 @@
 """Drives the mcpgate console in headless Chromium (Debian's chromium + chromedriver, through
-Selenium WebDriver): the first screen (1280x900, nothing scrolled) shows health at a glance, the
+Selenium WebDriver): before a key is given, the key prompt's live badge is neutral (grey "waiting
+for a key", not the red of an error); the first screen (1280x900, nothing scrolled) shows health at a glance, the
 recent calls and the tools held for review; the upstreams are listed; the catalogue is collapsed
 and, opened, filters; a screenshot of the first screen is written.
 
@@ -15,13 +16,29 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
 
+def rgb(css):
+    """(r, g, b) of a CSS colour as Chromium reports it: rgb(...) or rgba(...)."""
+    inside = css[css.index("(") + 1 : css.index(")")]
+    return tuple(int(float(p)) for p in inside.split(",")[:3])
+
+
 def main():
     url, shot = sys.argv[1], sys.argv[2]
     key = sys.argv[3] if len(sys.argv) > 3 else None
     d = browser()
     try:
-        d.get(url)
         wait = WebDriverWait(d, 20)
+        # Without the key (the link's fragment, or the argument): the prompt, and a neutral badge.
+        d.get(url.split("#")[0])
+        wait.until(ec.visibility_of_element_located((By.ID, "login")))
+        wait.until(lambda d: d.find_element(By.ID, "live").text == "waiting for a key")
+        badge = d.find_element(By.ID, "live")
+        assert "off" not in badge.get_attribute("class").split(), badge.get_attribute("class")
+        red, green, blue = rgb(badge.value_of_css_property("color"))
+        assert not (red > 150 and green < 100 and blue < 100), f"the badge at the key prompt reads as an error: {badge.value_of_css_property('color')}"
+        # Then with it (a fragment change alone does not load the page again).
+        d.get(url)
+        d.refresh()
         if key:
             wait.until(ec.visibility_of_element_located((By.ID, "key"))).send_keys(key)
             d.find_element(By.CSS_SELECTOR, "#login-form button").click()

@@ -27,6 +27,11 @@ fn check_prints_a_status_table_and_fails_when_an_upstream_is_down() {
         assert!(calc.contains(word), "{calc}");
     }
     assert!(out.contains("10 tools served from 2 upstreams"), "{out}");
+    // One upstream is "1 upstream".
+    let one = DEMO.split("\n\n").next().unwrap_or_default();
+    let (code, out, err) = mcpgate(&["check"], Some(one));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("4 tools served from 1 upstream."), "{out}");
 
     let down = format!("{DEMO}\n[[upstream]]\nid = \"gone\"\nurl = \"http://127.0.0.1:9/mcp\"\ntimeout = \"2s\"\n");
     let (code, out, _) = mcpgate(&["check"], Some(&down));

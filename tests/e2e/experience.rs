@@ -124,7 +124,7 @@ fn import_takes_secrets_in_arguments_from_the_environment_and_skips_secret_urls(
     for secret in ["Arg5ecret", "PathS3cret", "QueryS3cret"] {
         assert!(!toml.contains(secret) && !err.contains(secret), "{secret} was copied or printed:\n{toml}\n{err}");
     }
-    assert!(err.contains("imported 1 servers"), "{err}");
+    assert!(err.contains("imported 1 server from"), "one server, in the singular: {err}");
     assert!(
         err.contains("'zapier'") && err.contains("URL path") && err.contains("'search'") && err.contains("query parameter api_key"),
         "{err}"
@@ -133,7 +133,7 @@ fn import_takes_secrets_in_arguments_from_the_environment_and_skips_secret_urls(
     let cfg = out_path.display().to_string();
     let (code, out, err) = mcpgate(&["check", "-c", &cfg], &[("CALC_API_TOKEN", "sk-live-Arg5ecret0123")]);
     assert_eq!(code, 0, "the gateway starts the command through sh:\n{out}\n{err}\n{toml}");
-    assert!(out.contains("served from 1 upstreams"), "{out}");
+    assert!(out.contains("served from 1 upstream."), "{out}");
     let (code, _, err) = mcpgate(&["check", "-c", &cfg], &[]);
     assert_eq!(code, 2, "without the secret exported, the config says which is missing: {err}");
     assert!(err.contains("CALC_API_TOKEN") && err.contains("is not set"), "{err}");

@@ -58,6 +58,7 @@ mod state_db;
 mod state_start;
 mod streams;
 mod supervision;
+mod test_command;
 mod tls;
 mod unreadable;
 mod uri_tricks;

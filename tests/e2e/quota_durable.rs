@@ -81,7 +81,10 @@ async fn a_crash_in_a_burst_gives_no_quota_back_on_sqlite_and_postgresql() {
     let sqlite = config(&format!("[state]\npath = {:?}\n", folder.path().join("state.db")), 30);
     let answered = answered_across_a_crash(&sqlite, &[]).await;
     assert!(answered <= 30, "SQLite: {answered} calls answered on a quota of 30 a day");
-    assert!(answered >= 20, "the burst ran: {answered}");
+    assert!(
+        answered >= 20,
+        "SQLite: {answered} of the 30 calls the quota allows were answered across the crash, fewer than 20: at most the 8 calls in flight at the kill may be spent unanswered, so the quota was taken for calls that never ran, or the restarted gateway refused calls it should have answered (this does not depend on the machine's speed: the calls go on until the quota refuses)"
+    );
 
     let pg = Postgres::start();
     let url = pg.url();

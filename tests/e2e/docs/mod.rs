@@ -15,8 +15,12 @@
 //! figure that docs/performance.md's "Latest run" does not hold (`perf_figures.rs`); the per-user
 //! identity section names every key of `[upstream.user_auth]` and `[identity]` and the token
 //! endpoint methods the gateway uses (`user_auth.rs`); and the quick start's Python SDK recipe runs
-//! against real gateways, answering a confirmation (`python_recipe.rs`). `markdown.rs` scopes a
-//! check to one section of a page.
+//! against real gateways, answering a confirmation (`python_recipe.rs`). The README's list of what
+//! `scripts/test` installs is the install script's, and the clients the docs run with `npx` are
+//! pinned to the tested versions (`test_deps.rs`); the README's and the quick start's command
+//! servers are sandboxed; every response shown with its headers carries `x-request-id`; where the
+//! vault and the counts live is told with the PostgreSQL case, and what a crash can lose matches
+//! the code (`state_stores.rs`). `markdown.rs` scopes a check to one section of a page.
 
 mod config_keys;
 mod config_overview;
@@ -27,6 +31,8 @@ mod python_recipe;
 mod scenarios;
 mod shell;
 mod shipped_config;
+mod state_stores;
+mod test_deps;
 mod user_auth;
 
 use crate::harness::*;
@@ -398,4 +404,50 @@ async fn clients_send_api_keys_as_documented_and_troubleshooting_quotes_their_re
 #[tokio::test(flavor = "multi_thread")]
 async fn the_tls_recipe_serves_node_clients() {
     scenarios::tls_recipe().await;
+}
+
+/// "Command servers run in a sandbox" holds for what the README and the quick start show: each
+/// command upstream of their TOML snippets has an `[upstream.sandbox]` table.
+#[test]
+fn the_readme_and_the_quick_start_sandbox_every_command_server() {
+    let mut checked = 0;
+    for file in ["README.md", "docs/quickstart.md"] {
+        for b in blocks_of(&repo().join(file)).iter().filter(|b| b.lang == "toml") {
+            let parsed: toml::Value = toml::from_str(&b.body).unwrap_or_else(|e| panic!("{}:{}: not TOML: {e}", b.file, b.line));
+            for up in parsed.get("upstream").and_then(toml::Value::as_array).into_iter().flatten() {
+                if up.get("command").is_none() {
+                    continue;
+                }
+                checked += 1;
+                assert!(
+                    up.get("sandbox").is_some(),
+                    "{}:{}: the command upstream {:?} has no [upstream.sandbox], so it would run unsandboxed, as the gateway's user",
+                    b.file,
+                    b.line,
+                    up.get("id").and_then(toml::Value::as_str).unwrap_or("?")
+                );
+            }
+        }
+    }
+    assert!(checked >= 3, "only {checked} command upstreams found in README.md and docs/quickstart.md");
+}
+
+/// Every response the docs show with its headers is what the gateway sends, and it sends
+/// `x-request-id` on every response (refusals included).
+#[test]
+fn every_documented_response_carries_the_request_id() {
+    let mut checked = 0;
+    for b in all_blocks() {
+        let mut lines = b.body.lines().skip_while(|l| !l.starts_with("HTTP/1.1 "));
+        let Some(status) = lines.next() else { continue };
+        let headers: Vec<&str> = lines.take_while(|l| !l.trim().is_empty()).collect();
+        assert!(
+            headers.iter().any(|h| h.to_ascii_lowercase().starts_with("x-request-id:")),
+            "{}:{}: the response `{status}` lacks the `x-request-id` header the gateway sends on every response",
+            b.file,
+            b.line
+        );
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} responses with headers found in the docs");
 }

@@ -166,7 +166,7 @@ pub async fn quick_start() {
                                 );
                                 ran.0 += 1;
                             }
-                            ("npx", Some("@modelcontextprotocol/inspector")) => {
+                            ("npx", Some(w)) if super::test_deps::is_inspector(w) => {
                                 let (ok, out) = run(&clients_bin("mcp-inspector"), &words[2..], home.path());
                                 assert!(ok, "{at}: `{}` failed:\n{out}", words.join(" "));
                                 let expect = if words.iter().any(|w| w == "tools/call") { "\"5\"" } else { "calc__add" };
@@ -324,7 +324,7 @@ pub async fn api_key_clients() {
             for line in shell::logical_lines(&b.body) {
                 let line = localize(&line, &gw.url).replace("https://gateway.example.com", &gw.base);
                 for words in shell::commands(&line) {
-                    if words.get(1).is_some_and(|w| w == "@modelcontextprotocol/inspector")
+                    if words.get(1).is_some_and(|w| super::test_deps::is_inspector(w))
                         && words.iter().any(|w| w.contains("$MCPGATE_API_KEY"))
                     {
                         commands.push((doc, b.line, words));
@@ -503,7 +503,7 @@ pub async fn tls_recipe() {
                 .collect();
             let words = &all[env.len()..];
             match (words[0].as_str(), words.get(2).map(String::as_str)) {
-                ("npx", _) if words.get(1).is_some_and(|w| w == "@modelcontextprotocol/inspector") => {
+                ("npx", _) if words.get(1).is_some_and(|w| super::test_deps::is_inspector(w)) => {
                     assert!(!env.is_empty(), "{at}: the Inspector needs NODE_EXTRA_CA_CERTS for a self-signed certificate");
                     let inspector = clients_bin("mcp-inspector");
                     let home = tempfile::tempdir().expect("tempdir");
