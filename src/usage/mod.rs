@@ -377,9 +377,10 @@ impl Usage {
                         db::Window { quota: q.id.clone(), start, end, limit: q.count }
                     })
                     .collect();
-                // A commit waits for the disk: off the threads that serve requests.
+                // Off the threads that serve requests: a commit is a write, and on PostgreSQL a
+                // round trip.
                 let (db, who) = (db.clone(), caller.to_string());
-                let taken = tokio::task::spawn_blocking(move || db.tx(|t| db::take(t, &windows, &who)).map(|spent| (spent, windows)))
+                let taken = tokio::task::spawn_blocking(move || db.tx_quick(|t| db::take(t, &windows, &who)).map(|spent| (spent, windows)))
                     .await
                     .unwrap_or_else(|e| Err(crate::state::StateError { path: "-".into(), reason: format!("the quota step stopped: {e}") }));
                 match taken {
