@@ -303,6 +303,12 @@ impl RestTransport {
 }
 
 impl super::Upstream {
+    /// Whether this upstream's tools come from an OpenAPI description it reads itself (which a
+    /// reload reads again even when the upstream's settings did not change).
+    pub fn reads_a_description(&self) -> bool {
+        matches!(self.transport, super::Transport::Rest(_))
+    }
+
     /// What an `openapi` upstream's description yielded, as last read (for `mcpgate check`).
     pub fn openapi(&self) -> Option<Arc<Loaded>> {
         match &self.transport {
