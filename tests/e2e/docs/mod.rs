@@ -15,9 +15,11 @@
 //! figure that docs/performance.md's "Latest run" does not hold (`perf_figures.rs`); the per-user
 //! identity section names every key of `[upstream.user_auth]` and `[identity]` and the token
 //! endpoint methods the gateway uses (`user_auth.rs`); and the quick start's Python SDK recipe runs
-//! against real gateways, answering a confirmation (`python_recipe.rs`). `markdown.rs` scopes a
-//! check to one section of a page.
+//! against real gateways, answering a confirmation (`python_recipe.rs`); every command the CLI
+//! offers has a row in docs/cli.md that shows `-c` when it takes one (`cli_reference.rs`).
+//! `markdown.rs` scopes a check to one section of a page.
 
+mod cli_reference;
 mod config_keys;
 mod config_overview;
 mod levels;
