@@ -48,7 +48,7 @@ pub(super) fn upstream(
         return Err(at.err(
             &u.id,
             "upstream.caller_headers",
-            format!("upstream '{id}' is a command: caller_headers apply only to url upstreams"),
+            format!("upstream '{id}' is a command: caller_headers apply only to url, endpoint and openapi upstreams"),
             "remove them",
         ));
     }
@@ -202,7 +202,7 @@ fn stdio_transport(
         return Err(at.err(
             &u.id,
             "upstream.headers",
-            format!("upstream '{id}' is a command: headers apply only to url upstreams"),
+            format!("upstream '{id}' is a command: headers apply only to url, endpoint and openapi upstreams"),
             "pass credentials to a command upstream through env",
         ));
     }
