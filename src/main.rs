@@ -61,8 +61,9 @@ enum AuditAction {
     Verify {
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// The checkpoint key's public half (base64), to check signatures against it rather than
-        /// the key the checkpoints name.
+        /// The checkpoint key's public half, to check signatures against it rather than the key the
+        /// checkpoints name: the raw 32-byte Ed25519 public key in standard base64 (44 characters).
+        /// With it, files without a signed checkpoint fail.
         #[arg(long)]
         public_key: Option<String>,
     },
@@ -413,6 +414,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
         Command::Supervise { policy_fd, command } => Ok(ExitCode::from(mcpgate::upstream::supervise(policy_fd, &command))),
         Command::Audit { action: AuditAction::Verify { files, public_key } } => {
             let files = mcpgate::audit::chain::in_order(&files);
+            let public_key = public_key.as_deref().map(mcpgate::audit::chain::pinned_key).transpose().map_err(anyhow::Error::msg)?;
             match mcpgate::audit::chain::verify(&files, public_key.as_deref()) {
                 Ok(v) => {
                     println!(
