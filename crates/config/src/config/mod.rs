@@ -320,7 +320,7 @@ impl Config {
         let mut upstreams = resolve_upstreams(at, file.upstreams, &catalog.names.separator, &base_dir, env)?;
         let auth = auth::resolve_auth(at, file.auth, &base_dir)?;
         let callers = auth::resolve_callers(at, file.callers, auth.mode)?;
-        check_authentication(at, &auth, &callers, &server, &upstreams)?;
+        auth::check_authentication(at, &auth, &callers, &server, &upstreams)?;
         let rate_limits = limits::resolve_rate_limits(at, file.rate_limits)?;
         let quotas = usage::resolve_quotas(at, file.quotas)?;
         let usage_cfg = usage::resolve_usage(at, file.usage, &base_dir)?;
@@ -580,38 +580,4 @@ fn resolve_upstreams(
         upstreams.push(cfg);
     }
     Ok(upstreams)
-}
-
-/// Whether authentication fits the rest: callers need it, a public listener needs it (unless a
-/// trusted proxy authenticates), and `caller_headers` name configured callers.
-fn check_authentication(
-    at: &Locator,
-    auth: &auth::AuthConfig,
-    callers: &[auth::CallerConfig],
-    server: &ServerConfig,
-    upstreams: &[UpstreamConfig],
-) -> Result<(), ConfigError> {
-    if auth.mode == auth::AuthMode::None && !callers.is_empty() {
-        return Err(ConfigError(format!(
-            "{}: [[caller]] entries need authentication to tell callers apart, but auth.mode is \"none\". Fix: set [auth] \
-                mode = \"api_key\" or \"jwt\".",
-            at.file
-        )));
-    }
-    if auth.mode == auth::AuthMode::None && !server.listen.ip().is_loopback() && !auth.allow_unauthenticated_public {
-        return Err(ConfigError(format!(
-            "{}: the gateway would listen on {} without authentication. Fix: configure [auth] mode = \"api_key\" or \"jwt\", \
-                listen on 127.0.0.1, or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers.",
-            at.file, server.listen
-        )));
-    }
-    for u in upstreams {
-        if let Some((caller, _)) = u.caller_headers.iter().find(|(c, _)| !callers.iter().any(|k| k.id == *c)) {
-            return Err(ConfigError(format!(
-                "{}: upstream '{}' has caller_headers for '{caller}', which is not a [[caller]] id",
-                at.file, u.id
-            )));
-        }
-    }
-    Ok(())
 }
