@@ -38,6 +38,9 @@ pub fn report(gw: &Gateway) -> (String, bool) {
             all_ok = false;
             warnings.push(format!("  {}: {p}", up.id()));
         }
+        if let Some(w) = crate::upstream::runner::check_warning(&up.cfg.transport) {
+            warnings.push(format!("  {}: {w}", up.id()));
+        }
         if st.truncated {
             warnings.push(format!("  {}: a list was cut at max_pages = {}", up.id(), up.cfg.max_pages));
         }

@@ -346,10 +346,17 @@ pub async fn usage(cfg: &crate::config::Config, q: crate::usage::query::Query, j
         eprintln!("note: [usage] enabled = false in {}: no calls are counted", cfg.source.display());
     }
     let cluster = cfg.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
-    if cluster.is_none() && !cfg.usage.store.exists() {
-        eprintln!("note: no usage store at {} yet (the gateway writes it after its first counted call)", cfg.usage.store.display());
-    }
     let db = state_db(cfg, cluster.is_some())?;
+    // Only where the JSON store of earlier releases is what is read: the state database, once
+    // there, holds the counts (and carries that file over).
+    if cluster.is_none() && db.is_none() && !cfg.usage.store.exists() {
+        eprintln!(
+            "note: no usage counted yet: there is no state database at {} (a gateway creates it when it starts) and no usage \
+             store of an earlier release at {}",
+            cfg.state.path.display(),
+            cfg.usage.store.display()
+        );
+    }
     let usage = crate::usage::Usage::read(&cfg.usage, cluster, db).map_err(anyhow::Error::msg)?;
     let known: Vec<String> = cfg.callers.iter().map(|c| c.id.clone()).collect();
     let report = usage.report(&q, &cfg.quotas, &known).await.map_err(anyhow::Error::msg)?;

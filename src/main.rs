@@ -61,8 +61,9 @@ enum AuditAction {
     Verify {
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// The checkpoint key's public half (base64), to check signatures against it rather than
-        /// the key the checkpoints name.
+        /// The checkpoint key's public half, to check signatures against it rather than the key the
+        /// checkpoints name: the raw 32-byte Ed25519 public key in standard base64 (44 characters).
+        /// With it, files without a signed checkpoint fail.
         #[arg(long)]
         public_key: Option<String>,
     },
@@ -71,7 +72,12 @@ enum AuditAction {
 #[derive(Subcommand)]
 enum TokensAction {
     /// Print the connected accounts (never a token).
-    List,
+    List {
+        /// Read the state database of this configuration instead of asking a gateway (it needs
+        /// the gateway's token key, MCPGATE_TOKEN_KEY or server.token_key_file, to open them).
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+    },
     /// Forget the tokens (of one upstream with --upstream): the caller consents again on its next call.
     Revoke {
         #[arg(long)]
@@ -98,7 +104,8 @@ enum Command {
         fresh_state: bool,
     },
     /// Who used which tool, how often, with what error rate (from the usage store of the
-    /// configuration: its file, or the cluster's Redis), and what each caller has left of its quotas.
+    /// configuration: its state database, or the cluster's Redis), and what each caller has left of
+    /// its quotas. The upstreams' secrets are not read.
     Usage {
         #[arg(short, long, default_value = "gateway.toml")]
         config: PathBuf,
@@ -205,6 +212,7 @@ enum Command {
     },
     /// List or revoke the upstream accounts callers connected (per-user identity), on a running
     /// gateway: your own, or anyone's with an admin key. The key is read from MCPGATE_API_KEY.
+    /// `tokens list -c FILE` reads the state database instead (with the gateway's token key).
     Tokens {
         #[command(subcommand)]
         action: TokensAction,
@@ -214,9 +222,6 @@ enum Command {
         /// Another caller's accounts (admin callers only).
         #[arg(long, global = true)]
         caller: Option<String>,
-        /// Read the state database of this configuration instead of asking a gateway (list only).
-        #[arg(short, long, global = true)]
-        config: Option<PathBuf>,
     },
     /// Bring the state database up to date and carry over the JSON vault and usage files earlier
     /// releases kept (once; the files are kept; safe to run again).
@@ -315,7 +320,8 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Usage { config, caller, tool, since, json } => {
-            let cfg = mcpgate::boot::load(&config, None)?;
+            // A report of stored counts needs none of the upstreams' secrets.
+            let cfg = Config::load_for_reports(&config)?;
             mcpgate::cli::usage(&cfg, mcpgate::usage::query::Query { caller, tool, since }, json).await
         }
         Command::Policy { action } => action.run(),
@@ -378,22 +384,17 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::Migrate { config } => mcpgate::cli::offline::migrate(&mcpgate::boot::load(&config, None)?),
-        Command::Tokens { action, url, caller, config } => {
+        Command::Migrate { config } => mcpgate::cli::offline::migrate(&Config::load_for_reports(&config)?),
+        Command::Tokens { action, url, caller } => {
             let key = std::env::var("MCPGATE_API_KEY").ok().filter(|k| !k.is_empty());
-            match (action, config) {
-                (TokensAction::List, Some(config)) => {
-                    mcpgate::cli::offline::tokens_list(&mcpgate::boot::load(&config, None)?, caller.as_deref())
+            match action {
+                TokensAction::List { config: Some(config) } => {
+                    mcpgate::cli::offline::tokens_list(&Config::load_for_reports(&config)?, caller.as_deref())
                 }
-                (TokensAction::Revoke { .. }, Some(_)) => {
-                    anyhow::bail!("tokens revoke goes through a running gateway (--url), which forgets the tokens it holds in memory too")
+                TokensAction::List { config: None } => mcpgate::cli::tokens_list(&url, key.as_deref(), caller.as_deref()).await,
+                TokensAction::Revoke { upstream } => {
+                    mcpgate::cli::tokens_revoke(&url, key.as_deref(), caller.as_deref(), upstream.as_deref()).await
                 }
-                (action, None) => match action {
-                    TokensAction::List => mcpgate::cli::tokens_list(&url, key.as_deref(), caller.as_deref()).await,
-                    TokensAction::Revoke { upstream } => {
-                        mcpgate::cli::tokens_revoke(&url, key.as_deref(), caller.as_deref(), upstream.as_deref()).await
-                    }
-                },
             }
         }
         Command::HashKey { key, generate } => {
@@ -419,6 +420,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
         Command::Supervise { policy_fd, command } => Ok(ExitCode::from(mcpgate::upstream::supervise(policy_fd, &command))),
         Command::Audit { action: AuditAction::Verify { files, public_key } } => {
             let files = mcpgate::audit::chain::in_order(&files);
+            let public_key = public_key.as_deref().map(mcpgate::audit::chain::pinned_key).transpose().map_err(anyhow::Error::msg)?;
             match mcpgate::audit::chain::verify(&files, public_key.as_deref()) {
                 Ok(v) => {
                     println!(

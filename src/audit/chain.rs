@@ -89,6 +89,20 @@ impl Signer {
     }
 }
 
+/// A key given to pin (`audit verify --public-key`) as [`verify`] takes it: the raw 32-byte
+/// Ed25519 public key in standard base64 (44 characters), as checkpoints name it. `Err` says
+/// what it is instead, so a mistyped key is not taken for forged checkpoints.
+pub fn pinned_key(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let wanted = "the raw 32-byte Ed25519 public key in standard base64 (44 characters, as a checkpoint's \"key\"), e.g. \
+                  `openssl pkey -in audit.pem -pubout -outform DER | tail -c 32 | base64`";
+    match B64.decode(text) {
+        Ok(k) if k.len() == 32 => Ok(text.to_string()),
+        Ok(k) => Err(format!("--public-key: {} bytes once decoded; give {wanted}", k.len())),
+        Err(_) => Err(format!("--public-key: not base64; give {wanted}")),
+    }
+}
+
 fn message(seq: u64, hash: &str) -> String {
     format!("mcpgate-audit-checkpoint/v1\n{seq}\n{hash}")
 }

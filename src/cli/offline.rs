@@ -22,15 +22,16 @@ pub fn migrate(cfg: &Config) -> anyhow::Result<ExitCode> {
     let db = open(cfg)?;
     println!("state database: {} ({}), schema up to date", db.place(), db.kind());
     if let Some(ic) = &cfg.identity {
+        let earlier = db.meta("vault_migrated")?;
         let vault = crate::identity::vault::Vault::in_db(sealer(cfg)?, db.clone(), &ic.vault)?;
-        let note = db.meta("vault_migrated")?.unwrap_or_default();
-        println!("token vault: {} connected account(s) held; carried over: {note}", vault.list(None).len());
+        let note = carried_over(earlier, db.meta("vault_migrated")?);
+        println!("token vault: {} connected account(s) held; {note}", vault.kept(None));
     }
     if cfg.usage.enabled {
+        let earlier = db.meta("usage_migrated")?;
         let usage = crate::usage::Usage::read(&cfg.usage, None, Some(db.clone())).map_err(anyhow::Error::msg)?;
         drop(usage);
-        let note = db.meta("usage_migrated")?.unwrap_or_default();
-        println!("usage counts: carried over: {note}");
+        println!("usage counts: {}", carried_over(earlier, db.meta("usage_migrated")?));
     }
     if cfg.cluster.is_some() && cfg.state.postgres.is_none() {
         println!(
@@ -49,9 +50,16 @@ pub fn tokens_list(cfg: &Config, caller: Option<&str>) -> anyhow::Result<ExitCod
     if cfg.cluster.is_some() && cfg.state.postgres.is_none() {
         anyhow::bail!("with [cluster] and no [state] postgres the tokens are in Redis: ask a running gateway (--url)");
     }
-    let vault = crate::identity::vault::Vault::in_db(sealer(cfg)?, open(cfg)?, &ic.vault)?;
-    let rows: Vec<serde_json::Value> = vault
-        .list(caller)
+    let sealer = sealer(cfg)?;
+    let random = sealer.source == crate::token::KeySource::Random;
+    let vault = crate::identity::vault::Vault::in_db(sealer, open(cfg)?, &ic.vault)?;
+    let (kept, held) = (vault.kept(caller), vault.list(caller));
+    match unreadable(kept, held.len(), random) {
+        Err(why) => anyhow::bail!("{why}"),
+        Ok(Some(note)) => eprintln!("{note}"),
+        Ok(None) => {}
+    }
+    let rows: Vec<serde_json::Value> = held
         .into_iter()
         .map(|h| {
             serde_json::json!({
@@ -62,4 +70,60 @@ pub fn tokens_list(cfg: &Config, caller: Option<&str>) -> anyhow::Result<ExitCod
         .collect();
     super::print_tokens(&rows);
     Ok(ExitCode::SUCCESS)
+}
+
+/// What this run carried over, from the database's record of the carry-over before it (`earlier`)
+/// and after (`now`): nothing when an earlier run (or a gateway) had done it already.
+fn carried_over(earlier: Option<String>, now: Option<String>) -> String {
+    match (earlier, now) {
+        (Some(done), _) => format!("nothing carried over this time (carried over once before: {done})"),
+        (None, Some(note)) => format!("carried over: {note}"),
+        (None, None) => "nothing carried over".into(),
+    }
+}
+
+/// Whether the accounts the vault keeps can be listed: `kept` entries, `opened` of them opened
+/// with the key, which is `random` when none was configured. `Err` when none of them can be read
+/// (the listing would say "no connected accounts"), a note when some cannot (older than the
+/// vault keeps an entry, or sealed with a key since rotated out).
+fn unreadable(kept: usize, opened: usize, random: bool) -> Result<Option<String>, String> {
+    let key = crate::token::KEY_ENV;
+    match (kept, opened, random) {
+        (0, _, _) => Ok(None),
+        (_, _, true) => Err(format!(
+            "the token vault keeps {kept} connected account(s), sealed with the gateway's token key: set {key} (or \
+             server.token_key_file) to that key to read them"
+        )),
+        (_, 0, false) => Err(format!(
+            "none of the {kept} connected account(s) the token vault keeps opens with this token key ({key} or \
+             server.token_key_file): give the key the gateway runs with"
+        )),
+        (k, o, false) if o < k => Ok(Some(format!(
+            "note: {} of the {kept} connected account(s) the token vault keeps do not open with this token key (sealed \
+             with a key rotated out since, or too old) and are not listed",
+            k - o
+        ))),
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{carried_over, unreadable};
+
+    #[test]
+    fn a_second_migration_says_it_carried_nothing_over() {
+        assert_eq!(carried_over(None, Some("1 hours from u.json".into())), "carried over: 1 hours from u.json");
+        let again = carried_over(Some("1 hours from u.json".into()), Some("1 hours from u.json".into()));
+        assert!(again.starts_with("nothing carried over this time") && !again.contains("carried over: 1"), "{again}");
+    }
+
+    #[test]
+    fn accounts_that_do_not_open_are_a_failure_that_names_the_key() {
+        assert_eq!(unreadable(0, 0, true), Ok(None), "nothing kept, nothing to read");
+        assert_eq!(unreadable(2, 2, false), Ok(None));
+        assert!(unreadable(1, 0, true).is_err_and(|w| w.contains("keeps 1 connected account(s)") && w.contains("MCPGATE_TOKEN_KEY")));
+        assert!(unreadable(2, 0, false).is_err_and(|w| w.contains("none of the 2") && w.contains("MCPGATE_TOKEN_KEY")));
+        assert!(unreadable(3, 1, false).is_ok_and(|w| w.is_some_and(|w| w.contains("2 of the 3"))));
+    }
 }

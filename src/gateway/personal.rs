@@ -176,6 +176,14 @@ impl Personal {
     }
 
     /// Closes a caller's own handle (its consent ended); `true` if there was one.
+    /// Asks every caller's own handle of upstream `index` to list it again now (a reload reads
+    /// an OpenAPI description again); each handle's loop tells its caller when its tools changed.
+    pub(super) fn relist(&self, index: usize) {
+        for (_, held) in lock(&self.handles).iter().filter(|((_, i), _)| *i == index) {
+            held.up.changed.notify_one();
+        }
+    }
+
     fn close(&self, gw: &Gateway, caller: &str, index: usize) -> bool {
         let Some(held) = lock(&self.handles).remove(&(caller.to_string(), index)) else { return false };
         held.up.retire();
@@ -454,7 +462,7 @@ impl Gateway {
 }
 
 /// Whether two states list the same items.
-fn same_lists(a: &crate::upstream::UpstreamState, b: &crate::upstream::UpstreamState) -> bool {
+pub(super) fn same_lists(a: &crate::upstream::UpstreamState, b: &crate::upstream::UpstreamState) -> bool {
     a.lists.iter().zip(&b.lists).all(|(x, y)| x.len() == y.len() && x.iter().zip(y.iter()).all(|(i, j)| i.get() == j.get()))
 }
 

@@ -5,6 +5,8 @@
 //! probed *before* they go live, so a changed upstream's tools do not flicker; removed and
 //! replaced ones are retired (their loops and children stop; calls in flight finish). The
 //! catalogue is then rebuilt once, and listeners hear about what they can see that changed.
+//! An OpenAPI upstream whose settings did not change still has its description read again (an
+//! edited file or a republished API is picked up by the reload, not at the next refresh).
 //! Policy, callers, rate limits and catalogue settings take effect at once; listener settings
 //! (`[server]`) need a restart, which the report says.
 
@@ -12,6 +14,7 @@ use super::StartError;
 use super::{Gateway, make_upstream};
 use crate::auth::Authenticator;
 use crate::config::Config;
+use crate::upstream::Upstream;
 use std::sync::Arc;
 
 /// What a reload changed.
@@ -24,6 +27,8 @@ pub struct Report {
     pub endpoints_added: Vec<String>,
     pub endpoints_changed: Vec<String>,
     pub endpoints_removed: Vec<String>,
+    /// OpenAPI upstreams kept as they were whose description, read again, lists other tools.
+    pub descriptions_changed: Vec<String>,
     /// `[server]` or `[cluster]` changed: it applies at the next restart only.
     pub server_needs_restart: bool,
 }
@@ -37,6 +42,9 @@ impl std::fmt::Display for Report {
                 "; endpoints added {:?}, changed {:?}, removed {:?}",
                 self.endpoints_added, self.endpoints_changed, self.endpoints_removed
             )?;
+        }
+        if !self.descriptions_changed.is_empty() {
+            write!(f, "; OpenAPI descriptions changed {:?}", self.descriptions_changed)?;
         }
         if self.server_needs_restart {
             write!(f, "; [server] and [cluster] changes apply after a restart")?;
@@ -147,8 +155,28 @@ impl Gateway {
         for (up, rx) in fresh {
             self.maintain(&up, Some(rx));
         }
+        let kept: Vec<_> = live.iter().filter(|u| !retiring.iter().any(|r| Arc::ptr_eq(r, u))).cloned().collect();
+        report.descriptions_changed = self.reread_descriptions(&kept).await;
         tracing::info!(%report, "configuration reloaded");
         Ok(report)
+    }
+}
+
+impl Gateway {
+    /// Reads the description of every kept OpenAPI upstream again: a shared one is re-listed now
+    /// (its tools change in the catalogue before the reload is reported), each caller's own
+    /// handle of a `user_auth` one is asked to re-list. The ids whose tools changed.
+    async fn reread_descriptions(&self, kept: &[Arc<Upstream>]) -> Vec<String> {
+        let mut shared = Vec::new();
+        for up in kept.iter().filter(|u| u.reads_a_description()) {
+            match self.personal.as_ref().filter(|_| self.is_personal(up.index)) {
+                Some(p) => p.relist(up.index),
+                None => shared.push(up),
+            }
+        }
+        let before: Vec<_> = shared.iter().map(|u| u.state()).collect();
+        futures_util::future::join_all(shared.iter().map(|u| self.refresh_one(u))).await;
+        shared.iter().zip(before).filter(|(u, b)| !super::personal::same_lists(b, &u.state())).map(|(u, _)| u.id().to_string()).collect()
     }
 }
 

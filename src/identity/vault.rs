@@ -317,7 +317,12 @@ impl Vault {
         })
     }
 
-    /// What is held (for one caller, or everyone), without any token.
+    /// How many entries are kept (for one caller, or everyone), whether this key opens them or not.
+    pub fn kept(&self, caller: Option<&str>) -> usize {
+        lock(&self.entries).values().filter(|(k, _)| caller.is_none_or(|c| k.caller == c)).count()
+    }
+
+    /// What is held (for one caller, or everyone) and this key opens, without any token.
     pub fn list(&self, caller: Option<&str>) -> Vec<Held> {
         let entries: Vec<(VaultKey, String)> =
             lock(&self.entries).values().filter(|(k, _)| caller.is_none_or(|c| k.caller == c)).cloned().collect();

@@ -51,6 +51,10 @@ pub enum UpstreamError {
     /// the caller has to consent (per-user identity).
     #[error("needs your consent before it can be used")]
     ConsentNeeded,
+    /// A failure with advice on its likely cause (a package runner kept off the network, or a
+    /// first download slower than the deadline: `runner`).
+    #[error("{error}. {hint}")]
+    Hinted { error: Box<UpstreamError>, hint: String },
 }
 
 /// The application error code of a request the caller has to consent to first (outside the
@@ -63,7 +67,7 @@ impl UpstreamError {
     pub fn needs_consent(&self) -> bool {
         match self {
             UpstreamError::ConsentNeeded => true,
-            UpstreamError::Handshake(inner) => inner.needs_consent(),
+            UpstreamError::Handshake(inner) | UpstreamError::Hinted { error: inner, .. } => inner.needs_consent(),
             _ => false,
         }
     }
@@ -71,7 +75,9 @@ impl UpstreamError {
     /// The error a client sees, naming the upstream `id`.
     pub fn into_rpc(self, id: &str) -> RpcError {
         match self {
-            UpstreamError::Timeout { .. } => RpcError::internal(format!("Upstream '{id}' {self}")).with_data(json!({ "upstream": id })),
+            UpstreamError::Timeout { .. } | UpstreamError::Hinted { .. } => {
+                RpcError::internal(format!("Upstream '{id}' {self}")).with_data(json!({ "upstream": id }))
+            }
             UpstreamError::Status { status } => RpcError::internal(format!("Upstream '{id}' refused the request: {self}"))
                 .with_data(json!({ "upstream": id, "status": status })),
             UpstreamError::SessionExpired => RpcError::internal(format!("Upstream '{id}' refused the request: {self}"))
@@ -104,5 +110,9 @@ mod tests {
         assert_eq!(e.message, "Upstream 'b' is unavailable: initializing a session failed: connection refused");
         let e = UpstreamError::Refused { code: json!(-32020), message: "Header mismatch".into() }.into_rpc("c");
         assert_eq!(e.data.as_ref().map(|d| d["upstreamError"]["code"].clone()), Some(json!(-32020)));
+        let e =
+            UpstreamError::Hinted { error: Box::new(UpstreamError::Timeout { after: Duration::from_secs(30) }), hint: "npx …".into() }
+                .into_rpc("mem");
+        assert_eq!(e.message, "Upstream 'mem' did not answer within 30s. npx …");
     }
 }

@@ -22,6 +22,7 @@ mod parked;
 pub mod pool;
 mod probe;
 mod progress;
+pub mod runner;
 pub mod sandbox;
 mod sse;
 mod stdio;

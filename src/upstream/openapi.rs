@@ -98,7 +98,7 @@ impl RestTransport {
             OpenApiSource::File(p) => {
                 let len = tokio::fs::metadata(p).await.map_err(|e| bad(format!("cannot be read: {e}")))?.len();
                 if len > MAX_DOCUMENT as u64 {
-                    return Err(bad(format!("is larger than {MAX_DOCUMENT} bytes")));
+                    return Err(bad(too_large()));
                 }
                 tokio::fs::read_to_string(p).await.map_err(|e| bad(format!("cannot be read: {e}")))?
             }
@@ -131,6 +131,9 @@ impl RestTransport {
         }
         let body = match timeout_at(deadline, Limited::new(resp.into_body(), MAX_DOCUMENT).collect()).await {
             Err(_) => return Err(UpstreamError::Timeout { after: self.timeout }),
+            Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+                return Err(UpstreamError::Protocol(format!("the OpenAPI description {url} {}", too_large())));
+            }
             Ok(Err(e)) => return Err(UpstreamError::Protocol(format!("the OpenAPI description {url} could not be read whole: {e}"))),
             Ok(Ok(c)) => c.to_bytes(),
         };
@@ -303,6 +306,12 @@ impl RestTransport {
 }
 
 impl super::Upstream {
+    /// Whether this upstream's tools come from an OpenAPI description it reads itself (which a
+    /// reload reads again even when the upstream's settings did not change).
+    pub fn reads_a_description(&self) -> bool {
+        matches!(self.transport, super::Transport::Rest(_))
+    }
+
     /// What an `openapi` upstream's description yielded, as last read (for `mcpgate check`).
     pub fn openapi(&self) -> Option<Arc<Loaded>> {
         match &self.transport {
@@ -310,6 +319,11 @@ impl super::Upstream {
             _ => None,
         }
     }
+}
+
+/// Why a description is not read: it names the limit.
+fn too_large() -> String {
+    format!("is larger than {} MiB, the most the gateway reads of a description", MAX_DOCUMENT >> 20)
 }
 
 fn ok(v: Value) -> Outcome {

@@ -49,7 +49,8 @@ impl Upstream {
         }
         self.close_idle_sessions();
         let started = Instant::now();
-        let result = self.probe_and_list().await;
+        let first = self.state.load().listed_at.is_none();
+        let result = self.probe_and_list().await.map_err(|e| self.explain(e, first));
         let mut next = (*self.state.load_full()).clone();
         match &result {
             Ok(fresh) => {
@@ -70,6 +71,20 @@ impl Upstream {
         self.state.store(Arc::new(next));
         self.refreshed.notify_one();
         result.map(|_| ())
+    }
+
+    /// A probe that did not answer in time, with the advice on its likely cause when its command
+    /// is a package runner (`runner`): a sandbox without the network, or, at the `first` start,
+    /// a download slower than the deadline.
+    fn explain(&self, e: UpstreamError, first: bool) -> UpstreamError {
+        let timed_out = |e: &UpstreamError| matches!(e, UpstreamError::Timeout { .. });
+        if !(timed_out(&e) || matches!(&e, UpstreamError::Handshake(inner) if timed_out(inner))) {
+            return e;
+        }
+        match super::runner::timeout_hint(&self.cfg.transport, self.cfg.timeout, first) {
+            Some(hint) => UpstreamError::Hinted { error: Box::new(e), hint },
+            None => e,
+        }
     }
 
     async fn probe_and_list(&self) -> Result<UpstreamState, UpstreamError> {

@@ -1,7 +1,8 @@
 //! The audit export as a tamper-evident chain, end to end: a gateway with `[audit]` rotating at a
 //! few KiB and a checkpoint key writes its records across two runs; `mcpgate audit verify` passes
 //! on the untouched files (every rotation, the restart), and fails, naming the line, on an edited,
-//! a deleted and a swapped line.
+//! a deleted and a swapped line. The key `--public-key` takes is the one the documented `openssl`
+//! command derives from the signing key.
 
 use crate::harness::*;
 use serde_json::json;
@@ -106,4 +107,36 @@ async fn audit_verify_passes_on_the_files_written_and_finds_each_kind_of_tamperi
     }
     rewrite(&oldest, &original);
     assert_eq!(verify(&files, None).0, 0, "restored, it verifies again");
+}
+
+/// docs/usage.md and docs/cli.md say which key `--public-key` takes and how to get it from the
+/// signing key: the command they quote gives the key the gateway's checkpoints name, and a DER
+/// public key is refused with the form that is taken (exit 2), not read as a forged checkpoint.
+#[test]
+fn the_documented_public_key_command_gives_the_key_verify_takes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let made = Command::new("openssl").args(["genpkey", "-algorithm", "ed25519", "-out", "audit.pem"]).current_dir(dir.path()).status();
+    assert!(made.is_ok_and(|s| s.success()), "openssl genpkey");
+    let usage = std::fs::read_to_string(repo().join("docs/usage.md")).expect("docs/usage.md");
+    let start = usage.find("`openssl pkey -in audit.pem").expect("docs/usage.md quotes the command") + 1;
+    let command = &usage[start..start + usage[start..].find('`').expect("the command's end")];
+    let cli = std::fs::read_to_string(repo().join("docs/cli.md")).expect("docs/cli.md");
+    assert!(cli.contains(&command.replace('|', "\\|")), "docs/cli.md quotes the same command: {command}");
+    let out = Command::new("sh").args(["-c", command]).current_dir(dir.path()).output().expect("run the command");
+    let derived = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let named = mcpgate::audit::chain::Signer::load(&dir.path().join("audit.pem")).expect("the signing key").public_key();
+    assert_eq!(derived, named, "the documented command gives the key the checkpoints name");
+    assert_eq!(mcpgate::audit::chain::pinned_key(&derived), Ok(named));
+    let pem = Command::new("openssl").args(["pkey", "-in", "audit.pem", "-pubout"]).current_dir(dir.path()).output().expect("openssl");
+    // The PEM's body: the DER public key (44 bytes) in base64, the likeliest mix-up.
+    let der: String = String::from_utf8_lossy(&pem.stdout).lines().filter(|l| !l.starts_with("-----")).collect();
+    std::fs::write(dir.path().join("audit.jsonl"), "").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+        .args(["audit", "verify", "audit.jsonl", "--public-key", &der])
+        .current_dir(dir.path())
+        .output()
+        .expect("run mcpgate audit verify");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("44 bytes once decoded") && err.contains("raw 32-byte Ed25519 public key in standard base64"), "{err}");
 }

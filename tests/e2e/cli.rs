@@ -120,3 +120,45 @@ fn hash_key_prints_the_sha256_for_key_sha256() {
     assert_eq!(mcpgate::auth::hash_key(key), hash);
     assert!(key.len() >= 32);
 }
+
+/// `mcpgate usage` reads stored counts: it needs none of the upstreams' secrets (a variable not
+/// set, a file not there), and says there is no store only when there is none to read (not
+/// while it reads the state database, which the JSON file of earlier releases does not matter to).
+#[test]
+fn usage_reads_the_state_database_without_the_upstreams_secrets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        "[[upstream]]\nid = \"api\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+         headers = { Authorization = { env = \"MCPGATE_TEST_NEVER_SET\", prefix = \"Bearer \" }, X-Key = { file = \"missing.key\" } }\n",
+    )
+    .expect("config");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+            .args(args)
+            .arg("-c")
+            .arg(&config)
+            .env_remove("MCPGATE_TEST_NEVER_SET")
+            .output()
+            .expect("run mcpgate");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    // No state database and no file of an earlier release: the note names both.
+    let (code, out, err) = run(&["usage"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("no usage counted yet") && err.contains("mcpgate-state.db") && err.contains("mcpgate-usage.json"), "{err}");
+    // `migrate` creates the database (and needs no upstream secret either).
+    let (code, out, err) = run(&["migrate"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(dir.path().join("mcpgate-state.db").exists(), "{out}");
+    for args in [&["usage"][..], &["usage", "--json"][..]] {
+        let (code, out, err) = run(args);
+        assert_eq!(code, 0, "{args:?}: {out}\n{err}");
+        assert!(!err.contains("no usage"), "{args:?}: the database is read, no note about the old JSON file: {err}");
+    }
+}

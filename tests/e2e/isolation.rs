@@ -337,3 +337,45 @@ async fn a_callers_process_busy_with_a_long_call_is_not_stopped_as_idle() {
     }
     assert!(gw.proc.log().contains("stopped a caller's idle process"), "idle once the call ended\n{}", gw.proc.log());
 }
+
+/// A package runner (`npx` here, a stand-in that never answers, as one waiting on a download
+/// does) under a sandbox without the network: `check` warns before anything starts, and the
+/// reason it is down says what blocks it; without a sandbox, a first start that does not answer
+/// in time says a download can take longer than the timeout (docs/troubleshooting.md).
+#[test]
+fn a_package_runner_kept_off_the_network_is_named_in_check_and_in_its_error() {
+    let bin = tempfile::tempdir().expect("tempdir");
+    let npx = bin.path().join("npx");
+    std::fs::write(&npx, "#!/bin/sh\nexec sleep 30\n").expect("write npx");
+    std::fs::set_permissions(&npx, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gateway.toml");
+    let config = format!(
+        "[[upstream]]\nid = \"memory\"\ncommand = [{npx:?}, \"-y\", \"@example/server\"]\ntimeout = \"1s\"\n\
+         [upstream.sandbox]\nnetwork = \"none\"\nread = [{bin:?}]\n\n\
+         [[upstream]]\nid = \"everything\"\ncommand = [{npx:?}, \"-y\", \"@example/server\"]\ntimeout = \"1s\"\n",
+        npx = npx.display().to_string(),
+        bin = bin.path().display().to_string(),
+    );
+    std::fs::write(&path, config).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate")).args(["check", "-c"]).arg(&path).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let line = |id: &str, section: &str| {
+        let at = text.find(section).unwrap_or_else(|| panic!("no {section} in {text}"));
+        text[at..].lines().find(|l| l.trim_start().starts_with(&format!("{id}:"))).map(str::to_string).unwrap_or_default()
+    };
+    let warned = line("memory", "Warnings:");
+    assert!(warned.contains("npx downloads its package when it starts, but its sandbox has network = \"none\""), "{text}");
+    assert!(!line("everything", "Warnings:").contains("npx"), "no warning with the network open: {text}");
+    let blocked = line("memory", "Unavailable upstreams:");
+    assert!(blocked.contains("did not answer within 1s") && blocked.contains("network = \"none\", which blocks the download"), "{text}");
+    let slow = line("everything", "Unavailable upstreams:");
+    assert!(slow.contains("did not answer within 1s") && slow.contains("first start") && slow.contains("raise timeout"), "{text}");
+    // docs/troubleshooting.md quotes the three lines (with the default timeout).
+    let doc = std::fs::read_to_string(repo().join("docs/troubleshooting.md")).expect("docs/troubleshooting.md");
+    for l in [warned, blocked, slow] {
+        let l = l.replace("within 1s", "within 30s").replace("(1s)", "(30s)");
+        assert!(doc.contains(&l), "docs/troubleshooting.md should quote:\n{l}");
+    }
+}

@@ -378,3 +378,38 @@ async fn dot_segments_stay_values_and_a_redirect_to_another_path_is_not_followed
     let r = call(&gw.url, "api__get_slash", json!({})).await;
     assert_eq!(r["result"]["structuredContent"]["path"], "/v1/slash/", "{r}");
 }
+
+/// A description over the 16 MiB the gateway reads is refused with a reason that names the
+/// limit, fetched (17 MiB from a plain HTTP server) or read from a file; and one fetched that
+/// names no server is called at the origin it came from (docs/openapi.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_description_over_the_limit_names_it_and_one_without_servers_is_called_at_its_origin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut big = String::from("{\"openapi\": \"3.0.3\", \"info\": {\"title\": \"Big\", \"version\": \"1\"}, \"paths\": {}, \"x-pad\": \"");
+    big.push_str(&"x".repeat(17 << 20));
+    big.push_str("\"}");
+    std::fs::write(dir.path().join("big.json"), &big).expect("write the description");
+    let python = tool("MCPGATE_REST_PYTHON", ".work/rest/venv/bin/python");
+    let folder = dir.path().display().to_string();
+    let (server, _, base) = serve(python, &["-m", "http.server", "--bind", "127.0.0.1", "--directory", &folder, "PORT"], "http.server");
+    wait_ok(&format!("{base}/big.json"), &server).await;
+    let fetched = format!("[[upstream]]\nid = \"big\"\nopenapi = \"{base}/big.json\"\ntimeout = \"20s\"\n");
+    let file =
+        format!("[[upstream]]\nid = \"big\"\nopenapi = {:?}\nbase_url = \"{base}\"\n", dir.path().join("big.json").display().to_string());
+    for config in [fetched, file] {
+        let (code, report) = check(&config, &[]);
+        assert_eq!(code, 1, "{report}");
+        assert!(report.contains("is larger than 16 MiB, the most the gateway reads of a description"), "{report}");
+        assert!(!report.contains("length limit exceeded"), "{report}");
+    }
+    let doc = std::fs::read_to_string(repo().join("docs/openapi.md")).expect("docs/openapi.md");
+    assert!(doc.contains("is larger than 16 MiB, the most the gateway reads of a\ndescription"), "docs/openapi.md quotes the refusal");
+    // A fetched description that names no server is called at the origin it came from (docs/openapi.md).
+    std::fs::write(dir.path().join("small.yaml"), "openapi: 3.0.3\ninfo: { title: Small, version: '1' }\npaths: {}\n").expect("write");
+    let (_, report) = check(&format!("[[upstream]]\nid = \"small\"\nopenapi = \"{base}/small.yaml\"\n"), &[]);
+    assert!(report.contains(&format!("calls go to {base}/")), "{report}");
+    let hostless = "{\"swagger\": \"2.0\", \"info\": {\"title\": \"S\", \"version\": \"1\"}, \"basePath\": \"/v2\", \"paths\": {}}";
+    std::fs::write(dir.path().join("hostless.json"), hostless).expect("write");
+    let (_, report) = check(&format!("[[upstream]]\nid = \"small\"\nopenapi = \"{base}/hostless.json\"\n"), &[]);
+    assert!(report.contains(&format!("calls go to {base}/v2")), "{report}");
+}

@@ -246,3 +246,43 @@ async fn console_confirm_pins_and_secrets_take_effect_on_reload() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// An OpenAPI description is read again on a reload even when the configuration did not change:
+/// an operation added to the file is a tool as soon as the reload is done, not at the next
+/// `refresh_interval` (docs/openapi.md).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_reads_an_edited_openapi_description_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let doc = dir.path().join("api.yaml");
+    let describe = |ops: &[&str]| {
+        let mut d = String::from("openapi: 3.0.3\ninfo: { title: Items, version: '1' }\npaths:\n");
+        for op in ops {
+            d.push_str(&format!(
+                "  /{op}:\n    get:\n      operationId: {op}\n      responses:\n        '200':\n          description: ok\n"
+            ));
+        }
+        d
+    };
+    std::fs::write(&doc, describe(&["first"])).expect("write the description");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nid = \"rest\"\nopenapi = {:?}\nbase_url = \"http://127.0.0.1:9\"\n",
+        doc.display().to_string()
+    );
+    let gw = gateway(&config);
+    assert_eq!(tool_names(&gw.url).await, vec!["rest__first".to_string()]);
+    std::fs::write(&doc, describe(&["first", "second"])).expect("edit the description");
+    sighup(&gw);
+    wait_log(&gw, "configuration reloaded", 1).await;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let names = tool_names(&gw.url).await;
+        if names.contains(&"rest__second".to_string()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the added operation is not listed after the reload: {names:?}\n{}", gw.proc.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = gw.proc.log();
+    let reloaded = log.lines().find(|l| l.contains("configuration reloaded")).expect("the report");
+    assert!(reloaded.contains("descriptions changed [\\\"rest\\\"]") || reloaded.contains("descriptions changed [\"rest\"]"), "{reloaded}");
+}

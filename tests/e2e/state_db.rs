@@ -454,9 +454,23 @@ async fn migrate_carries_the_old_files_over_once_and_the_database_reads_offline(
     assert!(first.contains("1 hours from"), "{first}");
     let second = run(&["migrate"]);
     assert!(second.contains("1 connected account(s)"), "nothing carried twice: {second}");
+    assert!(
+        second.matches("nothing carried over this time").count() == 2 && !second.contains("carried over: 1"),
+        "the second run says it carried nothing over: {second}"
+    );
     assert!(dir.path().join("mcpgate-vault.json").exists() && dir.path().join("mcpgate-usage.json").exists(), "the old files are kept");
     let listed = run(&["tokens", "list"]);
     assert!(listed.contains("alice") && listed.contains("files") && listed.contains("read"), "{listed}");
     assert!(!listed.contains("never-printed"), "{listed}");
+    // Without the token key the accounts cannot be read: a failure that says so, not "none".
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpgate"))
+        .args(["tokens", "list", "-c"])
+        .arg(&config)
+        .env_remove("MCPGATE_TOKEN_KEY")
+        .output()
+        .expect("run mcpgate");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && !text.contains("no connected accounts"), "{text}");
+    assert!(text.contains("keeps 1 connected account(s)") && text.contains("MCPGATE_TOKEN_KEY"), "{text}");
     assert_eq!(ok_calls(&usage_report(&config, &[]), "alice", "calc__add"), 4, "counted once, however often migrate ran");
 }

@@ -225,3 +225,16 @@ fn a_line_cut_short_by_a_crash_is_told_apart_from_an_edit() {
     rewrite(&live, &edited);
     assert!(verify(&files, Some(&key)).unwrap_err().contains("edited"));
 }
+
+/// `--public-key` takes the raw 32-byte Ed25519 public key in standard base64, as checkpoints
+/// name it; anything else is refused saying so, not taken for a forged checkpoint.
+#[test]
+fn a_pinned_key_is_the_raw_public_key_in_base64() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, key) = written(dir.path(), 3);
+    assert_eq!(key.len(), 44);
+    assert_eq!(pinned_key(&format!(" {key}\n")), Ok(key.clone()));
+    let spki = B64.encode([&[0x30u8, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00][..], &[7u8; 32][..]].concat());
+    assert!(pinned_key(&spki).is_err_and(|e| e.contains("44 bytes") && e.contains("raw 32-byte Ed25519 public key")));
+    assert!(pinned_key("not a key!").is_err_and(|e| e.contains("not base64")));
+}

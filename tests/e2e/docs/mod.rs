@@ -20,8 +20,10 @@
 //! pinned to the tested versions (`test_deps.rs`); the README's and the quick start's command
 //! servers are sandboxed; every response shown with its headers carries `x-request-id`; where the
 //! vault and the counts live is told with the PostgreSQL case, and what a crash can lose matches
-//! the code (`state_stores.rs`). `markdown.rs` scopes a check to one section of a page.
+//! the code (`state_stores.rs`); every command the CLI offers has a row in docs/cli.md that shows
+//! `-c` when it takes one (`cli_reference.rs`). `markdown.rs` scopes a check to one section of a page.
 
+mod cli_reference;
 mod config_keys;
 mod config_overview;
 mod levels;

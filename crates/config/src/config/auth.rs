@@ -288,6 +288,40 @@ pub(super) fn resolve_callers(at: &Locator, callers: Vec<CallerSection>, mode: A
     Ok(out)
 }
 
+/// Whether authentication fits the rest: callers need it, a public listener needs it (unless a
+/// trusted proxy authenticates), and `caller_headers` name configured callers.
+pub(super) fn check_authentication(
+    at: &Locator,
+    auth: &AuthConfig,
+    callers: &[CallerConfig],
+    server: &super::ServerConfig,
+    upstreams: &[super::UpstreamConfig],
+) -> Result<(), ConfigError> {
+    if auth.mode == AuthMode::None && !callers.is_empty() {
+        return Err(ConfigError(format!(
+            "{}: [[caller]] entries need authentication to tell callers apart, but auth.mode is \"none\". Fix: set [auth] \
+                mode = \"api_key\" or \"jwt\".",
+            at.file
+        )));
+    }
+    if auth.mode == AuthMode::None && !server.listen.ip().is_loopback() && !auth.allow_unauthenticated_public {
+        return Err(ConfigError(format!(
+            "{}: the gateway would listen on {} without authentication. Fix: configure [auth] mode = \"api_key\" or \"jwt\", \
+                listen on 127.0.0.1, or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers.",
+            at.file, server.listen
+        )));
+    }
+    for u in upstreams {
+        if let Some((caller, _)) = u.caller_headers.iter().find(|(c, _)| !callers.iter().any(|k| k.id == *c)) {
+            return Err(ConfigError(format!(
+                "{}: upstream '{}' has caller_headers for '{caller}', which is not a [[caller]] id",
+                at.file, u.id
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -287,9 +287,7 @@ pub const LISTEN_ENV: &str = "MCPGATE_LISTEN";
 impl Config {
     /// Reads and validates a config file. `MCPGATE_LISTEN`, when set, overrides `server.listen`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError(format!("{}: cannot read the config file: {e}. Pass the right path with -c/--config.", path.display()))
-        })?;
+        let text = read_file(path)?;
         let listen_override = std::env::var(LISTEN_ENV).ok().filter(|s| !s.trim().is_empty());
         Self::parse(&text, path, listen_override.as_deref(), &|k| std::env::var(k).ok())
     }
@@ -301,29 +299,38 @@ impl Config {
         listen_override: Option<&str>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let at = Locator { text, file: path.display().to_string() };
+        Self::parse_at(&Locator { text, file: path.display().to_string(), read_secrets: true }, path, listen_override, env)
+    }
+
+    fn parse_at(
+        at: &Locator,
+        path: &Path,
+        listen_override: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let text = at.text;
         let file: FileConfig = toml::from_str(text).map_err(|e| {
             let where_ = e.span().map(|s| at.line(s.start)).unwrap_or_default();
             ConfigError(format!("{}{where_}: {}", at.file, e.message().trim_end()))
         })?;
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
 
-        let server = resolve_server(&at, file.server, listen_override, &base_dir)?;
-        let catalog = resolve_catalog(&at, file.catalog)?;
-        let mut upstreams = resolve_upstreams(&at, file.upstreams, &catalog.names.separator, &base_dir, env)?;
-        let auth = auth::resolve_auth(&at, file.auth, &base_dir)?;
-        let callers = auth::resolve_callers(&at, file.callers, auth.mode)?;
-        check_authentication(&at, &auth, &callers, &server, &upstreams)?;
-        let rate_limits = limits::resolve_rate_limits(&at, file.rate_limits)?;
-        let quotas = usage::resolve_quotas(&at, file.quotas)?;
-        let usage_cfg = usage::resolve_usage(&at, file.usage, &base_dir)?;
-        let audit = usage::resolve_audit(&at, file.audit, &base_dir)?;
-        let confirms = guard::resolve(&at, file.confirms)?;
-        let rules = rules::resolve(&at, file.rules, &server.path)?;
-        let pins = guard::resolve_pins(&at, file.pins, &base_dir)?;
-        let secrets = std::sync::Arc::new(guard::resolve_secrets(&at, file.secrets)?);
-        let guards = std::sync::Arc::new(guards::resolve(&at, file.guards, &upstreams, &base_dir, env)?);
-        let endpoints = endpoint::resolve(&at, file.endpoints, &server.path)?;
+        let server = resolve_server(at, file.server, listen_override, &base_dir)?;
+        let catalog = resolve_catalog(at, file.catalog)?;
+        let mut upstreams = resolve_upstreams(at, file.upstreams, &catalog.names.separator, &base_dir, env)?;
+        let auth = auth::resolve_auth(at, file.auth, &base_dir)?;
+        let callers = auth::resolve_callers(at, file.callers, auth.mode)?;
+        auth::check_authentication(at, &auth, &callers, &server, &upstreams)?;
+        let rate_limits = limits::resolve_rate_limits(at, file.rate_limits)?;
+        let quotas = usage::resolve_quotas(at, file.quotas)?;
+        let usage_cfg = usage::resolve_usage(at, file.usage, &base_dir)?;
+        let audit = usage::resolve_audit(at, file.audit, &base_dir)?;
+        let confirms = guard::resolve(at, file.confirms)?;
+        let rules = rules::resolve(at, file.rules, &server.path)?;
+        let pins = guard::resolve_pins(at, file.pins, &base_dir)?;
+        let secrets = std::sync::Arc::new(guard::resolve_secrets(at, file.secrets)?);
+        let guards = std::sync::Arc::new(guards::resolve(at, file.guards, &upstreams, &base_dir, env)?);
+        let endpoints = endpoint::resolve(at, file.endpoints, &server.path)?;
         // Password files are read here and not kept: their paths are noted to be hidden below.
         let mut secret_files: Vec<PathBuf> = file
             .cluster
@@ -333,10 +340,10 @@ impl Config {
             .into_iter()
             .collect();
         secret_files.extend(file.state.as_ref().and_then(|s| s.postgres_password_file.as_deref()).map(|f| usage::relative(&base_dir, f)));
-        let cluster = cluster::resolve(&at, file.cluster, &base_dir, env)?;
+        let cluster = cluster::resolve(at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
         let consent = upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| !a.exchange));
-        let identity = identity::resolve(&at, file.identity, consent, &base_dir)?;
+        let identity = identity::resolve(at, file.identity, consent, &base_dir)?;
         if let Some(u) = upstreams.iter().find(|u| u.user_auth.as_ref().is_some_and(|a| a.exchange))
             && auth.mode != auth::AuthMode::Jwt
         {
@@ -348,7 +355,7 @@ impl Config {
         }
         // The files the gateway keeps secrets and records in are hidden from every sandbox, wherever
         // they live (the config folder is hidden already).
-        let state = state::resolve(&at, file.state, &base_dir, env)?;
+        let state = state::resolve(at, file.state, &base_dir, env)?;
         let mut kept: Vec<PathBuf> = server.token_key_file.clone();
         kept.push(state.path.clone());
         kept.extend(identity.as_ref().map(|i| i.vault.clone()));
@@ -359,7 +366,7 @@ impl Config {
         kept.extend(secret_files);
         kept.extend(server.tls.as_ref().map(|t| t.key.clone()));
         kept.extend(upstreams.iter().filter_map(|u| u.tls.as_ref()?.cert.as_ref().map(|(_, key)| key.clone())));
-        sandbox::hide(&at, &mut upstreams, &kept)?;
+        sandbox::hide(at, &mut upstreams, &kept)?;
         Ok(Config {
             source: path.to_path_buf(),
             server,
@@ -393,9 +400,16 @@ fn valid_id(id: &str) -> bool {
 }
 
 /// Turns byte offsets into `:line` and renders errors with a fix.
+fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("{}: cannot read the config file: {e}. Pass the right path with -c/--config.", path.display())))
+}
+
 struct Locator<'a> {
     text: &'a str,
     file: String,
+    /// Whether secrets (env or file) are read; a placeholder stands for each when not.
+    read_secrets: bool,
 }
 
 impl Locator<'_> {
@@ -566,38 +580,4 @@ fn resolve_upstreams(
         upstreams.push(cfg);
     }
     Ok(upstreams)
-}
-
-/// Whether authentication fits the rest: callers need it, a public listener needs it (unless a
-/// trusted proxy authenticates), and `caller_headers` name configured callers.
-fn check_authentication(
-    at: &Locator,
-    auth: &auth::AuthConfig,
-    callers: &[auth::CallerConfig],
-    server: &ServerConfig,
-    upstreams: &[UpstreamConfig],
-) -> Result<(), ConfigError> {
-    if auth.mode == auth::AuthMode::None && !callers.is_empty() {
-        return Err(ConfigError(format!(
-            "{}: [[caller]] entries need authentication to tell callers apart, but auth.mode is \"none\". Fix: set [auth] \
-                mode = \"api_key\" or \"jwt\".",
-            at.file
-        )));
-    }
-    if auth.mode == auth::AuthMode::None && !server.listen.ip().is_loopback() && !auth.allow_unauthenticated_public {
-        return Err(ConfigError(format!(
-            "{}: the gateway would listen on {} without authentication. Fix: configure [auth] mode = \"api_key\" or \"jwt\", \
-                listen on 127.0.0.1, or set [auth] allow_unauthenticated_public = true if a trusted proxy authenticates callers.",
-            at.file, server.listen
-        )));
-    }
-    for u in upstreams {
-        if let Some((caller, _)) = u.caller_headers.iter().find(|(c, _)| !callers.iter().any(|k| k.id == *c)) {
-            return Err(ConfigError(format!(
-                "{}: upstream '{}' has caller_headers for '{caller}', which is not a [[caller]] id",
-                at.file, u.id
-            )));
-        }
-    }
-    Ok(())
 }

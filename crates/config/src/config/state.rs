@@ -160,7 +160,7 @@ mod tests {
     use super::*;
 
     fn at() -> Locator<'static> {
-        Locator { text: "", file: "gateway.toml".into() }
+        Locator { text: "", file: "gateway.toml".into(), read_secrets: true }
     }
 
     fn section(toml_text: &str) -> StateSection {

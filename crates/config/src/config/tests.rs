@@ -403,3 +403,31 @@ fn openapi_upstreams_are_read_and_their_mistakes_explained() {
         assert!(err.contains(says), "{text}: {err}");
     }
 }
+
+/// docs/configuration.md's `headers` and `caller_headers` rows and docs/auth-and-policy.md say
+/// which upstreams take them: `url`, `endpoint` and `openapi` ones do, a command does not.
+#[test]
+fn headers_and_caller_headers_go_with_url_endpoint_and_openapi_upstreams_as_documented() {
+    let caller =
+        format!("[auth]\nmode = \"api_key\"\n\n[[caller]]\nid = \"alice\"\nkey_sha256 = \"{}\"\nallow = [\"*\"]\n\n", "0".repeat(64));
+    let credentials = "headers = { X-Key = { env = \"CALC_TOKEN\" } }\n[upstream.caller_headers.alice]\nX-Key = { env = \"CALC_TOKEN\" }\n";
+    let transports = [
+        ("url", "url = \"http://127.0.0.1:3201/mcp\"\n", ""),
+        ("endpoint", "", "[[upstream.endpoint]]\nurl = \"http://127.0.0.1:3201/mcp\"\n"),
+        ("openapi", "openapi = \"api.yaml\"\nbase_url = \"http://127.0.0.1:3201\"\n", ""),
+    ];
+    for (kind, transport, tables) in transports {
+        let text = format!("{caller}[[upstream]]\nid = \"a\"\n{transport}{credentials}{tables}");
+        let cfg = parse(&text).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!((cfg.upstreams[0].headers.len(), cfg.upstreams[0].caller_headers.len()), (1, 1), "{kind}");
+    }
+    let command = format!("{caller}[[upstream]]\nid = \"a\"\ncommand = [\"srv\"]\n{credentials}");
+    assert!(parse(&command).is_err_and(|e| e.to_string().contains("url, endpoint and openapi upstreams")));
+    let reference = include_str!("../../../../docs/configuration.md");
+    for key in ["headers", "caller_headers"] {
+        let row = reference.lines().find(|l| l.starts_with(&format!("| `{key}` |"))).unwrap_or_default();
+        assert!(row.contains("Only allowed with `url`, `endpoint` or `openapi`"), "docs/configuration.md, {key}: {row}");
+    }
+    let guide = include_str!("../../../../docs/auth-and-policy.md");
+    assert!(guide.contains("`url` upstreams (and pools) and `openapi` upstreams take `caller_headers`"), "docs/auth-and-policy.md");
+}

@@ -48,7 +48,7 @@ pub(super) fn upstream(
         return Err(at.err(
             &u.id,
             "upstream.caller_headers",
-            format!("upstream '{id}' is a command: caller_headers apply only to url upstreams"),
+            format!("upstream '{id}' is a command: caller_headers apply only to url, endpoint and openapi upstreams"),
             "remove them",
         ));
     }
@@ -202,7 +202,7 @@ fn stdio_transport(
         return Err(at.err(
             &u.id,
             "upstream.headers",
-            format!("upstream '{id}' is a command: headers apply only to url upstreams"),
+            format!("upstream '{id}' is a command: headers apply only to url, endpoint and openapi upstreams"),
             "pass credentials to a command upstream through env",
         ));
     }
@@ -546,9 +546,11 @@ pub(super) fn header(
     Ok((hname, value))
 }
 
-/// The text a secret source names: an environment variable of the gateway, or a file.
+/// The text a secret source names: an environment variable of the gateway, or a file (a
+/// placeholder when the configuration is read for a report, `Config::load_for_reports`).
 fn secret(at: &Locator, key: &str, src: &HeaderSource, base: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
     match (&src.env, &src.file) {
+        (Some(_), None) | (None, Some(_)) if !at.read_secrets => Ok("(not read)".to_string()),
         (Some(var), None) => env(var).ok_or_else(|| {
             ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file))
         }),

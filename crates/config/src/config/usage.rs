@@ -3,9 +3,10 @@
 //! glob, per day, per month or per fixed window), `[metrics]` (the per-tool and per-caller series,
 //! each behind a switch) and the export half of `[audit]` (a JSON-lines file with rotation, OTLP
 //! logs). Quota windows are plain arithmetic on UTC seconds here ([`Window::bounds`]), so every
-//! replica agrees on when a window starts and ends.
+//! replica agrees on when a window starts and ends. The commands that report on what was kept
+//! read the file without the upstreams' secrets ([`Config::load_for_reports`]).
 
-use super::{ConfigError, Locator};
+use super::{Config, ConfigError, Locator};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -294,9 +295,41 @@ pub(super) fn parse_size(text: &str) -> Option<u64> {
     n.checked_mul(factor)
 }
 
+impl Config {
+    /// [`Config::load`] for the commands that only read what gateways kept (`mcpgate usage`,
+    /// `migrate`, `tokens list -c`): the secrets of upstreams, guards and sign-in providers (env
+    /// or file) are not read, and stand as a placeholder; those of the state database and
+    /// `[cluster]`, which such a command reads, are.
+    pub fn load_for_reports(path: &Path) -> Result<Config, ConfigError> {
+        let text = super::read_file(path)?;
+        let at = Locator { text: &text, file: path.display().to_string(), read_secrets: false };
+        Config::parse_at(&at, path, None, &|k| std::env::var(k).ok())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Read for a report, an upstream's secrets are not looked up (a placeholder stands for
+    /// each), the state database's are; a malformed secret source is still refused.
+    #[test]
+    fn a_configuration_read_for_a_report_reads_no_upstream_secret() {
+        let text = "[[upstream]]\nid = \"api\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+                    headers = { Authorization = { env = \"UNSET\", prefix = \"Bearer \" } }\n";
+        let path = Path::new("/nowhere/gateway.toml");
+        let none = |_: &str| None;
+        assert!(Config::parse(text, path, None, &none).is_err_and(|e| e.to_string().contains("UNSET is not set")));
+        let at = Locator { text, file: "gateway.toml".into(), read_secrets: false };
+        let cfg = Config::parse_at(&at, path, None, &none).expect("read without the secret");
+        assert_eq!(cfg.upstreams[0].headers[0].1.to_str().ok(), Some("Bearer (not read)"));
+        let bad = text.replace("env = \"UNSET\"", "env = \"UNSET\", file = \"f\"");
+        let at = Locator { text: &bad, file: "gateway.toml".into(), read_secrets: false };
+        assert!(Config::parse_at(&at, path, None, &none).is_err_and(|e| e.to_string().contains("exactly one of")));
+        let pg = "[state]\npostgres_env = \"UNSET_PG\"\n";
+        let at = Locator { text: pg, file: "gateway.toml".into(), read_secrets: false };
+        assert!(Config::parse_at(&at, path, None, &none).is_err(), "the state database's own secret is read");
+    }
 
     #[test]
     fn windows_are_utc_days_months_and_fixed_lengths() {

@@ -47,12 +47,15 @@ pub fn dialect(doc: &Value) -> Result<Dialect, String> {
 }
 
 /// The first server URL the document names, its variables set to their defaults (2.0: `schemes`,
-/// `host` and `basePath`); `None` when it names none. May be relative.
+/// `host` and `basePath`; without `host`, the `basePath` alone, on the host serving the
+/// description, as Swagger 2.0 says); `None` when it names none. May be relative.
 pub fn server_url(doc: &Value, dialect: Dialect) -> Option<String> {
     if dialect == Dialect::Swagger2 {
-        let host = doc.get("host").and_then(Value::as_str)?;
-        let scheme = doc.get("schemes").and_then(|s| s.get(0)).and_then(Value::as_str).unwrap_or("https");
         let base = doc.get("basePath").and_then(Value::as_str).unwrap_or("");
+        let Some(host) = doc.get("host").and_then(Value::as_str) else {
+            return Some(base.to_string()).filter(|b| b.starts_with('/') && b.len() > 1);
+        };
+        let scheme = doc.get("schemes").and_then(|s| s.get(0)).and_then(Value::as_str).unwrap_or("https");
         return Some(format!("{scheme}://{host}{base}"));
     }
     let server = doc.get("servers")?.get(0)?;
@@ -239,6 +242,11 @@ mod tests {
         let v2 = parse(r#"{"swagger":"2.0","host":"httpbin.org","basePath":"/","schemes":["https"]}"#).unwrap();
         assert_eq!(dialect(&v2).unwrap(), Dialect::Swagger2);
         assert_eq!(server_url(&v2, Dialect::Swagger2).as_deref(), Some("https://httpbin.org/"));
+        // Without `host`, the host serving the description, under `basePath` (Swagger 2.0).
+        let hostless = parse(r#"{"swagger":"2.0","basePath":"/v2"}"#).unwrap();
+        assert_eq!(server_url(&hostless, Dialect::Swagger2).as_deref(), Some("/v2"));
+        assert_eq!(server_url(&json!({ "swagger": "2.0", "basePath": "/" }), Dialect::Swagger2), None);
+        assert_eq!(server_url(&json!({ "openapi": "3.0.3" }), Dialect::OpenApi30), None);
         assert!(dialect(&json!({ "openapi": "4.0" })).is_err());
         assert!(dialect(&json!({ "info": {} })).unwrap_err().contains("not an OpenAPI"));
     }

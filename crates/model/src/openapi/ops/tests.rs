@@ -123,3 +123,42 @@ fn swagger2_parameters_and_undeclared_path_variables() {
     assert_eq!((q.params[0].style, q.params[0].explode), (Style::Form, true));
     assert_eq!(q.tool["inputSchema"]["properties"]["ids"]["items"]["type"], "integer");
 }
+
+/// docs/openapi.md, "Operations to tools": a response schema that does not say "object" (here
+/// `{}`, which says nothing) wraps every JSON answer of the operation, an object too, as
+/// `{"result": …}`; without a JSON 2xx schema, only an answer that is not an object is wrapped.
+#[test]
+fn a_schema_that_does_not_say_object_wraps_every_answer() {
+    let doc = super::super::doc::parse(
+        r##"
+openapi: 3.0.3
+info: { title: Any, version: "1" }
+paths:
+  /any:
+    get:
+      operationId: anything
+      responses: { "200": { description: ok, content: { application/json: { schema: {} } } } }
+  /free:
+    get:
+      operationId: free
+      responses: { "200": { description: ok } }
+"##,
+    )
+    .unwrap();
+    let api = build(&doc, &Selection::default()).unwrap();
+    let answer = |body: &'static [u8]| crate::openapi::Answer {
+        status: 200,
+        content_type: Some("application/json"),
+        body,
+        truncated: false,
+        url: "http://api/x",
+    };
+    let any = &api.operations[0];
+    assert!(any.wrapped);
+    assert_eq!(any.tool["outputSchema"], json!({ "type": "object", "properties": { "result": {} }, "required": ["result"] }));
+    assert_eq!(crate::openapi::tool_result(any, &answer(br#"{"a":1}"#))["structuredContent"], json!({ "result": { "a": 1 } }));
+    let free = &api.operations[1];
+    assert!(!free.wrapped && free.tool.get("outputSchema").is_none(), "{}", free.tool);
+    assert_eq!(crate::openapi::tool_result(free, &answer(br#"{"a":1}"#))["structuredContent"], json!({ "a": 1 }));
+    assert_eq!(crate::openapi::tool_result(free, &answer(b"[1]"))["structuredContent"], json!({ "result": [1] }));
+}
