@@ -286,20 +286,7 @@ async fn a_callers_jwt_becomes_an_id_jag_and_the_id_jag_an_upstream_token() {
     })
     .await;
     let (template, _, _) = engine("{}", false).await;
-    let p = Protected {
-        upstream: "files".into(),
-        resource: format!("{base}/mcp"),
-        client_id: Some("gw-at-idp".into()),
-        client_issuer: Some(base.clone()),
-        client_secret: Some("idp-secret".into()),
-        secret_in_body: false,
-        scopes: None,
-        exchange: true,
-        api_key: None,
-        id_jag: Some(("gw-at-files".into(), Some("files-secret".into()))),
-    };
-    let id =
-        Identity::new(template.settings.clone(), sealer(), Vault::in_memory(sealer()), OAuthHttp::new(Rules { loopback: true }), vec![p]);
+    let id = id_jag_identity(&template, &base);
     let token = id.exchanged("alice", "files", "alice.id.token").await.expect("an upstream token");
     assert_eq!(token, "upstream-token");
     let log = seen.lock().unwrap().clone();
@@ -360,11 +347,21 @@ async fn an_id_jag_meant_for_another_server_is_not_presented() {
     })
     .await;
     let (template, _, _) = engine("{}", false).await;
+    let id = id_jag_identity(&template, &base);
+    let refused = id.exchanged("alice", "files", "alice.id.token").await.expect_err("not presented");
+    assert!(refused.to_string().contains("honest-as.example.com") && refused.to_string().contains("not sent"), "{refused}");
+    let log = seen.lock().unwrap().clone();
+    assert!(!log.iter().any(|r| r.starts_with("POST /as-token ")), "the other server got the ID-JAG: {log:?}");
+}
+
+/// The per-caller identity of an upstream `files` behind the IdP at `base` that exchanges the
+/// caller's token for an ID-JAG (`user_auth.exchange` with `id_jag`).
+fn id_jag_identity(template: &Identity, base: &str) -> Identity {
     let p = Protected {
         upstream: "files".into(),
         resource: format!("{base}/mcp"),
         client_id: Some("gw-at-idp".into()),
-        client_issuer: Some(base.clone()),
+        client_issuer: Some(base.to_string()),
         client_secret: Some("idp-secret".into()),
         secret_in_body: false,
         scopes: None,
@@ -372,10 +369,5 @@ async fn an_id_jag_meant_for_another_server_is_not_presented() {
         api_key: None,
         id_jag: Some(("gw-at-files".into(), Some("files-secret".into()))),
     };
-    let id =
-        Identity::new(template.settings.clone(), sealer(), Vault::in_memory(sealer()), OAuthHttp::new(Rules { loopback: true }), vec![p]);
-    let refused = id.exchanged("alice", "files", "alice.id.token").await.expect_err("not presented");
-    assert!(refused.to_string().contains("honest-as.example.com") && refused.to_string().contains("not sent"), "{refused}");
-    let log = seen.lock().unwrap().clone();
-    assert!(!log.iter().any(|r| r.starts_with("POST /as-token ")), "the other server got the ID-JAG: {log:?}");
+    Identity::new(template.settings.clone(), sealer(), Vault::in_memory(sealer()), OAuthHttp::new(Rules { loopback: true }), vec![p])
 }

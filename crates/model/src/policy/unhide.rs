@@ -92,28 +92,12 @@ static HEX: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"(?-u:\b)(?:[
 /// The runs of hexadecimal in `text` (24 digits or more) that decode to text, as
 /// [`base64_runs`] does, from the same `budget`.
 pub fn hex_runs(text: &str, budget: &mut usize) -> Vec<(Range<usize>, String)> {
-    let Some(hex) = HEX.as_ref() else { return Vec::new() };
-    let mut out = Vec::new();
-    if text.len() < MIN_RUN {
-        return out;
-    }
-    for m in hex.find_iter(text) {
-        if *budget == 0 {
-            break;
+    runs(text, HEX.as_ref(), budget, |s| {
+        if s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
         }
-        let s = m.as_str();
-        if s.len() > MAX_RUN || s.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        *budget -= 1;
-        let bytes: Option<Vec<u8>> =
-            s.as_bytes().chunks(2).map(|p| std::str::from_utf8(p).ok().and_then(|p| u8::from_str_radix(p, 16).ok())).collect();
-        match bytes.and_then(|b| String::from_utf8(b).ok()) {
-            Some(decoded) if decoded.chars().all(|c| !c.is_control() || c.is_whitespace()) => out.push((m.range(), decoded)),
-            _ => {}
-        }
-    }
-    out
+        s.as_bytes().chunks(2).map(|p| std::str::from_utf8(p).ok().and_then(|p| u8::from_str_radix(p, 16).ok())).collect()
+    })
 }
 
 static RUN: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_\-]{24,}={0,2}").ok());
@@ -121,29 +105,32 @@ static RUN: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/
 /// The base64 runs of `text` that decode to text: their place in `text` and what they say. At
 /// most `budget` runs are decoded (the budget is spent).
 pub fn base64_runs(text: &str, budget: &mut usize) -> Vec<(Range<usize>, String)> {
-    let Some(run) = RUN.as_ref() else { return Vec::new() };
-    let mut out = Vec::new();
-    if text.len() < MIN_RUN {
-        return out;
-    }
-    for m in run.find_iter(text) {
-        if *budget == 0 {
-            break;
-        }
-        let s = m.as_str();
-        if s.len() > MAX_RUN {
-            continue;
-        }
-        *budget -= 1;
+    runs(text, RUN.as_ref(), budget, |s| {
         let body = s.trim_end_matches('=');
         let engine = if body.contains(['-', '_']) {
             &base64::engine::general_purpose::URL_SAFE_NO_PAD
         } else {
             &base64::engine::general_purpose::STANDARD_NO_PAD
         };
-        let Ok(bytes) = engine.decode(body) else { continue };
-        match String::from_utf8(bytes) {
-            Ok(decoded) if decoded.chars().all(|c| !c.is_control() || c.is_whitespace()) => out.push((m.range(), decoded)),
+        engine.decode(body).ok()
+    })
+}
+
+/// The runs `pattern` finds in `text` that `decode` turns into text (no control characters but
+/// whitespace), each costing one of `budget`; runs longer than [`MAX_RUN`] are skipped.
+fn runs(text: &str, pattern: Option<&Regex>, budget: &mut usize, decode: impl Fn(&str) -> Option<Vec<u8>>) -> Vec<(Range<usize>, String)> {
+    let mut out = Vec::new();
+    let Some(pattern) = pattern.filter(|_| text.len() >= MIN_RUN) else { return out };
+    for m in pattern.find_iter(text) {
+        if *budget == 0 {
+            break;
+        }
+        if m.as_str().len() > MAX_RUN {
+            continue;
+        }
+        *budget -= 1;
+        match decode(m.as_str()).and_then(|b| String::from_utf8(b).ok()) {
+            Some(decoded) if decoded.chars().all(|c| !c.is_control() || c.is_whitespace()) => out.push((m.range(), decoded)),
             _ => {}
         }
     }
