@@ -8,8 +8,8 @@
 //! (`policy::unhide::visible`: invisible characters removed, NFKC, Cyrillic and Greek look-alikes
 //! read as Latin letters), and with its base64 and hex runs decoded (bounded); the texts of one
 //! content array are also read joined, so a token cut in two blocks is found, and every string of
-//! a message is read joined for the detectors that block or flag, so an instruction split between
-//! two strings is found. A finding is reported by its detector's name, never by what matched.
+//! a message is read joined for the injection group's detectors that block or flag, so an
+//! instruction split between two strings is found. A finding is reported by its detector's name, never by what matched.
 
 use super::shapes::{INJECTION, PII, SECRETS, Shape};
 use super::unhide;
