@@ -8,8 +8,8 @@
 //! (`policy::unhide::visible`: invisible characters removed, NFKC, Cyrillic and Greek look-alikes
 //! read as Latin letters), and with its base64 and hex runs decoded (bounded); the texts of one
 //! content array are also read joined, so a token cut in two blocks is found, and every string of
-//! a message is read joined for the detectors that block or flag, so an instruction split between
-//! two strings is found. A finding is reported by its detector's name, never by what matched.
+//! a message is read joined for the injection group's detectors that block or flag, so an
+//! instruction split between two strings is found. A finding is reported by its detector's name, never by what matched.
 
 use super::shapes::{INJECTION, PII, SECRETS, Shape};
 use super::unhide;
@@ -33,11 +33,15 @@ pub struct Detector {
     pub action: Action,
     /// The check a match must pass too (check digits).
     pub verify: Option<fn(&str) -> bool>,
+    /// Whether it also reads every string of a message joined ([`phrases`]): for the words of an
+    /// instruction, which mean the same split between two strings. Not for shapes (a key, a card
+    /// number), which two neighbouring values would make up by chance.
+    pub phrases: bool,
 }
 
 impl Detector {
     pub fn new(name: impl Into<String>, pattern: Regex, action: Action) -> Detector {
-        Detector { name: name.into(), pattern, action, verify: None }
+        Detector { name: name.into(), pattern, action, verify: None, phrases: false }
     }
 
     fn counts(&self, found: &str) -> bool {
@@ -86,7 +90,8 @@ pub fn group(group: Group, names: &[&str], action: Action) -> Vec<Detector> {
         .iter()
         .filter(|(name, _, _)| names.is_empty() || names.contains(name))
         .filter_map(|(name, p, verify)| {
-            Regex::new(p).ok().map(|pattern| Detector { name: (*name).to_string(), pattern, action, verify: *verify })
+            let phrases = group == Group::Injection;
+            Regex::new(p).ok().map(|pattern| Detector { name: (*name).to_string(), pattern, action, verify: *verify, phrases })
         })
         .collect()
 }
@@ -188,12 +193,13 @@ pub fn scrub(message: &mut Value, detectors: &[Detector]) -> Findings {
 }
 
 /// Every string of a message a reader reads, in order and as it reads, joined by spaces: what a
-/// blocking or flagging detector finds only across two or more of them (an instruction split
+/// blocking or flagging detector of words (`Detector::phrases`: the injection group) finds only
+/// across two or more of them (an instruction split
 /// between a tool's description and a parameter's, or over two content blocks) is recorded. It
 /// cannot be redacted in place, so detectors that redact read it in one content array only
 /// (`across`). One more pass of those detectors, linear in the message.
 fn phrases(message: &Value, detectors: &[Detector], found: &mut Findings) {
-    let deciding: Vec<&Detector> = detectors.iter().filter(|d| d.action != Action::Redact).collect();
+    let deciding: Vec<&Detector> = detectors.iter().filter(|d| d.phrases && d.action != Action::Redact).collect();
     if deciding.is_empty() {
         return;
     }

@@ -208,4 +208,7 @@ fn instructions_hidden_the_third_reviews_ways_are_found() {
     ] {
         assert_eq!(scrub(&mut plain.clone(), &injection(Action::Block)), Findings::default(), "{plain}");
     }
+    // Shapes are not read across strings: four cells of a table are not a card number.
+    let mut cells = json!({ "structuredContent": { "rows": [["4111", "1111", "1111", "1111"]] } });
+    assert_eq!(scrub(&mut cells, &group(Group::Pii, &[], Action::Block)), Findings::default());
 }
