@@ -33,4 +33,4 @@ pub mod usage;
 pub use mcpgate_config::config;
 pub use mcpgate_model::{catalog, policy, token};
 pub use mcpgate_net::{cluster, files, net};
-pub use mcpgate_protocol::{protocol, reply, sync, tasks, text};
+pub use mcpgate_protocol::{protocol, reply, sync, tasks, text, toolbox};

@@ -24,7 +24,7 @@ pub struct Chain {
 }
 
 pub fn sha256_hex(line: &str) -> String {
-    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, line.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::toolbox::sha256_hex(line.as_bytes())
 }
 
 impl Chain {

@@ -230,7 +230,7 @@ impl Rotating {
         if self.since == 0 {
             return Ok(());
         }
-        let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let ts = crate::toolbox::unix_ms();
         let line = signer.checkpoint(*seq, hash, ts);
         self.out.write_all(line.as_bytes())?;
         self.out.write_all(b"\n")?;

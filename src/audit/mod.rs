@@ -238,7 +238,7 @@ struct Fields<'a> {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    crate::toolbox::unix_ms()
 }
 
 pub struct Entry {

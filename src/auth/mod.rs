@@ -145,14 +145,14 @@ impl Authenticator {
 
     /// The latest validated token of JWT caller `id`, while it is unexpired (for token exchange).
     pub fn subject_token(&self, id: &str) -> Option<String> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let now = crate::toolbox::unix_secs();
         let subjects = crate::sync::lock(self.subjects.as_ref()?);
         subjects.get(id).filter(|(_, exp)| *exp > now).map(|(t, _)| t.clone())
     }
 
     fn keep_subject(&self, id: &str, token: &str, claims: &Value) {
         let Some(subjects) = &self.subjects else { return };
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let now = crate::toolbox::unix_secs();
         let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(now + 300);
         let mut m = crate::sync::lock(subjects);
         if m.len() >= MAX_SUBJECTS {
@@ -374,7 +374,7 @@ fn caller_matches(c: &CallerConfig, subject: &str, claims: &Value, scopes: &[Str
 
 /// `mcpgate hash-key`: the hex SHA-256 of an API key, as `key_sha256` expects it.
 pub fn hash_key(key: &str) -> String {
-    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, key.trim().as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::toolbox::sha256_hex(key.trim().as_bytes())
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ fn rule_for<'a>(rules: &'a [ConfirmRule], tool: &Entry) -> Option<&'a ConfirmRul
 }
 
 fn hex_sha256(text: &str) -> String {
-    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::toolbox::sha256_hex(text.as_bytes())
 }
 
 /// The digest of a call: the tool and the canonical text of its arguments (sorted keys, no

@@ -35,7 +35,7 @@ pub fn needed(gw: &Served<'_>, req: &Request, upstream: &str, item: &str) -> Rep
     let message = format!("Connect {upstream}: sign in with your own {upstream} account so that this gateway can use it for you.");
     match &req.legacy {
         Some(session) if session.version.as_str() >= "2025-11-25" && url_elicitation(Some(&session.capabilities)) => {
-            let Some(id) = crate::identity::flow::random_token() else {
+            let Some(id) = crate::toolbox::random_token() else {
                 return Reply::error(RpcError::internal("no randomness for an elicitation id"));
             };
             if let Some(p) = &gw.personal {

@@ -22,7 +22,7 @@ pub const CLOCK_ENV: &str = "MCPGATE_POLICY_NOW";
 pub fn now() -> u64 {
     static FIXED: OnceLock<Option<u64>> = OnceLock::new();
     let fixed = FIXED.get_or_init(|| std::env::var(CLOCK_ENV).ok().and_then(|v| parse_time(&v)));
-    fixed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+    fixed.unwrap_or_else(crate::toolbox::unix_secs)
 }
 
 /// A time as RFC 3339 (`2026-12-03T10:00:00Z`) or seconds since the epoch.

@@ -244,7 +244,7 @@ impl Definitions {
 
 /// The hex SHA-256 of a definition's text.
 fn digest(text: &str) -> String {
-    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::toolbox::sha256_hex(text.as_bytes())
 }
 
 /// The list method a definition of `kind` arrives in.

@@ -58,7 +58,7 @@ fn digest_of(caller: &str) -> Vec<u8> {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::toolbox::hex(bytes)
 }
 
 /// `caller`'s folder under `callers`; a folder made under the old name is this caller's and

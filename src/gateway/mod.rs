@@ -198,7 +198,7 @@ impl Gateway {
             updates: Mutex::new(updates),
             personal,
             me: me.clone(),
-            console_key: crate::token::random_hex(24),
+            console_key: crate::toolbox::random_hex(24),
             pins,
             guards: ArcSwap::from_pointee(guard_set),
             definitions: guards::Definitions::default(),

@@ -255,7 +255,7 @@ impl Flows {
 
 /// What proves a browser to the shared store: a digest of its nonce (the nonce itself stays out).
 fn browser_check(nonce: &str) -> String {
-    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, nonce.as_bytes()).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::toolbox::sha256_hex(nonce.as_bytes())
 }
 
 /// RFC 9207: an `iss` that is present must be the issuer, exactly; a server that promised it must
@@ -309,13 +309,7 @@ pub fn refresh_body(refresh_token: &str, resource: &str, scope: Option<&str>) ->
     q.finish()
 }
 
-/// A 256-bit random value, base64url.
-pub fn random_token() -> Option<String> {
-    use base64::Engine;
-    let mut bytes = [0u8; 32];
-    aws_lc_rs::rand::fill(&mut bytes).ok()?;
-    Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
-}
+pub use crate::toolbox::random_token;
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

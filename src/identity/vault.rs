@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// How long a sealed entry may be kept at all (its tokens' own expiry is checked on top).
 const MAX_AGE: Duration = Duration::from_secs(400 * 24 * 3600);
@@ -353,7 +353,7 @@ impl Vault {
 
 /// Unix seconds now.
 pub fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    crate::toolbox::unix_secs()
 }
 
 #[cfg(test)]

@@ -206,7 +206,7 @@ async fn ask(
             return Err(RpcError::internal(format!("The server asked for unsupported input {method:?}")));
         }
         // Unguessable, so no other client can answer it.
-        let id = format!("\"mcpgate-input-{}\"", crate::token::random_hex(12));
+        let id = format!("\"mcpgate-input-{}\"", crate::toolbox::random_hex(12));
         let rx = waiting.await_answer(format!("{scope}/{id}")).ok_or_else(|| RpcError::internal("Too many input requests are waiting"))?;
         let params = ask.get("params").map(|p| p.to_owned()).unwrap_or(Json::EMPTY_OBJECT);
         let message = jsonrpc::request_message(&id, &method, &params);

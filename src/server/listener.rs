@@ -249,11 +249,7 @@ struct RequestIds {
 
 impl Default for RequestIds {
     fn default() -> Self {
-        use aws_lc_rs::rand::SecureRandom;
-        let mut b = [0u8; 4];
-        let _ = aws_lc_rs::rand::SystemRandom::new().fill(&mut b);
-        let prefix: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        RequestIds { prefix: prefix.into(), next: Arc::default() }
+        RequestIds { prefix: crate::toolbox::random_hex(4).into(), next: Arc::default() }
     }
 }
 

@@ -310,7 +310,7 @@ pub fn bump(t: &mut dyn Tx, name: &str) -> Result<u64, String> {
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    i64::try_from(crate::toolbox::unix_ms()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

@@ -259,7 +259,7 @@ fn assertion(client_id: &str, audience: &str, pem: &str) -> Result<String, Upstr
     let der = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, body.as_bytes())
         .map_err(|_| Fail("the private key is not PEM (PKCS#8)".into()))?;
     let now = crate::identity::vault::now();
-    let jti = crate::identity::flow::random_token().ok_or_else(|| Fail("no randomness for an assertion id".into()))?;
+    let jti = crate::toolbox::random_token().ok_or_else(|| Fail("no randomness for an assertion id".into()))?;
     let claims = serde_json::json!({
         "iss": client_id, "sub": client_id, "aud": audience, "iat": now, "exp": now + ASSERTION_LIFETIME, "jti": jti,
     });

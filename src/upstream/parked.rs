@@ -100,7 +100,7 @@ impl Upstream {
                 let Ok(msg) = Message::parse(&ask) else { continue };
                 let (Some(ask_id), Some(method)) = (msg.id.clone(), msg.method.clone()) else { continue };
                 let params: Value = msg.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(json!({}));
-                let key = crate::token::random_hex(16);
+                let key = crate::toolbox::random_hex(16);
                 let result = json!({
                     "resultType": "input_required",
                     "inputRequests": { KEY: { "method": method, "params": params } },

@@ -136,7 +136,7 @@ pub struct Usage {
 }
 
 pub fn now_secs() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    crate::toolbox::unix_secs()
 }
 
 /// The first word of an audit outcome label (`error -32602` counts as `error`).

@@ -11,7 +11,7 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub const KEY_ENV: &str = "MCPGATE_TOKEN_KEY";
 const MIN_KEY_BYTES: usize = 32;
@@ -158,9 +158,7 @@ impl Sealer {
     }
 
     pub fn random_id(&self) -> String {
-        let mut b = [0u8; 16];
-        let _ = self.rng.fill(&mut b);
-        b.iter().map(|x| format!("{x:02x}")).collect()
+        crate::toolbox::random_hex(16)
     }
 
     pub fn seal<T: Serialize>(&self, purpose: &str, payload: &T) -> Result<String, SealError> {
@@ -211,15 +209,8 @@ struct OwnedEnvelope<T> {
     p: T,
 }
 
-/// `bytes` random bytes from the system RNG, as lowercase hex (ids nobody can guess).
-pub fn random_hex(bytes: usize) -> String {
-    let mut b = vec![0u8; bytes];
-    let _ = SystemRandom::new().fill(&mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    crate::toolbox::unix_secs()
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! eras, `_meta`, the `Mcp-*` header codec, `x-mcp-header`, errors, `Method`, `Kind`, the
 //! canonical form of a URI), the reply model (`reply`), and the runtime helpers every layer uses
 //! (`sync`: poison-tolerant locks; `tasks`: the owner of background work; `text`: counted nouns
-//! in what people read). It depends on no other part of mcpgate; see docs/architecture.md for
+//! in what people read; `toolbox`: the clock, hex digests and random tokens). It depends on no other part of mcpgate; see docs/architecture.md for
 //! the layers.
 
 pub mod protocol;
@@ -10,3 +10,4 @@ pub mod reply;
 pub mod sync;
 pub mod tasks;
 pub mod text;
+pub mod toolbox;

@@ -38,7 +38,8 @@ impl Identity {
     /// A consent link for a caller and an upstream (sealed: it names them, expires, and starts
     /// one authorization).
     pub fn consent_link(&self, caller: &str, upstream: &str) -> Option<String> {
-        let grant = self.sealer.seal(GRANT_PURPOSE, &Grant { c: caller.into(), u: upstream.into(), i: flow::random_token()? }).ok()?;
+        let grant =
+            self.sealer.seal(GRANT_PURPOSE, &Grant { c: caller.into(), u: upstream.into(), i: crate::toolbox::random_token()? }).ok()?;
         let q: String = form_urlencoded::Serializer::new(String::new()).append_pair("grant", &grant).finish();
         Some(format!("{}?{q}", self.settings.consent_url))
     }

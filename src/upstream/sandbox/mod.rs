@@ -267,7 +267,7 @@ pub fn prepare(cfg: &SandboxConfig, id: &str, command: &[String], cwd: Option<&P
     // One group per process folder: a caller's own process is bounded (and ended) apart from the
     // others, so two folders never share one (128 bits of the digest).
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, private.as_os_str().as_encoded_bytes());
-    let tag: String = digest.as_ref()[..16].iter().map(|b| format!("{b:02x}")).collect();
+    let tag = crate::toolbox::hex(&digest.as_ref()[..16]);
     policy.cgroup = Some(format!("mcpgate-{}-{}-{tag}", std::process::id(), id.replace('/', "_")));
     let json = serde_json::to_string(&policy).map_err(|e| fail(e.to_string()))?;
     Ok((json, private))

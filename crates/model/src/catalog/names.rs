@@ -55,8 +55,7 @@ pub fn shorten(name: &str, max: usize) -> String {
     if name.len() <= max {
         return name.to_string();
     }
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, name.as_bytes());
-    let hash: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()[..HASH_DIGITS].to_string();
+    let hash: String = crate::toolbox::sha256_hex(name.as_bytes())[..HASH_DIGITS].to_string();
     let mut keep = max.saturating_sub(HASH_DIGITS + 1);
     while !name.is_char_boundary(keep) {
         keep -= 1;

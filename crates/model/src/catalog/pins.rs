@@ -84,8 +84,7 @@ fn definition_of(item: &str, members: &[&str]) -> Option<Pin> {
     let def = Value::Object(def);
     // serde_json's map is ordered by key: this is the canonical form.
     let text = serde_json::to_string(&def).ok()?;
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes());
-    Some(Pin { sha256: digest.as_ref().iter().map(|b| format!("{b:02x}")).collect(), definition: def })
+    Some(Pin { sha256: crate::toolbox::sha256_hex(text.as_bytes()), definition: def })
 }
 
 /// How a tool stands against its pin.

@@ -97,8 +97,7 @@ pub fn verify(result: &Json, uri: &str, promise: &Listed) -> Result<(), Mismatch
     if read != promise.size {
         return Err(Mismatch::Size { read, listed: promise.size });
     }
-    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &bytes);
-    let digest = format!("sha256:{}", d.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let digest = format!("sha256:{}", crate::toolbox::sha256_hex(&bytes));
     if !digest.eq_ignore_ascii_case(&promise.digest) {
         return Err(Mismatch::Digest { read: digest, listed: promise.digest.clone() });
     }
@@ -146,8 +145,7 @@ mod tests {
     const BODY: &str = "---\nname: r\n---\nbody\n";
 
     fn sha(s: &[u8]) -> String {
-        let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, s);
-        format!("sha256:{}", d.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>())
+        format!("sha256:{}", crate::toolbox::sha256_hex(s))
     }
 
     #[test]
