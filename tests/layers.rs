@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top. A module may import its own layer and the layers below.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("1 protocol: the wire model and runtime helpers", &["protocol", "reply", "sync", "tasks", "text"]),
+    ("1 protocol: the wire model and runtime helpers", &["protocol", "reply", "sync", "tasks", "text", "toolbox"]),
     ("2 pure model: names, merge, views, decisions, sealed tokens, REST descriptions", &["policy", "token", "catalog", "openapi", "yaml"]),
     ("3 config: the file model and its validation", &["config"]),
     ("4 net: the HTTP client, PEM/TLS, Redis, the state database", &["net", "cluster", "files", "state"]),
