@@ -78,12 +78,26 @@ def fork_many(count: int) -> str:
             os._exit(0)
         pids.append(pid)
         started += 1
-    for pid in pids:
+    # Reaped within a deadline: a child forked from this threaded process can hang before its
+    # first line runs (a lock another thread held at the fork), and a stuck one must not hold the
+    # answer past the gateway's deadline.
+    deadline = time.monotonic() + 10
+    waiting = set(pids)
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    waiting.discard(pid)
+            except ChildProcessError:
+                waiting.discard(pid)
+        time.sleep(0.05)
+    for pid in waiting:
         try:
+            os.kill(pid, 9)
             os.waitpid(pid, 0)
-        except ChildProcessError:
+        except (ProcessLookupError, ChildProcessError):
             pass
-    return json.dumps({"ok": error is None, "started": started, "error": error})
+    return json.dumps({"ok": error is None, "started": started, "error": error, "stuck": len(waiting)})
 
 
 @mcp.tool()
