@@ -1,7 +1,8 @@
 //! What a command needs before it serves: the configuration loaded (with `--listen` replacing
 //! its address, refused beyond loopback without authentication), and the process fitted to it
 //! (the open-files limit raised to the hard one, `server.max_connections` kept below it), and,
-//! once it serves, the configuration read again on SIGHUP or when its file changes.
+//! once it serves, the configuration read again on SIGHUP or when its file changes, and the
+//! signals that stop it.
 
 use crate::config::Config;
 use crate::config::auth::AuthMode;
@@ -111,4 +112,32 @@ pub fn reload_on_signal_or_change(gw: std::sync::Arc<crate::gateway::Gateway>, s
             }
         }
     });
+}
+
+/// Resolves at Ctrl-C or SIGTERM (the gateway then stops); SIGHUP, whose default action would
+/// kill the process, is taken and ignored here (`run` reloads on it).
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    let hup = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            while s.recv().await.is_some() {}
+        }
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+        _ = hup => {},
+    }
+    tracing::info!("shutting down");
 }

@@ -464,7 +464,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
                     tracing::info!("demo server ({}) listening on http://{}{}", profile.name(), server.listen, server.path);
                     let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random()?), server.session_ttl));
                     let mount = mcpgate::server::http::Mount { svc, console: None, legacy, auth: None };
-                    mcpgate::server::http::serve(listener, mount, server, shutdown_signal()).await?;
+                    mcpgate::server::http::serve(listener, mount, server, mcpgate::boot::shutdown_signal()).await?;
                 }
                 None => mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?,
             }
@@ -551,7 +551,7 @@ async fn serve_gateway(mut cfg: Config, source: mcpgate::boot::Source, workers: 
     let audit = gw.audit.clone();
     let svc: Arc<dyn Service> = gw;
     let shutdown = async move {
-        shutdown_signal().await;
+        mcpgate::boot::shutdown_signal().await;
         // Listen and GET streams end now, with their final message, so connections can drain.
         closing.cancel();
     };
@@ -574,31 +574,4 @@ async fn serve_gateway(mut cfg: Config, source: mcpgate::boot::Source, workers: 
     let _ = audit_logs;
     tracing::info!("stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    // SIGHUP must not kill the process (its default action): `run` reloads on it.
-    let hup = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-            while s.recv().await.is_some() {}
-        }
-        std::future::pending::<()>().await
-    };
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-        _ = hup => {},
-    }
-    tracing::info!("shutting down");
 }

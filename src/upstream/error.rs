@@ -1,9 +1,11 @@
 //! Typed upstream failures. Transports and era adapters return [`UpstreamError`] and decide on its
 //! variants (a session that expired is renewed, silence on stdio means a legacy server); the one
 //! conversion into the client-visible [`RpcError`] is [`UpstreamError::into_rpc`], which always
-//! names the upstream and never carries an upstream's response body.
+//! names the upstream and never carries an upstream's response body. An upstream's own
+//! header-mismatch or version error is the gateway's to answer (`hop_error`), never relayed.
 
-use crate::protocol::errors::RpcError;
+use crate::protocol::errors::{HEADER_MISMATCH, RpcError, UNSUPPORTED_VERSION, modernise_rc_code};
+use crate::reply::Outcome;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -93,6 +95,19 @@ impl UpstreamError {
             other => RpcError::internal(format!("Upstream '{id}' is unavailable: {other}")).with_data(json!({ "upstream": id })),
         }
     }
+}
+
+/// An upstream's header-mismatch or version error is about the gateway's request, not the
+/// client's: relayed as is, it would send the client re-listing or downgrading for nothing.
+pub(super) fn hop_error(id: &str, o: Outcome) -> Outcome {
+    let Outcome::UpstreamError(raw) = &o else { return o };
+    let Ok(v) = serde_json::from_str::<Value>(raw.get()) else { return o };
+    let code = modernise_rc_code(v["code"].as_i64().unwrap_or(0));
+    if code != HEADER_MISMATCH && code != UNSUPPORTED_VERSION {
+        return o;
+    }
+    let message = v["message"].as_str().unwrap_or("").to_string();
+    Outcome::Error(UpstreamError::Refused { code: v["code"].clone(), message }.into_rpc(id))
 }
 
 #[cfg(test)]

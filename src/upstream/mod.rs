@@ -37,7 +37,6 @@ use self::outbound::{Envelope, McpHeaders};
 use crate::catalog::Kind;
 use crate::config::{TransportConfig, UpstreamConfig};
 use crate::net::HttpClients;
-use crate::protocol::errors::HEADER_MISMATCH;
 use crate::protocol::json::Json;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::{MODERN_VERSION, is_legacy_version, jsonrpc, keys};
@@ -473,7 +472,7 @@ impl Upstream {
             match sent {
                 Ok(reply) => {
                     self.failures.store(0, Ordering::Relaxed);
-                    reply.map_outcome(move |o| hop_error(&id, o))
+                    reply.map_outcome(move |o| error::hop_error(&id, o))
                 }
                 Err(e) => {
                     self.failed(&e);
@@ -573,19 +572,6 @@ impl Upstream {
             other => Err(other),
         }
     }
-}
-
-/// An upstream's header-mismatch or version error is about the gateway's request, not the
-/// client's: relayed as is, it would send the client re-listing or downgrading for nothing.
-fn hop_error(id: &str, o: Outcome) -> Outcome {
-    let Outcome::UpstreamError(raw) = &o else { return o };
-    let Ok(v) = serde_json::from_str::<Value>(raw.get()) else { return o };
-    let code = crate::protocol::errors::modernise_rc_code(v["code"].as_i64().unwrap_or(0));
-    if code != HEADER_MISMATCH && code != crate::protocol::errors::UNSUPPORTED_VERSION {
-        return o;
-    }
-    let message = v["message"].as_str().unwrap_or("").to_string();
-    Outcome::Error(UpstreamError::Refused { code: v["code"].clone(), message }.into_rpc(id))
 }
 
 /// The `_meta` of requests the gateway makes for itself.
