@@ -197,13 +197,17 @@ async fn two_callers_of_server_memory_each_have_their_own_and_an_idle_one_stops(
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert_eq!(gw.proc.log().matches("stopped a caller's idle process").count(), 2, "{}", gw.proc.log());
-    // A caller's process works in its own folder (the policy naming it is on no command line).
-    let alive =
-        |who: &str| {
-            std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|p| {
-                std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd.to_string_lossy().contains(&format!("@callers/{who}-")))
+    // A caller's process works in its own folder (the policy naming it is on no command line),
+    // under this gateway's folder (other tests run callers of the same names at the same time).
+    let mine = gw.config_path.parent().expect("folder").to_string_lossy().into_owned();
+    let alive = |who: &str| {
+        std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|p| {
+            std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| {
+                let cwd = cwd.to_string_lossy();
+                cwd.starts_with(&mine) && cwd.contains(&format!("@callers/{who}-"))
             })
-        };
+        })
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while (alive("alice") || alive("bob")) && std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
