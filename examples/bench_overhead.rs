@@ -11,8 +11,8 @@ use http_body_util::{BodyExt, Full};
 use mcpgate::config::Config;
 use mcpgate::demo::{Demo, Profile};
 use mcpgate::dispatch::Service;
+use mcpgate::edge::era::legacy::LegacyState;
 use mcpgate::gateway::Gateway;
-use mcpgate::server::legacy::LegacyState;
 use mcpgate::token::Sealer;
 use std::path::Path;
 use std::sync::Arc;
@@ -26,8 +26,8 @@ async fn serve(svc: Arc<dyn Service>, config: &str) -> anyhow::Result<String> {
     server.listen = listener.local_addr()?;
     let url = format!("http://{}/mcp", server.listen);
     let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random()?), server.session_ttl));
-    let mount = mcpgate::server::http::Mount { svc, console: None, legacy, auth: None };
-    tokio::spawn(mcpgate::server::http::serve(listener, mount, server, std::future::pending()));
+    let mount = mcpgate::edge::shared::Mount { svc, console: None, legacy, auth: None };
+    tokio::spawn(mcpgate::edge::listen::serve(listener, mount, server, std::future::pending()));
     Ok(url)
 }
 

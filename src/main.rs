@@ -7,8 +7,8 @@ use mcpgate::config::Config;
 use mcpgate::config::auth::AuthMode;
 use mcpgate::demo::{Demo, Profile};
 use mcpgate::dispatch::Service;
+use mcpgate::edge::era::legacy::LegacyState;
 use mcpgate::gateway::Gateway;
-use mcpgate::server::legacy::LegacyState;
 use mcpgate::token::{KeySource, Sealer};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -279,7 +279,7 @@ fn main() -> ExitCode {
     }
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // The control runtime: startup, upstream probes and children, reloads, background work and
-    // the one-connection commands. HTTP clients are served by the workers (`server::workers`).
+    // the one-connection commands. HTTP clients are served by the workers (`edge::listen::workers`).
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -292,7 +292,7 @@ fn main() -> ExitCode {
     let (writer, log_guard) = mcpgate::telemetry::logwriter::start(std::io::stderr());
     let telemetry = mcpgate::telemetry::init::init_logging(matches!(cli.log_format, LogFormat::Json), runtime.handle(), writer);
     mcpgate::boot::raise_open_files_limit();
-    let result = runtime.block_on(run(cli.command, cli.worker_threads.unwrap_or_else(mcpgate::server::workers::default_workers)));
+    let result = runtime.block_on(run(cli.command, cli.worker_threads.unwrap_or_else(mcpgate::edge::listen::workers::default_workers)));
     #[cfg(feature = "otlp")]
     if let Some(export) = telemetry {
         export.shutdown();
@@ -343,7 +343,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             gw.spawn_maintenance();
             let caller = gw.auth().anonymous().at(endpoint.as_deref());
             let svc: Arc<dyn Service> = gw;
-            mcpgate::server::stdio::serve_as(svc, caller, tokio::io::stdin(), tokio::io::stdout()).await?;
+            mcpgate::edge::stdio::serve_as(svc, caller, tokio::io::stdin(), tokio::io::stdout()).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Health { url, timeout } => mcpgate::cli::health(&url, timeout).await,
@@ -463,10 +463,10 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
                     server.listen = listener.local_addr()?;
                     tracing::info!("demo server ({}) listening on http://{}{}", profile.name(), server.listen, server.path);
                     let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random()?), server.session_ttl));
-                    let mount = mcpgate::server::http::Mount { svc, console: None, legacy, auth: None };
-                    mcpgate::server::http::serve(listener, mount, server, mcpgate::boot::shutdown_signal()).await?;
+                    let mount = mcpgate::edge::shared::Mount { svc, console: None, legacy, auth: None };
+                    mcpgate::edge::listen::serve(listener, mount, server, mcpgate::boot::shutdown_signal()).await?;
                 }
-                None => mcpgate::server::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?,
+                None => mcpgate::edge::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?,
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -491,8 +491,8 @@ async fn serve_gateway(mut cfg: Config, source: mcpgate::boot::Source, workers: 
             mcpgate::token::KEY_ENV
         );
     }
-    let listening =
-        mcpgate::server::workers::bind(cfg.server.listen, workers).with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
+    let listening = mcpgate::edge::listen::workers::bind(cfg.server.listen, workers)
+        .with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
     let addr = listening.local_addr();
     let server_cfg = cfg.server.clone();
     if !addr.ip().is_loopback() && cfg.auth.mode == AuthMode::None {
@@ -555,8 +555,8 @@ async fn serve_gateway(mut cfg: Config, source: mcpgate::boot::Source, workers: 
         // Listen and GET streams end now, with their final message, so connections can drain.
         closing.cancel();
     };
-    let mount = mcpgate::server::http::Mount { svc, console, legacy, auth };
-    let workers = mcpgate::server::workers::serve(listening, mount, server_cfg, shutdown).await?;
+    let mount = mcpgate::edge::shared::Mount { svc, console, legacy, auth };
+    let workers = mcpgate::edge::listen::workers::serve(listening, mount, server_cfg, shutdown).await?;
     // Background loops end (and stdio children with them) before the process exits; some run
     // on the workers (started by a request), which keep running until then.
     if !tasks.shutdown(std::time::Duration::from_secs(5)).await {

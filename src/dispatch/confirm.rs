@@ -13,7 +13,7 @@
 
 use super::{Request, Served};
 use crate::catalog::Entry;
-use crate::config::guard::ConfirmRule;
+use crate::config::confirm::ConfirmRule;
 use crate::protocol::errors::RpcError;
 use crate::protocol::exact;
 use crate::protocol::json::Json;

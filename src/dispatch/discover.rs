@@ -3,13 +3,18 @@
 //! instructions merged into one labelled section per upstream. Every list it serves declares
 //! `listChanged` (the gateway announces changes of its own catalogue, whatever its upstreams do),
 //! and `resources.subscribe` is declared when an upstream the caller may use can report updates.
-//! The extensions are those the one table relays (see `extensions`).
+//! The extensions: the rules are the table in `protocol::extensions` (what the gateway relays,
+//! when, in which era); this module feeds it what the upstreams of the caller's view offer (the
+//! ready upstreams the caller may use through its endpoint, each with its declared extensions, its
+//! era, and whether it serves MCP Apps' UI resources in that view). The legacy `initialize`
+//! (answered from discover) keeps what the table relays to legacy clients.
 
 use super::Request;
 use super::Served;
 use crate::catalog::Kind;
 use crate::catalog::view;
 use crate::protocol::errors::RpcError;
+use crate::protocol::extensions::{self, Era, Offer};
 use crate::protocol::json::Json;
 use crate::protocol::{SUPPORTED_VERSIONS, keys};
 use crate::reply::{Outcome, Reply};
@@ -86,10 +91,10 @@ pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
             sections.push(section(&label, text));
         }
     }
-    // The extensions: only those the gateway relays, by the one table (see `extensions`).
-    let extensions = super::extensions::advertised(gw, req);
-    if !extensions.is_empty() {
-        capabilities.insert("extensions".into(), Value::Object(extensions));
+    // The extensions: only those the gateway relays, by the one table.
+    let relayed = advertised(gw, req);
+    if !relayed.is_empty() {
+        capabilities.insert("extensions".into(), Value::Object(relayed));
     }
     let mut result = json!({
         "resultType": "complete",
@@ -109,6 +114,30 @@ pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
         Ok(raw) => Reply::Single(Outcome::Result(raw)),
         Err(e) => Reply::error(RpcError::internal(e.to_string())),
     }
+}
+
+/// Whether upstream `index` serves a resource under `scheme` in the caller's view.
+fn serves(gw: &Served<'_>, index: usize, scheme: &str) -> bool {
+    gw.view.section(Kind::Resource).entries.iter().any(|e| e.upstream == index && e.original.starts_with(scheme))
+}
+
+/// The `capabilities.extensions` the gateway advertises to the caller of `req` (modern era).
+pub fn advertised(gw: &Served<'_>, req: &Request) -> Map<String, Value> {
+    let upstreams = gw.live_upstreams();
+    let offering: Vec<_> = upstreams
+        .iter()
+        .filter(|up| !up.is_retired() && up.state().status == Status::Ready && usable(gw, req, up.index))
+        .map(|up| (up.state(), extensions::schemes().filter(|s| serves(gw, up.index, s)).collect::<Vec<_>>()))
+        .collect();
+    let offers: Vec<Offer<'_>> = offering
+        .iter()
+        .map(|(st, served)| Offer {
+            declared: st.capabilities.as_ref().and_then(|c| c.get("extensions")).and_then(Value::as_object),
+            modern: st.is_modern(),
+            serves: served,
+        })
+        .collect();
+    extensions::advertised(&offers, Era::Modern)
 }
 
 /// The most of one upstream's instructions passed on: one upstream cannot crowd out the others,

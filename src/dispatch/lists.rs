@@ -7,7 +7,7 @@ use crate::catalog::view;
 use crate::catalog::{Kind, cursor};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
-use crate::protocol::jsonrpc::json_string;
+use crate::protocol::json::json_string;
 use crate::protocol::keys;
 use crate::reply::{Outcome, Reply};
 

@@ -10,7 +10,6 @@ mod consent;
 pub mod decide;
 mod discover;
 mod envelope;
-mod extensions;
 mod forward;
 mod guarded;
 mod listen;

@@ -37,7 +37,7 @@ impl Gateway {
         let listed = resources.get(uri).or_else(|| resources.get(&canonical));
         let (upstream, original) = match listed {
             Some(e) => (e.upstream, e.original.clone()),
-            None => uris::route(cat, &canonical)?,
+            None => cat.route(&canonical)?,
         };
         let id = self.upstream_id(upstream);
         let item = Item { kind: Kind::Resource, name: &canonical, upstream: id, json: None };

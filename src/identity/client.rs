@@ -11,6 +11,7 @@ use super::connect::{GuardedClient, guarded_client};
 use super::discovery::{self, ResourceMetadata, ServerMetadata};
 use super::dpop::DpopKey;
 use super::guard::{self, Rules};
+pub use super::vault::ClientAuth;
 use super::vault::{TokenSet, now};
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -53,42 +54,6 @@ impl IdentityError {
     /// refusal for good makes an assertion not worth presenting again.
     pub fn is_definitive_refusal(&self) -> bool {
         matches!(self, IdentityError::TokenRefused { status: 400 | 401, error: Some(_), .. })
-    }
-}
-
-/// How the gateway authenticates to a token endpoint.
-#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "method")]
-pub enum ClientAuth {
-    /// A public client: `client_id` in the body.
-    None { client_id: String },
-    /// `client_secret_basic`.
-    Basic { client_id: String, secret: String },
-    /// `client_secret_post`.
-    Post { client_id: String, secret: String },
-    /// RFC 7523 `private_key_jwt`: a signed assertion made for this request.
-    Assertion { client_id: String, assertion: String },
-}
-
-impl std::fmt::Debug for ClientAuth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClientAuth::None { client_id } => write!(f, "None({client_id})"),
-            ClientAuth::Basic { client_id, .. } => write!(f, "Basic({client_id}, <secret>)"),
-            ClientAuth::Post { client_id, .. } => write!(f, "Post({client_id}, <secret>)"),
-            ClientAuth::Assertion { client_id, .. } => write!(f, "Assertion({client_id}, <assertion>)"),
-        }
-    }
-}
-
-impl ClientAuth {
-    pub fn client_id(&self) -> &str {
-        match self {
-            ClientAuth::None { client_id }
-            | ClientAuth::Basic { client_id, .. }
-            | ClientAuth::Post { client_id, .. }
-            | ClientAuth::Assertion { client_id, .. } => client_id,
-        }
     }
 }
 

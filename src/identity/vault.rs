@@ -67,7 +67,7 @@ pub struct TokenSet {
     pub issued_at: u64,
     /// The client the tokens were issued to (refreshes go through it).
     #[serde(default)]
-    pub client: Option<super::client::ClientAuth>,
+    pub client: Option<ClientAuth>,
     /// The DPoP key the tokens are bound to (RFC 9449; base64url PKCS#8), when the server bound
     /// them: every use and every refresh proves possession of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -354,6 +354,42 @@ impl Vault {
 /// Unix seconds now.
 pub fn now() -> u64 {
     crate::toolbox::unix_secs()
+}
+
+/// How the gateway authenticates to a token endpoint.
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "method")]
+pub enum ClientAuth {
+    /// A public client: `client_id` in the body.
+    None { client_id: String },
+    /// `client_secret_basic`.
+    Basic { client_id: String, secret: String },
+    /// `client_secret_post`.
+    Post { client_id: String, secret: String },
+    /// RFC 7523 `private_key_jwt`: a signed assertion made for this request.
+    Assertion { client_id: String, assertion: String },
+}
+
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientAuth::None { client_id } => write!(f, "None({client_id})"),
+            ClientAuth::Basic { client_id, .. } => write!(f, "Basic({client_id}, <secret>)"),
+            ClientAuth::Post { client_id, .. } => write!(f, "Post({client_id}, <secret>)"),
+            ClientAuth::Assertion { client_id, .. } => write!(f, "Assertion({client_id}, <assertion>)"),
+        }
+    }
+}
+
+impl ClientAuth {
+    pub fn client_id(&self) -> &str {
+        match self {
+            ClientAuth::None { client_id }
+            | ClientAuth::Basic { client_id, .. }
+            | ClientAuth::Post { client_id, .. }
+            | ClientAuth::Assertion { client_id, .. } => client_id,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -132,7 +132,7 @@ impl Upstream {
         let Some(session) = session else { return };
         let transport = pool.at(Some(endpoint)).clone();
         let env = Envelope {
-            version: version.as_deref().and_then(super::legacy::version_header),
+            version: version.as_deref().and_then(super::outbound::version_header),
             session: Some(session),
             mcp: None,
             on_behalf_of: rules,

@@ -110,6 +110,19 @@ pub(super) fn hop_error(id: &str, o: Outcome) -> Outcome {
     Outcome::Error(UpstreamError::Refused { code: v["code"].clone(), message }.into_rpc(id))
 }
 
+/// A short account of what an upstream answered, for errors and logs (an error's code and
+/// message, at most 200 characters of what could not be read).
+pub(super) fn describe(o: &Outcome) -> String {
+    match o {
+        Outcome::Result(_) => "ok".into(),
+        Outcome::Error(e) => e.message.clone(),
+        Outcome::UpstreamError(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(v) => format!("error {} {}", v["code"], v["message"].as_str().unwrap_or("")),
+            Err(_) => raw.get().chars().take(200).collect(),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

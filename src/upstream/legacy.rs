@@ -6,7 +6,8 @@
 //! modernisation of legacy results (`resultType`, read cache hints). Requests lose the modern
 //! `_meta` fields and headers.
 
-use super::outbound::Envelope;
+use super::error::describe;
+use super::outbound::{Envelope, version_header};
 use super::probe::{Announcement, Identity};
 use super::stdio::Preamble;
 use super::{Call, Transport, Upstream, UpstreamError};
@@ -147,11 +148,6 @@ impl Hello {
         }
         Ok(params)
     }
-}
-
-/// The version header of a legacy request; 2025-03-26 predates it.
-pub(super) fn version_header(version: &str) -> Option<String> {
-    (version != "2025-03-26").then(|| version.to_string())
 }
 
 impl Upstream {
@@ -394,17 +390,6 @@ impl Upstream {
                 Err(o) => tracing::warn!(upstream = %self.id(), %uri, error = %describe(&o), "{method} failed"),
             }
         }
-    }
-}
-
-pub(super) fn describe(o: &Outcome) -> String {
-    match o {
-        Outcome::Result(_) => "ok".into(),
-        Outcome::Error(e) => e.message.clone(),
-        Outcome::UpstreamError(raw) => match serde_json::from_str::<Value>(raw.get()) {
-            Ok(v) => format!("error {} {}", v["code"], v["message"].as_str().unwrap_or("")),
-            Err(_) => raw.get().chars().take(200).collect(),
-        },
     }
 }
 

@@ -112,7 +112,7 @@ impl Upstream {
         self.inbound.channel_lost();
         let mut stream = match sent.reply {
             Reply::Stream(s) => s,
-            Reply::Single(o) => return Ended::Dropped(format!("the upstream answered at once: {}", super::legacy::describe(&o))),
+            Reply::Single(o) => return Ended::Dropped(format!("the upstream answered at once: {}", super::error::describe(&o))),
         };
         tracing::debug!(upstream = %self.id(), filter = %filter, "listening to the upstream");
         loop {
@@ -125,7 +125,7 @@ impl Upstream {
                         }
                     }
                     Some(Event::Ask(_)) => {}
-                    Some(Event::Done(o)) => return Ended::Dropped(format!("it ended: {}", super::legacy::describe(&o))),
+                    Some(Event::Done(o)) => return Ended::Dropped(format!("it ended: {}", super::error::describe(&o))),
                     None => return Ended::Dropped("it ended".into()),
                 },
                 _ = self.refollow.notified() => return Ended::Refollow,

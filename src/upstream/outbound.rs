@@ -256,6 +256,11 @@ fn sensitive(text: &str) -> Result<HeaderValue, UpstreamError> {
     Ok(v)
 }
 
+/// The version header of a legacy request; 2025-03-26 predates it.
+pub(super) fn version_header(version: &str) -> Option<String> {
+    (version != "2025-03-26").then(|| version.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -145,7 +145,7 @@ impl Upstream {
         match &self.transport {
             Transport::Http(p) => {
                 let env = super::outbound::Envelope {
-                    version: super::legacy::version_header(&entry.version),
+                    version: super::outbound::version_header(&entry.version),
                     session: entry.session.clone(),
                     mcp: None,
                     on_behalf_of: on_behalf_of.to_vec(),

@@ -3,7 +3,7 @@
 //! `initialize` handshake, docs/protocol.md, "How the era is decided"), then every list it declares, page by page up to the
 //! configured limit. The verdict is cached in the upstream's state until the next refresh.
 
-use super::legacy::describe;
+use super::error::describe;
 use super::{Call, Status, Transport, Upstream, UpstreamError, UpstreamState, gateway_meta, modern};
 use crate::catalog::Kind;
 use crate::config::EraChoice;

@@ -3,7 +3,7 @@
 //! random id; it starts at most one authorization (the id is spent, across replicas with
 //! `[cluster]`). Before it may, the person in the browser proves to be that caller — with the
 //! caller's API key on the page, or, for JWT callers, by signing in at the callers' own issuer,
-//! whose token is checked like any caller's; that part is the edge's (`server::connect`). This
+//! whose token is checked like any caller's; that part is the edge's (`edge::pages::connect`). This
 //! module starts both kinds of authorization (an upstream's, and the sign-in) with a redirect URI
 //! of their authorization server's own, and completes them: the response must come back to the
 //! redirect URI its flow was started with (OAuth mix-up, RFC 9700 §4.4).

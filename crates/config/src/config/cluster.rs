@@ -141,7 +141,7 @@ pub(super) fn resolve(
         )));
     }
     if let Some(p) = &c.redis_password_file {
-        let path = super::usage::relative(base_dir, p);
+        let path = super::relative(base_dir, p);
         let pw = std::fs::read_to_string(&path)
             .map_err(|e| ConfigError(format!("{file}: cluster.redis_password_file: cannot read {}: {e}", path.display())))?;
         let pw = pw.trim();

@@ -1,52 +1,11 @@
-//! The serde model of `gateway.toml` exactly as written by users (unknown keys are errors).
-//! Validation and defaults live in the parent module.
+//! The serde model of the sections of `gateway.toml` that the parent resolves itself or that
+//! several sections share (`[server]`, `[catalog]`, `[[upstream]]` with its TLS, OAuth and header
+//! sources, `[console]`), exactly as written by users (unknown keys are errors). The whole file is
+//! `document`; validation and defaults live in the parent module and each section's own module.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    #[serde(default)]
-    pub server: ServerSection,
-    #[serde(default)]
-    pub catalog: CatalogSection,
-    #[serde(default, rename = "upstream")]
-    pub upstreams: Vec<UpstreamSection>,
-    #[serde(default)]
-    pub auth: super::auth::AuthSection,
-    #[serde(default, rename = "caller")]
-    pub callers: Vec<super::auth::CallerSection>,
-    #[serde(default, rename = "rate_limit")]
-    pub rate_limits: Vec<super::limits::RateLimitSection>,
-    #[serde(default, rename = "rule")]
-    pub rules: Vec<super::rules::RuleSection>,
-    #[serde(default, rename = "confirm")]
-    pub confirms: Vec<super::guard::ConfirmSection>,
-    #[serde(default)]
-    pub pins: super::guard::PinsSection,
-    #[serde(default)]
-    pub secrets: super::guard::SecretsSection,
-    #[serde(default, rename = "guard")]
-    pub guards: Vec<super::guards::GuardSection>,
-    #[serde(default)]
-    pub audit: super::usage::AuditSection,
-    #[serde(default)]
-    pub usage: super::usage::UsageSection,
-    #[serde(default, rename = "quota")]
-    pub quotas: Vec<super::usage::QuotaSection>,
-    #[serde(default)]
-    pub metrics: super::usage::MetricsSection,
-    #[serde(default, rename = "endpoint")]
-    pub endpoints: Vec<super::endpoint::EndpointSection>,
-    pub cluster: Option<super::cluster::ClusterSection>,
-    #[serde(default)]
-    pub console: ConsoleSection,
-    pub identity: Option<super::identity::IdentitySection>,
-    /// `[state]`: where what must survive a restart is kept.
-    pub state: Option<super::state::StateSection>,
-}
 
 /// `[console]`: the read-only web console at `/console`.
 #[derive(Debug, Default, Deserialize)]
@@ -142,7 +101,7 @@ pub struct UpstreamSection {
     /// Where an `openapi` upstream's calls go.
     pub base_url: Option<Spanned<String>>,
     /// Which of an `openapi` upstream's operations become tools.
-    pub operations: Option<super::openapi::OperationsSection>,
+    pub operations: Option<OperationsSection>,
     #[serde(default)]
     pub env: BTreeMap<String, EnvValue>,
     pub cwd: Option<String>,
@@ -168,7 +127,7 @@ pub struct UpstreamSection {
     #[serde(default)]
     pub era: super::EraChoice,
     /// Each caller's own OAuth token for this upstream.
-    pub user_auth: Option<super::identity::UserAuthSection>,
+    pub user_auth: Option<UserAuthSection>,
     /// Check `tools/call` arguments against the tool's `inputSchema` at the gateway (default on).
     pub validate_arguments: Option<bool>,
     /// Pinned tool definitions for this upstream: `off`, `record` or `enforce` (default: `[pins] mode`).
@@ -262,4 +221,63 @@ impl<'de> Deserialize<'de> for HeaderSource {
         }
         d.deserialize_any(Visit)
     }
+}
+
+/// `[upstream.operations]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationsSection {
+    pub methods: Option<Vec<String>>,
+    #[serde(default)]
+    pub include_tags: Vec<String>,
+    #[serde(default)]
+    pub exclude_tags: Vec<String>,
+    #[serde(default)]
+    pub include_paths: Vec<String>,
+    #[serde(default)]
+    pub exclude_paths: Vec<String>,
+    #[serde(default)]
+    pub include: Vec<String>,
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+/// `[upstream.user_auth]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserAuthSection {
+    /// A client registered in advance with the upstream's authorization server, and that
+    /// server's issuer (the credentials are never sent to another).
+    pub client_id: Option<String>,
+    pub issuer: Option<String>,
+    pub client_secret: Option<HeaderSource>,
+    /// How that client was registered to authenticate: `client_secret_basic` (default) or
+    /// `client_secret_post` (servers that enforce each client's registered method).
+    pub client_auth: Option<Spanned<String>>,
+    /// The scopes to ask for, instead of what the upstream's challenge or metadata names.
+    pub scopes: Option<Vec<String>>,
+    /// On behalf of the caller without a browser: the caller's validated JWT is exchanged for an
+    /// upstream token at `issuer` (RFC 8693 token exchange) instead of a consent.
+    #[serde(default)]
+    pub exchange: bool,
+    /// `oauth` (default) or `api_key`: each caller enters a key of their own on a gateway page.
+    pub kind: Option<Spanned<String>>,
+    /// `api_key`: the header the key goes in (default `Authorization`), and the text before it
+    /// (default `Bearer ` in `Authorization`, nothing in another header).
+    pub header: Option<String>,
+    pub prefix: Option<String>,
+    /// `api_key`: a line shown on the page, e.g. where a person creates a key.
+    pub help: Option<String>,
+    /// With `exchange`: enterprise-managed authorization (SEP-990). The caller's JWT is exchanged
+    /// at `issuer` for an ID-JAG, which the upstream's own authorization server (discovered) takes
+    /// with the JWT-bearer grant from this client of the gateway's.
+    pub id_jag: Option<IdJagSection>,
+}
+
+/// `[upstream.user_auth.id_jag]`: the gateway's client at the upstream's authorization server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdJagSection {
+    pub client_id: String,
+    pub client_secret: Option<HeaderSource>,
 }

@@ -178,7 +178,7 @@ fn kind(
             }
             let mut headers = Vec::new();
             for (h, src) in &s.headers {
-                headers.push(super::upstream::header(at, &format!("guard:{name}"), h, src, base, env)?);
+                headers.push(super::headers::header(at, &format!("guard:{name}"), h, src, base, env)?);
             }
             let tls = super::tls::upstream(at, s.tls.as_ref(), base)?;
             Ok(GuardKind::Webhook { url: uri, headers, tls })

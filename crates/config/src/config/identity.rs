@@ -4,7 +4,7 @@
 //! reach the gateway (`public_url`: the redirect URI and the client metadata document live under
 //! it) and where the token vault is kept.
 
-use super::file::HeaderSource;
+use super::file::UserAuthSection;
 use super::{ConfigError, Locator, TransportConfig};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -22,46 +22,6 @@ pub struct IdentitySection {
     /// Where the gateway's client metadata document is published, when not at
     /// `<public_url>/oauth/client.json` (its URL is the gateway's `client_id`).
     pub client_metadata_url: Option<String>,
-}
-
-/// `[upstream.user_auth]` as written.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserAuthSection {
-    /// A client registered in advance with the upstream's authorization server, and that
-    /// server's issuer (the credentials are never sent to another).
-    pub client_id: Option<String>,
-    pub issuer: Option<String>,
-    pub client_secret: Option<HeaderSource>,
-    /// How that client was registered to authenticate: `client_secret_basic` (default) or
-    /// `client_secret_post` (servers that enforce each client's registered method).
-    pub client_auth: Option<Spanned<String>>,
-    /// The scopes to ask for, instead of what the upstream's challenge or metadata names.
-    pub scopes: Option<Vec<String>>,
-    /// On behalf of the caller without a browser: the caller's validated JWT is exchanged for an
-    /// upstream token at `issuer` (RFC 8693 token exchange) instead of a consent.
-    #[serde(default)]
-    pub exchange: bool,
-    /// `oauth` (default) or `api_key`: each caller enters a key of their own on a gateway page.
-    pub kind: Option<Spanned<String>>,
-    /// `api_key`: the header the key goes in (default `Authorization`), and the text before it
-    /// (default `Bearer ` in `Authorization`, nothing in another header).
-    pub header: Option<String>,
-    pub prefix: Option<String>,
-    /// `api_key`: a line shown on the page, e.g. where a person creates a key.
-    pub help: Option<String>,
-    /// With `exchange`: enterprise-managed authorization (SEP-990). The caller's JWT is exchanged
-    /// at `issuer` for an ID-JAG, which the upstream's own authorization server (discovered) takes
-    /// with the JWT-bearer grant from this client of the gateway's.
-    pub id_jag: Option<IdJagSection>,
-}
-
-/// `[upstream.user_auth.id_jag]`: the gateway's client at the upstream's authorization server.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IdJagSection {
-    pub client_id: String,
-    pub client_secret: Option<HeaderSource>,
 }
 
 /// Where per-user identity lives.
@@ -157,7 +117,7 @@ pub(super) fn user_auth(
             return Err(at.err(id, "upstream.user_auth.client_secret", "a client_secret needs its client_id".into(), "add client_id"));
         }
         (Some(src), Some(_)) => {
-            let (_, v) = super::upstream::header(at, name, "client_secret", src, base, env)?;
+            let (_, v) = super::headers::header(at, name, "client_secret", src, base, env)?;
             Some(
                 v.to_str()
                     .map_err(|_| ConfigError(format!("{}: upstream '{name}' user_auth client_secret: not text", at.file)))?
@@ -222,7 +182,7 @@ pub(super) fn user_auth(
             }
             let header = u.header.as_deref().unwrap_or("authorization").trim().to_ascii_lowercase();
             if http::HeaderName::from_bytes(header.as_bytes()).is_err()
-                || super::upstream::gateway_sets(&header)
+                || super::headers::gateway_sets(&header)
                 || NOT_FOR_KEYS.contains(&header.as_str())
                 || header.starts_with("mcp-")
             {
@@ -257,7 +217,7 @@ pub(super) fn user_auth(
             let secret = match &j.client_secret {
                 None => None,
                 Some(src) => {
-                    let (_, v) = super::upstream::header(at, name, "client_secret", src, base, env)?;
+                    let (_, v) = super::headers::header(at, name, "client_secret", src, base, env)?;
                     Some(
                         v.to_str()
                             .map_err(|_| ConfigError(format!("{}: upstream '{name}' id_jag client_secret: not text", at.file)))?

@@ -5,23 +5,28 @@
 
 pub mod auth;
 pub mod cluster;
+pub mod confirm;
+mod document;
 pub mod endpoint;
 mod file;
 mod grants;
-pub mod guard;
 pub mod guards;
+mod headers;
 pub use grants::{Assertion, IdpClient, OAuthGrant};
 pub mod identity;
 pub mod limits;
 pub mod openapi;
+pub mod pins;
 pub mod rules;
 pub mod sandbox;
+pub mod secrets;
 pub mod state;
 mod tls;
 mod upstream;
 pub mod usage;
 
-use file::{EnvValue, FileConfig, HeaderSource, UpstreamSection};
+use document::FileConfig;
+use file::{EnvValue, UpstreamSection};
 use http::{HeaderName, HeaderValue};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -49,9 +54,9 @@ pub struct Config {
     /// `[[rule]]`s, in file order: policy as code.
     pub rules: Vec<std::sync::Arc<crate::policy::rules::Rule>>,
     /// Calls a person must confirm (`[[confirm]]`).
-    pub confirms: Vec<guard::ConfirmRule>,
+    pub confirms: Vec<confirm::ConfirmRule>,
     /// Pinned tool definitions (`[pins]`, and each upstream's `pin`).
-    pub pins: guard::PinsConfig,
+    pub pins: pins::PinsConfig,
     /// The checks on what flows through (`[[guard]]`), in the order declared.
     pub guards: std::sync::Arc<Vec<guards::GuardConfig>>,
     /// Detectors results pass through before they reach a client (`[secrets]`; empty: none).
@@ -325,21 +330,16 @@ impl Config {
         let quotas = usage::resolve_quotas(at, file.quotas)?;
         let usage_cfg = usage::resolve_usage(at, file.usage, &base_dir)?;
         let audit = usage::resolve_audit(at, file.audit, &base_dir)?;
-        let confirms = guard::resolve(at, file.confirms)?;
+        let confirms = confirm::resolve(at, file.confirms)?;
         let rules = rules::resolve(at, file.rules, &server.path)?;
-        let pins = guard::resolve_pins(at, file.pins, &base_dir)?;
-        let secrets = std::sync::Arc::new(guard::resolve_secrets(at, file.secrets)?);
+        let pins = pins::resolve(at, file.pins, &base_dir)?;
+        let secrets = std::sync::Arc::new(secrets::resolve(at, file.secrets)?);
         let guards = std::sync::Arc::new(guards::resolve(at, file.guards, &upstreams, &base_dir, env)?);
         let endpoints = endpoint::resolve(at, file.endpoints, &server.path)?;
         // Password files are read here and not kept: their paths are noted to be hidden below.
-        let mut secret_files: Vec<PathBuf> = file
-            .cluster
-            .as_ref()
-            .and_then(|c| c.redis_password_file.as_deref())
-            .map(|f| usage::relative(&base_dir, f))
-            .into_iter()
-            .collect();
-        secret_files.extend(file.state.as_ref().and_then(|s| s.postgres_password_file.as_deref()).map(|f| usage::relative(&base_dir, f)));
+        let mut secret_files: Vec<PathBuf> =
+            file.cluster.as_ref().and_then(|c| c.redis_password_file.as_deref()).map(|f| relative(&base_dir, f)).into_iter().collect();
+        secret_files.extend(file.state.as_ref().and_then(|s| s.postgres_password_file.as_deref()).map(|f| relative(&base_dir, f)));
         let cluster = cluster::resolve(at, file.cluster, &base_dir, env)?;
         let tool_search_anywhere = catalog.tool_search || callers.iter().any(|c| c.tool_search == Some(true));
         let consent = upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| !a.exchange));
@@ -443,6 +443,11 @@ impl Locator<'_> {
             }),
         }
     }
+}
+
+/// `p` as written, or beside the configuration when relative.
+pub(crate) fn relative(base: &Path, p: &str) -> PathBuf {
+    if Path::new(p).is_absolute() { PathBuf::from(p) } else { base.join(p) }
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 
 use super::file::UpstreamSection;
 use super::{ConfigError, Locator};
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 pub use mcpgate_model::openapi::Selection;
@@ -34,25 +33,6 @@ pub struct OpenApiConfig {
     /// `upstream::openapi`).
     pub base_url: Option<http::Uri>,
     pub select: Selection,
-}
-
-/// `[upstream.operations]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OperationsSection {
-    pub methods: Option<Vec<String>>,
-    #[serde(default)]
-    pub include_tags: Vec<String>,
-    #[serde(default)]
-    pub exclude_tags: Vec<String>,
-    #[serde(default)]
-    pub include_paths: Vec<String>,
-    #[serde(default)]
-    pub exclude_paths: Vec<String>,
-    #[serde(default)]
-    pub include: Vec<String>,
-    #[serde(default)]
-    pub exclude: Vec<String>,
 }
 
 const METHODS: [&str; 7] = ["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"];

@@ -126,7 +126,7 @@ pub(super) fn resolve(
         )));
     }
     if let Some(p) = &s.postgres_password_file {
-        let pw_path = super::usage::relative(base_dir, p);
+        let pw_path = super::relative(base_dir, p);
         let pw = std::fs::read_to_string(&pw_path)
             .map_err(|e| ConfigError(format!("{file}: state.postgres_password_file: cannot read {}: {e}", pw_path.display())))?;
         let pw = pw.trim();

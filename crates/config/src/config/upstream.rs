@@ -90,7 +90,7 @@ pub(super) fn upstream(
         era: u.era,
         user_auth,
         validate_arguments: u.validate_arguments.unwrap_or(true),
-        pin: u.pin.as_ref().map(|p| super::guard::pin_mode(at, p, "upstream.pin")).transpose()?,
+        pin: u.pin.as_ref().map(|p| super::pins::pin_mode(at, p, "upstream.pin")).transpose()?,
         instances,
     })
 }
@@ -211,7 +211,7 @@ fn stdio_transport(
     for (name, value) in &u.env {
         let text = match value {
             EnvValue::Literal(s) => s.clone(),
-            EnvValue::From(src) => secret(at, &format!("upstream '{id}' env {name}"), src, base, env)?,
+            EnvValue::From(src) => super::headers::secret(at, &format!("upstream '{id}' env {name}"), src, base, env)?,
         };
         vars.insert(name.clone(), text);
     }
@@ -231,37 +231,17 @@ fn credentials(
 ) -> Result<(Headers, Vec<(String, Headers)>), ConfigError> {
     let mut headers = Vec::new();
     for (name, src) in &u.headers {
-        headers.push(header(at, id, name, src, base, env)?);
+        headers.push(super::headers::header(at, id, name, src, base, env)?);
     }
     let mut caller_headers = Vec::new();
     for (caller, set) in &u.caller_headers {
         let mut list = Vec::new();
         for (name, src) in set {
-            list.push(header(at, id, name, src, base, env)?);
+            list.push(super::headers::header(at, id, name, src, base, env)?);
         }
         caller_headers.push((caller.clone(), list));
     }
     Ok((headers, caller_headers))
-}
-
-/// Whether the gateway sets header `name` (lower-cased) itself on every upstream request, so no
-/// configured value may take its place.
-pub(super) fn gateway_sets(name: &str) -> bool {
-    const SET: &[&str] = &[
-        "host",
-        "content-type",
-        "content-length",
-        "accept",
-        "connection",
-        "transfer-encoding",
-        "te",
-        "upgrade",
-        "mcp-session-id",
-        "mcp-protocol-version",
-        "mcp-method",
-        "mcp-name",
-    ];
-    SET.contains(&name) || name.starts_with("mcp-param-")
 }
 
 /// A token endpoint the gateway sends a credential to: https, or http to loopback only.
@@ -339,9 +319,11 @@ fn oauth(
             ));
         }
         // A private key (PEM, several lines) is read as it is.
-        (super::ClientAuthMethod::PrivateKeyJwt, Some(src)) => secret(at, &format!("upstream '{id}' oauth client_secret"), src, base, env)?,
+        (super::ClientAuthMethod::PrivateKeyJwt, Some(src)) => {
+            super::headers::secret(at, &format!("upstream '{id}' oauth client_secret"), src, base, env)?
+        }
         (_, Some(src)) => {
-            let (_, secret) = header(at, id, "client_secret", src, base, env)?;
+            let (_, secret) = super::headers::header(at, id, "client_secret", src, base, env)?;
             secret.to_str().map_err(|_| ConfigError(format!("{}: upstream '{id}' oauth client_secret: not text", at.file)))?.to_string()
         }
     };
@@ -386,7 +368,7 @@ fn grant(
                     .map_err(|e| ConfigError(format!("{}: upstream '{id}' oauth assertion: cannot read {}: {e}", at.file, p.display())))?;
                 Ok(super::Assertion::File(p))
             }
-            _ => Ok(super::Assertion::Value(secret(at, &format!("upstream '{id}' oauth assertion"), src, base, env)?)),
+            _ => Ok(super::Assertion::Value(super::headers::secret(at, &format!("upstream '{id}' oauth assertion"), src, base, env)?)),
         }
     };
     let unused = |key: &str, present: bool| -> Result<(), ConfigError> {
@@ -437,7 +419,7 @@ fn grant(
                 ));
             };
             let client_secret = match &o.idp_client_secret {
-                Some(src) => Some(secret(at, &format!("upstream '{id}' oauth idp_client_secret"), src, base, env)?),
+                Some(src) => Some(super::headers::secret(at, &format!("upstream '{id}' oauth idp_client_secret"), src, base, env)?),
                 None => None,
             };
             Ok(super::OAuthGrant::IdJag {
@@ -520,50 +502,4 @@ fn endpoint(at: &Locator, e: &file::EndpointSection) -> Result<EndpointConfig, C
         }
     }
     Ok(EndpointConfig { url, when })
-}
-
-pub(super) fn header(
-    at: &Locator,
-    id: &str,
-    name: &str,
-    src: &HeaderSource,
-    base: &Path,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(HeaderName, HeaderValue), ConfigError> {
-    let key = format!("upstream '{id}' header '{name}'");
-    let hname: HeaderName = name.parse().map_err(|_| ConfigError(format!("{}: {key}: not a valid header name", at.file)))?;
-    if gateway_sets(hname.as_str()) {
-        return Err(ConfigError(format!(
-            "{}: {key}: the gateway sets this header itself. Fix: remove it from the upstream's headers.",
-            at.file
-        )));
-    }
-    let secret = secret(at, &key, src, base, env)?;
-    let full = format!("{}{secret}", src.prefix.as_deref().unwrap_or(""));
-    let mut value = HeaderValue::from_str(&full)
-        .map_err(|_| ConfigError(format!("{}: {key}: the value contains characters not allowed in a header", at.file)))?;
-    value.set_sensitive(true);
-    Ok((hname, value))
-}
-
-/// The text a secret source names: an environment variable of the gateway, or a file (a
-/// placeholder when the configuration is read for a report, `Config::load_for_reports`).
-fn secret(at: &Locator, key: &str, src: &HeaderSource, base: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
-    match (&src.env, &src.file) {
-        (Some(_), None) | (None, Some(_)) if !at.read_secrets => Ok("(not read)".to_string()),
-        (Some(var), None) => env(var).ok_or_else(|| {
-            ConfigError(format!("{}: {key}: environment variable {var} is not set. Export it before starting mcpgate.", at.file))
-        }),
-        (None, Some(f)) => {
-            let p = if Path::new(f).is_absolute() { PathBuf::from(f) } else { base.join(f) };
-            Ok(std::fs::read_to_string(&p)
-                .map_err(|e| ConfigError(format!("{}: {key}: cannot read secret file {}: {e}", at.file, p.display())))?
-                .trim_end_matches(['\n', '\r'])
-                .to_string())
-        }
-        _ => Err(ConfigError(format!(
-            "{}: {key}: give exactly one of env = \"VAR\" or file = \"path\" (literal secrets are not allowed in the file)",
-            at.file
-        ))),
-    }
 }

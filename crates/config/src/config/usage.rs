@@ -190,11 +190,6 @@ fn duration(at: &Locator, v: &Option<Spanned<String>>, key: &str, default: Durat
     }
 }
 
-/// `p` as written, or beside the configuration when relative.
-pub(super) fn relative(base: &Path, p: &str) -> PathBuf {
-    if Path::new(p).is_absolute() { PathBuf::from(p) } else { base.join(p) }
-}
-
 pub(super) fn resolve_usage(at: &Locator, s: UsageSection, base: &Path) -> Result<UsageConfig, ConfigError> {
     let d = UsageConfig::default();
     let keep_hourly = duration(at, &s.keep_hourly, "usage.keep_hourly", d.keep_hourly)?;
@@ -211,7 +206,7 @@ pub(super) fn resolve_usage(at: &Locator, s: UsageSection, base: &Path) -> Resul
     }
     Ok(UsageConfig {
         enabled: s.enabled.unwrap_or(true),
-        store: relative(base, s.store.as_deref().unwrap_or("mcpgate-usage.json")),
+        store: super::relative(base, s.store.as_deref().unwrap_or("mcpgate-usage.json")),
         flush_interval: duration(at, &s.flush_interval, "usage.flush_interval", d.flush_interval)?,
         keep_hourly,
         keep_daily,
@@ -270,11 +265,11 @@ pub(super) fn resolve_audit(at: &Locator, s: AuditSection, base: &Path) -> Resul
     };
     Ok(AuditConfig {
         include_arguments: s.include_arguments,
-        file: s.file.as_deref().map(|f| relative(base, f)),
+        file: s.file.as_deref().map(|f| super::relative(base, f)),
         max_file_bytes,
         keep_files: s.keep_files.unwrap_or(5),
         otlp: s.otlp,
-        signing_key_file: s.signing_key_file.as_deref().map(|f| relative(base, f)),
+        signing_key_file: s.signing_key_file.as_deref().map(|f| super::relative(base, f)),
         checkpoint_every: s.checkpoint_every.unwrap_or(1000).max(1),
     })
 }

@@ -184,12 +184,30 @@ impl Catalog {
         &self.section(Kind::Tool).entries
     }
 
-    /// The upstream and upstream URI behind a gateway URI (see `uris::route`).
+    /// The upstream and upstream URI behind a gateway URI (see [`Catalog::route`]).
     pub fn route_uri(&self, uri: &str) -> Option<(usize, String)> {
         if let Some(e) = self.section(Kind::Resource).get(uri) {
             return Some((e.upstream, e.original.clone()));
         }
-        uris::route(self, uri)
+        self.route(uri)
+    }
+
+    /// The upstream behind a gateway URI that no listed resource names: its namespace's owner
+    /// (`p+<uri>`, `ui://p/…`), else an unprefixed upstream's template that matches it, else the
+    /// first unprefixed upstream with resources; and the upstream's own URI.
+    pub fn route(&self, uri: &str) -> Option<(usize, String)> {
+        if let Some((head, inner)) = uris::split_namespace(uri)
+            && let Some((upstream, _)) = self.namespaces.iter().find(|(_, p)| !p.is_empty() && p.eq_ignore_ascii_case(head))
+        {
+            return Some((*upstream, inner));
+        }
+        let unprefixed = |up: usize| self.owners.iter().any(|o| o.upstream == up && o.prefix.is_empty());
+        if let Some(t) =
+            self.section(Kind::Template).entries.iter().find(|t| unprefixed(t.upstream) && uris::template_matches(&t.original, uri))
+        {
+            return Some((t.upstream, uri.to_string()));
+        }
+        self.owners.iter().find(|o| o.prefix.is_empty() && o.has_resources).map(|o| (o.upstream, uri.to_string()))
     }
 }
 

@@ -11,8 +11,6 @@
 //! the skill path is still the skill's name), and `ui://p/…` routes back to it the same way.
 //! Every decision about a URI is taken on its canonical form (`protocol::uri::canonical`).
 
-use super::Kind;
-use super::merge::Catalog;
 pub use crate::protocol::uri::{NotCanonical, canonical};
 
 /// The schemes an extension requires a gateway URI to keep: MCP Apps' UI resources (SEP-1865)
@@ -52,19 +50,6 @@ pub fn split_namespace(uri: &str) -> Option<(&str, String)> {
     }
     let (head, _) = crate::protocol::uri::scheme(uri)?.split_once('+')?;
     Some((head, uri[head.len() + 1..].to_string()))
-}
-
-pub fn route(cat: &Catalog, uri: &str) -> Option<(usize, String)> {
-    if let Some((head, inner)) = split_namespace(uri)
-        && let Some((upstream, _)) = cat.namespaces.iter().find(|(_, p)| !p.is_empty() && p.eq_ignore_ascii_case(head))
-    {
-        return Some((*upstream, inner));
-    }
-    let unprefixed = |up: usize| cat.owners.iter().any(|o| o.upstream == up && o.prefix.is_empty());
-    if let Some(t) = cat.section(Kind::Template).entries.iter().find(|t| unprefixed(t.upstream) && template_matches(&t.original, uri)) {
-        return Some((t.upstream, uri.to_string()));
-    }
-    cat.owners.iter().find(|o| o.prefix.is_empty() && o.has_resources).map(|o| (o.upstream, uri.to_string()))
 }
 
 /// Whether a URI holds anything that could make a string match say less than the URI reaches:

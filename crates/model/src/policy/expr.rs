@@ -11,15 +11,11 @@
 
 use super::facts::Facts;
 use super::fast::{Node, Scope};
+pub use super::reads::{MAX_ARG_DEPTH, MAX_ARG_NODES, Reads};
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 use cel::{Context, Env, Program, Value};
 use std::sync::{Arc, OnceLock};
 
-/// The most JSON values (objects, arrays and scalars, counted together) of a call's arguments
-/// a condition may read; larger arguments fail every condition that reads them.
-pub const MAX_ARG_NODES: usize = 10_000;
-/// The deepest nesting of arguments a condition may read.
-pub const MAX_ARG_DEPTH: usize = 64;
 /// The longest condition accepted.
 pub const MAX_SOURCE: usize = 4096;
 
@@ -63,23 +59,6 @@ const FUNCTIONS: &[&str] = &[
     "max",
     "min",
 ];
-
-/// Which of the declared variables a condition reads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Reads {
-    pub caller: bool,
-    pub request: bool,
-    pub tool: bool,
-    pub args: bool,
-    pub now: bool,
-}
-
-impl Reads {
-    /// Whether the condition can only be decided with the call itself (not when listing).
-    pub fn needs_call(&self) -> bool {
-        self.request || self.args || self.now
-    }
-}
 
 /// Why a condition was refused: the message, at a 1-based line and column of its text, and how
 /// to fix it when the check knows.

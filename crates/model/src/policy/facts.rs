@@ -2,10 +2,10 @@
 //! is made once per authenticated request (id, the `[[caller]]` entries it matched, the token's
 //! claims, groups and scopes); `request`, `tool`, `args` and `now` belong to one call and are
 //! converted only when a condition reads them (a rule that does not read `args` costs no argument
-//! parse). `now` is plain UTC fields; arguments past [`super::expr::MAX_ARG_NODES`] values or
-//! [`super::expr::MAX_ARG_DEPTH`] levels are not converted.
+//! parse). `now` is plain UTC fields; arguments past [`super::reads::MAX_ARG_NODES`] values or
+//! [`super::reads::MAX_ARG_DEPTH`] levels are not converted.
 
-use super::expr::{MAX_ARG_DEPTH, MAX_ARG_NODES, Reads};
+use super::reads::{MAX_ARG_DEPTH, MAX_ARG_NODES, Reads};
 use crate::protocol::read;
 use cel::objects::{Key, Map};
 use cel::{Context, Value};
@@ -120,7 +120,7 @@ impl<'a> Facts<'a> {
     /// Adds the variables `reads` names to `ctx`.
     pub fn bind(&self, ctx: &mut Context<'_, '_>, reads: Reads) -> Result<(), String> {
         if reads.caller {
-            if !super::fast::readable_depth(&self.caller.claims) {
+            if !super::reads::readable_depth(&self.caller.claims) {
                 return Err(format!("the token's claims nest deeper than {MAX_ARG_DEPTH} levels: too deep for a rule to read"));
             }
             ctx.add_variable_from_value("caller", self.caller.value());

@@ -9,8 +9,8 @@
 //! with its message. So the fast path changes how quickly a condition is decided, never what it
 //! decides (the differential test in `expr/tests.rs` holds it to that).
 
-use super::expr::{MAX_ARG_DEPTH, MAX_ARG_NODES};
 use super::facts::Facts;
+use super::reads::{fits, readable_depth};
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 use serde_json::Value as Json;
 use std::cell::OnceCell;
@@ -366,40 +366,9 @@ fn order(a: V<'_>, b: V<'_>) -> Option<std::cmp::Ordering> {
     }
 }
 
-/// Whether a JSON value nests no deeper than a rule may read ([`MAX_ARG_DEPTH`]), whatever its
-/// size (a token's claims are bounded by the token's size, not by the arguments' budget).
-pub(super) fn readable_depth(v: &Json) -> bool {
-    fn walk(v: &Json, depth: usize) -> bool {
-        depth <= MAX_ARG_DEPTH
-            && match v {
-                Json::Array(a) => a.iter().all(|x| walk(x, depth + 1)),
-                Json::Object(m) => m.values().all(|x| walk(x, depth + 1)),
-                _ => true,
-            }
-    }
-    walk(v, 0)
-}
-
 fn empty_object() -> Option<&'static Json> {
     static EMPTY: std::sync::LazyLock<Json> = std::sync::LazyLock::new(|| Json::Object(Default::default()));
     Some(&EMPTY)
-}
-
-/// Whether a JSON value is within what a condition may read (the limits the interpreter's
-/// conversion enforces).
-fn fits(v: &Json) -> bool {
-    fn walk(v: &Json, budget: &mut usize, depth: usize) -> bool {
-        if *budget == 0 || depth > MAX_ARG_DEPTH {
-            return false;
-        }
-        *budget -= 1;
-        match v {
-            Json::Array(a) => a.iter().all(|x| walk(x, budget, depth + 1)),
-            Json::Object(m) => m.values().all(|x| walk(x, budget, depth + 1)),
-            _ => true,
-        }
-    }
-    walk(v, &mut MAX_ARG_NODES.clone(), 0)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod facts;
 mod fast;
 pub mod glob;
 pub mod guards;
+mod reads;
 pub mod rules;
 pub mod secrets;
 pub mod shapes;

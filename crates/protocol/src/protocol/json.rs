@@ -205,6 +205,12 @@ impl From<Vec<u8>> for Rope {
     }
 }
 
+/// `s` as a JSON string literal (quoted and escaped).
+pub fn json_string(s: &str) -> String {
+    // Writing a string cannot fail; the fallback is never taken.
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! parsed, rebuilt or copied on their way through.
 
 use super::errors::RpcError;
-use super::json::{Json, Rope};
+use super::json::{Json, Rope, json_string};
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -187,11 +187,6 @@ fn envelope(id: Option<&Json>, member: &str, payload: Bytes) -> Rope {
     out.push(payload);
     out.push(Bytes::from_static(b"}"));
     out
-}
-
-pub fn json_string(s: &str) -> String {
-    // Writing a string cannot fail; the fallback is never taken.
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ impl Key {
             out.extend_from_slice(&self.0);
             out.push(b'"');
         } else {
-            out.extend_from_slice(super::jsonrpc::json_string(self.as_str()).as_bytes());
+            out.extend_from_slice(super::json::json_string(self.as_str()).as_bytes());
         }
     }
 }

@@ -5,19 +5,17 @@
 //! adapter in front of the service. Header size
 //! (431) and header read timeouts are enforced by hyper before any of this runs.
 
-use super::conns::{Conns, Holding, InFlight};
-use super::era::{BodyFacts, Era, classify};
-use super::legacy::LegacyState;
-use super::listener::Edge;
-use super::origin::OriginPolicy;
-use super::{legacy_http, modern, render, stack};
-use crate::auth::{AuthError, Authenticator, Principal, prm};
-use crate::config::ServerConfig;
+use crate::auth::{Principal, prm};
 use crate::config::auth::AuthMode;
-use crate::dispatch::Service;
+use crate::edge::conns::Holding;
+use crate::edge::era::modern;
+use crate::edge::era::{BodyFacts, Era, classify};
+use crate::edge::legacy_http;
+use crate::edge::render;
+use crate::edge::shared::{Shared, authenticate};
+use crate::edge::stack;
 use crate::protocol::errors::RpcError;
 use crate::protocol::jsonrpc::{Kind, Message};
-use crate::tasks::Background;
 use bytes::Bytes;
 use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use http::{Method, Request, Response, StatusCode};
@@ -25,104 +23,9 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use render::Body;
 use std::convert::Infallible;
-use std::future::Future;
 use std::sync::Arc;
-use tokio::net::TcpListener;
 
-/// What a listener serves: the request service, the gateway behind it when there is one (the
-/// console shows its state), the legacy session state, and the authenticator of a service that
-/// has none of its own.
-pub struct Mount {
-    pub svc: Arc<dyn Service>,
-    pub console: Option<Arc<crate::gateway::Gateway>>,
-    pub legacy: Arc<LegacyState>,
-    pub auth: Option<Arc<Authenticator>>,
-}
-
-pub(super) struct State {
-    pub(super) svc: Arc<dyn Service>,
-    pub(super) console: Option<Arc<crate::gateway::Gateway>>,
-    pub(super) cfg: ServerConfig,
-    pub(super) origin: OriginPolicy,
-    legacy: Arc<LegacyState>,
-    auth: Option<Arc<Authenticator>>,
-    pub(super) conns: Conns,
-    in_flight: InFlight,
-    /// Owns what a reply runs on its own (a legacy client's bridged call, the console's feed).
-    pub(super) tasks: Background,
-    /// The certificate when the listener is HTTPS (kept fresh from its files).
-    pub(super) tls: Option<Arc<super::tls::Listener>>,
-}
-
-/// Serves on the current runtime until `shutdown` completes, then lets requests in progress finish
-/// (for up to `server.drain_timeout`). With `server.tls`, every connection is HTTPS. The gateway's
-/// own listener serves on worker threads instead ([`super::workers`]); this is the one-runtime
-/// form (the demo server, tests, embedding).
-pub async fn serve(listener: TcpListener, mount: Mount, cfg: ServerConfig, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
-    let state = State::new(listener.local_addr()?, mount, cfg)?;
-    let stop = tokio_util::sync::CancellationToken::new();
-    let accepting = accept_until(listener, state.clone(), stop.clone());
-    tokio::pin!(accepting);
-    tokio::select! {
-        _ = &mut accepting => {}
-        _ = shutdown => {
-            stop.cancel();
-            accepting.await;
-        }
-    }
-    state.tasks.stop();
-    Ok(())
-}
-
-/// Accepts connections on `listener` and serves them on the current runtime until `stop`, then
-/// drains them.
-pub(super) async fn accept_until(listener: TcpListener, state: Arc<State>, stop: tokio_util::sync::CancellationToken) {
-    let edge = Edge::new(state.clone());
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stop.cancelled() => break,
-        };
-        edge.accept(stream, peer);
-    }
-    drop(listener);
-    edge.drain(state.cfg.drain_timeout).await;
-}
-
-impl State {
-    /// What every connection of a listener shares (its limits count across worker threads);
-    /// `local` is the listening address, for the Host and Origin check.
-    pub(super) fn new(local: std::net::SocketAddr, mount: Mount, cfg: ServerConfig) -> std::io::Result<Arc<State>> {
-        let Mount { svc, console, legacy, auth } = mount;
-        let origin = OriginPolicy::new(local, &cfg.allowed_origins, &cfg.allowed_hosts);
-        let conns = Conns::new(cfg.max_connections);
-        let in_flight = InFlight::new(cfg.max_in_flight, cfg.max_in_flight_per_caller);
-        let tasks = Background::new();
-        let tls = match &cfg.tls {
-            Some(t) => {
-                let t = super::tls::Listener::load(t).map_err(std::io::Error::other)?;
-                t.clone().keep_fresh(&tasks);
-                Some(t)
-            }
-            None => None,
-        };
-        Ok(Arc::new(State { svc, console, cfg, origin, legacy, auth, conns, in_flight, tasks, tls }))
-    }
-
-    /// The authenticator in effect: the service's (a reload may replace it), else the listener's.
-    pub(super) fn authenticator(&self) -> Option<Arc<Authenticator>> {
-        self.svc.authenticator().or_else(|| self.auth.clone())
-    }
-}
-
-pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::net::SocketAddr) -> Result<Response<Body>, Infallible> {
+pub(crate) async fn handle(st: Arc<Shared>, req: Request<Incoming>, peer: std::net::SocketAddr) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path();
     // Every page but the probes answers only a Host and Origin the listener accepts (a page
     // that rebinds a name to 127.0.0.1 must not read metrics or metadata either).
@@ -168,22 +71,22 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
     let cors_origin = req.headers().get(ORIGIN).filter(|_| rebinding().is_none()).cloned();
     if req.method() == Method::OPTIONS && cors_origin.is_some() && serves(&st, path) {
         let origin = cors_origin.as_ref().map_or_else(|| http::HeaderValue::from_static("null"), Clone::clone);
-        return Ok(super::cors::preflight(&origin, req.headers()));
+        return Ok(crate::edge::cors::preflight(&origin, req.headers()));
     }
     if let Some(mut r) = protected_resource_metadata(&st, &req) {
         if let Some(reason) = rebinding() {
             return Ok(forbidden(&reason));
         }
         if let Some(origin) = &cors_origin {
-            super::cors::allow(&mut r, origin);
+            crate::edge::cors::allow(&mut r, origin);
         }
         return Ok(r);
     }
     if path == "/console" || path.starts_with("/console/") {
-        return Ok(super::console::handle(&st, req).await);
+        return Ok(crate::edge::pages::console::handle(&st, req).await);
     }
-    if super::connect::owns(path) {
-        return Ok(super::connect::handle(&st, req).await);
+    if crate::edge::pages::connect::owns(path) {
+        return Ok(crate::edge::pages::connect::handle(&st, req).await);
     }
     // The root endpoint, or a virtual server (checked against the current config, so a reload
     // adds and removes them).
@@ -196,14 +99,14 @@ pub(super) async fn handle(st: Arc<State>, req: Request<Incoming>, peer: std::ne
     };
     let mut response = mcp(&st, req, endpoint.as_deref()).await;
     if let Some(origin) = &cors_origin {
-        super::cors::allow(&mut response, origin);
+        crate::edge::cors::allow(&mut response, origin);
     }
     Ok(response)
 }
 
 /// `None` when `req` may read the private metrics: without authentication (loopback is then the
 /// whole boundary, as for every call), or with an admin caller's credential; else the refusal.
-async fn metrics_admin(st: &State, req: &Request<Incoming>) -> Option<Response<Body>> {
+async fn metrics_admin(st: &Shared, req: &Request<Incoming>) -> Option<Response<Body>> {
     let auth = st.authenticator().filter(|a| a.mode() != AuthMode::None)?;
     let caller = match authenticate(st, req, None, &st.cfg.path).await {
         Ok(c) => c,
@@ -222,7 +125,7 @@ async fn metrics_admin(st: &State, req: &Request<Incoming>) -> Option<Response<B
 
 /// Whether `path` is one the listener answers browser clients on: an MCP endpoint, or the
 /// protected-resource metadata.
-fn serves(st: &State, path: &str) -> bool {
+fn serves(st: &Shared, path: &str) -> bool {
     path == st.cfg.path || st.svc.serves_endpoint(path) || path.starts_with("/.well-known/oauth-protected-resource")
 }
 
@@ -236,7 +139,7 @@ fn header_str(req: &Request<Incoming>, name: http::HeaderName) -> Option<&str> {
     req.headers().get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"))
 }
 
-async fn mcp(st: &State, req: Request<Incoming>, endpoint: Option<&str>) -> Response<Body> {
+async fn mcp(st: &Shared, req: Request<Incoming>, endpoint: Option<&str>) -> Response<Body> {
     let host = header_str(&req, HOST).map(str::to_string).or_else(|| req.uri().authority().map(|a| a.to_string()));
     if let Err(reason) = st.origin.check(header_str(&req, ORIGIN), host.as_deref()) {
         return forbidden(&reason);
@@ -326,7 +229,7 @@ async fn mcp(st: &State, req: Request<Incoming>, endpoint: Option<&str>) -> Resp
 }
 
 /// One JSON-RPC message of a POST, in its era.
-async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Kind, caller: Arc<Principal>) -> Response<Body> {
+async fn message(st: &Shared, parts: http::request::Parts, msg: Message, kind: Kind, caller: Arc<Principal>) -> Response<Body> {
     if classify(&Method::POST, &parts.headers, BodyFacts::of(&msg)) == Era::Legacy {
         return legacy_http::post(&st.svc, &st.legacy, &st.tasks, &parts.headers, msg, kind, caller).await;
     }
@@ -359,34 +262,8 @@ async fn message(st: &State, parts: http::request::Parts, msg: Message, kind: Ki
     }
 }
 
-/// Authenticates the caller; a failure is the finished 401/403 response (RFC 6750/9728).
-pub(super) async fn authenticate(
-    st: &State,
-    req: &Request<Incoming>,
-    host: Option<&str>,
-    path: &str,
-) -> Result<Arc<Principal>, Box<Response<Body>>> {
-    let Some(auth) = st.authenticator() else { return Ok(Principal::anonymous()) };
-    match auth.authenticate(req.headers()).await {
-        Ok(p) => Ok(p),
-        Err(e) => {
-            let metadata = (auth.mode() == AuthMode::Jwt)
-                .then(|| prm::metadata_url(&prm::resource_at(auth.config(), host, &st.cfg.path, path, st.cfg.tls.is_some())));
-            let (status, challenge) = auth.challenge(&e, metadata.as_deref());
-            let message = match &e {
-                AuthError::Missing => "Unauthorized: send Authorization: Bearer <credential>".to_string(),
-                AuthError::Unauthorized(reason) => format!("Unauthorized: {reason}"),
-                AuthError::InsufficientScope(s) => format!("Forbidden: insufficient scope (needs {})", s.join(" ")),
-            };
-            tracing::info!(%status, reason = %message, "refused a request");
-            let err = RpcError::invalid_request(message).with_status(status).with_header("www-authenticate", challenge);
-            Err(Box::new(render::error(None, &err)))
-        }
-    }
-}
-
 /// `/.well-known/oauth-protected-resource[/<path>]` (RFC 9728), served when tokens are JWTs.
-fn protected_resource_metadata(st: &State, req: &Request<Incoming>) -> Option<Response<Body>> {
+fn protected_resource_metadata(st: &Shared, req: &Request<Incoming>) -> Option<Response<Body>> {
     let auth = st.authenticator().filter(|a| a.mode() == AuthMode::Jwt)?;
     let path = req.uri().path();
     let base = "/.well-known/oauth-protected-resource";

@@ -6,7 +6,7 @@
 //! (`Mcp-Session-Id`, `WWW-Authenticate`, `Retry-After`). An origin the listener refuses gets no
 //! CORS header at all (and a 403 from the origin check), so the browser blocks the page.
 
-use super::render::{self, Body};
+use crate::edge::render::{self, Body};
 use http::header::{
     ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS,
     ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_HEADERS, VARY,

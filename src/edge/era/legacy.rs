@@ -4,9 +4,9 @@
 //! open, the legacy-only methods (`ping`, `logging/setLevel`), the conversion of session requests
 //! into internal requests, and the downgrade of modern results to legacy shapes.
 
-use super::era::LEGACY_VERSIONS;
 use crate::auth::Principal;
 use crate::dispatch::{Request, Service};
+use crate::edge::era::LEGACY_VERSIONS;
 use crate::hub::{Change, UriSet};
 use crate::protocol::errors::RpcError;
 use crate::protocol::extensions::{self, Era};
@@ -60,7 +60,7 @@ pub struct LegacyState {
     /// The resource URIs each session follows (`resources/subscribe`), shared with its GET stream.
     follows: Mutex<HashMap<String, (UriSet, Instant)>>,
     /// Input requests sent to sessions' clients that wait for their answers.
-    pub waiting: Arc<super::bridge::Waiting>,
+    pub waiting: Arc<crate::edge::era::bridge::Waiting>,
     /// With `[cluster]`: where sessions ended on any replica are recorded.
     cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Bumped whenever a session is ended (here or, learnt from Redis, elsewhere), so open GET

@@ -5,8 +5,8 @@
 //! or without authentication for whoever sends the console key (see [`crate::console::may_read`]); and `usage?since=24h` for every caller (its own usage; an
 //! admin's shows everyone's). Off unless `[console] enabled`.
 
-use super::http::{State, authenticate};
-use super::render::{self, Body};
+use crate::edge::render::{self, Body};
+use crate::edge::shared::{Shared, authenticate};
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
@@ -23,7 +23,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 /// How often the live feed looks at upstream health and the catalogue.
 const TICK: Duration = Duration::from_secs(2);
 
-pub(super) async fn handle(st: &State, req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn handle(st: &Shared, req: Request<Incoming>) -> Response<Body> {
     let Some(gw) = st.console.as_ref().filter(|g| g.config().console) else {
         return render::plain(StatusCode::NOT_FOUND, "not found: the console is off ([console] enabled = true turns it on)\n");
     };
@@ -62,7 +62,7 @@ pub(super) async fn handle(st: &State, req: Request<Incoming>) -> Response<Body>
     // open (with `[auth] mode = "none"`, every local page is the anonymous admin).
     if approving {
         let host = host.clone().or_else(|| req.uri().authority().map(|a| a.to_string()));
-        if let Err((status, reason)) = super::origin::own_write(req.headers(), host.as_deref()) {
+        if let Err((status, reason)) = crate::edge::origin::own_write(req.headers(), host.as_deref()) {
             return json_answer(status, json!({ "error": format!("Refused: {reason}") }));
         }
     }

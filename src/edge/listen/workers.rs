@@ -8,8 +8,9 @@
 //! Work that is not a client's (probing upstreams, stdio children, reloads, background
 //! maintenance) stays on the control runtime that started the workers.
 
-use super::http::{Mount, State, accept_until};
 use crate::config::ServerConfig;
+use crate::edge::listen::accept_until;
+use crate::edge::shared::{Mount, Shared};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -102,7 +103,7 @@ impl Drop for Workers {
 /// the requests in progress finish (for up to `server.drain_timeout`). Returns once every worker
 /// has drained; the worker threads keep running until [`Workers::stop`].
 pub async fn serve(listening: Listening, mount: Mount, cfg: ServerConfig, shutdown: impl Future<Output = ()>) -> std::io::Result<Workers> {
-    let state = State::new(listening.addr, mount, cfg)?;
+    let state = Shared::new(listening.addr, mount, cfg)?;
     let stop = CancellationToken::new();
     let exit = CancellationToken::new();
     // Each worker holds a sender until it has drained; the receiver sees the channel close.

@@ -7,13 +7,14 @@
 //! EOF the in-flight requests are finished before the server returns. The local client is
 //! trusted: it is served as the anonymous caller, without authentication.
 
-use super::bridge::Waiting;
-use super::era::Era;
-use super::legacy::{self, Action, Session};
-use super::stack::{self, Client};
-use super::{modern, render};
 use crate::auth::Principal;
 use crate::dispatch::{Request, Service};
+use crate::edge::era::Era;
+use crate::edge::era::bridge::Waiting;
+use crate::edge::era::legacy::{self, Action, Session};
+use crate::edge::era::modern;
+use crate::edge::render;
+use crate::edge::stack::{self, Client};
 use crate::hub::{Filter, UriSet};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::{Json, Rope};
@@ -147,7 +148,7 @@ impl Conn {
     /// A request: a modern one, or one of the legacy session (answered here, or converted).
     async fn request(&mut self, msg: Message) {
         let id = msg.id.clone();
-        let era = super::era::classify_message(super::era::BodyFacts::of(&msg));
+        let era = crate::edge::era::classify_message(crate::edge::era::BodyFacts::of(&msg));
         let request = match (era, &self.session) {
             (Era::Modern, _) => modern::to_request(msg, None, self.caller.clone()),
             (Era::Legacy, None) if msg.method.as_deref() == Some("initialize") => return self.initialize(msg).await,

@@ -1,13 +1,17 @@
-//! The connection layer of the listener: accepting (over TLS when configured), the hyper
-//! builder (HTTP/1.1 and h2 on one port, header limits, h2 keep-alive pings), the tower stack
-//! every request goes through, and watching each connection (first request in time, idle
+//! The listeners: serving on one runtime (`serve`) or on worker threads (`workers`), accepting
+//! (over TLS when configured), the hyper builder (HTTP/1.1 and h2 on one port, header
+//! limits, h2 keep-alive pings), the tower layers every connection goes through, and watching
+//! each connection (with `conns`; `slow` cuts off a client that stops reading) (first request in time, idle
 //! timeout, shed when the connection limit needs room), then draining at shutdown.
 
-use super::conns::{Conn, Sending};
-use super::http::{State, handle};
-use super::render::{self, Body};
-use super::slow::WriteDeadline;
+pub mod slow;
+pub mod workers;
+
 use crate::config::ServerConfig;
+use crate::edge::conns::{Conn, Sending};
+use crate::edge::http::handle;
+use crate::edge::render::{self, Body};
+use crate::edge::shared::{Mount, Shared};
 use crate::protocol::errors::RpcError;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -15,26 +19,69 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use slow::WriteDeadline;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-pub(super) struct Edge {
-    state: Arc<State>,
+/// Serves on the current runtime until `shutdown` completes, then lets requests in progress finish
+/// (for up to `server.drain_timeout`). With `server.tls`, every connection is HTTPS. The gateway's
+/// own listener serves on worker threads instead ([`workers`]); this is the one-runtime
+/// form (the demo server, tests, embedding).
+pub async fn serve(listener: TcpListener, mount: Mount, cfg: ServerConfig, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+    let state = Shared::new(listener.local_addr()?, mount, cfg)?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let accepting = accept_until(listener, state.clone(), stop.clone());
+    tokio::pin!(accepting);
+    tokio::select! {
+        _ = &mut accepting => {}
+        _ = shutdown => {
+            stop.cancel();
+            accepting.await;
+        }
+    }
+    state.tasks.stop();
+    Ok(())
+}
+
+/// Accepts connections on `listener` and serves them on the current runtime until `stop`, then
+/// drains them.
+pub(crate) async fn accept_until(listener: TcpListener, state: Arc<Shared>, stop: tokio_util::sync::CancellationToken) {
+    let edge = Edge::new(state.clone());
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        edge.accept(stream, peer);
+    }
+    drop(listener);
+    edge.drain(state.cfg.drain_timeout).await;
+}
+
+pub(crate) struct Edge {
+    state: Arc<Shared>,
     builders: Arc<Builders>,
     graceful: GracefulShutdown,
     request_ids: RequestIds,
 }
 
 impl Edge {
-    pub(super) fn new(state: Arc<State>) -> Self {
+    pub(super) fn new(state: Arc<Shared>) -> Self {
         let header_list = state.cfg.max_header_bytes.min(u32::MAX as usize) as u32;
         let mut either = auto::Builder::new(TokioExecutor::new());
         either
@@ -186,7 +233,7 @@ async fn sniff(stream: &TcpStream) -> std::io::Result<Sniffed> {
 async fn serve_connection<I>(
     io: TokioIo<I>,
     version: Option<Version>,
-    state: &Arc<State>,
+    state: &Arc<Shared>,
     builders: &Builders,
     watcher: hyper_util::server::graceful::Watcher,
     ids: RequestIds,
@@ -291,7 +338,7 @@ where
     E: std::fmt::Display,
 {
     tokio::pin!(conn);
-    let recheck = super::conns::recheck(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout);
+    let recheck = crate::edge::conns::recheck(cfg.header_read_timeout, cfg.idle_timeout, cfg.write_timeout);
     let sleep = tokio::time::sleep(recheck);
     tokio::pin!(sleep);
     loop {

@@ -10,11 +10,11 @@
 //! an authenticated caller its own, an admin caller anyone's (`mcpgate tokens` uses them). Served
 //! only when `[identity]` is configured.
 
-use super::consent::{self, ConsentView};
-use super::http::{State, authenticate};
-use super::render::{self, Body};
 use crate::auth::Authenticator;
 use crate::config::auth::AuthMode;
+use crate::edge::pages::consent::{self, ConsentView};
+use crate::edge::render::{self, Body};
+use crate::edge::shared::{Shared, authenticate};
 use crate::identity::service::Completed;
 use crate::toolbox::random_token;
 use http::header::{CONTENT_TYPE, COOKIE, HOST, ORIGIN, SET_COOKIE};
@@ -67,7 +67,7 @@ impl Pages<'_> {
 /// Every page checks Host like the MCP endpoint, and a form's Origin: the gateway's own public
 /// origin, or one the origin rule accepts. (A GET of these pages is a top-level navigation,
 /// often from the authorization server's origin, and changes nothing.)
-fn admitted(st: &State, req: &Request<Incoming>, public_url: &str) -> Result<(), String> {
+fn admitted(st: &Shared, req: &Request<Incoming>, public_url: &str) -> Result<(), String> {
     let host = req.headers().get(HOST).and_then(|v| v.to_str().ok());
     st.origin.check(None, host)?;
     if req.method() != Method::GET {
@@ -82,7 +82,7 @@ fn admitted(st: &State, req: &Request<Incoming>, public_url: &str) -> Result<(),
     Ok(())
 }
 
-pub(super) async fn handle(st: &State, req: Request<Incoming>) -> Response<Body> {
+pub(crate) async fn handle(st: &Shared, req: Request<Incoming>) -> Response<Body> {
     let Some(gw) = st.console.as_ref() else { return render::plain(StatusCode::NOT_FOUND, "not found\n") };
     let Some(personal) = gw.personal.as_ref() else {
         return render::plain(StatusCode::NOT_FOUND, "not found: per-user identity is off ([identity] turns it on)\n");
@@ -367,7 +367,7 @@ async fn callback(pages: &Pages<'_>, q: &HashMap<String, String>, b: Browser, re
 
 /// `GET /oauth/tokens[?caller=ID]` and `POST /oauth/tokens/revoke` (JSON `{caller?, upstream?}`):
 /// a caller's own accounts, or, for an admin caller, anyone's.
-async fn tokens(st: &State, gw: &crate::gateway::Gateway, req: Request<Incoming>) -> Response<Body> {
+async fn tokens(st: &Shared, gw: &crate::gateway::Gateway, req: Request<Incoming>) -> Response<Body> {
     let host = req.headers().get(HOST).and_then(|v| v.to_str().ok()).map(str::to_string);
     let origin = req.headers().get(ORIGIN).and_then(|v| v.to_str().ok());
     if let Err(reason) = st.origin.check(origin, host.as_deref()) {
@@ -376,7 +376,7 @@ async fn tokens(st: &State, gw: &crate::gateway::Gateway, req: Request<Incoming>
     // Revoking is a change: from the console's own page (or a client that is no browser) only.
     if req.method() == Method::POST {
         let host = host.clone().or_else(|| req.uri().authority().map(|a| a.to_string()));
-        if let Err((status, reason)) = super::origin::own_write(req.headers(), host.as_deref()) {
+        if let Err((status, reason)) = crate::edge::origin::own_write(req.headers(), host.as_deref()) {
             return json(status, &serde_json::json!({ "error": format!("Refused: {reason}") }));
         }
     }

@@ -4,12 +4,12 @@
 //! session. Session rules and result shapes come from `legacy`; the internal requests go to the
 //! same era-free service as modern ones.
 
-use super::era::is_legacy_version;
-use super::legacy::{self, Action, LegacyState};
-use super::render::{self, Body};
-use super::stack::{self, Client};
 use crate::auth::Principal;
 use crate::dispatch::Service;
+use crate::edge::era::is_legacy_version;
+use crate::edge::era::legacy::{self, Action, LegacyState};
+use crate::edge::render::{self, Body};
+use crate::edge::stack::{self, Client};
 use crate::hub::{Filter, Subscription};
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;

@@ -4,6 +4,10 @@
 //! anything else means modern, so an unknown future version gets the modern -32022); without it, a session id, an
 //! `initialize`, a JSON-RPC response or a body without modern `_meta` mean legacy.
 
+pub mod bridge;
+pub mod legacy;
+pub mod modern;
+
 use crate::protocol::keys;
 use http::{HeaderMap, Method};
 

@@ -8,7 +8,7 @@
 //! cached, no referrer leaves; the redirect is accepted only with the state the gateway issued,
 //! once, in the browser that started it.
 
-use super::render::{Body, full};
+use crate::edge::render::{Body, full};
 use crate::token::Sealer;
 use http::{HeaderValue, Response, StatusCode};
 use serde::{Deserialize, Serialize};

@@ -15,8 +15,8 @@
 //! Adding a step is one `.layer(…)` line in [`serve`]. The layers are plain `tower::Layer`s over
 //! `tower::Service<Request, Response = Reply, Error = Infallible>`, so each can be tested alone.
 
-use super::bridge::{self, Waiting};
 use crate::dispatch::{BoxFuture, Request, Service};
+use crate::edge::era::bridge::{self, Waiting};
 use crate::reply::Reply;
 use crate::tasks::Background;
 use crate::telemetry::Transport;
@@ -165,7 +165,7 @@ impl<S: Step + Clone + Send + Sync + 'static> tower::Service<Request> for Legacy
                 }) as BoxFuture<'static, Reply>
             };
             let ask = bridge::Asking { waiting, scope, timeout: layer.timeout, tasks: layer.tasks };
-            Ok(crate::server::legacy::downgrade_reply(bridge::bridge(Arc::new(retry), req, first, ask)))
+            Ok(crate::edge::era::legacy::downgrade_reply(bridge::bridge(Arc::new(retry), req, first, ask)))
         })
     }
 }
