@@ -12,7 +12,7 @@
 
 use super::{Request, Served};
 use crate::audit::Audit;
-use crate::policy::secrets::{Detector, UNREADABLE, scrub_json};
+use crate::policy::secrets::{Detector, Withheld, scrub_json};
 use crate::protocol::Method;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
@@ -49,13 +49,13 @@ impl Redact {
         }))
     }
 
-    /// Scrubs one JSON text: `Ok(None)` clean, `Ok(Some(text))` redacted, `Err(name)` withheld;
+    /// Scrubs one JSON text: `Ok(None)` clean, `Ok(Some(text))` redacted, `Err` withheld;
     /// each finding audited and counted (`what` says where it was, for the log).
-    fn text(&self, text: Option<&str>, what: &str) -> Result<Option<String>, String> {
+    fn text(&self, text: Option<&str>, what: &str) -> Result<Option<String>, Withheld> {
         let mut redacted = Vec::new();
         let verdict = match text {
             Some(text) => scrub_json(text, &self.detectors, &mut redacted),
-            None => Err(UNREADABLE.to_string()),
+            None => Err(Withheld::Unreadable),
         };
         let (reason, counted) = match &verdict {
             Err(name) => {
@@ -74,11 +74,12 @@ impl Redact {
     }
 
     /// What the client gets instead of a withheld final message.
-    fn withheld(&self, name: &str) -> Outcome {
-        let text = if name == UNREADABLE {
-            "The result was withheld by the gateway: it could not be checked for secrets (nested too deep or too large).".to_string()
-        } else {
-            format!("The result was withheld by the gateway: it contained what looks like a secret ({name}).")
+    fn withheld(&self, why: &Withheld) -> Outcome {
+        let text = match why {
+            Withheld::Unreadable => {
+                "The result was withheld by the gateway: it could not be checked for secrets (nested too deep or too large).".to_string()
+            }
+            Withheld::Blocked(name) => format!("The result was withheld by the gateway: it contained what looks like a secret ({name})."),
         };
         match self.method {
             Method::ToolsCall => super::tool_text(&text, true),
@@ -93,13 +94,13 @@ impl Redact {
         match o {
             Outcome::Result(raw) => match self.text(Some(raw.get()), "result") {
                 Ok(None) => Outcome::Result(raw),
-                Ok(Some(text)) => Json::from_string(text).map_or_else(|_| self.withheld(UNREADABLE), Outcome::Result),
-                Err(name) => self.withheld(&name),
+                Ok(Some(text)) => Json::from_string(text).map_or_else(|_| self.withheld(&Withheld::Unreadable), Outcome::Result),
+                Err(why) => self.withheld(&why),
             },
             Outcome::UpstreamError(raw) => match self.text(Some(raw.get()), "error") {
                 Ok(None) => Outcome::UpstreamError(raw),
-                Ok(Some(text)) => Json::from_string(text).map_or_else(|_| self.withheld(UNREADABLE), Outcome::UpstreamError),
-                Err(name) => self.withheld(&name),
+                Ok(Some(text)) => Json::from_string(text).map_or_else(|_| self.withheld(&Withheld::Unreadable), Outcome::UpstreamError),
+                Err(why) => self.withheld(&why),
             },
             Outcome::Error(e) => self.own_error(e),
         }
@@ -117,9 +118,9 @@ impl Redact {
                     e.data = Some(v["data"].take()).filter(|d| !d.is_null());
                     Outcome::Error(e)
                 }
-                Err(_) => self.withheld(UNREADABLE),
+                Err(_) => self.withheld(&Withheld::Unreadable),
             },
-            Err(name) => self.withheld(&name),
+            Err(why) => self.withheld(&why),
         }
     }
 
@@ -136,7 +137,7 @@ impl Redact {
             Ok(None) => Some(ev),
             Ok(Some(text)) if ask => Some(Event::Ask(text.into_bytes())),
             Ok(Some(text)) => Some(Event::Notification(text.into_bytes())),
-            Err(name) if ask => Some(Event::Done(self.withheld(&name))),
+            Err(why) if ask => Some(Event::Done(self.withheld(&why))),
             Err(_) => None,
         }
     }

@@ -382,7 +382,7 @@ impl Running {
                 GuardKind::Tool { upstream, tool } => call_tool(cx, upstream, tool, &body).await?,
                 GuardKind::Builtin { .. } => return Err("a built-in guard is not asked".into()),
             };
-            parse(&answer, asking.point, content)
+            parse(&answer, asking.point, content).map_err(|e| e.to_string())
         };
         let answer = tokio::time::timeout(self.cfg.timeout, work)
             .await

@@ -35,6 +35,24 @@ const MAX_DOCUMENT: usize = 16 * 1024 * 1024;
 /// Redirects followed to the called path on the API's own origin.
 const MAX_REDIRECTS: usize = 3;
 
+/// Why the description does not say where calls go (shown after "the OpenAPI description <source>").
+#[derive(Debug, thiserror::Error)]
+enum BaseError {
+    #[error("names the server {server:?}, which is not a URL ({source}): set base_url")]
+    NotAUrl {
+        server: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    #[error("names the relative server {0:?}: set base_url to the API's absolute URL")]
+    Relative(String),
+    #[error("names no server: set base_url")]
+    NoServer,
+    /// A server on another origin than the description's URL.
+    #[error("names the server {url}, on another origin than it was fetched from ({origin}): set base_url if that server is meant")]
+    OtherOrigin { url: String, origin: String },
+}
+
 /// A description read, and where its calls go.
 pub struct Loaded {
     pub api: Api,
@@ -104,9 +122,9 @@ impl RestTransport {
             }
             OpenApiSource::Url(u) => self.fetch(u, deadline).await?,
         };
-        let doc = api::doc::parse(&text).map_err(bad)?;
-        let built = api::build(&doc, &self.cfg.select).map_err(bad)?;
-        let base = self.base(&built).map_err(bad)?;
+        let doc = api::doc::parse(&text).map_err(|e| bad(e.to_string()))?;
+        let built = api::build(&doc, &self.cfg.select).map_err(|e| bad(e.to_string()))?;
+        let base = self.base(&built).map_err(|e| bad(e.to_string()))?;
         let loaded = Arc::new(Loaded { api: built, base });
         self.loaded.store(Some(loaded.clone()));
         Ok(loaded)
@@ -141,17 +159,17 @@ impl RestTransport {
     }
 
     /// Where calls go (see the module comment).
-    fn base(&self, built: &Api) -> Result<http::Uri, String> {
+    fn base(&self, built: &Api) -> Result<http::Uri, BaseError> {
         if let Some(b) = &self.cfg.base_url {
             return Ok(b.clone());
         }
         let named = built.server.as_deref().filter(|s| !s.is_empty());
         match (&self.cfg.source, named) {
             (OpenApiSource::File(_), Some(s)) if s.starts_with("http://") || s.starts_with("https://") => {
-                s.parse().map_err(|e| format!("names the server {s:?}, which is not a URL ({e}): set base_url"))
+                s.parse().map_err(|source| BaseError::NotAUrl { server: s.to_string(), source })
             }
-            (OpenApiSource::File(_), Some(s)) => Err(format!("names the relative server {s:?}: set base_url to the API's absolute URL")),
-            (OpenApiSource::File(_), None) => Err("names no server: set base_url".into()),
+            (OpenApiSource::File(_), Some(s)) => Err(BaseError::Relative(s.to_string())),
+            (OpenApiSource::File(_), None) => Err(BaseError::NoServer),
             (OpenApiSource::Url(doc), named) => {
                 let origin = format!("{}://{}", doc.scheme_str().unwrap_or("https"), doc.authority().map(|a| a.as_str()).unwrap_or(""));
                 let url = match named {
@@ -159,15 +177,8 @@ impl RestTransport {
                     Some(s) if s.starts_with('/') => format!("{origin}{s}"),
                     Some(s) => s.to_string(),
                 };
-                let uri: http::Uri =
-                    url.parse().map_err(|e| format!("names the server {url:?}, which is not a URL ({e}): set base_url"))?;
-                if same_origin(&uri, doc) {
-                    Ok(uri)
-                } else {
-                    Err(format!(
-                        "names the server {url}, on another origin than it was fetched from ({origin}): set base_url if that server is meant"
-                    ))
-                }
+                let uri: http::Uri = url.parse().map_err(|source| BaseError::NotAUrl { server: url.clone(), source })?;
+                if same_origin(&uri, doc) { Ok(uri) } else { Err(BaseError::OtherOrigin { url, origin }) }
             }
         }
     }
@@ -182,7 +193,7 @@ impl RestTransport {
         let args = params.get("arguments").and_then(Value::as_object).unwrap_or(&empty);
         let made = match api::request(op, args) {
             Ok(m) => m,
-            Err(why) => return Ok(Outcome::Error(RpcError::invalid_params(why))),
+            Err(why) => return Ok(Outcome::Error(RpcError::invalid_params(why.to_string()))),
         };
         if let Some((_, body)) = &made.body
             && body.len() > self.max_bytes

@@ -2,11 +2,12 @@
 //! `SKILL.md`'s frontmatter and OpenAPI descriptions. Aliases are refused before anything is built
 //! (a few bytes of aliases can expand into gigabytes); numbers must be finite, as JSON needs.
 //! Mapping keys are strings, or, where the caller allows it, scalars written as their text
-//! (OpenAPI's `200:` response codes are integers to YAML).
+//! (OpenAPI's `200:` response codes are integers to YAML). Why a document is refused is a
+//! [`YamlError`], which names it.
 
 use serde_json::{Map, Number, Value};
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::Marker;
+use yaml_rust2::scanner::{Marker, ScanError};
 use yaml_rust2::{Yaml, YamlLoader};
 
 /// Which mapping keys are taken.
@@ -18,17 +19,38 @@ pub enum Keys {
     Scalars,
 }
 
+/// Why a document is not taken; `what` names the document (`the frontmatter`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum YamlError {
+    #[error("{what} is not YAML: {source}")]
+    NotYaml {
+        what: &'static str,
+        #[source]
+        source: ScanError,
+    },
+    #[error("{what} uses YAML aliases")]
+    Aliases { what: &'static str },
+    #[error("{what} is empty")]
+    Empty { what: &'static str },
+    /// A number JSON cannot hold (not finite), as written.
+    #[error("{what} has a number JSON cannot hold: {number}")]
+    Number { what: &'static str, number: String },
+    #[error("{what} has a mapping key that is not a string")]
+    Key { what: &'static str },
+}
+
 /// The first document of `text` as JSON; `what` names it in errors.
-pub fn to_json(text: &str, keys: Keys, what: &str) -> Result<Value, String> {
+pub fn to_json(text: &str, keys: Keys, what: &'static str) -> Result<Value, YamlError> {
+    let not_yaml = |source| YamlError::NotYaml { what, source };
     let mut aliases = NoAliases(false);
-    Parser::new_from_str(text).load(&mut aliases, false).map_err(|e| format!("{what} is not YAML: {e}"))?;
+    Parser::new_from_str(text).load(&mut aliases, false).map_err(not_yaml)?;
     if aliases.0 {
-        return Err(format!("{what} uses YAML aliases"));
+        return Err(YamlError::Aliases { what });
     }
-    let docs = YamlLoader::load_from_str(text).map_err(|e| format!("{what} is not YAML: {e}"))?;
+    let docs = YamlLoader::load_from_str(text).map_err(not_yaml)?;
     match docs.into_iter().next() {
         Some(doc) => convert(doc, keys, what),
-        None => Err(format!("{what} is empty")),
+        None => Err(YamlError::Empty { what }),
     }
 }
 
@@ -43,15 +65,15 @@ impl MarkedEventReceiver for NoAliases {
     }
 }
 
-fn convert(y: Yaml, keys: Keys, what: &str) -> Result<Value, String> {
+fn convert(y: Yaml, keys: Keys, what: &'static str) -> Result<Value, YamlError> {
     Ok(match y {
         Yaml::Null => Value::Null,
         Yaml::Boolean(b) => Value::Bool(b),
         Yaml::Integer(i) => Value::Number(i.into()),
-        Yaml::Real(s) => {
-            let f: f64 = s.parse().map_err(|_| format!("{what} has a number JSON cannot hold: {s}"))?;
-            Value::Number(Number::from_f64(f).ok_or_else(|| format!("{what} has a number JSON cannot hold: {s}"))?)
-        }
+        Yaml::Real(s) => match s.parse::<f64>().ok().and_then(Number::from_f64) {
+            Some(n) => Value::Number(n),
+            None => return Err(YamlError::Number { what, number: s }),
+        },
         Yaml::String(s) => Value::String(s),
         Yaml::Array(items) => Value::Array(items.into_iter().map(|i| convert(i, keys, what)).collect::<Result<_, _>>()?),
         Yaml::Hash(map) => {
@@ -61,13 +83,13 @@ fn convert(y: Yaml, keys: Keys, what: &str) -> Result<Value, String> {
                     (Yaml::String(s), _) => s,
                     (Yaml::Integer(i), Keys::Scalars) => i.to_string(),
                     (Yaml::Boolean(b), Keys::Scalars) => b.to_string(),
-                    _ => return Err(format!("{what} has a mapping key that is not a string")),
+                    _ => return Err(YamlError::Key { what }),
                 };
                 out.insert(key, convert(v, keys, what)?);
             }
             Value::Object(out)
         }
-        Yaml::Alias(_) | Yaml::BadValue => return Err(format!("{what} uses YAML aliases")),
+        Yaml::Alias(_) | Yaml::BadValue => return Err(YamlError::Aliases { what }),
     })
 }
 
@@ -81,8 +103,9 @@ mod tests {
         let text = "paths:\n  /a:\n    get:\n      responses:\n        200:\n          description: ok\n";
         let v = to_json(text, Keys::Scalars, "the document").unwrap();
         assert_eq!(v["paths"]["/a"]["get"]["responses"]["200"], json!({ "description": "ok" }));
-        assert!(to_json(text, Keys::Strings, "the document").unwrap_err().contains("not a string"));
-        assert!(to_json("a: &x [1]\nb: *x\n", Keys::Scalars, "the document").unwrap_err().contains("aliases"));
-        assert!(to_json("a: .nan\n", Keys::Scalars, "the document").unwrap_err().contains("cannot hold"));
+        let err = |text: &str, keys| to_json(text, keys, "the document").map_err(|e| e.to_string()).unwrap_err();
+        assert_eq!(err(text, Keys::Strings), "the document has a mapping key that is not a string");
+        assert_eq!(err("a: &x [1]\nb: *x\n", Keys::Scalars), "the document uses YAML aliases");
+        assert_eq!(err("a: .nan\n", Keys::Scalars), "the document has a number JSON cannot hold: .nan");
     }
 }

@@ -1,10 +1,11 @@
 //! What operators see of the traffic, as `gateway.toml` says it: `[usage]` (where the usage
 //! accounting is kept and for how long), `[[quota]]` (calls per caller, and per caller and tool
-//! glob, per day, per month or per fixed window), `[metrics]` (the per-tool and per-caller series,
-//! each behind a switch) and the export half of `[audit]` (a JSON-lines file with rotation, OTLP
-//! logs). Quota windows are plain arithmetic on UTC seconds here ([`Window::bounds`]), so every
-//! replica agrees on when a window starts and ends. The commands that report on what was kept
-//! read the file without the upstreams' secrets ([`Config::load_for_reports`]).
+//! glob, per day, per month or per fixed window; [`QuotaError`] says why a limit is not one),
+//! `[metrics]` (the per-tool and per-caller series, each behind a switch) and the export half of
+//! `[audit]` (a JSON-lines file with rotation, OTLP logs). Quota windows are plain arithmetic on
+//! UTC seconds here ([`Window::bounds`]), so every replica agrees on when a window starts and ends.
+//! The commands that report on what was kept read the file without the upstreams' secrets
+//! ([`Config::load_for_reports`]).
 
 use super::{Config, ConfigError, Locator};
 use serde::Deserialize;
@@ -213,12 +214,32 @@ pub(super) fn resolve_usage(at: &Locator, s: UsageSection, base: &Path) -> Resul
     })
 }
 
+/// Why a quota's limit is not one (shown after the limit as written, with the line and a fix).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QuotaError {
+    #[error("write it as COUNT/WINDOW, e.g. \"1000/day\" or \"20000/month\"")]
+    NoSlash,
+    /// The count as written.
+    #[error("'{0}' is not a whole number")]
+    Count(String),
+    #[error("the count must be at least 1")]
+    ZeroCount,
+    #[error("the window must be whole seconds, at least 1 s")]
+    Fractional,
+    #[error("'{text}' is not a window: day, month, or a duration ({source})")]
+    Window {
+        text: String,
+        #[source]
+        source: humantime::DurationError,
+    },
+}
+
 /// Parses a quota's `COUNT/WINDOW`: `"1000/day"`, `"20000/month"`, `"50/10min"`.
-pub fn parse_quota(text: &str) -> Result<(u64, Window), String> {
-    let (count, per) = text.split_once('/').ok_or("write it as COUNT/WINDOW, e.g. \"1000/day\" or \"20000/month\"")?;
-    let count: u64 = count.trim().parse().map_err(|_| format!("'{}' is not a whole number", count.trim()))?;
+pub fn parse_quota(text: &str) -> Result<(u64, Window), QuotaError> {
+    let (count, per) = text.split_once('/').ok_or(QuotaError::NoSlash)?;
+    let count: u64 = count.trim().parse().map_err(|_| QuotaError::Count(count.trim().to_string()))?;
     if count == 0 {
-        return Err("the count must be at least 1".into());
+        return Err(QuotaError::ZeroCount);
     }
     let window = match per.trim() {
         "d" | "day" => Window::Day,
@@ -227,8 +248,8 @@ pub fn parse_quota(text: &str) -> Result<(u64, Window), String> {
         "min" | "minute" => Window::Every(Duration::from_secs(60)),
         other => match humantime::parse_duration(other) {
             Ok(d) if d.as_secs() >= 1 && d.subsec_nanos() == 0 => Window::Every(d),
-            Ok(_) => return Err("the window must be whole seconds, at least 1 s".into()),
-            Err(e) => return Err(format!("'{other}' is not a window: day, month, or a duration ({e})")),
+            Ok(_) => return Err(QuotaError::Fractional),
+            Err(source) => return Err(QuotaError::Window { text: other.to_string(), source }),
         },
     };
     Ok((count, window))
@@ -349,9 +370,17 @@ mod tests {
         assert_eq!(parse_quota("1000/day").unwrap(), (1000, Window::Day));
         assert_eq!(parse_quota("5/month").unwrap(), (5, Window::Month));
         assert_eq!(parse_quota("3/10s").unwrap(), (3, Window::Every(Duration::from_secs(10))));
-        assert!(parse_quota("0/day").is_err());
-        assert!(parse_quota("10/fortnightly").is_err());
-        assert!(parse_quota("10/500ms").is_err());
+        assert_eq!(parse_quota("0/day"), Err(QuotaError::ZeroCount));
+        assert!(
+            parse_quota("10/fortnightly")
+                .is_err_and(|e| e.to_string().starts_with("'fortnightly' is not a window: day, month, or a duration ("))
+        );
+        assert_eq!(parse_quota("10/500ms").map_err(|e| e.to_string()), Err("the window must be whole seconds, at least 1 s".into()));
+        assert_eq!(
+            parse_quota("1000").map_err(|e| e.to_string()),
+            Err("write it as COUNT/WINDOW, e.g. \"1000/day\" or \"20000/month\"".into())
+        );
+        assert_eq!(parse_quota("x/day").map_err(|e| e.to_string()), Err("'x' is not a whole number".into()));
         assert_eq!(parse_size("100MB"), Some(100 * 1024 * 1024));
         assert_eq!(parse_size("4096"), Some(4096));
         assert_eq!(parse_size("ten"), None);

@@ -6,12 +6,11 @@
 //! `format` is an annotation, not checked; `pattern` runs on a linear-time engine. A top-level
 //! argument sent as `null` that the schema does not require is taken as left out (clients send
 //! `null` for "not given", and the MCP `x-mcp-header` rules treat it so), everything else is
-//! checked as sent. The validator
-//! is compiled on first use and kept with the catalogue entry, so each snapshot compiles each
-//! tool's schema at most once and later calls only run it. What a check costs is bounded (see
-//! `cost`): a schema that expands past [`cost::SCHEMA_BUDGET`] subschemas is not served (the
-//! catalogue reports it), and a call whose check would make more than [`cost::CHECK_BUDGET`]
-//! applications is refused before the validator runs.
+//! checked as sent. The validator is compiled on first use and kept with the catalogue entry, so
+//! each snapshot compiles each tool's schema at most once and later calls only run it. What a check
+//! costs is bounded (see `cost`): a schema that expands past [`cost::SCHEMA_BUDGET`] subschemas is
+//! not served (the catalogue reports it, [`TooExpansive`]), and a call whose check would make more
+//! than [`cost::CHECK_BUDGET`] applications is refused before the validator runs.
 
 use crate::protocol::json::Json;
 use serde_json::Value;
@@ -39,6 +38,16 @@ pub enum Refusal {
     /// Checking these arguments against the schema would cost more than a check may.
     TooCostly(String),
 }
+
+/// Why a tool is not served: its `inputSchema` expands past [`cost::SCHEMA_BUDGET`] subschemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the inputSchema expands to more than {budget} subschemas once its $refs are followed (references inside anyOf, \
+     oneOf or allOf nest too deep), so checking arguments against it could hold the gateway for minutes; \
+     the tool is held until the upstream serves a simpler schema (or set validate_arguments = false on this upstream)",
+    budget = cost::SCHEMA_BUDGET
+)]
+pub struct TooExpansive;
 
 enum Compiled {
     Ready(Box<jsonschema::Validator>, Value),
@@ -69,7 +78,7 @@ impl ArgCheck {
     /// Whether the tool's schema is cheap enough to check calls against (its expansion within
     /// [`cost::SCHEMA_BUDGET`]), or why not. Counting reads the schema only when it could
     /// expand (it has a reference, or escapes that could spell one).
-    pub fn affordable(&self) -> Result<(), String> {
+    pub fn affordable(&self) -> Result<(), TooExpansive> {
         let text = self.definition.get();
         if !(text.contains("ref") || text.contains("Ref") || text.contains("\\u")) {
             return Ok(());
@@ -77,14 +86,7 @@ impl ArgCheck {
         // A definition that cannot be read is refused when a call is checked (`compile`).
         let Ok(tool) = crate::protocol::read::text_value(text) else { return Ok(()) };
         let Some(schema) = tool.get("inputSchema") else { return Ok(()) };
-        cost::schema_size(schema, cost::SCHEMA_BUDGET).map(|_| ()).map_err(|_| {
-            format!(
-                "the inputSchema expands to more than {} subschemas once its $refs are followed (references inside anyOf, \
-                 oneOf or allOf nest too deep), so checking arguments against it could hold the gateway for minutes; \
-                 the tool is held until the upstream serves a simpler schema (or set validate_arguments = false on this upstream)",
-                cost::SCHEMA_BUDGET
-            )
-        })
+        cost::schema_size(schema, cost::SCHEMA_BUDGET).map(|_| ()).map_err(|_| TooExpansive)
     }
 
     /// How many schema applications checking `args` may take (an upper bound), or a refusal

@@ -1,11 +1,11 @@
 //! An endpoint's view of the catalogue (virtual servers, `[[endpoint]]`): the items its
 //! `include`/`exclude` patterns select (decided like a caller's grants, on catalogue names), with
 //! its tool overrides applied: a new name, title or description, merged annotations, and fixed
-//! arguments removed from the `inputSchema` (and its `required`). The result is a [`Catalog`]
-//! like the gateway's own, so lists, lookups, pagination, cursors and change notifications work
-//! on an endpoint exactly as on the root; each entry keeps its catalogue name (`canonical`), which
-//! the caller's policy still decides on. Overrides that cannot apply (a fixed argument the schema
-//! does not have, a new name already taken) are problems, shown by `mcpgate check`.
+//! arguments removed from the `inputSchema` (and its `required`). The result is a [`Catalog`] like
+//! the gateway's own, so lists, lookups, pagination, cursors and change notifications work on an
+//! endpoint exactly as on the root; each entry keeps its catalogue name (`canonical`), which the
+//! caller's policy still decides on. Overrides that cannot apply (a fixed argument the schema does
+//! not have, a new name already taken) are problems ([`OverrideError`]), shown by `mcpgate check`.
 
 use super::Kind;
 use super::merge::{Catalog, Entry, Problem};
@@ -69,7 +69,7 @@ pub fn view<'a>(base: &Catalog, ep: &Selection, upstream_id: &(dyn Fn(usize) -> 
                 None => Entry { canonical: Some(e.name.clone()), ..e.clone() },
                 Some(Ok(entry)) => entry,
                 Some(Err(reason)) => {
-                    cat.problems.push(problem(e, kind, reason));
+                    cat.problems.push(problem(e, kind, reason.to_string()));
                     continue;
                 }
             };
@@ -105,9 +105,23 @@ pub fn view<'a>(base: &Catalog, ep: &Selection, upstream_id: &(dyn Fn(usize) -> 
     cat
 }
 
+/// Why an `[[endpoint.tool]]` cannot present its tool.
+#[derive(Debug, thiserror::Error)]
+pub enum OverrideError {
+    #[error("the tool is not an object ({0})")]
+    NotObject(#[source] serde_json::Error),
+    /// A field could not be written back (serde_json's words).
+    #[error(transparent)]
+    Write(#[from] serde_json::Error),
+    #[error("the tool has no inputSchema object")]
+    NoInputSchema,
+    #[error("fixed argument '{0}' is not in the tool's inputSchema")]
+    FixedNotInSchema(String),
+}
+
 /// A tool as `o` presents it.
-fn present(e: &Entry, o: &ToolOverride) -> Result<Entry, String> {
-    let mut obj = RawObject::from_json(&e.json).map_err(|err| format!("the tool is not an object ({err})"))?;
+fn present(e: &Entry, o: &ToolOverride) -> Result<Entry, OverrideError> {
+    let mut obj = RawObject::from_json(&e.json).map_err(OverrideError::NotObject)?;
     let name = o.rename.clone().unwrap_or_else(|| e.name.clone());
     put(&mut obj, "name", &name)?;
     if let Some(title) = &o.title {
@@ -132,14 +146,14 @@ fn present(e: &Entry, o: &ToolOverride) -> Result<Entry, String> {
         put(&mut obj, "annotations", &Value::Object(annotations))?;
     }
     if !o.fixed.is_empty() {
-        let mut schema = obj.parse::<Map<String, Value>>("inputSchema").and_then(Result::ok).ok_or("the tool has no inputSchema object")?;
+        let mut schema = obj.parse::<Map<String, Value>>("inputSchema").and_then(Result::ok).ok_or(OverrideError::NoInputSchema)?;
         let properties = schema.get_mut("properties").and_then(Value::as_object_mut);
         let Some(properties) = properties else {
-            return Err(format!("fixed argument '{}' is not in the tool's inputSchema", o.fixed.keys().next().map_or("", |k| k.as_str())));
+            return Err(OverrideError::FixedNotInSchema(o.fixed.keys().next().cloned().unwrap_or_default()));
         };
         for key in o.fixed.keys() {
             if properties.remove(key).is_none() {
-                return Err(format!("fixed argument '{key}' is not in the tool's inputSchema"));
+                return Err(OverrideError::FixedNotInSchema(key.clone()));
             }
         }
         if let Some(required) = schema.get_mut("required").and_then(Value::as_array_mut) {
@@ -150,8 +164,8 @@ fn present(e: &Entry, o: &ToolOverride) -> Result<Entry, String> {
     Ok(Entry { name, json: obj.to_json(), canonical: Some(e.name.clone()), fixed: o.fixed.clone(), ..e.clone() })
 }
 
-fn put<T: serde::Serialize + ?Sized>(obj: &mut RawObject, key: &str, value: &T) -> Result<(), String> {
-    obj.set_json(key, value).map_err(|err| err.to_string())
+fn put<T: serde::Serialize + ?Sized>(obj: &mut RawObject, key: &str, value: &T) -> Result<(), OverrideError> {
+    Ok(obj.set_json(key, value)?)
 }
 
 #[cfg(test)]

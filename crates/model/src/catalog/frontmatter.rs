@@ -2,24 +2,39 @@
 //! listing carries (SEP-2640: the entry's `frontmatter` is the file's, rendered verbatim as a JSON
 //! object). The block is the text between a first line `---` and the next `---` line; a block over
 //! [`MAX_BYTES`] is refused, the rest is read by `crate::yaml` (no aliases, string keys, finite
-//! numbers). Comparing is field by field over both sides' keys, numbers by value.
+//! numbers); why there is none is a [`FrontmatterError`]. Comparing is field by field over both
+//! sides' keys, numbers by value.
 
+use crate::yaml::YamlError;
 use serde_json::{Map, Value};
 
 /// The largest frontmatter block read.
 pub const MAX_BYTES: usize = 64 * 1024;
 
+/// Why a `SKILL.md` has no frontmatter to compare.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrontmatterError {
+    #[error("SKILL.md does not begin with a --- delimited frontmatter block")]
+    NoBlock,
+    #[error("the frontmatter is larger than {MAX_BYTES} bytes")]
+    TooLarge,
+    /// Not a mapping (an empty block included).
+    #[error("the frontmatter is not a mapping")]
+    NotMapping,
+    #[error(transparent)]
+    Yaml(#[from] YamlError),
+}
+
 /// The frontmatter of a `SKILL.md`'s text as a JSON object, or why there is none.
-pub fn parse(text: &str) -> Result<Map<String, Value>, String> {
-    let block = block(text).ok_or("SKILL.md does not begin with a --- delimited frontmatter block")?;
+pub fn parse(text: &str) -> Result<Map<String, Value>, FrontmatterError> {
+    let block = block(text).ok_or(FrontmatterError::NoBlock)?;
     if block.len() > MAX_BYTES {
-        return Err(format!("the frontmatter is larger than {MAX_BYTES} bytes"));
+        return Err(FrontmatterError::TooLarge);
     }
     match crate::yaml::to_json(block, crate::yaml::Keys::Strings, "the frontmatter") {
         Ok(Value::Object(map)) => Ok(map),
-        Err(e) if e.ends_with("is empty") => Err("the frontmatter is not a mapping".into()),
-        Err(e) => Err(e),
-        Ok(_) => Err("the frontmatter is not a mapping".into()),
+        Err(YamlError::Empty { .. }) | Ok(_) => Err(FrontmatterError::NotMapping),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -76,7 +91,11 @@ mod tests {
         assert!(parse("---\nname: x\n").is_err(), "unclosed");
         assert!(parse("---\n- a\n---\n").is_err(), "not a mapping");
         assert!(parse("---\n? [a]\n: b\n---\n").is_err(), "a key that is no string");
-        assert!(parse("---\na: &x [1, 2]\nb: [*x, *x]\n---\n").unwrap_err().contains("aliases"));
+        assert_eq!(
+            parse("---\na: &x [1, 2]\nb: [*x, *x]\n---\n").map_err(|e| e.to_string()),
+            Err("the frontmatter uses YAML aliases".into())
+        );
+        assert_eq!(parse("---\n---\n").map_err(|e| e.to_string()), Err("the frontmatter is not a mapping".into()), "empty");
         assert!(parse(&format!("---\nname: {}\n---\n", "x".repeat(MAX_BYTES))).is_err());
     }
 

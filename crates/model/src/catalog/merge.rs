@@ -354,7 +354,7 @@ fn admit(kind: Kind, input: &UpstreamLists, raw: &RawValue, naming: &Naming, sec
         && input.validate
         && let Err(reason) = args.affordable()
     {
-        return Err(problem(&original, reason));
+        return Err(problem(&original, reason.to_string()));
     }
     Ok(Entry { name, upstream: input.upstream, original, headers, json, canonical: None, fixed: Default::default(), ui, args })
 }

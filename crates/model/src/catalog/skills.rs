@@ -85,8 +85,10 @@ pub enum Mismatch {
     NoContent,
     #[error("its frontmatter differs from the skill's listing in '{0}'")]
     Frontmatter(String),
-    #[error("{0}")]
-    NoFrontmatter(String),
+    #[error("SKILL.md is not UTF-8")]
+    NotUtf8,
+    #[error(transparent)]
+    NoFrontmatter(#[from] super::frontmatter::FrontmatterError),
 }
 
 /// Checks a `resources/read` result for `uri` against what the listing promised: the bytes of
@@ -102,8 +104,8 @@ pub fn verify(result: &Json, uri: &str, promise: &Listed) -> Result<(), Mismatch
         return Err(Mismatch::Digest { read: digest, listed: promise.digest.clone() });
     }
     if let Some(listed) = &promise.frontmatter {
-        let text = std::str::from_utf8(&bytes).map_err(|_| Mismatch::NoFrontmatter("SKILL.md is not UTF-8".into()))?;
-        let file = super::frontmatter::parse(text).map_err(Mismatch::NoFrontmatter)?;
+        let text = std::str::from_utf8(&bytes).map_err(|_| Mismatch::NotUtf8)?;
+        let file = super::frontmatter::parse(text)?;
         if let Some(field) = super::frontmatter::differs(&file, listed) {
             return Err(Mismatch::Frontmatter(field));
         }

@@ -1,9 +1,10 @@
 //! A tool call's arguments written back as the HTTP request its operation describes: path
 //! parameters percent-escaped into the template, query, header and cookie parameters serialised as
 //! their `style` and `explode` say (OpenAPI 3 §4.8.12.4: `simple`, `label`, `matrix`, `form`,
-//! `spaceDelimited`, `pipeDelimited`, `deepObject`), and the body as JSON, a form or text. Nothing a
-//! model sends can leave the path (every `/`, `?` and `#` of a value is escaped, and a segment
-//! that is `.` or `..` is written `%2E` / `%2E%2E`) or add a header line.
+//! `spaceDelimited`, `pipeDelimited`, `deepObject`), and the body as JSON, a form or text. Nothing
+//! a model sends can leave the path (every `/`, `?` and `#` of a value is escaped, and a segment
+//! that is `.` or `..` is written `%2E` / `%2E%2E`) or add a header line. Arguments that make no
+//! request are a [`CallError`] naming the one at fault.
 
 use super::ops::{BodyKind, In, Operation, Param, Style};
 use serde_json::{Map, Value};
@@ -19,8 +20,27 @@ pub struct HttpCall {
     pub body: Option<(String, Vec<u8>)>,
 }
 
+/// Why a call's arguments make no request: a missing or unusable argument, named.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// A required parameter left out (or `null`).
+    #[error("the {} parameter {name:?} is required", place(*.location))]
+    Missing { location: In, name: String },
+    #[error("the path parameter {0:?} is empty")]
+    EmptyPath(String),
+    #[error("the header parameter {0:?} contains a line break")]
+    LineBreak(String),
+    /// The required body left out (its argument named).
+    #[error("the request body ({0}) is required")]
+    NoBody(String),
+    #[error("the body cannot be written as JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("a form body is an object of fields")]
+    FormNotObject,
+}
+
 /// The request `op` makes with `args`; `Err` names a missing or unusable argument.
-pub fn request(op: &Operation, args: &Map<String, Value>) -> Result<HttpCall, String> {
+pub fn request(op: &Operation, args: &Map<String, Value>) -> Result<HttpCall, CallError> {
     let mut path = String::new();
     let mut rest = op.path.as_str();
     while let Some(open) = rest.find('{') {
@@ -31,7 +51,7 @@ pub fn request(op: &Operation, args: &Map<String, Value>) -> Result<HttpCall, St
         let value = param.and_then(|p| args.get(&p.key)).filter(|v| !v.is_null());
         match (param, value) {
             (Some(p), Some(v)) => path.push_str(&path_value(p, v)?),
-            _ => return Err(format!("the path parameter {var:?} is required")),
+            _ => return Err(CallError::Missing { location: In::Path, name: var.to_string() }),
         }
         rest = &rest[open + close + 1..];
     }
@@ -43,7 +63,7 @@ pub fn request(op: &Operation, args: &Map<String, Value>) -> Result<HttpCall, St
     for p in op.params.iter().filter(|p| p.location != In::Path) {
         let Some(v) = args.get(&p.key).filter(|v| !v.is_null()) else {
             if p.required {
-                return Err(format!("the {} parameter {:?} is required", place(p.location), p.name));
+                return Err(CallError::Missing { location: p.location, name: p.name.clone() });
             }
             continue;
         };
@@ -52,7 +72,7 @@ pub fn request(op: &Operation, args: &Map<String, Value>) -> Result<HttpCall, St
             In::Header => {
                 let text = simple(v, p.explode, &|s| s.to_string());
                 if text.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-                    return Err(format!("the header parameter {:?} contains a line break", p.name));
+                    return Err(CallError::LineBreak(p.name.clone()));
                 }
                 headers.push((p.name.clone(), text));
             }
@@ -66,7 +86,7 @@ pub fn request(op: &Operation, args: &Map<String, Value>) -> Result<HttpCall, St
     let body = match &op.body {
         None => None,
         Some(b) => match args.get(&b.key).filter(|v| !v.is_null()) {
-            None if b.required => return Err(format!("the request body ({}) is required", b.key)),
+            None if b.required => return Err(CallError::NoBody(b.key.clone())),
             None => None,
             Some(v) => Some((b.content_type.clone(), body_bytes(b.kind, v)?)),
         },
@@ -134,7 +154,7 @@ fn simple(v: &Value, explode: bool, enc: &dyn Fn(&str) -> String) -> String {
 }
 
 /// A path parameter in its style, escaped: a value can never add a segment.
-fn path_value(p: &Param, v: &Value) -> Result<String, String> {
+fn path_value(p: &Param, v: &Value) -> Result<String, CallError> {
     let enc = |s: &str| escape(s, false);
     let body = simple(v, p.explode, &enc);
     let written = match p.style {
@@ -148,7 +168,7 @@ fn path_value(p: &Param, v: &Value) -> Result<String, String> {
         _ => body,
     };
     if written.is_empty() {
-        return Err(format!("the path parameter {:?} is empty", p.name));
+        return Err(CallError::EmptyPath(p.name.clone()));
     }
     Ok(written)
 }
@@ -174,12 +194,12 @@ fn query_pairs(p: &Param, v: &Value) -> Vec<String> {
 }
 
 /// The body's bytes for its kind.
-fn body_bytes(kind: BodyKind, v: &Value) -> Result<Vec<u8>, String> {
+fn body_bytes(kind: BodyKind, v: &Value) -> Result<Vec<u8>, CallError> {
     match kind {
-        BodyKind::Json => serde_json::to_vec(v).map_err(|e| format!("the body cannot be written as JSON: {e}")),
+        BodyKind::Json => serde_json::to_vec(v).map_err(CallError::Json),
         BodyKind::Text => Ok(text(v).into_bytes()),
         BodyKind::Form => {
-            let Value::Object(map) = v else { return Err("a form body is an object of fields".into()) };
+            let Value::Object(map) = v else { return Err(CallError::FormNotObject) };
             let pairs: Vec<String> = map
                 .iter()
                 .flat_map(|(k, v)| match v {
@@ -217,7 +237,7 @@ mod tests {
         let o = op("/files/{name}/raw", vec![param("name", In::Path, Style::Simple, false)], None);
         let c = request(&o, &args(json!({ "name": "../../admin?x=1#y" }))).unwrap();
         assert_eq!(c.path_and_query, "/files/..%2F..%2Fadmin%3Fx%3D1%23y/raw");
-        assert!(request(&o, &args(json!({}))).unwrap_err().contains("required"));
+        assert_eq!(request(&o, &args(json!({}))).unwrap_err().to_string(), r#"the path parameter "name" is required"#);
         let label = op("/c/{v}", vec![param("v", In::Path, Style::Label, false)], None);
         assert_eq!(request(&label, &args(json!({ "v": ["a", "b"] }))).unwrap().path_and_query, "/c/.a,b");
         let matrix = op("/c/{v}", vec![param("v", In::Path, Style::Matrix, true)], None);
@@ -274,8 +294,9 @@ mod tests {
         let c = request(&o, &args(json!({ "X-Trace": [1, 2], "session": "a;b", "body": { "n": 1 } }))).unwrap();
         assert_eq!(c.headers, vec![("X-Trace".into(), "1,2".into()), ("cookie".into(), "session=a%3Bb".into())]);
         assert_eq!(c.body, Some(("application/json".into(), br#"{"n":1}"#.to_vec())));
-        assert!(request(&o, &args(json!({ "X-Trace": "a\r\nEvil: 1", "body": {} }))).unwrap_err().contains("line break"));
-        assert!(request(&o, &args(json!({}))).unwrap_err().contains("body"));
+        let refused = |a: Value| request(&o, &args(a)).unwrap_err().to_string();
+        assert_eq!(refused(json!({ "X-Trace": "a\r\nEvil: 1", "body": {} })), r#"the header parameter "X-Trace" contains a line break"#);
+        assert_eq!(refused(json!({})), "the request body (body) is required");
         let form = op(
             "/f",
             vec![],

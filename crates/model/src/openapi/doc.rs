@@ -1,11 +1,13 @@
 //! An OpenAPI description as plain JSON: parsed from JSON or YAML, its dialect (Swagger 2.0,
-//! OpenAPI 3.0 or 3.1), the server URL it names, and `$ref`s resolved within the document only.
-//! A `$ref` to another document is never fetched: it reads as an unresolved reference, which the
-//! caller turns into a note (a schema then accepts anything) or a skipped operation. Schemas are
-//! inlined with a guard on cycles and on size (references can multiply a schema exponentially), and
-//! the 3.0 and 2.0 spellings JSON Schema does not share (`nullable`, boolean `exclusiveMaximum`,
-//! `x-nullable`, `example`) are rewritten, so the result is a 2020-12 schema a validator takes.
+//! OpenAPI 3.0 or 3.1), the server URL it names, and `$ref`s resolved within the document only. A
+//! `$ref` to another document is never fetched: it reads as an unresolved reference ([`RefError`]),
+//! which the caller turns into a note (a schema then accepts anything) or a skipped operation.
+//! Schemas are inlined with a guard on cycles and on size (references can multiply a schema
+//! exponentially), and the 3.0 and 2.0 spellings JSON Schema does not share (`nullable`, boolean
+//! `exclusiveMaximum`, `x-nullable`, `example`) are rewritten, so the result is a 2020-12 schema a
+//! validator takes. A text that is no description of a dialect read here is a [`DocError`].
 
+use crate::yaml::YamlError;
 use serde_json::{Map, Value, json};
 
 /// The largest schema (in nodes) one tool's input or output may inline to.
@@ -20,29 +22,58 @@ pub enum Dialect {
     OpenApi31,
 }
 
+/// Why a description cannot be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum DocError {
+    #[error("the OpenAPI document is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error(transparent)]
+    NotYaml(#[from] YamlError),
+    /// An `openapi` version other than 3.0, 3.1 or 3.2.
+    #[error("OpenAPI {0} is not supported (3.0, 3.1 and Swagger 2.0 are)")]
+    OpenApiVersion(String),
+    /// A `swagger` version other than 2.0.
+    #[error("Swagger {0} is not supported (2.0 is)")]
+    SwaggerVersion(String),
+    #[error("the document has neither `openapi` nor `swagger`: not an OpenAPI description")]
+    NotOpenApi,
+}
+
+/// Why a `$ref` does not resolve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RefError {
+    /// More references in a row than inlining follows (`MAX_DEPTH`).
+    #[error("a chain of $refs too long")]
+    ChainTooLong,
+    #[error("$ref {0:?} points into another document, which is never fetched")]
+    Remote(String),
+    #[error("$ref {0:?} names nothing in the document")]
+    Dangling(String),
+}
+
 /// The document's text as JSON (JSON when it starts with `{`, YAML otherwise).
-pub fn parse(text: &str) -> Result<Value, String> {
+pub fn parse(text: &str) -> Result<Value, DocError> {
     let trimmed = text.trim_start_matches('\u{feff}').trim_start();
     if trimmed.starts_with('{') {
-        serde_json::from_str(trimmed).map_err(|e| format!("the OpenAPI document is not JSON: {e}"))
+        serde_json::from_str(trimmed).map_err(DocError::NotJson)
     } else {
-        crate::yaml::to_json(trimmed, crate::yaml::Keys::Scalars, "the OpenAPI document")
+        Ok(crate::yaml::to_json(trimmed, crate::yaml::Keys::Scalars, "the OpenAPI document")?)
     }
 }
 
 /// Which dialect the document is written in.
-pub fn dialect(doc: &Value) -> Result<Dialect, String> {
+pub fn dialect(doc: &Value) -> Result<Dialect, DocError> {
     if let Some(v) = doc.get("openapi").and_then(Value::as_str) {
         return match v {
             v if v.starts_with("3.0") => Ok(Dialect::OpenApi30),
             v if v.starts_with("3.1") || v.starts_with("3.2") => Ok(Dialect::OpenApi31),
-            other => Err(format!("OpenAPI {other} is not supported (3.0, 3.1 and Swagger 2.0 are)")),
+            other => Err(DocError::OpenApiVersion(other.to_string())),
         };
     }
     match doc.get("swagger").and_then(Value::as_str) {
         Some("2.0") => Ok(Dialect::Swagger2),
-        Some(other) => Err(format!("Swagger {other} is not supported (2.0 is)")),
-        None => Err("the document has neither `openapi` nor `swagger`: not an OpenAPI description".into()),
+        Some(other) => Err(DocError::SwaggerVersion(other.to_string())),
+        None => Err(DocError::NotOpenApi),
     }
 }
 
@@ -84,21 +115,21 @@ pub struct Inlined {
 impl<'a> Resolver<'a> {
     /// The object a `$ref` names (following chains), or the value itself; `Err` for a reference
     /// that is remote or names nothing.
-    pub fn deref(&self, mut v: &'a Value) -> Result<&'a Value, String> {
+    pub fn deref(&self, mut v: &'a Value) -> Result<&'a Value, RefError> {
         for _ in 0..MAX_DEPTH {
             let Some(r) = v.get("$ref").and_then(Value::as_str) else { return Ok(v) };
             v = self.target(r)?;
         }
-        Err("a chain of $refs too long".into())
+        Err(RefError::ChainTooLong)
     }
 
     /// What a local reference (`#/…`, a JSON pointer) names.
-    fn target(&self, r: &str) -> Result<&'a Value, String> {
+    fn target(&self, r: &str) -> Result<&'a Value, RefError> {
         let Some(pointer) = r.strip_prefix('#') else {
-            return Err(format!("$ref {r:?} points into another document, which is never fetched"));
+            return Err(RefError::Remote(r.to_string()));
         };
         let decoded = crate::catalog::args::cost::percent_decode(pointer);
-        self.root.pointer(&decoded).ok_or_else(|| format!("$ref {r:?} names nothing in the document"))
+        self.root.pointer(&decoded).ok_or_else(|| RefError::Dangling(r.to_string()))
     }
 
     /// `schema` with every local reference inlined and the dialect's spellings made JSON Schema
@@ -126,7 +157,7 @@ impl<'a> Resolver<'a> {
                     let target = match self.target(r) {
                         Ok(t) => t,
                         Err(e) => {
-                            out.notes.push(e);
+                            out.notes.push(e.to_string());
                             return json!({});
                         }
                     };
@@ -248,7 +279,7 @@ mod tests {
         assert_eq!(server_url(&json!({ "swagger": "2.0", "basePath": "/" }), Dialect::Swagger2), None);
         assert_eq!(server_url(&json!({ "openapi": "3.0.3" }), Dialect::OpenApi30), None);
         assert!(dialect(&json!({ "openapi": "4.0" })).is_err());
-        assert!(dialect(&json!({ "info": {} })).unwrap_err().contains("not an OpenAPI"));
+        assert!(dialect(&json!({ "info": {} })).unwrap_err().to_string().contains("not an OpenAPI"));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The operations of an OpenAPI description that become tools, and why the others do not. Each
+//! The operations of an OpenAPI description that become tools, and why the others do not (an
+//! [`OpError`] for one that was selected but cannot be a tool). Each
 //! selected operation gets a name (its `operationId`, or a stable one from method and path), a
 //! description, an `inputSchema` (one property per path, query, header and cookie parameter, and
 //! `body` for the request body), an `outputSchema` from its first JSON success response, and
@@ -9,7 +10,7 @@
 //! `Authorization`, `Cookie`, `Host`, `Content-Type`, `Accept`, `Content-Length` and the hop-by-hop
 //! ones are left out (OpenAPI itself ignores the first three).
 
-use super::doc::{Dialect, Inlined, Resolver};
+use super::doc::{Dialect, DocError, Inlined, RefError, Resolver};
 use crate::policy::glob;
 use serde_json::{Map, Value, json};
 
@@ -147,8 +148,27 @@ pub struct Api {
     pub notes: Vec<String>,
 }
 
+/// Why a selected operation does not become a tool (the reason its [`Skipped`] gives).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpError {
+    #[error(transparent)]
+    Ref(#[from] RefError),
+    #[error("a parameter without name or in")]
+    Unnamed,
+    #[error("Swagger 2.0 formData parameters are not supported")]
+    FormData,
+    /// A parameter's `in` that is none of path, query, header, cookie, body.
+    #[error("a parameter in {0:?}")]
+    Place(String),
+    #[error("a request body without content")]
+    NoContent,
+    /// A request body in none of the media types supported (those it offers).
+    #[error("its request body is {0:?}; JSON, form and text bodies are supported")]
+    BodyKinds(Vec<String>),
+}
+
 /// The operations of `doc` that `sel` selects, as tools.
-pub fn build(doc: &Value, sel: &Selection) -> Result<Api, String> {
+pub fn build(doc: &Value, sel: &Selection) -> Result<Api, DocError> {
     let dialect = super::doc::dialect(doc)?;
     let info = doc.get("info");
     let text = |k: &str| info.and_then(|i| i.get(k)).and_then(Value::as_str).map(str::to_string);
@@ -167,7 +187,7 @@ pub fn build(doc: &Value, sel: &Selection) -> Result<Api, String> {
         let item = match r.deref(item) {
             Ok(i) => i,
             Err(e) => {
-                api.skipped.push(Skipped { operation: path.clone(), reason: e });
+                api.skipped.push(Skipped { operation: path.clone(), reason: e.to_string() });
                 continue;
             }
         };
@@ -187,7 +207,7 @@ pub fn build(doc: &Value, sel: &Selection) -> Result<Api, String> {
                 }
                 Err(reason) => {
                     taken.remove(&name);
-                    api.skipped.push(Skipped { operation: label, reason });
+                    api.skipped.push(Skipped { operation: label, reason: reason.to_string() });
                 }
             }
         }
@@ -266,7 +286,7 @@ fn operation(
     method: &str,
     path: &str,
     name: String,
-) -> Result<(Operation, Vec<String>), String> {
+) -> Result<(Operation, Vec<String>), OpError> {
     let mut inlined = Inlined::default();
     let mut properties = Map::new();
     let mut required = Vec::new();
@@ -284,7 +304,7 @@ fn operation(
     let mut body = None;
     for p in declared {
         let (Some(wire), Some(place)) = (p.get("name").and_then(Value::as_str), p.get("in").and_then(Value::as_str)) else {
-            return Err("a parameter without name or in".into());
+            return Err(OpError::Unnamed);
         };
         let location = match place {
             "path" => In::Path,
@@ -302,8 +322,8 @@ fn operation(
                 ));
                 continue;
             }
-            "formData" => return Err("Swagger 2.0 formData parameters are not supported".into()),
-            other => return Err(format!("a parameter in {other:?}")),
+            "formData" => return Err(OpError::FormData),
+            other => return Err(OpError::Place(other.to_string())),
         };
         let key = if properties.contains_key(wire) || wire == "body" { format!("{place}_{wire}") } else { wire.to_string() };
         let mut schema = match p.get("schema") {
@@ -473,9 +493,9 @@ pub fn template_vars(path: &str) -> Vec<String> {
 }
 
 /// A 3.x request body: its schema, content type, how it is sent and whether it is required.
-fn request_body(r: &Resolver<'_>, rb: &Value, inlined: &mut Inlined) -> Result<(Value, String, BodyKind, bool), String> {
+fn request_body(r: &Resolver<'_>, rb: &Value, inlined: &mut Inlined) -> Result<(Value, String, BodyKind, bool), OpError> {
     let required = rb.get("required").and_then(Value::as_bool).unwrap_or(false);
-    let Some(content) = rb.get("content").and_then(Value::as_object) else { return Err("a request body without content".into()) };
+    let Some(content) = rb.get("content").and_then(Value::as_object) else { return Err(OpError::NoContent) };
     let pick = |want: &dyn Fn(&str) -> bool| content.iter().find(|(ct, _)| want(&ct.to_ascii_lowercase()));
     let json_like = |ct: &str| ct.starts_with("application/json") || (ct.starts_with("application/") && ct.contains("+json"));
     let (ct, media, kind) = if let Some((ct, m)) = pick(&json_like) {
@@ -485,8 +505,7 @@ fn request_body(r: &Resolver<'_>, rb: &Value, inlined: &mut Inlined) -> Result<(
     } else if let Some((ct, m)) = pick(&|ct: &str| ct.starts_with("text/")) {
         (ct, m, BodyKind::Text)
     } else {
-        let kinds: Vec<&String> = content.keys().collect();
-        return Err(format!("its request body is {kinds:?}; JSON, form and text bodies are supported"));
+        return Err(OpError::BodyKinds(content.keys().cloned().collect()));
     };
     let schema = match media.get("schema") {
         Some(s) => r.schema(s, inlined),

@@ -1,15 +1,14 @@
 //! A rule's condition (`[[rule]] when`): a CEL expression, parsed and checked once, when the
 //! configuration is loaded, against the variables the gateway declares (`caller`, `request`,
 //! `tool`, `args`, `now`): an unknown variable, an unknown field of a declared one, an unknown
-//! function, a nested comprehension or a comparison between values of two known types (see
-//! `types`) is an error with its position, never a surprise at call time. Evaluation is
-//! bounded: CEL has no loops but its comprehensions, which may not nest (so a condition runs in
-//! time linear in what it reads), and arguments larger than [`MAX_ARG_NODES`] values are not
-//! converted (the condition fails, which counts against the call). What a condition reads
-//! ([`Reads`]) says when it can be decided: with the caller alone, with the item, or only with
-//! the call itself.
+//! function, a nested comprehension or a comparison between values of two known types (see `types`)
+//! is an error with its position, never a surprise at call time. Evaluation is bounded: CEL has no
+//! loops but its comprehensions, which may not nest (so a condition runs in time linear in what it
+//! reads), and arguments larger than [`MAX_ARG_NODES`] values are not converted (the condition
+//! fails with an [`EvalError`], which counts against the call). What a condition reads ([`Reads`])
+//! says when it can be decided: with the caller alone, with the item, or only with the call itself.
 
-use super::facts::Facts;
+use super::facts::{Facts, FactsError};
 use super::fast::{Node, Scope};
 pub use super::reads::{MAX_ARG_DEPTH, MAX_ARG_NODES, Reads};
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
@@ -76,6 +75,20 @@ impl std::fmt::Display for CheckError {
     }
 }
 
+/// Why a condition could not be evaluated (it then counts against the call).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    /// A variable it reads is not known here, or is too large or deep to read.
+    #[error(transparent)]
+    Facts(#[from] FactsError),
+    /// CEL's own error (a missing key, a value of the wrong type).
+    #[error(transparent)]
+    Cel(#[from] cel::ExecutionError),
+    /// What it gave instead of a boolean.
+    #[error("the expression gave {:?}, not true or false", .0.type_of())]
+    NotBoolean(Value),
+}
+
 /// A checked condition.
 pub struct Condition {
     source: String,
@@ -138,7 +151,7 @@ impl Condition {
 
     /// The condition's value over `facts`: `Err` when it cannot be evaluated (a missing
     /// argument, a value of the wrong type, arguments too large) or is not a boolean.
-    pub fn eval(&self, facts: &Facts<'_>) -> Result<bool, String> {
+    pub fn eval(&self, facts: &Facts<'_>) -> Result<bool, EvalError> {
         if let Some(b) = self.eval_fast(&Scope::new(facts)) {
             return Ok(b);
         }
@@ -158,21 +171,20 @@ impl Condition {
     }
 
     /// The condition's value by the interpreter alone (for the differential test).
-    pub fn eval_interpreted(&self, facts: &Facts<'_>) -> Result<bool, String> {
+    pub fn eval_interpreted(&self, facts: &Facts<'_>) -> Result<bool, EvalError> {
         self.eval_in(&Condition::context(facts, self.reads)?)
     }
 
     /// The condition's value in a context already holding the variables it reads.
-    pub fn eval_in(&self, ctx: &Context<'_, '_>) -> Result<bool, String> {
-        match self.program.execute(ctx) {
-            Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!("the expression gave {:?}, not true or false", other.type_of())),
-            Err(e) => Err(e.to_string()),
+    pub fn eval_in(&self, ctx: &Context<'_, '_>) -> Result<bool, EvalError> {
+        match self.program.execute(ctx)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(EvalError::NotBoolean(other)),
         }
     }
 
     /// A context for evaluating conditions over `facts`, with the variables `reads` names.
-    pub fn context<'f>(facts: &Facts<'f>, reads: Reads) -> Result<Context<'static, 'static>, String> {
+    pub fn context<'f>(facts: &Facts<'f>, reads: Reads) -> Result<Context<'static, 'static>, FactsError> {
         let mut ctx = Context::with_env(env().clone());
         facts.bind(&mut ctx, reads)?;
         Ok(ctx)

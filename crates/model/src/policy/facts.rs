@@ -3,7 +3,8 @@
 //! claims, groups and scopes); `request`, `tool`, `args` and `now` belong to one call and are
 //! converted only when a condition reads them (a rule that does not read `args` costs no argument
 //! parse). `now` is plain UTC fields; arguments past [`super::reads::MAX_ARG_NODES`] values or
-//! [`super::reads::MAX_ARG_DEPTH`] levels are not converted.
+//! [`super::reads::MAX_ARG_DEPTH`] levels are not converted; a variable that cannot be given is a
+//! [`FactsError`].
 
 use super::reads::{MAX_ARG_DEPTH, MAX_ARG_NODES, Reads};
 use crate::protocol::read;
@@ -11,6 +12,26 @@ use cel::objects::{Key, Map};
 use cel::{Context, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+
+/// Why a variable a condition reads cannot be given to it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FactsError {
+    #[error("the token's claims nest deeper than {MAX_ARG_DEPTH} levels: too deep for a rule to read")]
+    ClaimsTooDeep,
+    #[error("`request` is known only when a call is made")]
+    NoRequest,
+    #[error("the item's definition cannot be read: {0}")]
+    Item(#[source] read::Unreadable),
+    #[error("`args` is known only when a call is made and its arguments could be read")]
+    NoArgs,
+    #[error("`now` is known only when a call is made")]
+    NoNow,
+    /// Past [`MAX_ARG_NODES`] values (the item's definition or the arguments).
+    #[error("the arguments hold more than {MAX_ARG_NODES} values: too large for a rule to read")]
+    TooLarge,
+    #[error("the arguments nest deeper than {MAX_ARG_DEPTH} levels: too deep for a rule to read")]
+    TooDeep,
+}
 
 /// Who calls, as conditions see it.
 #[derive(Debug, Default)]
@@ -118,20 +139,20 @@ impl<'a> Facts<'a> {
     }
 
     /// Adds the variables `reads` names to `ctx`.
-    pub fn bind(&self, ctx: &mut Context<'_, '_>, reads: Reads) -> Result<(), String> {
+    pub fn bind(&self, ctx: &mut Context<'_, '_>, reads: Reads) -> Result<(), FactsError> {
         if reads.caller {
             if !super::reads::readable_depth(&self.caller.claims) {
-                return Err(format!("the token's claims nest deeper than {MAX_ARG_DEPTH} levels: too deep for a rule to read"));
+                return Err(FactsError::ClaimsTooDeep);
             }
             ctx.add_variable_from_value("caller", self.caller.value());
         }
         if reads.request {
-            let r = self.request.ok_or("`request` is known only when a call is made")?;
+            let r = self.request.ok_or(FactsError::NoRequest)?;
             ctx.add_variable_from_value("request", request_value(r));
         }
         if reads.tool {
             let item = match self.item {
-                Some(text) => read::text_value(text).map_err(|e| format!("the item's definition cannot be read: {e}"))?,
+                Some(text) => read::text_value(text).map_err(FactsError::Item)?,
                 None => serde_json::Value::Object(Default::default()),
             };
             let mut budget = MAX_ARG_NODES;
@@ -140,12 +161,12 @@ impl<'a> Facts<'a> {
         if reads.args {
             // The chain reads a call's arguments (strictly, once) whenever a rule may read them:
             // arguments not given are not known, never `{}`.
-            let args = self.args.ok_or("`args` is known only when a call is made and its arguments could be read")?;
+            let args = self.args.ok_or(FactsError::NoArgs)?;
             let mut budget = MAX_ARG_NODES;
             ctx.add_variable_from_value("args", json(args, &mut budget, 0)?);
         }
         if reads.now {
-            let now = self.now.ok_or("`now` is known only when a call is made")?;
+            let now = self.now.ok_or(FactsError::NoNow)?;
             ctx.add_variable_from_value("now", now_value(now));
         }
         Ok(())
@@ -175,12 +196,12 @@ fn request_value(r: &RequestFacts<'_>) -> Value {
 }
 
 /// A JSON value as a CEL value, spending one of `budget` per value.
-fn json(v: &serde_json::Value, budget: &mut usize, depth: usize) -> Result<Value, String> {
+fn json(v: &serde_json::Value, budget: &mut usize, depth: usize) -> Result<Value, FactsError> {
     if *budget == 0 {
-        return Err(format!("the arguments hold more than {MAX_ARG_NODES} values: too large for a rule to read"));
+        return Err(FactsError::TooLarge);
     }
     if depth > MAX_ARG_DEPTH {
-        return Err(format!("the arguments nest deeper than {MAX_ARG_DEPTH} levels: too deep for a rule to read"));
+        return Err(FactsError::TooDeep);
     }
     *budget -= 1;
     Ok(match v {

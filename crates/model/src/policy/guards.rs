@@ -1,10 +1,10 @@
-//! The guard contract (`[[guard]]`, docs/guards.md): what a guard is asked and what it may
-//! answer, the same for a webhook, an MCP tool used as a guard, and the built-in detectors. A
-//! guard is asked at one of four points (`request`, `result`, `input`, `catalogue`) about one
-//! item, with the content under check; it answers `allow`, `deny` with a reason, or `modify` with
-//! a replacement of the same shape. An answer that is not the contract is an error (the guard's
-//! `on_error` decides). The built-in detectors answer through the same type ([`builtin`]): a block
-//! denies, a redaction modifies, a flag allows and is reported.
+//! The guard contract (`[[guard]]`, docs/guards.md): what a guard is asked and what it may answer,
+//! the same for a webhook, an MCP tool used as a guard, and the built-in detectors. A guard is
+//! asked at one of four points (`request`, `result`, `input`, `catalogue`) about one item, with the
+//! content under check; it answers `allow`, `deny` with a reason, or `modify` with a replacement of
+//! the same shape. An answer that is not the contract is an [`AnswerError`] (the guard's `on_error`
+//! decides). The built-in detectors answer through the same type ([`builtin`]): a block denies, a
+//! redaction modifies, a flag allows and is reported.
 
 use super::secrets::{Detector, scrub};
 use serde::Serialize;
@@ -78,39 +78,61 @@ pub enum Verdict {
     },
 }
 
+/// Why a guard's answer is not the contract (the guard's `on_error` then decides).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AnswerError {
+    #[error("the answer is not a JSON object")]
+    NotObject,
+    /// Another contract version (the `version` it gave, as JSON).
+    #[error("the answer is of contract version {0}, not {VERSION:?}")]
+    Version(Value),
+    #[error("a modify verdict without `content`")]
+    NoContent,
+    #[error("unknown verdict {0:?} (allow, deny or modify)")]
+    UnknownVerdict(String),
+    #[error("the answer has no `verdict`")]
+    NoVerdict,
+    #[error("the replacement is not an object")]
+    ReplacementNotObject,
+    #[error("a request's replacement must hold `arguments`, an object")]
+    NoArguments,
+    #[error("the replacement changes a result into an error or back")]
+    ChangesKind,
+}
+
 /// Reads a guard's answer (JSON) for `point`, checking it is the contract and that a
 /// replacement has the shape of what it replaces.
-pub fn parse(answer: &Value, point: Point, asked: &Value) -> Result<Verdict, String> {
-    let obj = answer.as_object().ok_or("the answer is not a JSON object")?;
+pub fn parse(answer: &Value, point: Point, asked: &Value) -> Result<Verdict, AnswerError> {
+    let obj = answer.as_object().ok_or(AnswerError::NotObject)?;
     if let Some(v) = obj.get("version")
         && v.as_str() != Some(VERSION)
     {
-        return Err(format!("the answer is of contract version {v}, not {VERSION:?}"));
+        return Err(AnswerError::Version(v.clone()));
     }
     let reason = obj.get("reason").and_then(Value::as_str).unwrap_or_default().chars().take(500).collect::<String>();
     match obj.get("verdict").and_then(Value::as_str) {
         Some("allow") => Ok(Verdict::Allow),
         Some("deny") => Ok(Verdict::Deny(if reason.is_empty() { "no reason given".into() } else { reason })),
         Some("modify") => {
-            let content = obj.get("content").cloned().ok_or("a modify verdict without `content`")?;
+            let content = obj.get("content").cloned().ok_or(AnswerError::NoContent)?;
             same_shape(&content, asked, point)?;
             Ok(Verdict::Modify { content, reason })
         }
-        Some(other) => Err(format!("unknown verdict {other:?} (allow, deny or modify)")),
-        None => Err("the answer has no `verdict`".into()),
+        Some(other) => Err(AnswerError::UnknownVerdict(other.to_string())),
+        None => Err(AnswerError::NoVerdict),
     }
 }
 
 /// A replacement must be what it replaces: an object, with `arguments` an object for a request,
 /// and no change of kind (a result stays a result, an error an error).
-fn same_shape(content: &Value, asked: &Value, point: Point) -> Result<(), String> {
-    let Some(new) = content.as_object() else { return Err("the replacement is not an object".into()) };
+fn same_shape(content: &Value, asked: &Value, point: Point) -> Result<(), AnswerError> {
+    let Some(new) = content.as_object() else { return Err(AnswerError::ReplacementNotObject) };
     if point == Point::Request && !new.get("arguments").is_some_and(Value::is_object) {
-        return Err("a request's replacement must hold `arguments`, an object".into());
+        return Err(AnswerError::NoArguments);
     }
     let is_error = |v: &Value| v.get("error").is_some();
     if is_error(content) != is_error(asked) {
-        return Err("the replacement changes a result into an error or back".into());
+        return Err(AnswerError::ChangesKind);
     }
     Ok(())
 }

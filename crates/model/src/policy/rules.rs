@@ -9,8 +9,8 @@
 //! does not. When listing, a condition that needs the call (`request`, `args`, `now`) is
 //! [`Holds::Later`]: such an allow lists the item, such a deny does not hide it.
 
-use super::expr::{Condition, Reads};
-use super::facts::Facts;
+use super::expr::{Condition, EvalError, Reads};
+use super::facts::{Facts, FactsError};
 use super::fast::Scope;
 use super::{Item, Pattern, Strictness, glob};
 use crate::protocol::Kind;
@@ -143,14 +143,14 @@ impl Rule {
 }
 
 /// What became of one rule's condition.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Holds {
     Yes,
     No,
     /// Decided only when the call is made.
     Later,
     /// The condition could not be evaluated (why).
-    Failed(String),
+    Failed(EvalError),
 }
 
 /// The decision on one item (a listing) or one call.
@@ -191,7 +191,7 @@ pub(super) fn evaluate(
     let scope = Scope::new(facts);
     // The interpreter's context, made only when a condition has no fast answer, holding what
     // every condition applying may read.
-    let ctx: OnceCell<Result<cel::Context<'static, 'static>, String>> = OnceCell::new();
+    let ctx: OnceCell<Result<cel::Context<'static, 'static>, FactsError>> = OnceCell::new();
     let interpreted = |w: &Condition| {
         let ctx = ctx.get_or_init(|| {
             let reads =

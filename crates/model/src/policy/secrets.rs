@@ -1,15 +1,16 @@
 //! Detectors over what flows through (`[secrets]` and the built-in guards, docs/security.md): the
-//! shapes of `policy::shapes` (credentials, personal data, hidden instructions) and the
-//! operator's own patterns, each with an action: `redact` replaces what matched with
-//! `[REDACTED:<name>]`, `block` withholds the whole message, `flag` only reports it. One walker
-//! ([`scrub`]) applies them to every string a message carries to a client or its model (results,
-//! errors, notifications, questions, definitions), but the protocol's opaque identifiers; a
-//! message it cannot read is withheld, never passed. Each string is read as written, as it reads
-//! (`policy::unhide::visible`: invisible characters removed, NFKC, Cyrillic and Greek look-alikes
-//! read as Latin letters), and with its base64 and hex runs decoded (bounded); the texts of one
-//! content array are also read joined, so a token cut in two blocks is found, and every string of
-//! a message is read joined for the injection group's detectors that block or flag, so an
-//! instruction split between two strings is found. A finding is reported by its detector's name, never by what matched.
+//! shapes of `policy::shapes` (credentials, personal data, hidden instructions) and the operator's
+//! own patterns, each with an action: `redact` replaces what matched with `[REDACTED:<name>]`,
+//! `block` withholds the whole message, `flag` only reports it. One walker ([`scrub`]) applies them
+//! to every string a message carries to a client or its model (results, errors, notifications,
+//! questions, definitions), but the protocol's opaque identifiers; a message it cannot read is
+//! withheld, never passed ([`Withheld`] says under which name). Each string is read as written, as
+//! it reads (`policy::unhide::visible`: invisible characters removed, NFKC, Cyrillic and Greek
+//! look-alikes read as Latin letters), and with its base64 and hex runs decoded (bounded); the
+//! texts of one content array are also read joined, so a token cut in two blocks is found, and
+//! every string of a message is read joined for the injection group's detectors that block or flag,
+//! so an instruction split between two strings is found. A finding is reported by its detector's
+//! name, never by what matched.
 
 use super::shapes::{INJECTION, PII, SECRETS, Shape};
 use super::unhide;
@@ -243,20 +244,40 @@ fn phrases(message: &Value, detectors: &[Detector], found: &mut Findings) {
     }
 }
 
+/// Why a message is withheld; shown as the name it is withheld under (a detector's, or
+/// [`UNREADABLE`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Withheld {
+    /// A blocking detector found something (its name).
+    #[error("{0}")]
+    Blocked(String),
+    /// The message cannot be read, or is larger than [`MAX_BYTES`].
+    #[error("{UNREADABLE}")]
+    Unreadable,
+}
+
+impl Withheld {
+    /// Withheld under `name`: a detector's, or [`UNREADABLE`] (a pattern may be named so, and is
+    /// then reported as the unreadable message it names).
+    pub fn named(name: String) -> Withheld {
+        if name == UNREADABLE { Withheld::Unreadable } else { Withheld::Blocked(name) }
+    }
+}
+
 /// Reads one message (JSON text), scrubs it, and writes it again when something was redacted:
-/// `Ok(None)` when nothing was found, `Ok(Some(text))` redacted, `Err(name)` withheld (by a
-/// detector, or [`UNREADABLE`]). Every redacting detector is in `redacted`.
-pub fn scrub_json(text: &str, detectors: &[Detector], redacted: &mut Vec<String>) -> Result<Option<String>, String> {
+/// `Ok(None)` when nothing was found, `Ok(Some(text))` redacted, `Err` withheld (by a
+/// detector, or unreadable). Every redacting detector is in `redacted`.
+pub fn scrub_json(text: &str, detectors: &[Detector], redacted: &mut Vec<String>) -> Result<Option<String>, Withheld> {
     if detectors.is_empty() {
         return Ok(None);
     }
     if text.len() > MAX_BYTES {
-        return Err(UNREADABLE.to_string());
+        return Err(Withheld::Unreadable);
     }
-    let mut v = crate::protocol::read::text_value(text).map_err(|_| UNREADABLE.to_string())?;
+    let mut v = crate::protocol::read::text_value(text).map_err(|_| Withheld::Unreadable)?;
     let found = scrub(&mut v, detectors);
     if let Some(name) = found.blocked {
-        return Err(name);
+        return Err(Withheld::named(name));
     }
     if found.redacted.is_empty() {
         return Ok(None);
@@ -266,7 +287,7 @@ pub fn scrub_json(text: &str, detectors: &[Detector], redacted: &mut Vec<String>
             redacted.push(name);
         }
     }
-    serde_json::to_string(&v).map(Some).map_err(|_| UNREADABLE.to_string())
+    serde_json::to_string(&v).map(Some).map_err(|_| Withheld::Unreadable)
 }
 
 /// Object keys are strings a client shows too: a key that holds a secret is redacted (renamed)

@@ -1,7 +1,8 @@
 //! `x-mcp-header` tool annotations (MCP 2026-07-28 `basic/transports.mdx` and
-//! `server/tools.mdx#x-mcp-header`): validating a tool's `inputSchema`
-//! annotations into a [`HeaderPlan`], checking a client's `Mcp-Param-*` headers against the body
-//! arguments, and building the headers an upstream expects from its own schema.
+//! `server/tools.mdx#x-mcp-header`): validating a tool's `inputSchema` annotations into a
+//! [`HeaderPlan`] (or an [`AnnotationError`] naming the one at fault), checking a client's
+//! `Mcp-Param-*` headers against the body arguments, and building the headers an upstream expects
+//! from its own schema.
 
 use super::errors::RpcError;
 use super::headers::{self, describe};
@@ -43,54 +44,78 @@ fn is_tchar(c: char) -> bool {
     c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
 }
 
+/// Why a tool's `x-mcp-header` annotations are invalid: the annotation and the argument it is on
+/// (`a.b`), named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnnotationError {
+    /// Not reached through `properties` alone (the JSON pointer of the schema it is on).
+    #[error(
+        "{ANNOTATION} at '{0}' is not statically reachable through 'properties' (items, oneOf/anyOf/allOf, $ref and the like \
+            are not allowed)"
+    )]
+    Unreachable(String),
+    /// Two annotations name the same header, case aside.
+    #[error("{ANNOTATION} value '{0}' is used twice (names are compared case-insensitively)")]
+    Twice(String),
+    #[error("{ANNOTATION} on the schema root is not allowed")]
+    OnRoot,
+    #[error("{ANNOTATION} on '{arg}' must be a string")]
+    NotString { arg: String },
+    #[error("{ANNOTATION} on '{arg}' is empty")]
+    Empty { arg: String },
+    #[error("{ANNOTATION} '{}' on '{arg}' is not an HTTP token (RFC 9110 tchar only)", .name.escape_default())]
+    NotToken { name: String, arg: String },
+    /// A type other than string, integer and boolean (`ty`).
+    #[error("{ANNOTATION} '{name}' on '{arg}' has type '{ty}': only string, integer and boolean may be mirrored")]
+    Type { name: String, arg: String, ty: String },
+    #[error("{ANNOTATION} '{name}' on '{arg}' needs a single type: string, integer or boolean")]
+    NoType { name: String, arg: String },
+}
+
 /// Validates every `x-mcp-header` annotation of an `inputSchema`; the error names the reason.
-pub fn plan(input_schema: &Value) -> Result<HeaderPlan, String> {
+pub fn plan(input_schema: &Value) -> Result<HeaderPlan, AnnotationError> {
     let mut out = Vec::new();
     let mut reached = Vec::new();
     walk_static(input_schema, &mut Vec::new(), "", &mut out, &mut reached)?;
     let mut all = Vec::new();
     walk_all(input_schema, String::new(), &mut all);
     if let Some(stray) = all.iter().find(|p| !reached.contains(p)) {
-        return Err(format!(
-            "{ANNOTATION} at '{}' is not statically reachable through 'properties' (items, oneOf/anyOf/allOf, $ref and the like \
-                are not allowed)",
-            if stray.is_empty() { "/" } else { stray }
-        ));
+        return Err(AnnotationError::Unreachable(if stray.is_empty() { "/".to_string() } else { stray.clone() }));
     }
     for (i, a) in out.iter().enumerate() {
         if out[..i].iter().any(|b| b.header.eq_ignore_ascii_case(&a.header)) {
-            return Err(format!("{ANNOTATION} value '{}' is used twice (names are compared case-insensitively)", a.header));
+            return Err(AnnotationError::Twice(a.header.clone()));
         }
     }
     Ok(out)
 }
 
-fn walk_static(schema: &Value, path: &mut Vec<String>, ptr: &str, out: &mut HeaderPlan, reached: &mut Vec<String>) -> Result<(), String> {
+fn walk_static(
+    schema: &Value,
+    path: &mut Vec<String>,
+    ptr: &str,
+    out: &mut HeaderPlan,
+    reached: &mut Vec<String>,
+) -> Result<(), AnnotationError> {
     if let Some(ann) = schema.get(ANNOTATION) {
         reached.push(ptr.to_string());
         let arg = path.join(".");
         if path.is_empty() {
-            return Err(format!("{ANNOTATION} on the schema root is not allowed"));
+            return Err(AnnotationError::OnRoot);
         }
-        let name = ann.as_str().ok_or_else(|| format!("{ANNOTATION} on '{arg}' must be a string"))?;
+        let Some(name) = ann.as_str() else { return Err(AnnotationError::NotString { arg }) };
         if name.is_empty() {
-            return Err(format!("{ANNOTATION} on '{arg}' is empty"));
+            return Err(AnnotationError::Empty { arg });
         }
         if !name.chars().all(is_tchar) {
-            return Err(format!("{ANNOTATION} '{}' on '{arg}' is not an HTTP token (RFC 9110 tchar only)", name.escape_default()));
+            return Err(AnnotationError::NotToken { name: name.to_string(), arg });
         }
         let ty = match schema.get("type").and_then(Value::as_str) {
             Some("string") => ParamType::String,
             Some("integer") => ParamType::Integer,
             Some("boolean") => ParamType::Boolean,
-            Some(other) => {
-                return Err(format!(
-                    "{ANNOTATION} '{name}' on '{arg}' has type '{other}': only string, integer and boolean may be mirrored"
-                ));
-            }
-            None => {
-                return Err(format!("{ANNOTATION} '{name}' on '{arg}' needs a single type: string, integer or boolean"));
-            }
+            Some(other) => return Err(AnnotationError::Type { name: name.to_string(), arg, ty: other.to_string() }),
+            None => return Err(AnnotationError::NoType { name: name.to_string(), arg }),
         };
         out.push(HeaderParam { header: name.to_string(), path: path.clone(), ty });
     }
@@ -250,7 +275,7 @@ mod tests {
             (json!({"type":"object","properties":{"a":{"type":"string","x-mcp-header":7}}}), "must be a string"),
         ];
         for (schema, why) in cases {
-            let err = plan(&schema).expect_err(&schema.to_string());
+            let err = plan(&schema).expect_err(&schema.to_string()).to_string();
             assert!(err.contains(why), "{err} should mention {why}");
         }
     }

@@ -114,7 +114,7 @@ fn what_is_too_deep_or_not_json_is_withheld_and_the_rest_is_read_at_any_depth() 
     {
         assert_eq!(
             scrub_json(&unreadable, &redact, &mut Vec::new()),
-            Err(UNREADABLE.to_string()),
+            Err(Withheld::Unreadable),
             "{}",
             &unreadable[..20.min(unreadable.len())]
         );
@@ -123,6 +123,9 @@ fn what_is_too_deep_or_not_json_is_withheld_and_the_rest_is_read_at_any_depth() 
     let brackets = format!(r#"{{"text":"{}"}}"#, "[".repeat(1000));
     assert_eq!(scrub_json(&brackets, &redact, &mut Vec::new()), Ok(None));
     assert_eq!(scrub_json(r#"{"text":"\"[[["}"#, &redact, &mut Vec::new()), Ok(None));
+    // Withheld under the name the log, the audit and the metrics show.
+    assert_eq!(Withheld::Unreadable.to_string(), UNREADABLE);
+    assert_eq!(Withheld::named(UNREADABLE.into()), Withheld::Unreadable);
     // Nothing is read without a detector, not even a broken message.
     assert_eq!(scrub_json("not json", &[], &mut Vec::new()), Ok(None));
 }
@@ -132,7 +135,7 @@ fn a_block_stops_the_walk_and_wins_over_redactions() {
     let mut detectors = built_in(Action::Redact);
     detectors.push(Detector::new("internal", Regex::new("itk_[a-z0-9]{12}").unwrap(), Action::Block));
     let text = r#"{"content":[{"type":"text","text":"AKIAIOSFODNN7EXAMPLE"},{"type":"text","text":"itk_abcdefabcdef"}]}"#;
-    assert_eq!(scrub_json(text, &detectors, &mut Vec::new()), Err("internal".to_string()));
+    assert_eq!(scrub_json(text, &detectors, &mut Vec::new()), Err(Withheld::Blocked("internal".to_string())));
     // Wide messages are walked without recursion, each string once.
     let wide = serde_json::to_string(&json!({ "content": vec![json!({ "type": "text", "text": "plain" }); 50_000] })).unwrap();
     assert_eq!(scrub_json(&wide, &detectors, &mut Vec::new()), Ok(None));
