@@ -173,7 +173,7 @@ pub fn pin(
 ) -> anyhow::Result<ExitCode> {
     use crate::catalog::pins::{self, PinFile};
     let path = &config.pins.file;
-    let old = crate::gateway::pins::read(path).map_err(|e| anyhow::anyhow!(e))?.unwrap_or_default();
+    let old = crate::gateway::pins::read(path)?.unwrap_or_default();
     let mut next = PinFile { version: 1, upstreams: old.upstreams.clone() };
     let mut differs = 0;
     println!("comparing {} with {source}", path.display());

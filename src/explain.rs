@@ -67,28 +67,44 @@ pub struct Decision {
     pub steps: Vec<Step>,
 }
 
+/// Why a case cannot be decided.
+#[derive(Debug, thiserror::Error)]
+pub enum CaseError {
+    #[error("claims must be a JSON object")]
+    ClaimsNotAnObject,
+    /// The claims were refused as a token's would be (the authenticator's reason).
+    #[error("{0}")]
+    Claims(String),
+    #[error("no [[caller]] has id {0:?}")]
+    NoCaller(String),
+    #[error("name exactly one of tool, prompt and resource")]
+    NotOneName,
+    #[error("{0:?} is not a time (write RFC 3339, e.g. 2026-12-03T10:00:00Z)")]
+    NotATime(String),
+}
+
 /// The caller of `case`, authenticated as a request would be.
-fn principal(auth: &Authenticator, cfg: &Config, case: &Case) -> Result<Principal, String> {
+fn principal(auth: &Authenticator, cfg: &Config, case: &Case) -> Result<Principal, CaseError> {
     if case.claims.is_some() || cfg.auth.mode == AuthMode::Jwt {
         let subject_claim = cfg.auth.jwt.as_ref().map_or("sub", |j| j.subject_claim.as_str());
         let mut claims = case.claims.clone().unwrap_or_else(|| json!({}));
-        let Value::Object(map) = &mut claims else { return Err("claims must be a JSON object".into()) };
+        let Value::Object(map) = &mut claims else { return Err(CaseError::ClaimsNotAnObject) };
         map.entry(subject_claim.to_string()).or_insert_with(|| Value::String(case.caller.clone()));
-        return auth.from_claims(&claims, subject_claim).map_err(|e| format!("{e:?}"));
+        return auth.from_claims(&claims, subject_claim).map_err(|e| CaseError::Claims(format!("{e:?}")));
     }
     if cfg.auth.mode == AuthMode::None {
         return Ok((*auth.anonymous()).clone());
     }
-    auth.as_entry(&case.caller).ok_or_else(|| format!("no [[caller]] has id {:?}", case.caller))
+    auth.as_entry(&case.caller).ok_or_else(|| CaseError::NoCaller(case.caller.clone()))
 }
 
 /// Decides on `case` with the rules of `cfg`.
-pub fn decide(cfg: &Config, auth: &Authenticator, case: &Case) -> Result<Decision, String> {
+pub fn decide(cfg: &Config, auth: &Authenticator, case: &Case) -> Result<Decision, CaseError> {
     let (kind, name) = match (&case.tool, &case.prompt, &case.resource) {
         (Some(t), None, None) => (Kind::Tool, t.as_str()),
         (None, Some(p), None) => (Kind::Prompt, p.as_str()),
         (None, None, Some(r)) => (Kind::Resource, r.as_str()),
-        _ => return Err("name exactly one of tool, prompt and resource".into()),
+        _ => return Err(CaseError::NotOneName),
     };
     let separator = &cfg.catalog.names.separator;
     let upstream = match &case.upstream {
@@ -110,7 +126,7 @@ pub fn decide(cfg: &Config, auth: &Authenticator, case: &Case) -> Result<Decisio
         return Ok(Decision { outcome: "hidden", rule, steps });
     }
     let now = match &case.now {
-        Some(t) => parse_time(t).ok_or_else(|| format!("{t:?} is not a time (write RFC 3339, e.g. 2026-12-03T10:00:00Z)"))?,
+        Some(t) => parse_time(t).ok_or_else(|| CaseError::NotATime(t.clone()))?,
         None => crate::dispatch::decide::now(),
     };
     let method = match kind {
@@ -177,7 +193,7 @@ pub fn render(case: &Case, d: &Decision) -> String {
 /// `policy explain`: prints the decision; exits 0 when the call would go out (allow, confirm).
 pub fn explain(cfg: &Config, case: &Case, json_out: bool) -> anyhow::Result<std::process::ExitCode> {
     let auth = Authenticator::new(cfg, crate::net::HttpClients::new().detached());
-    let d = decide(cfg, &auth, case).map_err(anyhow::Error::msg)?;
+    let d = decide(cfg, &auth, case)?;
     if json_out {
         let steps: Vec<Value> =
             d.steps.iter().map(|s| json!({"rule": s.rule, "effect": s.effect.as_str(), "holds": format!("{:?}", s.holds)})).collect();
@@ -274,8 +290,13 @@ pub enum Action {
     },
 }
 
-pub fn json_arg(text: &str) -> Result<serde_json::Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+/// A command-line value that must be JSON.
+#[derive(Debug, thiserror::Error)]
+#[error("not JSON: {0}")]
+pub struct NotJson(#[from] serde_json::Error);
+
+pub fn json_arg(text: &str) -> Result<serde_json::Value, NotJson> {
+    Ok(serde_json::from_str(text)?)
 }
 
 impl Action {

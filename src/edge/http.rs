@@ -31,7 +31,7 @@ pub(crate) async fn handle(st: Arc<Shared>, req: Request<Incoming>, peer: std::n
     // that rebinds a name to 127.0.0.1 must not read metrics or metadata either).
     let rebinding = || {
         let host = header_str(&req, HOST).map(str::to_string).or_else(|| req.uri().authority().map(|a| a.to_string()));
-        st.origin.check(header_str(&req, ORIGIN), host.as_deref()).err()
+        st.origin.check(header_str(&req, ORIGIN), host.as_deref()).err().map(|r| r.to_string())
     };
     let private_metrics = peer.ip().is_loopback() && !st.cfg.metrics_public;
     if path == "/metrics"
@@ -142,7 +142,7 @@ fn header_str(req: &Request<Incoming>, name: http::HeaderName) -> Option<&str> {
 async fn mcp(st: &Shared, req: Request<Incoming>, endpoint: Option<&str>) -> Response<Body> {
     let host = header_str(&req, HOST).map(str::to_string).or_else(|| req.uri().authority().map(|a| a.to_string()));
     if let Err(reason) = st.origin.check(header_str(&req, ORIGIN), host.as_deref()) {
-        return forbidden(&reason);
+        return forbidden(&reason.to_string());
     }
     let caller = match authenticate(st, &req, host.as_deref(), endpoint.unwrap_or(&st.cfg.path)).await {
         Ok(p) => p.at(endpoint),

@@ -42,16 +42,16 @@ impl OriginPolicy {
         }
     }
 
-    /// `Err(reason)` when the request must be refused.
-    pub fn check(&self, origin: Option<&str>, host: Option<&str>) -> Result<(), String> {
+    /// `Err(why)` when the request must be refused.
+    pub fn check(&self, origin: Option<&str>, host: Option<&str>) -> Result<(), Rebinding> {
         if let Some(host) = host {
             let h = host.to_ascii_lowercase();
             let listed = self.allowed_hosts.iter().any(|a| *a == h || *a == strip_port(&h));
             if self.loopback_listener && !is_loopback_host(&h) && !listed {
-                return Err(format!("Host '{host}' is not allowed on a loopback listener (add it to server.allowed_hosts)"));
+                return Err(Rebinding::HostOnLoopback(host.to_string()));
             }
             if !self.loopback_listener && !self.allowed_hosts.is_empty() && !listed {
-                return Err(format!("Host '{host}' is not in server.allowed_hosts"));
+                return Err(Rebinding::HostNotListed(host.to_string()));
             }
         }
         if let Some(origin) = origin {
@@ -62,11 +62,22 @@ impl OriginPolicy {
             let loopback_origin =
                 o.split_once("://").is_some_and(|(scheme, rest)| matches!(scheme, "http" | "https") && is_loopback_host(rest));
             if !(self.loopback_listener && loopback_origin) {
-                return Err(format!("Origin '{origin}' is not allowed (add it to server.allowed_origins)"));
+                return Err(Rebinding::Origin(origin.to_string()));
             }
         }
         Ok(())
     }
+}
+
+/// Why a request's Host or Origin is refused (the text is the 403's reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rebinding {
+    #[error("Host '{0}' is not allowed on a loopback listener (add it to server.allowed_hosts)")]
+    HostOnLoopback(String),
+    #[error("Host '{0}' is not in server.allowed_hosts")]
+    HostNotListed(String),
+    #[error("Origin '{0}' is not allowed (add it to server.allowed_origins)")]
+    Origin(String),
 }
 
 /// Whether a request that changes something (a console action) comes from the gateway's own

@@ -80,13 +80,61 @@ pub enum Checked {
     },
 }
 
+/// A webhook guard whose TLS settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("guard '{guard}': {source}")]
+pub struct GuardSetError {
+    pub guard: String,
+    #[source]
+    pub source: crate::net::pem::TlsError,
+}
+
+/// Why an external guard gave no verdict (its `on_error` decides; the text is audited).
+#[derive(Debug, thiserror::Error)]
+pub enum GuardFailure {
+    #[error("the guard is shutting down")]
+    ShuttingDown,
+    #[error("a built-in guard is not asked")]
+    BuiltinAsked,
+    #[error("no answer within {0} ms")]
+    Timeout(u128),
+    #[error("no HTTP client")]
+    NoClient,
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Request(#[from] http::Error),
+    #[error("cannot reach the guard: {0}")]
+    Unreachable(#[source] hyper_util::client::legacy::Error),
+    #[error("the guard answered HTTP {0}")]
+    Status(http::StatusCode),
+    #[error("cannot read the answer: {0}")]
+    Unread(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("the answer is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("{0}")]
+    Answer(#[from] crate::policy::guards::AnswerError),
+    #[error("upstream '{0}' is gone")]
+    UpstreamGone(String),
+    #[error("the guard tool failed: {0}")]
+    ToolFailed(String),
+    #[error("the guard tool answered an error")]
+    ToolRpcError,
+    #[error("the guard tool answered a tool error")]
+    ToolError,
+    #[error("the guard tool's answer holds no verdict")]
+    NoVerdict,
+    #[error("the guard tool's answer is not JSON: {0}")]
+    ToolNotJson(#[source] serde_json::Error),
+}
+
 impl GuardSet {
-    pub fn new(config: &Config) -> Result<GuardSet, String> {
+    pub fn new(config: &Config) -> Result<GuardSet, GuardSetError> {
         let mut guards = Vec::new();
         for cfg in config.guards.iter() {
             let client = match &cfg.kind {
                 GuardKind::Webhook { tls: Some(tls), .. } => {
-                    Some(crate::net::new_http_client_tls(tls).map_err(|e| format!("guard '{}': {e}", cfg.name))?)
+                    Some(crate::net::new_http_client_tls(tls).map_err(|source| GuardSetError { guard: cfg.name.clone(), source })?)
                 }
                 GuardKind::Webhook { .. } => Some(crate::net::new_http_client()),
                 _ => None,
@@ -161,7 +209,7 @@ impl GuardSet {
                 }
                 Err(why) => {
                     cx.metrics.guard_verdict(name, point, "error");
-                    cx.audit.guarded(who, "guard_error", name, &why, took);
+                    cx.audit.guarded(who, "guard_error", name, &why.to_string(), took);
                     tracing::warn!(guard = name, point, reason = %why, "a guard failed; its on_error decides");
                     if !g.cfg.allow_on_error {
                         return Checked::Denied { guard: name.to_string(), reason: "the guard could not be asked".into(), failed: true };
@@ -363,7 +411,7 @@ pub struct Context {
 
 impl Running {
     /// An external guard's answer, within its deadline and concurrency limit.
-    async fn ask(&self, cx: &Context, asking: &Asking<'_>, content: &Value) -> Result<Verdict, String> {
+    async fn ask(&self, cx: &Context, asking: &Asking<'_>, content: &Value) -> Result<Verdict, GuardFailure> {
         let body = Ask {
             version: VERSION,
             guard: &self.cfg.name,
@@ -375,18 +423,18 @@ impl Running {
         };
         let mine = self.caller_share(asking.caller);
         let work = async {
-            let _mine = mine.acquire().await.map_err(|_| "the guard is shutting down".to_string())?;
-            let _permit = self.permits.acquire().await.map_err(|_| "the guard is shutting down".to_string())?;
+            let _mine = mine.acquire().await.map_err(|_| GuardFailure::ShuttingDown)?;
+            let _permit = self.permits.acquire().await.map_err(|_| GuardFailure::ShuttingDown)?;
             let answer = match &self.cfg.kind {
                 GuardKind::Webhook { url, headers, .. } => self.post(url, headers, &body).await?,
                 GuardKind::Tool { upstream, tool } => call_tool(cx, upstream, tool, &body).await?,
-                GuardKind::Builtin { .. } => return Err("a built-in guard is not asked".into()),
+                GuardKind::Builtin { .. } => return Err(GuardFailure::BuiltinAsked),
             };
-            parse(&answer, asking.point, content).map_err(|e| e.to_string())
+            Ok(parse(&answer, asking.point, content)?)
         };
         let answer = tokio::time::timeout(self.cfg.timeout, work)
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {} ms", self.cfg.timeout.as_millis())));
+            .unwrap_or_else(|_| Err(GuardFailure::Timeout(self.cfg.timeout.as_millis())));
         self.release_share(asking.caller, mine);
         answer
     }
@@ -406,41 +454,41 @@ impl Running {
         }
     }
 
-    async fn post(&self, url: &http::Uri, headers: &[(http::HeaderName, http::HeaderValue)], body: &Ask<'_>) -> Result<Value, String> {
-        let client = self.client.as_ref().ok_or("no HTTP client")?;
-        let bytes = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+    async fn post(&self, url: &http::Uri, headers: &[(http::HeaderName, http::HeaderValue)], body: &Ask<'_>) -> Result<Value, GuardFailure> {
+        let client = self.client.as_ref().ok_or(GuardFailure::NoClient)?;
+        let bytes = serde_json::to_vec(body)?;
         let mut req = http::Request::post(url.clone()).header(http::header::CONTENT_TYPE, "application/json");
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        let req = req.body(Full::new(Bytes::from(bytes))).map_err(|e| e.to_string())?;
-        let resp = client.request(req).await.map_err(|e| format!("cannot reach the guard: {e}"))?;
+        let req = req.body(Full::new(Bytes::from(bytes)))?;
+        let resp = client.request(req).await.map_err(GuardFailure::Unreachable)?;
         let status = resp.status();
         if !status.is_success() {
-            return Err(format!("the guard answered HTTP {status}"));
+            return Err(GuardFailure::Status(status));
         }
-        let body = Limited::new(resp.into_body(), MAX_ANSWER).collect().await.map_err(|e| format!("cannot read the answer: {e}"))?;
-        serde_json::from_slice(&body.to_bytes()).map_err(|e| format!("the answer is not JSON: {e}"))
+        let body = Limited::new(resp.into_body(), MAX_ANSWER).collect().await.map_err(GuardFailure::Unread)?;
+        serde_json::from_slice(&body.to_bytes()).map_err(GuardFailure::NotJson)
     }
 }
 
 /// A tool guard's answer: the tool is called with the request as its arguments, on the
 /// gateway's own behalf, and answers the contract in `structuredContent` or as JSON text.
-async fn call_tool(cx: &Context, upstream: &str, tool: &str, body: &Ask<'_>) -> Result<Value, String> {
-    let up = cx.upstreams.iter().find(|u| u.id() == upstream && !u.is_retired()).ok_or_else(|| format!("upstream '{upstream}' is gone"))?;
+async fn call_tool(cx: &Context, upstream: &str, tool: &str, body: &Ask<'_>) -> Result<Value, GuardFailure> {
+    let up = cx.upstreams.iter().find(|u| u.id() == upstream && !u.is_retired()).ok_or_else(|| GuardFailure::UpstreamGone(upstream.to_string()))?;
     let mut params = RawObject::default();
-    params.set_json("name", tool).map_err(|e| e.to_string())?;
-    params.set_json("arguments", body).map_err(|e| e.to_string())?;
+    params.set_json("name", tool)?;
+    params.set_json("arguments", body)?;
     let mut call = Call::internal("tools/call", params, serde_json::Map::new(), None);
     call.name = Some(tool.to_string());
     let raw = match up.call(call).await.outcome().await {
         Outcome::Result(raw) => raw,
-        Outcome::Error(e) => return Err(format!("the guard tool failed: {}", e.message)),
-        Outcome::UpstreamError(_) => return Err("the guard tool answered an error".into()),
+        Outcome::Error(e) => return Err(GuardFailure::ToolFailed(e.message)),
+        Outcome::UpstreamError(_) => return Err(GuardFailure::ToolRpcError),
     };
-    let result: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+    let result: Value = serde_json::from_str(raw.get())?;
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
-        return Err("the guard tool answered a tool error".into());
+        return Err(GuardFailure::ToolError);
     }
     if let Some(structured) = result.get("structuredContent").filter(|s| s.is_object()) {
         return Ok(structured.clone());
@@ -448,6 +496,6 @@ async fn call_tool(cx: &Context, upstream: &str, tool: &str, body: &Ask<'_>) -> 
     let text = result["content"]
         .as_array()
         .and_then(|c| c.iter().find_map(|b| b["text"].as_str()))
-        .ok_or("the guard tool's answer holds no verdict")?;
-    serde_json::from_str(text).map_err(|e| format!("the guard tool's answer is not JSON: {e}"))
+        .ok_or(GuardFailure::NoVerdict)?;
+    serde_json::from_str(text).map_err(GuardFailure::ToolNotJson)
 }

@@ -56,7 +56,7 @@ pub enum StartError {
     #[error("audit export: {0}")]
     Audit(String),
     #[error("{0}")]
-    Guard(String),
+    Guard(#[from] guards::GuardSetError),
     #[error("{0}")]
     State(crate::state::StateError),
 }

@@ -104,12 +104,21 @@ pub struct Screened {
     pub drifted: usize,
 }
 
+/// Why a lock file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PinFileError {
+    #[error("{}: not a pin file: {source}", path.display())]
+    NotAPinFile { path: std::path::PathBuf, source: serde_json::Error },
+    #[error("{}: {source}", path.display())]
+    Io { path: std::path::PathBuf, source: std::io::Error },
+}
+
 /// Reads a lock file (`Ok(None)`: there is none).
-pub fn read(path: &Path) -> Result<Option<PinFile>, String> {
+pub fn read(path: &Path) -> Result<Option<PinFile>, PinFileError> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| format!("{}: not a pin file: {e}", path.display())),
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|source| PinFileError::NotAPinFile { path: path.into(), source }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(source) => Err(PinFileError::Io { path: path.into(), source }),
     }
 }
 
@@ -468,7 +477,7 @@ impl Gateway {
         if let Some(db) = &self.db {
             approvals::record(db, upstream, tool, &current).map_err(|e| ApproveError::File(format!("the state database: {e}")))?;
         }
-        let mut file = read(&path).map_err(ApproveError::File)?.unwrap_or_default();
+        let mut file = read(&path).map_err(|e| ApproveError::File(e.to_string()))?.unwrap_or_default();
         file.version = 1;
         file.upstreams.entry(upstream.to_string()).or_default().insert(tool.to_string(), current);
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));

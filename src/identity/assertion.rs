@@ -17,23 +17,37 @@ const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ID_JAG: &str = "urn:ietf:params:oauth:token-type:id-jag";
 const ID_TOKEN: &str = "urn:ietf:params:oauth:token-type:id_token";
 
+/// Why the audiences of an assertion cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum AudienceError {
+    #[error("the assertion is not a JWT (three base64url parts)")]
+    NotAJwt,
+    #[error("the assertion's claims are not base64url")]
+    NotBase64,
+    #[error("the assertion's claims are not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("the assertion's aud holds a value that is not a string")]
+    NotAString,
+    #[error("the assertion names no audience (aud)")]
+    None,
+}
+
 /// The audiences a JWT names (its `aud` claim: one string or a list of strings), read without
 /// verifying it (the gateway is not its audience, only its bearer).
-pub fn audiences(jwt: &str) -> Result<Vec<String>, String> {
+pub fn audiences(jwt: &str) -> Result<Vec<String>, AudienceError> {
     let mut parts = jwt.split('.');
     let (Some(_), Some(payload), Some(_), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
-        return Err("the assertion is not a JWT (three base64url parts)".into());
+        return Err(AudienceError::NotAJwt);
     };
     let bytes = base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload.trim_end_matches('='))
-        .map_err(|_| "the assertion's claims are not base64url".to_string())?;
-    let claims: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| format!("the assertion's claims are not JSON: {e}"))?;
+        .map_err(|_| AudienceError::NotBase64)?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).map_err(AudienceError::NotJson)?;
     match claims.get("aud") {
         Some(serde_json::Value::String(a)) => Ok(vec![a.clone()]),
-        Some(serde_json::Value::Array(list)) if !list.is_empty() => list
-            .iter()
-            .map(|a| a.as_str().map(str::to_string).ok_or_else(|| "the assertion's aud holds a value that is not a string".to_string()))
-            .collect(),
-        _ => Err("the assertion names no audience (aud)".into()),
+        Some(serde_json::Value::Array(list)) if !list.is_empty() => {
+            list.iter().map(|a| a.as_str().map(str::to_string).ok_or(AudienceError::NotAString)).collect()
+        }
+        _ => Err(AudienceError::None),
     }
 }
 

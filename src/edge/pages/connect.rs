@@ -13,6 +13,7 @@
 use crate::auth::Authenticator;
 use crate::config::auth::AuthMode;
 use crate::edge::pages::consent::{self, ConsentView};
+use crate::edge::origin::Rebinding;
 use crate::edge::render::{self, Body};
 use crate::edge::shared::{Shared, authenticate};
 use crate::identity::service::Completed;
@@ -67,7 +68,7 @@ impl Pages<'_> {
 /// Every page checks Host like the MCP endpoint, and a form's Origin: the gateway's own public
 /// origin, or one the origin rule accepts. (A GET of these pages is a top-level navigation,
 /// often from the authorization server's origin, and changes nothing.)
-fn admitted(st: &Shared, req: &Request<Incoming>, public_url: &str) -> Result<(), String> {
+fn admitted(st: &Shared, req: &Request<Incoming>, public_url: &str) -> Result<(), Rebinding> {
     let host = req.headers().get(HOST).and_then(|v| v.to_str().ok());
     st.origin.check(None, host)?;
     if req.method() != Method::GET {
@@ -91,7 +92,7 @@ pub(crate) async fn handle(st: &Shared, req: Request<Incoming>) -> Response<Body
     let settings = identity.settings();
     if let Err(reason) = admitted(st, &req, &settings.consent_url) {
         tracing::info!(%reason, "refused a request to the consent pages");
-        return page(StatusCode::FORBIDDEN, "Forbidden", &reason);
+        return page(StatusCode::FORBIDDEN, "Forbidden", &reason.to_string());
     }
     let path = req.uri().path().to_string();
     if path.starts_with("/oauth/tokens") {
