@@ -58,7 +58,7 @@ pub enum StartError {
     #[error("{0}")]
     Guard(String),
     #[error("{0}")]
-    State(crate::state::StateError),
+    State(mcpgate_store::StateError),
 }
 
 pub struct Gateway {
@@ -122,7 +122,7 @@ pub struct Gateway {
     /// The callers' own processes of `per_caller` stdio upstreams.
     instances: instances::PerCaller,
     /// The state database (pin approvals; the vault and usage hold it too), if one is open.
-    db: Option<Arc<crate::state::Db>>,
+    db: Option<Arc<mcpgate_store::Db>>,
     /// Without authentication, the proof an administrator of the console gives (its link,
     /// `/console#key=…`, is logged at start): being on loopback proves nothing, since every local
     /// process is, sandboxed servers with an open network included. New at each start.
@@ -155,9 +155,9 @@ impl Gateway {
         // and approvals), unless `--fresh-state` moves it aside; one that cannot be made (a
         // read-only folder) leaves the gateway with its files and memory.
         let db = match (&config.state.postgres, &cluster) {
-            (Some(_), _) => Some(Arc::new(crate::state::Db::open(&config.state).map_err(StartError::State)?)),
+            (Some(_), _) => Some(Arc::new(mcpgate_store::Db::open(&config.state).map_err(StartError::State)?)),
             (None, Some(_)) => None,
-            (None, None) => crate::state::open_file(&config.state).map_err(StartError::State)?.map(Arc::new),
+            (None, None) => mcpgate_store::open_file(&config.state).map_err(StartError::State)?.map(Arc::new),
         };
         let usage = Arc::new(crate::usage::Usage::open(&config.usage, cluster.clone(), db.clone()));
         let (metrics_switches, has_cluster) = (config.metrics, cluster.is_some());

@@ -1,4 +1,4 @@
-//! The usage counts in the state database (`state`): rows added to in place at each flush (one
+//! The usage counts in the state database (`mcpgate_store`): rows added to in place at each flush (one
 //! transaction: the new counts, the pruned buckets, the open quota windows), read whole at start
 //! and by `mcpgate usage`. Additions commute, so replicas sharing one database (PostgreSQL) each
 //! add their own counts and a report reads the sum. The first time, the JSON store earlier
@@ -6,7 +6,7 @@
 
 use super::store::{Buckets, DAY, Data, HOUR};
 use super::{Pending, Row, Tally};
-use crate::state::{Db, Tx, params};
+use mcpgate_store::{Db, Tx, params};
 use std::path::Path;
 
 const QUOTA_UPSERT: &str = "INSERT INTO quota_count (quota, start, end_at, caller, count) VALUES (?1, ?2, ?3, ?4, ?5)

@@ -106,7 +106,7 @@ enum Backend {
         path: PathBuf,
         data: Mutex<Data>,
         failing: AtomicBool,
-        db: Option<Arc<crate::state::Db>>,
+        db: Option<Arc<mcpgate_store::Db>>,
     },
     Shared(Arc<Cluster>),
 }
@@ -157,7 +157,7 @@ impl Usage {
     /// quotas then counted in `cluster`'s Redis when given), else over `cluster`'s Redis when
     /// given, else over `db` or, without one, the file `cfg.store` (read now; a file that cannot
     /// be read as a store is moved aside, never overwritten).
-    pub fn open(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<crate::state::Db>>) -> Usage {
+    pub fn open(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<mcpgate_store::Db>>) -> Usage {
         let (backend, quota_cluster) = match (cluster, db) {
             (c, Some(db)) if db.shared() => (Self::in_db(cfg, db), c),
             (Some(c), _) => (Backend::Shared(c), None),
@@ -178,7 +178,7 @@ impl Usage {
         Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, quota_cluster, flushing: tokio::sync::Mutex::new(()) }
     }
 
-    fn in_db(cfg: &UsageConfig, db: Arc<crate::state::Db>) -> Backend {
+    fn in_db(cfg: &UsageConfig, db: Arc<mcpgate_store::Db>) -> Backend {
         let data = db::load(&db, &cfg.store).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "the usage counts could not be read from the state database; counting starts afresh");
             Data::default()
@@ -188,8 +188,8 @@ impl Usage {
 
     /// The accounting of a configuration, to report from (`mcpgate usage`): as [`Usage::open`],
     /// but a store that cannot be read is an error, left where it is.
-    pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<crate::state::Db>>) -> Result<Usage, String> {
-        let in_db = |db: Arc<crate::state::Db>| -> Result<Backend, String> {
+    pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<mcpgate_store::Db>>) -> Result<Usage, String> {
+        let in_db = |db: Arc<mcpgate_store::Db>| -> Result<Backend, String> {
             Ok(Backend::File {
                 path: cfg.store.clone(),
                 data: Mutex::new(db::load(&db, &cfg.store)?),
@@ -382,7 +382,9 @@ impl Usage {
                 let (db, who) = (db.clone(), caller.to_string());
                 let taken = tokio::task::spawn_blocking(move || db.tx_quick(|t| db::take(t, &windows, &who)).map(|spent| (spent, windows)))
                     .await
-                    .unwrap_or_else(|e| Err(crate::state::StateError { path: "-".into(), reason: format!("the quota step stopped: {e}") }));
+                    .unwrap_or_else(|e| {
+                        Err(mcpgate_store::StateError { path: "-".into(), reason: format!("the quota step stopped: {e}") })
+                    });
                 match taken {
                     Ok((None, windows)) => {
                         let mut d = lock(data);

@@ -1,12 +1,12 @@
-//! The vault in the state database (`state`): the entries read whole at open (after carrying
+//! The vault in the state database (`mcpgate_store`): the entries read whole at open (after carrying
 //! over, once, the JSON file earlier releases kept), each change written as its difference in
 //! one transaction that also bumps the `vault` change counter, and, when the database is shared
 //! by replicas (PostgreSQL), a poll of that counter each second that reads the entries again
 //! when another replica changed them.
 
 use super::{Entries, Vault, VaultError, VaultKey};
-use crate::state::{Db, Tx, bump, now_ms, params};
 use crate::sync::lock;
+use mcpgate_store::{Db, Tx, bump, now_ms, params};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -109,7 +109,7 @@ impl Vault {
                     let (n, fresh) = db.tx(read_all)?;
                     *lock(&entries) = fresh;
                     seen.store(n, Ordering::SeqCst);
-                    Ok::<(), crate::state::StateError>(())
+                    Ok::<(), mcpgate_store::StateError>(())
                 })
                 .await;
                 if let Ok(Err(e)) = polled {

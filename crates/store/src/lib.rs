@@ -1,10 +1,10 @@
-//! The state database (`[state]`; docs/configuration.md, docs/production.md): what must survive a
+//! mcpgate, layer 4: the state database (`[state]`; docs/configuration.md, docs/production.md): what must survive a
 //! restart — the token vault, the usage counts, pin approvals, started authorizations and
 //! one-time claims. By default SQLite compiled into the binary (`sqlite`), a file beside the
 //! configuration; with `[state] postgres`, a PostgreSQL database every replica shares
 //! (`postgres`). Both run the same schema, versioned: the migrations below run in order at open,
 //! each in a transaction, and a database from a newer release is refused, never rewritten. The
-//! stores above this module speak one small dialect: `?N` parameters, integers and text, `ON
+//! stores above this crate speak one small dialect: `?N` parameters, integers and text, `ON
 //! CONFLICT` upserts, `RETURNING`; each backend runs a change as one transaction (`Db::tx`).
 //! `counter` rows are bumped by each change a replica must notice (`Db::bump`), so the others
 //! poll one number, not a table.
@@ -18,6 +18,8 @@ pub mod once;
 mod postgres;
 mod sqlite;
 
+use mcpgate_config::config;
+use mcpgate_protocol::{sync, toolbox};
 use std::path::Path;
 
 /// The schema, one step per release that changed it; never edited once released. Written in
@@ -118,9 +120,8 @@ impl From<String> for Value {
 /// Parameters: `params![a, b, c]`.
 #[macro_export]
 macro_rules! params {
-    ($($v:expr),* $(,)?) => { &[$($crate::state::Value::from($v)),*][..] };
+    ($($v:expr),* $(,)?) => { &[$($crate::Value::from($v)),*][..] };
 }
-pub use params;
 
 /// One result row.
 #[derive(Debug, Clone)]
