@@ -57,8 +57,9 @@ pub enum StartError {
     Audit(String),
     #[error("{0}")]
     Guard(String),
+    /// Not a `#[source]`: its text already ends with the cause, which `{:#}` would repeat.
     #[error("{0}")]
-    State(mcpgate_store::StateError),
+    State(mcpgate_store::StoreError),
 }
 
 pub struct Gateway {
@@ -161,7 +162,7 @@ impl Gateway {
         };
         let usage = Arc::new(crate::usage::Usage::open(&config.usage, cluster.clone(), db.clone()));
         let (metrics_switches, has_cluster) = (config.metrics, cluster.is_some());
-        let export = crate::audit::export::Export::start(&config.audit).map_err(StartError::Audit)?;
+        let export = crate::audit::export::Export::start(&config.audit).map_err(|e| StartError::Audit(e.to_string()))?;
         let audit = Arc::new(crate::audit::Audit::new(Some(usage.clone()), export));
         if config.console {
             audit.keep_recent();

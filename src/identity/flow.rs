@@ -116,7 +116,7 @@ impl Store {
 /// A state database call, off the async workers.
 async fn blocking<T: Send + 'static>(
     db: &std::sync::Arc<mcpgate_store::Db>,
-    f: impl FnOnce(&mcpgate_store::Db) -> Result<T, mcpgate_store::StateError> + Send + 'static,
+    f: impl FnOnce(&mcpgate_store::Db) -> Result<T, mcpgate_store::StoreError> + Send + 'static,
 ) -> Result<T, FlowError> {
     let db = db.clone();
     match tokio::task::spawn_blocking(move || f(&db)).await {

@@ -110,6 +110,20 @@ pub enum VaultError {
     Read { path: String, reason: String },
     #[error("the token vault {path} cannot be written: {reason}")]
     Write { path: String, reason: String },
+    /// The state database it is kept in cannot be read (`path` is the database's place).
+    #[error("the token vault {path} cannot be read: {source}")]
+    DbRead {
+        path: String,
+        #[source]
+        source: mcpgate_store::DbError,
+    },
+    /// The state database it is kept in refused a change.
+    #[error("the token vault {path} cannot be written: {source}")]
+    DbWrite {
+        path: String,
+        #[source]
+        source: mcpgate_store::DbError,
+    },
     #[error("a token cannot be sealed: {0}")]
     Seal(String),
 }

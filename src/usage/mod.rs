@@ -9,6 +9,7 @@
 //! `query` answers `mcpgate usage` and the console from the same store.
 
 mod db;
+mod error;
 pub mod query;
 pub mod store;
 
@@ -16,6 +17,7 @@ use crate::cluster::Cluster;
 use crate::config::cluster::FailMode;
 use crate::config::usage::{Quota, UsageConfig};
 use crate::sync::lock;
+pub use error::UsageError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -188,8 +190,8 @@ impl Usage {
 
     /// The accounting of a configuration, to report from (`mcpgate usage`): as [`Usage::open`],
     /// but a store that cannot be read is an error, left where it is.
-    pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<mcpgate_store::Db>>) -> Result<Usage, String> {
-        let in_db = |db: Arc<mcpgate_store::Db>| -> Result<Backend, String> {
+    pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<mcpgate_store::Db>>) -> Result<Usage, UsageError> {
+        let in_db = |db: Arc<mcpgate_store::Db>| -> Result<Backend, UsageError> {
             Ok(Backend::File {
                 path: cfg.store.clone(),
                 data: Mutex::new(db::load(&db, &cfg.store)?),
@@ -380,11 +382,11 @@ impl Usage {
                 // Off the threads that serve requests: a commit is a write, and on PostgreSQL a
                 // round trip.
                 let (db, who) = (db.clone(), caller.to_string());
-                let taken = tokio::task::spawn_blocking(move || db.tx_quick(|t| db::take(t, &windows, &who)).map(|spent| (spent, windows)))
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(mcpgate_store::StateError { path: "-".into(), reason: format!("the quota step stopped: {e}") })
-                    });
+                let taken = tokio::task::spawn_blocking(move || {
+                    db.tx_quick(|t| db::take(t, &windows, &who)).map(|spent| (spent, windows)).map_err(UsageError::Db)
+                })
+                .await
+                .unwrap_or_else(|e| Err(UsageError::QuotaStepStopped(e)));
                 match taken {
                     Ok((None, windows)) => {
                         let mut d = lock(data);

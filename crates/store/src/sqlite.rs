@@ -3,7 +3,7 @@
 //! the `kill -9`: `tx_quick`), `PRAGMA user_version` saying how far its
 //! schema is, one connection behind a lock (the writes are few and short).
 
-use super::{Row, Tx, Value};
+use super::{DbError, Row, Tx, Value};
 use rusqlite::Connection;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use std::path::Path;
@@ -26,55 +26,52 @@ impl rusqlite::ToSql for Value {
 struct SqliteTx<'a>(rusqlite::Transaction<'a>);
 
 impl Tx for SqliteTx<'_> {
-    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64, String> {
-        let mut st = self.0.prepare_cached(sql).map_err(|e| e.to_string())?;
-        st.execute(rusqlite::params_from_iter(params.iter())).map(|n| n as u64).map_err(|e| e.to_string())
+    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+        let mut st = self.0.prepare_cached(sql)?;
+        Ok(st.execute(rusqlite::params_from_iter(params.iter())).map(|n| n as u64)?)
     }
 
-    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String> {
-        let mut st = self.0.prepare_cached(sql).map_err(|e| e.to_string())?;
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
+        let mut st = self.0.prepare_cached(sql)?;
         let width = st.column_count();
-        let rows = st
-            .query_map(rusqlite::params_from_iter(params.iter()), |r| {
-                (0..width)
-                    .map(|i| {
-                        Ok(match r.get_ref(i)? {
-                            ValueRef::Integer(v) => Value::Int(v),
-                            ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-                            ValueRef::Real(f) => Value::Int(f as i64),
-                            ValueRef::Null | ValueRef::Blob(_) => Value::Null,
-                        })
+        let rows = st.query_map(rusqlite::params_from_iter(params.iter()), |r| {
+            (0..width)
+                .map(|i| {
+                    Ok(match r.get_ref(i)? {
+                        ValueRef::Integer(v) => Value::Int(v),
+                        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+                        ValueRef::Real(f) => Value::Int(f as i64),
+                        ValueRef::Null | ValueRef::Blob(_) => Value::Null,
                     })
-                    .collect::<rusqlite::Result<Vec<Value>>>()
-                    .map(Row)
-            })
-            .map_err(|e| e.to_string())?;
-        rows.collect::<rusqlite::Result<Vec<Row>>>().map_err(|e| e.to_string())
+                })
+                .collect::<rusqlite::Result<Vec<Value>>>()
+                .map(Row)
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<Row>>>()?)
     }
 }
 
 impl Sqlite {
-    pub fn open(path: &Path, migrations: &[&str]) -> Result<Sqlite, String> {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
+    pub fn open(path: &Path, migrations: &[&str]) -> Result<Sqlite, DbError> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| err(&e))?;
+            std::fs::create_dir_all(parent).map_err(DbError::Folder)?;
         }
         let fresh = !path.exists();
-        let mut conn = Connection::open(path).map_err(|e| err(&e))?;
+        let mut conn = Connection::open(path)?;
         if fresh {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
-        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(|e| err(&e))?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| err(&e))?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(|e| err(&e))?;
-        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(|e| err(&e))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
         let version = super::known_version(version, migrations)?;
         for (i, step) in migrations.iter().enumerate().skip(version) {
-            let tx = conn.transaction().map_err(|e| err(&e))?;
-            tx.execute_batch(step).map_err(|e| format!("migration {}: {e}", i + 1))?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(|e| err(&e))?;
-            tx.commit().map_err(|e| err(&e))?;
+            let tx = conn.transaction()?;
+            tx.execute_batch(step).map_err(|e| DbError::Migration { step: i + 1, source: Box::new(e.into()) })?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
         }
         Ok(Sqlite { conn: Mutex::new(conn) })
     }
@@ -82,23 +79,23 @@ impl Sqlite {
     /// [`Sqlite::tx`] with a commit that is in the file for every process at once but reaches
     /// the disk at the next checkpoint (`synchronous = NORMAL` for this one): it survives this
     /// process's crash, not a power cut of the last moments.
-    pub fn tx_quick<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
+    pub fn tx_quick<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, DbError>) -> Result<T, DbError> {
         let mut conn = crate::sync::lock(&self.conn);
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(|e| e.to_string())?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
         let out = run(&mut conn, f);
-        conn.pragma_update(None, "synchronous", "FULL").map_err(|e| e.to_string())?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
         out
     }
 
-    pub fn tx<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
+    pub fn tx<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, DbError>) -> Result<T, DbError> {
         run(&mut crate::sync::lock(&self.conn), f)
     }
 }
 
 /// `f` in one transaction on `conn`, committed when it returns `Ok`.
-fn run<T>(conn: &mut Connection, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
-    let mut tx = SqliteTx(conn.transaction().map_err(|e| e.to_string())?);
+fn run<T>(conn: &mut Connection, f: impl FnOnce(&mut dyn Tx) -> Result<T, DbError>) -> Result<T, DbError> {
+    let mut tx = SqliteTx(conn.transaction()?);
     let out = f(&mut tx)?;
-    tx.0.commit().map_err(|e| e.to_string())?;
+    tx.0.commit()?;
     Ok(out)
 }
