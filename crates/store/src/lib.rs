@@ -1,13 +1,13 @@
 //! mcpgate, layer 4: the state database (`[state]`; docs/configuration.md, docs/production.md):
-//! what must survive a restart — the token vault, the usage counts, pin approvals, started authorizations and
-//! one-time claims. By default SQLite compiled into the binary (`sqlite`), a file beside the
-//! configuration; with `[state] postgres`, a PostgreSQL database every replica shares
-//! (`postgres`). Both run the same schema, versioned: the migrations below run in order at open,
-//! each in a transaction, and a database from a newer release is refused, never rewritten. The
-//! stores above this crate speak one small dialect: `?N` parameters, integers and text, `ON
-//! CONFLICT` upserts, `RETURNING`; each backend runs a change as one transaction (`Db::tx`).
-//! `counter` rows are bumped by each change a replica must notice (`Db::bump`), so the others
-//! poll one number, not a table. What goes wrong is a [`DbError`] (a statement, a connection,
+//! what must survive a restart — the token vault, the usage counts, pin approvals, started
+//! authorizations and one-time claims. By default SQLite compiled into the binary (`sqlite`), a
+//! file beside the configuration; with `[state] postgres`, a PostgreSQL database every replica
+//! shares (`postgres`). Both run the same schema, versioned: the migrations below run in order
+//! at open, each in a transaction, and a database from a newer release is refused, never
+//! rewritten. The stores above this crate speak one small dialect: `?N` parameters, integers and
+//! text, `ON CONFLICT` upserts, `RETURNING`; each backend runs a change as one transaction
+//! (`Db::tx`). `counter` rows are bumped by each change a replica must notice ([`bump`]), so the
+//! others poll one number, not a table. What goes wrong is a [`DbError`] (a statement, a connection,
 //! the schema), and, once it leaves a [`Db`], a [`StoreError`] naming which database.
 //!
 //! rusqlite over sqlx: synchronous, small, no runtime of its own; the writes are few and short,
