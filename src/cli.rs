@@ -331,8 +331,8 @@ pub async fn tokens_revoke(url: &str, key: Option<&str>, caller: Option<&str>, u
 
 /// The state database of a configuration, to read offline: PostgreSQL when configured, else the
 /// SQLite file when it exists and `[cluster]` does not keep the state in Redis instead.
-pub fn state_db(cfg: &crate::config::Config, cluster: bool) -> anyhow::Result<Option<std::sync::Arc<crate::state::Db>>> {
-    let open = || crate::state::Db::open(&cfg.state).map(std::sync::Arc::new).map_err(|e| anyhow::anyhow!("{e}"));
+pub fn state_db(cfg: &crate::config::Config, cluster: bool) -> anyhow::Result<Option<std::sync::Arc<mcpgate_store::Db>>> {
+    let open = || mcpgate_store::Db::open(&cfg.state).map(std::sync::Arc::new).map_err(|e| anyhow::anyhow!("{e}"));
     match (&cfg.state.postgres, cluster) {
         (Some(_), _) => open().map(Some),
         (None, false) if cfg.state.path.exists() => open().map(Some),

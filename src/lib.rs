@@ -3,7 +3,8 @@
 //!
 //! Layout, bottom to top (docs/architecture.md): the crates `mcpgate-protocol` (wire model),
 //! `mcpgate-model` (catalogue, policy, sealed tokens), `mcpgate-config` (the file) and
-//! `mcpgate-net` (HTTP client, TLS, Redis); then in this crate `upstream`, `auth` and `telemetry`;
+//! `mcpgate-net` (HTTP client, TLS, Redis) with `mcpgate-store` (the state database, named
+//! `mcpgate_store::…` where it is used); then in this crate `upstream`, `auth` and `telemetry`;
 //! the core (`gateway`, `dispatch`, `hub`, `ratelimit`, `audit`, `usage`); the edges (`server`, `console`,
 //! `demo`); and the commands (`check`, `import`, `cli`, `boot`). `tests/layers.rs` keeps this crate's
 //! modules in their layers.
@@ -23,13 +24,12 @@ pub mod hub;
 pub mod identity;
 pub mod import;
 pub mod ratelimit;
-pub mod state;
 pub mod telemetry;
 pub mod upstream;
 pub mod usage;
 
 // The lower layers live in crates of their own (the compiler keeps them from reaching up); they
-// are re-exported here under their usual paths.
+// are re-exported here under their usual paths, all but the state database (`mcpgate_store`).
 pub use mcpgate_config::config;
 pub use mcpgate_model::{catalog, policy, token};
 pub use mcpgate_net::{cluster, files, net};

@@ -56,6 +56,39 @@ fn record_seq(line: &str) -> Option<u64> {
     v["seq"].as_u64()
 }
 
+/// How a key to pin must be given (`audit verify --public-key`).
+const WANTED: &str = "the raw 32-byte Ed25519 public key in standard base64 (44 characters, as a checkpoint's \"key\"), e.g. \
+                      `openssl pkey -in audit.pem -pubout -outform DER | tail -c 32 | base64`";
+
+/// A key that cannot be used: the signing key of the export (`[audit] signing_key_file`), or a
+/// key given to pin (`audit verify --public-key`).
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("the audit signing key {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the audit signing key {} is not PEM", path.display())]
+    NotPem {
+        path: PathBuf,
+        #[source]
+        source: base64::DecodeError,
+    },
+    #[error("the audit signing key {} is not a PKCS#8 Ed25519 key", path.display())]
+    NotEd25519 {
+        path: PathBuf,
+        #[source]
+        source: aws_lc_rs::error::KeyRejected,
+    },
+    /// A pinned key that decodes to another length than an Ed25519 public key's 32 bytes.
+    #[error("--public-key: {len} bytes once decoded; give {WANTED}")]
+    PinnedLength { len: usize },
+    #[error("--public-key: not base64; give {WANTED}")]
+    PinnedNotBase64(#[source] base64::DecodeError),
+}
+
 /// The signer of checkpoints.
 pub struct Signer {
     pair: Ed25519KeyPair,
@@ -63,18 +96,18 @@ pub struct Signer {
 
 impl Signer {
     /// From a PKCS#8 Ed25519 key, PEM or DER.
-    pub fn load(path: &Path) -> Result<Signer, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("the audit signing key {}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Signer, KeyError> {
+        let bytes = std::fs::read(path).map_err(|source| KeyError::Read { path: path.to_path_buf(), source })?;
         let der = match std::str::from_utf8(&bytes) {
             Ok(text) if text.contains("-----BEGIN") => {
                 let body: String = text.lines().filter(|l| !l.starts_with("-----")).map(str::trim).collect();
-                B64.decode(body).map_err(|_| format!("the audit signing key {} is not PEM", path.display()))?
+                B64.decode(body).map_err(|source| KeyError::NotPem { path: path.to_path_buf(), source })?
             }
             _ => bytes,
         };
         let pair = Ed25519KeyPair::from_pkcs8(&der)
             .or_else(|_| Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der))
-            .map_err(|_| format!("the audit signing key {} is not a PKCS#8 Ed25519 key", path.display()))?;
+            .map_err(|source| KeyError::NotEd25519 { path: path.to_path_buf(), source })?;
         Ok(Signer { pair })
     }
 
@@ -92,19 +125,70 @@ impl Signer {
 /// A key given to pin (`audit verify --public-key`) as [`verify`] takes it: the raw 32-byte
 /// Ed25519 public key in standard base64 (44 characters), as checkpoints name it. `Err` says
 /// what it is instead, so a mistyped key is not taken for forged checkpoints.
-pub fn pinned_key(text: &str) -> Result<String, String> {
+pub fn pinned_key(text: &str) -> Result<String, KeyError> {
     let text = text.trim();
-    let wanted = "the raw 32-byte Ed25519 public key in standard base64 (44 characters, as a checkpoint's \"key\"), e.g. \
-                  `openssl pkey -in audit.pem -pubout -outform DER | tail -c 32 | base64`";
     match B64.decode(text) {
         Ok(k) if k.len() == 32 => Ok(text.to_string()),
-        Ok(k) => Err(format!("--public-key: {} bytes once decoded; give {wanted}", k.len())),
-        Err(_) => Err(format!("--public-key: not base64; give {wanted}")),
+        Ok(k) => Err(KeyError::PinnedLength { len: k.len() }),
+        Err(e) => Err(KeyError::PinnedNotBase64(e)),
     }
 }
 
 fn message(seq: u64, hash: &str) -> String {
     format!("mcpgate-audit-checkpoint/v1\n{seq}\n{hash}")
+}
+
+/// Where the chain breaks, the first break `verify` met (`at` is `file:line`): what it looks like.
+#[derive(Debug, thiserror::Error)]
+pub enum Broken {
+    #[error("{}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{at}: the last record is incomplete (a crash while writing?)")]
+    LastIncomplete { at: String },
+    #[error("{at}: not a JSON line ({source}): edited")]
+    NotJson {
+        at: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{at}: a checkpoint whose signature does not verify (forged or edited)")]
+    Forged { at: String },
+    #[error("{at}: the checkpoint for record {seq} names another line than the one kept: edited")]
+    CheckpointElsewhere { at: String, seq: u64 },
+    #[error("{at}: the checkpoint names record {seq}, which is not in the files: removed")]
+    CheckpointUnknown { at: String, seq: u64 },
+    #[error("{at}: a record without seq and prev: edited, or not a chained audit file")]
+    NotChained { at: String },
+    #[error("{at}: the first record does not start the chain: edited")]
+    NoStart { at: String },
+    #[error("{at}: record {seq} comes after record {after}: lines were swapped or repeated")]
+    Repeated { at: String, seq: u64, after: u64 },
+    #[error("{at}: record {seq} comes before record {before}: lines were swapped")]
+    Swapped { at: String, seq: u64, before: u64 },
+    #[error("{at}: records {from} to {to} are missing: removed")]
+    Missing { at: String, from: u64, to: u64 },
+    #[error("{at}: record {seq} does not follow record {prev} as written: record {prev} was edited")]
+    Edited { at: String, seq: u64, prev: u64 },
+    /// A checkpoint before the first record names one older than the files hold.
+    #[error(
+        "{at}: the checkpoint names record {named}, but the files start at record {first}: the oldest records, up to record {up_to}, were removed"
+    )]
+    HeadRemoved { at: String, named: u64, first: u64, up_to: u64 },
+    /// A checkpoint before the first record names a record after it.
+    #[error("{at}: the checkpoint names record {named}, which comes after it: lines were moved")]
+    Moved { at: String, named: u64 },
+    #[error("{at}: the checkpoint names record {named}, and no record is left: the records were removed")]
+    NoRecordLeft { at: String, named: u64 },
+    /// With a pinned key, records but no checkpoint.
+    #[error(
+        "no signed checkpoint in {}: nothing proves who wrote them (an export with a key signs every checkpoint_every records, at each rotation and at shutdown): the checkpoints were dropped (the chain may have been recomputed), the export does not sign, or a live file has not reached its first checkpoint yet",
+        crate::text::count(*records, "record", "records")
+    )]
+    Unsigned { records: u64 },
 }
 
 /// What `verify` found in files that hold together.
@@ -129,7 +213,7 @@ pub struct Verified {
 /// the first one kept says the oldest records were removed. A line a crash left incomplete is
 /// said to be one: the last line is an error (its record is lost), one the chain continues across
 /// is reported. The first break is the error: where, and what it looks like.
-pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> {
+pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, Broken> {
     let mut out = Verified::default();
     let mut last: Option<(u64, String)> = None;
     let mut seen: std::collections::HashMap<u64, String> = std::collections::HashMap::new();
@@ -138,7 +222,7 @@ pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> 
     let mut head_checkpoint: Option<(u64, String)> = None;
     let mut signed_up_to = 0;
     for (f, file) in files.iter().enumerate() {
-        let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let text = std::fs::read_to_string(file).map_err(|source| Broken::Unreadable { path: file.clone(), source })?;
         let lines: Vec<&str> = text.lines().collect();
         for (i, line) in lines.iter().copied().enumerate() {
             let at = format!("{}:{}", file.display(), i + 1);
@@ -147,12 +231,12 @@ pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> 
                 // A prefix of a JSON line: a write a crash cut short.
                 Err(e) if e.is_eof() && !line.trim().is_empty() => {
                     if f + 1 == files.len() && i + 1 == lines.len() {
-                        return Err(format!("{at}: the last record is incomplete (a crash while writing?)"));
+                        return Err(Broken::LastIncomplete { at });
                     }
                     out.incomplete.push(at);
                     continue;
                 }
-                Err(e) => return Err(format!("{at}: not a JSON line ({e}): edited")),
+                Err(source) => return Err(Broken::NotJson { at, source }),
             };
             if let Some(cp) = v.get("checkpoint") {
                 let (seq, hash) = (cp["seq"].as_u64().unwrap_or(0), cp["hash"].as_str().unwrap_or(""));
@@ -164,43 +248,43 @@ pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> 
                     .zip(B64.decode(v["sig"].as_str().unwrap_or("")).ok())
                     .is_some_and(|(k, sig)| UnparsedPublicKey::new(&ED25519, k).verify(message(seq, hash).as_bytes(), &sig).is_ok());
                 if !good {
-                    return Err(format!("{at}: a checkpoint whose signature does not verify (forged or edited)"));
+                    return Err(Broken::Forged { at });
                 }
                 match seen.get(&seq) {
                     Some(h) if h == hash => signed_up_to = signed_up_to.max(seq),
-                    Some(_) => return Err(format!("{at}: the checkpoint for record {seq} names another line than the one kept: edited")),
+                    Some(_) => return Err(Broken::CheckpointElsewhere { at, seq }),
                     None if out.records == 0 => {
                         head_checkpoint.get_or_insert((seq, at));
                     }
-                    None => return Err(format!("{at}: the checkpoint names record {seq}, which is not in the files: removed")),
+                    None => return Err(Broken::CheckpointUnknown { at, seq }),
                 }
                 out.checkpoints += 1;
                 continue;
             }
             let (Some(seq), Some(prev)) = (v["seq"].as_u64(), v["prev"].as_str()) else {
-                return Err(format!("{at}: a record without seq and prev: edited, or not a chained audit file"));
+                return Err(Broken::NotChained { at });
             };
             match &last {
-                None if seq == 1 && prev != GENESIS => return Err(format!("{at}: the first record does not start the chain: edited")),
+                None if seq == 1 && prev != GENESIS => return Err(Broken::NoStart { at }),
                 None => {
                     if let Some((named, where_)) = head_checkpoint.take() {
-                        return Err(head_removed(&where_, named, seq));
+                        return Err(head_removed(where_, named, seq));
                     }
                     out.first_seq = seq;
                 }
                 Some((n, _)) if seq <= *n => {
-                    return Err(format!("{at}: record {seq} comes after record {n}: lines were swapped or repeated"));
+                    return Err(Broken::Repeated { at, seq, after: *n });
                 }
                 Some((n, _)) if seq > n + 1 => {
                     // The missing one just after: two lines changed places.
                     let next = lines[i + 1..].iter().find_map(|l| record_seq(l));
                     if next == Some(n + 1) {
-                        return Err(format!("{at}: record {seq} comes before record {}: lines were swapped", n + 1));
+                        return Err(Broken::Swapped { at, seq, before: n + 1 });
                     }
-                    return Err(format!("{at}: records {} to {} are missing: removed", n + 1, seq - 1));
+                    return Err(Broken::Missing { at, from: n + 1, to: seq - 1 });
                 }
                 Some((n, h)) if prev != h => {
-                    return Err(format!("{at}: record {seq} does not follow record {n} as written: record {n} was edited"));
+                    return Err(Broken::Edited { at, seq, prev: *n });
                 }
                 Some(_) => {}
             }
@@ -212,32 +296,18 @@ pub fn verify(files: &[PathBuf], key: Option<&str>) -> Result<Verified, String> 
         }
     }
     if let Some((named, where_)) = head_checkpoint {
-        return Err(if out.records == 0 {
-            format!("{where_}: the checkpoint names record {named}, and no record is left: the records were removed")
-        } else {
-            head_removed(&where_, named, out.first_seq)
-        });
+        return Err(if out.records == 0 { Broken::NoRecordLeft { at: where_, named } } else { head_removed(where_, named, out.first_seq) });
     }
     if key.is_some() && out.checkpoints == 0 && out.records > 0 {
-        return Err(format!(
-            "no signed checkpoint in {}: nothing proves who wrote them (an export with a key signs every checkpoint_every records, at each rotation and at shutdown): the checkpoints were dropped (the chain may have been recomputed), the export does not sign, or a live file has not reached its first checkpoint yet",
-            crate::text::count(out.records, "record", "records")
-        ));
+        return Err(Broken::Unsigned { records: out.records });
     }
     out.unsigned = out.last_seq.saturating_sub(signed_up_to.max(out.first_seq.saturating_sub(1)));
     Ok(out)
 }
 
 /// A checkpoint before the first record naming record `named`, when the files start at `first`.
-fn head_removed(at: &str, named: u64, first: u64) -> String {
-    if named < first {
-        format!(
-            "{at}: the checkpoint names record {named}, but the files start at record {first}: the oldest records, up to record {}, were removed",
-            first - 1
-        )
-    } else {
-        format!("{at}: the checkpoint names record {named}, which comes after it: lines were moved")
-    }
+fn head_removed(at: String, named: u64, first: u64) -> Broken {
+    if named < first { Broken::HeadRemoved { at, named, first, up_to: first - 1 } } else { Broken::Moved { at, named } }
 }
 
 /// The files of an audit export, oldest first: `audit.jsonl.N` … `audit.jsonl.1`, `audit.jsonl`,

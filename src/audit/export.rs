@@ -8,7 +8,7 @@
 //! flush, and end, before the process exits.
 
 use super::CallRecord;
-use super::chain::{Chain, Signer};
+use super::chain::{Chain, KeyError, Signer};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,6 +40,28 @@ pub fn dropped() -> u64 {
 /// value) and its duration.
 pub type LogSink = Arc<dyn Fn(&[(&'static str, &str)], u64) + Send + Sync>;
 
+/// Why the export to a file cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error("cannot open the audit file {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The newline that ends a line a crash cut short cannot be written.
+    #[error("cannot write the audit file {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the audit file writer: {0}")]
+    Writer(#[source] std::io::Error),
+}
+
 /// Where records go.
 #[derive(Default)]
 pub struct Export {
@@ -65,7 +87,7 @@ struct FileRecord<'a> {
 impl Export {
     /// The export to the file of `cfg`, its writer thread started (OTLP logs are added by
     /// [`Export::send_logs`] once the exporter runs).
-    pub fn start(cfg: &crate::config::usage::AuditConfig) -> Result<Export, String> {
+    pub fn start(cfg: &crate::config::usage::AuditConfig) -> Result<Export, ExportError> {
         let Some(path) = &cfg.file else {
             let fresh = Chain { seq: 1, prev: super::chain::GENESIS.into() };
             return Ok(Export { chain: std::sync::Mutex::new(Some(fresh)), ..Export::default() });
@@ -77,10 +99,7 @@ impl Export {
         writer.otlp = Some(otlp.clone());
         let chain = Chain::resume(path);
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
-        let handle = std::thread::Builder::new()
-            .name("mcpgate-audit".into())
-            .spawn(move || writer.run(rx))
-            .map_err(|e| format!("cannot start the audit file writer: {e}"))?;
+        let handle = std::thread::Builder::new().name("mcpgate-audit".into()).spawn(move || writer.run(rx)).map_err(ExportError::Writer)?;
         Ok(Export { file: Some(tx), chain: std::sync::Mutex::new(Some(chain)), writer: std::sync::Mutex::new(Some(handle)), otlp })
     }
 
@@ -206,12 +225,17 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 impl Rotating {
-    fn open(path: PathBuf, max: u64, keep: usize) -> Result<Rotating, String> {
-        let mut file = open_append(&path).map_err(|e| format!("cannot open the audit file {}: {e}", path.display()))?;
+    fn open(path: PathBuf, max: u64, keep: usize) -> Result<Rotating, ExportError> {
+        let mut file = match open_append(&path) {
+            Ok(f) => f,
+            Err(source) => return Err(ExportError::Open { path, source }),
+        };
         let mut size = file.metadata().map(|m| m.len()).unwrap_or(0);
         // A line a crash cut short stays a line of its own: the next record is not glued to it.
         if size > 0 && !ends_with_newline(&path) {
-            file.write_all(b"\n").map_err(|e| format!("cannot write the audit file {}: {e}", path.display()))?;
+            if let Err(source) = file.write_all(b"\n") {
+                return Err(ExportError::Write { path, source });
+            }
             size += 1;
         }
         Ok(Rotating { path, max, keep, out: std::io::BufWriter::new(file), size, signer: None, last: None, since: 0, otlp: None })

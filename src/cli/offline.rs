@@ -12,8 +12,8 @@ fn sealer(cfg: &Config) -> anyhow::Result<Arc<crate::token::Sealer>> {
     Ok(Arc::new(crate::token::Sealer::load(env, &cfg.server.token_key_file)?))
 }
 
-fn open(cfg: &Config) -> anyhow::Result<Arc<crate::state::Db>> {
-    crate::state::Db::open(&cfg.state).map(Arc::new).map_err(|e| anyhow::anyhow!("{e}"))
+fn open(cfg: &Config) -> anyhow::Result<Arc<mcpgate_store::Db>> {
+    mcpgate_store::Db::open(&cfg.state).map(Arc::new).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// `mcpgate migrate`: the schema up to date, the old files carried over (each once; the files

@@ -164,7 +164,7 @@ pub async fn usage(
     let q = crate::usage::query::Query { caller: who, tool: param("tool").filter(|t| !t.is_empty()), since };
     let cfg = gw.config();
     let known: Vec<String> = if admin { cfg.callers.iter().map(|c| c.id.clone()).collect() } else { vec![caller.id.clone()] };
-    let report = gw.usage.report(&q, &cfg.quotas, &known).await.map_err(|e| (http::StatusCode::SERVICE_UNAVAILABLE, e))?;
+    let report = gw.usage.report(&q, &cfg.quotas, &known).await.map_err(|e| (http::StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
     let mut v = serde_json::to_value(report).unwrap_or(Value::Null);
     v["scope"] = json!(if admin { "everyone" } else { "self" });
     Ok(v)

@@ -80,13 +80,13 @@ pub enum Checked {
     },
 }
 
-/// A webhook guard whose TLS settings cannot be used.
+/// A webhook guard whose TLS settings cannot be used (the cause is in the text, so not a
+/// `source` that `{:#}` would print again).
 #[derive(Debug, thiserror::Error)]
-#[error("guard '{guard}': {source}")]
+#[error("guard '{guard}': {error}")]
 pub struct GuardSetError {
     pub guard: String,
-    #[source]
-    pub source: crate::net::pem::TlsError,
+    pub error: crate::net::pem::TlsError,
 }
 
 /// Why an external guard gave no verdict (its `on_error` decides; the text is audited).
@@ -134,7 +134,7 @@ impl GuardSet {
         for cfg in config.guards.iter() {
             let client = match &cfg.kind {
                 GuardKind::Webhook { tls: Some(tls), .. } => {
-                    Some(crate::net::new_http_client_tls(tls).map_err(|source| GuardSetError { guard: cfg.name.clone(), source })?)
+                    Some(crate::net::new_http_client_tls(tls).map_err(|error| GuardSetError { guard: cfg.name.clone(), error })?)
                 }
                 GuardKind::Webhook { .. } => Some(crate::net::new_http_client()),
                 _ => None,

@@ -55,10 +55,11 @@ pub enum StartError {
     Identity(String),
     #[error("audit export: {0}")]
     Audit(String),
-    #[error("{0}")]
+    #[error(transparent)]
     Guard(#[from] guards::GuardSetError),
+    /// Not a `#[source]`: its text already ends with the cause, which `{:#}` would repeat.
     #[error("{0}")]
-    State(crate::state::StateError),
+    State(mcpgate_store::StoreError),
 }
 
 pub struct Gateway {
@@ -122,7 +123,7 @@ pub struct Gateway {
     /// The callers' own processes of `per_caller` stdio upstreams.
     instances: instances::PerCaller,
     /// The state database (pin approvals; the vault and usage hold it too), if one is open.
-    db: Option<Arc<crate::state::Db>>,
+    db: Option<Arc<mcpgate_store::Db>>,
     /// Without authentication, the proof an administrator of the console gives (its link,
     /// `/console#key=…`, is logged at start): being on loopback proves nothing, since every local
     /// process is, sandboxed servers with an open network included. New at each start.
@@ -155,13 +156,13 @@ impl Gateway {
         // and approvals), unless `--fresh-state` moves it aside; one that cannot be made (a
         // read-only folder) leaves the gateway with its files and memory.
         let db = match (&config.state.postgres, &cluster) {
-            (Some(_), _) => Some(Arc::new(crate::state::Db::open(&config.state).map_err(StartError::State)?)),
+            (Some(_), _) => Some(Arc::new(mcpgate_store::Db::open(&config.state).map_err(StartError::State)?)),
             (None, Some(_)) => None,
-            (None, None) => crate::state::open_file(&config.state).map_err(StartError::State)?.map(Arc::new),
+            (None, None) => mcpgate_store::open_file(&config.state).map_err(StartError::State)?.map(Arc::new),
         };
         let usage = Arc::new(crate::usage::Usage::open(&config.usage, cluster.clone(), db.clone()));
         let (metrics_switches, has_cluster) = (config.metrics, cluster.is_some());
-        let export = crate::audit::export::Export::start(&config.audit).map_err(StartError::Audit)?;
+        let export = crate::audit::export::Export::start(&config.audit).map_err(|e| StartError::Audit(e.to_string()))?;
         let audit = Arc::new(crate::audit::Audit::new(Some(usage.clone()), export));
         if config.console {
             audit.keep_recent();

@@ -125,7 +125,7 @@ pub fn read(path: &Path) -> Result<Option<PinFile>, PinFileError> {
 impl Pins {
     /// Re-reads the lock file if it changed since the last read, and the approvals in the state
     /// database `db` if they changed; whether the pins in effect did.
-    pub fn refresh(&self, path: &Path, db: Option<&crate::state::Db>) -> bool {
+    pub fn refresh(&self, path: &Path, db: Option<&mcpgate_store::Db>) -> bool {
         let modified = match std::fs::metadata(path) {
             Ok(m) => m.modified().ok(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

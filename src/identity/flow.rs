@@ -87,36 +87,36 @@ enum Store {
     /// The cluster's Redis.
     Redis(std::sync::Arc<crate::cluster::Cluster>),
     /// The state database (shared by replicas when it is PostgreSQL).
-    Db(std::sync::Arc<crate::state::Db>),
+    Db(std::sync::Arc<mcpgate_store::Db>),
 }
 
 impl Store {
     async fn claim(&self, key: String, ttl: Duration) -> Result<bool, FlowError> {
         match self {
             Store::Redis(c) => c.claim(&key, ttl).await.map_err(|e| FlowError::Unavailable(e.to_string())),
-            Store::Db(db) => blocking(db, move |db| crate::state::once::claim(db, &key, ttl)).await,
+            Store::Db(db) => blocking(db, move |db| mcpgate_store::once::claim(db, &key, ttl)).await,
         }
     }
 
     async fn put(&self, key: String, check: String, value: String) -> Result<(), FlowError> {
         match self {
             Store::Redis(c) => c.once_put(&key, &check, &value, FLOW_TTL).await.map_err(|e| FlowError::Unavailable(e.to_string())),
-            Store::Db(db) => blocking(db, move |db| crate::state::once::put(db, &key, &check, &value, FLOW_TTL)).await,
+            Store::Db(db) => blocking(db, move |db| mcpgate_store::once::put(db, &key, &check, &value, FLOW_TTL)).await,
         }
     }
 
     async fn take(&self, key: String, check: String) -> Result<Option<String>, FlowError> {
         match self {
             Store::Redis(c) => c.once_take(&key, &check).await.map_err(|e| FlowError::Unavailable(e.to_string())),
-            Store::Db(db) => blocking(db, move |db| crate::state::once::take(db, &key, &check)).await,
+            Store::Db(db) => blocking(db, move |db| mcpgate_store::once::take(db, &key, &check)).await,
         }
     }
 }
 
 /// A state database call, off the async workers.
 async fn blocking<T: Send + 'static>(
-    db: &std::sync::Arc<crate::state::Db>,
-    f: impl FnOnce(&crate::state::Db) -> Result<T, crate::state::StateError> + Send + 'static,
+    db: &std::sync::Arc<mcpgate_store::Db>,
+    f: impl FnOnce(&mcpgate_store::Db) -> Result<T, mcpgate_store::StoreError> + Send + 'static,
 ) -> Result<T, FlowError> {
     let db = db.clone();
     match tokio::task::spawn_blocking(move || f(&db)).await {
@@ -156,7 +156,7 @@ impl Flows {
 
     /// Started authorizations kept in the state database (they survive a restart, and, on a
     /// database the replicas share, reach every replica).
-    pub fn in_db(db: std::sync::Arc<crate::state::Db>, sealer: std::sync::Arc<crate::token::Sealer>) -> Flows {
+    pub fn in_db(db: std::sync::Arc<mcpgate_store::Db>, sealer: std::sync::Arc<crate::token::Sealer>) -> Flows {
         Flows { pending: Mutex::default(), spent: Mutex::default(), shared: Some((Store::Db(db), sealer)) }
     }
 

@@ -110,6 +110,20 @@ pub enum VaultError {
     Read { path: String, reason: String },
     #[error("the token vault {path} cannot be written: {reason}")]
     Write { path: String, reason: String },
+    /// The state database it is kept in cannot be read (`path` is the database's place).
+    #[error("the token vault {path} cannot be read: {source}")]
+    DbRead {
+        path: String,
+        #[source]
+        source: mcpgate_store::DbError,
+    },
+    /// The state database it is kept in refused a change.
+    #[error("the token vault {path} cannot be written: {source}")]
+    DbWrite {
+        path: String,
+        #[source]
+        source: mcpgate_store::DbError,
+    },
     #[error("a token cannot be sealed: {0}")]
     Seal(String),
 }
@@ -141,7 +155,7 @@ pub struct Vault {
     path: Option<PathBuf>,
     entries: Arc<Mutex<Entries>>,
     shared: Option<Arc<SharedStore>>,
-    /// The state database it is kept in (`state`), when it is.
+    /// The state database it is kept in (`mcpgate_store`), when it is.
     db: Option<db::InDb>,
     /// Held from a change's snapshot to the end of its write, so writes land in the order the
     /// changes were made (a stale snapshot never overwrites a newer one).
@@ -224,7 +238,7 @@ impl Vault {
     /// The vault kept in the state database `db`. The first time, the entries of the JSON vault
     /// file `legacy` (what earlier releases kept) are carried over, sealed as they were; the file
     /// is left in place, and the carry-over is recorded so it is never done twice.
-    pub fn in_db(sealer: Arc<Sealer>, db: Arc<crate::state::Db>, legacy: &std::path::Path) -> Result<Vault, VaultError> {
+    pub fn in_db(sealer: Arc<Sealer>, db: Arc<mcpgate_store::Db>, legacy: &std::path::Path) -> Result<Vault, VaultError> {
         let (n, entries) = db::load(&sealer, &db, legacy)?;
         let in_db = db::InDb { db, seen: Arc::new(std::sync::atomic::AtomicU64::new(n)) };
         Ok(Vault { sealer, path: None, entries: Arc::new(Mutex::new(entries)), shared: None, db: Some(in_db), writing: Arc::default() })
@@ -428,7 +442,7 @@ mod tests {
         old.put(&key("alice"), &tokens("alice-token")).expect("put");
         old.put(&key("bob"), &tokens("bob-token")).expect("put");
         let db_path = dir.path().join("mcpgate-state.db");
-        let db = Arc::new(crate::state::Db::sqlite(&db_path).expect("db"));
+        let db = Arc::new(mcpgate_store::Db::sqlite(&db_path).expect("db"));
         let v = Vault::in_db(sealer(&[&k]), db.clone(), &legacy).expect("carried over");
         assert_eq!(v.get(&key("alice")).map(|t| t.access_token).as_deref(), Some("alice-token"));
         assert!(legacy.exists(), "the old file is kept");
@@ -438,7 +452,7 @@ mod tests {
         assert!(v.remove(&key("bob")).expect("remove"));
         old.put(&key("dave"), &tokens("dave-token")).expect("a late write to the old file");
         drop((v, db));
-        let db = Arc::new(crate::state::Db::sqlite(&db_path).expect("reopen"));
+        let db = Arc::new(mcpgate_store::Db::sqlite(&db_path).expect("reopen"));
         let v = Vault::in_db(sealer(&[&k]), db.clone(), &legacy).expect("reopened");
         let mut held: Vec<String> = v.list(None).into_iter().map(|h| h.caller).collect();
         held.sort();

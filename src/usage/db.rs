@@ -1,47 +1,44 @@
-//! The usage counts in the state database (`state`): rows added to in place at each flush (one
+//! The usage counts in the state database (`mcpgate_store`): rows added to in place at each flush (one
 //! transaction: the new counts, the pruned buckets, the open quota windows), read whole at start
 //! and by `mcpgate usage`. Additions commute, so replicas sharing one database (PostgreSQL) each
 //! add their own counts and a report reads the sum. The first time, the JSON store earlier
 //! releases kept (`[usage] store`) is carried over, and left in place.
 
 use super::store::{Buckets, DAY, Data, HOUR};
-use super::{Pending, Row, Tally};
-use crate::state::{Db, Tx, params};
+use super::{Pending, Row, Tally, UsageError};
+use mcpgate_store::{Db, DbError, Tx, params};
 use std::path::Path;
 
 const QUOTA_UPSERT: &str = "INSERT INTO quota_count (quota, start, end_at, caller, count) VALUES (?1, ?2, ?3, ?4, ?5)
      ON CONFLICT (quota, start, end_at, caller) DO UPDATE SET count = excluded.count";
 
 /// The counts kept in `db`, after carrying over the file `legacy` once.
-pub fn load(db: &Db, legacy: &Path) -> Result<Data, String> {
-    if db.meta("usage_migrated").map_err(|e| e.to_string())?.is_none() {
+pub fn load(db: &Db, legacy: &Path) -> Result<Data, UsageError> {
+    if db.meta("usage_migrated")?.is_none() {
         let old = match legacy.exists() {
             true => Data::read(legacy)?,
             false => Data::default(),
         };
         let note = format!("{} hours from {}", old.hours.len(), legacy.display());
-        let carried = db
-            .tx(|t| {
-                // Recorded first: of two replicas carrying over at once, one adds the counts.
-                if t.exec("INSERT INTO meta (key, value) VALUES ('usage_migrated', ?1) ON CONFLICT (key) DO NOTHING", params![&note])? == 0
-                {
-                    return Ok(false);
-                }
-                for (table, buckets) in [("usage_hour", &old.hours), ("usage_day", &old.days)] {
-                    for (start, rows) in buckets {
-                        for (row, tally) in rows {
-                            add(t, table, *start, row, *tally)?;
-                        }
+        let carried = db.tx(|t| {
+            // Recorded first: of two replicas carrying over at once, one adds the counts.
+            if t.exec("INSERT INTO meta (key, value) VALUES ('usage_migrated', ?1) ON CONFLICT (key) DO NOTHING", params![&note])? == 0 {
+                return Ok(false);
+            }
+            for (table, buckets) in [("usage_hour", &old.hours), ("usage_day", &old.days)] {
+                for (start, rows) in buckets {
+                    for (row, tally) in rows {
+                        add(t, table, *start, row, *tally)?;
                     }
                 }
-                for ((quota, start, end), callers) in &old.quotas {
-                    for (caller, n) in callers {
-                        t.exec(QUOTA_UPSERT, params![quota, *start, *end, caller, *n])?;
-                    }
+            }
+            for ((quota, start, end), callers) in &old.quotas {
+                for (caller, n) in callers {
+                    t.exec(QUOTA_UPSERT, params![quota, *start, *end, caller, *n])?;
                 }
-                Ok(true)
-            })
-            .map_err(|e| e.to_string())?;
+            }
+            Ok(true)
+        })?;
         if carried && !old.hours.is_empty() {
             tracing::info!(from = %legacy.display(), into = %db.place(), "the usage counts were carried over into the state database (the old file is kept)");
         }
@@ -53,7 +50,7 @@ pub fn load(db: &Db, legacy: &Path) -> Result<Data, String> {
         }
         Ok(data)
     })
-    .map_err(|e| e.to_string())
+    .map_err(UsageError::Db)
 }
 
 /// One quota window a call takes from.
@@ -66,7 +63,7 @@ pub struct Window {
 
 /// Takes one call of `caller` from every window, in one transaction, each only while it is under
 /// its limit: `Some(i)` when window `i` is spent (nothing is taken then), `None` when all took it.
-pub fn take(t: &mut dyn Tx, windows: &[Window], caller: &str) -> Result<Option<usize>, String> {
+pub fn take(t: &mut dyn Tx, windows: &[Window], caller: &str) -> Result<Option<usize>, DbError> {
     for (i, w) in windows.iter().enumerate() {
         let took = w.limit > 0
             && t.exec(
@@ -90,11 +87,11 @@ pub fn take(t: &mut dyn Tx, windows: &[Window], caller: &str) -> Result<Option<u
 }
 
 /// The hourly (`hourly`) or daily buckets from `from` on, as every replica added them.
-pub fn buckets(db: &Db, hourly: bool, from: u64) -> Result<Buckets, String> {
-    db.tx(|t| read(t, if hourly { "usage_hour" } else { "usage_day" }, from)).map_err(|e| e.to_string())
+pub fn buckets(db: &Db, hourly: bool, from: u64) -> Result<Buckets, UsageError> {
+    Ok(db.tx(|t| read(t, if hourly { "usage_hour" } else { "usage_day" }, from))?)
 }
 
-fn read(t: &mut dyn Tx, table: &str, from: u64) -> Result<Buckets, String> {
+fn read(t: &mut dyn Tx, table: &str, from: u64) -> Result<Buckets, DbError> {
     let mut out = Buckets::new();
     let rows = t.query(
         &format!("SELECT start, caller, tool, upstream, endpoint, outcome, calls, ms FROM {table} WHERE start >= ?1"),
@@ -107,7 +104,7 @@ fn read(t: &mut dyn Tx, table: &str, from: u64) -> Result<Buckets, String> {
     Ok(out)
 }
 
-fn add(t: &mut dyn Tx, table: &str, start: u64, row: &Row, tally: Tally) -> Result<u64, String> {
+fn add(t: &mut dyn Tx, table: &str, start: u64, row: &Row, tally: Tally) -> Result<u64, DbError> {
     t.exec(
         &format!(
             "INSERT INTO {table} (start, caller, tool, upstream, endpoint, outcome, calls, ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -120,7 +117,7 @@ fn add(t: &mut dyn Tx, table: &str, start: u64, row: &Row, tally: Tally) -> Resu
 
 /// One flush: `pending` added to the hourly and daily rows, buckets before the floors (and quota
 /// windows that ended by `now`) removed, and, when they changed, the open quota windows of `data`.
-pub fn write(db: &Db, pending: &Pending, data: &Data, now: u64, hour_floor: u64, day_floor: u64, quotas: bool) -> Result<(), String> {
+pub fn write(db: &Db, pending: &Pending, data: &Data, now: u64, hour_floor: u64, day_floor: u64, quotas: bool) -> Result<(), UsageError> {
     db.tx(|t| {
         for ((hour, row), tally) in pending {
             add(t, "usage_hour", *hour, row, *tally)?;
@@ -138,7 +135,7 @@ pub fn write(db: &Db, pending: &Pending, data: &Data, now: u64, hour_floor: u64,
         }
         Ok(())
     })
-    .map_err(|e| e.to_string())
+    .map_err(UsageError::Db)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! `query` answers `mcpgate usage` and the console from the same store.
 
 mod db;
+mod error;
 pub mod query;
 pub mod store;
 
@@ -16,6 +17,7 @@ use crate::cluster::Cluster;
 use crate::config::cluster::FailMode;
 use crate::config::usage::{Quota, UsageConfig};
 use crate::sync::lock;
+pub use error::UsageError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,7 +108,7 @@ enum Backend {
         path: PathBuf,
         data: Mutex<Data>,
         failing: AtomicBool,
-        db: Option<Arc<crate::state::Db>>,
+        db: Option<Arc<mcpgate_store::Db>>,
     },
     Shared(Arc<Cluster>),
 }
@@ -157,7 +159,7 @@ impl Usage {
     /// quotas then counted in `cluster`'s Redis when given), else over `cluster`'s Redis when
     /// given, else over `db` or, without one, the file `cfg.store` (read now; a file that cannot
     /// be read as a store is moved aside, never overwritten).
-    pub fn open(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<crate::state::Db>>) -> Usage {
+    pub fn open(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<mcpgate_store::Db>>) -> Usage {
         let (backend, quota_cluster) = match (cluster, db) {
             (c, Some(db)) if db.shared() => (Self::in_db(cfg, db), c),
             (Some(c), _) => (Backend::Shared(c), None),
@@ -178,7 +180,7 @@ impl Usage {
         Usage { cfg: cfg.clone(), pending: Mutex::default(), backend, quota_cluster, flushing: tokio::sync::Mutex::new(()) }
     }
 
-    fn in_db(cfg: &UsageConfig, db: Arc<crate::state::Db>) -> Backend {
+    fn in_db(cfg: &UsageConfig, db: Arc<mcpgate_store::Db>) -> Backend {
         let data = db::load(&db, &cfg.store).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "the usage counts could not be read from the state database; counting starts afresh");
             Data::default()
@@ -188,8 +190,8 @@ impl Usage {
 
     /// The accounting of a configuration, to report from (`mcpgate usage`): as [`Usage::open`],
     /// but a store that cannot be read is an error, left where it is.
-    pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<crate::state::Db>>) -> Result<Usage, String> {
-        let in_db = |db: Arc<crate::state::Db>| -> Result<Backend, String> {
+    pub fn read(cfg: &UsageConfig, cluster: Option<Arc<Cluster>>, db: Option<Arc<mcpgate_store::Db>>) -> Result<Usage, UsageError> {
+        let in_db = |db: Arc<mcpgate_store::Db>| -> Result<Backend, UsageError> {
             Ok(Backend::File {
                 path: cfg.store.clone(),
                 data: Mutex::new(db::load(&db, &cfg.store)?),
@@ -380,9 +382,11 @@ impl Usage {
                 // Off the threads that serve requests: a commit is a write, and on PostgreSQL a
                 // round trip.
                 let (db, who) = (db.clone(), caller.to_string());
-                let taken = tokio::task::spawn_blocking(move || db.tx_quick(|t| db::take(t, &windows, &who)).map(|spent| (spent, windows)))
-                    .await
-                    .unwrap_or_else(|e| Err(crate::state::StateError { path: "-".into(), reason: format!("the quota step stopped: {e}") }));
+                let taken = tokio::task::spawn_blocking(move || {
+                    db.tx_quick(|t| db::take(t, &windows, &who)).map(|spent| (spent, windows)).map_err(UsageError::Db)
+                })
+                .await
+                .unwrap_or_else(|e| Err(UsageError::QuotaStepStopped(e)));
                 match taken {
                     Ok((None, windows)) => {
                         let mut d = lock(data);

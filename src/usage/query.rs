@@ -5,7 +5,7 @@
 //! prints the answer as a table or JSON, the console reads the same JSON.
 
 use super::store::{self, Buckets, DAY, HOUR};
-use super::{Backend, Tally, Usage, now_secs};
+use super::{Backend, Tally, Usage, UsageError, now_secs};
 use crate::config::usage::Quota;
 use crate::sync::lock;
 use serde::Serialize;
@@ -114,7 +114,7 @@ fn rfc3339(secs: u64) -> String {
 impl Usage {
     /// The answer to `q` as of now, from the store (this replica's pending counts are flushed
     /// first, so what it served is in).
-    pub async fn report(&self, q: &Query, quotas: &[Quota], known_callers: &[String]) -> Result<Report, String> {
+    pub async fn report(&self, q: &Query, quotas: &[Quota], known_callers: &[String]) -> Result<Report, UsageError> {
         self.flush().await;
         let now = now_secs();
         let hourly = q.since <= self.cfg.keep_hourly;
@@ -125,9 +125,7 @@ impl Usage {
             // Every replica's counts, as they added them.
             Backend::File { db: Some(db), .. } if db.shared() => {
                 let db = db.clone();
-                tokio::task::spawn_blocking(move || super::db::buckets(&db, hourly, from))
-                    .await
-                    .map_err(|e| format!("the usage report stopped: {e}"))??
+                tokio::task::spawn_blocking(move || super::db::buckets(&db, hourly, from)).await.map_err(UsageError::ReportStopped)??
             }
             Backend::File { data, .. } => {
                 let d = lock(data);
@@ -143,15 +141,14 @@ impl Usage {
 
     /// Each quota's count per caller in its open window: the callers it counted, and the
     /// configured callers it applies to that have not called yet.
-    async fn quota_lines(&self, quotas: &[Quota], known: &[String], only: Option<&str>, now: u64) -> Result<Vec<QuotaLine>, String> {
+    async fn quota_lines(&self, quotas: &[Quota], known: &[String], only: Option<&str>, now: u64) -> Result<Vec<QuotaLine>, UsageError> {
         let mut out = Vec::new();
         for q in quotas {
             let (start, end) = q.window.bounds(now);
             let mut counts: BTreeMap<String, u64> = match (self.quotas_shared(), &self.backend) {
                 (None, Backend::File { data, .. }) => lock(data).quotas.get(&(q.id.clone(), start, end)).cloned().unwrap_or_default(),
                 (None, Backend::Shared(cluster)) | (Some(cluster), _) => {
-                    let mut all =
-                        cluster.counts_get(&[store::quota_hash(&q.id, start)]).await.map_err(|e| format!("the cluster's Redis: {e}"))?;
+                    let mut all = cluster.counts_get(&[store::quota_hash(&q.id, start)]).await.map_err(UsageError::Redis)?;
                     all.pop().unwrap_or_default().into_iter().map(|(c, n)| (c, u64::try_from(n).unwrap_or(0))).collect()
                 }
             };

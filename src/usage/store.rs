@@ -6,7 +6,7 @@
 //! totals. The row's parts are joined by the unit separator, which no part holds (every part is
 //! cleaned of control characters before it is counted).
 
-use super::{Row, Tally};
+use super::{Row, Tally, UsageError};
 use crate::cluster::{Add, Cluster};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -61,13 +61,13 @@ fn from_form(v: FileBuckets) -> Buckets {
 
 impl Data {
     /// Reads the store at `path` (empty when there is none yet).
-    pub fn read(path: &Path) -> Result<Data, String> {
+    pub fn read(path: &Path) -> Result<Data, UsageError> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Data::default()),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(source) => return Err(UsageError::Read { path: path.to_path_buf(), source }),
         };
-        let form: FileForm = serde_json::from_slice(&bytes).map_err(|e| format!("{}: not a usage store ({e})", path.display()))?;
+        let form: FileForm = serde_json::from_slice(&bytes).map_err(|source| UsageError::NotAStore { path: path.to_path_buf(), source })?;
         Ok(Data {
             hours: from_form(form.hours),
             days: from_form(form.days),
@@ -76,7 +76,7 @@ impl Data {
         })
     }
 
-    pub fn write(&self, path: &Path) -> Result<(), String> {
+    pub fn write(&self, path: &Path) -> Result<(), UsageError> {
         let form = FileForm {
             version: 1,
             hours: to_form(&self.hours),
@@ -87,8 +87,8 @@ impl Data {
                 .map(|((id, start, end), c)| (id.clone(), *start, *end, c.iter().map(|(k, v)| (k.clone(), *v)).collect()))
                 .collect(),
         };
-        let bytes = serde_json::to_vec(&form).map_err(|e| e.to_string())?;
-        crate::files::write_atomic(path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
+        let bytes = serde_json::to_vec(&form).map_err(UsageError::Encode)?;
+        crate::files::write_atomic(path, &bytes).map_err(|source| UsageError::Write { path: path.to_path_buf(), source })
     }
 
     /// Adds counts of hour `hour` to the hourly and daily rows.
@@ -184,10 +184,10 @@ pub fn rows_of(fields: Vec<(String, i64)>) -> HashMap<Row, Tally> {
 }
 
 /// The buckets in `[from, to)` of length `len`, read from Redis.
-pub async fn read_shared(cluster: &Cluster, from: u64, to: u64, len: u64) -> Result<Buckets, String> {
+pub async fn read_shared(cluster: &Cluster, from: u64, to: u64, len: u64) -> Result<Buckets, UsageError> {
     let starts: Vec<u64> = (from - from % len..to).step_by(len as usize).collect();
     let hashes: Vec<String> = starts.iter().map(|s| if len == HOUR { hour_hash(*s) } else { day_hash(*s) }).collect();
-    let all = cluster.counts_get(&hashes).await.map_err(|e| format!("the cluster's Redis: {e}"))?;
+    let all = cluster.counts_get(&hashes).await.map_err(UsageError::Redis)?;
     Ok(starts.into_iter().zip(all).filter(|(_, f)| !f.is_empty()).map(|(s, f)| (s, rows_of(f))).collect())
 }
 

@@ -126,7 +126,7 @@ fn the_documented_public_key_command_gives_the_key_verify_takes() {
     let derived = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let named = mcpgate::audit::chain::Signer::load(&dir.path().join("audit.pem")).expect("the signing key").public_key();
     assert_eq!(derived, named, "the documented command gives the key the checkpoints name");
-    assert_eq!(mcpgate::audit::chain::pinned_key(&derived), Ok(named));
+    assert_eq!(mcpgate::audit::chain::pinned_key(&derived).map_err(|e| e.to_string()), Ok(named));
     let pem = Command::new("openssl").args(["pkey", "-in", "audit.pem", "-pubout"]).current_dir(dir.path()).output().expect("openssl");
     // The PEM's body: the DER public key (44 bytes) in base64, the likeliest mix-up.
     let der: String = String::from_utf8_lossy(&pem.stdout).lines().filter(|l| !l.starts_with("-----")).collect();

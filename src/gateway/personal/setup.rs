@@ -23,7 +23,7 @@ pub(in crate::gateway) fn identity(
     config: &crate::config::Config,
     sealer: &Arc<crate::token::Sealer>,
     cluster: Option<&Arc<crate::cluster::Cluster>>,
-    db: Option<&Arc<crate::state::Db>>,
+    db: Option<&Arc<mcpgate_store::Db>>,
     tasks: &crate::tasks::Background,
 ) -> Result<Option<Identity>, crate::gateway::StartError> {
     use crate::identity::{client::OAuthHttp, discovery, flow::Flows, guard::Rules, service, vault::Vault};

@@ -6,7 +6,7 @@
 //! whichever was approved last wins.
 
 use crate::catalog::pins::{Pin, PinFile};
-use crate::state::{Db, bump, now_ms, params};
+use mcpgate_store::{Db, bump, now_ms, params};
 use std::time::SystemTime;
 
 /// The change counter approvals bump.

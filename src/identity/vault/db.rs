@@ -1,12 +1,12 @@
-//! The vault in the state database (`state`): the entries read whole at open (after carrying
+//! The vault in the state database (`mcpgate_store`): the entries read whole at open (after carrying
 //! over, once, the JSON file earlier releases kept), each change written as its difference in
 //! one transaction that also bumps the `vault` change counter, and, when the database is shared
 //! by replicas (PostgreSQL), a poll of that counter each second that reads the entries again
 //! when another replica changed them.
 
 use super::{Entries, Vault, VaultError, VaultKey};
-use crate::state::{Db, Tx, bump, now_ms, params};
 use crate::sync::lock;
+use mcpgate_store::{Db, DbError, StoreError, Tx, bump, now_ms, params};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,11 +19,11 @@ pub(super) struct InDb {
     pub seen: Arc<AtomicU64>,
 }
 
-fn fail_read(db: &Db, reason: String) -> VaultError {
-    VaultError::Read { path: db.place().to_string(), reason }
+fn fail_read(e: StoreError) -> VaultError {
+    VaultError::DbRead { path: e.place, source: e.source }
 }
 
-fn read_all(t: &mut dyn Tx) -> Result<(u64, Entries), String> {
+fn read_all(t: &mut dyn Tx) -> Result<(u64, Entries), DbError> {
     let n = t.query("SELECT n FROM counter WHERE name = ?1", params![COUNTER])?.first().map_or(0, |r| r.uint(0));
     let rows = t.query("SELECT caller, upstream, issuer, sealed FROM vault", &[])?;
     let entries = rows
@@ -38,7 +38,7 @@ fn read_all(t: &mut dyn Tx) -> Result<(u64, Entries), String> {
 
 /// The entries kept in `db`, after carrying over the file `legacy` the first time.
 pub(super) fn load(sealer: &Arc<crate::token::Sealer>, db: &Db, legacy: &std::path::Path) -> Result<(u64, Entries), VaultError> {
-    if db.meta("vault_migrated").map_err(|e| fail_read(db, e.reason))?.is_none() {
+    if db.meta("vault_migrated").map_err(fail_read)?.is_none() {
         let old = match legacy.exists() {
             true => Vault::open(sealer.clone(), legacy.to_path_buf())?.entries(),
             false => Vec::new(),
@@ -59,12 +59,12 @@ pub(super) fn load(sealer: &Arc<crate::token::Sealer>, db: &Db, legacy: &std::pa
             }
             Ok(())
         })
-        .map_err(|e| fail_read(db, e.reason))?;
+        .map_err(fail_read)?;
         if !old.is_empty() {
             tracing::info!(from = %legacy.display(), into = %db.place(), entries = old.len(), "the token vault was carried over into the state database (the old file is kept)");
         }
     }
-    db.tx(read_all).map_err(|e| fail_read(db, e.reason))
+    db.tx(read_all).map_err(fail_read)
 }
 
 /// Writes the difference between `before` and `after`, in one transaction; the new counter.
@@ -82,7 +82,7 @@ pub(super) fn write(db: &Db, before: &Entries, after: &Entries) -> Result<u64, V
         }
         bump(t, COUNTER)
     })
-    .map_err(|e| VaultError::Write { path: db.place().to_string(), reason: e.reason })
+    .map_err(|e| VaultError::DbWrite { path: e.place, source: e.source })
 }
 
 impl Vault {
@@ -109,7 +109,7 @@ impl Vault {
                     let (n, fresh) = db.tx(read_all)?;
                     *lock(&entries) = fresh;
                     seen.store(n, Ordering::SeqCst);
-                    Ok::<(), crate::state::StateError>(())
+                    Ok::<(), StoreError>(())
                 })
                 .await;
                 if let Ok(Err(e)) = polled {

@@ -54,7 +54,7 @@ fn every_sentence_that_puts_the_vault_or_the_counts_in_redis_names_the_postgresq
 }
 
 /// docs/production.md's "What a crash can lose" covers every store, and what it says of them
-/// is the code's: the SQLite pragmas `src/state/sqlite.rs` sets, and the default flush interval.
+/// is the code's: the SQLite pragmas `crates/store/src/sqlite.rs` sets, and the default flush interval.
 #[test]
 fn what_a_crash_can_lose_covers_every_store_as_the_code_keeps_it() {
     let doc = std::fs::read_to_string(repo().join("docs/production.md")).expect("docs/production.md");
@@ -63,9 +63,13 @@ fn what_a_crash_can_lose_covers_every_store_as_the_code_keeps_it() {
     for store in ["**The SQLite state database**", "**PostgreSQL**", "**Redis with `[cluster]`**", "**The audit file**"] {
         assert!(section.contains(store), "\"What a crash can lose\" has no item for {store}");
     }
-    let sqlite = std::fs::read_to_string(repo().join("src/state/sqlite.rs")).expect("src/state/sqlite.rs");
+    let sqlite = std::fs::read_to_string(repo().join("crates/store/src/sqlite.rs")).expect("crates/store/src/sqlite.rs");
     for (pragma, said) in [("\"journal_mode\", \"WAL\"", "WAL mode"), ("\"synchronous\", \"FULL\"", "`synchronous = FULL`")] {
-        assert_eq!(sqlite.contains(pragma), section.contains(said), "the section says {said:?} only if src/state/sqlite.rs sets {pragma}");
+        assert_eq!(
+            sqlite.contains(pragma),
+            section.contains(said),
+            "the section says {said:?} only if crates/store/src/sqlite.rs sets {pragma}"
+        );
     }
     let every = mcpgate::config::usage::UsageConfig::default().flush_interval.as_secs();
     assert!(

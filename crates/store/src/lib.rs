@@ -1,13 +1,14 @@
-//! The state database (`[state]`; docs/configuration.md, docs/production.md): what must survive a
-//! restart — the token vault, the usage counts, pin approvals, started authorizations and
-//! one-time claims. By default SQLite compiled into the binary (`sqlite`), a file beside the
-//! configuration; with `[state] postgres`, a PostgreSQL database every replica shares
-//! (`postgres`). Both run the same schema, versioned: the migrations below run in order at open,
-//! each in a transaction, and a database from a newer release is refused, never rewritten. The
-//! stores above this module speak one small dialect: `?N` parameters, integers and text, `ON
-//! CONFLICT` upserts, `RETURNING`; each backend runs a change as one transaction (`Db::tx`).
-//! `counter` rows are bumped by each change a replica must notice (`Db::bump`), so the others
-//! poll one number, not a table.
+//! mcpgate, layer 4: the state database (`[state]`; docs/configuration.md, docs/production.md):
+//! what must survive a restart — the token vault, the usage counts, pin approvals, started
+//! authorizations and one-time claims. By default SQLite compiled into the binary (`sqlite`), a
+//! file beside the configuration; with `[state] postgres`, a PostgreSQL database every replica
+//! shares (`postgres`). Both run the same schema, versioned: the migrations below run in order
+//! at open, each in a transaction, and a database from a newer release is refused, never
+//! rewritten. The stores above this crate speak one small dialect: `?N` parameters, integers and
+//! text, `ON CONFLICT` upserts, `RETURNING`; each backend runs a change as one transaction
+//! (`Db::tx`). `counter` rows are bumped by each change a replica must notice ([`bump`]), so the
+//! others poll one number, not a table. What goes wrong is a [`DbError`] (a statement, a connection,
+//! the schema), and, once it leaves a [`Db`], a [`StoreError`] naming which database.
 //!
 //! rusqlite over sqlx: synchronous, small, no runtime of its own; the writes are few and short,
 //! so a lock and a blocking call cost less than an async pool would. The `postgres` crate (the
@@ -18,7 +19,10 @@ pub mod once;
 mod postgres;
 mod sqlite;
 
+use mcpgate_config::config;
+use mcpgate_protocol::{sync, toolbox};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The schema, one step per release that changed it; never edited once released. Written in
 /// the dialect both backends take (BIGINT, TEXT, composite primary keys).
@@ -62,19 +66,71 @@ const MIGRATIONS: &[&str] = &[
 const TABLES: &[&str] = &["meta", "vault", "usage_hour", "usage_day", "quota_count", "counter", "pin", "once"];
 
 /// Reads every table of [`TABLES`].
-fn check_schema(t: &mut dyn Tx) -> Result<(), String> {
+fn check_schema(t: &mut dyn Tx) -> Result<(), DbError> {
     for table in TABLES {
-        t.query(&format!("SELECT 1 FROM {table} WHERE 1 = 0"), &[])
-            .map_err(|e| format!("its table {table} cannot be read ({e}): the schema is damaged; restore the database from a backup"))?;
+        t.query(&format!("SELECT 1 FROM {table} WHERE 1 = 0"), &[]).map_err(|e| DbError::Damaged { table, source: Box::new(e) })?;
     }
     Ok(())
 }
 
+/// What a statement, a connection or the schema ran into ([`StoreError`] says which database).
 #[derive(Debug, thiserror::Error)]
-#[error("the state database {path}: {reason}")]
-pub struct StateError {
-    pub path: String,
-    pub reason: String,
+pub enum DbError {
+    /// SQLite refused the file, a pragma or a statement.
+    #[error("{0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The folder of the SQLite file cannot be made.
+    #[error("{0}")]
+    Folder(#[source] std::io::Error),
+    /// PostgreSQL refused a statement or ended the connection (the server's message and code
+    /// where it sent one).
+    #[error("{}", postgres::describe(.0))]
+    Postgres(#[from] ::postgres::Error),
+    /// `[state] postgres` names a URL the client cannot take.
+    #[error("the URL is not usable: {0}")]
+    Url(#[source] ::postgres::Error),
+    /// No connection could be made now, or one failed a moment ago (not tried again yet).
+    #[error("unreachable ({})", postgres::describe(.0))]
+    Unreachable(#[source] Arc<::postgres::Error>),
+    /// The thread that ran a PostgreSQL transaction panicked.
+    #[error("the database call panicked")]
+    Panicked,
+    /// The schema is from a newer release: refused, never rewritten.
+    #[error("its schema is version {version}, newer than this mcpgate knows ({known}): run the newer release, or restore a backup")]
+    Newer { version: usize, known: usize },
+    /// Migration `step` (from 1) failed; the database stays at the step before.
+    #[error("migration {step}: {source}")]
+    Migration {
+        step: usize,
+        #[source]
+        source: Box<DbError>,
+    },
+    /// A table of the schema cannot be read although the version says it is there.
+    #[error("its table {table} cannot be read ({source}): the schema is damaged; restore the database from a backup")]
+    Damaged {
+        table: &'static str,
+        #[source]
+        source: Box<DbError>,
+    },
+    /// The SQLite file is there but cannot be read: the gateway does not start on an empty one.
+    #[error(
+        "{0}. It cannot be read, so the gateway does not start: serving on an empty one would give back the quotas \
+         already used and forget connected accounts and approvals. Restore it from a backup, or start once with \
+         `mcpgate run --fresh-state` to move it aside and begin with an empty one"
+    )]
+    Unreadable(#[source] Box<DbError>),
+    /// An unreadable SQLite file cannot be moved aside (`--fresh-state`).
+    #[error("cannot move it aside: {0}")]
+    MoveAside(#[source] std::io::Error),
+}
+
+/// A failure of the state database at `place` (a path, or a PostgreSQL URL without its password).
+#[derive(Debug, thiserror::Error)]
+#[error("the state database {place}: {source}")]
+pub struct StoreError {
+    pub place: String,
+    #[source]
+    pub source: DbError,
 }
 
 /// A parameter or a column value.
@@ -118,9 +174,8 @@ impl From<String> for Value {
 /// Parameters: `params![a, b, c]`.
 #[macro_export]
 macro_rules! params {
-    ($($v:expr),* $(,)?) => { &[$($crate::state::Value::from($v)),*][..] };
+    ($($v:expr),* $(,)?) => { &[$($crate::Value::from($v)),*][..] };
 }
-pub use params;
 
 /// One result row.
 #[derive(Debug, Clone)]
@@ -152,9 +207,9 @@ impl Row {
 /// A transaction in progress. Statements use `?1`, `?2`… for parameters.
 pub trait Tx {
     /// Runs a statement; the rows it changed.
-    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64, String>;
+    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError>;
     /// Runs a query; its rows.
-    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String>;
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError>;
 }
 
 enum Backend {
@@ -171,7 +226,7 @@ pub struct Db {
 
 impl Db {
     /// The database `cfg` names: PostgreSQL when configured, else the SQLite file.
-    pub fn open(cfg: &crate::config::state::StateConfig) -> Result<Db, StateError> {
+    pub fn open(cfg: &config::state::StateConfig) -> Result<Db, StoreError> {
         match &cfg.postgres {
             Some(pg) => Db::postgres(pg),
             None => Db::sqlite(&cfg.path),
@@ -179,9 +234,9 @@ impl Db {
     }
 
     /// Opens (or creates, mode 0600) the SQLite database at `path` and brings its schema up to date.
-    pub fn sqlite(path: &Path) -> Result<Db, StateError> {
+    pub fn sqlite(path: &Path) -> Result<Db, StoreError> {
         let place = path.display().to_string();
-        let backend = sqlite::Sqlite::open(path, MIGRATIONS).map_err(|reason| StateError { path: place.clone(), reason })?;
+        let backend = sqlite::Sqlite::open(path, MIGRATIONS).map_err(|source| StoreError { place: place.clone(), source })?;
         let db = Db { backend: Backend::Sqlite(backend), place };
         db.tx(check_schema)?;
         Ok(db)
@@ -189,9 +244,9 @@ impl Db {
 
     /// Connects to the PostgreSQL database and brings its schema up to date (one replica at a
     /// time: the migrations hold an advisory lock).
-    pub fn postgres(cfg: &crate::config::state::PostgresConfig) -> Result<Db, StateError> {
+    pub fn postgres(cfg: &config::state::PostgresConfig) -> Result<Db, StoreError> {
         let place = cfg.redacted_url();
-        let backend = postgres::Postgres::open(cfg, MIGRATIONS).map_err(|reason| StateError { path: place.clone(), reason })?;
+        let backend = postgres::Postgres::open(cfg, MIGRATIONS).map_err(|source| StoreError { place: place.clone(), source })?;
         let db = Db { backend: Backend::Postgres(Box::new(backend)), place };
         db.tx(check_schema)?;
         Ok(db)
@@ -217,12 +272,12 @@ impl Db {
 
     /// Runs `f` in one transaction, committed when it returns `Ok` (one caller at a time). On
     /// PostgreSQL, from an async context, the round trips run on a thread of their own.
-    pub fn tx<T: Send>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String> + Send) -> Result<T, StateError> {
+    pub fn tx<T: Send>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, DbError> + Send) -> Result<T, StoreError> {
         let done = match &self.backend {
             Backend::Sqlite(s) => s.tx(f),
             Backend::Postgres(p) => p.tx(f),
         };
-        done.map_err(|reason| StateError { path: self.place.clone(), reason })
+        done.map_err(|source| StoreError { place: self.place.clone(), source })
     }
 
     /// [`Db::tx`] for what is taken on the call path (a quota's use), from a thread of the
@@ -230,21 +285,21 @@ impl Db {
     /// loses nothing, but without waiting for the disk (SQLite `synchronous = NORMAL`,
     /// PostgreSQL `synchronous_commit = off` for this transaction), so a power cut of the
     /// database's machine may lose the last fraction of a second.
-    pub fn tx_quick<T: Send>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String> + Send) -> Result<T, StateError> {
+    pub fn tx_quick<T: Send>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, DbError> + Send) -> Result<T, StoreError> {
         let done = match &self.backend {
             Backend::Sqlite(s) => s.tx_quick(f),
             Backend::Postgres(p) => p.tx_quick(f),
         };
-        done.map_err(|reason| StateError { path: self.place.clone(), reason })
+        done.map_err(|source| StoreError { place: self.place.clone(), source })
     }
 
     /// A one-time fact, if recorded.
-    pub fn meta(&self, key: &str) -> Result<Option<String>, StateError> {
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.tx(|t| Ok(t.query("SELECT value FROM meta WHERE key = ?1", params![key])?.first().map(|r| r.text(0))))
     }
 
     /// The value of change counter `name` (0 before its first change).
-    pub fn counter(&self, name: &str) -> Result<u64, StateError> {
+    pub fn counter(&self, name: &str) -> Result<u64, StoreError> {
         self.tx(|t| Ok(t.query("SELECT n FROM counter WHERE name = ?1", params![name])?.first().map_or(0, |r| r.uint(0))))
     }
 }
@@ -253,7 +308,7 @@ impl Db {
 /// read-only folder: the gateway keeps its files and memory, and says so), an error when the
 /// file is there but cannot be read, unless `cfg.fresh`: then the file (and its journal) is moved
 /// aside and an empty one begun, which the log says loudly.
-pub fn open_file(cfg: &crate::config::state::StateConfig) -> Result<Option<Db>, StateError> {
+pub fn open_file(cfg: &config::state::StateConfig) -> Result<Option<Db>, StoreError> {
     let e = match Db::sqlite(&cfg.path) {
         Ok(db) => return Ok(Some(db)),
         Err(e) => e,
@@ -263,18 +318,10 @@ pub fn open_file(cfg: &crate::config::state::StateConfig) -> Result<Option<Db>, 
         return Ok(None);
     }
     if !cfg.fresh {
-        return Err(StateError {
-            reason: format!(
-                "{}. It cannot be read, so the gateway does not start: serving on an empty one would give back the quotas \
-                 already used and forget connected accounts and approvals. Restore it from a backup, or start once with \
-                 `mcpgate run --fresh-state` to move it aside and begin with an empty one",
-                e.reason
-            ),
-            ..e
-        });
+        return Err(StoreError { place: e.place, source: DbError::Unreadable(Box::new(e.source)) });
     }
     let aside = cfg.path.with_extension(format!("unreadable-{}", now_ms() / 1000));
-    std::fs::rename(&cfg.path, &aside).map_err(|m| StateError { path: e.path.clone(), reason: format!("cannot move it aside: {m}") })?;
+    std::fs::rename(&cfg.path, &aside).map_err(|m| StoreError { place: e.place.clone(), source: DbError::MoveAside(m) })?;
     for journal in ["-wal", "-shm"] {
         let mut from = cfg.path.clone().into_os_string();
         from.push(journal);
@@ -288,19 +335,16 @@ pub fn open_file(cfg: &crate::config::state::StateConfig) -> Result<Option<Db>, 
 
 /// The schema version a database records, as a count of `migrations` applied; a database from
 /// a newer release is refused, never rewritten.
-fn known_version(version: i64, migrations: &[&str]) -> Result<usize, String> {
+fn known_version(version: i64, migrations: &[&str]) -> Result<usize, DbError> {
     let version = usize::try_from(version).unwrap_or(usize::MAX);
     if version > migrations.len() {
-        return Err(format!(
-            "its schema is version {version}, newer than this mcpgate knows ({}): run the newer release, or restore a backup",
-            migrations.len()
-        ));
+        return Err(DbError::Newer { version, known: migrations.len() });
     }
     Ok(version)
 }
 
 /// Bumps change counter `name` within a transaction; its new value.
-pub fn bump(t: &mut dyn Tx, name: &str) -> Result<u64, String> {
+pub fn bump(t: &mut dyn Tx, name: &str) -> Result<u64, DbError> {
     let rows = t.query(
         "INSERT INTO counter (name, n) VALUES (?1, 1) ON CONFLICT (name) DO UPDATE SET n = counter.n + 1 RETURNING n",
         params![name],
@@ -310,7 +354,7 @@ pub fn bump(t: &mut dyn Tx, name: &str) -> Result<u64, String> {
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
-    i64::try_from(crate::toolbox::unix_ms()).unwrap_or(i64::MAX)
+    i64::try_from(toolbox::unix_ms()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
@@ -335,7 +379,7 @@ mod tests {
         // A failed change leaves nothing behind.
         let e = db.tx(|t| {
             t.exec("INSERT INTO meta (key, value) VALUES (?1, ?2)", params!["half", "done"])?;
-            Err::<(), _>("stopped".to_string())
+            t.exec("INSERT INTO nowhere (key) VALUES (?1)", params!["stopped"])
         });
         assert!(e.is_err());
         assert_eq!(db.meta("half").unwrap(), None);

@@ -4,7 +4,7 @@
 //! checked on read; expired rows are removed as new ones are put. `DELETE … RETURNING` makes a
 //! take atomic on SQLite and PostgreSQL alike.
 
-use super::{Db, StateError, now_ms, params};
+use super::{Db, StoreError, now_ms, params};
 use std::time::Duration;
 
 fn ms(ttl: Duration) -> i64 {
@@ -13,7 +13,7 @@ fn ms(ttl: Duration) -> i64 {
 
 /// Puts entry `key` for `ttl`: `value`, to be taken by whoever shows `check` (replacing an
 /// entry of the same key).
-pub fn put(db: &Db, key: &str, check: &str, value: &str, ttl: Duration) -> Result<(), StateError> {
+pub fn put(db: &Db, key: &str, check: &str, value: &str, ttl: Duration) -> Result<(), StoreError> {
     let now = now_ms();
     db.tx(|t| {
         t.exec("DELETE FROM once WHERE expires_ms <= ?1", params![now])?;
@@ -28,7 +28,7 @@ pub fn put(db: &Db, key: &str, check: &str, value: &str, ttl: Duration) -> Resul
 
 /// Takes entry `key` if it was put with `check` and has not expired: its value (then gone), or
 /// `None` (none, expired, taken, or another check: then it stays).
-pub fn take(db: &Db, key: &str, check: &str) -> Result<Option<String>, StateError> {
+pub fn take(db: &Db, key: &str, check: &str) -> Result<Option<String>, StoreError> {
     db.tx(|t| {
         let rows = t.query(
             "DELETE FROM once WHERE key = ?1 AND check_hash = ?2 AND expires_ms > ?3 RETURNING value",
@@ -39,7 +39,7 @@ pub fn take(db: &Db, key: &str, check: &str) -> Result<Option<String>, StateErro
 }
 
 /// Claims `key` for `ttl`: `true` the first time, `false` while an earlier claim lasts.
-pub fn claim(db: &Db, key: &str, ttl: Duration) -> Result<bool, StateError> {
+pub fn claim(db: &Db, key: &str, ttl: Duration) -> Result<bool, StoreError> {
     let now = now_ms();
     db.tx(|t| {
         t.exec("DELETE FROM once WHERE key = ?1 AND expires_ms <= ?2", params![key, now])?;

@@ -12,7 +12,7 @@
 //! needs a write (a consent's tokens, an approval). A connection the server ended while idle is
 //! found out by the next `BEGIN` and replaced at once; nothing is retried once work has begun.
 
-use super::{Row, Tx, Value};
+use super::{DbError, Row, Tx, Value};
 use crate::config::state::PostgresConfig;
 use crate::sync::lock;
 use bytes::BytesMut;
@@ -20,7 +20,7 @@ use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, NoTls};
 use std::error::Error;
 use std::str::FromStr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a failed connection is not retried.
@@ -32,7 +32,7 @@ pub struct Postgres {
     config: postgres::Config,
     client: Mutex<Option<Client>>,
     /// Until when a failed connection is not retried, and why it failed.
-    down: Mutex<Option<(Instant, String)>>,
+    down: Mutex<Option<(Instant, Arc<postgres::Error>)>>,
 }
 
 impl ToSql for Value {
@@ -68,7 +68,7 @@ fn dialect(sql: &str) -> String {
 }
 
 /// A PostgreSQL error in words (the server's message and code where it sent one).
-fn describe(e: &postgres::Error) -> String {
+pub(crate) fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => match e.source() {
@@ -96,24 +96,24 @@ fn value(row: &postgres::Row, i: usize) -> Result<Value, postgres::Error> {
 struct PgTx<'a>(postgres::Transaction<'a>);
 
 impl Tx for PgTx<'_> {
-    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64, String> {
+    fn exec(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        self.0.execute(dialect(sql).as_str(), &refs).map_err(|e| describe(&e))
+        Ok(self.0.execute(dialect(sql).as_str(), &refs)?)
     }
 
-    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, String> {
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, DbError> {
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let rows = self.0.query(dialect(sql).as_str(), &refs).map_err(|e| describe(&e))?;
-        rows.iter()
+        let rows = self.0.query(dialect(sql).as_str(), &refs)?;
+        Ok(rows
+            .iter()
             .map(|r| (0..r.len()).map(|i| value(r, i)).collect::<Result<Vec<Value>, _>>().map(Row))
-            .collect::<Result<Vec<Row>, _>>()
-            .map_err(|e| describe(&e))
+            .collect::<Result<Vec<Row>, _>>()?)
     }
 }
 
 impl Postgres {
-    pub fn open(cfg: &PostgresConfig, migrations: &[&str]) -> Result<Postgres, String> {
-        let mut config = postgres::Config::from_str(&cfg.url).map_err(|e| format!("the URL is not usable: {e}"))?;
+    pub fn open(cfg: &PostgresConfig, migrations: &[&str]) -> Result<Postgres, DbError> {
+        let mut config = postgres::Config::from_str(&cfg.url).map_err(DbError::Url)?;
         let ms = cfg.timeout.as_millis();
         let options = match config.get_options() {
             Some(o) if !o.trim().is_empty() => format!("{o} -c statement_timeout={ms}"),
@@ -134,33 +134,33 @@ impl Postgres {
     }
 
     /// Runs `f` in one transaction on the connection (made again if it was lost).
-    pub fn tx<T: Send>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String> + Send) -> Result<T, String> {
+    pub fn tx<T: Send>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, DbError> + Send) -> Result<T, DbError> {
         if tokio::runtime::Handle::try_current().is_err() {
             return self.run(f);
         }
         // The synchronous client blocks on a runtime of its own, which may not run inside the
         // gateway's: the round trips run on a short-lived thread (rare: see the module comment).
-        std::thread::scope(|s| s.spawn(|| self.run(f)).join().unwrap_or_else(|_| Err("the database call panicked".to_string())))
+        std::thread::scope(|s| s.spawn(|| self.run(f)).join().unwrap_or(Err(DbError::Panicked)))
     }
 
     /// [`Postgres::tx`] from a thread of the blocking pool (no short-lived thread), with a
     /// commit that does not wait for the server's disk (`synchronous_commit = off`): committed
     /// for this process at once, lost only if the database server itself crashes within a
     /// fraction of a second.
-    pub fn tx_quick<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
+    pub fn tx_quick<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, DbError>) -> Result<T, DbError> {
         self.run(|t| {
             t.exec("SET LOCAL synchronous_commit TO OFF", &[])?;
             f(t)
         })
     }
 
-    fn run<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
+    fn run<T>(&self, f: impl FnOnce(&mut dyn Tx) -> Result<T, DbError>) -> Result<T, DbError> {
         let mut slot = lock(&self.client);
-        let mut f = Some(f);
         // A connection the server ended while it sat idle (a restart, a failover, an idle
         // timeout) is only found out by its next round trip, the BEGIN: then one fresh connection
         // is made, since nothing of `f` has run. A failure once `f` has begun is never retried.
-        for fresh in [false, true] {
+        let mut fresh = false;
+        let done = loop {
             if slot.as_ref().is_some_and(Client::is_closed) {
                 *slot = None;
             }
@@ -168,47 +168,39 @@ impl Postgres {
                 Some(c) => c,
                 None => slot.insert(self.connect()?),
             };
-            let outcome = match client.transaction() {
+            let e = match client.transaction() {
                 Ok(t) => {
-                    let Some(f) = f.take() else { return Err("no work".into()) };
                     let mut tx = PgTx(t);
-                    Ok(match f(&mut tx) {
-                        Ok(out) => tx.0.commit().map(|_| out).map_err(|e| describe(&e)),
+                    break match f(&mut tx) {
+                        Ok(out) => tx.0.commit().map(|_| out).map_err(DbError::from),
                         Err(e) => Err(e),
-                    })
+                    };
                 }
-                Err(e) => Err(e),
+                Err(e) => e,
             };
-            let closed = slot.as_ref().is_none_or(Client::is_closed);
-            match outcome {
-                Ok(done) => {
-                    if closed {
-                        *slot = None;
-                    }
-                    return done;
-                }
-                Err(e) => {
-                    let gone = closed || connection_ended(&e);
-                    if gone {
-                        *slot = None;
-                    }
-                    if gone && !fresh {
-                        tracing::info!(error = %describe(&e), "the state database had closed its connection: connecting again");
-                        continue;
-                    }
-                    return Err(describe(&e));
-                }
+            let gone = slot.as_ref().is_none_or(Client::is_closed) || connection_ended(&e);
+            if gone {
+                *slot = None;
             }
+            if gone && !fresh {
+                tracing::info!(error = %describe(&e), "the state database had closed its connection: connecting again");
+                fresh = true;
+                continue;
+            }
+            return Err(e.into());
+        };
+        if slot.as_ref().is_none_or(Client::is_closed) {
+            *slot = None;
         }
-        Err("no connection".into())
+        done
     }
 
     /// A new connection, unless one failed less than [`RETRY`] ago.
-    fn connect(&self) -> Result<Client, String> {
+    fn connect(&self) -> Result<Client, DbError> {
         if let Some((until, why)) = lock(&self.down).as_ref()
             && Instant::now() < *until
         {
-            return Err(format!("unreachable ({why})"));
+            return Err(DbError::Unreachable(why.clone()));
         }
         match self.config.connect(NoTls) {
             Ok(c) => {
@@ -218,11 +210,11 @@ impl Postgres {
                 Ok(c)
             }
             Err(e) => {
-                let why = describe(&e);
+                let why = Arc::new(e);
                 if lock(&self.down).replace((Instant::now() + RETRY, why.clone())).is_none() {
-                    tracing::warn!(error = %why, "the state database cannot be reached; what needs it waits or is refused until it answers");
+                    tracing::warn!(error = %describe(&why), "the state database cannot be reached; what needs it waits or is refused until it answers");
                 }
-                Err(format!("unreachable ({why})"))
+                Err(DbError::Unreachable(why))
             }
         }
     }
@@ -246,14 +238,14 @@ impl Drop for Postgres {
 }
 
 /// Brings the schema up to date, one replica at a time.
-fn migrate(t: &mut dyn Tx, migrations: &[&str]) -> Result<(), String> {
+fn migrate(t: &mut dyn Tx, migrations: &[&str]) -> Result<(), DbError> {
     t.exec("SELECT pg_advisory_xact_lock(?1)", super::params![MIGRATION_LOCK])?;
     t.exec("CREATE TABLE IF NOT EXISTS mcpgate_schema (version BIGINT NOT NULL)", &[])?;
     let version = t.query("SELECT COALESCE(MAX(version), 0) FROM mcpgate_schema", &[])?.first().map_or(0, |r| r.int(0));
     let version = super::known_version(version, migrations)?;
     for (i, step) in migrations.iter().enumerate().skip(version) {
         for statement in step.split(';').filter(|s| !s.trim().is_empty()) {
-            t.exec(statement, &[]).map_err(|e| format!("migration {}: {e}", i + 1))?;
+            t.exec(statement, &[]).map_err(|e| DbError::Migration { step: i + 1, source: Box::new(e) })?;
         }
         t.exec("DELETE FROM mcpgate_schema", &[])?;
         t.exec("INSERT INTO mcpgate_schema (version) VALUES (?1)", super::params![(i + 1) as i64])?;
