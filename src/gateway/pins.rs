@@ -61,9 +61,15 @@ pub enum ApproveError {
     /// The upstream serves another definition than the one reviewed.
     #[error("{0}")]
     Changed(String),
-    /// The lock file could not be read or written.
+    /// The approval could not be kept in the state database.
+    #[error("the state database: {0}")]
+    Db(approvals::RecordError),
+    /// The lock file could not be read.
     #[error("{0}")]
-    File(String),
+    File(PinFileError),
+    /// The lock file could not be written.
+    #[error("{}: {error}", path.display())]
+    Write { path: std::path::PathBuf, error: std::io::Error },
 }
 
 /// How the catalogue guards' verdicts reach the gateway (which implements it).
@@ -475,14 +481,14 @@ impl Gateway {
         let path = self.config().pins.file.clone();
         // Kept in the state database first, where every replica finds it.
         if let Some(db) = &self.db {
-            approvals::record(db, upstream, tool, &current).map_err(|e| ApproveError::File(format!("the state database: {e}")))?;
+            approvals::record(db, upstream, tool, &current).map_err(ApproveError::Db)?;
         }
-        let mut file = read(&path).map_err(|e| ApproveError::File(e.to_string()))?.unwrap_or_default();
+        let mut file = read(&path).map_err(ApproveError::File)?.unwrap_or_default();
         file.version = 1;
         file.upstreams.entry(upstream.to_string()).or_default().insert(tool.to_string(), current);
         let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-        std::fs::write(&tmp, file.render()).map_err(|e| ApproveError::File(format!("{}: {e}", tmp.display())))?;
-        std::fs::rename(&tmp, &path).map_err(|e| ApproveError::File(format!("{}: {e}", path.display())))?;
+        std::fs::write(&tmp, file.render()).map_err(|error| ApproveError::Write { path: tmp.clone(), error })?;
+        std::fs::rename(&tmp, &path).map_err(|error| ApproveError::Write { path: path.clone(), error })?;
         if self.pins.refresh(&path, self.db.as_deref()) {
             self.rebuild();
         }

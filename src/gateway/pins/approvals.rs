@@ -6,7 +6,7 @@
 //! whichever was approved last wins.
 
 use crate::catalog::pins::{Pin, PinFile};
-use mcpgate_store::{Db, bump, now_ms, params};
+use mcpgate_store::{Db, StoreError, bump, now_ms, params};
 use std::time::SystemTime;
 
 /// The change counter approvals bump.
@@ -22,12 +22,12 @@ pub struct Approved {
 }
 
 /// The approvals counter now.
-pub fn counter(db: &Db) -> Result<u64, String> {
-    db.counter(COUNTER).map_err(|e| e.to_string())
+pub fn counter(db: &Db) -> Result<u64, StoreError> {
+    db.counter(COUNTER)
 }
 
 /// Every approval kept, and the counter they reflect.
-pub fn read(db: &Db) -> Result<(u64, Vec<Approved>), String> {
+pub fn read(db: &Db) -> Result<(u64, Vec<Approved>), StoreError> {
     db.tx(|t| {
         let n = t.query("SELECT n FROM counter WHERE name = ?1", params![COUNTER])?.first().map_or(0, |r| r.uint(0));
         let rows = t.query("SELECT upstream, item, sha256, definition, approved_ms FROM pin", &[])?;
@@ -40,12 +40,11 @@ pub fn read(db: &Db) -> Result<(u64, Vec<Approved>), String> {
             .collect();
         Ok((n, approved))
     })
-    .map_err(|e| e.to_string())
 }
 
 /// Records the approval of `pin` for `item` of `upstream`.
-pub fn record(db: &Db, upstream: &str, item: &str, pin: &Pin) -> Result<(), String> {
-    let definition = serde_json::to_string(&pin.definition).map_err(|e| e.to_string())?;
+pub fn record(db: &Db, upstream: &str, item: &str, pin: &Pin) -> Result<(), RecordError> {
+    let definition = serde_json::to_string(&pin.definition)?;
     db.tx(|t| {
         t.exec(
             "INSERT INTO pin (upstream, item, sha256, definition, approved_ms) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -55,8 +54,17 @@ pub fn record(db: &Db, upstream: &str, item: &str, pin: &Pin) -> Result<(), Stri
         )?;
         bump(t, COUNTER)?;
         Ok(())
-    })
-    .map_err(|e| e.to_string())
+    })?;
+    Ok(())
+}
+
+/// Why an approval could not be kept.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("{0}")]
+    Store(#[from] StoreError),
 }
 
 /// The pins in effect: `file` (modified at `modified`), with the newer `approvals` in place.
