@@ -256,7 +256,7 @@ enum Command {
         action: AuditAction,
     },
     /// Restricts itself as the policy (JSON, read from descriptor POLICY_FD) says, then becomes
-    /// COMMAND: a sandboxed stdio upstream's last step (see `upstream::sandbox`).
+    /// COMMAND: a sandboxed stdio upstream's last step (see `mcpgate_sandbox::sandbox`).
     #[command(hide = true)]
     SandboxExec {
         #[arg(long)]

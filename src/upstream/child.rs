@@ -1,13 +1,15 @@
-//! The stdio upstream's child process and its supervision. A child starts with a clean
-//! environment: a short allowlist of the gateway's variables (what the official SDKs pass) plus
-//! the upstream's own `env`, so no gateway secret (the token key, other upstreams' credentials)
-//! reaches it. It runs in a session of its own under `mcpgate supervise` (`mcpgate_sandbox::supervise`),
-//! a small process that gets SIGTERM when the gateway stops the upstream or dies, even by SIGKILL
-//! (`PR_SET_PDEATHSIG`), and then ends everything the server started, daemons included, so
-//! nothing of it (`npx`, `uvx`, `sh -c`, a double-forked daemon) outlives the upstream. A
-//! sandbox's policy reaches the supervisor and `sandbox-exec` as an inherited memory file, never
-//! on a command line. A child that keeps dying soon after it starts is restarted with exponential
-//! backoff and jitter. Its stderr is read as bytes, each line capped, and logged at a bounded rate.
+//! The stdio upstream's child process and its supervision, on the gateway's side. A child starts
+//! with a clean environment: a short allowlist of the gateway's variables (what the official SDKs
+//! pass) plus the upstream's own `env`, so no gateway secret (the token key, other upstreams'
+//! credentials) reaches it. It runs in a session of its own under `mcpgate supervise`
+//! (`mcpgate_sandbox::supervise`), a small process that gets SIGTERM when the gateway stops the
+//! upstream or dies, even by SIGKILL (`PR_SET_PDEATHSIG`), and then ends everything the server
+//! started, daemons included, so nothing of it (`npx`, `uvx`, `sh -c`, a double-forked daemon)
+//! outlives the upstream. A sandbox's policy reaches the supervisor and `sandbox-exec` as an
+//! inherited memory file, never on a command line. What the child does between fork and exec (its
+//! session, its death signal, the policy's descriptor) is `mcpgate_sandbox::spawn`: no `unsafe`
+//! here. A child that keeps dying soon after it starts is restarted with exponential backoff and
+//! jitter. Its stderr is read as bytes, each line capped, and logged at a bounded rate.
 
 use super::error::UpstreamError;
 use super::lines::{Line, LineReader};
