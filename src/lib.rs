@@ -4,11 +4,13 @@
 //! Layout, bottom to top (docs/architecture.md): the crates `mcpgate-protocol` (wire model),
 //! `mcpgate-model` (catalogue, policy, sealed tokens), `mcpgate-config` (the file),
 //! `mcpgate-net` (HTTP client, TLS, Redis) and, beside it, `mcpgate-sandbox` (the sandbox of stdio
-//! servers, their supervisor, the child's pre-exec step: the one crate with `unsafe` code, used
-//! by its own path, `mcpgate_sandbox::…`); then in this crate `upstream`, `auth` and `telemetry`;
-//! the core (`gateway`, `dispatch`, `hub`, `ratelimit`, `audit`, `usage`); the edges (`server`, `console`,
-//! `demo`); and the commands (`check`, `import`, `cli`, `boot`). `tests/layers.rs` keeps this crate's
-//! modules in their layers. This crate, like every crate but `mcpgate-sandbox`, forbids `unsafe`.
+//! servers, their supervisor, the child's pre-exec step: the one crate that makes raw system
+//! calls, used by its own path, `mcpgate_sandbox::…`); then in this crate `upstream`, `auth` and
+//! `telemetry`; the core (`gateway`, `dispatch`, `hub`, `ratelimit`, `audit`, `usage`); the edges
+//! (`server`, `console`, `demo`); and the commands (`check`, `import`, `cli`, `boot`).
+//! `tests/layers.rs` keeps this crate's modules in their layers. This crate, like every crate but
+//! `mcpgate-sandbox`, takes the workspace's lints (Cargo.toml), which refuse code the compiler
+//! cannot check.
 
 pub mod audit;
 pub mod auth;

@@ -7,8 +7,8 @@
 //! started, daemons included, so nothing of it (`npx`, `uvx`, `sh -c`, a double-forked daemon)
 //! outlives the upstream. A sandbox's policy reaches the supervisor and `sandbox-exec` as an
 //! inherited memory file, never on a command line. What the child does between fork and exec (its
-//! session, its death signal, the policy's descriptor) is `mcpgate_sandbox::spawn`: no `unsafe`
-//! here. A child that keeps dying soon after it starts is restarted with exponential backoff and
+//! session, its death signal, the policy's descriptor) is one safe call, `mcpgate_sandbox::spawn`.
+//! A child that keeps dying soon after it starts is restarted with exponential backoff and
 //! jitter. Its stderr is read as bytes, each line capped, and logged at a bounded rate.
 
 use super::error::UpstreamError;
