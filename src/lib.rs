@@ -2,12 +2,15 @@
 //! merged, prefixed catalogue, per-call routing and strict protocol validation.
 //!
 //! Layout, bottom to top (docs/architecture.md): the crates `mcpgate-protocol` (wire model),
-//! `mcpgate-model` (catalogue, policy, sealed tokens), `mcpgate-config` (the file) and
-//! `mcpgate-net` (HTTP client, TLS, Redis) with `mcpgate-store` (the state database, named
-//! `mcpgate_store::…` where it is used); then in this crate `upstream`, `auth` and `telemetry`;
-//! the core (`gateway`, `dispatch`, `hub`, `ratelimit`, `audit`, `usage`); the edges (`server`, `console`,
-//! `demo`); and the commands (`check`, `import`, `cli`, `boot`). `tests/layers.rs` keeps this crate's
-//! modules in their layers.
+//! `mcpgate-model` (catalogue, policy, sealed tokens), `mcpgate-config` (the file),
+//! `mcpgate-net` (HTTP client, TLS, Redis) with `mcpgate-store` (the state database) and
+//! `mcpgate-sandbox` (the sandbox of stdio servers, their supervisor, the child's pre-exec step:
+//! the one crate that makes raw system calls), both named by their own paths where they are
+//! used; then in this crate `upstream`, `auth` and `telemetry`; the core (`gateway`, `dispatch`,
+//! `hub`, `ratelimit`, `audit`, `usage`); the edges (`edge`, `console`, `demo`); and the commands
+//! (`check`, `import`, `cli`, `boot`, `explain`). `tests/layers.rs` keeps this crate's modules in
+//! their layers. This crate, like every crate but `mcpgate-sandbox`, takes the workspace's lints
+//! (Cargo.toml), which refuse code the compiler cannot check.
 
 pub mod audit;
 pub mod auth;

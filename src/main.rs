@@ -256,7 +256,7 @@ enum Command {
         action: AuditAction,
     },
     /// Restricts itself as the policy (JSON, read from descriptor POLICY_FD) says, then becomes
-    /// COMMAND: a sandboxed stdio upstream's last step (see `upstream::sandbox`).
+    /// COMMAND: a sandboxed stdio upstream's last step (see `mcpgate_sandbox::sandbox`).
     #[command(hide = true)]
     SandboxExec {
         #[arg(long)]
@@ -271,11 +271,11 @@ fn main() -> ExitCode {
     // Before any thread exists: the sandbox is applied to this one process, which then becomes
     // the server.
     if let Command::SandboxExec { policy_fd, command } = &cli.command {
-        return ExitCode::from(mcpgate::upstream::sandbox::run(*policy_fd, command));
+        return ExitCode::from(mcpgate_sandbox::sandbox::run(*policy_fd, command));
     }
     // The supervisor runs single-threaded too: it waits for signals with sigtimedwait.
     if let Command::Supervise { policy_fd, command } = &cli.command {
-        return ExitCode::from(mcpgate::upstream::supervise(*policy_fd, command));
+        return ExitCode::from(mcpgate_sandbox::supervise::run(*policy_fd, command));
     }
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     // The control runtime: startup, upstream probes and children, reloads, background work and
@@ -417,7 +417,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             println!("{}", mcpgate::auth::hash_key(&key));
             Ok(ExitCode::SUCCESS)
         }
-        Command::Supervise { policy_fd, command } => Ok(ExitCode::from(mcpgate::upstream::supervise(policy_fd, &command))),
+        Command::Supervise { policy_fd, command } => Ok(ExitCode::from(mcpgate_sandbox::supervise::run(policy_fd, &command))),
         Command::Audit { action: AuditAction::Verify { files, public_key } } => {
             let files = mcpgate::audit::chain::in_order(&files);
             let public_key = public_key.as_deref().map(mcpgate::audit::chain::pinned_key).transpose().map_err(anyhow::Error::msg)?;
@@ -453,7 +453,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        Command::SandboxExec { policy_fd, command } => Ok(ExitCode::from(mcpgate::upstream::sandbox::run(policy_fd, &command))),
+        Command::SandboxExec { policy_fd, command } => Ok(ExitCode::from(mcpgate_sandbox::sandbox::run(policy_fd, &command))),
         Command::DemoServer { profile, http, page_size } => {
             let svc: Arc<dyn Service> = Arc::new(Demo::new(profile).with_page_size(page_size));
             match http {

@@ -14,7 +14,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("1 protocol: the wire model and runtime helpers", &["protocol", "reply", "sync", "tasks", "text", "toolbox"]),
     ("2 pure model: names, merge, views, decisions, sealed tokens, REST descriptions", &["policy", "token", "catalog", "openapi", "yaml"]),
     ("3 config: the file model and its validation", &["config"]),
-    ("4 net: the HTTP client, PEM/TLS, Redis, the state database", &["net", "cluster", "files", "once", "postgres", "sqlite"]),
+    (
+        "4 net and processes: the HTTP client, PEM/TLS, Redis, the state database; the sandbox, the supervisor",
+        &["net", "cluster", "files", "once", "postgres", "sqlite", "sandbox", "supervise", "spawn"],
+    ),
     ("5 upstreams, authentication, per-user identity, telemetry", &["upstream", "auth", "identity", "telemetry"]),
     ("6 core: gateway state, the pipeline, the change hub, limits, audit", &["audit", "usage", "hub", "ratelimit", "gateway", "dispatch"]),
     ("7 edges: the client edge (listeners, eras, pages), the console API, the demo server", &["edge", "console", "demo"]),

@@ -1,17 +1,20 @@
-//! The stdio upstream's child process and its supervision. A child starts with a clean
-//! environment: a short allowlist of the gateway's variables (what the official SDKs pass) plus
-//! the upstream's own `env`, so no gateway secret (the token key, other upstreams' credentials)
-//! reaches it. It runs in a session of its own under `mcpgate supervise` (`upstream::supervise`),
-//! a small process that gets SIGTERM when the gateway stops the upstream or dies, even by SIGKILL
-//! (`PR_SET_PDEATHSIG`), and then ends everything the server started, daemons included, so
-//! nothing of it (`npx`, `uvx`, `sh -c`, a double-forked daemon) outlives the upstream. A
-//! sandbox's policy reaches the supervisor and `sandbox-exec` as an inherited memory file, never
-//! on a command line. A child that keeps dying soon after it starts is restarted with exponential
-//! backoff and jitter. Its stderr is read as bytes, each line capped, and logged at a bounded rate.
+//! The stdio upstream's child process and its supervision, on the gateway's side. A child starts
+//! with a clean environment: a short allowlist of the gateway's variables (what the official SDKs
+//! pass) plus the upstream's own `env`, so no gateway secret (the token key, other upstreams'
+//! credentials) reaches it. It runs in a session of its own under `mcpgate supervise`
+//! (`mcpgate_sandbox::supervise`), a small process that gets SIGTERM when the gateway stops the
+//! upstream or dies, even by SIGKILL (`PR_SET_PDEATHSIG`), and then ends everything the server
+//! started, daemons included, so nothing of it (`npx`, `uvx`, `sh -c`, a double-forked daemon)
+//! outlives the upstream. A sandbox's policy reaches the supervisor and `sandbox-exec` as an
+//! inherited memory file, never on a command line. What the child does between fork and exec (its
+//! session, its death signal, the policy's descriptor) is one safe call, `mcpgate_sandbox::spawn`.
+//! A child that keeps dying soon after it starts is restarted with exponential backoff and
+//! jitter. Its stderr is read as bytes, each line capped, and logged at a bounded rate.
 
 use super::error::UpstreamError;
 use super::lines::{Line, LineReader};
 use crate::tasks::{Background, Backoff};
+use mcpgate_sandbox::sandbox;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
@@ -38,7 +41,7 @@ pub struct Spec<'a> {
     pub args: &'a [String],
     pub env: &'a BTreeMap<String, String>,
     pub cwd: Option<&'a PathBuf>,
-    /// The sandbox to start it in (`upstream::sandbox`), as JSON, and its private folder (its
+    /// The sandbox to start it in (`mcpgate_sandbox::sandbox`), as JSON, and its private folder (its
     /// `HOME` and `TMPDIR`, and its working folder when it has no `cwd`).
     pub sandbox: Option<(String, &'a PathBuf)>,
 }
@@ -105,10 +108,10 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
     }
     // The policy as a memory file the supervisor and the sandbox inherit as POLICY_FD.
     let policy = match &spec.sandbox {
-        Some((json, _)) => Some(super::sandbox::policy_file(json).map_err(UpstreamError::Unreachable)?),
+        Some((json, _)) => Some(sandbox::policy_file(json).map_err(|e| UpstreamError::Unreachable(e.to_string()))?),
         None => None,
     };
-    let fd_arg = super::sandbox::POLICY_FD.to_string();
+    let fd_arg = sandbox::POLICY_FD.to_string();
     let (mut cmd, death) = match supervisor() {
         Some(me) => {
             let mut c = Command::new(&me);
@@ -147,32 +150,15 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
     }
     // A session of its own (so also a process group the supervisor stops whole): no controlling
     // terminal, so nothing the server does reaches the terminal the gateway was started from
-    // (TIOCSTI keystrokes, job-control signals).
-    // The policy descriptor, when there is one, is moved to POLICY_FD without close-on-exec.
-    let policy_fd = policy.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    // SAFETY: the closure runs in the forked child before exec and only calls setsid(2),
-    // prctl(2), dup2(2) and fcntl(2), which are async-signal-safe; it allocates nothing and
-    // takes no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setsid().map_err(std::io::Error::from)?;
-            nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from)?;
-            let target = super::sandbox::POLICY_FD;
-            let moved = match policy_fd {
-                None => 0,
-                Some(fd) if fd == target => libc::fcntl(fd, libc::F_SETFD, 0),
-                Some(fd) => libc::dup2(fd, target).min(0),
-            };
-            if moved < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // (TIOCSTI keystrokes, job-control signals). The policy descriptor, when there is one, is
+    // moved to POLICY_FD without close-on-exec.
+    mcpgate_sandbox::spawn::detach(cmd.as_std_mut(), death, policy);
     // Only the program is named: arguments may carry secrets (`--token ...`).
     let program = spec.program.display().to_string();
-    let mut child = cmd.spawn().map_err(|e| UpstreamError::Unreachable(format!("cannot start {program:?}: {e}")))?;
-    drop(policy);
+    let spawned = cmd.spawn();
+    // This process's copy of the policy descriptor (held by `cmd`) is closed now.
+    drop(cmd);
+    let mut child = spawned.map_err(|e| UpstreamError::Unreachable(format!("cannot start {program:?}: {e}")))?;
     let group = Group { pid: child.id().and_then(|p| i32::try_from(p).ok()), supervised };
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
         return Err(UpstreamError::Unreachable("the child process has no stdio pipes".into()));

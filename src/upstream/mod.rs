@@ -23,14 +23,11 @@ pub mod pool;
 mod probe;
 mod progress;
 pub mod runner;
-pub mod sandbox;
 mod sse;
 mod stdio;
-mod supervise;
 
 pub use self::error::{CONSENT_NEEDED, UpstreamError};
 pub use self::outbound::{Renewal, UserToken};
-pub use self::supervise::run as supervise;
 
 use self::era::{Era, Partner, refuses_legacy};
 use self::outbound::{Envelope, McpHeaders};

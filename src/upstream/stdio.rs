@@ -247,7 +247,8 @@ impl StdioTransport {
                 // The program as it will be started (`mcpgate` is this binary), so its own tree is readable.
                 let resolved: Vec<String> =
                     std::iter::once(program.display().to_string()).chain(self.command[1..].iter().cloned()).collect();
-                Some(super::sandbox::prepare(cfg, &self.id, &resolved, self.cwd.as_deref())?)
+                let prepared = mcpgate_sandbox::sandbox::prepare(cfg, &self.id, &resolved, self.cwd.as_deref());
+                Some(prepared.map_err(|e| UpstreamError::Unreachable(format!("upstream '{}': {e}", self.id)))?)
             }
         };
         // `{instance_dir}` in the arguments and the environment: the process's own folder.
@@ -265,7 +266,7 @@ impl StdioTransport {
         {
             let inside: Vec<String> = std::iter::once(self.command[0].clone()).chain(args).collect();
             let (runtime, run) =
-                super::sandbox::container_command(cfg, &c.image, c.runtime.as_deref(), &inside, &env, self.cwd.as_deref(), dir)
+                mcpgate_sandbox::sandbox::container_command(cfg, &c.image, c.runtime.as_deref(), &inside, &env, self.cwd.as_deref(), dir)
                     .map_err(|e| UpstreamError::Unreachable(format!("upstream '{}': {e}", self.id)))?;
             (program, args) = (runtime, run);
             sandbox = None;
@@ -325,7 +326,7 @@ impl StdioTransport {
                 Ok(s) if s.code() == Some(127) => format!("{s}: the command was not found"),
                 Ok(s) if s.code() == Some(126) => format!("{s}: the command is not executable"),
                 // The supervisor's 128 + signal: RLIMIT_CPU sends SIGXCPU at `cpu_seconds`.
-                Ok(s) if s.code() == Some(128 + libc::SIGXCPU) && cpu_limit.is_some() => {
+                Ok(s) if s.code() == Some(128 + nix::sys::signal::Signal::SIGXCPU as i32) && cpu_limit.is_some() => {
                     format!("{s}: stopped: CPU time limit (cpu_seconds = {}) reached (SIGXCPU)", cpu_limit.unwrap_or_default())
                 }
                 Ok(s) if s.code().is_some_and(|c| c > 128 && c < 128 + 65) => {

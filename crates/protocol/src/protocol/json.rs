@@ -4,100 +4,108 @@
 //! of the buffer the bytes arrived in. A reply is rendered without copying either: the client's
 //! id and the envelope around a relayed result are separate pieces of a [`Rope`], which becomes a
 //! response body of several frames. So a body crossing the gateway is copied at most once (when
-//! a rewritten request is written out for its upstream), however large it is.
+//! a rewritten request is written out for its upstream), however large it is. The text is a
+//! [`ByteString`]: `Bytes` checked to be UTF-8 once, when made (free for a slice of another `Json`
+//! or a `String`), so [`Json::get`] hands out a `str` without checking it again.
 
 use bytes::Bytes;
+use bytestring::ByteString;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use std::fmt;
 
 /// The text of one JSON value (validated when it was made), cheap to clone and to slice.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Json(Bytes);
+pub struct Json(ByteString);
 
 impl Json {
-    pub const NULL: Json = Json(Bytes::from_static(b"null"));
-    pub const EMPTY_OBJECT: Json = Json(Bytes::from_static(b"{}"));
+    pub const NULL: Json = Json(ByteString::from_static("null"));
+    pub const EMPTY_OBJECT: Json = Json(ByteString::from_static("{}"));
 
+    /// The text (a `str` already: no check, no copy).
     pub fn get(&self) -> &str {
-        // SAFETY: every constructor takes its bytes from a `str` (or from a slice of one at
-        // value boundaries, which are character boundaries), so they are valid UTF-8.
-        unsafe { std::str::from_utf8_unchecked(&self.0) }
-    }
-
-    pub fn as_bytes(&self) -> &Bytes {
         &self.0
     }
 
+    pub fn as_bytes(&self) -> &Bytes {
+        self.0.as_bytes()
+    }
+
     pub fn into_bytes(self) -> Bytes {
-        self.0
+        self.0.into_bytes()
     }
 
     /// Takes over a parsed raw value's text without copying it.
     pub fn from_raw(raw: Box<RawValue>) -> Json {
-        Json(Bytes::from(Box::<str>::from(raw).into_string()))
+        Json(ByteString::from(Box::<str>::from(raw)))
     }
 
-    /// The piece of `buf` that `raw` was parsed from (no copy).
+    /// The piece of `text` that `raw` was parsed from (no copy, no check).
     ///
-    /// invariant: `raw` borrows from `buf` (it was deserialised from it with `from_slice`).
-    pub fn slice_of(buf: &Bytes, raw: &RawValue) -> Json {
-        Json(buf.slice_ref(raw.get().as_bytes()))
+    /// invariant: `raw` borrows from `text` (it was deserialised from it with `from_str`).
+    pub fn slice_of(text: &ByteString, raw: &RawValue) -> Json {
+        Json(text.slice_ref(raw.get()))
+    }
+
+    /// The piece of this value that `raw`, a value inside it, was parsed from (no copy, no check).
+    ///
+    /// invariant: `raw` borrows from `self.get()` (it was deserialised from it with `from_str`).
+    pub fn slice(&self, raw: &RawValue) -> Json {
+        Json::slice_of(&self.0, raw)
     }
 
     /// The same text in a buffer of its own. A slice keeps the whole buffer it came from alive
     /// (for a received message: the connection's read buffer, which hyper then cannot reuse), so
     /// what outlives the request (a stream's id) is detached first.
     pub fn detached(&self) -> Json {
-        Json(Bytes::copy_from_slice(&self.0))
+        Json(ByteString::from(self.get()))
     }
 
     /// Checks that `text` is one JSON value.
     pub fn from_string(text: String) -> Result<Json, serde_json::Error> {
         serde_json::from_str::<&RawValue>(&text)?;
-        Ok(Json(Bytes::from(text)))
+        Ok(Json(ByteString::from(text)))
     }
 
     /// Text the gateway wrote as JSON itself (checked to be UTF-8 only).
     pub fn from_utf8(text: Vec<u8>) -> Option<Json> {
-        String::from_utf8(text).ok().map(|s| Json(Bytes::from(s)))
+        ByteString::try_from(text).ok().map(Json)
     }
 
     /// The serialisation of `value`.
     pub fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<Json, serde_json::Error> {
-        // serde_json writes valid UTF-8 JSON, so the text needs no second check.
-        serde_json::to_vec(value).map(|v| Json(Bytes::from(v)))
+        // serde_json writes valid UTF-8 JSON as a `String`, so the text needs no second check.
+        serde_json::to_string(value).map(|s| Json(ByteString::from(s)))
     }
 
     /// Parses the value as `T`.
     pub fn parse<'a, T: Deserialize<'a>>(&'a self) -> Result<T, serde_json::Error> {
-        serde_json::from_slice(&self.0)
+        serde_json::from_str(self.get())
     }
 
     /// The items of an array, as slices of this value's buffer (no copy).
     pub fn items(&self) -> Result<Vec<Json>, serde_json::Error> {
-        let raws: Vec<&RawValue> = serde_json::from_slice(&self.0)?;
-        Ok(raws.into_iter().map(|r| Json::slice_of(&self.0, r)).collect())
+        let raws: Vec<&RawValue> = serde_json::from_str(self.get())?;
+        Ok(raws.into_iter().map(|r| self.slice(r)).collect())
     }
 
     /// The array of `items`, written verbatim.
     pub fn array(items: &[Json]) -> Json {
-        let mut out = Vec::with_capacity(2 + items.iter().map(|i| i.0.len() + 1).sum::<usize>());
-        out.push(b'[');
+        let mut out = String::with_capacity(2 + items.iter().map(|i| i.0.len() + 1).sum::<usize>());
+        out.push('[');
         for (n, item) in items.iter().enumerate() {
             if n > 0 {
-                out.push(b',');
+                out.push(',');
             }
-            out.extend_from_slice(&item.0);
+            out.push_str(item.get());
         }
-        out.push(b']');
-        // invariant: every item is UTF-8, and so are the brackets and commas around them.
-        Json::from_utf8(out).unwrap_or(Json::NULL)
+        out.push(']');
+        Json(ByteString::from(out))
     }
 
     /// Whether the text holds a line break (JSON whitespace that one-line framings must replace).
     pub fn has_line_break(&self) -> bool {
-        self.0.iter().any(|b| *b == b'\n' || *b == b'\r')
+        self.0.as_bytes().iter().any(|b| *b == b'\n' || *b == b'\r')
     }
 }
 
@@ -217,16 +225,22 @@ mod tests {
 
     #[test]
     fn slices_share_the_buffer_they_came_from() {
-        let buf = Bytes::from_static(br#"{"a":[1, 2],"b":"x"}"#);
+        let buf = ByteString::from_static(r#"{"a":[1, 2],"b":"x"}"#);
         #[derive(Deserialize)]
         struct Two<'a> {
             #[serde(borrow)]
             a: &'a RawValue,
         }
-        let two: Two = serde_json::from_slice(&buf).unwrap();
+        let two: Two = serde_json::from_str(&buf).unwrap();
         let a = Json::slice_of(&buf, two.a);
         assert_eq!(a.get(), "[1, 2]");
-        assert_eq!(a.as_bytes().as_ptr(), buf[5..].as_ptr(), "a slice, not a copy");
+        assert_eq!(a.as_bytes().as_ptr(), buf.as_bytes()[5..].as_ptr(), "a slice, not a copy");
+        let whole = Json::from_string(r#"{"a":[1, 2]}"#.into()).unwrap();
+        let members: std::collections::BTreeMap<&str, &RawValue> = whole.parse().unwrap();
+        let items = whole.slice(members["a"]).items().unwrap();
+        assert_eq!(items.iter().map(Json::get).collect::<Vec<_>>(), ["1", "2"]);
+        assert_eq!(items[1].as_bytes().as_ptr(), whole.as_bytes()[9..].as_ptr(), "items are slices too");
+        assert_eq!(Json::array(&items).get(), "[1,2]");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use super::errors::RpcError;
 use super::json::{Json, Rope, json_string};
 use bytes::Bytes;
+use bytestring::ByteString;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
@@ -72,10 +73,24 @@ impl Message {
                 return Err(RpcError::invalid_request("a JSON-RPC message must be a JSON object"));
             }
         }
-        let parsed: Parsed = serde_json::from_slice(bytes).map_err(|e| {
+        // Checked to be UTF-8 once, here: the parts are then slices of it, handed out as text with
+        // no second check.
+        let text = ByteString::try_from(bytes.clone()).ok();
+        let parsed: Result<Parsed, serde_json::Error> = match &text {
+            Some(text) => serde_json::from_str(text),
+            // Not UTF-8 throughout (the bytes in a member the envelope does not read): what
+            // serde_json makes of the bytes, as for any message, with the parts copied.
+            None => serde_json::from_slice(bytes),
+        };
+        let parsed = parsed.map_err(|e| {
             if e.is_data() { RpcError::invalid_request(format!("not a valid JSON-RPC message: {e}")) } else { RpcError::parse_error(e) }
         })?;
-        let own = |raw: Option<&RawValue>| raw.map(|r| Json::slice_of(bytes, r));
+        let own = |raw: Option<&RawValue>| {
+            raw.map(|r| match &text {
+                Some(text) => Json::slice_of(text, r),
+                None => Json::from_raw(r.to_owned()),
+            })
+        };
         Ok(Message {
             id: own(parsed.id),
             params: own(parsed.params),
@@ -217,6 +232,25 @@ mod tests {
         assert_eq!(m.kind().unwrap_err().code, INVALID_REQUEST);
         let m = Message::parse(br#"{"id":1,"method":"x"}"#).unwrap();
         assert_eq!(m.kind().unwrap_err().code, INVALID_REQUEST);
+    }
+
+    /// The parts of a message are slices of its bytes; a message whose bytes are not all UTF-8
+    /// is read as it always was (serde_json does not check a member the envelope skips), its
+    /// parts copied, and one whose envelope holds such a byte is a parse error.
+    #[test]
+    fn parts_are_slices_and_a_stray_byte_reads_as_before() {
+        let body = Bytes::from_static(br#"{"jsonrpc":"2.0","id":7,"result":{"a":1}}"#);
+        let msg = Message::parse_bytes(&body).unwrap();
+        assert_eq!(msg.result.as_ref().map(|r| r.as_bytes().as_ptr()), Some(body[33..].as_ptr()), "a slice, not a copy");
+        let mut skipped = br#"{"jsonrpc":"2.0","id":1,"x":"?","result":{"a":1}}"#.to_vec();
+        let at = skipped.iter().position(|b| *b == b'?').unwrap();
+        skipped[at] = 0xff;
+        let msg = Message::parse_bytes(&Bytes::from(skipped)).unwrap();
+        assert_eq!(msg.result.unwrap().get(), r#"{"a":1}"#);
+        let mut read = br#"{"jsonrpc":"2.0","id":1,"result":{"a":"?"}}"#.to_vec();
+        let at = read.iter().position(|b| *b == b'?').unwrap();
+        read[at] = 0xff;
+        assert_eq!(Message::parse_bytes(&Bytes::from(read)).unwrap_err().code, PARSE_ERROR);
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl RawObject {
     /// Reads the object `json` holds; the members, keys and values, are slices of its buffer.
     pub fn from_json(json: &Json) -> Result<RawObject, serde_json::Error> {
         let buf: &Bytes = json.as_bytes();
-        let members: Members<'_, &RawValue> = serde_json::from_slice(buf)?;
+        let members: Members<'_, &RawValue> = serde_json::from_str(json.get())?;
         Ok(RawObject(
             members
                 .0
@@ -90,7 +90,7 @@ impl RawObject {
                         Cow::Borrowed(k) => Key(buf.slice_ref(k.as_bytes())),
                         Cow::Owned(k) => Key::from(k),
                     };
-                    (key, Json::slice_of(buf, v))
+                    (key, json.slice(v))
                 })
                 .collect(),
         ))

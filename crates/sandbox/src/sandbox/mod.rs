@@ -14,10 +14,47 @@
 //! the same for a gateway run as root or not, and cost a few hundred microseconds at start and
 //! nothing per call; the price is that paths are refused rather than hidden, which the server sees
 //! as "permission denied".
+//!
+//! This module works out the policy (`Policy::for_start`, `prepare`); `sandbox-exec` itself
+//! (`run`) and applying the policy are `apply`, with the system-call filter in `seccomp`; the
+//! policy's descriptor is `fd`, the container command `container`. Only the modules that make
+//! system calls allow `unsafe`.
 
 use crate::config::sandbox::{Network, SandboxConfig};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+#[allow(unsafe_code)]
+mod apply;
+mod container;
+#[allow(unsafe_code)]
+mod fd;
+#[allow(unsafe_code)]
+mod seccomp;
+
+pub(crate) use apply::pids_root;
+pub use apply::{ApplyError, Enforcement, ExecError, enforcement, exec, run};
+pub use container::{ContainerError, container_command};
+pub use fd::{PolicyFdError, policy_file, read_policy_fd};
+pub use seccomp::SeccompError;
+
+/// The descriptor number the policy is passed on (to `mcpgate supervise`, then `sandbox-exec`).
+pub const POLICY_FD: i32 = 3;
+
+/// Why a start's policy cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("the sandbox would show {} (it holds the gateway's {}): move the server or its files out of that folder", shown.display(), hidden.display())]
+    ShowsHidden { shown: PathBuf, hidden: PathBuf },
+    #[error("its sandbox folder {}: {source}", path.display())]
+    Folder {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
 
 /// What `sandbox-exec` applies: the configuration plus the paths worked out for this start.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -83,7 +120,7 @@ impl Policy {
     /// own writable folder. The program's own tree is readable: the folder that holds it, widened
     /// to the install it belongs to (a `node_modules` tree, a Python environment), and the same
     /// for each argument that names an existing file.
-    pub fn for_start(cfg: &SandboxConfig, command: &[String], cwd: Option<&Path>, private: &Path) -> Result<Policy, String> {
+    pub fn for_start(cfg: &SandboxConfig, command: &[String], cwd: Option<&Path>, private: &Path) -> Result<Policy, PolicyError> {
         let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).filter(|p| p.exists()).collect();
         for dir in std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default() {
             if dir.is_absolute() && dir.exists() {
@@ -109,11 +146,7 @@ impl Policy {
         write.extend(cfg.write.iter().cloned());
         for p in read.iter().chain(&write) {
             if let Some(h) = cfg.hidden.iter().find(|h| h.starts_with(p)) {
-                return Err(format!(
-                    "the sandbox would show {} (it holds the gateway's {}): move the server or its files out of that folder",
-                    p.display(),
-                    h.display()
-                ));
+                return Err(PolicyError::ShowsHidden { shown: p.clone(), hidden: h.clone() });
             }
         }
         read.sort();
@@ -186,179 +219,28 @@ fn too_broad(dir: &Path) -> bool {
         || home.is_some_and(|h| h == dir)
 }
 
-mod apply;
-pub(in crate::upstream) use apply::pids_root;
-pub use apply::{Enforcement, enforcement, exec};
-
-/// The descriptor number the policy is passed on (to `mcpgate supervise`, then `sandbox-exec`).
-pub const POLICY_FD: i32 = 3;
-/// The largest policy read (a few hundred paths).
-const POLICY_MAX: usize = 1 << 20;
-
-/// `mcpgate sandbox-exec --policy-fd N -- COMMAND...`: returns (126) only when the sandbox or the
-/// command could not be started, the reason on stderr, which the gateway logs.
-pub fn run(policy_fd: i32, command: &[String]) -> u8 {
-    let policy = read_policy_fd(policy_fd);
-    // SAFETY: closes the policy descriptor, which the server must not inherit.
-    unsafe { libc::close(policy_fd) };
-    let policy = match policy {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("mcpgate sandbox-exec: the policy is not readable: {e}");
-            return 126;
-        }
-    };
-    let Some((program, args)) = command.split_first() else { return 126 };
-    eprintln!("mcpgate sandbox-exec: {}", exec(&policy, program, args));
-    126
-}
-
-/// The policy as a sealed in-memory file (`memfd`, close-on-exec: the child that needs it gets
-/// it as [`POLICY_FD`]), so that it is on no command line and in no environment.
-pub fn policy_file(json: &str) -> Result<std::os::fd::OwnedFd, String> {
-    use std::io::Write;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let name = c"mcpgate-sandbox-policy";
-    // SAFETY: memfd_create reads the name we pass and returns a new descriptor we own.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-    if fd < 0 {
-        return Err(format!("the sandbox policy's memory file: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: fd is a fresh descriptor nothing else owns.
-    let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.write_all(json.as_bytes()).map_err(|e| format!("writing the sandbox policy: {e}"))?;
-    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-    // SAFETY: adds seals to a descriptor we own; no pointers.
-    if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(format!("sealing the sandbox policy: {}", std::io::Error::last_os_error()));
-    }
-    Ok(file.into())
-}
-
-/// The policy on descriptor `fd`, read from its start (its offset is left alone: the supervisor
-/// and the sandbox each read it).
-pub fn read_policy_fd(fd: i32) -> Result<Policy, String> {
-    let mut buf = vec![0u8; POLICY_MAX];
-    let mut len = 0;
-    while len < buf.len() {
-        // SAFETY: reads into the part of our buffer that is left; the descriptor is only read.
-        let n = unsafe { libc::pread(fd, buf[len..].as_mut_ptr().cast(), buf.len() - len, len as libc::off_t) };
-        match n {
-            0 => break,
-            n if n > 0 => len += n.unsigned_abs(),
-            _ => return Err(format!("descriptor {fd}: {}", std::io::Error::last_os_error())),
-        }
-    }
-    serde_json::from_slice(&buf[..len]).map_err(|e| e.to_string())
-}
-
 /// Gets a start ready: the private folder made (0700), the policy worked out and written as the
-/// JSON `sandbox-exec` reads. The process cgroup is named after this gateway and the upstream.
-pub fn prepare(cfg: &SandboxConfig, id: &str, command: &[String], cwd: Option<&Path>) -> Result<(String, PathBuf), super::UpstreamError> {
+/// JSON `sandbox-exec` reads. The process cgroup is named after this gateway and the upstream `id`.
+pub fn prepare(cfg: &SandboxConfig, id: &str, command: &[String], cwd: Option<&Path>) -> Result<(String, PathBuf), PolicyError> {
     use std::os::unix::fs::DirBuilderExt;
-    let fail = |e: String| super::UpstreamError::Unreachable(format!("upstream '{id}': {e}"));
     let private = cfg.private.clone();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&private)
-        .map_err(|e| fail(format!("its sandbox folder {}: {e}", private.display())))?;
-    let mut policy = Policy::for_start(cfg, command, cwd, &private).map_err(fail)?;
+    if let Err(source) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&private) {
+        return Err(PolicyError::Folder { path: private, source });
+    }
+    let mut policy = Policy::for_start(cfg, command, cwd, &private)?;
     // One group per process folder: a caller's own process is bounded (and ended) apart from the
     // others, so two folders never share one (128 bits of the digest).
     let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, private.as_os_str().as_encoded_bytes());
     let tag = crate::toolbox::hex(&digest.as_ref()[..16]);
     policy.cgroup = Some(format!("mcpgate-{}-{}-{tag}", std::process::id(), id.replace('/', "_")));
-    let json = serde_json::to_string(&policy).map_err(|e| fail(e.to_string()))?;
+    let json = serde_json::to_string(&policy)?;
     Ok((json, private))
-}
-
-/// The command that runs the server in a container (`image`): the runtime's `run`, stdio over its
-/// stdin and stdout, the sandbox's limits as the runtime's flags (no network or the default one,
-/// memory, processes, open files, CPU time; read-only root, no capabilities, no new privileges),
-/// the private folder, `cwd` and `write` paths mounted writable and `read` paths read-only, at the
-/// same paths as on the host, and each variable of `env` passed by name (its value comes from the
-/// runtime's environment, so no secret is on a command line). Returns the runtime and its arguments.
-pub fn container_command(
-    cfg: &SandboxConfig,
-    image: &str,
-    runtime: Option<&str>,
-    command: &[String],
-    env: &std::collections::BTreeMap<String, String>,
-    cwd: Option<&Path>,
-    private: &Path,
-) -> Result<(PathBuf, Vec<String>), String> {
-    let runtime = match runtime {
-        Some(r) => which(r).ok_or_else(|| format!("the container runtime {r:?} is not on PATH"))?,
-        None => which("docker").or_else(|| which("podman")).ok_or("no container runtime (docker or podman) is on PATH")?,
-    };
-    let mut a: Vec<String> = ["run", "-i", "--rm", "--init", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
-        .into_iter()
-        .map(String::from)
-        .collect();
-    match &cfg.network {
-        Network::None => a.extend(["--network".into(), "none".into()]),
-        Network::Open => {}
-        Network::Ports(_) => return Err("a container's connections cannot be limited to ports: use network = \"none\" or \"open\"".into()),
-    }
-    a.push(format!("--memory={}", cfg.memory_bytes));
-    // Swap included: without it the runtime allows as much swap again.
-    a.push(format!("--memory-swap={}", cfg.memory_bytes));
-    a.push(format!("--pids-limit={}", cfg.processes));
-    a.push(format!("--ulimit=nofile={0}:{0}", cfg.open_files));
-    if let Some(cpu) = cfg.cpu_seconds {
-        a.push(format!("--ulimit=cpu={cpu}:{cpu}"));
-    }
-    a.extend(["--tmpfs".into(), "/tmp".into()]);
-    let p = private.display().to_string();
-    a.extend(["-v".into(), format!("{p}:{p}:rw"), "-w".into(), p.clone(), "-e".into(), format!("HOME={p}")]);
-    for w in cwd.into_iter().map(Path::to_path_buf).chain(cfg.write.iter().cloned()) {
-        let w = w.display().to_string();
-        a.extend(["-v".into(), format!("{w}:{w}:rw")]);
-    }
-    for r in &cfg.read {
-        let r = r.display().to_string();
-        a.extend(["-v".into(), format!("{r}:{r}:ro")]);
-    }
-    for name in env.keys() {
-        a.extend(["-e".into(), name.clone()]);
-    }
-    // The end of the runtime's options: an image is never read as a flag (`--privileged`), even
-    // where the configuration's own check (an image may not start with '-') was bypassed.
-    a.push("--".into());
-    a.push(image.to_string());
-    a.extend(command.iter().cloned());
-    Ok((runtime, a))
 }
 
 #[cfg(test)]
 mod tests {
     use super::install_tree;
     use std::path::{Path, PathBuf};
-
-    /// The image and the command follow `--`: nothing after it is read as the runtime's own flag.
-    #[test]
-    fn the_image_follows_the_end_of_the_runtimes_options() {
-        let cfg = crate::config::sandbox::SandboxConfig {
-            read: Vec::new(),
-            write: Vec::new(),
-            network: crate::config::sandbox::Network::None,
-            memory_bytes: 1 << 30,
-            cpu_seconds: None,
-            processes: 64,
-            open_files: 1024,
-            private: PathBuf::from("/srv/private"),
-            hidden: Vec::new(),
-            container: None,
-        };
-        let command = vec!["serve".to_string(), "--stdio".to_string()];
-        let (_, args) =
-            super::container_command(&cfg, "--privileged", Some("sh"), &command, &Default::default(), None, Path::new("/srv/private"))
-                .expect("a command");
-        let end = args.iter().position(|a| a == "--").expect("the options end");
-        assert_eq!(&args[end + 1..], ["--privileged", "serve", "--stdio"], "{args:?}");
-        assert!(!args[..end].iter().any(|a| a == "--privileged"), "{args:?}");
-    }
 
     #[test]
     fn a_file_named_in_a_broad_folder_shows_only_itself() {
@@ -371,5 +253,34 @@ mod tests {
         // The folder above the outermost node_modules.
         let tree = install_tree(Path::new("/srv/app/node_modules/pkg/dist/index.js"));
         assert!(tree.contains(&PathBuf::from("/srv/app")), "{tree:?}");
+    }
+
+    /// A path the gateway keeps hidden (its vault, its keys) inside what the server would see
+    /// stops the start, with the message the log shows.
+    #[test]
+    fn a_hidden_file_inside_a_shown_folder_stops_the_start() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let private = dir.path().join("private");
+        let cfg = crate::config::sandbox::SandboxConfig {
+            read: vec![dir.path().to_path_buf()],
+            write: Vec::new(),
+            network: crate::config::sandbox::Network::None,
+            memory_bytes: 1 << 30,
+            cpu_seconds: None,
+            processes: 64,
+            open_files: 1024,
+            private: private.clone(),
+            hidden: vec![dir.path().join("vault.json")],
+            container: None,
+        };
+        let err = super::Policy::for_start(&cfg, &[], None, &private).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the sandbox would show {} (it holds the gateway's {}): move the server or its files out of that folder",
+                dir.path().display(),
+                dir.path().join("vault.json").display()
+            )
+        );
     }
 }
