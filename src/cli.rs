@@ -136,7 +136,7 @@ fn paint(text: &str) -> String {
 pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| file.display().to_string());
-    let imported = crate::import::import(&text, &name).map_err(anyhow::Error::msg)?;
+    let imported = crate::import::import(&text, &name)?;
     match output {
         Some(path) => {
             let mut f = std::fs::OpenOptions::new()

@@ -32,12 +32,35 @@ struct Server {
     body: String,
 }
 
+/// Why a client configuration could not be imported at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("{source_name}: not JSON: {error}")]
+    NotJson { source_name: String, error: serde_json::Error },
+    #[error("{0}: no MCP servers found: expected an object under \"mcpServers\" (Claude, Cursor) or \"servers\" (VS Code)")]
+    NoServers(String),
+    /// Every server was skipped; `why` lists the warnings.
+    #[error("{source_name}: none of its servers could be imported: {why}")]
+    NoneImported { source_name: String, why: String },
+}
+
+/// Why one server of the configuration is skipped (a warning names it).
+#[derive(Debug, thiserror::Error)]
+enum Skipped {
+    #[error(
+        "its URL carries credentials ({0}) and gateway.toml takes a URL only as written, never from the \
+         environment, so importing it would copy them. If the server also accepts them in a header, add it by hand: \
+         its url without them, the header as {{ env = \"VAR\" }}"
+    )]
+    CredentialsInUrl(String),
+    #[error("neither a command nor a url")]
+    NeitherCommandNorUrl,
+}
+
 /// Converts client configuration JSON (`source` names it in comments) into `gateway.toml` text.
-pub fn import(json_text: &str, source: &str) -> Result<Imported, String> {
-    let root: Value = serde_json::from_str(json_text).map_err(|e| format!("{source}: not JSON: {e}"))?;
-    let servers = find_servers(&root).ok_or_else(|| {
-        format!("{source}: no MCP servers found: expected an object under \"mcpServers\" (Claude, Cursor) or \"servers\" (VS Code)")
-    })?;
+pub fn import(json_text: &str, source: &str) -> Result<Imported, ImportError> {
+    let root: Value = serde_json::from_str(json_text).map_err(|error| ImportError::NotJson { source_name: source.to_string(), error })?;
+    let servers = find_servers(&root).ok_or_else(|| ImportError::NoServers(source.to_string()))?;
     let mut out = Imported::default();
     let mut ids = BTreeSet::new();
     let mut vars: BTreeMap<String, String> = BTreeMap::new();
@@ -62,7 +85,7 @@ pub fn import(json_text: &str, source: &str) -> Result<Imported, String> {
         }
     }
     if converted.is_empty() {
-        return Err(format!("{source}: none of its servers could be imported: {}", out.warnings.join("; ")));
+        return Err(ImportError::NoneImported { source_name: source.to_string(), why: out.warnings.join("; ") });
     }
     out.servers = converted.len();
     out.variables = vars.into_iter().collect();
@@ -129,18 +152,14 @@ impl Ctx<'_> {
     }
 }
 
-fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<String, String> {
+fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<String, Skipped> {
     let kind = spec.get("type").and_then(Value::as_str).unwrap_or("");
     let mut body = String::new();
     if let Some(url) = spec.get("url").or_else(|| spec.get("serverUrl")).and_then(Value::as_str) {
         let found = secrets::find("url", url);
         if crate::config::cluster::url_userinfo(url).is_some() || !found.is_empty() {
             let places = if found.is_empty() { "user name".to_string() } else { places(&found) };
-            return Err(format!(
-                "its URL carries credentials ({places}) and gateway.toml takes a URL only as written, never from the \
-                    environment, so importing it would copy them. If the server also accepts them in a header, add it by hand: \
-                    its url without them, the header as {{ env = \"VAR\" }}"
-            ));
+            return Err(Skipped::CredentialsInUrl(places));
         }
         if kind == "sse" || url.trim_end_matches('/').ends_with("/sse") {
             ctx.warnings.push(format!(
@@ -172,7 +191,7 @@ fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<Strin
         return Ok(body);
     }
     let Some(command) = spec.get("command").and_then(Value::as_str) else {
-        return Err("neither a command nor a url".into());
+        return Err(Skipped::NeitherCommandNorUrl);
     };
     let mut argv = vec![command.to_string()];
     argv.extend(spec.get("args").and_then(Value::as_array).map(|a| a.iter().map(arg_text).collect::<Vec<_>>()).unwrap_or_default());

@@ -82,22 +82,31 @@ fn carried_over(earlier: Option<String>, now: Option<String>) -> String {
     }
 }
 
+/// Why none of the accounts the vault keeps can be listed.
+#[derive(Debug, PartialEq, thiserror::Error)]
+enum Unlisted {
+    #[error(
+        "the token vault keeps {kept} connected account(s), sealed with the gateway's token key: set {key} (or \
+         server.token_key_file) to that key to read them"
+    )]
+    RandomKey { kept: usize, key: &'static str },
+    #[error(
+        "none of the {kept} connected account(s) the token vault keeps opens with this token key ({key} or \
+         server.token_key_file): give the key the gateway runs with"
+    )]
+    WrongKey { kept: usize, key: &'static str },
+}
+
 /// Whether the accounts the vault keeps can be listed: `kept` entries, `opened` of them opened
 /// with the key, which is `random` when none was configured. `Err` when none of them can be read
 /// (the listing would say "no connected accounts"), a note when some cannot (older than the
 /// vault keeps an entry, or sealed with a key since rotated out).
-fn unreadable(kept: usize, opened: usize, random: bool) -> Result<Option<String>, String> {
+fn unreadable(kept: usize, opened: usize, random: bool) -> Result<Option<String>, Unlisted> {
     let key = crate::token::KEY_ENV;
     match (kept, opened, random) {
         (0, _, _) => Ok(None),
-        (_, _, true) => Err(format!(
-            "the token vault keeps {kept} connected account(s), sealed with the gateway's token key: set {key} (or \
-             server.token_key_file) to that key to read them"
-        )),
-        (_, 0, false) => Err(format!(
-            "none of the {kept} connected account(s) the token vault keeps opens with this token key ({key} or \
-             server.token_key_file): give the key the gateway runs with"
-        )),
+        (_, _, true) => Err(Unlisted::RandomKey { kept, key }),
+        (_, 0, false) => Err(Unlisted::WrongKey { kept, key }),
         (k, o, false) if o < k => Ok(Some(format!(
             "note: {} of the {kept} connected account(s) the token vault keeps do not open with this token key (sealed \
              with a key rotated out since, or too old) and are not listed",
@@ -122,8 +131,13 @@ mod tests {
     fn accounts_that_do_not_open_are_a_failure_that_names_the_key() {
         assert_eq!(unreadable(0, 0, true), Ok(None), "nothing kept, nothing to read");
         assert_eq!(unreadable(2, 2, false), Ok(None));
-        assert!(unreadable(1, 0, true).is_err_and(|w| w.contains("keeps 1 connected account(s)") && w.contains("MCPGATE_TOKEN_KEY")));
-        assert!(unreadable(2, 0, false).is_err_and(|w| w.contains("none of the 2") && w.contains("MCPGATE_TOKEN_KEY")));
+        assert!(
+            unreadable(1, 0, true)
+                .is_err_and(|w| w.to_string().contains("keeps 1 connected account(s)") && w.to_string().contains("MCPGATE_TOKEN_KEY"))
+        );
+        assert!(
+            unreadable(2, 0, false).is_err_and(|w| w.to_string().contains("none of the 2") && w.to_string().contains("MCPGATE_TOKEN_KEY"))
+        );
         assert!(unreadable(3, 1, false).is_ok_and(|w| w.is_some_and(|w| w.contains("2 of the 3"))));
     }
 }

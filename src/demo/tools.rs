@@ -49,7 +49,8 @@ fn number(args: &Value, key: &str) -> Result<f64, Value> {
     args[key].as_f64().ok_or_else(|| tool_error(format!("argument '{key}' must be a number")))
 }
 
-fn arith(args: &Value, op: fn(f64, f64) -> Result<f64, String>) -> Value {
+/// A two-number tool: `op` answers the result, or the text of the tool error it is.
+fn arith(args: &Value, op: fn(f64, f64) -> Result<f64, &'static str>) -> Value {
     let (a, b) = match (number(args, "a"), number(args, "b")) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return e,
@@ -110,7 +111,7 @@ pub fn for_profile(p: Profile) -> Vec<Tool> {
             Tool { def: binary("multiply", "Multiplies two numbers."), run: |a| arith(a, |x, y| Ok(x * y)) },
             Tool {
                 def: binary("divide", "Divides a by b."),
-                run: |a| arith(a, |x, y| if y == 0.0 { Err("division by zero".into()) } else { Ok(x / y) }),
+                run: |a| arith(a, |x, y| if y == 0.0 { Err("division by zero") } else { Ok(x / y) }),
             },
             Tool { def: text_tool("echo", "Returns its text unchanged."), run: echo },
         ],

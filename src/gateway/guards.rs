@@ -432,9 +432,8 @@ impl Running {
             };
             Ok(parse(&answer, asking.point, content)?)
         };
-        let answer = tokio::time::timeout(self.cfg.timeout, work)
-            .await
-            .unwrap_or_else(|_| Err(GuardFailure::Timeout(self.cfg.timeout.as_millis())));
+        let answer =
+            tokio::time::timeout(self.cfg.timeout, work).await.unwrap_or_else(|_| Err(GuardFailure::Timeout(self.cfg.timeout.as_millis())));
         self.release_share(asking.caller, mine);
         answer
     }
@@ -454,7 +453,12 @@ impl Running {
         }
     }
 
-    async fn post(&self, url: &http::Uri, headers: &[(http::HeaderName, http::HeaderValue)], body: &Ask<'_>) -> Result<Value, GuardFailure> {
+    async fn post(
+        &self,
+        url: &http::Uri,
+        headers: &[(http::HeaderName, http::HeaderValue)],
+        body: &Ask<'_>,
+    ) -> Result<Value, GuardFailure> {
         let client = self.client.as_ref().ok_or(GuardFailure::NoClient)?;
         let bytes = serde_json::to_vec(body)?;
         let mut req = http::Request::post(url.clone()).header(http::header::CONTENT_TYPE, "application/json");
@@ -475,7 +479,11 @@ impl Running {
 /// A tool guard's answer: the tool is called with the request as its arguments, on the
 /// gateway's own behalf, and answers the contract in `structuredContent` or as JSON text.
 async fn call_tool(cx: &Context, upstream: &str, tool: &str, body: &Ask<'_>) -> Result<Value, GuardFailure> {
-    let up = cx.upstreams.iter().find(|u| u.id() == upstream && !u.is_retired()).ok_or_else(|| GuardFailure::UpstreamGone(upstream.to_string()))?;
+    let up = cx
+        .upstreams
+        .iter()
+        .find(|u| u.id() == upstream && !u.is_retired())
+        .ok_or_else(|| GuardFailure::UpstreamGone(upstream.to_string()))?;
     let mut params = RawObject::default();
     params.set_json("name", tool)?;
     params.set_json("arguments", body)?;
@@ -493,9 +501,6 @@ async fn call_tool(cx: &Context, upstream: &str, tool: &str, body: &Ask<'_>) -> 
     if let Some(structured) = result.get("structuredContent").filter(|s| s.is_object()) {
         return Ok(structured.clone());
     }
-    let text = result["content"]
-        .as_array()
-        .and_then(|c| c.iter().find_map(|b| b["text"].as_str()))
-        .ok_or(GuardFailure::NoVerdict)?;
+    let text = result["content"].as_array().and_then(|c| c.iter().find_map(|b| b["text"].as_str())).ok_or(GuardFailure::NoVerdict)?;
     serde_json::from_str(text).map_err(GuardFailure::ToolNotJson)
 }

@@ -79,9 +79,9 @@ fn secret_arguments_come_from_the_environment_and_ids_are_unique() {
 
 #[test]
 fn unusable_input_says_why() {
-    assert!(import("{", "f.json").unwrap_err().contains("not JSON"));
-    assert!(import("{}", "f.json").unwrap_err().contains("mcpServers"));
-    assert!(import(r#"{"mcpServers": {"x": {"url": "https://u:p@h/mcp"}}}"#, "f.json").unwrap_err().contains("credentials"));
+    assert!(import("{", "f.json").unwrap_err().to_string().contains("not JSON"));
+    assert!(import("{}", "f.json").unwrap_err().to_string().contains("mcpServers"));
+    assert!(import(r#"{"mcpServers": {"x": {"url": "https://u:p@h/mcp"}}}"#, "f.json").unwrap_err().to_string().contains("credentials"));
 }
 
 #[test]
@@ -233,7 +233,9 @@ fn credentials_in_http_urls_are_never_copied() {
     assert!(out.toml.contains("url = \"https://server.smithery.ai/@smithery-ai/github/mcp\""), "{}", out.toml);
     load(&out, &|_| "x".into());
     // A file whose every server carries one: the error names no secret either.
-    let err = import(r#"{"mcpServers": {"z": {"url": "https://mcp.zapier.com/api/mcp/s/sk-ak-Zt9QwErTy/mcp"}}}"#, "f.json").unwrap_err();
+    let err = import(r#"{"mcpServers": {"z": {"url": "https://mcp.zapier.com/api/mcp/s/sk-ak-Zt9QwErTy/mcp"}}}"#, "f.json")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("credential") && !err.contains("sk-ak-Zt9QwErTy"), "{err}");
 }
 

@@ -57,14 +57,25 @@ pub fn endpoint_from_env() -> Option<String> {
         .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT").map(|base| format!("{}/v1/traces", base.trim_end_matches('/'))))
 }
 
+/// Why an OTLP export cannot start (`what` names the signal: "" for traces, " logs"/" log").
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("the OTLP{what} endpoint is not a URL: {error}")]
+    NotAUrl { what: &'static str, error: http::uri::InvalidUri },
+    #[error("the OTLP{what} endpoint must be an http:// or https:// URL")]
+    NotHttp { what: &'static str },
+    #[error("cannot set up OTLP{what} export to {to}: {error}")]
+    Setup { what: &'static str, to: String, error: opentelemetry_otlp::ExporterBuildError },
+}
+
 /// Starts the exporter when the environment asks for one; the tracer goes into the
 /// `tracing-opentelemetry` layer.
-pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>, String> {
+pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>, ExportError> {
     let Some(endpoint) = endpoint_from_env() else { return Ok(None) };
     // The URL may carry credentials: errors and logs never show it whole.
-    let uri: http::Uri = endpoint.parse().map_err(|e| format!("the OTLP endpoint is not a URL: {e}"))?;
+    let uri: http::Uri = endpoint.parse().map_err(|e| ExportError::NotAUrl { what: "", error: e })?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err("the OTLP endpoint must be an http:// or https:// URL".into());
+        return Err(ExportError::NotHttp { what: "" });
     }
     let host = uri.host().unwrap_or("");
     let port = uri.port().map(|p| format!(":{p}")).unwrap_or_default();
@@ -79,7 +90,7 @@ pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>
         .with_timeout(EXPORT_DEADLINE)
         .with_http_client(client)
         .build()
-        .map_err(|e| format!("cannot set up OTLP export to {shown}: {e}"))?;
+        .map_err(|error| ExportError::Setup { what: "", to: shown.clone(), error })?;
     let provider = SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource()).build();
     let tracer = provider.tracer("mcpgate");
     ACTIVE.store(true, Ordering::Relaxed);
@@ -121,12 +132,12 @@ impl LogsExport {
 
 /// Starts exporting audit records as OTLP log records (`[audit] otlp = true`): event name
 /// `mcpgate.audit`, the record's fields as attributes. `None` without an endpoint.
-pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport, LogEmitter)>, String> {
+pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport, LogEmitter)>, ExportError> {
     use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
     let Some(endpoint) = logs_endpoint_from_env() else { return Ok(None) };
-    let uri: http::Uri = endpoint.parse().map_err(|e| format!("the OTLP logs endpoint is not a URL: {e}"))?;
+    let uri: http::Uri = endpoint.parse().map_err(|e| ExportError::NotAUrl { what: " logs", error: e })?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err("the OTLP logs endpoint must be an http:// or https:// URL".into());
+        return Err(ExportError::NotHttp { what: " logs" });
     }
     let client = {
         let _entered = runtime.enter();
@@ -138,13 +149,10 @@ pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport,
         .with_timeout(EXPORT_DEADLINE)
         .with_http_client(client)
         .build()
-        .map_err(|e| {
-            format!(
-                "cannot set up OTLP log export to {}://{}{}: {e}",
-                uri.scheme_str().unwrap_or("http"),
-                uri.host().unwrap_or(""),
-                uri.path()
-            )
+        .map_err(|error| ExportError::Setup {
+            what: " log",
+            to: format!("{}://{}{}", uri.scheme_str().unwrap_or("http"), uri.host().unwrap_or(""), uri.path()),
+            error,
         })?;
     let provider = opentelemetry_sdk::logs::SdkLoggerProvider::builder().with_batch_exporter(exporter).with_resource(resource()).build();
     let logger = provider.logger("mcpgate.audit");

@@ -12,8 +12,8 @@
 
 use crate::auth::Authenticator;
 use crate::config::auth::AuthMode;
-use crate::edge::pages::consent::{self, ConsentView};
 use crate::edge::origin::Rebinding;
+use crate::edge::pages::consent::{self, ConsentView};
 use crate::edge::render::{self, Body};
 use crate::edge::shared::{Shared, authenticate};
 use crate::identity::service::Completed;
