@@ -14,18 +14,14 @@
 
 pub mod audit;
 pub mod auth;
-pub mod boot;
-pub mod check;
-pub mod cli;
+pub mod commands;
 pub mod console;
 pub mod demo;
 pub mod dispatch;
 pub mod edge;
-pub mod explain;
 pub mod gateway;
 pub mod hub;
 pub mod identity;
-pub mod import;
 pub mod ratelimit;
 pub mod telemetry;
 pub mod upstream;

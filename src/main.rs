@@ -1,18 +1,13 @@
-//! The `mcpgate` command line: run the gateway, check a config, print the merged catalogue, or
-//! run the built-in demo upstream. Everything else lives in the library.
+//! The `mcpgate` command line and nothing else: the subcommands and their flags (clap), the
+//! process set-up every command shares (the sandbox and the supervisor before any thread, the
+//! TLS provider, the control runtime, logging), and one call per subcommand into
+//! `mcpgate::commands`, where each command's body lives.
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use mcpgate::config::Config;
-use mcpgate::config::auth::AuthMode;
-use mcpgate::demo::{Demo, Profile};
-use mcpgate::dispatch::Service;
-use mcpgate::edge::era::legacy::LegacyState;
-use mcpgate::gateway::Gateway;
-use mcpgate::token::{KeySource, Sealer};
+use mcpgate::demo::Profile;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(name = "mcpgate", version, about = "An MCP gateway: one endpoint in front of many MCP servers.", after_help = EXAMPLES)]
@@ -126,7 +121,7 @@ enum Command {
     /// expected decisions (for CI). Only the configuration is read; no upstream is contacted.
     Policy {
         #[command(subcommand)]
-        action: mcpgate::explain::Action,
+        action: mcpgate::commands::explain::Action,
     },
     /// Tell a running gateway to reload its configuration (sends SIGHUP; the gateway logs what
     /// changed, or why it kept the configuration in effect).
@@ -291,7 +286,7 @@ fn main() -> ExitCode {
     // them at exit.
     let (writer, log_guard) = mcpgate::telemetry::logwriter::start(std::io::stderr());
     let telemetry = mcpgate::telemetry::init::init_logging(matches!(cli.log_format, LogFormat::Json), runtime.handle(), writer);
-    mcpgate::boot::raise_open_files_limit();
+    mcpgate::commands::boot::raise_open_files_limit();
     let result = runtime.block_on(run(cli.command, cli.worker_threads.unwrap_or_else(mcpgate::edge::listen::workers::default_workers)));
     #[cfg(feature = "otlp")]
     if let Some(export) = telemetry {
@@ -313,265 +308,49 @@ fn main() -> ExitCode {
 async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run { config, listen, pid_file, fresh_state } => {
-            let mut cfg = mcpgate::boot::load(&config, listen.as_deref())?;
-            cfg.state.fresh = fresh_state;
-            let _pid = pid_file.map(mcpgate::cli::PidFile::write).transpose()?;
-            serve_gateway(cfg, mcpgate::boot::Source { path: config, listen }, workers).await?;
-            Ok(ExitCode::SUCCESS)
+            mcpgate::commands::serve::run(config, listen, pid_file, fresh_state, workers).await
         }
         Command::Usage { config, caller, tool, since, json } => {
             // A report of stored counts needs none of the upstreams' secrets.
             let cfg = Config::load_for_reports(&config)?;
-            mcpgate::cli::usage(&cfg, mcpgate::usage::query::Query { caller, tool, since }, json).await
+            mcpgate::commands::admin::usage(&cfg, mcpgate::usage::query::Query { caller, tool, since }, json).await
         }
         Command::Policy { action } => action.run(),
-        Command::Reload { pid_file, pid } => mcpgate::cli::reload(pid_file.as_deref(), pid),
-        Command::Stdio { config, endpoint } => {
-            let cfg = mcpgate::boot::load(&config, None)?;
-            if let Some(path) = &endpoint
-                && !cfg.endpoints.iter().any(|e| &e.path == path)
-            {
-                let known: Vec<&str> = cfg.endpoints.iter().map(|e| e.path.as_str()).collect();
-                anyhow::bail!(
-                    "{}: no [[endpoint]] has path '{path}' (configured: {})",
-                    config.display(),
-                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
-                );
-            }
-            let gw = Gateway::new(cfg)?;
-            gw.refresh_all().await;
-            gw.spawn_maintenance();
-            let caller = gw.auth().anonymous().at(endpoint.as_deref());
-            let svc: Arc<dyn Service> = gw;
-            mcpgate::edge::stdio::serve_as(svc, caller, tokio::io::stdin(), tokio::io::stdout()).await?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Health { url, timeout } => mcpgate::cli::health(&url, timeout).await,
-        Command::Check { config } => {
-            let gw = Gateway::new(mcpgate::boot::load(&config, None)?)?;
-            Ok(if mcpgate::cli::check(&gw).await { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-        }
-        Command::Tools { config, json } => {
-            let gw = Gateway::new(mcpgate::boot::load(&config, None)?)?;
-            mcpgate::cli::probe_all(&gw).await;
-            if json {
-                println!("{}", mcpgate::check::tools_json(&gw));
-            } else {
-                print!("{}", mcpgate::check::tools_table(&gw));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Import { file, output } => mcpgate::cli::import(&file, output.as_deref()),
+        Command::Reload { pid_file, pid } => mcpgate::commands::admin::reload(pid_file.as_deref(), pid),
+        Command::Stdio { config, endpoint } => mcpgate::commands::serve::stdio(&config, endpoint).await,
+        Command::Health { url, timeout } => mcpgate::commands::admin::health(&url, timeout).await,
+        Command::Check { config } => mcpgate::commands::admin::check_config(&config).await,
+        Command::Tools { config, json } => mcpgate::commands::admin::tools(&config, json).await,
+        Command::Import { file, output } => mcpgate::commands::admin::import(&file, output.as_deref()),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "mcpgate", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
         Command::Pin { config, approve, tools, url } => {
-            let cfg = mcpgate::boot::load(&config, None)?;
-            match url {
-                Some(url) => {
-                    let key = std::env::var("MCPGATE_API_KEY").ok().filter(|k| !k.is_empty());
-                    let served = mcpgate::cli::served_by(&url, key.as_deref()).await?;
-                    mcpgate::cli::pin(&cfg, &served, &format!("what the running gateway at {url} serves"), approve, &tools)
-                }
-                None => {
-                    let gw = Gateway::new(cfg.clone())?;
-                    mcpgate::cli::probe_all(&gw).await;
-                    let source = "fresh copies of the upstreams started by this command (NOT the running gateway: a stdio \
-                                  server edited since the gateway started it serves the old code there; --url compares with it)";
-                    mcpgate::cli::pin(&cfg, &gw.served_pins(), source, approve, &tools)
-                }
-            }
+            mcpgate::commands::admin::pin_command(&config, approve, &tools, url.as_deref()).await
         }
-        Command::Migrate { config } => mcpgate::cli::offline::migrate(&Config::load_for_reports(&config)?),
+        Command::Migrate { config } => mcpgate::commands::offline::migrate(&Config::load_for_reports(&config)?),
         Command::Tokens { action, url, caller } => {
             let key = std::env::var("MCPGATE_API_KEY").ok().filter(|k| !k.is_empty());
             match action {
                 TokensAction::List { config: Some(config) } => {
-                    mcpgate::cli::offline::tokens_list(&Config::load_for_reports(&config)?, caller.as_deref())
+                    mcpgate::commands::offline::tokens_list(&Config::load_for_reports(&config)?, caller.as_deref())
                 }
-                TokensAction::List { config: None } => mcpgate::cli::tokens_list(&url, key.as_deref(), caller.as_deref()).await,
+                TokensAction::List { config: None } => mcpgate::commands::admin::tokens_list(&url, key.as_deref(), caller.as_deref()).await,
                 TokensAction::Revoke { upstream } => {
-                    mcpgate::cli::tokens_revoke(&url, key.as_deref(), caller.as_deref(), upstream.as_deref()).await
+                    mcpgate::commands::admin::tokens_revoke(&url, key.as_deref(), caller.as_deref(), upstream.as_deref()).await
                 }
             }
         }
-        Command::HashKey { key, generate } => {
-            if generate {
-                let key = Sealer::random()?.random_id() + &Sealer::random()?.random_id();
-                println!("key:        {key}\nkey_sha256: {}", mcpgate::auth::hash_key(&key));
-                return Ok(ExitCode::SUCCESS);
-            }
-            let key = match key {
-                Some(k) => k,
-                None => {
-                    let mut k = String::new();
-                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut k).context("reading the key from stdin")?;
-                    k
-                }
-            };
-            if key.trim().is_empty() {
-                anyhow::bail!("no key given: pass it on stdin (echo -n KEY | mcpgate hash-key) or use --generate");
-            }
-            println!("{}", mcpgate::auth::hash_key(&key));
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::HashKey { key, generate } => mcpgate::commands::offline::hash_key(key, generate),
         Command::Supervise { policy_fd, command } => Ok(ExitCode::from(mcpgate_sandbox::supervise::run(policy_fd, &command))),
         Command::Audit { action: AuditAction::Verify { files, public_key } } => {
-            let files = mcpgate::audit::chain::in_order(&files);
-            let public_key = public_key.as_deref().map(mcpgate::audit::chain::pinned_key).transpose().map_err(anyhow::Error::msg)?;
-            match mcpgate::audit::chain::verify(&files, public_key.as_deref()) {
-                Ok(v) => {
-                    println!(
-                        "ok: {} ({} to {}), {}{}",
-                        mcpgate::text::count(v.records, "record", "records"),
-                        v.first_seq,
-                        v.last_seq,
-                        mcpgate::text::count(v.checkpoints, "signed checkpoint", "signed checkpoints"),
-                        if public_key.is_none() && v.checkpoints > 0 {
-                            " (checked against the key they name; pass --public-key to pin it)"
-                        } else {
-                            ""
-                        }
-                    );
-                    if v.unsigned > 0 && v.checkpoints > 0 {
-                        if v.unsigned == 1 {
-                            println!("note: the last record follows the last checkpoint: no signature covers it yet");
-                        } else {
-                            println!("note: the last {} records follow the last checkpoint: no signature covers them yet", v.unsigned);
-                        }
-                    }
-                    for at in &v.incomplete {
-                        println!("note: {at}: an incomplete line (a crash while writing?); the chain continues across it");
-                    }
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(e) => {
-                    println!("broken: {e}");
-                    Ok(ExitCode::FAILURE)
-                }
-            }
+            mcpgate::commands::offline::audit_verify(&files, public_key.as_deref())
         }
         Command::SandboxExec { policy_fd, command } => Ok(ExitCode::from(mcpgate_sandbox::sandbox::run(policy_fd, &command))),
         Command::DemoServer { profile, http, page_size } => {
-            let svc: Arc<dyn Service> = Arc::new(Demo::new(profile).with_page_size(page_size));
-            match http {
-                Some(addr) => {
-                    let listener = tokio::net::TcpListener::bind(&addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-                    let mut server = Config::parse("", std::path::Path::new("demo"), None, &|_| None)?.server;
-                    server.listen = listener.local_addr()?;
-                    tracing::info!("demo server ({}) listening on http://{}{}", profile.name(), server.listen, server.path);
-                    let legacy = Arc::new(LegacyState::new(Arc::new(Sealer::random()?), server.session_ttl));
-                    let mount = mcpgate::edge::shared::Mount { svc, console: None, legacy, auth: None };
-                    mcpgate::edge::listen::serve(listener, mount, server, mcpgate::boot::shutdown_signal()).await?;
-                }
-                None => mcpgate::edge::stdio::serve(svc, tokio::io::stdin(), tokio::io::stdout()).await?,
-            }
-            Ok(ExitCode::SUCCESS)
+            mcpgate::commands::serve::demo_server(profile, http.as_deref(), page_size).await
         }
     }
-}
-
-async fn serve_gateway(mut cfg: Config, source: mcpgate::boot::Source, workers: usize) -> anyhow::Result<()> {
-    mcpgate::boot::fit_connections(&mut cfg);
-    // The token key is checked before anything starts, so a bad key fails fast.
-    let gw = Gateway::new(cfg)?;
-    let cfg = gw.config();
-    if gw.sealer.source == KeySource::Random && cfg.identity.is_some() {
-        tracing::warn!(
-            "no token key configured: the token vault is sealed with a key that dies with this process, so every caller \
-                consents again after a restart (set {} or server.token_key_file)",
-            mcpgate::token::KEY_ENV
-        );
-    } else if gw.sealer.source == KeySource::Random {
-        tracing::warn!(
-            "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set \
-                {} or server.token_key_file)",
-            mcpgate::token::KEY_ENV
-        );
-    }
-    let listening = mcpgate::edge::listen::workers::bind(cfg.server.listen, workers)
-        .with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
-    let addr = listening.local_addr();
-    let server_cfg = cfg.server.clone();
-    if !addr.ip().is_loopback() && cfg.auth.mode == AuthMode::None {
-        tracing::warn!(%addr, "!!! LISTENING ON A NON-LOOPBACK ADDRESS WITHOUT AUTHENTICATION: anyone who can reach it can use \
-            every upstream !!!");
-    }
-    gw.start_auth().await?;
-    let scheme = if server_cfg.tls.is_some() { "https" } else { "http" };
-    // The address ends the line (scripts read it from there); the process id is for `kill -HUP`.
-    tracing::info!(
-        "mcpgate {} (pid {}, {} worker{}) listening on {scheme}://{addr}{}",
-        env!("CARGO_PKG_VERSION"),
-        std::process::id(),
-        workers.max(1),
-        if workers > 1 { "s" } else { "" },
-        server_cfg.path
-    );
-    if cfg.console && cfg.auth.mode == AuthMode::None {
-        // Without authentication, the console's administrator is whoever holds this link (its
-        // key is new at each start): a process that merely runs on this machine is not.
-        tracing::info!("console: {scheme}://{addr}/console#key={} (open it to administer; the key is new at each start)", gw.console_key);
-    }
-    gw.usage.spawn_flush(&gw.tasks);
-    let audit_logs = mcpgate::cli::export_audit_logs(&gw, cfg.audit.otlp);
-    let refresher = gw.clone();
-    gw.tasks.spawn(async move {
-        refresher.refresh_all().await;
-        let cat = refresher.catalog();
-        tracing::info!(tools = cat.tools().len(), problems = cat.problems.len(), "catalogue ready");
-        refresher.spawn_maintenance();
-    });
-    let legacy = Arc::new(LegacyState::new(gw.sealer.clone(), server_cfg.session_ttl).with_cluster(gw.cluster.clone()));
-    if let Some(cluster) = gw.cluster.clone() {
-        tracing::info!(
-            redis = %cluster.config().redacted_url(),
-            limits = cluster.config().on_redis_error.as_str(),
-            sessions = cluster.config().sessions_on_redis_error.as_str(),
-            "cluster: rate limits and session endings are shared through Redis (on Redis errors: limits fail {}, sessions fail {})",
-            cluster.config().on_redis_error.as_str(),
-            cluster.config().sessions_on_redis_error.as_str()
-        );
-        gw.tasks.spawn(async move {
-            let _ = cluster.ping().await;
-        });
-        let ended: Arc<dyn Fn(&str) + Send + Sync> = {
-            let gw = gw.clone();
-            Arc::new(move |sid: &str| mcpgate::dispatch::Service::session_ended(&*gw, sid))
-        };
-        gw.tasks.spawn(legacy.clone().follow_endings(gw.tasks.token(), ended));
-    }
-    let auth = Some(gw.auth());
-    mcpgate::boot::reload_on_signal_or_change(gw.clone(), source);
-    let tasks = gw.tasks.clone();
-    let closing = gw.closing.clone();
-    let console = Some(gw.clone());
-    let audit = gw.audit.clone();
-    let svc: Arc<dyn Service> = gw;
-    let shutdown = async move {
-        mcpgate::boot::shutdown_signal().await;
-        // Listen and GET streams end now, with their final message, so connections can drain.
-        closing.cancel();
-    };
-    let mount = mcpgate::edge::shared::Mount { svc, console, legacy, auth };
-    let workers = mcpgate::edge::listen::workers::serve(listening, mount, server_cfg, shutdown).await?;
-    // Background loops end (and stdio children with them) before the process exits; some run
-    // on the workers (started by a request), which keep running until then.
-    if !tasks.shutdown(std::time::Duration::from_secs(5)).await {
-        tracing::warn!("some background tasks did not stop within 5 s");
-    }
-    workers.stop();
-    if !audit.close(std::time::Duration::from_secs(5)) {
-        tracing::warn!("the audit file writer did not finish within 5 s");
-    }
-    #[cfg(feature = "otlp")]
-    if let Some(x) = audit_logs {
-        x.shutdown();
-    }
-    #[cfg(not(feature = "otlp"))]
-    let _ = audit_logs;
-    tracing::info!("stopped");
-    Ok(())
 }

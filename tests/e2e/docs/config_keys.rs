@@ -57,13 +57,20 @@ fn every_config_key_is_in_the_configuration_reference() {
     );
 }
 
-/// The fields of struct `name` in crates/config/src/config/`file`, each as the configuration file
-/// spells it (its serde `rename`, else the field's name) with its Rust type as written; fields
-/// serde flattens or skips are left out, as in [`keys`].
-pub fn fields_of(file: &str, name: &str) -> Vec<(String, String)> {
-    let path = repo().join("crates/config/src/config").join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+/// The fields of struct `name` (wherever in crates/config/src/config it is defined), each as the
+/// configuration file spells it (its serde `rename`, else the field's name) with its Rust type as
+/// written; fields serde flattens or skips are left out, as in [`keys`].
+pub fn fields_of(name: &str) -> Vec<(String, String)> {
+    let dir = repo().join("crates/config/src/config");
     let open = format!("pub struct {name} {{");
+    let mut files: Vec<_> =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten().map(|e| e.path()).collect();
+    files.sort();
+    let (path, text) = files
+        .into_iter()
+        .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
+        .find(|(_, t)| t.contains(&open))
+        .unwrap_or_else(|| panic!("{}: no `{open}` in any file", dir.display()));
     let at = text.find(&open).unwrap_or_else(|| panic!("{}: no `{open}`", path.display()));
     let body = &text[at + open.len()..];
     let body = &body[..body.find("\n}").unwrap_or(body.len())];

@@ -354,7 +354,8 @@ fn every_json_snippet_parses_and_client_files_import() {
         }
         let v: Value = serde_json::from_str(&b.body).unwrap_or_else(|e| panic!("{}:{}: not JSON ({e}):\n{}", b.file, b.line, b.body));
         if v.get("mcpServers").is_some() || v.get("servers").is_some() {
-            let imported = mcpgate::import::import(&b.body, "snippet.json").unwrap_or_else(|e| panic!("{}:{}: {e}", b.file, b.line));
+            let imported =
+                mcpgate::commands::import::import(&b.body, "snippet.json").unwrap_or_else(|e| panic!("{}:{}: {e}", b.file, b.line));
             assert!(imported.servers > 0);
             clients += 1;
             for server in v.get("mcpServers").or_else(|| v.get("servers")).and_then(Value::as_object).into_iter().flat_map(|m| m.values()) {

@@ -5,8 +5,6 @@
 //! running gateway, found by its pid file). Exit codes: 0 fine, 1 something is down
 //! or unhealthy, 2 a startup error (returned as `Err` to `main`).
 
-pub mod offline;
-
 use crate::gateway::Gateway;
 use crate::gateway::pins::ServedPins;
 use anyhow::Context;
@@ -40,6 +38,45 @@ pub async fn health(url: &str, timeout: Duration) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `mcpgate check`: every upstream of `config` probed, and how each `user_auth` upstream's
+/// sign-in would go; fails when one is down.
+pub async fn check_config(config: &Path) -> anyhow::Result<ExitCode> {
+    let gw = Gateway::new(crate::commands::boot::load(config, None)?)?;
+    Ok(if check(&gw).await { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `mcpgate tools`: the merged catalogue of `config`'s upstreams, as a table or JSON.
+pub async fn tools(config: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let gw = Gateway::new(crate::commands::boot::load(config, None)?)?;
+    probe_all(&gw).await;
+    if json {
+        println!("{}", crate::commands::check::tools_json(&gw));
+    } else {
+        print!("{}", crate::commands::check::tools_table(&gw));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mcpgate pin`: the pins of `config` against what the running gateway at `url` serves, or
+/// against fresh copies of the upstreams; `approve` writes the `tools` named (all: empty).
+pub async fn pin_command(config: &Path, approve: bool, tools: &[String], url: Option<&str>) -> anyhow::Result<ExitCode> {
+    let cfg = crate::commands::boot::load(config, None)?;
+    match url {
+        Some(url) => {
+            let key = std::env::var("MCPGATE_API_KEY").ok().filter(|k| !k.is_empty());
+            let served = served_by(url, key.as_deref()).await?;
+            pin(&cfg, &served, &format!("what the running gateway at {url} serves"), approve, tools)
+        }
+        None => {
+            let gw = Gateway::new(cfg.clone())?;
+            probe_all(&gw).await;
+            let source = "fresh copies of the upstreams started by this command (NOT the running gateway: a stdio \
+                          server edited since the gateway started it serves the old code there; --url compares with it)";
+            pin(&cfg, &gw.served_pins(), source, approve, tools)
+        }
+    }
+}
+
 /// Probes every upstream once, showing progress on stderr when it is a terminal.
 pub async fn probe_all(gw: &Gateway) {
     let total = gw.live_upstreams().len();
@@ -67,7 +104,7 @@ pub async fn probe_all(gw: &Gateway) {
 /// everything is healthy, Redis included with `[cluster]`.
 pub async fn check(gw: &Gateway) -> bool {
     probe_all(gw).await;
-    let (text, mut ok) = crate::check::report(gw);
+    let (text, mut ok) = crate::commands::check::report(gw);
     let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     print!("{}", if colour { paint(&text) } else { text });
     if !user_auth(gw).await {
@@ -136,7 +173,7 @@ fn paint(text: &str) -> String {
 pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| file.display().to_string());
-    let imported = crate::import::import(&text, &name)?;
+    let imported = crate::commands::import::import(&text, &name)?;
     match output {
         Some(path) => {
             let mut f = std::fs::OpenOptions::new()
@@ -296,7 +333,7 @@ pub async fn tokens_list(url: &str, key: Option<&str>, caller: Option<&str>) -> 
 }
 
 /// Connected accounts as a table (never a token).
-fn print_tokens(rows: &[serde_json::Value]) {
+pub(super) fn print_tokens(rows: &[serde_json::Value]) {
     if rows.is_empty() {
         println!("no connected accounts");
         return;

@@ -304,12 +304,12 @@ impl Action {
     pub fn run(self) -> anyhow::Result<std::process::ExitCode> {
         match self {
             Action::Explain { config, caller, claims, tool, prompt, resource, args, annotations, endpoint, now, json } => {
-                let cfg = crate::boot::load(&config, None)?;
+                let cfg = crate::commands::boot::load(&config, None)?;
                 let case = Case { caller, claims, tool, prompt, resource, args, annotations, endpoint, now, ..Default::default() };
                 explain(&cfg, &case, json)
             }
             Action::Test { config, cases } => {
-                let cfg = crate::boot::load(&config, None)?;
+                let cfg = crate::commands::boot::load(&config, None)?;
                 test(&cfg, &cases)
             }
         }

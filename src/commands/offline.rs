@@ -4,6 +4,8 @@
 //! accounts as the database holds them, never a token).
 
 use crate::config::Config;
+use crate::token::Sealer;
+use anyhow::Context;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -68,11 +70,72 @@ pub fn tokens_list(cfg: &Config, caller: Option<&str>) -> anyhow::Result<ExitCod
             })
         })
         .collect();
-    super::print_tokens(&rows);
+    super::admin::print_tokens(&rows);
     Ok(ExitCode::SUCCESS)
 }
 
 /// What this run carried over, from the database's record of the carry-over before it (`earlier`)
+/// `mcpgate hash-key`: the SHA-256 an `[[caller]]` entry keeps of an API key (read from stdin),
+/// or a new random key and its hash.
+pub fn hash_key(key: Option<String>, generate: bool) -> anyhow::Result<ExitCode> {
+    if generate {
+        let key = Sealer::random()?.random_id() + &Sealer::random()?.random_id();
+        println!("key:        {key}\nkey_sha256: {}", crate::auth::hash_key(&key));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let key = match key {
+        Some(k) => k,
+        None => {
+            let mut k = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut k).context("reading the key from stdin")?;
+            k
+        }
+    };
+    if key.trim().is_empty() {
+        anyhow::bail!("no key given: pass it on stdin (echo -n KEY | mcpgate hash-key) or use --generate");
+    }
+    println!("{}", crate::auth::hash_key(&key));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mcpgate audit verify`: the hash chain of the audit files, and their signed checkpoints
+/// (against `public_key` when given).
+pub fn audit_verify(files: &[std::path::PathBuf], public_key: Option<&str>) -> anyhow::Result<ExitCode> {
+    let files = crate::audit::chain::in_order(files);
+    let public_key = public_key.map(crate::audit::chain::pinned_key).transpose().map_err(anyhow::Error::msg)?;
+    match crate::audit::chain::verify(&files, public_key.as_deref()) {
+        Ok(v) => {
+            println!(
+                "ok: {} ({} to {}), {}{}",
+                crate::text::count(v.records, "record", "records"),
+                v.first_seq,
+                v.last_seq,
+                crate::text::count(v.checkpoints, "signed checkpoint", "signed checkpoints"),
+                if public_key.is_none() && v.checkpoints > 0 {
+                    " (checked against the key they name; pass --public-key to pin it)"
+                } else {
+                    ""
+                }
+            );
+            if v.unsigned > 0 && v.checkpoints > 0 {
+                if v.unsigned == 1 {
+                    println!("note: the last record follows the last checkpoint: no signature covers it yet");
+                } else {
+                    println!("note: the last {} records follow the last checkpoint: no signature covers them yet", v.unsigned);
+                }
+            }
+            for at in &v.incomplete {
+                println!("note: {at}: an incomplete line (a crash while writing?); the chain continues across it");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            println!("broken: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
 /// and after (`now`): nothing when an earlier run (or a gateway) had done it already.
 fn carried_over(earlier: Option<String>, now: Option<String>) -> String {
     match (earlier, now) {
