@@ -7,7 +7,7 @@
 //! `mcpgate-sandbox` (the sandbox of stdio servers, their supervisor, the child's pre-exec step:
 //! the one crate that makes raw system calls), both named by their own paths where they are
 //! used; then in this crate `upstream`, `auth` and `telemetry`; the core (`gateway`, `dispatch`,
-//! `hub`, `ratelimit`, `audit`, `usage`); the edges (`edge`, `console`, `demo`); and the commands
+//! `hub`, `audit`, `usage` (with rate limits)); the edges (`edge`, `console`, `demo`); and the commands
 //! (`check`, `import`, `cli`, `boot`, `explain`). `tests/layers.rs` keeps this crate's modules in
 //! their layers. This crate, like every crate but `mcpgate-sandbox`, takes the workspace's lints
 //! (Cargo.toml), which refuse code the compiler cannot check.
@@ -22,7 +22,6 @@ pub mod edge;
 pub mod gateway;
 pub mod hub;
 pub mod identity;
-pub mod ratelimit;
 pub mod telemetry;
 pub mod upstream;
 pub mod usage;

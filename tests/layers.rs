@@ -19,7 +19,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["net", "cluster", "files", "once", "postgres", "sqlite", "sandbox", "supervise", "spawn"],
     ),
     ("5 upstreams, authentication, per-user identity, telemetry", &["upstream", "auth", "identity", "telemetry"]),
-    ("6 core: gateway state, the pipeline, the change hub, limits, audit", &["audit", "usage", "hub", "ratelimit", "gateway", "dispatch"]),
+    ("6 core: gateway state, the pipeline, the change hub, limits, audit", &["audit", "usage", "hub", "gateway", "dispatch"]),
     ("7 edges: the client edge (listeners, eras, pages), the console API, the demo server", &["edge", "console", "demo"]),
     ("8 commands", &["commands"]),
 ];

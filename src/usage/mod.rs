@@ -1,4 +1,5 @@
-//! Usage accounting and quotas: who called which tool, through which upstream and endpoint, with
+//! What callers spend, and the limits on it: rate limits per second (`rate`, token buckets, before
+//! a call is forwarded), and usage accounting and quotas: who called which tool, through which upstream and endpoint, with
 //! what outcome, how often and how long (`[usage]`), and how many calls each caller has left of
 //! its `[[quota]]` rules. A call's counts go to this replica's pending rows on the call path (one
 //! lock, no I/O) and reach the store at each flush: the state database (SQLite, or PostgreSQL shared by replicas),
@@ -11,6 +12,7 @@
 mod db;
 mod error;
 pub mod query;
+pub mod rate;
 pub mod store;
 
 use crate::cluster::Cluster;
