@@ -1,17 +1,15 @@
-//! What callers spend, and the limits on it: rate limits per second (`rate`, token buckets, before
-//! a call is forwarded), and usage accounting and quotas: who called which tool, through which upstream and endpoint, with
-//! what outcome, how often and how long (`[usage]`), and how many calls each caller has left of
-//! its `[[quota]]` rules. A call's counts go to this replica's pending rows on the call path (one
-//! lock, no I/O) and reach the store at each flush: the state database (SQLite, or PostgreSQL shared by replicas),
-//! or Redis with `[cluster]` and no shared database (see `store`). Rows are rolled up per hour and per day; tools are counted under
-//! their catalogue names whatever name an endpoint presents, so one tool's count is never split.
-//! Quota counts are taken on the call path, in the store itself (atomically in Redis, so every
-//! replica enforces one count), and refuse the first call past the limit until the window ends.
-//! `query` answers `mcpgate usage` and the console from the same store.
+//! What callers spend, and the limits on it. `rate`: rate limits per caller and tool (token
+//! buckets, taken before a call is forwarded). The rest: usage accounting and quotas: who called
+//! which tool, through which upstream and endpoint, with what outcome, how often and how long
+//! (`[usage]`), and how many calls each caller has left of its `[[quota]]` rules. A call's counts
+//! go to this replica's pending rows on the call path (one lock, no I/O) and reach the store at
+//! each flush: the state database (SQLite, or PostgreSQL shared by replicas), or Redis with
+//! `[cluster]` and no shared database (see `store`). Rows are rolled up per hour and per day;
+//! tools are counted under their catalogue names whatever name an endpoint presents, so one tool's
+//! count is never split. Quota counts are taken on the call path, in the store itself (atomically
+//! in Redis, so every replica enforces one count), and refuse the first call past the limit until
+//! the window ends. `query` answers `mcpgate usage` and the console from the same store.
 
-mod db;
-mod error;
-pub mod query;
 pub mod rate;
 pub mod store;
 
