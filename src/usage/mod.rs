@@ -10,6 +10,9 @@
 //! in Redis, so every replica enforces one count), and refuse the first call past the limit until
 //! the window ends. `query` answers `mcpgate usage` and the console from the same store.
 
+mod db;
+mod error;
+pub mod query;
 pub mod rate;
 pub mod store;
 
