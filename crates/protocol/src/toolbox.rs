@@ -3,7 +3,9 @@
 //! reads 0), lowercase hex ([`hex`]) and the SHA-256 of some bytes as hex ([`sha256_hex`]),
 //! and random values: a token of 256 bits in base64url ([`random_token`]: consent links, sign-in
 //! states, assertion ids) and ids in hex ([`random_hex`]: the console key, input request keys,
-//! request id prefixes).
+//! request id prefixes); and percent-decoding ([`percent_decode`]: URIs and JSON Pointer
+//! fragments; [`form_decode`]: query values, where `+` is a space), one strict reading: an escape
+//! is `%` and two hex digits, anything else is kept as written.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -46,6 +48,38 @@ pub fn random_token() -> Option<String> {
     let mut bytes = [0u8; 32];
     aws_lc_rs::rand::fill(&mut bytes).ok()?;
     Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// `s` with its `%XX` escapes decoded (two hex digits, either case; a broken escape such as `%`,
+/// `%4` or `%zz` is kept as it is), read as UTF-8 (a byte that is not valid UTF-8 becomes U+FFFD).
+pub fn percent_decode(s: &str) -> String {
+    decode(s, false)
+}
+
+/// A query value (`application/x-www-form-urlencoded`): `+` is a space, then as [`percent_decode`]
+/// (`%2B` stays a `+`).
+pub fn form_decode(s: &str) -> String {
+    decode(s, true)
+}
+
+fn decode(s: &str, plus_is_space: bool) -> String {
+    let bytes = s.as_bytes();
+    let digit = |i: usize| bytes.get(i).and_then(|b| (*b as char).to_digit(16));
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], digit(i + 1), digit(i + 2)) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+            (b'+', _, _) if plus_is_space => out.push(b' '),
+            (b, _, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

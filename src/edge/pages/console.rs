@@ -74,7 +74,8 @@ pub(crate) async fn handle(st: &Shared, req: Request<Incoming>) -> Response<Body
     // Usage is for everyone: an admin sees every caller's, a caller its own.
     if what == "usage" {
         let query = req.uri().query().unwrap_or("");
-        let param = |k: &str| query.split('&').find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('='))).map(percent_decode);
+        let param =
+            |k: &str| query.split('&').find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('='))).map(crate::toolbox::form_decode);
         return json_answer_result(crate::console::usage(gw, &caller, admin, &param).await);
     }
     if !admin {
@@ -121,7 +122,7 @@ pub(crate) async fn handle(st: &Shared, req: Request<Incoming>) -> Response<Body
         "calls" => json_answer(StatusCode::OK, serde_json::to_value(gw.audit.recent()).unwrap_or(Value::Null)),
         "view" => {
             let query = req.uri().query().unwrap_or("");
-            let id = query.split('&').find_map(|kv| kv.strip_prefix("caller=")).map(percent_decode).unwrap_or_default();
+            let id = query.split('&').find_map(|kv| kv.strip_prefix("caller=")).map(crate::toolbox::form_decode).unwrap_or_default();
             match crate::console::view_as(gw, &id) {
                 Some(v) => json_answer(StatusCode::OK, v),
                 None => json_answer(StatusCode::NOT_FOUND, json!({ "error": format!("no [[caller]] has id '{id}'") })),
@@ -197,27 +198,4 @@ fn events(gw: Arc<crate::gateway::Gateway>, owner: &crate::tasks::Background) ->
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     r
-}
-
-/// Decodes `%XX` escapes and `+` in a query value.
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                Ok(v) => {
-                    out.push(v);
-                    i += 3;
-                    continue;
-                }
-                Err(_) => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

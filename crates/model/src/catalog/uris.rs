@@ -57,7 +57,9 @@ pub fn split_namespace(uri: &str) -> Option<(&str, String)> {
 /// backslashes, empty path segments, `;` path parameters (`secret;x=1`, `..;`, also encoded:
 /// servers that strip them read `secret`, `..`), or whitespace or control characters in the path,
 /// raw or encoded (servers that trim a variable read `secret` in `secret%20`). A query may hold
-/// `;` and spaces (a search template's `{?q}`).
+/// `;` and spaces (a search template's `{?q}`). A sign after `%` in the path (`%+9`) is a trick
+/// too: a lenient decoder (one that parses the two characters as a signed number) reads a control
+/// character there.
 pub fn has_path_tricks(uri: &str) -> bool {
     let lower = uri.to_ascii_lowercase();
     let path = lower.split_once("://").map(|(_, rest)| rest).unwrap_or(&lower);
@@ -71,29 +73,8 @@ pub fn has_path_tricks(uri: &str) -> bool {
         || path.split(['/', '?', '#']).any(|seg| seg == "." || seg == "..")
         || before_query.contains(';')
         || before_query.contains("%3b")
-        || decoded(before_query).chars().any(|c| c.is_whitespace() || c.is_control())
-}
-
-/// `s` with its percent escapes decoded (a broken escape is kept as it is), read as UTF-8
-/// (a byte that is not valid UTF-8 becomes U+FFFD).
-fn decoded(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+        || before_query.contains("%+")
+        || crate::toolbox::percent_decode(before_query).chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// Whether `uri` could be an expansion of the RFC 6570 `template`: the literal parts must appear
@@ -160,6 +141,7 @@ mod tests {
             "f+file:///%09secret/key",
             "f+file:///secret%C2%A0/key",
             "f+file:///secret%00/key",
+            "f+file:///secret%+9/key",
         ] {
             assert!(has_path_tricks(bad), "{bad}");
         }

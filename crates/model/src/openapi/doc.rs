@@ -128,7 +128,7 @@ impl<'a> Resolver<'a> {
         let Some(pointer) = r.strip_prefix('#') else {
             return Err(RefError::Remote(r.to_string()));
         };
-        let decoded = crate::catalog::args::cost::percent_decode(pointer);
+        let decoded = crate::toolbox::percent_decode(pointer);
         self.root.pointer(&decoded).ok_or_else(|| RefError::Dangling(r.to_string()))
     }
 

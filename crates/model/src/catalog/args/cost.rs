@@ -102,7 +102,7 @@ impl<'a> Walk<'a> {
             return start;
         }
         if fragment.starts_with('/') {
-            let decoded = percent_decode(fragment);
+            let decoded = crate::toolbox::percent_decode(fragment);
             return start.pointer(&decoded).unwrap_or(self.root);
         }
         self.named.get(fragment).copied().unwrap_or(self.root)
@@ -208,26 +208,6 @@ impl<'a> Walk<'a> {
             }
         }
     }
-}
-
-/// A JSON Pointer fragment with its URI escapes decoded (`%25` → `%`); broken escapes stay.
-pub(crate) fn percent_decode(fragment: &str) -> String {
-    let bytes = fragment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(h), Some(l)) = (bytes.get(i + 1).and_then(|b| hex(*b)), bytes.get(i + 2).and_then(|b| hex(*b)))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
