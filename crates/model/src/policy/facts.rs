@@ -6,7 +6,7 @@
 //! [`super::reads::MAX_ARG_DEPTH`] levels are not converted; a variable that cannot be given is a
 //! [`FactsError`].
 
-use super::reads::{MAX_ARG_DEPTH, MAX_ARG_NODES, Reads};
+use super::reads::{Beyond, MAX_ARG_DEPTH, MAX_ARG_NODES, Reads};
 use crate::protocol::read;
 use cel::objects::{Key, Map};
 use cel::{Context, Value};
@@ -80,7 +80,7 @@ impl CallerFacts {
                 let mut m = HashMap::new();
                 m.insert(key("id"), Value::String(Arc::new(self.id.clone())));
                 m.insert(key("rules"), strings(&self.rules));
-                m.insert(key("claims"), json(&self.claims, &mut usize::MAX.clone(), 0).unwrap_or(Value::Null));
+                m.insert(key("claims"), if super::reads::readable_depth(&self.claims) { cel_value(&self.claims) } else { Value::Null });
                 m.insert(key("groups"), strings(&self.groups));
                 m.insert(key("scopes"), strings(&self.scopes));
                 Value::Map(Map { map: Arc::new(m) })
@@ -155,15 +155,13 @@ impl<'a> Facts<'a> {
                 Some(text) => read::text_value(text).map_err(FactsError::Item)?,
                 None => serde_json::Value::Object(Default::default()),
             };
-            let mut budget = MAX_ARG_NODES;
-            ctx.add_variable_from_value("tool", json(&item, &mut budget, 0)?);
+            ctx.add_variable_from_value("tool", json(&item)?);
         }
         if reads.args {
             // The chain reads a call's arguments (strictly, once) whenever a rule may read them:
             // arguments not given are not known, never `{}`.
             let args = self.args.ok_or(FactsError::NoArgs)?;
-            let mut budget = MAX_ARG_NODES;
-            ctx.add_variable_from_value("args", json(args, &mut budget, 0)?);
+            ctx.add_variable_from_value("args", json(args)?);
         }
         if reads.now {
             let now = self.now.ok_or(FactsError::NoNow)?;
@@ -190,21 +188,23 @@ fn request_value(r: &RequestFacts<'_>) -> Value {
     m.insert(key("upstream"), text(r.upstream));
     m.insert(key("endpoint"), text(r.endpoint));
     m.insert(key("era"), text(r.era));
-    let client = r.client.map_or(Ok(Value::Map(Map { map: Arc::new(HashMap::new()) })), |c| json(c, &mut MAX_ARG_NODES.clone(), 0));
+    let client = r.client.map_or(Ok(Value::Map(Map { map: Arc::new(HashMap::new()) })), json);
     m.insert(key("client"), client.unwrap_or(Value::Null));
     Value::Map(Map { map: Arc::new(m) })
 }
 
-/// A JSON value as a CEL value, spending one of `budget` per value.
-fn json(v: &serde_json::Value, budget: &mut usize, depth: usize) -> Result<Value, FactsError> {
-    if *budget == 0 {
-        return Err(FactsError::TooLarge);
-    }
-    if depth > MAX_ARG_DEPTH {
-        return Err(FactsError::TooDeep);
-    }
-    *budget -= 1;
-    Ok(match v {
+/// A JSON value as a CEL value, when it is within what a condition may read.
+fn json(v: &serde_json::Value) -> Result<Value, FactsError> {
+    super::reads::within(v).map_err(|beyond| match beyond {
+        Beyond::Values => FactsError::TooLarge,
+        Beyond::Depth => FactsError::TooDeep,
+    })?;
+    Ok(cel_value(v))
+}
+
+/// A JSON value as a CEL value (bounded by [`json`]'s check).
+fn cel_value(v: &serde_json::Value) -> Value {
+    match v {
         serde_json::Value::Null => Value::Null,
         serde_json::Value::Bool(b) => Value::Bool(*b),
         serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64()) {
@@ -213,15 +213,9 @@ fn json(v: &serde_json::Value, budget: &mut usize, depth: usize) -> Result<Value
             _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
         },
         serde_json::Value::String(s) => Value::String(Arc::new(s.clone())),
-        serde_json::Value::Array(a) => Value::List(Arc::new(a.iter().map(|x| json(x, budget, depth + 1)).collect::<Result<_, _>>()?)),
-        serde_json::Value::Object(o) => {
-            let mut m = HashMap::with_capacity(o.len());
-            for (k, x) in o {
-                m.insert(key(k), json(x, budget, depth + 1)?);
-            }
-            Value::Map(Map { map: Arc::new(m) })
-        }
-    })
+        serde_json::Value::Array(a) => Value::List(Arc::new(a.iter().map(cel_value).collect())),
+        serde_json::Value::Object(o) => Value::Map(Map { map: Arc::new(o.iter().map(|(k, x)| (key(k), cel_value(x))).collect()) }),
+    }
 }
 
 /// `now` as plain UTC fields.

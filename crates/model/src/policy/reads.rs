@@ -43,19 +43,56 @@ pub(super) fn readable_depth(v: &Json) -> bool {
     walk(v, 0)
 }
 
-/// Whether a JSON value is within what a condition may read (the limits the interpreter's
-/// conversion enforces).
-pub(super) fn fits(v: &Json) -> bool {
-    fn walk(v: &Json, budget: &mut usize, depth: usize) -> bool {
-        if *budget == 0 || depth > MAX_ARG_DEPTH {
-            return false;
+/// The bound a value passes first: more than [`MAX_ARG_NODES`] values, or nesting deeper than
+/// [`MAX_ARG_DEPTH`] levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Beyond {
+    Values,
+    Depth,
+}
+
+/// Whether a JSON value is within what a condition may read: `Err` names the first bound a
+/// depth-first walk meets (one walk for the interpreter's conversion and the fast path).
+pub(super) fn within(v: &Json) -> Result<(), Beyond> {
+    fn walk(v: &Json, budget: &mut usize, depth: usize) -> Result<(), Beyond> {
+        if *budget == 0 {
+            return Err(Beyond::Values);
+        }
+        if depth > MAX_ARG_DEPTH {
+            return Err(Beyond::Depth);
         }
         *budget -= 1;
         match v {
-            Json::Array(a) => a.iter().all(|x| walk(x, budget, depth + 1)),
-            Json::Object(m) => m.values().all(|x| walk(x, budget, depth + 1)),
-            _ => true,
+            Json::Array(a) => a.iter().try_for_each(|x| walk(x, budget, depth + 1)),
+            Json::Object(m) => m.values().try_for_each(|x| walk(x, budget, depth + 1)),
+            _ => Ok(()),
         }
     }
     walk(v, &mut MAX_ARG_NODES.clone(), 0)
+}
+
+/// Whether a JSON value is within what a condition may read.
+pub(super) fn fits(v: &Json) -> bool {
+    within(v).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_first_bound_passed_is_named() {
+        assert_eq!(within(&json!({ "a": [1, 2, { "b": null }] })), Ok(()));
+        let mut deep = json!(1);
+        for _ in 0..=MAX_ARG_DEPTH {
+            deep = json!([deep]);
+        }
+        assert_eq!(within(&deep), Err(Beyond::Depth));
+        assert!(readable_depth(&json!([[1]])) && !readable_depth(&deep));
+        let wide = Json::Array(vec![json!(0); MAX_ARG_NODES]);
+        assert_eq!(within(&wide), Err(Beyond::Values), "the array itself is one value too");
+        assert_eq!(within(&Json::Array(vec![json!(0); MAX_ARG_NODES - 1])), Ok(()));
+        assert!(!fits(&wide) && !fits(&deep));
+    }
 }
