@@ -125,7 +125,12 @@ impl Outbound {
     }
 
     /// Sends one request on the calling thread's client of `client`, answered by `deadline`.
-    pub async fn send(&self, client: &HttpClients, req: Request<Full<Bytes>>, deadline: Instant) -> Result<Response<Incoming>, UpstreamError> {
+    pub async fn send(
+        &self,
+        client: &HttpClients,
+        req: Request<Full<Bytes>>,
+        deadline: Instant,
+    ) -> Result<Response<Incoming>, UpstreamError> {
         match timeout_at(deadline, client.with(|c| c.request(req))).await {
             Err(_) => Err(UpstreamError::Timeout { after: self.timeout }),
             Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e))),

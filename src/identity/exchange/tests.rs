@@ -8,6 +8,13 @@ const CONSENT: &str = "consent";
 /// One scripted answer of a resource: its status and `WWW-Authenticate` value (if any).
 type Answer = (u16, Option<&'static str>);
 
+/// What the renewal answers, in order.
+type Renewals = &'static [Result<bool, &'static str>];
+
+/// A row of a table: its name, the answers, the renewal's answers (resources) or whether the
+/// request carried a proof (token endpoints), what the exchange did, and how it ended.
+type Row<A, With, End> = (&'static str, &'static [A], With, &'static [&'static str], End);
+
 /// Plays an exchange against `answers` (in order) with a renewal that answers `renewals` (in
 /// order): what was done, in order ("send", "send with <nonce>", "renew <status>", with
 /// "(renewed)" when the refused credential was a renewed one), and the final answer.
@@ -51,7 +58,7 @@ fn of_resource(&(status, challenge): &Answer) -> Verdict {
 /// changes a row.
 #[tokio::test]
 async fn a_resource_gets_one_nonce_retry_and_one_renewal() {
-    let rows: &[(&str, &[Answer], &[Result<bool, &str>], &[&str], Result<u16, &str>)] = &[
+    let rows: &[Row<Answer, Renewals, Result<u16, &str>>] = &[
         ("success", &[(200, None)], &[], &["send"], Ok(200)),
         ("server error", &[(500, None)], &[], &["send"], Ok(500)),
         ("nonce asked", &[(401, Some(NONCE)), (200, None)], &[], &["send", "send"], Ok(200)),
@@ -63,7 +70,13 @@ async fn a_resource_gets_one_nonce_retry_and_one_renewal() {
             Ok(401),
         ),
         ("a nonce challenge only counts on a 401", &[(400, Some(NONCE))], &[], &["send"], Ok(400)),
-        ("a nonce error needs the DPoP scheme", &[(401, Some(r#"Bearer error="use_dpop_nonce""#)), (200, None)], &[Ok(true)], &["send", "renew 401", "send"], Ok(200)),
+        (
+            "a nonce error needs the DPoP scheme",
+            &[(401, Some(r#"Bearer error="use_dpop_nonce""#)), (200, None)],
+            &[Ok(true)],
+            &["send", "renew 401", "send"],
+            Ok(200),
+        ),
         ("expired token renewed", &[(401, Some(EXPIRED)), (200, None)], &[Ok(true)], &["send", "renew 401", "send"], Ok(200)),
         ("nothing to renew", &[(401, Some(EXPIRED))], &[Ok(false)], &["send", "renew 401"], Ok(401)),
         ("forbidden asks the renewal too", &[(403, None)], &[Ok(false)], &["send", "renew 403"], Ok(403)),
@@ -107,20 +120,27 @@ async fn a_resource_gets_one_nonce_retry_and_one_renewal() {
 /// A token endpoint's answer: its `error` and `DPoP-Nonce`.
 type Refusal = (Option<&'static str>, Option<&'static str>);
 
+const USE_NONCE: Option<&str> = Some("use_dpop_nonce");
+
 /// A token endpoint's `use_dpop_nonce` refusal is answered once, with the nonce it sent, when the
 /// request carried a proof; nothing is renewed.
 #[tokio::test]
 async fn a_token_endpoint_gets_one_nonce_retry_with_its_nonce() {
-    let nonce = Some("use_dpop_nonce");
-    let rows: &[(&str, bool, &[Refusal], &[&str], Refusal)] = &[
-        ("granted", true, &[(None, None)], &["send"], (None, None)),
-        ("nonce asked", true, &[(nonce, Some("n1")), (None, None)], &["send", "send with n1"], (None, None)),
-        ("nonce asked twice", true, &[(nonce, Some("n1")), (nonce, Some("n2"))], &["send", "send with n1"], (nonce, Some("n2"))),
-        ("no proof sent", false, &[(nonce, Some("n1"))], &["send"], (nonce, Some("n1"))),
-        ("no nonce sent", true, &[(nonce, None)], &["send"], (nonce, None)),
-        ("another error", true, &[(Some("invalid_grant"), Some("n1"))], &["send"], (Some("invalid_grant"), Some("n1"))),
+    let rows: &[Row<Refusal, bool, Refusal>] = &[
+        ("granted", &[(None, None)], true, &["send"], (None, None)),
+        ("nonce asked", &[(USE_NONCE, Some("n1")), (None, None)], true, &["send", "send with n1"], (None, None)),
+        (
+            "nonce asked twice",
+            &[(USE_NONCE, Some("n1")), (USE_NONCE, Some("n2"))],
+            true,
+            &["send", "send with n1"],
+            (USE_NONCE, Some("n2")),
+        ),
+        ("no proof sent", &[(USE_NONCE, Some("n1"))], false, &["send"], (USE_NONCE, Some("n1"))),
+        ("no nonce sent", &[(USE_NONCE, None)], true, &["send"], (USE_NONCE, None)),
+        ("another error", &[(Some("invalid_grant"), Some("n1"))], true, &["send"], (Some("invalid_grant"), Some("n1"))),
     ];
-    for (name, proved, answers, done, end) in rows {
+    for (name, answers, proved, done, end) in rows {
         let verdict = |&(error, nonce): &Refusal| Verdict::of_token_endpoint(error, *proved, nonce.map(str::to_string));
         let (log, got) = play(answers, verdict, &[]).await;
         assert_eq!(log, *done, "{name}");
