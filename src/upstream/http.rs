@@ -103,8 +103,8 @@ impl HttpTransport {
     }
 
     /// Sends a request whose id is `want_id` and waits for the answer's head (through the outbound
-    /// exchange: a DPoP nonce challenge and a refused token are each answered once). A 404 to a request that carried a session is
-    /// [`UpstreamError::SessionExpired`].
+    /// exchange: a DPoP nonce challenge and a refused token are each answered once). A 404 to a
+    /// request that carried a session is [`UpstreamError::SessionExpired`].
     pub async fn post(&self, body: Vec<u8>, relay: Relay, env: &Envelope, deadline: Instant) -> Result<Posted, UpstreamError> {
         let me = &self.0;
         // Shared, not copied, by a retry.

@@ -1,13 +1,13 @@
 //! The one builder and sender of every HTTP request the gateway sends an upstream: calls and
-//! notifications (POST), the legacy GET stream, answers to an upstream's own requests, and a REST
-//! upstream's operations. A call goes through the outbound exchange (`identity::exchange`): the
-//! upstream's DPoP nonce is kept from every answer, its nonce challenge answered once, and a
-//! refused credential renewed once. The credential rules
-//! live here and nowhere else: the upstream's configured headers first, then its OAuth token
-//! *replacing* any configured `Authorization`, then the credentials configured for the caller the
-//! request is made for replacing both; a caller's own upstream token (per-user identity, a
-//! [`UserToken`]) replaces everything else. The protocol headers are set last and never
-//! duplicated. Nothing of the client's own request is ever copied in.
+//! notifications (POST), the legacy GET stream, answers to an upstream's own requests, and (their
+//! credentials) a REST upstream's operations. A call goes through the outbound exchange
+//! (`identity::exchange`): the upstream's DPoP nonce is kept from every answer, its nonce
+//! challenge answered once, and a refused credential renewed once. The credential rules live here
+//! and nowhere else: the upstream's configured headers first, then its OAuth token *replacing* any
+//! configured `Authorization`, then the credentials configured for the caller the request is made
+//! for replacing both; a caller's own upstream token (per-user identity, a [`UserToken`]) replaces
+//! everything else. The protocol headers are set last and never duplicated. Nothing of the
+//! client's own request is ever copied in.
 
 use super::error::UpstreamError;
 use super::oauth::OAuthClient;
