@@ -10,6 +10,7 @@ use super::challenge::Challenge;
 use super::connect::{GuardedClient, guarded_client};
 use super::discovery::{self, ResourceMetadata, ServerMetadata};
 use super::dpop::DpopKey;
+use super::exchange::{self, Retries, Verdict};
 use super::guard::{self, Rules};
 pub use super::vault::ClientAuth;
 use super::vault::{TokenSet, now};
@@ -230,7 +231,7 @@ impl OAuthHttp {
 
     /// A token endpoint's answer at `url`, whatever the token's type (a token exchange may issue
     /// an ID-JAG). With a DPoP `key`, the request carries a proof, and a `use_dpop_nonce` refusal
-    /// is answered once with the server's nonce (RFC 9449 §8).
+    /// is answered once with the server's nonce (RFC 9449 §8, by [`exchange`]).
     pub(crate) async fn token_at(
         &self,
         url: &str,
@@ -240,50 +241,55 @@ impl OAuthHttp {
     ) -> Result<TokenResponse, IdentityError> {
         guard::check_url(url, self.rules)?;
         let (base, body) = authenticate(Request::builder(), body, auth);
-        let mut nonce: Option<String> = key.and_then(|_| crate::sync::lock(&self.nonces).get(url).cloned());
-        for attempt in 0..2 {
-            let mut req = Request::builder()
-                .method(Method::POST)
-                .uri(url)
-                .header("content-type", "application/x-www-form-urlencoded")
-                .header("accept", "application/json");
-            if let Some(auth) = base.headers_ref().and_then(|h| h.get("authorization")) {
-                req = req.header("authorization", auth.clone());
-            }
-            if let Some(key) = key {
-                let proof =
-                    key.proof("POST", url, None, nonce.as_deref()).ok_or_else(|| fetch_error(url, "no randomness for a DPoP proof"))?;
-                req = req.header("dpop", proof);
-            }
-            let req = req.body(Full::new(Bytes::from(body.clone()))).map_err(|e| fetch_error(url, e))?;
-            let answer = self.send(url, req).await?;
-            if let Some(fresh) = answer.nonce.as_ref().filter(|_| key.is_some()) {
-                let mut kept = crate::sync::lock(&self.nonces);
-                if kept.len() >= NONCES_KEPT && !kept.contains_key(url) {
-                    kept.clear();
+        let (base, body) = (&base, &body);
+        let kept: Option<String> = key.and_then(|_| crate::sync::lock(&self.nonces).get(url).cloned());
+        let attempt = |asked: Option<String>| {
+            // The nonce the server just asked for, else the one it sent last time.
+            let nonce = asked.or_else(|| kept.clone());
+            async move {
+                let mut req = Request::builder()
+                    .method(Method::POST)
+                    .uri(url)
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .header("accept", "application/json");
+                if let Some(auth) = base.headers_ref().and_then(|h| h.get("authorization")) {
+                    req = req.header("authorization", auth.clone());
                 }
-                kept.insert(url.to_string(), fresh.clone());
-            }
-            if !answer.status.is_success() {
-                let refused = refusal(answer.status, &answer.bytes, &body);
-                if let IdentityError::TokenRefused { error: Some(e), .. } = &refused
-                    && e == "use_dpop_nonce"
-                    && key.is_some()
-                    && attempt == 0
-                    && answer.nonce.is_some()
-                {
-                    nonce = answer.nonce;
-                    continue;
+                if let Some(key) = key {
+                    let proof =
+                        key.proof("POST", url, None, nonce.as_deref()).ok_or_else(|| fetch_error(url, "no randomness for a DPoP proof"))?;
+                    req = req.header("dpop", proof);
                 }
-                return Err(refused);
+                let req = req.body(Full::new(Bytes::from(body.clone()))).map_err(|e| fetch_error(url, e))?;
+                let answer = self.send(url, req).await?;
+                if let Some(fresh) = answer.nonce.as_ref().filter(|_| key.is_some()) {
+                    let mut kept = crate::sync::lock(&self.nonces);
+                    if kept.len() >= NONCES_KEPT && !kept.contains_key(url) {
+                        kept.clear();
+                    }
+                    kept.insert(url.to_string(), fresh.clone());
+                }
+                let refused = (!answer.status.is_success()).then(|| refusal(answer.status, &answer.bytes, body));
+                Ok::<_, IdentityError>((answer, refused))
             }
-            let t: TokenResponse = serde_json::from_slice(&answer.bytes).map_err(|e| fetch_error(url, format!("no usable token: {e}")))?;
-            if t.access_token.is_empty() || t.access_token.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
-                return Err(fetch_error(url, "an unusable access token was issued"));
-            }
-            return Ok(t);
+        };
+        // A `use_dpop_nonce` refusal is answered once with the server's nonce (RFC 9449 §8).
+        let verdict = |(answer, refused): &(Answer, Option<IdentityError>)| {
+            let error = match refused {
+                Some(IdentityError::TokenRefused { error, .. }) => error.as_deref(),
+                _ => None,
+            };
+            Verdict::of_token_endpoint(error, key.is_some(), answer.nonce.clone())
+        };
+        let (answer, refused) = Retries::default().run(attempt, verdict, exchange::no_renewal).await?;
+        if let Some(refused) = refused {
+            return Err(refused);
         }
-        Err(fetch_error(url, "the server asked for a DPoP nonce twice"))
+        let t: TokenResponse = serde_json::from_slice(&answer.bytes).map_err(|e| fetch_error(url, format!("no usable token: {e}")))?;
+        if t.access_token.is_empty() || t.access_token.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
+            return Err(fetch_error(url, "an unusable access token was issued"));
+        }
+        Ok(t)
     }
 
     /// Dynamic Client Registration (RFC 7591) of the gateway as a web client with one redirect

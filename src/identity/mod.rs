@@ -6,7 +6,9 @@
 //! learnt from an upstream or an authorization server the gateway may fetch at all (`guard`), the
 //! started authorizations between consent page and redirect (`flow`), each caller's tokens, sealed
 //! at rest (`vault`), the guarded HTTP requests for metadata, registration and tokens (`client`),
-//! and the engine that puts them together for the request path and the consent pages (`service`).
+//! when a request with a credential or a DPoP proof is sent again, for token endpoints and
+//! upstreams alike (`exchange`), and the engine that puts them together for the request path and
+//! the consent pages (`service`).
 
 pub mod assertion;
 pub mod challenge;
@@ -14,6 +16,7 @@ pub mod client;
 pub mod connect;
 pub mod discovery;
 pub mod dpop;
+pub mod exchange;
 pub mod flow;
 pub mod guard;
 pub mod pkce;

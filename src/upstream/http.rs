@@ -1,7 +1,9 @@
 //! The Streamable HTTP upstream transport. It only moves messages: a POST carries one JSON-RPC
 //! message and is answered by JSON or by an SSE stream relayed event by event; a GET opens a
 //! standalone SSE stream. It knows nothing of protocol eras: the era adapters give it the
-//! [`Envelope`] (version, session, modern headers), and every request is built by [`Outbound`].
+//! [`Envelope`] (version, session, modern headers), and every request is built and sent by
+//! [`Outbound`] (a call through the outbound exchange, which answers a DPoP nonce challenge and a
+//! refused token).
 //! Messages the upstream sends unasked go to [`Inbound`], and answers to its requests are posted
 //! back on the same envelope. Requests go out on the calling thread's client of `net`'s
 //! [`HttpClients`] (HTTP/1.1 and h2, rustls): the worker serving a call also drives its upstream
@@ -9,8 +11,9 @@
 
 use super::error::UpstreamError;
 use super::inbound::Inbound;
-use super::outbound::{Envelope, Outbound, Renewal};
+use super::outbound::{Envelope, Outbound};
 use super::sse::SseDecoder;
+use crate::identity::exchange::Retries;
 use crate::net::HttpClients;
 use crate::protocol::jsonrpc::{Kind, Message};
 use crate::reply::{Event, EventStream, Outcome, Reply};
@@ -99,48 +102,19 @@ impl HttpTransport {
         self.0.out.url.to_string()
     }
 
-    /// Sends a request whose id is `want_id` and waits for the answer's head; a 401 renews the
-    /// upstream's own token and retries once. A 404 to a request that carried a session is
-    /// [`UpstreamError::SessionExpired`].
+    /// Sends a request whose id is `want_id` and waits for the answer's head (through the outbound
+    /// exchange: a DPoP nonce challenge and a refused token are each answered once). A 404 to a
+    /// request that carried a session is [`UpstreamError::SessionExpired`].
     pub async fn post(&self, body: Vec<u8>, relay: Relay, env: &Envelope, deadline: Instant) -> Result<Posted, UpstreamError> {
         let me = &self.0;
-        let mut retried = false;
-        let mut nonce_retried = false;
         // Shared, not copied, by a retry.
         let body = bytes::Bytes::from(body);
         // The reply's channel exists before the POST goes out, so an input request the upstream
         // sends on its GET stream at once already finds the call that can answer it.
         let (tx, rx) = mpsc::channel(32);
         let asking = self.asking(&relay, &tx, env.session.clone());
-        let resp = loop {
-            let req = me.out.post(body.clone(), env, deadline).await?;
-            let resp = match timeout_at(deadline, me.client.with(|c| c.request(req))).await {
-                Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
-                Ok(Err(e)) => return Err(UpstreamError::Unreachable(describe_client_error(&e))),
-                Ok(Ok(r)) => r,
-            };
-            let status = resp.status().as_u16();
-            me.out.dpop_nonce(resp.headers());
-            // A DPoP proof without the upstream's nonce: once more with it (RFC 9449 §9).
-            if status == 401
-                && !nonce_retried
-                && crate::identity::challenge::dpop_nonce_asked(www_authenticate(&resp).iter().map(String::as_str))
-            {
-                nonce_retried = true;
-                continue;
-            }
-            if status == 401 || status == 403 {
-                match me.out.renew_token(status, www_authenticate(&resp), retried).await {
-                    Renewal::Retry if !retried => {
-                        retried = true;
-                        continue;
-                    }
-                    Renewal::Retry | Renewal::Consent => return Err(UpstreamError::ConsentNeeded),
-                    Renewal::Refuse => {}
-                }
-            }
-            break resp;
-        };
+        let post = || me.out.post(body.clone(), env, deadline);
+        let resp = me.out.exchange(&mut Retries::default(), &me.client, deadline, post).await?;
         let status = resp.status();
         let session = resp.headers().get("mcp-session-id").cloned();
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
@@ -170,10 +144,7 @@ impl HttpTransport {
         let me = &self.0;
         let deadline = Instant::now() + me.timeout;
         let req = me.out.post(bytes::Bytes::from(body), env, deadline).await?;
-        let resp = match timeout_at(deadline, me.client.with(|c| c.request(req))).await {
-            Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
-            Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
-        };
+        let resp = me.out.send(&me.client, req, deadline).await?;
         if resp.status().is_success() { Ok(()) } else { Err(UpstreamError::Status { status: resp.status().as_u16() }) }
     }
 
@@ -183,10 +154,7 @@ impl HttpTransport {
         let me = &self.0;
         let deadline = Instant::now() + me.timeout;
         let req = me.out.delete(env, deadline).await?;
-        let resp = match timeout_at(deadline, me.client.with(|c| c.request(req))).await {
-            Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
-            Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
-        };
+        let resp = me.out.send(&me.client, req, deadline).await?;
         match resp.status() {
             s if s.is_success() || s == StatusCode::METHOD_NOT_ALLOWED || s == StatusCode::NOT_FOUND => Ok(()),
             s => Err(UpstreamError::Status { status: s.as_u16() }),
@@ -199,10 +167,7 @@ impl HttpTransport {
     pub async fn pump_get(&self, env: &Envelope, opened: Option<tokio::sync::oneshot::Sender<()>>) -> Result<(), UpstreamError> {
         let me = &self.0;
         let req = me.out.get(env, Instant::now() + me.timeout).await?;
-        let resp = match tokio::time::timeout(me.timeout, me.client.with(|c| c.request(req))).await {
-            Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
-            Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
-        };
+        let resp = me.out.send(&me.client, req, Instant::now() + me.timeout).await?;
         // A nonce the upstream sends is kept for the next proof (the stream is opened again).
         me.out.dpop_nonce(resp.headers());
         if !resp.status().is_success() {
@@ -334,10 +299,7 @@ impl HttpTransport {
         let mut req = me.out.get(&env, deadline).await?;
         let id = HeaderValue::from_str(last).map_err(|_| UpstreamError::Protocol("the stream's event id cannot be sent back".into()))?;
         req.headers_mut().insert("last-event-id", id);
-        let resp = match timeout_at(deadline, me.client.with(|c| c.request(req))).await {
-            Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
-            Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e)))?,
-        };
+        let resp = me.out.send(&me.client, req, deadline).await?;
         me.out.dpop_nonce(resp.headers());
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if !resp.status().is_success() || !ctype.starts_with("text/event-stream") {
@@ -455,20 +417,4 @@ pub fn final_outcome(m: Message) -> Outcome {
 fn log_body(status: StatusCode, body: &[u8]) {
     let text: String = String::from_utf8_lossy(body).chars().take(200).collect();
     tracing::debug!(%status, body = %text.trim(), "upstream answered without a JSON-RPC response");
-}
-
-pub(super) fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
-}
-
-/// The `WWW-Authenticate` values of a response.
-pub(super) fn www_authenticate<B>(resp: &http::Response<B>) -> Vec<String> {
-    resp.headers().get_all(http::header::WWW_AUTHENTICATE).iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect()
 }

@@ -17,6 +17,7 @@ use crate::protocol::rawobj::RawObject;
 use crate::protocol::{LEGACY_VERSIONS, is_legacy_version, keys};
 use crate::reply::{Outcome, Reply};
 use crate::sync::lock;
+use crate::tasks::Backoff;
 use http::HeaderValue;
 use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -335,7 +336,7 @@ impl Upstream {
         let ended = slot.ended.clone();
         let inbound = self.inbound.clone();
         self.tasks.spawn(async move {
-            let mut backoff = Duration::from_secs(1);
+            let mut backoff = Backoff::steady(Duration::from_secs(1), Duration::from_secs(60));
             loop {
                 if lock(&current).as_ref() != Some(&started) {
                     return;
@@ -345,7 +346,7 @@ impl Upstream {
                     _ = ended.cancelled() => return,
                 };
                 match pumped {
-                    Ok(()) => backoff = Duration::from_secs(1),
+                    Ok(()) => backoff.reset(),
                     Err(UpstreamError::Status { status: 405 | 404 | 400 | 401 | 403 }) => return,
                     Err(e) => tracing::debug!(%upstream, error = %e, "upstream GET stream dropped"),
                 }
@@ -354,8 +355,7 @@ impl Upstream {
                 }
                 // Changes may have been missed, or the upstream may be gone: re-read its lists.
                 inbound.channel_lost();
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(60));
+                tokio::time::sleep(backoff.next_wait()).await;
             }
         });
         Some(opened_rx)

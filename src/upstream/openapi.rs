@@ -14,9 +14,9 @@
 //! Answers are read up to `max_message_bytes`, the description up to 16 MiB.
 
 use super::error::UpstreamError;
-use super::http::{describe_client_error, www_authenticate};
-use super::outbound::{Envelope, Outbound, Renewal};
+use super::outbound::{Envelope, Outbound};
 use crate::config::openapi::{OpenApiConfig, OpenApiSource};
+use crate::identity::exchange::Retries;
 use crate::net::HttpClients;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
@@ -136,11 +136,7 @@ impl RestTransport {
             .header(http::header::ACCEPT, "application/json, application/yaml, text/yaml, */*;q=0.5")
             .body(Full::new(Bytes::new()))
             .map_err(|e| UpstreamError::Protocol(format!("cannot request the description: {e}")))?;
-        let resp = match timeout_at(deadline, self.client.with(|c| c.request(req))).await {
-            Err(_) => return Err(UpstreamError::Timeout { after: self.timeout }),
-            Ok(Err(e)) => return Err(UpstreamError::Unreachable(describe_client_error(&e))),
-            Ok(Ok(r)) => r,
-        };
+        let resp = self.out.send(&self.client, req, deadline).await?;
         if !resp.status().is_success() {
             return Err(UpstreamError::Protocol(format!(
                 "the OpenAPI description {url} answered HTTP {} (redirects are not followed)",
@@ -205,34 +201,12 @@ impl RestTransport {
         let called = url.clone();
         let method =
             http::Method::from_bytes(made.method.as_bytes()).map_err(|_| UpstreamError::Protocol(format!("method {}", made.method)))?;
-        let (mut retried, mut nonce_retried, mut redirects) = (false, false, 0);
+        // The exchange's retries are shared by the redirects: one nonce retry, one renewal per call.
+        let (mut retries, mut redirects) = (Retries::default(), 0);
         let resp = loop {
-            let req = self.request(&method, &url, &made, env, deadline).await?;
-            let resp = match timeout_at(deadline, self.client.with(|c| c.request(req))).await {
-                Err(_) => return Err(UpstreamError::Timeout { after: self.timeout }),
-                Ok(Err(e)) => return Err(UpstreamError::Unreachable(describe_client_error(&e))),
-                Ok(Ok(r)) => r,
-            };
+            let request = || self.request(&method, &url, &made, env, deadline);
+            let resp = self.out.exchange(&mut retries, &self.client, deadline, request).await?;
             let status = resp.status().as_u16();
-            self.out.dpop_nonce(resp.headers());
-            // A DPoP proof without the API's nonce: once more with it (RFC 9449 §9), the token kept.
-            if status == 401
-                && !nonce_retried
-                && crate::identity::challenge::dpop_nonce_asked(www_authenticate(&resp).iter().map(String::as_str))
-            {
-                nonce_retried = true;
-                continue;
-            }
-            if matches!(status, 401 | 403) {
-                match self.out.renew_token(status, www_authenticate(&resp), retried).await {
-                    Renewal::Retry if !retried => {
-                        retried = true;
-                        continue;
-                    }
-                    Renewal::Retry | Renewal::Consent => return Err(UpstreamError::ConsentNeeded),
-                    Renewal::Refuse => {}
-                }
-            }
             if resp.status().is_redirection()
                 && let Some(location) = resp.headers().get(http::header::LOCATION).and_then(|v| v.to_str().ok())
             {

@@ -1,19 +1,25 @@
-//! The one builder of every HTTP request the gateway sends an upstream: calls and notifications
-//! (POST), the legacy GET stream, and answers to an upstream's own requests. The credential rules
-//! live here and nowhere else: the upstream's configured headers first, then its OAuth token
-//! *replacing* any configured `Authorization`, then the credentials configured for the caller the
-//! request is made for replacing both; a caller's own upstream token (per-user identity, a
-//! [`UserToken`]) replaces everything else. The protocol headers are set last and never
-//! duplicated. Nothing of the client's own request is ever copied in.
+//! The one builder and sender of every HTTP request the gateway sends an upstream: calls and
+//! notifications (POST), the legacy GET stream, answers to an upstream's own requests, and (their
+//! credentials) a REST upstream's operations. A call goes through the outbound exchange
+//! (`identity::exchange`): the upstream's DPoP nonce is kept from every answer, its nonce
+//! challenge answered once, and a refused credential renewed once. The credential rules live here
+//! and nowhere else: the upstream's configured headers first, then its OAuth token *replacing* any
+//! configured `Authorization`, then the credentials configured for the caller the request is made
+//! for replacing both; a caller's own upstream token (per-user identity, a [`UserToken`]) replaces
+//! everything else. The protocol headers are set last and never duplicated. Nothing of the
+//! client's own request is ever copied in.
 
 use super::error::UpstreamError;
 use super::oauth::OAuthClient;
 use crate::identity::dpop::Access;
+use crate::identity::exchange::{Refused, Retries, Verdict};
+use crate::net::HttpClients;
 use crate::protocol::headers;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
 use http_body_util::Full;
+use hyper::body::Incoming;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -118,9 +124,56 @@ impl Outbound {
         self.build(Method::DELETE, Bytes::new(), env, deadline).await
     }
 
+    /// Sends one request on the calling thread's client of `client`, answered by `deadline`.
+    pub async fn send(
+        &self,
+        client: &HttpClients,
+        req: Request<Full<Bytes>>,
+        deadline: Instant,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        match timeout_at(deadline, client.with(|c| c.request(req))).await {
+            Err(_) => Err(UpstreamError::Timeout { after: self.timeout }),
+            Ok(r) => r.map_err(|e| UpstreamError::Unreachable(describe_client_error(&e))),
+        }
+    }
+
+    /// Sends the request `build` makes for each attempt (with the credential and DPoP proof of the
+    /// moment) until the answer is final (`identity::exchange`, whose bounds `retries` keeps): a
+    /// nonce challenge is answered once, and a refused credential renewed once; one that only the
+    /// caller can renew is [`UpstreamError::ConsentNeeded`].
+    pub async fn exchange<F, Fut>(
+        &self,
+        retries: &mut Retries,
+        client: &HttpClients,
+        deadline: Instant,
+        mut build: F,
+    ) -> Result<Response<Incoming>, UpstreamError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Request<Full<Bytes>>, UpstreamError>>,
+    {
+        // The nonce a proof carries is the one kept here (`dpop_nonce`), from every answer.
+        let attempt = |_: Option<String>| {
+            let req = build();
+            async move {
+                let resp = self.send(client, req.await?, deadline).await?;
+                self.dpop_nonce(resp.headers());
+                Ok(resp)
+            }
+        };
+        let renew = |refused: Refused| async move {
+            match self.renew_token(refused.status, refused.challenge, refused.retried).await {
+                Renewal::Retry if !refused.retried => Ok(true),
+                Renewal::Retry | Renewal::Consent => Err(UpstreamError::ConsentNeeded),
+                Renewal::Refuse => Ok(false),
+            }
+        };
+        retries.run(attempt, |resp| Verdict::of_resource(resp.status().as_u16(), resp.headers()), renew).await
+    }
+
     /// The upstream refused the request with `status` (401, or 403): renews the credential
     /// where that can help (`retried`: this is the answer to a retry with a renewed one).
-    pub async fn renew_token(&self, status: u16, challenge: Vec<String>, retried: bool) -> Renewal {
+    async fn renew_token(&self, status: u16, challenge: Vec<String>, retried: bool) -> Renewal {
         match &self.credential {
             Credential::Client(o) if status == 401 && !retried => {
                 o.invalidate().await;
@@ -254,6 +307,18 @@ fn sensitive(text: &str) -> Result<HeaderValue, UpstreamError> {
         HeaderValue::from_str(text).map_err(|_| UpstreamError::Credentials("the access token is not a valid header value".into()))?;
     v.set_sensitive(true);
     Ok(v)
+}
+
+/// A client error with its chain of causes, for [`UpstreamError::Unreachable`].
+fn describe_client_error(e: &hyper_util::client::legacy::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        src = s.source();
+    }
+    out
 }
 
 /// The version header of a legacy request; 2025-03-26 predates it.

@@ -80,18 +80,25 @@ impl Background {
     }
 }
 
-/// Exponential backoff with full jitter: each wait is a random time up to the current ceiling,
-/// which doubles from `start` to `max`; [`Backoff::reset`] after a success.
+/// Exponential backoff with jitter: each wait is a random time up to the current ceiling, which
+/// doubles from `start` to `max`; [`Backoff::reset`] after a success. [`Backoff::steady`] waits
+/// the ceiling itself.
 #[derive(Debug, Clone)]
 pub struct Backoff {
     start: Duration,
     max: Duration,
     ceiling: Duration,
+    jitter: bool,
 }
 
 impl Backoff {
     pub fn new(start: Duration, max: Duration) -> Self {
-        Backoff { start, max, ceiling: start }
+        Backoff { start, max, ceiling: start, jitter: true }
+    }
+
+    /// Without jitter: `start`, twice that, and so on up to `max`.
+    pub fn steady(start: Duration, max: Duration) -> Self {
+        Backoff { jitter: false, ..Backoff::new(start, max) }
     }
 
     pub fn reset(&mut self) {
@@ -102,6 +109,11 @@ impl Backoff {
     /// come back at once.
     pub fn next_wait(&mut self) -> Duration {
         use aws_lc_rs::rand::SecureRandom;
+        if !self.jitter {
+            let wait = self.ceiling;
+            self.ceiling = (self.ceiling * 2).min(self.max);
+            return wait;
+        }
         let mut b = [0u8; 4];
         let r = aws_lc_rs::rand::SystemRandom::new().fill(&mut b).map(|_| u32::from_le_bytes(b)).unwrap_or(u32::MAX / 2);
         let wait = self.ceiling.mul_f64(0.5 + 0.5 * f64::from(r) / f64::from(u32::MAX));
@@ -122,6 +134,15 @@ mod tests {
         assert!(waits[4] >= Duration::from_millis(200) && waits[4] <= Duration::from_millis(400), "{waits:?}");
         b.reset();
         assert!(b.next_wait() <= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_steady_backoff_doubles_without_jitter() {
+        let mut b = Backoff::steady(Duration::from_secs(1), Duration::from_secs(5));
+        let waits: Vec<u64> = (0..5).map(|_| b.next_wait().as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 5, 5]);
+        b.reset();
+        assert_eq!(b.next_wait(), Duration::from_secs(1));
     }
 
     #[tokio::test]
