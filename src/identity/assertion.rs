@@ -144,7 +144,7 @@ pub async fn id_jag(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::identity::guard::Rules;
+    use crate::identity::reach::Rules;
     use crate::identity::testserver::server;
 
     fn form(body: &str) -> std::collections::BTreeMap<String, String> {

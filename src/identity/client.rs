@@ -11,7 +11,7 @@ use super::connect::{GuardedClient, guarded_client};
 use super::discovery::{self, ResourceMetadata, ServerMetadata};
 use super::dpop::DpopKey;
 use super::exchange::{self, Retries, Verdict};
-use super::guard::{self, Rules};
+use super::reach::{self, Rules};
 pub use super::vault::ClientAuth;
 use super::vault::{TokenSet, now};
 use bytes::Bytes;
@@ -27,7 +27,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdentityError {
     #[error(transparent)]
-    Refused(#[from] guard::Refused),
+    Refused(#[from] reach::Refused),
     #[error(transparent)]
     Discovery(#[from] discovery::DiscoveryError),
     #[error("{url}: {reason}")]
@@ -138,7 +138,7 @@ impl OAuthHttp {
                 for endpoint in
                     [Some(&doc.authorization_endpoint), Some(&doc.token_endpoint), doc.registration_endpoint.as_ref()].into_iter().flatten()
                 {
-                    guard::check_url(endpoint, self.rules)?;
+                    reach::check_url(endpoint, self.rules)?;
                 }
                 return Ok(doc);
             }
@@ -191,7 +191,7 @@ impl OAuthHttp {
         for endpoint in
             [Some(&doc.authorization_endpoint), Some(&doc.token_endpoint), doc.registration_endpoint.as_ref()].into_iter().flatten()
         {
-            guard::check_url(endpoint, self.rules)?;
+            reach::check_url(endpoint, self.rules)?;
         }
         Ok(doc)
     }
@@ -239,7 +239,7 @@ impl OAuthHttp {
         body: String,
         key: Option<&DpopKey>,
     ) -> Result<TokenResponse, IdentityError> {
-        guard::check_url(url, self.rules)?;
+        reach::check_url(url, self.rules)?;
         let (base, body) = authenticate(Request::builder(), body, auth);
         let (base, body) = (&base, &body);
         let kept: Option<String> = key.and_then(|_| crate::sync::lock(&self.nonces).get(url).cloned());
@@ -296,7 +296,7 @@ impl OAuthHttp {
     /// URI, asking for the strongest token-endpoint authentication the server lists.
     pub async fn register(&self, server: &ServerMetadata, redirect_uri: &str) -> Result<ClientAuth, IdentityError> {
         let endpoint = server.registration_endpoint.clone().ok_or_else(|| IdentityError::NoRegistration(server.issuer.clone()))?;
-        guard::check_url(&endpoint, self.rules)?;
+        reach::check_url(&endpoint, self.rules)?;
         let method = registration_method(server);
         let mut body = serde_json::json!({
             "client_name": "mcpgate",
@@ -345,7 +345,7 @@ impl OAuthHttp {
     /// discovery starts, MCP authorization "Protected Resource Metadata Discovery"); `None` when
     /// it answers without one.
     pub async fn challenge(&self, resource: &str) -> Result<Option<Challenge>, IdentityError> {
-        guard::check_url(resource, self.rules)?;
+        reach::check_url(resource, self.rules)?;
         // A request servers only answer to authenticated clients (some let `initialize` through).
         let body = r#"{"jsonrpc":"2.0","id":"mcpgate-discovery","method":"tools/list","params":{}}"#;
         let req = Request::post(resource)
@@ -366,7 +366,7 @@ impl OAuthHttp {
     async fn get_json<T: DeserializeOwned>(&self, url: &str) -> Result<Option<T>, IdentityError> {
         let mut url = url.to_string();
         for _ in 0..=MAX_REDIRECTS {
-            guard::check_url(&url, self.rules)?;
+            reach::check_url(&url, self.rules)?;
             let req =
                 Request::get(&url).header("accept", "application/json").body(Full::new(Bytes::new())).map_err(|e| fetch_error(&url, e))?;
             let Answer { status, bytes, location, .. } = self.send(&url, req).await?;

@@ -3,9 +3,9 @@
 //! allow loopback). The check and the connection use the same answer, so a name that resolves to
 //! a public address for the check and a private one for the connection (DNS rebinding) cannot get
 //! through, and no connection made for an authorization server is ever shared with upstream
-//! traffic. Literal IP hosts never reach a resolver: [`super::guard::check_url`] checks them.
+//! traffic. Literal IP hosts never reach a resolver: [`super::reach::check_url`] checks them.
 
-use super::guard::{Rules, is_public};
+use super::reach::{Rules, is_public};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_rustls::HttpsConnector;

@@ -3,7 +3,7 @@
 //! parts every flow shares and that do not move bytes themselves: reading an upstream's
 //! `WWW-Authenticate` challenge (`challenge`), where its protected-resource and authorization-server
 //! metadata live and what makes that metadata acceptable (`discovery`), PKCE (`pkce`), which URLs
-//! learnt from an upstream or an authorization server the gateway may fetch at all (`guard`), the
+//! learnt from an upstream or an authorization server the gateway may fetch at all (`reach`), the
 //! started authorizations between consent page and redirect (`flow`), each caller's tokens, sealed
 //! at rest (`vault`), the guarded HTTP requests for metadata, registration and tokens (`client`),
 //! when a request with a credential or a DPoP proof is sent again, for token endpoints and
@@ -18,8 +18,8 @@ pub mod discovery;
 pub mod dpop;
 pub mod exchange;
 pub mod flow;
-pub mod guard;
 pub mod pkce;
+pub mod reach;
 pub mod service;
 pub mod single;
 pub mod vault;

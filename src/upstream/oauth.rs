@@ -19,7 +19,7 @@ use super::error::UpstreamError;
 use crate::config::{Assertion, ClientAuthMethod, OAuthConfig, OAuthGrant};
 use crate::identity::assertion::{check_audience, jwt_bearer_body};
 use crate::identity::client::{ClientAuth, OAuthHttp, authenticate};
-use crate::identity::guard::Rules;
+use crate::identity::reach::Rules;
 use crate::net::HttpClient;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -248,7 +248,7 @@ impl OAuthClient {
 
 /// Whether `url` is a loopback one (its metadata and endpoints may then be on loopback too).
 fn loopback(url: &str) -> bool {
-    crate::identity::guard::check_url(url, Rules { loopback: true }).is_ok_and(|t| t.loopback)
+    crate::identity::reach::check_url(url, Rules { loopback: true }).is_ok_and(|t| t.loopback)
 }
 
 /// An RFC 7523 client assertion: `iss` and `sub` the client, `aud` the authorization server,

@@ -26,7 +26,7 @@ pub(in crate::gateway) fn identity(
     db: Option<&Arc<mcpgate_store::Db>>,
     tasks: &crate::tasks::Background,
 ) -> Result<Option<Identity>, crate::gateway::StartError> {
-    use crate::identity::{client::OAuthHttp, discovery, flow::Flows, guard::Rules, service, vault::Vault};
+    use crate::identity::{client::OAuthHttp, discovery, flow::Flows, reach::Rules, service, vault::Vault};
     let exchange_only = config.upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| a.exchange));
     let fallback;
     let ic = match &config.identity {

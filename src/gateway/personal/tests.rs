@@ -1,7 +1,7 @@
 //! The caller's token for a per-user upstream: which JWT a token exchange uses.
 
 use super::*;
-use crate::identity::{client::OAuthHttp, guard::Rules, service, vault::Vault};
+use crate::identity::{client::OAuthHttp, reach::Rules, service, vault::Vault};
 use crate::token::{KeySource, Sealer};
 
 fn caller_token() -> CallerToken {

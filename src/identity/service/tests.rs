@@ -2,7 +2,7 @@
 //! The identity engine against a scripted authorization server and protected resource.
 
 use super::*;
-use crate::identity::guard::Rules;
+use crate::identity::reach::Rules;
 use crate::identity::testserver::server;
 use crate::token::KeySource;
 
