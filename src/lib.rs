@@ -29,8 +29,10 @@ pub mod upstream;
 pub mod usage;
 
 // The lower layers live in crates of their own (the compiler keeps them from reaching up); they
-// are re-exported here under their usual paths, all but the state database (`mcpgate_store`).
+// are re-exported here under their usual paths, all but the state database (`mcpgate_store`) and
+// the sandbox (`mcpgate_sandbox`).
 pub use mcpgate_config as config;
 pub use mcpgate_model::{catalog, policy, token};
 pub use mcpgate_net::{cluster, files, net};
-pub use mcpgate_protocol::{protocol, reply, sync, tasks, text, toolbox};
+pub use mcpgate_protocol as protocol;
+pub use mcpgate_protocol::{reply, sync, tasks, text, toolbox};
