@@ -1,23 +1,25 @@
-//! The layering, checked: every top-level module (of `src/` and of each crate under `crates/`)
-//! belongs to one layer (the table below, drawn in docs/architecture.md), and production code may
-//! name only modules of its own layer or below, with no cycle among them. The crates of layers 1-4
-//! make the compiler refuse most upward imports; this check covers what shares a crate (the core
-//! and the edges) and the crates' own modules. It reads the sources (all but the items under
-//! `#[cfg(test)]`, and no `tests.rs` or `tests/` file) and resolves `crate::x` and `super::` paths
-//! to the top-level module they name. A new module must be given a layer here.
+//! The layering, checked: every unit (a top-level module of `src/`, or a crate under `crates/` as
+//! a whole, named by its folder) belongs to one layer (the table below, drawn in
+//! docs/architecture.md), and production code may name only units of its own layer or below, with
+//! no cycle among them. The crates' dependencies make the compiler refuse most upward imports;
+//! this check covers what shares the `mcpgate` crate (the core and the edges) and that crate's
+//! imports of the others (`mcpgate_x::…`, and `crate::x` where `src/lib.rs` re-exports a crate or
+//! its module as `x`). Within a crate, the folder check keeps the modules of each folder, the
+//! crate's root too, free of rings. It reads the sources (all but the items under `#[cfg(test)]`,
+//! and no `tests.rs` or `tests/` file). A new module of `src/` or a new crate needs a layer here.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Bottom to top. A module may import its own layer and the layers below.
+#[path = "layers/folders.rs"]
+mod folders;
+
+/// Bottom to top. A unit may import its own layer and the layers below.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("1 protocol: the wire model and runtime helpers", &["protocol", "reply", "sync", "tasks", "text", "toolbox"]),
-    ("2 pure model: names, merge, views, decisions, sealed tokens, REST descriptions", &["policy", "token", "catalog", "openapi", "yaml"]),
+    ("1 protocol: the wire model and runtime helpers", &["protocol"]),
+    ("2 pure model: names, merge, views, decisions, sealed tokens, REST descriptions", &["model"]),
     ("3 config: the file model and its validation", &["config"]),
-    (
-        "4 net and processes: the HTTP client, PEM/TLS, Redis, the state database; the sandbox, the supervisor",
-        &["net", "cluster", "files", "once", "postgres", "sqlite", "sandbox", "supervise", "spawn"],
-    ),
+    ("4 net and processes: the HTTP client, PEM/TLS, Redis, the state database; the sandbox, the supervisor", &["net", "store", "sandbox"]),
     ("5 upstreams, authentication, per-user identity, telemetry", &["upstream", "auth", "identity", "telemetry"]),
     ("6 core: gateway state, the pipeline, the change hub, limits, audit", &["audit", "usage", "hub", "gateway", "dispatch"]),
     ("7 edges: the client edge (listeners, eras, pages), the console API, the demo server", &["edge", "console", "demo"]),
@@ -88,8 +90,16 @@ fn test_item_end(item: &str) -> usize {
     bytes.len()
 }
 
-/// The top-level modules a file names, with the line of each first mention.
-fn references(module: &[String], code: &str) -> BTreeMap<String, usize> {
+/// A unit a file names: a top-level module of its own crate (`crate::x`, or `super::…` up to the
+/// root), or a crate of the workspace by its library name (`mcpgate_x::…`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Target {
+    Local(String),
+    Crate(String),
+}
+
+/// What a file names, with the line of each first mention.
+fn references(module: &[String], code: &str) -> BTreeMap<Target, usize> {
     let mut out = BTreeMap::new();
     for (n, line) in code.lines().enumerate() {
         let bytes = line.as_bytes();
@@ -97,9 +107,11 @@ fn references(module: &[String], code: &str) -> BTreeMap<String, usize> {
         while i < line.len() {
             let rest = &line[i..];
             let boundary = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b':');
-            let target = if boundary && rest.starts_with("crate::") {
-                ident(&rest["crate::".len()..])
-            } else if boundary && rest.starts_with("super::") {
+            let target = if !boundary {
+                None
+            } else if let Some(r) = rest.strip_prefix("crate::") {
+                ident(r).map(Target::Local)
+            } else if rest.starts_with("super::") {
                 let mut depth = 0;
                 let mut r = rest;
                 while let Some(next) = r.strip_prefix("super::") {
@@ -107,7 +119,9 @@ fn references(module: &[String], code: &str) -> BTreeMap<String, usize> {
                     r = next;
                 }
                 // `super` from `a::b::c` is `a::b`; reaching the crate root names the next segment.
-                if depth >= module.len() { ident(r) } else { Some(module[0].clone()) }
+                if depth >= module.len() { ident(r) } else { Some(module[0].clone()) }.map(Target::Local)
+            } else if rest.starts_with("mcpgate_") {
+                ident(rest).filter(|c| rest[c.len()..].starts_with("::")).map(Target::Crate)
             } else {
                 None
             };
@@ -150,9 +164,59 @@ fn roots() -> Vec<PathBuf> {
     out
 }
 
-/// Every import between top-level modules of the source root `src`: (from, to) → where it first
-/// happens.
-fn edges(src: &Path) -> BTreeMap<(String, String), String> {
+/// The unit a source root is as a whole: a crate's folder name for `crates/x/src`, else `None`.
+fn crate_of(src: &Path) -> Option<String> {
+    let dir = src.parent()?;
+    dir.parent().is_some_and(|p| p.ends_with("crates")).then(|| dir.file_name()?.to_str().map(str::to_string)).flatten()
+}
+
+/// The crates under `crates/`: library name (`mcpgate_net`, from the package's) → unit (`net`).
+fn crates() -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for src in roots() {
+        let Some(unit) = crate_of(&src) else { continue };
+        let manifest = src.with_file_name("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+        let name = text.lines().find_map(|l| l.strip_prefix("name = ")).unwrap_or_else(|| panic!("{}: no name", manifest.display()));
+        out.insert(name.trim_matches('"').replace('-', "_"), unit);
+    }
+    out
+}
+
+/// The names a crate root's `use` items give other crates or their items (`pub use mcpgate_config
+/// as config;`, `pub use mcpgate_model::{catalog, policy};`): name → the crate's unit.
+fn reexports(root: &str, crates: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for item in root.split(';').map(str::trim) {
+        let Some(path) = item.strip_prefix("pub use ").or_else(|| item.strip_prefix("use ")) else { continue };
+        let Some(unit) = path.split([':', ' ']).next().and_then(|c| crates.get(c)) else { continue };
+        let names: Vec<&str> = match path.split_once("::{") {
+            Some((_, group)) => group.trim_end_matches('}').split(',').collect(),
+            None => vec![path],
+        };
+        for name in names {
+            let name = name.rsplit(" as ").next().unwrap_or(name).rsplit("::").next().unwrap_or(name).trim();
+            if !name.is_empty() && name != "self" {
+                out.insert(name.to_string(), unit.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The unit a file of `krate` (`None`: the `mcpgate` crate) reaches with `target`, or `None` for
+/// its own crate's insides (a crate is one unit) and for what is not the workspace's.
+fn unit(krate: Option<&str>, target: &Target, crates: &BTreeMap<String, String>, reexports: &BTreeMap<String, String>) -> Option<String> {
+    match (target, krate) {
+        (Target::Crate(lib), _) => crates.get(lib).cloned(),
+        (Target::Local(_), Some(_)) => None,
+        (Target::Local(m), None) => Some(reexports.get(m).unwrap_or(m).clone()),
+    }
+}
+
+/// Every import between units of the source root `src`: (from, to) → where it first happens.
+fn edges(src: &Path, crates: &BTreeMap<String, String>, reexports: &BTreeMap<String, String>) -> BTreeMap<(String, String), String> {
+    let krate = crate_of(src);
     let mut files = Vec::new();
     sources(src, &mut files);
     let top = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -161,14 +225,15 @@ fn edges(src: &Path) -> BTreeMap<(String, String), String> {
         let rel = file.strip_prefix(src).unwrap_or(&file);
         let shown = file.strip_prefix(top).unwrap_or(&file).display().to_string();
         let module = module_path(rel);
-        let Some(me) = module.first().cloned() else { continue };
-        if me == "main" || me == "lib" {
-            continue;
-        }
+        let me = match (&krate, module.first()) {
+            (Some(k), _) => k.clone(),
+            (None, Some(m)) if m != "main" && m != "lib" => m.clone(),
+            _ => continue,
+        };
         let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         for (target, line) in references(&module, &production(&text)) {
-            if target != me {
-                out.entry((me.clone(), target)).or_insert_with(|| format!("{shown}:{line}"));
+            if let Some(to) = unit(krate.as_deref(), &target, crates, reexports).filter(|t| *t != me) {
+                out.entry((me.clone(), to)).or_insert_with(|| format!("{shown}:{line}"));
             }
         }
     }
@@ -219,168 +284,6 @@ fn violations(edges: &BTreeMap<(String, String), String>, known: &BTreeSet<Strin
     out
 }
 
-/// Every module path of a source root (`a`, `a::b`, …), for telling a module from an item.
-fn module_paths(src: &Path) -> BTreeSet<Vec<String>> {
-    let mut files = Vec::new();
-    sources(src, &mut files);
-    files.iter().map(|f| module_path(f.strip_prefix(src).unwrap_or(f))).filter(|m| !m.is_empty()).collect()
-}
-
-/// The module a path written in `module` names (`crate::a::b::Item`, `super::b`, `self::b`, and in a
-/// folder's `mod.rs` a child by its bare name), as the longest prefix that is a module, or `None`.
-fn resolve(module: &[String], is_mod_rs: bool, path: &str, modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
-    let segments: Vec<&str> = path.split("::").collect();
-    // The module `self` is: a file `a/b.rs` and a folder's `a/b/mod.rs` are both `a::b`.
-    let mut base: Vec<String>;
-    let mut rest = &segments[..];
-    match segments.first().copied() {
-        Some("crate") => {
-            base = Vec::new();
-            rest = &segments[1..];
-        }
-        Some("super") | Some("self") => {
-            base = module.to_vec();
-            while let Some((first, tail)) = rest.split_first() {
-                match *first {
-                    "super" => {
-                        base.pop()?;
-                    }
-                    "self" => {}
-                    _ => break,
-                }
-                rest = tail;
-            }
-        }
-        Some(first) if is_mod_rs => {
-            let mut child = module.to_vec();
-            child.push(first.to_string());
-            if !modules.contains(&child) {
-                return None;
-            }
-            base = module.to_vec();
-        }
-        _ => return None,
-    }
-    let mut found = modules.contains(&base).then(|| base.clone());
-    for seg in rest {
-        base.push(seg.to_string());
-        if modules.contains(&base) {
-            found = Some(base.clone());
-        } else {
-            break;
-        }
-    }
-    found
-}
-
-/// The imports between sibling modules of one folder (`a::x` → `a::y`, wherever below `x` and `y`
-/// the two ends lie), keyed by the folder and the pair: (folder, from, to) → where it first happens.
-/// A child naming its parent's own items is not a sibling import.
-fn folder_edges(src: &Path) -> BTreeMap<(String, String, String), String> {
-    let modules = module_paths(src);
-    let mut files = Vec::new();
-    sources(src, &mut files);
-    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut out = BTreeMap::new();
-    for file in files {
-        let rel = file.strip_prefix(src).unwrap_or(&file);
-        let module = module_path(rel);
-        if module.is_empty() || module[0] == "main" || module[0] == "lib" {
-            continue;
-        }
-        let is_mod_rs = rel.file_name().is_some_and(|n| n == "mod.rs");
-        let shown = file.strip_prefix(top).unwrap_or(&file).display().to_string();
-        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        for (n, line) in production(&text).lines().enumerate() {
-            for path in paths_in(line) {
-                let Some(target) = resolve(&module, is_mod_rs, &path, &modules) else { continue };
-                let common = module.iter().zip(&target).take_while(|(a, b)| a == b).count();
-                if common < module.len() && common < target.len() {
-                    let folder = if common == 0 { "<root>".to_string() } else { module[..common].join("::") };
-                    let key = (folder, module[common].clone(), target[common].clone());
-                    out.entry(key).or_insert_with(|| format!("{shown}:{}", n + 1));
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The `a::b::c` paths a line of code writes, each from its first segment (strings not skipped:
-/// a path-shaped string is rare and would only add an edge). `use a::{b, c::d}` gives `a::b`, `a::c::d`.
-fn paths_in(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let bytes = line.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let c = bytes[i];
-        let start = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b':');
-        if start && (c.is_ascii_alphabetic() || c == b'_') {
-            let mut j = i;
-            while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_' || bytes[j] == b':') {
-                j += 1;
-            }
-            let path = line[i..j].trim_end_matches(':');
-            if path.contains("::") {
-                out.push(path.to_string());
-            }
-            // A group: `prefix::{x, y::z}` (one level, which is how the code writes them).
-            if line[..j].ends_with("::")
-                && bytes.get(j) == Some(&b'{')
-                && let Some(close) = line[j..].find('}')
-            {
-                for item in line[j + 1..j + close].split(',') {
-                    let item = item.trim().split(' ').next().unwrap_or("");
-                    if !item.is_empty() && item != "self" {
-                        out.push(format!("{path}::{item}"));
-                    }
-                }
-                i = j + close + 1;
-                continue;
-            }
-            i = j.max(i + 1);
-        } else {
-            i += 1;
-        }
-    }
-    out
-}
-
-/// The cycles among the siblings of each folder, one line each.
-fn folder_cycles(edges: &BTreeMap<(String, String, String), String>) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut folders: BTreeMap<&str, BTreeMap<&str, Vec<&str>>> = BTreeMap::new();
-    for (folder, from, to) in edges.keys() {
-        folders.entry(folder).or_default().entry(from).or_default().push(to);
-    }
-    for (folder, graph) in &folders {
-        for start in graph.keys() {
-            let mut stack: Vec<(&str, Vec<&str>)> = vec![(start, vec![start])];
-            let mut seen = BTreeSet::new();
-            while let Some((node, path)) = stack.pop() {
-                for next in graph.get(node).into_iter().flatten() {
-                    if next == start {
-                        // One line per cycle, however it is entered: start from its least member.
-                        let least = path.iter().min().copied().unwrap_or(start);
-                        let at = path.iter().position(|m| *m == least).unwrap_or(0);
-                        let mut ring: Vec<&str> = path[at..].iter().chain(&path[..at]).copied().collect();
-                        ring.push(least);
-                        let first = &edges[&(folder.to_string(), ring[ring.len() - 2].to_string(), least.to_string())];
-                        out.push(format!("cycle in {folder}: {} (closing import: {first})", ring.join(" -> ")));
-                    } else if seen.insert(*next) {
-                        let mut p = path.clone();
-                        p.push(next);
-                        stack.push((next, p));
-                    }
-                }
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
 fn top_level_modules(src: &Path) -> BTreeSet<String> {
     std::fs::read_dir(src)
         .unwrap_or_else(|e| panic!("{}: {e}", src.display()))
@@ -396,12 +299,19 @@ fn top_level_modules(src: &Path) -> BTreeSet<String> {
 
 #[test]
 fn modules_import_only_their_layer_and_below_and_form_no_cycle() {
-    let roots = roots();
-    let known: BTreeSet<String> = roots.iter().flat_map(|r| top_level_modules(r)).collect();
-    for m in &known {
-        assert!(layer_of(m).is_some(), "{m}: a top-level module without a layer: add it to LAYERS in tests/layers.rs");
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crates = crates();
+    let lib = std::fs::read_to_string(top.join("src/lib.rs")).expect("src/lib.rs");
+    let reexports = reexports(&production(&lib), &crates);
+    let mine = top_level_modules(&top.join("src"));
+    for m in mine.iter().chain(crates.values()) {
+        assert!(layer_of(m).is_some(), "{m}: a top-level module of src/ or a crate without a layer: add it to LAYERS in tests/layers.rs");
     }
-    let all: BTreeMap<(String, String), String> = roots.iter().flat_map(|r| edges(r)).collect();
+    let clash: Vec<&String> = mine.iter().filter(|m| crates.values().any(|c| c == *m)).collect();
+    assert!(clash.is_empty(), "modules of src/ named like a crate under crates/ (one unit each): {clash:?}");
+    let known: BTreeSet<String> = mine.iter().chain(crates.values()).cloned().collect();
+    let all: BTreeMap<(String, String), String> = roots().iter().flat_map(|r| edges(r, &crates, &reexports)).collect();
+    assert!(all.keys().any(|(f, t)| mine.contains(f) && t == "config"), "the check no longer sees src/ use the config crate");
     let found = violations(&all, &known);
     assert!(found.is_empty(), "the layering is broken:\n{}", found.join("\n"));
 }
@@ -411,63 +321,50 @@ fn the_check_sees_upward_imports_super_paths_and_cycles() {
     let module = |p: &str| module_path(Path::new(p));
     assert_eq!(module("a/b/mod.rs"), ["a", "b"]);
     assert_eq!(module("a.rs"), ["a"]);
+    let (local, krate) = (|s: &str| Target::Local(s.to_string()), |s: &str| Target::Crate(s.to_string()));
     let code = production(
         "use crate::gateway::Gateway;\nlet x = super::super::hub::Hub;\n// crate::cli in a comment\n#[cfg(test)]\nuse crate::server;",
     );
-    let refs = references(&module("protocol/meta.rs"), &code);
-    assert_eq!(refs.keys().collect::<Vec<_>>(), ["gateway", "hub"]);
+    let refs = references(&module("edge/era.rs"), &code);
+    assert_eq!(refs.keys().collect::<Vec<_>>(), [&local("gateway"), &local("hub")]);
     // Production code after a test module is read too; the test module is not.
     let code = production(
         "#[cfg(test)]\nmod tests;\nuse crate::audit;\n#[cfg(test)]\nmod more {\n    use crate::cli;\n    const S: &str = \"}\";\n}\nuse crate::usage;",
     );
-    let refs = references(&module("protocol/meta.rs"), &code);
-    assert_eq!(refs, BTreeMap::from([("audit".to_string(), 3), ("usage".to_string(), 9)]), "{code}");
-    assert_eq!(references(&module("catalog/merge.rs"), "use super::uris;").keys().collect::<Vec<_>>(), ["catalog"]);
+    let refs = references(&module("edge/era.rs"), &code);
+    assert_eq!(refs, BTreeMap::from([(local("audit"), 3), (local("usage"), 9)]), "{code}");
+    assert_eq!(references(&module("catalog/merge.rs"), "use super::uris;").keys().collect::<Vec<_>>(), [&local("catalog")]);
     assert!(references(&module("a.rs"), "mycrate::gateway").is_empty(), "only paths that start at `crate`");
-    let known: BTreeSet<String> = ["protocol", "gateway", "policy", "catalog", "token"].iter().map(|s| s.to_string()).collect();
-    let mut e = BTreeMap::new();
-    e.insert(("protocol".to_string(), "gateway".to_string()), "src/protocol/meta.rs:1".to_string());
-    let found = violations(&e, &known);
-    assert!(found.len() == 1 && found[0].contains("src/protocol/meta.rs:1") && found[0].contains("above it"), "{found:?}");
-    let mut e = BTreeMap::new();
-    e.insert(("catalog".to_string(), "token".to_string()), "src/catalog/cursor.rs:5".to_string());
-    e.insert(("token".to_string(), "policy".to_string()), "src/token.rs:5".to_string());
-    assert!(violations(&e, &known).is_empty(), "no cycle yet: {:?}", violations(&e, &known));
-    e.insert(("policy".to_string(), "catalog".to_string()), "src/policy/mod.rs:3".to_string());
-    let found = violations(&e, &known);
-    assert!(found.iter().any(|f| f.starts_with("cycle: ") && f.contains("src/policy/mod.rs:3")), "a cycle within one layer: {found:?}");
-}
-
-#[test]
-fn no_folder_has_a_cycle_among_its_modules() {
-    let found: Vec<String> = roots().iter().flat_map(|r| folder_cycles(&folder_edges(r))).collect();
-    assert!(
-        found.is_empty(),
-        "modules of one folder import each other in a ring (move what both need below them, or merge them):\n{}",
-        found.join("\n")
+    let refs = references(&module("a.rs"), "use mcpgate_store::Db;\nlet m = \"mcpgate_calls_total\"; mcpgate_config::Config::default()");
+    assert_eq!(refs, BTreeMap::from([(krate("mcpgate_config"), 2), (krate("mcpgate_store"), 1)]));
+    // The top crate's `crate::x` names the crate `src/lib.rs` re-exports as `x`; a crate's own
+    // `crate::` paths stay inside it, its one unit.
+    let crates: BTreeMap<String, String> =
+        [("mcpgate_config", "config"), ("mcpgate_model", "model")].iter().map(|(l, u)| (l.to_string(), u.to_string())).collect();
+    let lib = production(
+        "pub mod gateway;\n// pub use mcpgate_net as net;\npub use mcpgate_config as config;\npub use mcpgate_model::{catalog, policy as rules};\nuse std::fmt;",
     );
-}
-
-#[test]
-fn the_folder_check_resolves_paths_and_finds_rings() {
-    let modules: BTreeSet<Vec<String>> = [vec!["a"], vec!["a", "x"], vec!["a", "y"], vec!["a", "y", "z"], vec!["b"]]
-        .iter()
-        .map(|m| m.iter().map(|s| s.to_string()).collect())
-        .collect();
-    let m = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    assert_eq!(resolve(&m(&["a", "x"]), false, "super::y::z::Item", &modules), Some(m(&["a", "y", "z"])));
-    assert_eq!(resolve(&m(&["a", "x"]), false, "crate::a::y::f", &modules), Some(m(&["a", "y"])));
-    assert_eq!(resolve(&m(&["a"]), true, "y::z::Thing", &modules), Some(m(&["a", "y", "z"])));
-    assert_eq!(resolve(&m(&["a", "x"]), false, "std::io::Error", &modules), None);
-    assert_eq!(resolve(&m(&["a", "x"]), false, "super::Item", &modules), Some(m(&["a"])));
-    assert_eq!(paths_in("use super::{y, z::w as v};"), ["super::y", "super::z::w"]);
-    let mut e = BTreeMap::new();
-    e.insert(("a".to_string(), "x".to_string(), "y".to_string()), "src/a/x.rs:1".to_string());
-    assert!(folder_cycles(&e).is_empty());
-    e.insert(("a".to_string(), "y".to_string(), "x".to_string()), "src/a/y.rs:2".to_string());
-    let found = folder_cycles(&e);
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].starts_with("cycle in a: x -> y -> x"), "{found:?}");
+    let re = reexports(&lib, &crates);
+    let names = |m: &[(&str, &str)]| m.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<BTreeMap<_, _>>();
+    assert_eq!(re, names(&[("catalog", "model"), ("config", "config"), ("rules", "model")]));
+    assert_eq!(unit(None, &local("catalog"), &crates, &re).as_deref(), Some("model"));
+    assert_eq!(unit(None, &local("gateway"), &crates, &re).as_deref(), Some("gateway"));
+    assert_eq!(unit(Some("config"), &local("catalog"), &crates, &re), None, "a crate's insides are its own");
+    assert_eq!(unit(Some("config"), &krate("mcpgate_model"), &crates, &re).as_deref(), Some("model"));
+    assert_eq!(unit(None, &krate("mcpgate_other"), &crates, &re), None);
+    assert_eq!(crate_of(Path::new("/w/crates/net/src")).as_deref(), Some("net"));
+    assert_eq!(crate_of(Path::new("/w/src")), None);
+    let known: BTreeSet<String> =
+        ["protocol", "model", "config", "gateway", "audit", "usage", "hub"].iter().map(|s| s.to_string()).collect();
+    let edge = |pairs: &[(&str, &str, &str)]| pairs.iter().map(|(a, b, at)| ((a.to_string(), b.to_string()), at.to_string())).collect();
+    let found = violations(&edge(&[("protocol", "gateway", "crates/protocol/src/meta.rs:1")]), &known);
+    assert!(found.len() == 1 && found[0].contains("crates/protocol/src/meta.rs:1") && found[0].contains("above it"), "{found:?}");
+    let found = violations(&edge(&[("model", "config", "crates/model/src/token.rs:4")]), &known);
+    assert!(found.len() == 1 && found[0].contains("`model` (layer 2") && found[0].contains("above it"), "{found:?}");
+    let ring = [("audit", "usage", "src/audit/mod.rs:5"), ("usage", "hub", "src/usage/mod.rs:5"), ("hub", "audit", "src/hub.rs:3")];
+    assert!(violations(&edge(&ring[..2]), &known).is_empty(), "no cycle yet: {:?}", violations(&edge(&ring[..2]), &known));
+    let found = violations(&edge(&ring), &known);
+    assert!(found.iter().any(|f| f.starts_with("cycle: ") && f.contains("src/hub.rs:3")), "a cycle within one layer: {found:?}");
 }
 
 /// The `Result<T, String>` types production code writes (an error as text, which no caller can

@@ -2,7 +2,7 @@
 //! snapshot, views, cursors, tool search), who may use what (`policy`), and sealed tokens
 //! (`token`). It takes settings and rules as plain values, never the configuration file's types.
 
-use mcpgate_protocol::{protocol, sync, toolbox};
+use mcpgate_protocol::{self as protocol, sync, toolbox};
 
 pub mod catalog;
 pub mod openapi;

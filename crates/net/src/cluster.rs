@@ -11,8 +11,8 @@
 mod counts;
 pub use counts::Add;
 
-use crate::config::cluster::{ClusterConfig, FailMode};
-use crate::config::limits::Rate;
+use mcpgate_config::cluster::{ClusterConfig, FailMode};
+use mcpgate_config::limits::Rate;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};

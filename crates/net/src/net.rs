@@ -36,7 +36,7 @@ pub fn new_http_client() -> HttpClient {
 
 /// A client for upstreams with their own TLS settings: their CA instead of the system roots,
 /// and a client certificate (mTLS).
-pub fn new_http_client_tls(tls: &crate::config::UpstreamTls) -> Result<HttpClient, pem::TlsError> {
+pub fn new_http_client_tls(tls: &mcpgate_config::UpstreamTls) -> Result<HttpClient, pem::TlsError> {
     Ok(HttpClients::with_tls(tls)?.detached())
 }
 
@@ -81,7 +81,7 @@ impl HttpClients {
 
     /// An upstream's own TLS settings: its CA instead of the system roots, and a client
     /// certificate (mTLS).
-    pub fn with_tls(tls: &crate::config::UpstreamTls) -> Result<HttpClients, pem::TlsError> {
+    pub fn with_tls(tls: &mcpgate_config::UpstreamTls) -> Result<HttpClients, pem::TlsError> {
         use pem::{certs, key, roots};
         let roots = match &tls.ca {
             Some(ca) => roots(ca)?,

@@ -2,8 +2,8 @@
 //! [`Outcome`] or an [`EventStream`] of notifications ending in one. Streams carry their deadline
 //! and an optional guard whose drop cancels the work (a client hanging up cancels the upstream).
 
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
+use crate::errors::RpcError;
+use crate::json::Json;
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;

@@ -7,7 +7,6 @@
 //! `unsafe` is denied but in the modules that allow it (`#[allow(unsafe_code)]` below and in
 //! `sandbox/mod.rs`), and each block says why it holds (`// SAFETY:`, which clippy requires).
 
-use mcpgate_config::config;
 use mcpgate_protocol::toolbox;
 
 pub mod sandbox;

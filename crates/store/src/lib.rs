@@ -19,7 +19,6 @@ pub mod once;
 mod postgres;
 mod sqlite;
 
-use mcpgate_config::config;
 use mcpgate_protocol::{sync, toolbox};
 use std::path::Path;
 use std::sync::Arc;
@@ -226,7 +225,7 @@ pub struct Db {
 
 impl Db {
     /// The database `cfg` names: PostgreSQL when configured, else the SQLite file.
-    pub fn open(cfg: &config::state::StateConfig) -> Result<Db, StoreError> {
+    pub fn open(cfg: &mcpgate_config::state::StateConfig) -> Result<Db, StoreError> {
         match &cfg.postgres {
             Some(pg) => Db::postgres(pg),
             None => Db::sqlite(&cfg.path),
@@ -244,7 +243,7 @@ impl Db {
 
     /// Connects to the PostgreSQL database and brings its schema up to date (one replica at a
     /// time: the migrations hold an advisory lock).
-    pub fn postgres(cfg: &config::state::PostgresConfig) -> Result<Db, StoreError> {
+    pub fn postgres(cfg: &mcpgate_config::state::PostgresConfig) -> Result<Db, StoreError> {
         let place = cfg.redacted_url();
         let backend = postgres::Postgres::open(cfg, MIGRATIONS).map_err(|source| StoreError { place: place.clone(), source })?;
         let db = Db { backend: Backend::Postgres(Box::new(backend)), place };
@@ -308,7 +307,7 @@ impl Db {
 /// read-only folder: the gateway keeps its files and memory, and says so), an error when the
 /// file is there but cannot be read, unless `cfg.fresh`: then the file (and its journal) is moved
 /// aside and an empty one begun, which the log says loudly.
-pub fn open_file(cfg: &config::state::StateConfig) -> Result<Option<Db>, StoreError> {
+pub fn open_file(cfg: &mcpgate_config::state::StateConfig) -> Result<Option<Db>, StoreError> {
     let e = match Db::sqlite(&cfg.path) {
         Ok(db) => return Ok(Some(db)),
         Err(e) => e,

@@ -13,9 +13,9 @@
 //! found out by the next `BEGIN` and replaced at once; nothing is retried once work has begun.
 
 use super::{DbError, Row, Tx, Value};
-use crate::config::state::PostgresConfig;
 use crate::sync::lock;
 use bytes::BytesMut;
+use mcpgate_config::state::PostgresConfig;
 use postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use postgres::{Client, NoTls};
 use std::error::Error;

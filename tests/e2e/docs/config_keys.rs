@@ -9,7 +9,7 @@ use crate::harness::*;
 /// (file, struct, key) of every key of the file model.
 fn keys() -> Vec<(String, String, String)> {
     let mut out = Vec::new();
-    let dir = repo().join("crates/config/src/config");
+    let dir = repo().join("crates/config/src");
     let mut files: Vec<_> = std::fs::read_dir(&dir).expect("the config sources").flatten().map(|e| e.path()).collect();
     files.sort();
     for file in files.into_iter().filter(|f| f.extension().is_some_and(|e| e == "rs")) {
@@ -49,7 +49,7 @@ fn every_config_key_is_in_the_configuration_reference() {
     let documented =
         |k: &str| [format!("`{k}`"), format!("`{k} ="), format!("[{k}]"), format!(".{k}]")].iter().any(|form| doc.contains(form.as_str()));
     let missing: Vec<String> =
-        all.iter().filter(|(_, _, k)| !documented(k)).map(|(f, s, k)| format!("{k} ({s} in crates/config/src/config/{f})")).collect();
+        all.iter().filter(|(_, _, k)| !documented(k)).map(|(f, s, k)| format!("{k} ({s} in crates/config/src/{f})")).collect();
     assert!(
         missing.is_empty(),
         "keys the configuration file accepts that docs/configuration.md does not document:\n{}",
@@ -57,11 +57,11 @@ fn every_config_key_is_in_the_configuration_reference() {
     );
 }
 
-/// The fields of struct `name` (wherever in crates/config/src/config it is defined), each as the
+/// The fields of struct `name` (wherever in crates/config/src it is defined), each as the
 /// configuration file spells it (its serde `rename`, else the field's name) with its Rust type as
 /// written; fields serde flattens or skips are left out, as in [`keys`].
 pub fn fields_of(name: &str) -> Vec<(String, String)> {
-    let dir = repo().join("crates/config/src/config");
+    let dir = repo().join("crates/config/src");
     let open = format!("pub struct {name} {{");
     let mut files: Vec<_> =
         std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())).flatten().map(|e| e.path()).collect();

@@ -1,6 +1,6 @@
 //! docs/configuration.md opens with an overview of every top-level part `gateway.toml` accepts,
 //! so a newcomer sees them all before the reference of each. The parts are read from the file
-//! model itself: the fields of `FileConfig` (crates/config/src/config/document.rs) under their serde
+//! model itself: the fields of `FileConfig` (crates/config/src/document.rs) under their serde
 //! `rename`, a `Vec` being an array of tables (`[[upstream]]`) and anything else a table
 //! (`[server]`). The overview is what comes before the page's first `##`/`###` heading (the
 //! headings that each document one part), fenced blocks (the shipped file) left out. For each
@@ -16,7 +16,7 @@ use crate::harness::*;
 fn the_configuration_overview_lists_every_top_level_part() {
     let doc = std::fs::read_to_string(repo().join("docs/configuration.md")).expect("docs/configuration.md");
     let parts = fields_of("FileConfig");
-    assert!(parts.len() >= 15, "the top-level parts of FileConfig in crates/config/src/config/document.rs: {parts:?}");
+    assert!(parts.len() >= 15, "the top-level parts of FileConfig in crates/config/src/document.rs: {parts:?}");
     let text = prose(&doc);
     let overview = &text[..text.find("\n##").expect("docs/configuration.md has a section per part")];
     let titles = headings(&doc);

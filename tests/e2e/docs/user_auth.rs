@@ -1,7 +1,7 @@
 //! docs/auth-and-policy.md, "Each caller as themselves" (per-user upstream identity), says all a
 //! newcomer needs to connect a real authorization server: every key of `[upstream.user_auth]`,
 //! `[upstream.user_auth.id_jag]` and `[identity]` (read from the file model's
-//! `UserAuthSection`, `IdJagSection` and `IdentitySection` in crates/config/src/config/identity.rs and file.rs)
+//! `UserAuthSection`, `IdJagSection` and `IdentitySection` in crates/config/src/identity.rs and file.rs)
 //! is named in its prose, not only shown in a snippet; the token-endpoint authentication methods
 //! the gateway uses (the `client_secret_*` names in src/identity/) are named, since no key chooses
 //! one; a TOML example of a local trial sets `[identity] allow_loopback = true` in front of an
@@ -38,7 +38,7 @@ fn per_user_identity_names_every_key_and_how_the_gateway_authenticates() {
     for strukt in ["UserAuthSection", "IdJagSection", "IdentitySection"] {
         keys.extend(fields_of(strukt).into_iter().map(|(key, _)| (strukt, key)));
     }
-    assert!(keys.len() >= 12, "the keys of per-user identity in crates/config/src/config: {keys:?}");
+    assert!(keys.len() >= 12, "the keys of per-user identity in crates/config/src: {keys:?}");
     for (strukt, key) in &keys {
         let forms = [format!("`{key}`"), format!("`{key} ="), format!(".{key}]"), format!("] {key}")];
         let named = forms.iter().any(|f| flat.contains(f.as_str()));

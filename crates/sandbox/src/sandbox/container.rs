@@ -2,7 +2,7 @@
 //! runtime's `run` with the sandbox's limits as its flags. No `unsafe` here (the crate denies it).
 
 use super::which;
-use crate::config::sandbox::{Network, SandboxConfig};
+use mcpgate_config::sandbox::{Network, SandboxConfig};
 use std::path::{Path, PathBuf};
 
 /// Why a container command cannot be made.
@@ -76,7 +76,7 @@ pub fn container_command(
 
 #[cfg(test)]
 mod tests {
-    use crate::config::sandbox::{Network, SandboxConfig};
+    use mcpgate_config::sandbox::{Network, SandboxConfig};
     use std::path::{Path, PathBuf};
 
     /// The image and the command follow `--`: nothing after it is read as the runtime's own flag.

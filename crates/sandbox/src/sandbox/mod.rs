@@ -20,7 +20,7 @@
 //! policy's descriptor is `fd`, the container command `container`. Only the modules that make
 //! system calls allow `unsafe`.
 
-use crate::config::sandbox::{Network, SandboxConfig};
+use mcpgate_config::sandbox::{Network, SandboxConfig};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -261,10 +261,10 @@ mod tests {
     fn a_hidden_file_inside_a_shown_folder_stops_the_start() {
         let dir = tempfile::tempdir().expect("a folder");
         let private = dir.path().join("private");
-        let cfg = crate::config::sandbox::SandboxConfig {
+        let cfg = mcpgate_config::sandbox::SandboxConfig {
             read: vec![dir.path().to_path_buf()],
             write: Vec::new(),
-            network: crate::config::sandbox::Network::None,
+            network: mcpgate_config::sandbox::Network::None,
             memory_bytes: 1 << 30,
             cpu_seconds: None,
             processes: 64,

@@ -5,7 +5,7 @@
 
 #[cfg(test)] // test-only module: unwrap/expect below are on test data
 use super::*;
-use crate::protocol::headers::{decode, encode, matches_body};
+use crate::headers::{decode, encode, matches_body};
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -110,7 +110,7 @@ pub(super) fn resolve(at: &Locator, sections: Vec<RuleSection>, root_path: &str)
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Config;
+    use crate::Config;
 
     /// A rule comparing a field of known type with a literal of another type would never hold: it
     /// is a configuration error naming the file, the line and the fix.

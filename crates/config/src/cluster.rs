@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
     }
 
-    use crate::config::{Config, ConfigError};
+    use crate::{Config, ConfigError};
     use std::path::Path;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {

@@ -217,7 +217,7 @@ pub fn filter_client_capabilities(capabilities: &mut Value, upstream: Option<&Ma
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{TASKS_EXTENSION as TASKS, UI_EXTENSION as UI};
+    use crate::{TASKS_EXTENSION as TASKS, UI_EXTENSION as UI};
     use serde_json::json;
 
     const UNKNOWN: &str = "com.example/unknown";
@@ -307,9 +307,9 @@ mod tests {
     fn the_gateway_declares_what_it_relays_for_everyone() {
         for era in [Era::Modern, Era::Legacy] {
             let own = gateway_declares(era);
-            assert_eq!(keys(&own), [crate::protocol::SKILLS_EXTENSION, UI], "{era:?}");
-            assert_eq!(own[UI], crate::protocol::ui_client_capability());
-            assert_eq!(own[crate::protocol::SKILLS_EXTENSION], json!({}));
+            assert_eq!(keys(&own), [crate::SKILLS_EXTENSION, UI], "{era:?}");
+            assert_eq!(own[UI], crate::ui_client_capability());
+            assert_eq!(own[crate::SKILLS_EXTENSION], json!({}));
         }
     }
 }

@@ -118,7 +118,7 @@ pub fn check_meta(fields: Map<String, Value>) -> Result<RequestMeta, RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::json::Json;
+    use crate::json::Json;
 
     fn raw(s: &str) -> Json {
         Json::from_string(s.into()).unwrap()

@@ -241,7 +241,7 @@ fn kind(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::Config;
 
     fn load(guards: &str) -> Result<Config, ConfigError> {
         let text = format!("[[upstream]]\nid = \"g\"\nurl = \"http://127.0.0.1:9/mcp\"\n\n{guards}");

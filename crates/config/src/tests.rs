@@ -423,11 +423,11 @@ fn headers_and_caller_headers_go_with_url_endpoint_and_openapi_upstreams_as_docu
     }
     let command = format!("{caller}[[upstream]]\nid = \"a\"\ncommand = [\"srv\"]\n{credentials}");
     assert!(parse(&command).is_err_and(|e| e.to_string().contains("url, endpoint and openapi upstreams")));
-    let reference = include_str!("../../../../docs/configuration.md");
+    let reference = include_str!("../../../docs/configuration.md");
     for key in ["headers", "caller_headers"] {
         let row = reference.lines().find(|l| l.starts_with(&format!("| `{key}` |"))).unwrap_or_default();
         assert!(row.contains("Only allowed with `url`, `endpoint` or `openapi`"), "docs/configuration.md, {key}: {row}");
     }
-    let guide = include_str!("../../../../docs/auth-and-policy.md");
+    let guide = include_str!("../../../docs/auth-and-policy.md");
     assert!(guide.contains("`url` upstreams (and pools) and `openapi` upstreams take `caller_headers`"), "docs/auth-and-policy.md");
 }

@@ -207,7 +207,7 @@ fn envelope(id: Option<&Json>, member: &str, payload: Bytes) -> Rope {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::errors::{INVALID_REQUEST, PARSE_ERROR};
+    use crate::errors::{INVALID_REQUEST, PARSE_ERROR};
 
     #[test]
     fn classifies_messages() {
