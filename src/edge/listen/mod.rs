@@ -1,8 +1,9 @@
 //! The listeners: serving on one runtime (`serve`) or on worker threads (`workers`), accepting
-//! (over TLS when configured), the hyper builder (HTTP/1.1 and h2 on one port, header
-//! limits, h2 keep-alive pings), the tower layers every connection goes through, and watching
-//! each connection (with `conns`; `slow` cuts off a client that stops reading) (first request in time, idle
-//! timeout, shed when the connection limit needs room), then draining at shutdown.
+//! (over TLS when configured), the hyper builder (HTTP/1.1 and h2 on one port, header limits, h2
+//! keep-alive pings), the tower layers every connection goes through, and watching each
+//! connection (counted in `edge::conns`: first request in time, idle timeout, shed when the
+//! connection limit needs room; `slow` cuts off a client that stops reading), then draining at
+//! shutdown.
 
 pub mod slow;
 pub mod workers;
