@@ -2,13 +2,18 @@
 //! target `mcpgate::audit`): caller, the endpoint it came through (`-` for the root, else a virtual
 //! server's path), method, item (always the catalogue's name, with the name the endpoint presents
 //! beside it when that differs), upstream, outcome and duration. Arguments are recorded only when
-//! `[audit] include_arguments = true`; credentials never are. [`Audit`] is the sink the gateway
-//! owns: each record goes to the log line, to the export (`export`: a JSON-lines file with
-//! rotation, OTLP logs), to the usage accounting (tool calls and uses of skills), and, once
-//! something asked for them, to the recent calls and their subscribers (the console).
+//! `[audit] include_arguments = true`; credentials never are. Who asked about what is one
+//! [`Subject`] (`subject.rs`), built once on the call path; every record is written from one.
+//! [`Audit`] is the sink the gateway owns: each record goes to the log line, to the export
+//! (`export`: a JSON-lines file with rotation, OTLP logs), to the usage accounting (tool calls
+//! and uses of skills), and, once something asked for them, to the recent calls and their
+//! subscribers (the console).
 
 pub mod chain;
 pub mod export;
+mod subject;
+
+pub use subject::Subject;
 
 use crate::reply::Outcome;
 use crate::usage::{RowRef, Usage};
@@ -111,46 +116,35 @@ impl Audit {
         self.live.subscribe()
     }
 
-    /// A request refused before any upstream was involved (unknown or denied, rate limited, no
-    /// route, a token not honoured): `outcome` says why.
-    pub fn refused(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str) {
-        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: None, guard: None, reason: None };
-        self.emit(&e, outcome, 0, None, false);
+    /// A request refused before it was forwarded (unknown or denied, rate limited, no route, a
+    /// token not honoured, a result withheld): `outcome` says why. The record names the item as
+    /// the caller named it, and no upstream.
+    pub fn refused(&self, s: &Subject, outcome: &str) {
+        self.emit(&Fields::asked(s), outcome, 0, None, false);
     }
 
     /// A guard's verdict other than a plain allow (`outcome`: `guard_denied`, `guard_modified`,
     /// `guard_flagged`, `guard_error`), with the guard's name, its reason and how long it took.
-    pub fn guarded(&self, who: Guarded<'_>, outcome: &str, guard: &str, reason: &str, took: std::time::Duration) {
-        let e = Fields {
-            caller: who.caller,
-            endpoint: who.endpoint,
-            method: who.method,
-            item: who.item,
-            presented: None,
-            upstream: who.upstream,
-            rule: None,
-            guard: Some(guard),
-            reason: Some(reason),
-        };
+    pub fn guarded(&self, s: &Subject, outcome: &str, guard: &str, reason: &str, took: std::time::Duration) {
+        let e = Fields { presented: None, guard: Some(guard), reason: Some(reason), ..Fields::of(s) };
         self.emit(&e, outcome, took.as_millis() as u64, None, false);
     }
 
     /// A call a rule refused (or that no rule allowed): the record names the rule.
-    pub fn refused_by_rule(&self, caller: &str, endpoint: &str, method: &str, item: &str, outcome: &str, rule: &str) {
-        let e = Fields { caller, endpoint, method, item, presented: None, upstream: "-", rule: Some(rule), guard: None, reason: None };
-        self.emit(&e, outcome, 0, None, false);
+    pub fn refused_by_rule(&self, s: &Subject, outcome: &str, rule: &str) {
+        self.emit(&Fields { rule: Some(rule), ..Fields::asked(s) }, outcome, 0, None, false);
     }
 
     /// A tool call refused for its caller's limits (a rate limit or a quota), with the tool known
     /// by its catalogue name: audited, and counted in the usage.
-    pub fn limited(&self, e: &Entry, outcome: &str) {
-        self.emit(&e.fields(), outcome, 0, None, true);
+    pub fn limited(&self, s: &Subject, outcome: &str) {
+        self.emit(&Fields::of(s), outcome, 0, None, true);
     }
 
     /// The record of one forwarded call that ended with `outcome`.
     pub fn record(&self, e: &Entry, outcome: &str) {
         let duration_ms = e.started.elapsed().as_millis() as u64;
-        self.emit(&e.fields(), outcome, duration_ms, e.arguments.as_deref(), true);
+        self.emit(&Fields::of(&e.subject), outcome, duration_ms, e.arguments.as_deref(), true);
     }
 
     /// Writes the record everywhere it goes, its client-controlled values cleaned once; a tool
@@ -210,16 +204,6 @@ impl Audit {
     }
 }
 
-/// Who and what a guard's verdict was about.
-#[derive(Clone, Copy)]
-pub struct Guarded<'a> {
-    pub caller: &'a str,
-    pub endpoint: &'a str,
-    pub method: &'a str,
-    pub item: &'a str,
-    pub upstream: &'a str,
-}
-
 /// The parts of a record, borrowed.
 #[derive(Clone, Copy)]
 struct Fields<'a> {
@@ -237,38 +221,38 @@ struct Fields<'a> {
     reason: Option<&'a str>,
 }
 
-fn now_ms() -> u64 {
-    crate::toolbox::unix_ms()
-}
-
-pub struct Entry {
-    pub caller: String,
-    /// The virtual server's path, `-` for the root endpoint.
-    pub endpoint: String,
-    pub method: String,
-    /// The catalogue's name.
-    pub item: String,
-    /// The name the endpoint presents, when it differs.
-    pub presented: Option<String>,
-    pub upstream: String,
-    pub started: Instant,
-    pub arguments: Option<String>,
-}
-
-impl Entry {
-    fn fields(&self) -> Fields<'_> {
+impl<'a> Fields<'a> {
+    /// Everything the subject knows: the catalogue's name, the presented one, the upstream.
+    fn of(s: &'a Subject) -> Fields<'a> {
         Fields {
-            caller: &self.caller,
-            endpoint: &self.endpoint,
-            method: &self.method,
-            item: &self.item,
-            presented: self.presented.as_deref(),
-            upstream: &self.upstream,
+            caller: &s.caller,
+            endpoint: s.endpoint(),
+            method: s.method.as_str(),
+            item: &s.item,
+            presented: s.presented.as_deref(),
+            upstream: s.upstream(),
             rule: None,
             guard: None,
             reason: None,
         }
     }
+
+    /// As a refusal records it: the item as the caller named it, no upstream.
+    fn asked(s: &'a Subject) -> Fields<'a> {
+        Fields { item: s.shown(), presented: None, upstream: "-", ..Fields::of(s) }
+    }
+}
+
+fn now_ms() -> u64 {
+    crate::toolbox::unix_ms()
+}
+
+/// One forwarded call as the audit records it when it ends: its subject (shared with the checks
+/// of its result), when it started, and its arguments when they are audited.
+pub struct Entry {
+    pub subject: Arc<Subject>,
+    pub started: Instant,
+    pub arguments: Option<String>,
 }
 
 /// A short, secret-free description of how a request ended. A result is read only for its
@@ -382,6 +366,73 @@ mod tests {
 
     fn result(text: &str) -> Outcome {
         Outcome::Result(Json::to_json(&serde_json::from_str::<serde_json::Value>(text).unwrap()).unwrap())
+    }
+
+    /// Each path's record of one request, as the audit wrote it before the paths shared one
+    /// subject: a forwarded call and a limited one name the catalogue's name, the presented one
+    /// and the upstream; a refusal names the item as asked and no upstream; a guard's verdict the
+    /// catalogue's name and the upstream, never the presented name; the catalogue guards no
+    /// caller and the list method.
+    #[test]
+    fn every_path_records_the_fields_it_always_did() {
+        use crate::auth::Principal;
+        use crate::catalog::Kind;
+        use crate::protocol::Method;
+        use serde_json::json;
+
+        let audit = Audit::default();
+        audit.keep_recent();
+        let carol = Principal { id: "carol".into(), endpoint: Some("/team".into()), ..(*Principal::anonymous()).clone() };
+        let asked = Subject::asked(&carol, Method::ToolsCall, "add");
+        let mut resolved = asked.clone();
+        resolved.resolve(Kind::Tool, "calc", Some("calc__add"));
+        let root = Principal { id: "dave".into(), ..(*Principal::anonymous()).clone() };
+        let entry = Entry { subject: Arc::new(resolved.clone()), started: Instant::now(), arguments: None };
+
+        audit.refused(&Subject::asked(&root, Method::PromptsGet, "nope"), "unknown_or_denied");
+        audit.refused(&asked, "ambiguous_bare_name");
+        audit.limited(&resolved, "rate_limited");
+        audit.refused_by_rule(&resolved, "denied_by_rule", "no-adds");
+        audit.refused(&resolved, "secret_blocked:aws");
+        audit.guarded(&resolved, "guard_denied", "pii", "found one", std::time::Duration::from_millis(7));
+        let definition = Subject::catalogue(Kind::Tool, Method::ToolsList, "calc__add", "calc");
+        audit.guarded(&definition, "guard_flagged:email", "pii", "-", Default::default());
+        audit.record(&entry, "ok");
+
+        let mut records: Vec<serde_json::Value> = audit
+            .recent()
+            .iter()
+            .rev()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v.as_object_mut().map(|o| o.remove("ts_ms"));
+                v
+            })
+            .collect();
+        // A forwarded call's duration is its own.
+        records.last_mut().and_then(|v| v.as_object_mut()).map(|o| o.remove("duration_ms"));
+        let who = |item: &str, upstream: &str| json!({ "caller": "carol", "endpoint": "/team", "method": "tools/call", "item": item, "upstream": upstream });
+        let with = |mut base: serde_json::Value, more: serde_json::Value| {
+            if let (Some(b), Some(m)) = (base.as_object_mut(), more.as_object()) {
+                b.extend(m.clone());
+            }
+            base
+        };
+        let expected = vec![
+            json!({ "caller": "dave", "endpoint": "-", "method": "prompts/get", "item": "nope", "upstream": "-", "outcome": "unknown_or_denied", "duration_ms": 0 }),
+            with(who("add", "-"), json!({ "outcome": "ambiguous_bare_name", "duration_ms": 0 })),
+            with(who("calc__add", "calc"), json!({ "presented": "add", "outcome": "rate_limited", "duration_ms": 0 })),
+            with(who("add", "-"), json!({ "outcome": "denied_by_rule", "rule": "no-adds", "duration_ms": 0 })),
+            with(who("add", "-"), json!({ "outcome": "secret_blocked:aws", "duration_ms": 0 })),
+            with(who("calc__add", "calc"), json!({ "outcome": "guard_denied", "guard": "pii", "reason": "found one", "duration_ms": 7 })),
+            json!({ "caller": "-", "endpoint": "-", "method": "tools/list", "item": "calc__add", "upstream": "calc", "outcome": "guard_flagged:email", "guard": "pii", "reason": "-", "duration_ms": 0 }),
+            with(who("calc__add", "calc"), json!({ "presented": "add", "outcome": "ok" })),
+        ];
+        assert_eq!(records, expected);
+        // The name as asked is the catalogue's: nothing is presented beside it.
+        let mut same = Subject::asked(&carol, Method::ResourcesRead, "mem://a");
+        same.resolve(Kind::Resource, "mem", None);
+        assert_eq!((same.item.as_str(), same.presented.as_deref(), same.shown(), same.upstream()), ("mem://a", None, "mem://a", "mem"));
     }
 
     #[test]

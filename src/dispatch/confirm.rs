@@ -12,6 +12,7 @@
 //! gateway's request state, so its rounds are not confirmed again.
 
 use super::{Request, Served};
+use crate::audit::Subject;
 use crate::catalog::Entry;
 use crate::config::confirm::ConfirmRule;
 use crate::protocol::errors::RpcError;
@@ -85,9 +86,11 @@ fn arguments_text(params: &RawObject) -> &str {
     }
 }
 
-/// Decides on a call of `tool` (its arguments are read from `req` as they would be forwarded);
+/// Decides on a call of `tool` (its arguments are read from `req` as they would be forwarded),
+/// `who` asked about as the chain resolved it (its upstream; what a refusal is audited under);
 /// `by_rule`: a `[[rule]]` with `effect = "confirm"` that holds for the call.
-pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &str, by_rule: Option<&str>) -> Verdict {
+pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, who: &Subject, by_rule: Option<&str>) -> Verdict {
+    let upstream = who.upstream();
     let named;
     let rule = match (rule_for(&gw.config.confirms, tool), by_rule) {
         (Some(rule), _) => rule,
@@ -113,8 +116,8 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
     {
         match gw.confirmations.redeem(&once_key(token)).await {
             Ok(true) => return Verdict::Confirmed(want),
-            Ok(false) => refuse(gw, req, tool, Confirmation::Spent),
-            Err(e) => return unavailable(gw, req, tool, &e),
+            Ok(false) => refuse(gw, who, Confirmation::Spent),
+            Err(e) => return unavailable(gw, who, tool, &e),
         }
     }
     // The answer to the gateway's question: issued to this caller, on this endpoint, for exactly
@@ -126,10 +129,10 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
         .is_some_and(|(a, age)| age <= max_age && a.c == req.caller.id && a.r == req.caller.rules && a.e == endpoint && a.d == want);
     if let (true, Some(token)) = (ours, token) {
         match gw.confirmations.redeem(&once_key(&token)).await {
-            Ok(true) => return answered(gw, req, tool, want),
+            Ok(true) => return answered(gw, req, who, tool, want),
             // Answered before (or asked on another replica without a shared store): ask again.
-            Ok(false) => refuse(gw, req, tool, Confirmation::Spent),
-            Err(e) => return unavailable(gw, req, tool, &e),
+            Ok(false) => refuse(gw, who, Confirmation::Spent),
+            Err(e) => return unavailable(gw, who, tool, &e),
         }
     }
     // Ask, if the client can be asked.
@@ -138,7 +141,7 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
         None => req.meta.client_capabilities().and_then(|c| c.get("elicitation")).is_some_and(Value::is_object),
     };
     if !can_ask {
-        refuse(gw, req, tool, Confirmation::Impossible);
+        refuse(gw, who, Confirmation::Impossible);
         return Verdict::Answer(Box::new(tool_error(&format!(
             "{} needs a person's confirmation ({}), and this client cannot ask for one (it declared no elicitation).",
             tool.name, rule.label
@@ -149,7 +152,7 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
         return Verdict::Answer(Box::new(Reply::error(RpcError::internal("cannot seal the confirmation"))));
     };
     if let Err(e) = gw.confirmations.issue(&once_key(&state), max_age).await {
-        refuse(gw, req, tool, Confirmation::Unavailable);
+        refuse(gw, who, Confirmation::Unavailable);
         return Verdict::Answer(Box::new(tool_error(&format!("{} was not run: a confirmation cannot be asked now ({e}).", tool.name))));
     }
     let message = format!(
@@ -176,8 +179,8 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, upstream: &
 }
 
 /// The refusal of a call whose confirmation cannot be checked now (fails closed).
-fn unavailable(gw: &Served<'_>, req: &Request, tool: &Entry, e: &crate::gateway::onetime::OneTimeError) -> Verdict {
-    refuse(gw, req, tool, Confirmation::Unavailable);
+fn unavailable(gw: &Served<'_>, who: &Subject, tool: &Entry, e: &crate::gateway::onetime::OneTimeError) -> Verdict {
+    refuse(gw, who, Confirmation::Unavailable);
     Verdict::Answer(Box::new(tool_error(&format!("{} was not run: its confirmation cannot be checked now ({e}).", tool.name))))
 }
 
@@ -190,7 +193,7 @@ pub fn issue_round(once: &crate::gateway::onetime::OneTime, outcome: &Outcome, t
 }
 
 /// The verdict of a redeemed answer: the call runs if the person accepted.
-fn answered(gw: &Served<'_>, req: &mut Request, tool: &Entry, want: String) -> Verdict {
+fn answered(gw: &Served<'_>, req: &mut Request, who: &Subject, tool: &Entry, want: String) -> Verdict {
     let answer =
         req.params.parse::<RawObject>("inputResponses").and_then(Result::ok).and_then(|r| r.get(INPUT_KEY).map(|a| a.get().to_string()));
     let answer: Value = answer.and_then(|a| serde_json::from_str(&a).ok()).unwrap_or(Value::Null);
@@ -199,7 +202,7 @@ fn answered(gw: &Served<'_>, req: &mut Request, tool: &Entry, want: String) -> V
         gw.metrics.confirmation(Confirmation::Confirmed);
         return Verdict::Confirmed(want);
     }
-    refuse(gw, req, tool, Confirmation::Declined);
+    refuse(gw, who, Confirmation::Declined);
     Verdict::Answer(Box::new(tool_error(&format!("{} was not run: the call was not confirmed.", tool.name))))
 }
 
@@ -209,9 +212,9 @@ fn strip(params: &mut RawObject) {
     super::strip_input_response(params, INPUT_KEY);
 }
 
-fn refuse(gw: &Served<'_>, req: &Request, tool: &Entry, why: Confirmation) {
+fn refuse(gw: &Served<'_>, who: &Subject, why: Confirmation) {
     let reason = why.refusal().map_or("confirmation", |r| r.as_str());
-    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), &tool.name, reason);
+    gw.audit.refused(who, reason);
     gw.metrics.confirmation(why);
 }
 

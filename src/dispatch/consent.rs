@@ -9,6 +9,7 @@
 //! caller and the upstream, sealed and short-lived.
 
 use super::{Request, Served, state};
+use crate::audit::Subject;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
 use crate::reply::{Outcome, Reply};
@@ -24,13 +25,13 @@ fn url_elicitation(capabilities: Option<&Value>) -> bool {
     capabilities.and_then(|c| c.get("elicitation")).and_then(|e| e.get("url")).is_some_and(Value::is_object)
 }
 
-/// The reply that sends the caller of `req` to consent to upstream `upstream` (`item`: what the
-/// request acts on, which a sealed state is bound to).
-pub fn needed(gw: &Served<'_>, req: &Request, upstream: &str, item: &str) -> Reply {
+/// The reply that sends the caller of `req` to consent to upstream `upstream` (`who`: who asked
+/// about what; a sealed state is bound to the item as the caller named it).
+pub fn needed(gw: &Served<'_>, req: &Request, who: &Subject, upstream: &str) -> Reply {
     let Some(link) = gw.personal.as_ref().and_then(|p| p.identity.consent_link(&req.caller.id, upstream)) else {
         return Reply::error(RpcError::internal(format!("Upstream '{upstream}' needs consent, and no consent link could be made")));
     };
-    gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), item, "consent_needed");
+    gw.audit.refused(who, "consent_needed");
     gw.metrics.refused(crate::telemetry::reasons::Refused::ConsentNeeded);
     let message = format!("Connect {upstream}: sign in with your own {upstream} account so that this gateway can use it for you.");
     match &req.legacy {
@@ -51,7 +52,7 @@ pub fn needed(gw: &Served<'_>, req: &Request, upstream: &str, item: &str) -> Rep
                 "inputRequests": { INPUT_KEY: { "method": "elicitation/create", "params": { "mode": "url", "message": message, "url": link } } },
             });
             let Ok(raw) = Json::to_json(&result) else { return Reply::error(RpcError::internal("cannot render the consent request")) };
-            let bind = state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item, confirmed: None };
+            let bind = state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: who.shown(), confirmed: None };
             return Reply::Single(state::seal(&gw.sealer, Outcome::Result(raw), &bind));
         }
         None => {}

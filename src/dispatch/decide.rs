@@ -33,21 +33,12 @@ pub fn parse_time(text: &str) -> Option<u64> {
     })
 }
 
-/// The item a call is about, as the rules see it.
-pub struct Subject<'a> {
-    pub kind: Kind,
-    /// Its catalogue name (tools, prompts) or gateway URI (resources).
-    pub name: &'a str,
-    pub upstream: &'a str,
-    /// Its definition (a tool's, with its annotations).
-    pub json: Option<&'a str>,
-}
-
-/// Decides on `req` for `subject`: `Ok(Some(rule))` when a confirm rule holds. `args` are the
+/// Decides on `req` for `item` (as the rules see it: its catalogue name or gateway URI, its
+/// upstream, its definition): `Ok(Some(rule))` when a confirm rule holds. `args` are the
 /// call's arguments as the chain read them (`dispatch::chain::Call::arguments`), given whenever a
 /// rule may read them; a rule that reads arguments it was not given does not hold in the call's
 /// favour (`policy::rules`).
-pub fn decide(gw: &Served<'_>, req: &Request, subject: &Subject<'_>, args: Option<&Value>) -> Result<Option<String>, Refusal> {
+pub fn decide(gw: &Served<'_>, req: &Request, item: &Item<'_>, args: Option<&Value>) -> Result<Option<String>, Refusal> {
     let grants = &req.caller.grants;
     if !grants.decides_calls() {
         return Ok(None);
@@ -62,21 +53,20 @@ pub fn decide(gw: &Served<'_>, req: &Request, subject: &Subject<'_>, args: Optio
     };
     let request = RequestFacts {
         method: req.method.as_str(),
-        name: subject.name,
-        upstream: subject.upstream,
+        name: item.name,
+        upstream: item.upstream,
         endpoint: req.caller.endpoint.as_deref().unwrap_or(&gw.config.server.path),
         era,
         client,
     };
-    let facts = Facts { caller: grants.caller(), request: Some(&request), item: subject.json, args, now: Some(now()) };
-    let item = Item { kind: subject.kind, name: subject.name, upstream: subject.upstream, json: subject.json };
-    let verdict = grants.decide(&item, &facts, None);
+    let facts = Facts { caller: grants.caller(), request: Some(&request), item: item.json, args, now: Some(now()) };
+    let verdict = grants.decide(item, &facts, None);
     if let Some(rule) = verdict.denied_by {
-        return Err(Refusal::ByRule { rule, allowed_by_none: false, tool: subject.kind == Kind::Tool });
+        return Err(Refusal::ByRule { rule, allowed_by_none: false, tool: item.kind == Kind::Tool });
     }
     if !verdict.allowed {
         let rule = verdict.unmet.join(", ");
-        return Err(Refusal::ByRule { rule, allowed_by_none: true, tool: subject.kind == Kind::Tool });
+        return Err(Refusal::ByRule { rule, allowed_by_none: true, tool: item.kind == Kind::Tool });
     }
     Ok(verdict.confirm_by)
 }

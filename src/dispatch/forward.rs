@@ -8,7 +8,7 @@
 
 use super::Served;
 use super::{Request, state};
-use crate::audit;
+use crate::audit::{self, Subject};
 use crate::catalog::args::{ArgCheck, Refusal as ArgRefusal, cost};
 use crate::catalog::view;
 use crate::catalog::{Kind, links, uris};
@@ -20,6 +20,7 @@ use crate::protocol::rawobj::RawObject;
 use crate::reply::{Outcome, Reply};
 use crate::upstream::Call;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub(super) fn string_param(req: &Request, key: &str) -> Result<String, RpcError> {
@@ -60,25 +61,22 @@ pub(super) fn needs_scope(gw: &Served<'_>, req: &Request, kind: Kind, name: &str
     )
 }
 
-/// The item a request acts on: as the caller named it, and as policy names it (the catalogue's
-/// name, whatever an endpoint presents).
-#[derive(Clone, Copy)]
+/// Who asked about what, as the call path resolved it, and what goes with it to the upstream.
 pub(super) struct Named<'a> {
-    pub shown: &'a str,
-    pub policy: &'a str,
+    /// The item as the caller named it, and as policy names it (the catalogue's name, whatever
+    /// an endpoint presents), with the upstream that owns it.
+    pub subject: &'a Arc<Subject>,
+    /// The redaction step of the request, when detectors are configured.
+    pub redact: Option<Arc<super::secrets::Redact>>,
     /// A call a person confirmed: the digest of what they confirmed.
     pub confirmed: Option<&'a str>,
 }
 
-/// The audit record of `req`, under the catalogue's name, whatever name the endpoint presents.
-fn entry(gw: &Served<'_>, req: &Request, named: Named<'_>, upstream: &str) -> audit::Entry {
+/// The audit record of `req` about `subject` (under the catalogue's name, with the name the
+/// endpoint presents).
+fn entry(gw: &Served<'_>, req: &Request, subject: &Arc<Subject>) -> audit::Entry {
     audit::Entry {
-        caller: req.caller.id.clone(),
-        endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
-        method: req.method.to_string(),
-        item: named.policy.to_string(),
-        presented: (named.shown != named.policy).then(|| named.shown.to_string()),
-        upstream: upstream.to_string(),
+        subject: subject.clone(),
         started: Instant::now(),
         arguments: gw.config.audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
     }
@@ -94,19 +92,20 @@ pub(super) async fn forward(
     param_headers: Vec<(String, String)>,
     endpoint: Option<usize>,
 ) -> Reply {
-    let item = named.shown;
+    let subject = named.subject;
+    let item = subject.shown();
     let up = match gw.upstream_for(&req.caller, upstream).await {
         Some(Routed::Up(up)) => up,
-        Some(Routed::Consent) => return super::consent::needed(gw, &req, gw.upstream_id(upstream), item),
+        Some(Routed::Consent) => return super::consent::needed(gw, &req, subject, gw.upstream_id(upstream)),
         Some(Routed::Failed(e)) => return Reply::error(e.into_rpc(gw.upstream_id(upstream))),
         None => return Reply::error(RpcError::internal("catalogue points at a missing upstream")),
     };
     crate::telemetry::routed(&tracing::Span::current(), req.method.as_str(), item, up.id());
-    let entry = entry(gw, &req, named, up.id());
+    let entry = entry(gw, &req, subject);
     // A request to a caller's own upstream is kept, to send the caller to consent if its token
     // is refused.
     let again = gw.is_personal(upstream).then(|| req.clone());
-    let redact = super::secrets::Redact::new(gw, &req, item);
+    let redact = named.redact;
     let redact_events = redact.clone();
     let mut params = req.params;
     params.remove("_meta");
@@ -115,14 +114,11 @@ pub(super) async fn forward(
     let after = After {
         sealer: gw.sealer.clone(),
         caller: req.caller.clone(),
-        upstream_id: up.id().to_string(),
+        subject: subject.clone(),
         transport: match up.cfg.transport {
             crate::config::TransportConfig::Stdio { .. } => crate::telemetry::Transport::Pipe,
             crate::config::TransportConfig::Http { .. } | crate::config::TransportConfig::OpenApi(_) => crate::telemetry::Transport::Tcp,
         },
-        method: req.method.clone(),
-        item: item.to_string(),
-        policy_name: named.policy.to_string(),
         prefix: up.cfg.prefix.clone(),
         confirmed: named.confirmed.map(str::to_string),
         confirmations: gw.confirmations.clone(),
@@ -160,7 +156,7 @@ pub(super) async fn forward(
         && super::consent::is_needed(o)
     {
         pending.finish(&audit::outcome_label(o));
-        return super::consent::needed(gw, req, &after.upstream_id, &after.item);
+        return super::consent::needed(gw, req, &after.subject, after.subject.upstream());
     }
     let after = After { pending: Some(pending), ..after };
     super::secrets::events(reply.map_outcome(move |o| after.outcome(o)), redact_events)
@@ -169,27 +165,25 @@ pub(super) async fn forward(
 /// The result side of a forwarded request: recorded (audit, metrics), redacted, its links and
 /// tasks mapped to the gateway's, and a question to the client sealed into its request state.
 struct After {
-    sealer: std::sync::Arc<crate::token::Sealer>,
-    caller: std::sync::Arc<crate::auth::Principal>,
-    upstream_id: String,
+    sealer: Arc<crate::token::Sealer>,
+    caller: Arc<crate::auth::Principal>,
+    /// Who asked about what (its method, the item by both names, the upstream's id).
+    subject: Arc<Subject>,
     transport: crate::telemetry::Transport,
-    method: Method,
-    item: String,
-    policy_name: String,
     prefix: String,
     confirmed: Option<String>,
-    confirmations: std::sync::Arc<crate::gateway::onetime::OneTime>,
+    confirmations: Arc<crate::gateway::onetime::OneTime>,
     narrowed: bool,
-    metrics: std::sync::Arc<crate::telemetry::Metrics>,
+    metrics: Arc<crate::telemetry::Metrics>,
     started: Instant,
     max_age: std::time::Duration,
-    redact: Option<std::sync::Arc<super::secrets::Redact>>,
-    pending: Option<std::sync::Arc<audit::Pending>>,
+    redact: Option<Arc<super::secrets::Redact>>,
+    pending: Option<Arc<audit::Pending>>,
 }
 
 impl After {
     fn outcome(&self, o: Outcome) -> Outcome {
-        let method = &self.method;
+        let method = &self.subject.method;
         // Described once, for the audit line and the metrics alike.
         let label = audit::outcome_label(&o);
         if let Some(pending) = &self.pending {
@@ -198,15 +192,15 @@ impl After {
         let endpoint = self.caller.endpoint.as_deref().unwrap_or("-");
         let forwarded = crate::telemetry::semconv::Forwarded {
             method: method.as_str(),
-            upstream: &self.upstream_id,
+            upstream: self.subject.upstream(),
             transport: self.transport,
-            tool: (*method == Method::ToolsCall).then_some(self.policy_name.as_str()),
+            tool: (*method == Method::ToolsCall).then_some(self.subject.item.as_str()),
             error_type: None,
             took: self.started.elapsed(),
         };
         self.metrics.call(&forwarded, endpoint, &label);
         if *method == Method::ToolsCall {
-            self.metrics.tool_call(&self.policy_name, self.caller.rules.first().map(String::as_str), &label);
+            self.metrics.tool_call(&self.subject.item, self.caller.rules.first().map(String::as_str), &label);
         }
         // What the upstream sent passes the redaction step first, whatever it is.
         let o = match &self.redact {
@@ -223,14 +217,14 @@ impl After {
             return Outcome::Error(RpcError::internal(format!(
                 "Upstream '{}' answered {method} with input_required, which only tools/call, prompts/get and \
                     resources/read may carry",
-                self.upstream_id
+                self.subject.upstream()
             )));
         }
         let bind = state::Binding {
             caller: &self.caller,
-            upstream: &self.upstream_id,
+            upstream: self.subject.upstream(),
             method: method.as_str(),
-            item: &self.item,
+            item: self.subject.shown(),
             confirmed: self.confirmed.as_deref(),
         };
         let sealed = state::seal(&self.sealer, o, &bind);
@@ -242,13 +236,13 @@ impl After {
 
     /// A result: links to the gateway's, a narrowed caller's resource private, a task sealed.
     fn result(&self, raw: Json) -> Outcome {
-        let method = &self.method;
+        let method = &self.subject.method;
         let raw = links::to_gateway(method.as_str(), &raw, &self.prefix).unwrap_or(raw);
         let raw = if self.narrowed && *method == Method::ResourcesRead { private_scope(&raw).unwrap_or(raw) } else { raw };
         if *method != Method::ToolsCall {
             return Outcome::Result(raw);
         }
-        let created = super::tasks::Created { caller: &self.caller, upstream: &self.upstream_id, tool: &self.policy_name };
+        let created = super::tasks::Created { caller: &self.caller, upstream: self.subject.upstream(), tool: &self.subject.item };
         super::tasks::seal_created(&self.sealer, Outcome::Result(raw), &created)
     }
 }

@@ -8,7 +8,8 @@
 
 use super::refusal::Refusal;
 use super::{Served, envelope, secrets::Redact, state};
-use crate::gateway::guards::{Asking, Checked, Context, GuardSet};
+use crate::audit::Subject;
+use crate::gateway::guards::{Checked, Context, GuardSet};
 use crate::policy::guards::Point;
 use crate::protocol::Method;
 use crate::protocol::errors::RpcError;
@@ -18,48 +19,26 @@ use crate::reply::{Event, EventStream, Outcome, Reply};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// Who and what a forwarded request was, owned (the result may come after the handler returned).
-pub struct Who {
-    pub caller: String,
-    pub endpoint: String,
-    pub method: Method,
-    pub kind: &'static str,
-    pub name: String,
-    pub upstream: String,
-}
-
-impl Who {
-    fn asking(&self, point: Point) -> Asking<'_> {
-        Asking {
-            point,
-            caller: &self.caller,
-            endpoint: &self.endpoint,
-            method: self.method.as_str(),
-            kind: self.kind,
-            name: &self.name,
-            upstream: &self.upstream,
-        }
-    }
-}
-
-/// The `request` point on `arguments`: `Ok(Some(new))` when a guard replaced them.
-pub async fn request(gw: &Served<'_>, who: &Who, arguments: &Value) -> Result<Option<Value>, Refusal> {
+/// The `request` point on the `arguments` of a request about `who`: `Ok(Some(new))` when a
+/// guard replaced them.
+pub async fn request(gw: &Served<'_>, who: &Subject, arguments: &Value) -> Result<Option<Value>, Refusal> {
     let (set, cx) = gw.guards();
-    if !set.guards(Point::Request, &who.name) {
+    if !set.guards(Point::Request, &who.item) {
         return Ok(None);
     }
     let content = json!({ "arguments": arguments });
-    match set.check(&cx, &who.asking(Point::Request), Ok(content)).await {
+    match set.check(&cx, Point::Request, who, Ok(content)).await {
         Checked::Pass(None) => Ok(None),
         Checked::Pass(Some(mut new)) => Ok(Some(new["arguments"].take())),
         Checked::Denied { guard, reason, .. } => Err(Refusal::ByGuard { guard, reason, tool: who.method == Method::ToolsCall }),
     }
 }
 
-/// The `result` and `input` points on a forwarded request's reply.
-pub async fn results(gw: &Served<'_>, who: Who, redact: Option<Arc<Redact>>, reply: Reply) -> Reply {
+/// The `result` and `input` points on a forwarded request's reply (`who`: shared, since a
+/// stream's result comes after the handler returned).
+pub async fn results(gw: &Served<'_>, who: Arc<Subject>, redact: Option<Arc<Redact>>, reply: Reply) -> Reply {
     let (set, cx) = gw.guards();
-    if !set.guards(Point::Result, &who.name) && !set.guards(Point::Input, &who.name) {
+    if !set.guards(Point::Result, &who.item) && !set.guards(Point::Input, &who.item) {
         return reply;
     }
     let mut s = match reply {
@@ -73,7 +52,7 @@ pub async fn results(gw: &Served<'_>, who: Who, redact: Option<Arc<Redact>>, rep
             let ev = match ev {
                 Event::Done(o) => Event::Done(outcome(&set, &cx, &who, redact.as_deref(), o).await),
                 Event::Ask(bytes) => question(&set, &cx, &who, bytes).await,
-                Event::Notification(bytes) => match set.notification(&cx, &who.asking(Point::Result), bytes) {
+                Event::Notification(bytes) => match set.notification(&cx, Point::Result, &who, bytes) {
                     Some(bytes) => Event::Notification(bytes),
                     None => continue,
                 },
@@ -90,9 +69,9 @@ pub async fn results(gw: &Served<'_>, who: Who, redact: Option<Arc<Redact>>, rep
 /// guard reads it as `protocol::read` reads it (what cannot be read is withheld), without the
 /// sealed `requestState` of a question (the gateway's, not the person's), and a replacement is
 /// completed to the result its method answers, or withheld.
-async fn outcome(set: &GuardSet, cx: &Context, who: &Who, redact: Option<&Redact>, o: Outcome) -> Outcome {
+async fn outcome(set: &GuardSet, cx: &Context, who: &Subject, redact: Option<&Redact>, o: Outcome) -> Outcome {
     let point = if state::asks_input(&o) { Point::Input } else { Point::Result };
-    if !set.guards(point, &who.name) {
+    if !set.guards(point, &who.item) {
         return o;
     }
     let (content, original) = match &o {
@@ -103,7 +82,7 @@ async fn outcome(set: &GuardSet, cx: &Context, who: &Who, redact: Option<&Redact
         Outcome::UpstreamError(raw) => (read::text_value(raw.get()).map(|e| json!({ "error": e })), None),
         Outcome::Error(e) => (Ok(json!({ "error": { "code": e.code, "message": e.message, "data": e.data } })), None),
     };
-    let new = match set.check(cx, &who.asking(point), content).await {
+    let new = match set.check(cx, point, who, content).await {
         Checked::Pass(None) => return o,
         Checked::Pass(Some(new)) => new,
         Checked::Denied { guard, reason, .. } => return withheld(who, &guard, &reason),
@@ -137,11 +116,11 @@ fn without_state(mut result: Value) -> Value {
 }
 
 /// A question an upstream streams to a legacy client, checked at `input`.
-async fn question(set: &GuardSet, cx: &Context, who: &Who, bytes: Vec<u8>) -> Event {
-    if !set.guards(Point::Input, &who.name) {
+async fn question(set: &GuardSet, cx: &Context, who: &Subject, bytes: Vec<u8>) -> Event {
+    if !set.guards(Point::Input, &who.item) {
         return Event::Ask(bytes);
     }
-    match set.check(cx, &who.asking(Point::Input), read::value(&bytes)).await {
+    match set.check(cx, Point::Input, who, read::value(&bytes)).await {
         Checked::Pass(None) => Event::Ask(bytes),
         Checked::Pass(Some(new)) if new.get("method").is_some_and(Value::is_string) => match serde_json::to_vec(&new) {
             Ok(b) => Event::Ask(b),
@@ -153,8 +132,8 @@ async fn question(set: &GuardSet, cx: &Context, who: &Who, bytes: Vec<u8>) -> Ev
 }
 
 /// What the client gets instead of what a guard withheld.
-fn withheld(who: &Who, guard: &str, reason: &str) -> Outcome {
-    let text = format!("The gateway's guard '{guard}' withheld the answer of {}: {reason}", who.name);
+fn withheld(who: &Subject, guard: &str, reason: &str) -> Outcome {
+    let text = format!("The gateway's guard '{guard}' withheld the answer of {}: {reason}", who.item);
     match who.method {
         Method::ToolsCall => super::tool_text(&text, true),
         _ => Outcome::Error(RpcError::internal(text)),

@@ -23,7 +23,7 @@ pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
             Ok(o) if o <= entries.len() => o,
             refused => {
                 let why = refused.err().unwrap_or("invalid_cursor/past_the_end");
-                gw.audit.refused(&req.caller.id, req.caller.endpoint.as_deref().unwrap_or("-"), req.method.as_str(), "-", why);
+                gw.audit.refused(&crate::audit::Subject::asked(&req.caller, req.method.clone(), "-"), why);
                 gw.metrics.refused(crate::telemetry::reasons::Refused::InvalidCursor);
                 return Reply::error(cursor::invalid());
             }

@@ -1,7 +1,11 @@
 //! The era-free request pipeline. Edge adapters (modern HTTP, stdio) turn wire messages into a
-//! [`Request`]; a [`Service`] answers it with a [`Reply`]. For the gateway, this module is the one
-//! table from method to handler, and the only place that knows the order: rate limit → look up
-//! through the caller's view (policy) → check scopes and mirrored headers → forward, audited.
+//! [`Request`]; a [`Service`] answers it with a [`Reply`]. For the gateway, this module owns the
+//! request's admission (the caller's own rate limit, its personal upstreams made ready), the one
+//! table from method to handler, and what every handler is served from ([`Served`]: one snapshot
+//! of the configuration, the authenticator and the caller's view); with the answers the handlers
+//! share (a rate limit's or a quota's 429, a tool's text result). The order of the decisions on
+//! one item is not here: each method's chain of steps declares it (`chain`), and `forward` is
+//! its last step.
 
 mod bare;
 mod chain;

@@ -6,14 +6,14 @@
 
 use super::bare;
 use super::{Request, Served};
-use crate::audit;
+use crate::audit::Subject;
 use crate::catalog::Kind;
 use crate::catalog::args::Refusal as ArgRefusal;
 use crate::protocol::errors::RpcError;
 use crate::reply::Reply;
 use crate::telemetry::reasons::Refused;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Why a step stopped a request.
 pub enum Refusal {
@@ -158,45 +158,28 @@ impl Refusal {
     }
 }
 
-/// The tool a refused call was resolved to, for a refusal counted in the usage.
-pub struct Resolved<'a> {
-    /// Its catalogue name.
-    pub canonical: &'a str,
-    pub upstream: usize,
-}
-
-/// Records `refusal` of `req` on `item` (audit, metrics, usage) and answers it.
-pub fn answer(gw: &Served<'_>, req: &Request, item: &str, tool: Option<Resolved<'_>>, refusal: Refusal) -> Reply {
-    let endpoint = req.caller.endpoint.as_deref().unwrap_or("-");
-    match (refusal.reason(), tool) {
-        (Some(reason), Some(tool)) if refusal.is_limit() => {
-            let entry = audit::Entry {
-                caller: req.caller.id.clone(),
-                endpoint: endpoint.to_string(),
-                method: req.method.to_string(),
-                item: tool.canonical.to_string(),
-                presented: (item != tool.canonical).then(|| item.to_string()),
-                upstream: gw.upstream_id(tool.upstream).to_string(),
-                started: Instant::now(),
-                arguments: None,
-            };
-            gw.audit.limited(&entry, reason.as_str());
+/// Records `refusal` of `req` about `subject` (audit, metrics, usage) and answers it.
+pub fn answer(gw: &Served<'_>, req: &Request, subject: &Subject, refusal: Refusal) -> Reply {
+    match refusal.reason() {
+        // A refusal for the caller's limits, of a tool known by its catalogue name.
+        Some(reason) if refusal.is_limit() && subject.kind == Some(Kind::Tool) => {
+            gw.audit.limited(subject, reason.as_str());
             gw.metrics.refused(reason);
-            gw.metrics.tool_call(tool.canonical, req.caller.rules.first().map(String::as_str), reason.as_str());
+            gw.metrics.tool_call(&subject.item, req.caller.rules.first().map(String::as_str), reason.as_str());
         }
         // The guard's own record names it and its latency.
-        (Some(reason), _) if matches!(refusal, Refusal::ByGuard { .. }) => gw.metrics.refused(reason),
-        (Some(reason), _) if let Refusal::ByRule { rule, .. } = &refusal => {
-            gw.audit.refused_by_rule(&req.caller.id, endpoint, req.method.as_str(), item, reason.as_str(), rule);
+        Some(reason) if matches!(refusal, Refusal::ByGuard { .. }) => gw.metrics.refused(reason),
+        Some(reason) if let Refusal::ByRule { rule, .. } = &refusal => {
+            gw.audit.refused_by_rule(subject, reason.as_str(), rule);
             gw.metrics.refused(reason);
         }
-        (Some(reason), _) => {
-            gw.audit.refused(&req.caller.id, endpoint, req.method.as_str(), item, refusal.audit_reason().unwrap_or(reason.as_str()));
+        Some(reason) => {
+            gw.audit.refused(subject, refusal.audit_reason().unwrap_or(reason.as_str()));
             gw.metrics.refused(reason);
         }
-        (None, _) => {}
+        None => {}
     }
-    refusal.into_reply(item, &req.caller.id)
+    refusal.into_reply(subject.shown(), &req.caller.id)
 }
 
 /// The longest text of a refused argument an error quotes, in characters.

@@ -10,8 +10,8 @@
 //! JSON) is withheld the same way, never passed. Nothing is read when no detector is configured.
 //! What matched is never logged or audited, only the detector's name.
 
-use super::{Request, Served};
-use crate::audit::Audit;
+use super::Served;
+use crate::audit::{Audit, Subject};
 use crate::policy::secrets::{Detector, Withheld, scrub_json};
 use crate::protocol::Method;
 use crate::protocol::errors::RpcError;
@@ -20,21 +20,19 @@ use crate::reply::{Event, Outcome, Reply};
 use crate::telemetry::Metrics;
 use std::sync::Arc;
 
-/// The redaction step for one forwarded request: its detectors, and what its findings are
-/// audited under.
+/// The redaction step for one forwarded request: its detectors, and the request its findings
+/// are audited under.
 pub struct Redact {
     detectors: Arc<Vec<Detector>>,
     audit: Arc<Audit>,
     metrics: Arc<Metrics>,
-    caller: String,
-    endpoint: String,
-    method: Method,
-    item: String,
+    subject: Arc<Subject>,
 }
 
 impl Redact {
-    /// The step for `req` on `item`; `None` when no detector is configured (nothing is read).
-    pub fn new(gw: &Served<'_>, req: &Request, item: &str) -> Option<Arc<Redact>> {
+    /// The step for the request about `subject`; `None` when no detector is configured (nothing
+    /// is read).
+    pub fn new(gw: &Served<'_>, subject: &Arc<Subject>) -> Option<Arc<Redact>> {
         if gw.config.secrets.is_empty() {
             return None;
         }
@@ -42,10 +40,7 @@ impl Redact {
             detectors: gw.config.secrets.clone(),
             audit: gw.audit.clone(),
             metrics: gw.metrics.clone(),
-            caller: req.caller.id.clone(),
-            endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
-            method: req.method.clone(),
-            item: item.to_string(),
+            subject: subject.clone(),
         }))
     }
 
@@ -59,17 +54,17 @@ impl Redact {
         };
         let (reason, counted) = match &verdict {
             Err(name) => {
-                tracing::warn!(detector = %name, method = %self.method.as_str(), what, "withheld a message from an upstream: it carried a secret or could not be read");
+                tracing::warn!(detector = %name, method = %self.subject.method.as_str(), what, "withheld a message from an upstream: it carried a secret or could not be read");
                 (format!("secret_blocked:{name}"), crate::telemetry::reasons::Refused::SecretBlocked)
             }
             Ok(Some(_)) => {
-                tracing::info!(detectors = ?redacted, method = %self.method.as_str(), what, "secrets redacted from a message from an upstream");
+                tracing::info!(detectors = ?redacted, method = %self.subject.method.as_str(), what, "secrets redacted from a message from an upstream");
                 (format!("secret_redacted:{}", redacted.join(",")), crate::telemetry::reasons::Refused::SecretRedacted)
             }
             Ok(None) => return verdict,
         };
         self.metrics.refused(counted);
-        self.audit.refused(&self.caller, &self.endpoint, self.method.as_str(), &self.item, &reason);
+        self.audit.refused(&self.subject, &reason);
         verdict
     }
 
@@ -81,7 +76,7 @@ impl Redact {
             }
             Withheld::Blocked(name) => format!("The result was withheld by the gateway: it contained what looks like a secret ({name})."),
         };
-        match self.method {
+        match self.subject.method {
             Method::ToolsCall => super::tool_text(&text, true),
             _ => Outcome::Error(RpcError::internal(text)),
         }

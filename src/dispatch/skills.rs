@@ -13,12 +13,14 @@
 //! unknown.
 
 use super::{Request, Served, discover};
+use crate::audit::Subject;
 use crate::catalog::{Kind, links, skills, uris, view};
 use crate::protocol::SKILLS_EXTENSION;
 use crate::protocol::errors::RpcError;
 use crate::reply::{Outcome, Reply};
 use crate::upstream::Status;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// The skills extension's settings to advertise to this caller, if any upstream it may use
 /// declares the extension.
@@ -66,30 +68,31 @@ pub fn promise(gw: &Served<'_>, req: &Request, upstream: usize, uri: &str) -> Op
     })
 }
 
-/// The check of a skill file's read against its listing, and who asked (for the audit).
+/// The check of a skill file's read against its listing: the file as the listing names it, and
+/// what the listing promised.
 pub struct Check {
     uri: String,
     promise: skills::Listed,
-    caller: String,
-    endpoint: String,
 }
 
 impl Check {
-    pub fn new(req: &Request, (uri, promise): (String, skills::Listed)) -> Check {
-        Check { uri, promise, caller: req.caller.id.clone(), endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string() }
+    pub fn new((uri, promise): (String, skills::Listed)) -> Check {
+        Check { uri, promise }
     }
 
-    /// The read's reply, with every result checked against the file's listing: a file whose
-    /// bytes are not the listed ones is not served, and the refusal is audited.
-    pub fn apply(self, gw: &Served<'_>, reply: Reply) -> Reply {
-        let (audit, metrics) = (gw.audit.clone(), gw.metrics.clone());
+    /// The reply to the read `who` asked for, with every result checked against the file's
+    /// listing: a file whose bytes are not the listed ones is not served, and the refusal is
+    /// audited (naming the file as its listing does).
+    pub fn apply(self, gw: &Served<'_>, who: &Arc<Subject>, reply: Reply) -> Reply {
+        let (audit, metrics, who) = (gw.audit.clone(), gw.metrics.clone(), who.clone());
         reply.map_outcome(move |o| match o {
             // A question (`input_required`) is no read yet: the answer's read is checked.
             o if super::state::asks_input(&o) => o,
             Outcome::Result(raw) => match skills::verify(&raw, &self.uri, &self.promise) {
                 Ok(()) => Outcome::Result(raw),
                 Err(why) => {
-                    audit.refused(&self.caller, &self.endpoint, "resources/read", &self.uri, "skill_file_mismatch");
+                    let file = Subject { item: self.uri.clone(), presented: None, ..Subject::clone(&who) };
+                    audit.refused(&file, "skill_file_mismatch");
                     metrics.refused(crate::telemetry::reasons::Refused::SkillFileMismatch);
                     tracing::warn!(uri = %self.uri, reason = %why, "a skill file read does not match its listing; not served");
                     Outcome::Error(RpcError::internal(format!(

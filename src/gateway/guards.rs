@@ -8,11 +8,12 @@
 //! every one but a plain allow is audited with the guard's name and latency; what was checked
 //! is never logged.
 
-use crate::audit::{Audit, Guarded};
+use crate::audit::{Audit, Subject};
 use crate::config::Config;
 use crate::config::guards::{GuardConfig, GuardKind};
 use crate::net::HttpClient;
-use crate::policy::guards::{Ask, Point, Subject, VERSION, Verdict, builtin, parse};
+use crate::policy::guards::{Ask, Asked, Point, VERSION, Verdict, builtin, parse};
+use crate::protocol::Method;
 use crate::protocol::rawobj::RawObject;
 use crate::protocol::read::{self, Unreadable};
 use crate::reply::Outcome;
@@ -46,25 +47,6 @@ struct Running {
 /// the others still have half the slots.
 fn share(concurrency: usize) -> usize {
     concurrency.div_ceil(2).max(1)
-}
-
-/// What was checked, and for whom: the fields of the request a guard is sent.
-pub struct Asking<'a> {
-    pub point: Point,
-    pub caller: &'a str,
-    pub endpoint: &'a str,
-    pub method: &'a str,
-    pub kind: &'a str,
-    /// The item's catalogue name or URI.
-    pub name: &'a str,
-    pub upstream: &'a str,
-}
-
-impl Asking<'_> {
-    /// The audit's fields for a verdict on this.
-    fn who(&self) -> Guarded<'_> {
-        Guarded { caller: self.caller, endpoint: self.endpoint, method: self.method, item: self.name, upstream: self.upstream }
-    }
 }
 
 /// The guards' decision on some content.
@@ -159,23 +141,31 @@ impl GuardSet {
         self.guards.iter().any(|g| g.cfg.guards(point, name))
     }
 
-    /// Asks every guard that runs at `asking.point` for the item, in order, about `content` as
+    /// Asks every guard that runs at `point` for the item of `subject` (what was checked, and
+    /// for whom: what the request a guard is sent says), in order, about `content` as
     /// `protocol::read` read it: content that could not be read is denied by the first of them
     /// (counted and audited as its denial), never handed to a guard as something else.
-    pub async fn check(&self, cx: &Context, asking: &Asking<'_>, content: Result<Value, Unreadable>) -> Checked {
-        self.check_with(cx, asking, content, None).await
+    pub async fn check(&self, cx: &Context, point: Point, subject: &Subject, content: Result<Value, Unreadable>) -> Checked {
+        self.check_with(cx, point, subject, content, None).await
     }
 
     /// [`GuardSet::check`] with the guard named `only`, when given.
-    async fn check_with(&self, cx: &Context, asking: &Asking<'_>, content: Result<Value, Unreadable>, only: Option<&str>) -> Checked {
-        let chosen = |g: &&Running| g.cfg.guards(asking.point, asking.name) && only.is_none_or(|n| n == g.cfg.name);
+    async fn check_with(
+        &self,
+        cx: &Context,
+        point: Point,
+        subject: &Subject,
+        content: Result<Value, Unreadable>,
+        only: Option<&str>,
+    ) -> Checked {
+        let chosen = |g: &&Running| g.cfg.guards(point, &subject.item) && only.is_none_or(|n| n == g.cfg.name);
         let mut content = match content {
             Ok(content) => content,
             Err(why) => {
                 let Some(g) = self.guards.iter().find(chosen) else { return Checked::Pass(None) };
                 let (name, reason) = (g.cfg.name.as_str(), unreadable(&why));
-                cx.metrics.guard_verdict(name, asking.point.as_str(), "deny");
-                cx.audit.guarded(asking.who(), "guard_denied", name, &reason, Default::default());
+                cx.metrics.guard_verdict(name, point.as_str(), "deny");
+                cx.audit.guarded(subject, "guard_denied", name, &reason, Default::default());
                 return Checked::Denied { guard: name.to_string(), reason, failed: false };
             }
         };
@@ -184,33 +174,32 @@ impl GuardSet {
             let started = Instant::now();
             let answer = match &g.cfg.kind {
                 GuardKind::Builtin { detectors } => Ok(builtin(detectors, &mut content.clone())),
-                _ => g.ask(cx, asking, &content).await,
+                _ => g.ask(cx, point, subject, &content).await,
             };
             let took = started.elapsed();
-            let who = asking.who();
             let name = g.cfg.name.as_str();
-            let point = asking.point.as_str();
+            let label = point.as_str();
             match answer {
-                Ok(Verdict::Allow) => cx.metrics.guard_verdict(name, point, "allow"),
+                Ok(Verdict::Allow) => cx.metrics.guard_verdict(name, label, "allow"),
                 Ok(Verdict::Flag(found)) => {
-                    cx.metrics.guard_verdict(name, point, "flag");
-                    cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, "-", took);
+                    cx.metrics.guard_verdict(name, label, "flag");
+                    cx.audit.guarded(subject, &format!("guard_flagged:{}", found.join(",")), name, "-", took);
                 }
                 Ok(Verdict::Modify { content: new, reason }) => {
-                    cx.metrics.guard_verdict(name, point, "modify");
-                    cx.audit.guarded(who, "guard_modified", name, &reason, took);
+                    cx.metrics.guard_verdict(name, label, "modify");
+                    cx.audit.guarded(subject, "guard_modified", name, &reason, took);
                     content = new;
                     modified = true;
                 }
                 Ok(Verdict::Deny(reason)) => {
-                    cx.metrics.guard_verdict(name, point, "deny");
-                    cx.audit.guarded(who, "guard_denied", name, &reason, took);
+                    cx.metrics.guard_verdict(name, label, "deny");
+                    cx.audit.guarded(subject, "guard_denied", name, &reason, took);
                     return Checked::Denied { guard: name.to_string(), reason, failed: false };
                 }
                 Err(why) => {
-                    cx.metrics.guard_verdict(name, point, "error");
-                    cx.audit.guarded(who, "guard_error", name, &why.to_string(), took);
-                    tracing::warn!(guard = name, point, reason = %why, "a guard failed; its on_error decides");
+                    cx.metrics.guard_verdict(name, label, "error");
+                    cx.audit.guarded(subject, "guard_error", name, &why.to_string(), took);
+                    tracing::warn!(guard = name, point = label, reason = %why, "a guard failed; its on_error decides");
                     if !g.cfg.allow_on_error {
                         return Checked::Denied { guard: name.to_string(), reason: "the guard could not be asked".into(), failed: true };
                     }
@@ -222,12 +211,12 @@ impl GuardSet {
 }
 
 impl GuardSet {
-    /// A notification streamed during a request (progress, a log message), read by the built-in
-    /// guards of `asking.point` (external guards are asked about final answers and questions
-    /// only): `None` when one blocks it (it is dropped), else the notification, redacted where
-    /// one redacts.
-    pub fn notification(&self, cx: &Context, asking: &Asking<'_>, bytes: Vec<u8>) -> Option<Vec<u8>> {
-        let mut builtins = self.guards.iter().filter(|g| g.cfg.guards(asking.point, asking.name)).filter_map(|g| match &g.cfg.kind {
+    /// A notification streamed during a request (progress, a log message) about `subject`, read
+    /// by the built-in guards of `point` (external guards are asked about final answers and
+    /// questions only): `None` when one blocks it (it is dropped), else the notification,
+    /// redacted where one redacts.
+    pub fn notification(&self, cx: &Context, point: Point, subject: &Subject, bytes: Vec<u8>) -> Option<Vec<u8>> {
+        let mut builtins = self.guards.iter().filter(|g| g.cfg.guards(point, &subject.item)).filter_map(|g| match &g.cfg.kind {
             GuardKind::Builtin { detectors } => Some((g.cfg.name.as_str(), detectors)),
             _ => None,
         });
@@ -235,29 +224,28 @@ impl GuardSet {
         let mut message = match read::value(&bytes) {
             Ok(message) => message,
             Err(why) => {
-                cx.metrics.guard_verdict(first.0, asking.point.as_str(), "deny");
-                cx.audit.guarded(asking.who(), "guard_denied", first.0, &unreadable(&why), Default::default());
+                cx.metrics.guard_verdict(first.0, point.as_str(), "deny");
+                cx.audit.guarded(subject, "guard_denied", first.0, &unreadable(&why), Default::default());
                 return None;
             }
         };
         let mut changed = false;
         for (name, detectors) in std::iter::once(first).chain(builtins) {
-            let who = asking.who();
-            let point = asking.point.as_str();
+            let label = point.as_str();
             match builtin(detectors, &mut message) {
-                Verdict::Allow => cx.metrics.guard_verdict(name, point, "allow"),
+                Verdict::Allow => cx.metrics.guard_verdict(name, label, "allow"),
                 Verdict::Flag(found) => {
-                    cx.metrics.guard_verdict(name, point, "flag");
-                    cx.audit.guarded(who, &format!("guard_flagged:{}", found.join(",")), name, "-", Default::default());
+                    cx.metrics.guard_verdict(name, label, "flag");
+                    cx.audit.guarded(subject, &format!("guard_flagged:{}", found.join(",")), name, "-", Default::default());
                 }
                 Verdict::Modify { reason, .. } => {
-                    cx.metrics.guard_verdict(name, point, "modify");
-                    cx.audit.guarded(who, "guard_modified", name, &reason, Default::default());
+                    cx.metrics.guard_verdict(name, label, "modify");
+                    cx.audit.guarded(subject, "guard_modified", name, &reason, Default::default());
                     changed = true;
                 }
                 Verdict::Deny(reason) => {
-                    cx.metrics.guard_verdict(name, point, "deny");
-                    cx.audit.guarded(who, "guard_denied", name, &reason, Default::default());
+                    cx.metrics.guard_verdict(name, label, "deny");
+                    cx.audit.guarded(subject, "guard_denied", name, &reason, Default::default());
                     return None;
                 }
             }
@@ -295,13 +283,14 @@ fn digest(text: &str) -> String {
     crate::toolbox::sha256_hex(text.as_bytes())
 }
 
-/// The list method a definition of `kind` arrives in.
-fn list_method(kind: crate::catalog::Kind) -> &'static str {
-    match kind {
-        crate::catalog::Kind::Prompt => "prompts/list",
-        crate::catalog::Kind::Skill => "skills/list",
-        _ => "tools/list",
-    }
+/// Who asked about a definition of `kind`: no caller, the list method it arrives in.
+fn definition_of(kind: crate::catalog::Kind, name: &str, upstream: &str) -> Subject {
+    let method = match kind {
+        crate::catalog::Kind::Prompt => Method::PromptsList,
+        crate::catalog::Kind::Skill => Method::SkillsList,
+        _ => Method::ToolsList,
+    };
+    Subject::catalogue(kind, method, name, upstream)
 }
 
 /// The most verdicts kept (the set is emptied past it, and definitions are asked about again).
@@ -331,20 +320,10 @@ impl super::Gateway {
             known.insert(key.clone(), None);
         }
         let me = self.me.upgrade()?;
-        let (name, upstream, definition) = (name.to_string(), upstream.to_string(), definition.clone());
-        let method = list_method(kind);
+        let (subject, definition) = (definition_of(kind, name, upstream), definition.clone());
         self.tasks.spawn(async move {
             let (set, cx) = me.guards();
-            let asking = Asking {
-                point: Point::Catalogue,
-                caller: "-",
-                endpoint: "-",
-                method,
-                kind: kind.label(),
-                name: &name,
-                upstream: &upstream,
-            };
-            let verdict = match set.check_with(&cx, &asking, Ok(definition), Some(&key.0)).await {
+            let verdict = match set.check_with(&cx, Point::Catalogue, &subject, Ok(definition), Some(&key.0)).await {
                 Checked::Pass(None) => Some(Verdict::Allow),
                 Checked::Pass(Some(content)) => Some(Verdict::Modify { content, reason: String::new() }),
                 Checked::Denied { failed: true, .. } => None,
@@ -393,8 +372,7 @@ impl super::Gateway {
         };
         self.metrics.guard_verdict(&g.name, Point::Catalogue.as_str(), label);
         if label != "allow" {
-            let who = Guarded { caller: "-", endpoint: "-", method: list_method(kind), item: name, upstream };
-            self.audit.guarded(who, &outcome, &g.name, reason, Default::default());
+            self.audit.guarded(&definition_of(kind, name, upstream), &outcome, &g.name, reason, Default::default());
         }
     }
 }
@@ -411,17 +389,17 @@ pub struct Context {
 
 impl Running {
     /// An external guard's answer, within its deadline and concurrency limit.
-    async fn ask(&self, cx: &Context, asking: &Asking<'_>, content: &Value) -> Result<Verdict, GuardFailure> {
+    async fn ask(&self, cx: &Context, point: Point, subject: &Subject, content: &Value) -> Result<Verdict, GuardFailure> {
         let body = Ask {
             version: VERSION,
             guard: &self.cfg.name,
-            point: asking.point,
-            caller: asking.caller,
-            method: asking.method,
-            item: Subject { kind: asking.kind, name: asking.name, upstream: asking.upstream },
+            point,
+            caller: &subject.caller,
+            method: subject.method.as_str(),
+            item: Asked { kind: subject.kind_label(), name: &subject.item, upstream: subject.upstream() },
             content,
         };
-        let mine = self.caller_share(asking.caller);
+        let mine = self.caller_share(&subject.caller);
         let work = async {
             let _mine = mine.acquire().await.map_err(|_| GuardFailure::ShuttingDown)?;
             let _permit = self.permits.acquire().await.map_err(|_| GuardFailure::ShuttingDown)?;
@@ -430,11 +408,11 @@ impl Running {
                 GuardKind::Tool { upstream, tool } => call_tool(cx, upstream, tool, &body).await?,
                 GuardKind::Builtin { .. } => return Err(GuardFailure::BuiltinAsked),
             };
-            Ok(parse(&answer, asking.point, content)?)
+            Ok(parse(&answer, point, content)?)
         };
         let answer =
             tokio::time::timeout(self.cfg.timeout, work).await.unwrap_or_else(|_| Err(GuardFailure::Timeout(self.cfg.timeout.as_millis())));
-        self.release_share(asking.caller, mine);
+        self.release_share(&subject.caller, mine);
         answer
     }
 

@@ -29,20 +29,17 @@ pub(super) fn resolve<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(),
 }
 
 fn prompt<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {
-    call.name = string_param(&call.req, "name").map_err(Refusal::Malformed)?;
-    let Some(prompt) = view::find(&gw.view, Kind::Prompt, &call.name, &call.req.caller.grants, call.id_of) else {
-        if let Some(e) = needs_scope(gw, &call.req, Kind::Prompt, &call.name) {
+    call.subject.item = string_param(&call.req, "name").map_err(Refusal::Malformed)?;
+    let name = &call.subject.item;
+    let Some(prompt) = view::find(&gw.view, Kind::Prompt, name, &call.req.caller.grants, call.id_of) else {
+        if let Some(e) = needs_scope(gw, &call.req, Kind::Prompt, name) {
             return Err(Refusal::InsufficientScope(e));
         }
-        return Err(Refusal::UnknownItem(RpcError::invalid_params(format!("Unknown prompt: {}", call.name))));
+        return Err(Refusal::UnknownItem(RpcError::invalid_params(format!("Unknown prompt: {name}"))));
     };
-    call.target = Some(Target {
-        kind: Kind::Prompt,
-        upstream: prompt.upstream,
-        policy: prompt.policy_name().to_string(),
-        rewrite: Some(("name", prompt.original.clone())),
-        entry: Some(prompt),
-    });
+    let target =
+        Target { kind: Kind::Prompt, upstream: prompt.upstream, rewrite: Some(("name", prompt.original.clone())), entry: Some(prompt) };
+    call.resolved(target, Some(prompt.policy_name()));
     Ok(())
 }
 
@@ -57,13 +54,13 @@ fn resource<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> 
                 routed = gw.route_uri_in(cat, &req.caller, &req.caller.grants, &uri);
             }
             Bare::Ambiguous(candidates) => {
-                call.name = uri;
+                call.subject.item = uri;
                 return Err(Refusal::AmbiguousBareName { kind: Kind::Resource, candidates });
             }
             Bare::Unknown => {}
         }
     }
-    call.name = canonical_uri(&uri);
+    call.subject.item = canonical_uri(&uri);
     let Some((upstream, original)) = routed else {
         if let Some(e) = needs_scope(gw, req, Kind::Resource, &uri) {
             return Err(Refusal::InsufficientScope(e));
@@ -72,9 +69,9 @@ fn resource<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> 
     };
     // A skill's file is checked against what the skill's listing promised.
     if let Some(promise) = skills::promise(gw, req, upstream, &uri) {
-        call.then = Then::SkillFile(skills::Check::new(req, promise));
+        call.then = Then::SkillFile(skills::Check::new(promise));
     }
-    call.target = Some(Target { kind: Kind::Resource, upstream, policy: call.name.clone(), rewrite: Some(("uri", original)), entry: None });
+    call.resolved(Target { kind: Kind::Resource, upstream, rewrite: Some(("uri", original)), entry: None }, None);
     Ok(())
 }
 
@@ -90,25 +87,26 @@ fn completion<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal
     let grants = &req.caller.grants;
     let (key, target) = match kind.as_str() {
         "ref/prompt" => {
-            call.name = text(&reference, "name");
-            let prompt = view::find(&gw.view, Kind::Prompt, &call.name, grants, call.id_of);
-            ("name", prompt.map(|p| (Kind::Prompt, p.upstream, p.original.clone(), p.policy_name().to_string(), Some(p))))
+            call.subject.item = text(&reference, "name");
+            let prompt = view::find(&gw.view, Kind::Prompt, &call.subject.item, grants, call.id_of);
+            ("name", prompt.map(|p| (Kind::Prompt, p.upstream, p.original.clone(), Some(p.policy_name()), Some(p))))
         }
         "ref/resource" => {
-            call.name = text(&reference, "uri");
-            let template = view::find(&gw.view, Kind::Template, &call.name, grants, call.id_of).map(|t| (t.upstream, t.original.clone()));
-            let routed = template.or_else(|| gw.route_uri_in(&gw.view, &req.caller, grants, &call.name));
-            ("uri", routed.map(|(up, original)| (Kind::Resource, up, original, call.name.clone(), None)))
+            call.subject.item = text(&reference, "uri");
+            let name = &call.subject.item;
+            let template = view::find(&gw.view, Kind::Template, name, grants, call.id_of).map(|t| (t.upstream, t.original.clone()));
+            let routed = template.or_else(|| gw.route_uri_in(&gw.view, &req.caller, grants, name));
+            ("uri", routed.map(|(up, original)| (Kind::Resource, up, original, None, None)))
         }
         _ => return Err(Refusal::Malformed(RpcError::invalid_params(format!("Unknown completion reference type: {kind:?}")))),
     };
-    let Some((kind, upstream, original, policy, entry)) = target else {
+    let Some((kind, upstream, original, catalogue, entry)) = target else {
         return Err(Refusal::UnknownItem(RpcError::invalid_params("Unknown completion reference")));
     };
     if reference.set_json(key, &original).is_err() || req.params.set_json("ref", &reference).is_err() {
         return Err(Refusal::Malformed(RpcError::internal("cannot rewrite the completion reference")));
     }
-    call.target = Some(Target { kind, upstream, policy, rewrite: None, entry });
+    call.resolved(Target { kind, upstream, rewrite: None, entry }, catalogue);
     Ok(())
 }
 
@@ -120,18 +118,13 @@ fn skill<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {
     let found = view::find(&gw.view, Kind::Skill, &uri, grants, call.id_of)
         .or_else(|| view::find(&gw.view, Kind::Skill, &canonical, grants, call.id_of));
     let Some(skill) = found else {
-        call.name = canonical;
+        call.subject.item = canonical;
         return Err(Refusal::UnknownItem(RpcError::invalid_params(format!("Unknown skill URI: {uri}")).with_data(json!({ "uri": uri }))));
     };
     skills::bridge(gw, &mut call.req, skill.upstream);
-    call.name = skill.name.clone();
-    call.target = Some(Target {
-        kind: Kind::Skill,
-        upstream: skill.upstream,
-        policy: skill.policy_name().to_string(),
-        rewrite: Some(("uri", skill.original.clone())),
-        entry: Some(skill),
-    });
+    call.subject.item = skill.name.clone();
+    let target = Target { kind: Kind::Skill, upstream: skill.upstream, rewrite: Some(("uri", skill.original.clone())), entry: Some(skill) };
+    call.resolved(target, Some(skill.policy_name()));
     Ok(())
 }
 
@@ -139,27 +132,21 @@ fn skill<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {
 /// -32602 for a URI that is no directory, and -32601 if it does not implement the method).
 fn directory<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {
     let uri = string_param(&call.req, "uri").map_err(Refusal::Malformed)?;
-    call.name = uris::canonical(&uri).map_or_else(|_| uri.clone(), |c| c.into_owned());
+    call.subject.item = uris::canonical(&uri).map_or_else(|_| uri.clone(), |c| c.into_owned());
     let Some((upstream, original)) = gw.route_uri_in(&gw.view, &call.req.caller, &call.req.caller.grants, &uri) else {
         return Err(Refusal::UnknownItem(RpcError::invalid_params(format!("Not a directory: {uri}")).with_data(json!({ "uri": uri }))));
     };
     skills::bridge(gw, &mut call.req, upstream);
-    call.target = Some(Target { kind: Kind::Resource, upstream, policy: call.name.clone(), rewrite: Some(("uri", original)), entry: None });
+    call.resolved(Target { kind: Kind::Resource, upstream, rewrite: Some(("uri", original)), entry: None }, None);
     Ok(())
 }
 
 /// A task, by the gateway's id: routed to the upstream that created it, with its own id.
 fn task(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
-    call.name = "-".into();
+    call.subject.item = "-".into();
     let task = tasks::resolve(gw, &call.req)?;
-    call.name = task.id.clone();
+    call.subject.item = task.id.clone();
     call.then = Then::TaskId { id: task.id, prefix: task.prefix };
-    call.target = Some(Target {
-        kind: Kind::Tool,
-        upstream: task.upstream,
-        policy: call.name.clone(),
-        rewrite: Some(("taskId", task.own)),
-        entry: None,
-    });
+    call.resolved(Target { kind: Kind::Tool, upstream: task.upstream, rewrite: Some(("taskId", task.own)), entry: None }, None);
     Ok(())
 }

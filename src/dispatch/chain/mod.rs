@@ -11,13 +11,14 @@
 mod items;
 mod tool;
 
-use super::decide::Subject;
 use super::forward::{Named, forward};
 use super::guarded;
-use super::refusal::{self, Refusal, Resolved};
+use super::refusal::{self, Refusal};
 use super::{Request, Served, skills, state};
+use crate::audit::Subject;
 use crate::catalog::Kind;
 use crate::catalog::merge::Entry;
+use crate::policy::Item;
 use crate::protocol::Method;
 use crate::protocol::errors::RpcError;
 use crate::protocol::{read, xheader};
@@ -76,13 +77,10 @@ pub fn chain_of(method: &Method) -> Option<&'static [Step]> {
     })
 }
 
-/// The item a request acts on, once resolved.
+/// The item a request acts on, once resolved (its names are the [`Call`]'s subject's).
 pub(super) struct Target<'g> {
     pub kind: Kind,
     pub upstream: usize,
-    /// The name policy decides on and the audit records: the catalogue's name (whatever an
-    /// endpoint presents), a URI in canonical form.
-    pub policy: String,
     /// The member of `params` set to the upstream's own name, and that name.
     pub rewrite: Option<(&'static str, String)>,
     /// The catalogue entry (its definition, the tool's argument check and headers).
@@ -106,9 +104,12 @@ pub(super) struct Call<'g> {
     pub req: Request,
     /// An upstream's id by its index, as catalogue lookups take it.
     pub id_of: &'g (dyn Fn(usize) -> &'g str + Sync),
-    /// The item as the caller named it (a tool's gateway name once a bare name is resolved;
-    /// a URI in canonical form), as the audit presents it and request states are bound to.
-    pub name: String,
+    /// Who asked about what, built once for the whole call: the caller, the endpoint, the method,
+    /// and the item: as the caller named it until `Resolve` finds it (a tool's gateway name once
+    /// a bare name is resolved; a URI in canonical form), then under the catalogue's name, with
+    /// the name the endpoint presents and the upstream. The audit, the guards, the secrets and
+    /// skills checks read it; request states are bound to [`Subject::shown`].
+    pub subject: Subject,
     pub target: Option<Target<'g>>,
     /// The arguments as every decider reads them ([`Call::arguments`]): `None` while nothing
     /// has read them (they pass through unread when nothing does).
@@ -122,6 +123,13 @@ pub(super) struct Call<'g> {
 }
 
 impl<'g> Call<'g> {
+    /// The item found: `target`, under its catalogue name `catalogue` when that is not the name
+    /// as asked.
+    pub fn resolved(&mut self, target: Target<'g>, catalogue: Option<&str>) {
+        self.subject.resolve(target.kind, (self.id_of)(target.upstream), catalogue);
+        self.target = Some(target);
+    }
+
     fn target(&self) -> Result<&Target<'g>, Refusal> {
         self.target
             .as_ref()
@@ -156,10 +164,11 @@ pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
         return Reply::error(RpcError::method_not_found(req.method.as_str()));
     };
     let id_of = |i: usize| gw.upstream_id(i);
+    let subject = Subject::asked(&req.caller, req.method.clone(), String::new());
     let mut call = Call {
         req,
         id_of: &id_of,
-        name: String::new(),
+        subject,
         target: None,
         args: None,
         confirmed: None,
@@ -169,9 +178,7 @@ pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
     };
     for step in chain {
         if let Err(why) = run(*step, gw, &mut call).await {
-            let tool =
-                call.target.as_ref().filter(|t| t.kind == Kind::Tool).map(|t| Resolved { canonical: &t.policy, upstream: t.upstream });
-            return refusal::answer(gw, &call.req, &call.name, tool, why);
+            return refusal::answer(gw, &call.req, &call.subject, why);
         }
     }
     let Some(target) = call.target else { return Reply::error(RpcError::internal("the call path resolved no item")) };
@@ -179,33 +186,23 @@ pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
         Some(tool) if target.kind == Kind::Tool => xheader::outbound(&tool.headers, call.args.as_ref().unwrap_or(&Value::Null)),
         _ => Vec::new(),
     };
-    let named = Named { shown: &call.name, policy: &target.policy, confirmed: call.confirmed.as_deref() };
     let rewrite = target.rewrite.as_ref().map(|(key, value)| (*key, value.as_str()));
-    // The result guards, when there are any: told who asked before the request is sent.
-    let guarded =
-        (!gw.config.guards.is_empty()).then(|| (who(gw, &call.req, &target), super::secrets::Redact::new(gw, &call.req, &call.name)));
+    // From here on the subject is shared: the audit record, the redaction step and the result
+    // guards check the result after the handler returned.
+    let subject = std::sync::Arc::new(call.subject);
+    let redact = super::secrets::Redact::new(gw, &subject);
+    let named = Named { subject: &subject, redact: redact.clone(), confirmed: call.confirmed.as_deref() };
     let reply = forward(gw, target.upstream, call.req, named, rewrite, headers, call.endpoint).await;
     let reply = match call.then {
         Then::Relay => reply,
-        Then::SkillFile(check) => check.apply(gw, reply),
+        Then::SkillFile(check) => check.apply(gw, &subject, reply),
         Then::TaskId { id, prefix } => super::tasks::with_gateway_ids(reply, id, prefix),
     };
-    match guarded {
-        Some((who, redact)) => guarded::results(gw, who, redact, reply).await,
-        None => reply,
+    // The result guards, when there are any (a replacement passes the redaction step too).
+    if gw.config.guards.is_empty() {
+        return reply;
     }
-}
-
-/// Who asks what, for the guards.
-fn who(gw: &Served<'_>, req: &Request, target: &Target<'_>) -> guarded::Who {
-    guarded::Who {
-        caller: req.caller.id.clone(),
-        endpoint: req.caller.endpoint.as_deref().unwrap_or("-").to_string(),
-        method: req.method.clone(),
-        kind: target.kind.label(),
-        name: target.policy.clone(),
-        upstream: gw.upstream_id(target.upstream).to_string(),
-    }
+    guarded::results(gw, subject, redact, reply).await
 }
 
 /// The request guards on the arguments as they will be forwarded; a replacement is forwarded
@@ -214,10 +211,10 @@ async fn guard(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     if gw.config.guards.is_empty() {
         return Ok(());
     }
-    let target = call.target()?;
-    let who = who(gw, &call.req, target);
-    let args = call.arguments()?;
-    if let Some(new) = guarded::request(gw, &who, args).await? {
+    call.target()?;
+    call.arguments()?;
+    let args = call.args.as_ref().unwrap_or(&Value::Null);
+    if let Some(new) = guarded::request(gw, &call.subject, args).await? {
         if call.req.params.set_json("arguments", &new).is_err() {
             return Err(Refusal::Malformed(RpcError::internal("cannot set the arguments a guard wrote")));
         }
@@ -249,8 +246,8 @@ fn decide(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     }
     let target = call.target()?;
     let json = target.entry.filter(|_| matches!(target.kind, Kind::Tool | Kind::Prompt | Kind::Skill)).map(|e| e.json.get());
-    let subject = Subject { kind: target.kind, name: &target.policy, upstream: gw.upstream_id(target.upstream), json };
-    call.confirm_rule = super::decide::decide(gw, &call.req, &subject, call.args.as_ref())?;
+    let item = Item { kind: target.kind, name: &call.subject.item, upstream: call.subject.upstream(), json };
+    call.confirm_rule = super::decide::decide(gw, &call.req, &item, call.args.as_ref())?;
     Ok(())
 }
 
@@ -258,7 +255,7 @@ fn decide(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
 fn open_state(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     let upstream = gw.upstream_id(call.target()?.upstream);
     let req = &mut call.req;
-    let bind = state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: &call.name, confirmed: None };
+    let bind = state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: call.subject.shown(), confirmed: None };
     state::open(&gw.sealer, &mut req.params, &bind, gw.config.server.input_timeout).map_err(Refusal::InvalidRequestState)
 }
 

@@ -16,19 +16,26 @@ use crate::reply::Reply;
 use serde_json::Value;
 
 pub(super) fn resolve<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {
-    call.name = string_param(&call.req, "name").map_err(Refusal::Malformed)?;
-    let (cat, grants, id_of) = (&gw.view, &call.req.caller.grants, call.id_of);
-    if let Some(tool) = view::find(cat, Kind::Tool, &call.name, grants, id_of) {
-        call.target = Some(target(tool));
+    call.subject.item = string_param(&call.req, "name").map_err(Refusal::Malformed)?;
+    let (cat, id_of) = (&gw.view, call.id_of);
+    let grants = &call.req.caller.grants;
+    if let Some(tool) = view::find(cat, Kind::Tool, &call.subject.item, grants, id_of) {
+        call.resolved(target(tool), Some(tool.policy_name()));
         return Ok(());
     }
-    let bare = if gw.config.catalog.bare_names { bare::resolve(cat, Kind::Tool, &call.name, grants, id_of) } else { Bare::Unknown };
+    let bare = if gw.config.catalog.bare_names { bare::resolve(cat, Kind::Tool, &call.subject.item, grants, id_of) } else { Bare::Unknown };
     match bare {
         Bare::One(gateway_name) => {
-            call.target = view::find(cat, Kind::Tool, &gateway_name, grants, id_of).map(target);
-            call.name = gateway_name;
-            // Out of view after all: answered like an unknown tool, unaudited as before.
-            call.target.as_ref().map(|_| ()).ok_or_else(|| Refusal::Malformed(RpcError::unknown_tool(&call.name)))
+            let found = view::find(cat, Kind::Tool, &gateway_name, grants, id_of);
+            call.subject.item = gateway_name;
+            match found {
+                Some(tool) => {
+                    call.resolved(target(tool), Some(tool.policy_name()));
+                    Ok(())
+                }
+                // Out of view after all: answered like an unknown tool, unaudited as before.
+                None => Err(Refusal::Malformed(RpcError::unknown_tool(&call.subject.item))),
+            }
         }
         Bare::Ambiguous(candidates) => Err(Refusal::AmbiguousBareName { kind: Kind::Tool, candidates }),
         Bare::Unknown => Err(not_found(gw, call)),
@@ -37,7 +44,7 @@ pub(super) fn resolve<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(),
 
 /// Why a name is not in the caller's view.
 fn not_found(gw: &Served<'_>, call: &Call<'_>) -> Refusal {
-    let (req, name) = (&call.req, call.name.as_str());
+    let (req, name) = (&call.req, call.subject.item.as_str());
     // The `connect` tool of an upstream the caller has meanwhile consented to (the retry of the
     // call that sent it to consent).
     if let Some(index) = gw.connect_tool_of(&req.caller, name) {
@@ -46,7 +53,7 @@ fn not_found(gw: &Served<'_>, call: &Call<'_>) -> Refusal {
     }
     // A tool of an upstream the caller has not connected (yet, or any more).
     if let Some(index) = gw.unconnected_upstream_of(&req.caller, &gw.view, name) {
-        return Refusal::Answered(Box::new(crate::dispatch::consent::needed(gw, req, gw.upstream_id(index), name)));
+        return Refusal::Answered(Box::new(crate::dispatch::consent::needed(gw, req, &call.subject, gw.upstream_id(index))));
     }
     if let Some(e) = needs_scope(gw, req, Kind::Tool, name) {
         return Refusal::InsufficientScope(e);
@@ -56,13 +63,7 @@ fn not_found(gw: &Served<'_>, call: &Call<'_>) -> Refusal {
 
 /// A tool as the chain's target.
 fn target(tool: &crate::catalog::merge::Entry) -> Target<'_> {
-    Target {
-        kind: Kind::Tool,
-        upstream: tool.upstream,
-        policy: tool.policy_name().to_string(),
-        rewrite: Some(("name", tool.original.clone())),
-        entry: Some(tool),
-    }
+    Target { kind: Kind::Tool, upstream: tool.upstream, rewrite: Some(("name", tool.original.clone())), entry: Some(tool) }
 }
 
 /// Rate limits are configured on catalogue names, whatever name an endpoint presents.
@@ -91,7 +92,7 @@ pub(super) fn arguments(call: &mut Call<'_>) -> Result<(), Refusal> {
     call.arguments()?;
     let Some(Value::Object(args)) = &call.args else { return Err(not_object()) };
     if let Some(fixed) = tool.fixed.keys().find(|k| args.contains_key(k.as_str())) {
-        let name = &call.name;
+        let name = call.subject.shown();
         return Err(Refusal::Malformed(RpcError::invalid_params(format!(
             "Argument '{fixed}' of {name} is fixed on this endpoint: leave it out"
         ))));
@@ -129,7 +130,7 @@ pub(super) async fn confirm(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), 
     if call.confirm_rule.is_some() || !gw.config.confirms.is_empty() {
         call.arguments()?;
     }
-    match crate::dispatch::confirm::check(gw, &mut call.req, tool, gw.upstream_id(tool.upstream), call.confirm_rule.as_deref()).await {
+    match crate::dispatch::confirm::check(gw, &mut call.req, tool, &call.subject, call.confirm_rule.as_deref()).await {
         crate::dispatch::confirm::Verdict::Free => Ok(()),
         crate::dispatch::confirm::Verdict::Confirmed(digest) => {
             call.confirmed = Some(digest);

@@ -44,9 +44,9 @@ impl Point {
     }
 }
 
-/// The item a guard is asked about.
+/// The item a guard is asked about (the request's `item`).
 #[derive(Debug, Clone, Serialize)]
-pub struct Subject<'a> {
+pub struct Asked<'a> {
     pub kind: &'a str,
     pub name: &'a str,
     pub upstream: &'a str,
@@ -61,7 +61,7 @@ pub struct Ask<'a> {
     /// The caller's id (`-` at catalogue time: no caller).
     pub caller: &'a str,
     pub method: &'a str,
-    pub item: Subject<'a>,
+    pub item: Asked<'a>,
     pub content: &'a Value,
 }
 
@@ -169,7 +169,7 @@ mod tests {
             point: Point::Request,
             caller: "alice",
             method: "tools/call",
-            item: Subject { kind: "tool", name: "fs__write_file", upstream: "fs" },
+            item: Asked { kind: "tool", name: "fs__write_file", upstream: "fs" },
             content: &content,
         };
         let sent = serde_json::to_value(&ask).unwrap_or_default();
