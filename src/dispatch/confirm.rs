@@ -110,9 +110,10 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, who: &Subje
     let token = req.params.parse::<String>("requestState").and_then(Result::ok);
     // A round of the upstream's own questions in a call that was confirmed already: each round's
     // state is a one-time entry too, so a replayed round does not run the call again.
-    let bind = super::state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: &tool.name, confirmed: None };
+    let bind =
+        super::request_state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: &tool.name, confirmed: None };
     if let Some(token) = &token
-        && super::state::confirmed(&gw.sealer, &req.params, &bind, max_age).as_deref() == Some(want.as_str())
+        && super::request_state::confirmed(&gw.sealer, &req.params, &bind, max_age).as_deref() == Some(want.as_str())
     {
         match gw.confirmations.redeem(&once_key(token)).await {
             Ok(true) => return Verdict::Confirmed(want),

@@ -8,7 +8,7 @@
 //! (for a tool call, a tool result the model can read) carrying the link. The link names the
 //! caller and the upstream, sealed and short-lived.
 
-use super::{Request, Served, state};
+use super::{Request, Served, request_state};
 use crate::audit::Subject;
 use crate::protocol::errors::RpcError;
 use crate::protocol::json::Json;
@@ -52,8 +52,9 @@ pub fn needed(gw: &Served<'_>, req: &Request, who: &Subject, upstream: &str) -> 
                 "inputRequests": { INPUT_KEY: { "method": "elicitation/create", "params": { "mode": "url", "message": message, "url": link } } },
             });
             let Ok(raw) = Json::to_json(&result) else { return Reply::error(RpcError::internal("cannot render the consent request")) };
-            let bind = state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: who.shown(), confirmed: None };
-            return Reply::Single(state::seal(&gw.sealer, Outcome::Result(raw), &bind));
+            let bind =
+                request_state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: who.shown(), confirmed: None };
+            return Reply::Single(request_state::seal(&gw.sealer, Outcome::Result(raw), &bind));
         }
         None => {}
     }

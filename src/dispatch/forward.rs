@@ -7,7 +7,7 @@
 //! check on the blocking pool.
 
 use super::Served;
-use super::{Request, state};
+use super::{Request, request_state};
 use crate::audit::{self, Subject};
 use crate::catalog::args::{ArgCheck, Refusal as ArgRefusal, cost};
 use crate::catalog::view;
@@ -207,7 +207,7 @@ impl After {
             Some(step) => step.outcome(o),
             None => o,
         };
-        if !state::asks_input(&o) {
+        if !request_state::asks_input(&o) {
             return match o {
                 Outcome::Result(raw) => self.result(raw),
                 other => other,
@@ -220,14 +220,14 @@ impl After {
                 self.subject.upstream()
             )));
         }
-        let bind = state::Binding {
+        let bind = request_state::Binding {
             caller: &self.caller,
             upstream: self.subject.upstream(),
             method: method.as_str(),
             item: self.subject.shown(),
             confirmed: self.confirmed.as_deref(),
         };
-        let sealed = state::seal(&self.sealer, o, &bind);
+        let sealed = request_state::seal(&self.sealer, o, &bind);
         if self.confirmed.is_some() {
             super::confirm::issue_round(&self.confirmations, &sealed, self.max_age);
         }

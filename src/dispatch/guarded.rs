@@ -7,7 +7,7 @@
 //! With no guard at a point, nothing is read and a stream is passed as it is.
 
 use super::refusal::Refusal;
-use super::{Served, envelope, secrets::Redact, state};
+use super::{Served, envelope, request_state, secrets::Redact};
 use crate::audit::Subject;
 use crate::gateway::guards::{Checked, Context, GuardSet};
 use crate::policy::guards::Point;
@@ -70,7 +70,7 @@ pub async fn results(gw: &Served<'_>, who: Arc<Subject>, redact: Option<Arc<Reda
 /// sealed `requestState` of a question (the gateway's, not the person's), and a replacement is
 /// completed to the result its method answers, or withheld.
 async fn outcome(set: &GuardSet, cx: &Context, who: &Subject, redact: Option<&Redact>, o: Outcome) -> Outcome {
-    let point = if state::asks_input(&o) { Point::Input } else { Point::Result };
+    let point = if request_state::asks_input(&o) { Point::Input } else { Point::Result };
     if !set.guards(point, &who.item) {
         return o;
     }

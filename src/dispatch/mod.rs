@@ -19,10 +19,10 @@ mod guarded;
 mod listen;
 mod lists;
 mod refusal;
+pub mod request_state;
 mod search;
 mod secrets;
 mod skills;
-pub mod state;
 mod tasks;
 
 use crate::auth::Principal;

@@ -38,7 +38,7 @@ pub enum Refusal {
     UnknownTask { why: &'static str, error: RpcError },
     /// A retry's `requestState` that this gateway did not issue for this caller and request, or
     /// too old: the audit says which, the client is told only to start again.
-    InvalidRequestState(super::state::Refused),
+    InvalidRequestState(super::request_state::Refused),
     /// A `[[rate_limit]]` of the caller's: retry after the wait.
     RateLimited(Duration),
     /// A `[[quota]]` of the caller's is spent.
@@ -257,7 +257,7 @@ mod tests {
                 "Unknown prompt: p",
             ),
             (
-                Refusal::InvalidRequestState(super::super::state::Refused::Expired),
+                Refusal::InvalidRequestState(super::super::request_state::Refused::Expired),
                 Some("invalid_request_state"),
                 INVALID_PARAMS,
                 "Invalid requestState",

@@ -87,7 +87,7 @@ impl Check {
         let (audit, metrics, who) = (gw.audit.clone(), gw.metrics.clone(), who.clone());
         reply.map_outcome(move |o| match o {
             // A question (`input_required`) is no read yet: the answer's read is checked.
-            o if super::state::asks_input(&o) => o,
+            o if super::request_state::asks_input(&o) => o,
             Outcome::Result(raw) => match skills::verify(&raw, &self.uri, &self.promise) {
                 Ok(()) => Outcome::Result(raw),
                 Err(why) => {

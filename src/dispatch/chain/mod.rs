@@ -14,7 +14,7 @@ mod tool;
 use super::forward::{Named, forward};
 use super::guarded;
 use super::refusal::{self, Refusal};
-use super::{Request, Served, skills, state};
+use super::{Request, Served, request_state, skills};
 use crate::audit::Subject;
 use crate::catalog::Kind;
 use crate::catalog::merge::Entry;
@@ -255,8 +255,9 @@ fn decide(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
 fn open_state(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     let upstream = gw.upstream_id(call.target()?.upstream);
     let req = &mut call.req;
-    let bind = state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: call.subject.shown(), confirmed: None };
-    state::open(&gw.sealer, &mut req.params, &bind, gw.config.server.input_timeout).map_err(Refusal::InvalidRequestState)
+    let bind =
+        request_state::Binding { caller: &req.caller, upstream, method: req.method.as_str(), item: call.subject.shown(), confirmed: None };
+    request_state::open(&gw.sealer, &mut req.params, &bind, gw.config.server.input_timeout).map_err(Refusal::InvalidRequestState)
 }
 
 #[cfg(test)]
