@@ -361,7 +361,7 @@ fn the_check_sees_upward_imports_super_paths_and_cycles() {
     assert!(found.len() == 1 && found[0].contains("crates/protocol/src/meta.rs:1") && found[0].contains("above it"), "{found:?}");
     let found = violations(&edge(&[("model", "config", "crates/model/src/token.rs:4")]), &known);
     assert!(found.len() == 1 && found[0].contains("`model` (layer 2") && found[0].contains("above it"), "{found:?}");
-    let ring = [("audit", "usage", "src/audit/mod.rs:5"), ("usage", "hub", "src/usage/mod.rs:5"), ("hub", "audit", "src/hub.rs:3")];
+    let ring = [("audit", "usage", "src/audit.rs:5"), ("usage", "hub", "src/usage.rs:5"), ("hub", "audit", "src/hub.rs:3")];
     assert!(violations(&edge(&ring[..2]), &known).is_empty(), "no cycle yet: {:?}", violations(&edge(&ring[..2]), &known));
     let found = violations(&edge(&ring), &known);
     assert!(found.iter().any(|f| f.starts_with("cycle: ") && f.contains("src/hub.rs:3")), "a cycle within one layer: {found:?}");
@@ -458,6 +458,19 @@ fn every_crate_but_the_sandbox_takes_the_workspace_lints() {
             assert!(text.contains("[lints]\nworkspace = true"), "{}: add `[lints] workspace = true`", manifest.display());
         }
     }
+}
+
+/// One module style: a module with children is `x.rs` beside its folder `x/` (clippy's
+/// `mod_module_files`, denied in Cargo.toml, says so too), never `x/mod.rs`.
+#[test]
+fn no_module_is_a_mod_rs() {
+    let mut files = Vec::new();
+    for root in roots() {
+        sources(&root, &mut files);
+    }
+    let found: Vec<String> =
+        files.iter().filter(|f| f.file_name().is_some_and(|n| n == "mod.rs")).map(|f| f.display().to_string()).collect();
+    assert!(found.is_empty(), "write these as `x.rs` beside their folder `x/`:\n{}", found.join("\n"));
 }
 
 /// Source comments point only at what a reader of this repository has: its docs, RFCs and specs by

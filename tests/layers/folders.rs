@@ -1,6 +1,6 @@
 //! The folder check: the modules of one folder (a crate's root too) import each other in no ring,
 //! whatever the layer table says about the unit they belong to. It resolves every path a
-//! production line writes (`crate::…`, `super::…`, `self::…`, a `mod.rs`'s bare child) to the
+//! production line writes (`crate::…`, `super::…`, `self::…`, a parent's bare child) to the
 //! module it names, and keeps the imports between siblings.
 
 use super::{module_path, production, roots, sources};
@@ -15,10 +15,10 @@ fn module_paths(src: &Path) -> BTreeSet<Vec<String>> {
 }
 
 /// The module a path written in `module` names (`crate::a::b::Item`, `super::b`, `self::b`, and in a
-/// folder's `mod.rs` a child by its bare name), as the longest prefix that is a module, or `None`.
-fn resolve(module: &[String], is_mod_rs: bool, path: &str, modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
+/// module with children a child by its bare name), as the longest prefix that is a module, or `None`.
+fn resolve(module: &[String], parent: bool, path: &str, modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
     let segments: Vec<&str> = path.split("::").collect();
-    // The module `self` is: a file `a/b.rs` and a folder's `a/b/mod.rs` are both `a::b`.
+    // The module `self` is: a file `a/b.rs` (its children in `a/b/`) is `a::b`.
     let mut base: Vec<String>;
     let mut rest = &segments[..];
     match segments.first().copied() {
@@ -39,7 +39,7 @@ fn resolve(module: &[String], is_mod_rs: bool, path: &str, modules: &BTreeSet<Ve
                 rest = tail;
             }
         }
-        Some(first) if is_mod_rs => {
+        Some(first) if parent => {
             let mut child = module.to_vec();
             child.push(first.to_string());
             if !modules.contains(&child) {
@@ -76,12 +76,12 @@ fn folder_edges(src: &Path) -> BTreeMap<(String, String, String), String> {
         if module.is_empty() || module[0] == "main" || module[0] == "lib" {
             continue;
         }
-        let is_mod_rs = rel.file_name().is_some_and(|n| n == "mod.rs");
+        let parent = modules.iter().any(|m| m.len() == module.len() + 1 && m.starts_with(&module));
         let shown = file.strip_prefix(top).unwrap_or(&file).display().to_string();
         let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         for (n, line) in production(&text).lines().enumerate() {
             for path in paths_in(line) {
-                let Some(target) = resolve(&module, is_mod_rs, &path, &modules) else { continue };
+                let Some(target) = resolve(&module, parent, &path, &modules) else { continue };
                 let common = module.iter().zip(&target).take_while(|(a, b)| a == b).count();
                 if common < module.len() && common < target.len() {
                     let folder = if common == 0 { "<root>".to_string() } else { module[..common].join("::") };

@@ -5,7 +5,7 @@
 //! supervise`, which owns the life of everything a server starts; `spawn`: what the gateway's
 //! child does between fork and exec. The two programs run single-threaded, before any runtime.
 //! `unsafe` is denied but in the modules that allow it (`#[allow(unsafe_code)]` below and in
-//! `sandbox/mod.rs`), and each block says why it holds (`// SAFETY:`, which clippy requires).
+//! `sandbox.rs`), and each block says why it holds (`// SAFETY:`, which clippy requires).
 
 use mcpgate_protocol::toolbox;
 

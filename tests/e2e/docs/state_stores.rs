@@ -1,4 +1,4 @@
-//! Where the kept state lives, as the docs say it: `Usage::open` (src/usage/mod.rs) and the
+//! Where the kept state lives, as the docs say it: `Usage::open` (src/usage.rs) and the
 //! identity set-up (src/gateway/personal/setup.rs) keep the token vault and the usage counts in
 //! the state database whenever PostgreSQL is configured, `[cluster]` or not; only without
 //! PostgreSQL does `[cluster]` put them in Redis. So a sentence that ties `[cluster]` to the vault

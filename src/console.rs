@@ -13,9 +13,9 @@ use crate::gateway::Gateway;
 use crate::upstream::Status;
 use serde_json::{Value, json};
 
-pub const INDEX_HTML: &str = include_str!("index.html");
-pub const APP_JS: &str = include_str!("app.js");
-pub const APP_CSS: &str = include_str!("app.css");
+pub const INDEX_HTML: &str = include_str!("console/index.html");
+pub const APP_JS: &str = include_str!("console/app.js");
+pub const APP_CSS: &str = include_str!("console/app.css");
 
 /// Whether `caller` may administer the gateway (the console, every caller's accounts, the
 /// metrics): an admin `[[caller]]`, or, without authentication, whoever sends the console key
@@ -176,7 +176,7 @@ mod tests {
 
     /// The operations guide's "The console" section.
     fn guide() -> &'static str {
-        let doc = include_str!("../../docs/operations.md");
+        let doc = include_str!("../docs/operations.md");
         let start = doc.find("### The console").expect("docs/operations.md has a console section");
         let rest = &doc[start..];
         &rest[..rest[4..].find("\n### ").map_or(rest.len(), |e| e + 4)]
