@@ -9,11 +9,11 @@
 mod synthetic;
 
 use bytes::Bytes;
-use mcpgate::catalog::Kind;
-use mcpgate::catalog::view;
-use mcpgate::policy::Grants;
-use mcpgate::protocol::jsonrpc::Message;
-use mcpgate::protocol::{headers, meta};
+use mcpgate_model::catalog::Kind;
+use mcpgate_model::catalog::view;
+use mcpgate_model::policy::Grants;
+use mcpgate_protocol::jsonrpc::Message;
+use mcpgate_protocol::{headers, meta};
 
 #[global_allocator]
 static ALLOC: divan::AllocProfiler = divan::AllocProfiler::system();
@@ -60,7 +60,9 @@ fn policy_view_of_10000_tools(bencher: divan::Bencher, remembered: bool) {
         bencher.bench_local(|| view::visible(&cat, Kind::Tool, &grants, &id_of).len());
     } else {
         // The decision itself, for every tool (what a snapshot's first list under these grants costs).
-        bencher.bench_local(|| cat.tools().iter().filter(|e| mcpgate::policy::allows(&grants, &view::item(Kind::Tool, e, &id_of))).count());
+        bencher.bench_local(|| {
+            cat.tools().iter().filter(|e| mcpgate_model::policy::allows(&grants, &view::item(Kind::Tool, e, &id_of))).count()
+        });
     }
 }
 
@@ -68,7 +70,7 @@ fn policy_view_of_10000_tools(bencher: divan::Bencher, remembered: bool) {
 /// ranked query against the index.
 #[divan::bench(args = [false, true])]
 fn tool_search_of_10000_tools(bencher: divan::Bencher, indexed: bool) {
-    use mcpgate::catalog::search::{Query, ToolIndex};
+    use mcpgate_model::catalog::search::{Query, ToolIndex};
     let synthetic = synthetic::Synthetic::new(100, 100).expect("tools");
     let cat = synthetic.build();
     let tools = || cat.tools().iter().map(|e| e.json.get());
@@ -85,7 +87,7 @@ fn tool_search_of_10000_tools(bencher: divan::Bencher, indexed: bool) {
 /// descriptions and can force a rebuild of the index with `list_changed`.
 #[divan::bench]
 fn tool_search_index_of_a_40000_word_description(bencher: divan::Bencher) {
-    use mcpgate::catalog::search::ToolIndex;
+    use mcpgate_model::catalog::search::ToolIndex;
     let description: String = (0..40_000).map(|i| format!("word{i} ")).collect();
     let tool = serde_json::json!({ "name": "big", "description": description, "inputSchema": { "type": "object" } }).to_string();
     bencher.bench_local(|| ToolIndex::build(std::iter::once(tool.as_str())).docs.len());
@@ -95,7 +97,7 @@ fn tool_search_index_of_a_40000_word_description(bencher: divan::Bencher) {
 /// (refused before any word is read).
 #[divan::bench(args = ["32 words", "448 KB"])]
 fn tool_search_long_query_over_2000_tools(bencher: divan::Bencher, size: &str) {
-    use mcpgate::catalog::search::{Query, ToolIndex};
+    use mcpgate_model::catalog::search::{Query, ToolIndex};
     let synthetic = synthetic::Synthetic::new(20, 100).expect("tools");
     let cat = synthetic.build();
     let index = ToolIndex::build(cat.tools().iter().map(|e| e.json.get()));
@@ -120,7 +122,7 @@ fn tool_search_long_query_over_2000_tools(bencher: divan::Bencher, size: &str) {
 /// keeps it: the per-call cost of `validate_arguments`.
 #[divan::bench]
 fn argument_check(bencher: divan::Bencher) {
-    let tool = mcpgate::protocol::json::Json::to_json(&serde_json::json!({
+    let tool = mcpgate_protocol::json::Json::to_json(&serde_json::json!({
         "name": "create_issue",
         "inputSchema": {
             "type": "object",
@@ -136,7 +138,7 @@ fn argument_check(bencher: divan::Bencher) {
         },
     }))
     .expect("tool");
-    let check = mcpgate::catalog::args::ArgCheck::new(tool);
+    let check = mcpgate_model::catalog::args::ArgCheck::new(tool);
     let args = serde_json::json!({ "repo": "acme/web", "title": "Fix the login", "labels": ["bug", "p1"], "priority": "high" });
     let _ = check.check(&args);
     bencher.bench_local(|| check.check(divan::black_box(&args)).is_ok());
@@ -148,7 +150,7 @@ fn argument_check(bencher: divan::Bencher) {
 #[divan::bench]
 fn per_caller_token_lookup(bencher: divan::Bencher) {
     use mcpgate::identity::vault::{TokenSet, Vault, VaultKey};
-    let sealer = std::sync::Arc::new(mcpgate::token::Sealer::random().expect("sealer"));
+    let sealer = std::sync::Arc::new(mcpgate_model::token::Sealer::random().expect("sealer"));
     let vault = Vault::in_memory(sealer);
     let key = |i: usize| VaultKey { caller: format!("user-{i}"), upstream: "github".into(), issuer: "https://idp.example.com".into() };
     for i in 0..10_000 {
@@ -173,10 +175,10 @@ fn per_caller_token_lookup(bencher: divan::Bencher) {
 /// is the worst case, 50 denies on every tool, none holding, so every condition is evaluated.
 #[divan::bench(args = ["targeted", "all", "all_denies"])]
 fn policy_rules_50_per_call(bencher: divan::Bencher, shape: &str) {
-    use mcpgate::policy::Item;
-    use mcpgate::policy::expr::Condition;
-    use mcpgate::policy::facts::{CallerFacts, Facts, RequestFacts};
-    use mcpgate::policy::rules::{Effect, Rule, Source};
+    use mcpgate_model::policy::Item;
+    use mcpgate_model::policy::expr::Condition;
+    use mcpgate_model::policy::facts::{CallerFacts, Facts, RequestFacts};
+    use mcpgate_model::policy::rules::{Effect, Rule, Source};
     use std::sync::Arc;
     let conditions = [
         r#"has(args.path) && args.path.startsWith("/workspace/")"#,
@@ -216,18 +218,18 @@ fn policy_rules_50_per_call(bencher: divan::Bencher, shape: &str) {
 /// words, as real results are, so the normalised reading runs too.
 #[divan::bench(args = ["10 KB", "1 MB"])]
 fn detectors_on_a_result(bencher: divan::Bencher, size: &str) {
-    detectors(bencher, size, mcpgate::policy::secrets::Action::Redact);
+    detectors(bencher, size, mcpgate_model::policy::secrets::Action::Redact);
 }
 
 /// The same with every detector blocking: a blocking or flagging detector also reads every
 /// string of the result joined (an instruction split between two strings).
 #[divan::bench(args = ["10 KB", "1 MB"])]
 fn blocking_detectors_on_a_result(bencher: divan::Bencher, size: &str) {
-    detectors(bencher, size, mcpgate::policy::secrets::Action::Block);
+    detectors(bencher, size, mcpgate_model::policy::secrets::Action::Block);
 }
 
-fn detectors(bencher: divan::Bencher, size: &str, action: mcpgate::policy::secrets::Action) {
-    use mcpgate::policy::secrets::{Group, group, scrub_json};
+fn detectors(bencher: divan::Bencher, size: &str, action: mcpgate_model::policy::secrets::Action) {
+    use mcpgate_model::policy::secrets::{Group, group, scrub_json};
     let bytes = if size == "1 MB" { 1 << 20 } else { 10 << 10 };
     let sentence = "The quarterly report lists 42 items shipped to Zürich, São Paulo and Kraków on 2026-12-03; see section 4.2. ";
     let block = sentence.repeat(bytes / 10 / sentence.len() + 1);

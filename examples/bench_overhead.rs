@@ -8,12 +8,12 @@
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use mcpgate::config::Config;
 use mcpgate::demo::{Demo, Profile};
 use mcpgate::dispatch::Service;
 use mcpgate::edge::era::legacy::LegacyState;
 use mcpgate::gateway::Gateway;
-use mcpgate::token::Sealer;
+use mcpgate_config::Config;
+use mcpgate_model::token::Sealer;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +32,7 @@ async fn serve(svc: Arc<dyn Service>, config: &str) -> anyhow::Result<String> {
 }
 
 async fn run(url: &str, tool: &str, total: usize, concurrency: usize) -> anyhow::Result<(f64, Vec<Duration>)> {
-    let client = mcpgate::net::new_http_client();
+    let client = mcpgate_net::net::new_http_client();
     let body = Bytes::from(BODY.replace("NAME", tool));
     let started = Instant::now();
     let mut tasks = Vec::new();

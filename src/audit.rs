@@ -15,8 +15,8 @@ mod subject;
 
 pub use subject::Subject;
 
-use crate::reply::Outcome;
 use crate::usage::{RowRef, Usage};
+use mcpgate_protocol::reply::Outcome;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,7 +108,7 @@ impl Audit {
 
     /// The kept calls, newest first.
     pub fn recent(&self) -> Vec<CallRecord> {
-        crate::sync::lock(&self.recent).iter().rev().cloned().collect()
+        mcpgate_protocol::sync::lock(&self.recent).iter().rev().cloned().collect()
     }
 
     /// New calls as they end.
@@ -192,7 +192,7 @@ impl Audit {
         }
         if keeping {
             {
-                let mut r = crate::sync::lock(&self.recent);
+                let mut r = mcpgate_protocol::sync::lock(&self.recent);
                 if r.len() == KEPT {
                     r.pop_front();
                 }
@@ -244,7 +244,7 @@ impl<'a> Fields<'a> {
 }
 
 fn now_ms() -> u64 {
-    crate::toolbox::unix_ms()
+    mcpgate_protocol::toolbox::unix_ms()
 }
 
 /// One forwarded call as the audit records it when it ends: its subject (shared with the checks
@@ -353,7 +353,7 @@ fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>
 fn is_counted(method: &str, item: &str) -> bool {
     match method {
         "tools/call" | "skills/get" => true,
-        "resources/read" => crate::catalog::uris::is_skill(item),
+        "resources/read" => mcpgate_model::catalog::uris::is_skill(item),
         _ => false,
     }
 }
@@ -361,8 +361,8 @@ fn is_counted(method: &str, item: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::errors::RpcError;
-    use crate::protocol::json::Json;
+    use mcpgate_protocol::errors::RpcError;
+    use mcpgate_protocol::json::Json;
 
     fn result(text: &str) -> Outcome {
         Outcome::Result(Json::to_json(&serde_json::from_str::<serde_json::Value>(text).unwrap()).unwrap())
@@ -376,8 +376,8 @@ mod tests {
     #[test]
     fn every_path_records_the_fields_it_always_did() {
         use crate::auth::Principal;
-        use crate::catalog::Kind;
-        use crate::protocol::Method;
+        use mcpgate_model::catalog::Kind;
+        use mcpgate_protocol::Method;
         use serde_json::json;
 
         let audit = Audit::default();

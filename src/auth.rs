@@ -8,15 +8,15 @@
 pub mod jwt;
 pub mod prm;
 
-use crate::catalog::Kind;
-use crate::config::Config;
-use crate::config::auth::{AuthConfig, AuthMode, CallerConfig};
-use crate::config::limits::Rate;
-use crate::net::HttpClient;
-use crate::policy::Grants;
-use crate::policy::facts::CallerFacts;
-use crate::policy::rules::{ALL_KINDS, Effect, Rule, Source};
 use http::{HeaderMap, StatusCode};
+use mcpgate_config::Config;
+use mcpgate_config::auth::{AuthConfig, AuthMode, CallerConfig};
+use mcpgate_config::limits::Rate;
+use mcpgate_model::catalog::Kind;
+use mcpgate_model::policy::Grants;
+use mcpgate_model::policy::facts::CallerFacts;
+use mcpgate_model::policy::rules::{ALL_KINDS, Effect, Rule, Source};
+use mcpgate_net::net::HttpClient;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -145,16 +145,16 @@ impl Authenticator {
 
     /// The latest validated token of JWT caller `id`, while it is unexpired (for token exchange).
     pub fn subject_token(&self, id: &str) -> Option<String> {
-        let now = crate::toolbox::unix_secs();
-        let subjects = crate::sync::lock(self.subjects.as_ref()?);
+        let now = mcpgate_protocol::toolbox::unix_secs();
+        let subjects = mcpgate_protocol::sync::lock(self.subjects.as_ref()?);
         subjects.get(id).filter(|(_, exp)| *exp > now).map(|(t, _)| t.clone())
     }
 
     fn keep_subject(&self, id: &str, token: &str, claims: &Value) {
         let Some(subjects) = &self.subjects else { return };
-        let now = crate::toolbox::unix_secs();
+        let now = mcpgate_protocol::toolbox::unix_secs();
         let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(now + 300);
-        let mut m = crate::sync::lock(subjects);
+        let mut m = mcpgate_protocol::sync::lock(subjects);
         if m.len() >= MAX_SUBJECTS {
             m.retain(|_, (_, e)| *e > now);
             if m.len() >= MAX_SUBJECTS {
@@ -173,7 +173,7 @@ impl Authenticator {
     }
 
     /// Loads the JWKS (and starts its refresh); call once at startup.
-    pub async fn start(&self, tasks: &crate::tasks::Background) -> Result<(), jwt::JwksError> {
+    pub async fn start(&self, tasks: &mcpgate_protocol::tasks::Background) -> Result<(), jwt::JwksError> {
         match &self.jwt {
             Some(j) => j.start(tasks).await,
             None => Ok(()),
@@ -300,7 +300,7 @@ impl Authenticator {
         let mut out: Vec<String> = Vec::new();
         for (kinds, table) in self.scope_tables() {
             for (pattern, scopes) in table.iter().filter(|_| kinds.contains(&kind)) {
-                if crate::policy::restricts(pattern, &crate::policy::Item { kind, name, upstream: "", json: None }) {
+                if mcpgate_model::policy::restricts(pattern, &mcpgate_model::policy::Item { kind, name, upstream: "", json: None }) {
                     out.extend(scopes.iter().filter(|s| !out.contains(s)).cloned().collect::<Vec<_>>());
                 }
             }
@@ -374,7 +374,7 @@ fn caller_matches(c: &CallerConfig, subject: &str, claims: &Value, scopes: &[Str
 
 /// `mcpgate hash-key`: the hex SHA-256 of an API key, as `key_sha256` expects it.
 pub fn hash_key(key: &str) -> String {
-    crate::toolbox::sha256_hex(key.trim().as_bytes())
+    mcpgate_protocol::toolbox::sha256_hex(key.trim().as_bytes())
 }
 
 #[cfg(test)]

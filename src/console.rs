@@ -8,9 +8,9 @@
 //! authentication is off) is decided here too. The page itself (HTML, CSS, JS) is embedded.
 
 use crate::auth::Principal;
-use crate::catalog::Kind;
 use crate::gateway::Gateway;
 use crate::upstream::Status;
+use mcpgate_model::catalog::Kind;
 use serde_json::{Value, json};
 
 pub const INDEX_HTML: &str = include_str!("console/index.html");
@@ -23,7 +23,7 @@ pub const APP_CSS: &str = include_str!("console/app.css");
 /// local process is, sandboxed servers with an open network included.
 pub fn may_read(gw: &Gateway, caller: &Principal, headers: &http::HeaderMap) -> bool {
     let cfg = gw.config();
-    if cfg.auth.mode == crate::config::auth::AuthMode::None {
+    if cfg.auth.mode == mcpgate_config::auth::AuthMode::None {
         return crate::auth::bearer(headers)
             .is_some_and(|k| aws_lc_rs::constant_time::verify_slices_are_equal(k.as_bytes(), gw.console_key.as_bytes()).is_ok());
     }
@@ -45,7 +45,7 @@ pub fn upstreams(gw: &Gateway) -> Value {
                     "ready",
                     st.version
                         .as_deref()
-                        .map(|v| format!("{} ({v})", if crate::protocol::is_legacy_version(v) { "legacy" } else { "modern" }))
+                        .map(|v| format!("{} ({v})", if mcpgate_protocol::is_legacy_version(v) { "legacy" } else { "modern" }))
                         .unwrap_or_default(),
                 ),
                 Status::Pending => ("starting", "-".to_string()),
@@ -141,7 +141,7 @@ pub fn view_as(gw: &Gateway, id: &str) -> Option<Value> {
     let id_of = |i: usize| gw.upstream_id(i);
     let mut visible = Vec::new();
     for kind in Kind::ALL {
-        for e in crate::catalog::view::visible(&cat, kind, &grants, &id_of) {
+        for e in mcpgate_model::catalog::view::visible(&cat, kind, &grants, &id_of) {
             visible.push(format!("{}:{}", kind.label(), e.name));
         }
     }

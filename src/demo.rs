@@ -6,10 +6,10 @@
 mod tools;
 
 use crate::dispatch::{BoxFuture, Request, Service};
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::{SUPPORTED_VERSIONS, jsonrpc, keys, xheader};
-use crate::reply::{Event, EventStream, Outcome, Reply};
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::reply::{Event, EventStream, Outcome, Reply};
+use mcpgate_protocol::{SUPPORTED_VERSIONS, jsonrpc, keys, xheader};
 use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::sync::mpsc;

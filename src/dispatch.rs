@@ -26,15 +26,15 @@ mod skills;
 mod tasks;
 
 use crate::auth::Principal;
-use crate::catalog::Kind;
 use crate::gateway::Gateway;
 use crate::hub::{Filter, Subscription, UriSet};
-use crate::protocol::Method;
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::meta::RequestMeta;
-use crate::protocol::rawobj::RawObject;
-use crate::reply::Reply;
+use mcpgate_model::catalog::Kind;
+use mcpgate_protocol::Method;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::meta::RequestMeta;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::Reply;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct Request {
     pub id: Json,
-    pub method: crate::protocol::Method,
+    pub method: mcpgate_protocol::Method,
     /// The params, `_meta` included, kept raw.
     pub params: RawObject,
     pub meta: RequestMeta,
@@ -54,7 +54,7 @@ pub struct Request {
     pub caller: Arc<Principal>,
     /// The legacy session the request came in (`None`: a modern client): an upstream that speaks
     /// the client's era is spoken to in it, in a session of the client's own.
-    pub legacy: Option<Arc<crate::protocol::meta::LegacySession>>,
+    pub legacy: Option<Arc<mcpgate_protocol::meta::LegacySession>>,
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -126,9 +126,9 @@ pub trait Service: Send + Sync + 'static {
 /// reached through it (it dereferences to the [`Gateway`]).
 pub struct Served<'a> {
     gw: &'a Gateway,
-    pub config: Arc<crate::config::Config>,
+    pub config: Arc<mcpgate_config::Config>,
     pub auth: Arc<crate::auth::Authenticator>,
-    pub view: Arc<crate::catalog::Catalog>,
+    pub view: Arc<mcpgate_model::catalog::Catalog>,
 }
 
 impl<'a> Served<'a> {
@@ -163,7 +163,7 @@ pub fn quota_exceeded(who: &str, tool: &str, r: &crate::usage::Refusal) -> RpcEr
         RATE_LIMITED,
         format!(
             "Quota exceeded for {who} on {tool}: {} per {}; it resets at {resets} (in {secs} s)",
-            crate::text::count(r.count, "call", "calls"),
+            mcpgate_protocol::text::count(r.count, "call", "calls"),
             r.window
         ),
     )
@@ -177,11 +177,11 @@ pub const RATE_LIMITED: i64 = 429;
 
 /// A `CallToolResult` the gateway answers itself, with one text block (`is_error`: a failure the
 /// model can read and act on).
-pub(crate) fn tool_text(text: &str, is_error: bool) -> crate::reply::Outcome {
+pub(crate) fn tool_text(text: &str, is_error: bool) -> mcpgate_protocol::reply::Outcome {
     let result = serde_json::json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }], "isError": is_error });
     match Json::to_json(&result) {
-        Ok(raw) => crate::reply::Outcome::Result(raw),
-        Err(e) => crate::reply::Outcome::Error(RpcError::internal(e.to_string())),
+        Ok(raw) => mcpgate_protocol::reply::Outcome::Result(raw),
+        Err(e) => mcpgate_protocol::reply::Outcome::Error(RpcError::internal(e.to_string())),
     }
 }
 

@@ -21,16 +21,16 @@ pub use personal::{CONNECT_META, Routed};
 pub use reload::Report;
 
 use crate::auth::Authenticator;
-use crate::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
-use crate::config::Config;
 use crate::hub::Hub;
-use crate::net::HttpClients;
-use crate::sync::lock;
-use crate::tasks::Background;
-use crate::token::Sealer;
 use crate::upstream::{Shared, Status, Upstream};
 use crate::usage::rate::Limiter;
 use arc_swap::ArcSwap;
+use mcpgate_config::Config;
+use mcpgate_model::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
+use mcpgate_model::token::Sealer;
+use mcpgate_net::net::HttpClients;
+use mcpgate_protocol::sync::lock;
+use mcpgate_protocol::tasks::Background;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,11 +44,11 @@ const UPDATE_QUEUE: usize = 256;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("{0}")]
-    TokenKey(#[from] crate::token::KeyError),
+    TokenKey(#[from] mcpgate_model::token::KeyError),
     #[error("{0}")]
-    Cluster(#[from] crate::cluster::ClusterError),
+    Cluster(#[from] mcpgate_net::cluster::ClusterError),
     #[error("upstream {upstream}: {source}")]
-    UpstreamTls { upstream: String, source: crate::net::pem::TlsError },
+    UpstreamTls { upstream: String, source: mcpgate_net::net::pem::TlsError },
     #[error("authentication setup failed: {0}")]
     Auth(#[from] crate::auth::jwt::JwksError),
     #[error("per-user identity: {0}")]
@@ -78,7 +78,7 @@ pub struct Gateway {
     auth_tasks: Mutex<Background>,
     pub limiter: Limiter,
     /// The Redis that replicas share (`[cluster]`), if configured (fixed until a restart).
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    pub cluster: Option<Arc<mcpgate_net::cluster::Cluster>>,
     catalog: ArcSwap<Catalog>,
     /// Each virtual server's view of the catalogue, by path (rebuilt with it).
     views: ArcSwap<Vec<(Arc<str>, Arc<Catalog>)>>,
@@ -148,7 +148,7 @@ impl Gateway {
         let auth = Authenticator::new(&config, client.detached());
         let hub = Hub::new(config.catalog.debounce);
         hub.set_limit(config.server.max_streams_per_caller);
-        let cluster = config.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
+        let cluster = config.cluster.as_ref().map(mcpgate_net::cluster::Cluster::connect).transpose()?;
         // The state database: PostgreSQL shared by the replicas when configured (the gateway does
         // not start without it: what it keeps there must not split); else, without `[cluster]`,
         // a SQLite file beside the configuration. A file that is there but cannot be read stops
@@ -167,7 +167,7 @@ impl Gateway {
         if config.console {
             audit.keep_recent();
         }
-        let sealer = Arc::new(Sealer::load(std::env::var(crate::token::KEY_ENV).ok(), &config.server.token_key_file)?);
+        let sealer = Arc::new(Sealer::load(std::env::var(mcpgate_model::token::KEY_ENV).ok(), &config.server.token_key_file)?);
         let pins = pins::Pins::default();
         pins.refresh(&config.pins.file, db.as_deref());
         let guard_set = guards::GuardSet::new(&config).map_err(StartError::Guard)?;
@@ -199,7 +199,7 @@ impl Gateway {
             updates: Mutex::new(updates),
             personal,
             me: me.clone(),
-            console_key: crate::toolbox::random_hex(24),
+            console_key: mcpgate_protocol::toolbox::random_hex(24),
             pins,
             guards: ArcSwap::from_pointee(guard_set),
             definitions: guards::Definitions::default(),
@@ -276,8 +276,8 @@ impl Gateway {
         let live: Vec<_> = self.live_upstreams().into_iter().filter(|u| !self.is_personal(u.index)).collect();
         match self.config().server.ready_when {
             _ if live.is_empty() => true,
-            crate::config::ReadyWhen::Any => live.iter().any(ready),
-            crate::config::ReadyWhen::All => live.iter().all(ready),
+            mcpgate_config::ReadyWhen::Any => live.iter().any(ready),
+            mcpgate_config::ReadyWhen::All => live.iter().all(ready),
         }
     }
 
@@ -450,7 +450,7 @@ impl Gateway {
 /// Makes the handle of upstream `index`, with its own owner for background work.
 pub(super) fn make_upstream(
     index: usize,
-    u: &crate::config::UpstreamConfig,
+    u: &mcpgate_config::UpstreamConfig,
     client: &HttpClients,
     tasks: &Background,
     config: &Config,

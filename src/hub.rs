@@ -12,10 +12,10 @@
 //! up) is ended with a log line instead of buffering without limit.
 
 use crate::auth::Principal;
-use crate::catalog::view;
-use crate::catalog::{Catalog, Kind};
-use crate::sync::lock;
 use dashmap::DashMap;
+use mcpgate_model::catalog::view;
+use mcpgate_model::catalog::{Catalog, Kind};
+use mcpgate_protocol::sync::lock;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -102,7 +102,7 @@ pub struct Hub {
     limit: std::sync::atomic::AtomicUsize,
 }
 
-pub use crate::config::MAX_STREAMS_PER_CALLER;
+pub use mcpgate_config::MAX_STREAMS_PER_CALLER;
 /// The most URIs one subscription may follow.
 pub const MAX_FOLLOWED: usize = 64;
 

@@ -5,8 +5,9 @@
 //! `mcpgate-model` (catalogue, policy, sealed tokens), `mcpgate-config` (the file),
 //! `mcpgate-net` (HTTP client, TLS, Redis) with `mcpgate-store` (the state database) and
 //! `mcpgate-sandbox` (the sandbox of stdio servers, their supervisor, the child's pre-exec step:
-//! the one crate that makes raw system calls), both named by their own paths where they are
-//! used; then in this crate `upstream`, `auth`, `identity` and `telemetry`; the core (`gateway`,
+//! the one crate that makes raw system calls). This crate names each by its own path
+//! (`mcpgate_model::catalog::…`, `mcpgate_config::Config`): nothing is re-exported, so every path
+//! says where its module lives. Then in this crate `upstream`, `auth`, `identity` and `telemetry`; the core (`gateway`,
 //! `dispatch`, `hub`, `audit`, `usage` (with rate limits)); the edges (`edge`, `console`, `demo`);
 //! and the commands (`commands`: serving, booting, the admin and offline commands, `explain`,
 //! `import`). `tests/layers.rs` keeps this crate's modules, and the crates they use (each one unit
@@ -27,12 +28,3 @@ pub mod identity;
 pub mod telemetry;
 pub mod upstream;
 pub mod usage;
-
-// The lower layers live in crates of their own (the compiler keeps them from reaching up); they
-// are re-exported here under their usual paths, all but the state database (`mcpgate_store`) and
-// the sandbox (`mcpgate_sandbox`).
-pub use mcpgate_config as config;
-pub use mcpgate_model::{catalog, policy, token};
-pub use mcpgate_net::{cluster, files, net};
-pub use mcpgate_protocol as protocol;
-pub use mcpgate_protocol::{reply, sync, tasks, text, toolbox};

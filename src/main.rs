@@ -4,8 +4,8 @@
 //! `mcpgate::commands`, where each command's body lives.
 
 use clap::{Parser, Subcommand};
-use mcpgate::config::Config;
 use mcpgate::demo::Profile;
+use mcpgate_config::Config;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

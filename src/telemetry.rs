@@ -71,9 +71,9 @@ pub fn routed(span: &tracing::Span, method: &str, item: &str, upstream: &str) {
 
 /// Keeps a request's span open until its streamed reply ends (an SSE tool call, a change
 /// stream), so the exported span lasts as long as the work it names.
-pub fn keep_span(reply: crate::reply::Reply, span: tracing::Span) -> crate::reply::Reply {
+pub fn keep_span(reply: mcpgate_protocol::reply::Reply, span: tracing::Span) -> mcpgate_protocol::reply::Reply {
     match reply {
-        crate::reply::Reply::Stream(s) if !span.is_none() => crate::reply::Reply::Stream(s.with_guard(span)),
+        mcpgate_protocol::reply::Reply::Stream(s) if !span.is_none() => mcpgate_protocol::reply::Reply::Stream(s.with_guard(span)),
         other => other,
     }
 }
@@ -166,7 +166,7 @@ pub struct Snapshot {
     pub catalog: Vec<(&'static str, usize)>,
     pub streams: usize,
     /// Shared state on Redis, when `[cluster]` is configured.
-    pub cluster: Option<crate::cluster::ClusterStats>,
+    pub cluster: Option<mcpgate_net::cluster::ClusterStats>,
     /// Audit records the audit file could not take.
     pub audit_dropped: u64,
 }
@@ -210,19 +210,19 @@ fn latency_histogram() -> Histogram {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Metrics::new(crate::config::usage::MetricsConfig::default(), false)
+        Metrics::new(mcpgate_config::usage::MetricsConfig::default(), false)
     }
 }
 
 impl Metrics {
     /// The registry with the optional families `switches` turn on, and the cluster's series when
     /// `cluster` (so a gateway without `[cluster]` exports no Redis gauge to alarm on).
-    pub fn new(switches: crate::config::usage::MetricsConfig, cluster: bool) -> Self {
+    pub fn new(switches: mcpgate_config::usage::MetricsConfig, cluster: bool) -> Self {
         Metrics::named(switches, cluster, semconv::legacy_names())
     }
 
     /// [`Metrics::new`], with the earlier names kept beside the conventions' when `legacy`.
-    fn named(switches: crate::config::usage::MetricsConfig, cluster: bool, legacy: bool) -> Self {
+    fn named(switches: mcpgate_config::usage::MetricsConfig, cluster: bool, legacy: bool) -> Self {
         // The conventions' names at the root; the gateway's own under `mcpgate_`.
         let mut root = Registry::default();
         let operations = semconv::Operations::register(&mut root, switches.per_tool);
@@ -336,7 +336,7 @@ impl Metrics {
     /// is the virtual server's path (`-` for the root endpoint).
     pub fn call(&self, f: &semconv::Forwarded<'_>, endpoint: &str, outcome: &str) {
         // Looked up without copying the usual values (see `semconv::interned`).
-        let method = match crate::protocol::Method::parse_known(f.method) {
+        let method = match mcpgate_protocol::Method::parse_known(f.method) {
             Some(m) => Cow::Borrowed(m),
             None => Cow::Owned(f.method.to_string()),
         };
@@ -457,7 +457,7 @@ mod tests {
         m.call(&call, "-", "ok");
         m.call(&call, "-", "error -32602");
         m.served(&semconv::Served {
-            method: &crate::protocol::Method::parse("made/up"),
+            method: &mcpgate_protocol::Method::parse("made/up"),
             version: "2025-06-18",
             transport: Transport::Tcp,
             error_type: Some("-32601"),
@@ -518,7 +518,7 @@ mod tests {
 
     #[test]
     fn the_legacy_names_keep_the_earlier_histogram() {
-        let m = Metrics::named(crate::config::usage::MetricsConfig { per_tool: true, per_caller: false }, false, true);
+        let m = Metrics::named(mcpgate_config::usage::MetricsConfig { per_tool: true, per_caller: false }, false, true);
         let call = calc_call(Transport::Tcp, Some("calc__add"), 3);
         m.call(&call, "-", "tool_error");
         let text = m.render(&Snapshot::default(), EdgeStats::default());
@@ -531,7 +531,7 @@ mod tests {
 
     #[test]
     fn per_tool_and_per_caller_series_are_switched_on_and_bounded() {
-        let m = Metrics::new(crate::config::usage::MetricsConfig { per_tool: true, per_caller: true }, true);
+        let m = Metrics::new(mcpgate_config::usage::MetricsConfig { per_tool: true, per_caller: true }, true);
         m.tool_call("calc__add", Some("alice"), "ok");
         m.tool_call("calc__add", None, "error -32602");
         let text = m.render(&Snapshot { cluster: Some(Default::default()), ..Snapshot::default() }, EdgeStats::default());

@@ -31,15 +31,15 @@ pub use self::outbound::{Renewal, UserToken};
 
 use self::era::{Era, Partner, refuses_legacy};
 use self::outbound::{Envelope, McpHeaders};
-use crate::catalog::Kind;
-use crate::config::{TransportConfig, UpstreamConfig};
-use crate::net::HttpClients;
-use crate::protocol::json::Json;
-use crate::protocol::rawobj::RawObject;
-use crate::protocol::{MODERN_VERSION, is_legacy_version, jsonrpc, keys};
-use crate::reply::{Outcome, Reply};
-use crate::tasks::Background;
 use arc_swap::ArcSwap;
+use mcpgate_config::{TransportConfig, UpstreamConfig};
+use mcpgate_model::catalog::Kind;
+use mcpgate_net::net::HttpClients;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::{Outcome, Reply};
+use mcpgate_protocol::tasks::Background;
+use mcpgate_protocol::{MODERN_VERSION, is_legacy_version, jsonrpc, keys};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -64,12 +64,12 @@ pub struct Call {
     /// The pool endpoint to use; `None` means the default one.
     pub endpoint: Option<usize>,
     /// The requests (`elicitation/create`, ...) the upstream may send the caller during this call,
-    /// yielded as [`crate::reply::Event::Ask`]; any other request of the upstream's is refused.
+    /// yielded as [`mcpgate_protocol::reply::Event::Ask`]; any other request of the upstream's is refused.
     pub accepts_input: Vec<String>,
     /// The legacy session of the client the call is made for (`None`: a modern client or the
     /// gateway itself): an upstream that speaks the legacy era is spoken to in a session of the
     /// client's own.
-    pub client: Option<Arc<crate::protocol::meta::LegacySession>>,
+    pub client: Option<Arc<mcpgate_protocol::meta::LegacySession>>,
     /// The caller asked for log messages (a legacy call's `_meta` loses the level, not the wish).
     pub logs: bool,
 }
@@ -404,7 +404,7 @@ impl Upstream {
     /// listen stream, a legacy one by `resources/subscribe` and `resources/unsubscribe`.
     pub fn follow(&self, uris: std::collections::BTreeSet<String>) {
         let previous = {
-            let mut f = crate::sync::lock(&self.followed);
+            let mut f = mcpgate_protocol::sync::lock(&self.followed);
             if *f == uris {
                 return;
             }
@@ -577,7 +577,7 @@ pub fn gateway_meta() -> Map<String, Value> {
     m.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
     // Lists are read for every client: a server that registers its MCP Apps' tools only for
     // clients that render them must list them to the gateway, which relays them.
-    let own = crate::protocol::extensions::gateway_declares(crate::protocol::extensions::Era::Modern);
+    let own = mcpgate_protocol::extensions::gateway_declares(mcpgate_protocol::extensions::Era::Modern);
     m.insert(keys::CLIENT_CAPABILITIES.into(), json!({ "extensions": own }));
     m.insert(keys::CLIENT_INFO.into(), json!({ "name": "mcpgate", "version": env!("CARGO_PKG_VERSION") }));
     m

@@ -16,11 +16,11 @@ pub mod query;
 pub mod rate;
 pub mod store;
 
-use crate::cluster::Cluster;
-use crate::config::cluster::FailMode;
-use crate::config::usage::{Quota, UsageConfig};
-use crate::sync::lock;
 pub use error::UsageError;
+use mcpgate_config::cluster::FailMode;
+use mcpgate_config::usage::{Quota, UsageConfig};
+use mcpgate_net::cluster::Cluster;
+use mcpgate_protocol::sync::lock;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,7 +141,7 @@ pub struct Usage {
 }
 
 pub fn now_secs() -> u64 {
-    crate::toolbox::unix_secs()
+    mcpgate_protocol::toolbox::unix_secs()
 }
 
 /// The first word of an audit outcome label (`error -32602` counts as `error`).
@@ -329,7 +329,7 @@ impl Usage {
     }
 
     /// Flushes every `flush_interval` until `tasks` shut down, then once more.
-    pub fn spawn_flush(self: &Arc<Self>, tasks: &crate::tasks::Background) {
+    pub fn spawn_flush(self: &Arc<Self>, tasks: &mcpgate_protocol::tasks::Background) {
         let (me, stop, every) = (self.clone(), tasks.token(), self.cfg.flush_interval);
         tasks.track(async move {
             loop {
@@ -355,10 +355,10 @@ impl Usage {
         cluster_default: FailMode,
     ) -> Result<(), Refusal> {
         let applies = |q: &&Quota| {
-            crate::policy::glob::matches(&q.tools, tool)
-                && q.callers
-                    .iter()
-                    .any(|g| crate::policy::glob::matches(g, caller) || rules.iter().any(|r| crate::policy::glob::matches(g, r)))
+            mcpgate_model::policy::glob::matches(&q.tools, tool)
+                && q.callers.iter().any(|g| {
+                    mcpgate_model::policy::glob::matches(g, caller) || rules.iter().any(|r| mcpgate_model::policy::glob::matches(g, r))
+                })
         };
         let matching: Vec<&Quota> = quotas.iter().filter(applies).collect();
         if matching.is_empty() {
@@ -462,7 +462,7 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::usage::Window;
+    use mcpgate_config::usage::Window;
 
     fn quota(callers: &[&str], tools: &str, count: u64) -> Quota {
         Quota {

@@ -1,9 +1,9 @@
 //! A synthetic catalogue for the benchmarks (`benches/micro.rs`, `examples/bench_suite.rs`):
 //! `upstreams` upstreams `u0`… with `tools` tools `t0`… each, merged as the gateway merges them.
 
-use mcpgate::catalog::Catalog;
-use mcpgate::catalog::merge::{Naming, UpstreamLists, build};
-use mcpgate::catalog::names::NamePolicy;
+use mcpgate_model::catalog::Catalog;
+use mcpgate_model::catalog::merge::{Naming, UpstreamLists, build};
+use mcpgate_model::catalog::names::NamePolicy;
 use serde_json::value::RawValue;
 
 pub struct Synthetic {

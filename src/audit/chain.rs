@@ -24,7 +24,7 @@ pub struct Chain {
 }
 
 pub fn sha256_hex(line: &str) -> String {
-    crate::toolbox::sha256_hex(line.as_bytes())
+    mcpgate_protocol::toolbox::sha256_hex(line.as_bytes())
 }
 
 impl Chain {
@@ -186,7 +186,7 @@ pub enum Broken {
     /// With a pinned key, records but no checkpoint.
     #[error(
         "no signed checkpoint in {}: nothing proves who wrote them (an export with a key signs every checkpoint_every records, at each rotation and at shutdown): the checkpoints were dropped (the chain may have been recomputed), the export does not sign, or a live file has not reached its first checkpoint yet",
-        crate::text::count(*records, "record", "records")
+        mcpgate_protocol::text::count(*records, "record", "records")
     )]
     Unsigned { records: u64 },
 }

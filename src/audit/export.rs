@@ -87,7 +87,7 @@ struct FileRecord<'a> {
 impl Export {
     /// The export to the file of `cfg`, its writer thread started (OTLP logs are added by
     /// [`Export::send_logs`] once the exporter runs).
-    pub fn start(cfg: &crate::config::usage::AuditConfig) -> Result<Export, ExportError> {
+    pub fn start(cfg: &mcpgate_config::usage::AuditConfig) -> Result<Export, ExportError> {
         let Some(path) = &cfg.file else {
             let fresh = Chain { seq: 1, prev: super::chain::GENESIS.into() };
             return Ok(Export { chain: std::sync::Mutex::new(Some(fresh)), ..Export::default() });
@@ -115,7 +115,7 @@ impl Export {
         if done.recv_timeout(within).is_err() {
             return false;
         }
-        if let Some(handle) = crate::sync::lock(&self.writer).take() {
+        if let Some(handle) = mcpgate_protocol::sync::lock(&self.writer).take() {
             let _ = handle.join();
         }
         true
@@ -139,7 +139,7 @@ impl Export {
         // The record's place in the chain, taken (and the line queued) under one lock, so the
         // file's order is the chain's; a line the queue cannot take does not advance it. Both
         // exports carry the same line, so a collector checks the chain as `audit verify` does.
-        let mut chain = crate::sync::lock(&self.chain);
+        let mut chain = mcpgate_protocol::sync::lock(&self.chain);
         let Some(link) = chain.as_mut() else { return };
         let (seq, prev) = (link.seq, link.prev.clone());
         let line = match serde_json::to_string(&FileRecord { seq, prev: &prev, record, arguments }) {
@@ -254,7 +254,7 @@ impl Rotating {
         if self.since == 0 {
             return Ok(());
         }
-        let ts = crate::toolbox::unix_ms();
+        let ts = mcpgate_protocol::toolbox::unix_ms();
         let line = signer.checkpoint(*seq, hash, ts);
         self.out.write_all(line.as_bytes())?;
         self.out.write_all(b"\n")?;
@@ -370,7 +370,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let cfg =
-            crate::config::usage::AuditConfig { file: Some(path.clone()), max_file_bytes: 1 << 30, keep_files: 2, ..Default::default() };
+            mcpgate_config::usage::AuditConfig { file: Some(path.clone()), max_file_bytes: 1 << 30, keep_files: 2, ..Default::default() };
         let export = Export::start(&cfg).unwrap();
         for i in 0..2000 {
             export.write(&record(i), None);

@@ -8,8 +8,8 @@
 //! caller (`-`).
 
 use crate::auth::Principal;
-use crate::catalog::Kind;
-use crate::protocol::Method;
+use mcpgate_model::catalog::Kind;
+use mcpgate_protocol::Method;
 use std::sync::Arc;
 
 /// Who asked about what.

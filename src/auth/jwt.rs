@@ -4,14 +4,14 @@
 //! valid under an asymmetric algorithm, its issuer is the configured one, its audience includes
 //! this gateway (RFC 8707) and it has not expired.
 
-use crate::config::auth::{JwksSource, JwtConfig};
-use crate::net::HttpClient;
-use crate::sync::lock;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use mcpgate_config::auth::{JwksSource, JwtConfig};
+use mcpgate_net::net::HttpClient;
+use mcpgate_protocol::sync::lock;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -55,7 +55,7 @@ impl JwtVerifier {
     }
 
     /// Loads the keys once (an error here stops the gateway from starting) and keeps them fresh.
-    pub async fn start(&self, tasks: &crate::tasks::Background) -> Result<(), JwksError> {
+    pub async fn start(&self, tasks: &mcpgate_protocol::tasks::Background) -> Result<(), JwksError> {
         self.refresh().await?;
         let keys = self.keys.clone();
         let cfg = self.cfg.clone();

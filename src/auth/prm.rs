@@ -2,7 +2,7 @@
 //! served at `/.well-known/oauth-protected-resource` and at the path-specific form, and the URL
 //! that 401/403 challenges point to.
 
-use crate::config::auth::AuthConfig;
+use mcpgate_config::auth::AuthConfig;
 use serde_json::json;
 
 /// The canonical resource URI: `[auth] resource`, else derived from the request's Host.

@@ -17,7 +17,7 @@ use std::time::Duration;
 pub async fn health(url: &str, timeout: Duration) -> anyhow::Result<ExitCode> {
     let req =
         http::Request::get(url).body(http_body_util::Full::new(bytes::Bytes::new())).with_context(|| format!("'{url}' is not a URL"))?;
-    let client = crate::net::new_http_client();
+    let client = mcpgate_net::net::new_http_client();
     Ok(match tokio::time::timeout(timeout, client.request(req)).await {
         Ok(Ok(resp)) if resp.status().is_success() => {
             println!("{url}: {}", resp.status());
@@ -185,7 +185,7 @@ pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
         }
         None => print!("{}", imported.toml),
     }
-    eprintln!("imported {} from {}", crate::text::count_of(imported.servers, "server", "servers"), file.display());
+    eprintln!("imported {} from {}", mcpgate_protocol::text::count_of(imported.servers, "server", "servers"), file.display());
     for w in &imported.warnings {
         eprintln!("note: {w}");
     }
@@ -202,13 +202,13 @@ pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
 /// names: a tool by its name, a skill by its URI, upstream's or gateway's). A tool or skill not
 /// pinned yet is shown whole, so nobody approves a definition they have not seen.
 pub fn pin(
-    config: &crate::config::Config,
+    config: &mcpgate_config::Config,
     served: &[ServedPins],
     source: &str,
     approve: bool,
     only: &[String],
 ) -> anyhow::Result<ExitCode> {
-    use crate::catalog::pins::{self, PinFile};
+    use mcpgate_model::catalog::pins::{self, PinFile};
     let path = &config.pins.file;
     let old = crate::gateway::pins::read(path)?.unwrap_or_default();
     let mut next = PinFile { version: 1, upstreams: old.upstreams.clone() };
@@ -232,7 +232,7 @@ pub fn pin(
                     o == tool
                         || *o == format!("{id}/{tool}")
                         || *o == config.catalog.names.gateway_name(&cfg.prefix, tool, None)
-                        || *o == crate::catalog::uris::to_gateway(&cfg.prefix, tool)
+                        || *o == mcpgate_model::catalog::uris::to_gateway(&cfg.prefix, tool)
                 })
         };
         let entry = next.upstreams.entry(id.to_string()).or_default();
@@ -304,7 +304,7 @@ async fn admin_api(url: &str, key: Option<&str>, path: &str, body: Option<serde_
         None => req.method("GET").body(http_body_util::Full::new(bytes::Bytes::new())),
     }
     .with_context(|| format!("'{target}' is not a URL"))?;
-    let client = crate::net::new_http_client();
+    let client = mcpgate_net::net::new_http_client();
     let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
         .await
         .with_context(|| format!("{target}: no answer within 10 s"))?
@@ -368,7 +368,7 @@ pub async fn tokens_revoke(url: &str, key: Option<&str>, caller: Option<&str>, u
 
 /// The state database of a configuration, to read offline: PostgreSQL when configured, else the
 /// SQLite file when it exists and `[cluster]` does not keep the state in Redis instead.
-pub fn state_db(cfg: &crate::config::Config, cluster: bool) -> anyhow::Result<Option<std::sync::Arc<mcpgate_store::Db>>> {
+pub fn state_db(cfg: &mcpgate_config::Config, cluster: bool) -> anyhow::Result<Option<std::sync::Arc<mcpgate_store::Db>>> {
     let open = || mcpgate_store::Db::open(&cfg.state).map(std::sync::Arc::new).map_err(|e| anyhow::anyhow!("{e}"));
     match (&cfg.state.postgres, cluster) {
         (Some(_), _) => open().map(Some),
@@ -378,11 +378,11 @@ pub fn state_db(cfg: &crate::config::Config, cluster: bool) -> anyhow::Result<Op
 }
 
 /// `mcpgate usage`: the report of the configuration's usage store, as a table or JSON.
-pub async fn usage(cfg: &crate::config::Config, q: crate::usage::query::Query, json: bool) -> anyhow::Result<ExitCode> {
+pub async fn usage(cfg: &mcpgate_config::Config, q: crate::usage::query::Query, json: bool) -> anyhow::Result<ExitCode> {
     if !cfg.usage.enabled && cfg.quotas.is_empty() {
         eprintln!("note: [usage] enabled = false in {}: no calls are counted", cfg.source.display());
     }
-    let cluster = cfg.cluster.as_ref().map(crate::cluster::Cluster::connect).transpose()?;
+    let cluster = cfg.cluster.as_ref().map(mcpgate_net::cluster::Cluster::connect).transpose()?;
     let db = state_db(cfg, cluster.is_some())?;
     // Only where the JSON store of earlier releases is what is read: the state database, once
     // there, holds the counts (and carries that file over).

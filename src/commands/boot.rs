@@ -4,9 +4,9 @@
 //! once it serves, the configuration read again on SIGHUP or when its file changes, and the
 //! signals that stop it.
 
-use crate::config::Config;
-use crate::config::auth::AuthMode;
 use anyhow::Context;
+use mcpgate_config::Config;
+use mcpgate_config::auth::AuthMode;
 
 /// The open-files limit in effect (0: unknown).
 static OPEN_FILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

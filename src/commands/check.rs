@@ -24,7 +24,7 @@ pub fn report(gw: &Gateway) -> (String, bool) {
                 "ready".to_string(),
                 st.version
                     .as_deref()
-                    .map(|v| format!("{} ({v})", if crate::protocol::is_legacy_version(v) { "legacy" } else { "modern" }))
+                    .map(|v| format!("{} ({v})", if mcpgate_protocol::is_legacy_version(v) { "legacy" } else { "modern" }))
                     .unwrap_or_default(),
             ),
             Status::Pending => ("pending".to_string(), "-".into()),
@@ -50,7 +50,7 @@ pub fn report(gw: &Gateway) -> (String, bool) {
             up.cfg.transport.kind().into(),
             era,
             status,
-            cat.section(crate::catalog::Kind::Tool).count_for(up.index).to_string(),
+            cat.section(mcpgate_model::catalog::Kind::Tool).count_for(up.index).to_string(),
             latency,
         ]);
     }
@@ -83,13 +83,13 @@ pub fn report(gw: &Gateway) -> (String, bool) {
     let _ = writeln!(
         out,
         "\n{} served from {}.",
-        crate::text::count_of(cat.tools().len(), "tool", "tools"),
-        crate::text::count_of(gw.live_upstreams().len(), "upstream", "upstreams")
+        mcpgate_protocol::text::count_of(cat.tools().len(), "tool", "tools"),
+        mcpgate_protocol::text::count_of(gw.live_upstreams().len(), "upstream", "upstreams")
     );
     for ep in &gw.config().endpoints {
         let Some(view) = gw.view(&ep.path) else { continue };
         let counts: Vec<String> =
-            crate::catalog::Kind::ALL.iter().map(|k| format!("{} {}", view.section(*k).entries.len(), k.list_key())).collect();
+            mcpgate_model::catalog::Kind::ALL.iter().map(|k| format!("{} {}", view.section(*k).entries.len(), k.list_key())).collect();
         let _ = writeln!(out, "\nEndpoint {}: {}", ep.path, counts.join(", "));
         for t in view.tools() {
             let shown = if t.policy_name() == t.name { t.name.clone() } else { format!("{} (as {})", t.policy_name(), t.name) };
@@ -115,7 +115,7 @@ fn openapi(gw: &Gateway, out: &mut String) {
         let a = &l.api;
         let total = a.operations.len() + a.skipped.len();
         let are = if a.operations.len() == 1 { "is a tool" } else { "are tools" };
-        let of = crate::text::count_of(total, "operation", "operations");
+        let of = mcpgate_protocol::text::count_of(total, "operation", "operations");
         let _ = writeln!(out, "\nOpenAPI {}: {} of {of} {are}, calls go to {}", up.id(), a.operations.len(), l.base);
         // One line per reason, the operations it left out after it.
         let mut by_reason: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
@@ -134,8 +134,8 @@ fn openapi(gw: &Gateway, out: &mut String) {
 /// What each stdio upstream's process can reach, and what this machine's kernel enforces of the
 /// sandboxes (never silently weaker: what is not enforced is named).
 fn isolation(gw: &Gateway, out: &mut String) {
-    use crate::config::TransportConfig;
-    use crate::config::sandbox::Network;
+    use mcpgate_config::TransportConfig;
+    use mcpgate_config::sandbox::Network;
     let stdio: Vec<_> = gw
         .config()
         .upstreams
@@ -154,13 +154,13 @@ fn isolation(gw: &Gateway, out: &mut String) {
     let _ = writeln!(out, "\nIsolation:");
     for (id, sandbox, instances, runtime) in &stdio {
         let per = match instances {
-            crate::config::sandbox::Instances::PerCaller { .. } if gw.config().auth.mode == crate::config::auth::AuthMode::None => {
+            mcpgate_config::sandbox::Instances::PerCaller { .. } if gw.config().auth.mode == mcpgate_config::auth::AuthMode::None => {
                 "; one process per caller, BUT [auth] mode = \"none\" makes every request the same anonymous caller: one process serves everyone".into()
             }
-            crate::config::sandbox::Instances::PerCaller { max, idle } => {
+            mcpgate_config::sandbox::Instances::PerCaller { max, idle } => {
                 format!("; one process per caller (at most {max}, stopped after {} idle)", humantime::format_duration(*idle))
             }
-            crate::config::sandbox::Instances::Shared => String::new(),
+            mcpgate_config::sandbox::Instances::Shared => String::new(),
         };
         let Some(s) = sandbox else {
             let _ = match runtime {
@@ -186,7 +186,7 @@ fn isolation(gw: &Gateway, out: &mut String) {
             Some(c) => format!("container {} ({})", c.image, c.runtime.as_deref().unwrap_or("docker or podman")),
             None => "sandboxed".into(),
         };
-        let processes = crate::text::count(s.processes, "process", "processes");
+        let processes = mcpgate_protocol::text::count(s.processes, "process", "processes");
         let _ = writeln!(out, "  {id}: {target}; {network}; memory {} MiB; {processes}{per}", s.memory_bytes >> 20);
     }
     let yes = |b: bool| if b { "enforced" } else { "NOT enforced" };
@@ -233,7 +233,7 @@ pub fn tools_table(gw: &Gateway) -> String {
     for (n, u, d) in &rows {
         let _ = writeln!(out, "{}", format!("{n:<w0$}  {u:<w1$}  {d}").trim_end());
     }
-    let _ = writeln!(out, "\n{}.", crate::text::count_of(cat.tools().len(), "tool", "tools"));
+    let _ = writeln!(out, "\n{}.", mcpgate_protocol::text::count_of(cat.tools().len(), "tool", "tools"));
     let held = gw.held_tools();
     if !held.is_empty() {
         let _ = writeln!(out, "\nHeld until approved ([pins] enforce), not served:");

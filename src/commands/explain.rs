@@ -6,13 +6,13 @@
 //! gateway does.
 
 use crate::auth::{Authenticator, Principal};
-use crate::catalog::Kind;
-use crate::config::Config;
-use crate::config::auth::AuthMode;
 use crate::dispatch::decide::parse_time;
-use crate::policy::facts::{Facts, RequestFacts};
-use crate::policy::rules::{Effect, Holds, Source, Step};
-use crate::policy::{Item, allows};
+use mcpgate_config::Config;
+use mcpgate_config::auth::AuthMode;
+use mcpgate_model::catalog::Kind;
+use mcpgate_model::policy::facts::{Facts, RequestFacts};
+use mcpgate_model::policy::rules::{Effect, Holds, Source, Step};
+use mcpgate_model::policy::{Item, allows};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -134,7 +134,7 @@ pub fn decide(cfg: &Config, auth: &Authenticator, case: &Case) -> Result<Decisio
         Kind::Prompt => "prompts/get",
         _ => "resources/read",
     };
-    let era = case.era.as_deref().unwrap_or(crate::protocol::MODERN_VERSION);
+    let era = case.era.as_deref().unwrap_or(mcpgate_protocol::MODERN_VERSION);
     let request = RequestFacts {
         method,
         name,
@@ -156,7 +156,7 @@ pub fn decide(cfg: &Config, auth: &Authenticator, case: &Case) -> Result<Decisio
     Ok(Decision { outcome, rule, steps })
 }
 
-fn trace(grants: &crate::policy::Grants, item: &Item, facts: &Facts<'_>) -> Vec<Step> {
+fn trace(grants: &mcpgate_model::policy::Grants, item: &Item, facts: &Facts<'_>) -> Vec<Step> {
     let mut steps = Vec::new();
     grants.decide(item, facts, Some(&mut steps));
     steps
@@ -192,7 +192,7 @@ pub fn render(case: &Case, d: &Decision) -> String {
 
 /// `policy explain`: prints the decision; exits 0 when the call would go out (allow, confirm).
 pub fn explain(cfg: &Config, case: &Case, json_out: bool) -> anyhow::Result<std::process::ExitCode> {
-    let auth = Authenticator::new(cfg, crate::net::HttpClients::new().detached());
+    let auth = Authenticator::new(cfg, mcpgate_net::net::HttpClients::new().detached());
     let d = decide(cfg, &auth, case)?;
     if json_out {
         let steps: Vec<Value> =
@@ -216,7 +216,7 @@ struct Cases {
 pub fn test(cfg: &Config, file: &std::path::Path) -> anyhow::Result<std::process::ExitCode> {
     let text = std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     let cases: Cases = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {}", file.display(), e.message()))?;
-    let auth = Authenticator::new(cfg, crate::net::HttpClients::new().detached());
+    let auth = Authenticator::new(cfg, mcpgate_net::net::HttpClients::new().detached());
     let mut failed = 0;
     for (i, case) in cases.cases.iter().enumerate() {
         let label = case.name.clone().unwrap_or_else(|| format!("case #{}", i + 1));
@@ -239,7 +239,7 @@ pub fn test(cfg: &Config, file: &std::path::Path) -> anyhow::Result<std::process
             }
         }
     }
-    println!("{}, {failed} failed", crate::text::count_of(cases.cases.len(), "case", "cases"));
+    println!("{}, {failed} failed", mcpgate_protocol::text::count_of(cases.cases.len(), "case", "cases"));
     Ok(if failed == 0 { std::process::ExitCode::SUCCESS } else { std::process::ExitCode::FAILURE })
 }
 
@@ -327,7 +327,7 @@ mod tests {
         let text = "[auth]\nmode = \"jwt\"\nissuer = \"https://issuer.test\"\nresource = \"https://gw.test/mcp\"\njwks_url = \"http://127.0.0.1:9/jwks\"\n\n\
                     [[rule]]\nname = \"oncall-restarts\"\neffect = \"allow\"\ntools = [\"ops__restart\"]\nwhen = '\"oncall\" in caller.groups'\n";
         let cfg = Config::parse(text, std::path::Path::new("gateway.toml"), None, &|_| None).unwrap_or_else(|e| panic!("{e}"));
-        let auth = Authenticator::new(&cfg, crate::net::HttpClients::new().detached());
+        let auth = Authenticator::new(&cfg, mcpgate_net::net::HttpClients::new().detached());
         for (groups, holds, outcome) in [(&["oncall"][..], "holds", "allow"), (&["staff"][..], "does not hold", "hidden")] {
             let case = Case {
                 caller: "dana".into(),

@@ -93,7 +93,7 @@ pub fn import(json_text: &str, source: &str) -> Result<Imported, ImportError> {
     let _ = writeln!(
         t,
         "# gateway.toml imported by `mcpgate import` from {source} ({}).",
-        crate::text::count_of(converted.len(), "server", "servers")
+        mcpgate_protocol::text::count_of(converted.len(), "server", "servers")
     );
     if !out.variables.is_empty() {
         let _ = writeln!(t, "# Secrets were not copied. Export these environment variables before `mcpgate run`:");
@@ -157,7 +157,7 @@ fn convert(ctx: &mut Ctx, name: &str, spec: &Map<String, Value>) -> Result<Strin
     let mut body = String::new();
     if let Some(url) = spec.get("url").or_else(|| spec.get("serverUrl")).and_then(Value::as_str) {
         let found = secrets::find("url", url);
-        if crate::config::cluster::url_userinfo(url).is_some() || !found.is_empty() {
+        if mcpgate_config::cluster::url_userinfo(url).is_some() || !found.is_empty() {
             let places = if found.is_empty() { "user name".to_string() } else { places(&found) };
             return Err(Skipped::CredentialsInUrl(places));
         }

@@ -3,15 +3,15 @@
 //! earlier releases kept, once; safe to run again) and `mcpgate tokens list -c` (the connected
 //! accounts as the database holds them, never a token).
 
-use crate::config::Config;
-use crate::token::Sealer;
 use anyhow::Context;
+use mcpgate_config::Config;
+use mcpgate_model::token::Sealer;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-fn sealer(cfg: &Config) -> anyhow::Result<Arc<crate::token::Sealer>> {
-    let env = std::env::var(crate::token::KEY_ENV).ok();
-    Ok(Arc::new(crate::token::Sealer::load(env, &cfg.server.token_key_file)?))
+fn sealer(cfg: &Config) -> anyhow::Result<Arc<mcpgate_model::token::Sealer>> {
+    let env = std::env::var(mcpgate_model::token::KEY_ENV).ok();
+    Ok(Arc::new(mcpgate_model::token::Sealer::load(env, &cfg.server.token_key_file)?))
 }
 
 fn open(cfg: &Config) -> anyhow::Result<Arc<mcpgate_store::Db>> {
@@ -53,7 +53,7 @@ pub fn tokens_list(cfg: &Config, caller: Option<&str>) -> anyhow::Result<ExitCod
         anyhow::bail!("with [cluster] and no [state] postgres the tokens are in Redis: ask a running gateway (--url)");
     }
     let sealer = sealer(cfg)?;
-    let random = sealer.source == crate::token::KeySource::Random;
+    let random = sealer.source == mcpgate_model::token::KeySource::Random;
     let vault = crate::identity::vault::Vault::in_db(sealer, open(cfg)?, &ic.vault)?;
     let (kept, held) = (vault.kept(caller), vault.list(caller));
     match unreadable(kept, held.len(), random) {
@@ -107,10 +107,10 @@ pub fn audit_verify(files: &[std::path::PathBuf], public_key: Option<&str>) -> a
         Ok(v) => {
             println!(
                 "ok: {} ({} to {}), {}{}",
-                crate::text::count(v.records, "record", "records"),
+                mcpgate_protocol::text::count(v.records, "record", "records"),
                 v.first_seq,
                 v.last_seq,
-                crate::text::count(v.checkpoints, "signed checkpoint", "signed checkpoints"),
+                mcpgate_protocol::text::count(v.checkpoints, "signed checkpoint", "signed checkpoints"),
                 if public_key.is_none() && v.checkpoints > 0 {
                     " (checked against the key they name; pass --public-key to pin it)"
                 } else {
@@ -165,7 +165,7 @@ enum Unlisted {
 /// (the listing would say "no connected accounts"), a note when some cannot (older than the
 /// vault keeps an entry, or sealed with a key since rotated out).
 fn unreadable(kept: usize, opened: usize, random: bool) -> Result<Option<String>, Unlisted> {
-    let key = crate::token::KEY_ENV;
+    let key = mcpgate_model::token::KEY_ENV;
     match (kept, opened, random) {
         (0, _, _) => Ok(None),
         (_, _, true) => Err(Unlisted::RandomKey { kept, key }),

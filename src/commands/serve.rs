@@ -3,14 +3,14 @@
 //! client on stdin/stdout) and `mcpgate demo-server` (the built-in demo upstream, on stdio or
 //! HTTP).
 
-use crate::config::Config;
-use crate::config::auth::AuthMode;
 use crate::demo::{Demo, Profile};
 use crate::dispatch::Service;
 use crate::edge::era::legacy::LegacyState;
 use crate::gateway::Gateway;
-use crate::token::{KeySource, Sealer};
 use anyhow::Context;
+use mcpgate_config::Config;
+use mcpgate_config::auth::AuthMode;
+use mcpgate_model::token::{KeySource, Sealer};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -81,13 +81,13 @@ async fn serve_gateway(mut cfg: Config, source: crate::commands::boot::Source, w
         tracing::warn!(
             "no token key configured: the token vault is sealed with a key that dies with this process, so every caller \
                 consents again after a restart (set {} or server.token_key_file)",
-            crate::token::KEY_ENV
+            mcpgate_model::token::KEY_ENV
         );
     } else if gw.sealer.source == KeySource::Random {
         tracing::warn!(
             "no token key configured: legacy sessions and other tokens will not survive a restart or work across replicas (set \
                 {} or server.token_key_file)",
-            crate::token::KEY_ENV
+            mcpgate_model::token::KEY_ENV
         );
     }
     let listening = crate::edge::listen::workers::bind(cfg.server.listen, workers)

@@ -5,9 +5,9 @@
 //! catalogue name; a name several upstreams share is refused with the candidates, so the caller
 //! can pick; `[catalog] bare_names = false` turns this off.
 
-use crate::catalog::{Catalog, Entry, Kind, view};
-use crate::policy::Grants;
-use crate::protocol::errors::RpcError;
+use mcpgate_model::catalog::{Catalog, Entry, Kind, view};
+use mcpgate_model::policy::Grants;
+use mcpgate_protocol::errors::RpcError;
 use serde_json::json;
 
 /// What a bare name resolves to.

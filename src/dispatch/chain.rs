@@ -16,13 +16,13 @@ use super::guarded;
 use super::refusal::{self, Refusal};
 use super::{Request, Served, request_state, skills};
 use crate::audit::Subject;
-use crate::catalog::Kind;
-use crate::catalog::merge::Entry;
-use crate::policy::Item;
-use crate::protocol::Method;
-use crate::protocol::errors::RpcError;
-use crate::protocol::{read, xheader};
-use crate::reply::Reply;
+use mcpgate_model::catalog::Kind;
+use mcpgate_model::catalog::merge::Entry;
+use mcpgate_model::policy::Item;
+use mcpgate_protocol::Method;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::reply::Reply;
+use mcpgate_protocol::{read, xheader};
 use serde_json::Value;
 
 /// The named steps of the call path.

@@ -13,14 +13,14 @@
 
 use super::{Request, Served};
 use crate::audit::Subject;
-use crate::catalog::Entry;
-use crate::config::confirm::ConfirmRule;
-use crate::protocol::errors::RpcError;
-use crate::protocol::exact;
-use crate::protocol::json::Json;
-use crate::protocol::rawobj::RawObject;
-use crate::reply::{Outcome, Reply};
 use crate::telemetry::reasons::Confirmation;
+use mcpgate_config::confirm::ConfirmRule;
+use mcpgate_model::catalog::Entry;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::exact;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::{Outcome, Reply};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -58,13 +58,13 @@ fn destructive(tool: &Entry) -> bool {
 
 fn rule_for<'a>(rules: &'a [ConfirmRule], tool: &Entry) -> Option<&'a ConfirmRule> {
     rules.iter().find(|r| {
-        let named = r.tools.is_empty() || r.tools.iter().any(|g| crate::policy::glob::matches(g, tool.policy_name()));
+        let named = r.tools.is_empty() || r.tools.iter().any(|g| mcpgate_model::policy::glob::matches(g, tool.policy_name()));
         named && (!r.destructive || destructive(tool))
     })
 }
 
 fn hex_sha256(text: &str) -> String {
-    crate::toolbox::sha256_hex(text.as_bytes())
+    mcpgate_protocol::toolbox::sha256_hex(text.as_bytes())
 }
 
 /// The digest of a call: the tool and the canonical text of its arguments (sorted keys, no
@@ -234,7 +234,7 @@ mod tests {
             upstream: 0,
             original: name.into(),
             headers: Default::default(),
-            args: crate::catalog::args::ArgCheck::new(json.clone()),
+            args: mcpgate_model::catalog::args::ArgCheck::new(json.clone()),
             json,
             canonical: None,
             fixed: Default::default(),

@@ -10,9 +10,9 @@
 
 use super::{Request, Served, request_state};
 use crate::audit::Subject;
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::reply::{Outcome, Reply};
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::reply::{Outcome, Reply};
 use serde_json::{Value, json};
 
 /// The JSON-RPC error code of a 2025-11-25 URL elicitation the request needs first.
@@ -36,7 +36,7 @@ pub fn needed(gw: &Served<'_>, req: &Request, who: &Subject, upstream: &str) -> 
     let message = format!("Connect {upstream}: sign in with your own {upstream} account so that this gateway can use it for you.");
     match &req.legacy {
         Some(session) if session.version.as_str() >= "2025-11-25" && url_elicitation(Some(&session.capabilities)) => {
-            let Some(id) = crate::toolbox::random_token() else {
+            let Some(id) = mcpgate_protocol::toolbox::random_token() else {
                 return Reply::error(RpcError::internal("no randomness for an elicitation id"));
             };
             if let Some(p) = &gw.personal {
@@ -59,7 +59,7 @@ pub fn needed(gw: &Served<'_>, req: &Request, who: &Subject, upstream: &str) -> 
         None => {}
     }
     let text = format!("{message} Open this link in a browser, then try again: {link}");
-    if req.method == crate::protocol::Method::ToolsCall {
+    if req.method == mcpgate_protocol::Method::ToolsCall {
         return Reply::Single(super::tool_text(&text, true));
     }
     Reply::error(
@@ -86,12 +86,12 @@ mod tests {
 
     #[test]
     fn only_the_gateway_answer_is_taken_out() {
-        let mut p: crate::protocol::rawobj::RawObject =
+        let mut p: mcpgate_protocol::rawobj::RawObject =
             serde_json::from_str(r#"{"name":"t","inputResponses":{"mcpgate-consent":{"action":"accept"},"k":{"action":"accept"}}}"#)
                 .expect("json");
         crate::dispatch::strip_input_response(&mut p, INPUT_KEY);
         assert_eq!(p.get("inputResponses").map(|r| r.get().to_string()).as_deref(), Some(r#"{"k":{"action":"accept"}}"#));
-        let mut p: crate::protocol::rawobj::RawObject =
+        let mut p: mcpgate_protocol::rawobj::RawObject =
             serde_json::from_str(r#"{"name":"t","inputResponses":{"mcpgate-consent":{"action":"accept"}}}"#).expect("json");
         crate::dispatch::strip_input_response(&mut p, INPUT_KEY);
         assert!(p.get("inputResponses").is_none());

@@ -7,10 +7,10 @@
 
 use super::refusal::Refusal;
 use super::{Request, Served};
-use crate::catalog::Kind;
-use crate::policy::Item;
-use crate::policy::facts::{Facts, RequestFacts};
-use crate::protocol::keys;
+use mcpgate_model::catalog::Kind;
+use mcpgate_model::policy::Item;
+use mcpgate_model::policy::facts::{Facts, RequestFacts};
+use mcpgate_protocol::keys;
 use serde_json::Value;
 use std::sync::OnceLock;
 
@@ -22,7 +22,7 @@ pub const CLOCK_ENV: &str = "MCPGATE_POLICY_NOW";
 pub fn now() -> u64 {
     static FIXED: OnceLock<Option<u64>> = OnceLock::new();
     let fixed = FIXED.get_or_init(|| std::env::var(CLOCK_ENV).ok().and_then(|v| parse_time(&v)));
-    fixed.unwrap_or_else(crate::toolbox::unix_secs)
+    fixed.unwrap_or_else(mcpgate_protocol::toolbox::unix_secs)
 }
 
 /// A time as RFC 3339 (`2026-12-03T10:00:00Z`) or seconds since the epoch.

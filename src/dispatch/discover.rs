@@ -11,14 +11,14 @@
 
 use super::Request;
 use super::Served;
-use crate::catalog::Kind;
-use crate::catalog::view;
-use crate::protocol::errors::RpcError;
-use crate::protocol::extensions::{self, Era, Offer};
-use crate::protocol::json::Json;
-use crate::protocol::{SUPPORTED_VERSIONS, keys};
-use crate::reply::{Outcome, Reply};
 use crate::upstream::Status;
+use mcpgate_model::catalog::Kind;
+use mcpgate_model::catalog::view;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::extensions::{self, Era, Offer};
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::reply::{Outcome, Reply};
+use mcpgate_protocol::{SUPPORTED_VERSIONS, keys};
 use serde_json::{Map, Value, json};
 
 /// How long clients may cache the discover result.

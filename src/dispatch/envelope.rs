@@ -7,7 +7,7 @@
 //! (no `content` list for a tool call, no `messages` for a prompt, no `contents` for a read, no
 //! `inputRequests` for a question) is refused, and the caller reads a withheld answer instead.
 
-use crate::protocol::Method;
+use mcpgate_protocol::Method;
 use serde_json::{Map, Value};
 
 /// Why a guard's replacement is not a result of its method (what the caller is told instead).

@@ -9,16 +9,16 @@
 use super::Served;
 use super::{Request, request_state};
 use crate::audit::{self, Subject};
-use crate::catalog::args::{ArgCheck, Refusal as ArgRefusal, cost};
-use crate::catalog::view;
-use crate::catalog::{Kind, links, uris};
 use crate::gateway::Routed;
-use crate::protocol::Method;
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::rawobj::RawObject;
-use crate::reply::{Outcome, Reply};
 use crate::upstream::Call;
+use mcpgate_model::catalog::args::{ArgCheck, Refusal as ArgRefusal, cost};
+use mcpgate_model::catalog::view;
+use mcpgate_model::catalog::{Kind, links, uris};
+use mcpgate_protocol::Method;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::{Outcome, Reply};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
@@ -116,8 +116,8 @@ pub(super) async fn forward(
         caller: req.caller.clone(),
         subject: subject.clone(),
         transport: match up.cfg.transport {
-            crate::config::TransportConfig::Stdio { .. } => crate::telemetry::Transport::Pipe,
-            crate::config::TransportConfig::Http { .. } | crate::config::TransportConfig::OpenApi(_) => crate::telemetry::Transport::Tcp,
+            mcpgate_config::TransportConfig::Stdio { .. } => crate::telemetry::Transport::Pipe,
+            mcpgate_config::TransportConfig::Http { .. } | mcpgate_config::TransportConfig::OpenApi(_) => crate::telemetry::Transport::Tcp,
         },
         prefix: up.cfg.prefix.clone(),
         confirmed: named.confirmed.map(str::to_string),
@@ -165,7 +165,7 @@ pub(super) async fn forward(
 /// The result side of a forwarded request: recorded (audit, metrics), redacted, its links and
 /// tasks mapped to the gateway's, and a question to the client sealed into its request state.
 struct After {
-    sealer: Arc<crate::token::Sealer>,
+    sealer: Arc<mcpgate_model::token::Sealer>,
     caller: Arc<crate::auth::Principal>,
     /// Who asked about what (its method, the item by both names, the upstream's id).
     subject: Arc<Subject>,

@@ -10,12 +10,12 @@ use super::refusal::Refusal;
 use super::{Served, envelope, request_state, secrets::Redact};
 use crate::audit::Subject;
 use crate::gateway::guards::{Checked, Context, GuardSet};
-use crate::policy::guards::Point;
-use crate::protocol::Method;
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::read;
-use crate::reply::{Event, EventStream, Outcome, Reply};
+use mcpgate_model::policy::guards::Point;
+use mcpgate_protocol::Method;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::read;
+use mcpgate_protocol::reply::{Event, EventStream, Outcome, Reply};
 use serde_json::{Value, json};
 use std::sync::Arc;
 

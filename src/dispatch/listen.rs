@@ -11,11 +11,11 @@
 use super::Request;
 use super::Served;
 use crate::hub::{Change, Filter, MAX_FOLLOWED, Subscription};
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::jsonrpc;
-use crate::protocol::keys;
-use crate::reply::{Event, EventStream, Outcome, Reply};
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::jsonrpc;
+use mcpgate_protocol::keys;
+use mcpgate_protocol::reply::{Event, EventStream, Outcome, Reply};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

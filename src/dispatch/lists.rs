@@ -3,13 +3,13 @@
 
 use super::Request;
 use super::Served;
-use crate::catalog::view;
-use crate::catalog::{Kind, cursor};
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::json::json_string;
-use crate::protocol::keys;
-use crate::reply::{Outcome, Reply};
+use mcpgate_model::catalog::view;
+use mcpgate_model::catalog::{Kind, cursor};
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::json::json_string;
+use mcpgate_protocol::keys;
+use mcpgate_protocol::reply::{Outcome, Reply};
 
 pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
     let cat = &gw.view;
@@ -42,7 +42,7 @@ pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
         }
         // A caller who may not read an app's UI resource does not see the tool point at it.
         let hidden_ui = t.ui.as_ref().is_some_and(|uri| gw.route_uri_in(cat, &req.caller, &req.caller.grants, uri).is_none());
-        match hidden_ui.then(|| crate::catalog::links::without_ui(&t.json)).flatten() {
+        match hidden_ui.then(|| mcpgate_model::catalog::links::without_ui(&t.json)).flatten() {
             Some(stripped) => body.push_str(stripped.get()),
             None => body.push_str(t.json.get()),
         }

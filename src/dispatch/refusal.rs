@@ -7,11 +7,11 @@
 use super::bare;
 use super::{Request, Served};
 use crate::audit::Subject;
-use crate::catalog::Kind;
-use crate::catalog::args::Refusal as ArgRefusal;
-use crate::protocol::errors::RpcError;
-use crate::reply::Reply;
 use crate::telemetry::reasons::Refused;
+use mcpgate_model::catalog::Kind;
+use mcpgate_model::catalog::args::Refusal as ArgRefusal;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::reply::Reply;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ pub enum Refusal {
     ByGuard { guard: String, reason: String, tool: bool },
     /// What a decider had to read of the request (`what`: its arguments) cannot be read
     /// (`protocol::read`): refused, whatever the deciders would have said.
-    Unreadable { what: &'static str, why: crate::protocol::read::Unreadable },
+    Unreadable { what: &'static str, why: mcpgate_protocol::read::Unreadable },
 }
 
 impl Refusal {
@@ -218,9 +218,9 @@ fn invalid_arguments(name: &str, refusal: ArgRefusal) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::args::Problem;
-    use crate::protocol::errors::INVALID_PARAMS;
-    use crate::reply::Outcome;
+    use mcpgate_model::catalog::args::Problem;
+    use mcpgate_protocol::errors::INVALID_PARAMS;
+    use mcpgate_protocol::reply::Outcome;
 
     fn error(r: Refusal) -> RpcError {
         match r.into_reply("calc__add", "carol") {

@@ -9,11 +9,11 @@
 //! (so a refusal tells a prober nothing about whose state it holds); the reason goes to the audit.
 
 use crate::auth::Principal;
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::rawobj::RawObject;
-use crate::reply::Outcome;
-use crate::token::Sealer;
+use mcpgate_model::token::Sealer;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::Outcome;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -166,8 +166,8 @@ pub fn asks_input(outcome: &Outcome) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Grants;
-    use crate::token::KeySource;
+    use mcpgate_model::policy::Grants;
+    use mcpgate_model::token::KeySource;
     use std::sync::Arc;
 
     fn caller(id: &str) -> Arc<Principal> {

@@ -12,14 +12,14 @@
 use super::Served;
 use super::{Request, chain};
 use crate::auth::Principal;
-use crate::catalog::Catalog;
-use crate::catalog::Kind;
-use crate::catalog::search::{MAX_QUERY_BYTES, MAX_QUERY_WORDS, Query, ToolIndex};
-use crate::catalog::view;
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::keys;
-use crate::reply::{Outcome, Reply};
+use mcpgate_model::catalog::Catalog;
+use mcpgate_model::catalog::Kind;
+use mcpgate_model::catalog::search::{MAX_QUERY_BYTES, MAX_QUERY_WORDS, Query, ToolIndex};
+use mcpgate_model::catalog::view;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::keys;
+use mcpgate_protocol::reply::{Outcome, Reply};
 use serde_json::{Value, json};
 use std::sync::Arc;
 

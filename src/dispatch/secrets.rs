@@ -12,12 +12,12 @@
 
 use super::Served;
 use crate::audit::{Audit, Subject};
-use crate::policy::secrets::{Detector, Withheld, scrub_json};
-use crate::protocol::Method;
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::reply::{Event, Outcome, Reply};
 use crate::telemetry::Metrics;
+use mcpgate_model::policy::secrets::{Detector, Withheld, scrub_json};
+use mcpgate_protocol::Method;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::reply::{Event, Outcome, Reply};
 use std::sync::Arc;
 
 /// The redaction step for one forwarded request: its detectors, and the request its findings

@@ -14,11 +14,11 @@
 
 use super::{Request, Served, discover};
 use crate::audit::Subject;
-use crate::catalog::{Kind, links, skills, uris, view};
-use crate::protocol::SKILLS_EXTENSION;
-use crate::protocol::errors::RpcError;
-use crate::reply::{Outcome, Reply};
 use crate::upstream::Status;
+use mcpgate_model::catalog::{Kind, links, skills, uris, view};
+use mcpgate_protocol::SKILLS_EXTENSION;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::reply::{Outcome, Reply};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -35,7 +35,7 @@ pub fn advertised(gw: &Served<'_>, req: &Request) -> Option<Value> {
         }
         contributing.push(settings.clone());
     }
-    (!contributing.is_empty()).then(|| crate::protocol::skills_settings(&contributing))
+    (!contributing.is_empty()).then(|| mcpgate_protocol::skills_settings(&contributing))
 }
 
 /// Whether the caller is offered the extension (the methods answer -32601 otherwise).

@@ -16,19 +16,19 @@ use super::Request;
 use super::Served;
 use super::refusal::Refusal;
 use crate::auth::Principal;
-use crate::catalog::Kind;
-use crate::catalog::links;
-use crate::policy::{Item, allows};
-use crate::protocol::errors::{MISSING_CAPABILITY, RpcError};
-use crate::protocol::json::Json;
-use crate::protocol::rawobj::RawObject;
-use crate::reply::{Outcome, Reply};
-use crate::token::Sealer;
+use mcpgate_model::catalog::Kind;
+use mcpgate_model::catalog::links;
+use mcpgate_model::policy::{Item, allows};
+use mcpgate_model::token::Sealer;
+use mcpgate_protocol::errors::{MISSING_CAPABILITY, RpcError};
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::{Outcome, Reply};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::time::Duration;
 
-pub use crate::protocol::TASKS_EXTENSION as EXTENSION;
+pub use mcpgate_protocol::TASKS_EXTENSION as EXTENSION;
 
 const PURPOSE: &str = "mcpgate/task/v1";
 

@@ -11,12 +11,12 @@
 //! connection: that covers an HTTP/2 client that never opens its flow-control window, which
 //! the socket-level write deadline (`slow`) cannot see.
 
-use crate::protocol::errors::RpcError;
-use crate::sync::lock;
 use bytes::Bytes;
 use dashmap::DashMap;
 use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::sync::lock;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;

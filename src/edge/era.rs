@@ -8,10 +8,10 @@ pub mod bridge;
 pub mod legacy;
 pub mod modern;
 
-use crate::protocol::keys;
 use http::{HeaderMap, Method};
+use mcpgate_protocol::keys;
 
-pub use crate::protocol::{LEGACY_VERSIONS, is_legacy_version};
+pub use mcpgate_protocol::{LEGACY_VERSIONS, is_legacy_version};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
@@ -29,7 +29,7 @@ pub struct BodyFacts<'a> {
 }
 
 impl<'a> BodyFacts<'a> {
-    pub fn of(msg: &'a crate::protocol::jsonrpc::Message) -> Self {
+    pub fn of(msg: &'a mcpgate_protocol::jsonrpc::Message) -> Self {
         // Only `_meta` is read, and of it only whether the version key is there: the rest of
         // the params (arguments of any size) is skipped, not parsed.
         let has_modern_meta = msg.params.as_ref().is_some_and(|p| {
@@ -98,7 +98,7 @@ mod tests {
     #[test]
     fn modern_meta_is_found_without_reading_the_rest() {
         let facts = |params: &str| {
-            let msg = crate::protocol::jsonrpc::Message::parse(
+            let msg = mcpgate_protocol::jsonrpc::Message::parse(
                 format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#).as_bytes(),
             )
             .unwrap();

@@ -6,7 +6,6 @@
 //! (431) and header read timeouts are enforced by hyper before any of this runs.
 
 use crate::auth::{Principal, prm};
-use crate::config::auth::AuthMode;
 use crate::edge::conns::Holding;
 use crate::edge::era::modern;
 use crate::edge::era::{BodyFacts, Era, classify};
@@ -14,13 +13,14 @@ use crate::edge::legacy_http;
 use crate::edge::render;
 use crate::edge::shared::{Shared, authenticate};
 use crate::edge::stack;
-use crate::protocol::errors::RpcError;
-use crate::protocol::jsonrpc::{Kind, Message};
 use bytes::Bytes;
 use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use mcpgate_config::auth::AuthMode;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::jsonrpc::{Kind, Message};
 use render::Body;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -212,7 +212,7 @@ async fn mcp(st: &Shared, req: Request<Incoming>, endpoint: Option<&str>) -> Res
     let kind = match msg.kind() {
         Ok(k) => k,
         Err(e) => {
-            let id = msg.id.as_ref().filter(|i| crate::protocol::jsonrpc::valid_id(i).is_ok());
+            let id = msg.id.as_ref().filter(|i| mcpgate_protocol::jsonrpc::valid_id(i).is_ok());
             return render::error(id, &e);
         }
     };
@@ -249,7 +249,7 @@ async fn message(st: &Shared, parts: http::request::Parts, msg: Message, kind: K
             match modern::to_request(msg, Some(&parts.headers), caller) {
                 Err(e) => render::error(id.as_ref(), &e),
                 Ok(mut request) => {
-                    crate::protocol::trace::adopt(&parts.headers, &mut request.meta.fields);
+                    mcpgate_protocol::trace::adopt(&parts.headers, &mut request.meta.fields);
                     tracing::Span::current().record("method", request.method.as_str());
                     let id = request.id.clone();
                     render::reply(

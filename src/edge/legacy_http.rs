@@ -11,15 +11,15 @@ use crate::edge::era::legacy::{self, Action, LegacyState};
 use crate::edge::render::{self, Body};
 use crate::edge::stack::{self, Client};
 use crate::hub::{Filter, Subscription};
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
-use crate::tasks::Background;
 use bytes::Bytes;
 use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::jsonrpc::{self, Kind as MsgKind, Message};
+use mcpgate_protocol::tasks::Background;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -83,7 +83,7 @@ pub async fn post(
                     let reply = match legacy::follow(svc.as_ref(), &st.follows(&session.sid), action, serve).await {
                         Ok(reply) => reply,
                         Err(Action::Forward(mut req)) => {
-                            crate::protocol::trace::adopt(headers, &mut req.meta.fields);
+                            mcpgate_protocol::trace::adopt(headers, &mut req.meta.fields);
                             stack::serve(svc.clone(), tasks, client.clone(), crate::telemetry::Transport::Tcp, req).await
                         }
                         Err(_) => return render::error(id.as_ref(), &RpcError::internal("unexpected session action")),

@@ -8,18 +8,18 @@
 pub mod slow;
 pub mod workers;
 
-use crate::config::ServerConfig;
 use crate::edge::conns::{Conn, Sending};
 use crate::edge::http::handle;
 use crate::edge::render::{self, Body};
 use crate::edge::shared::{Mount, Shared};
-use crate::protocol::errors::RpcError;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use mcpgate_config::ServerConfig;
+use mcpgate_protocol::errors::RpcError;
 use slow::WriteDeadline;
 use std::convert::Infallible;
 use std::future::Future;
@@ -297,7 +297,7 @@ struct RequestIds {
 
 impl Default for RequestIds {
     fn default() -> Self {
-        RequestIds { prefix: crate::toolbox::random_hex(4).into(), next: Arc::default() }
+        RequestIds { prefix: mcpgate_protocol::toolbox::random_hex(4).into(), next: Arc::default() }
     }
 }
 

@@ -4,17 +4,17 @@
 //! `X-Accel-Buffering: no`). Upstream error objects are relayed verbatim, except that
 //! release-candidate error codes are renumbered to the final ones (never emitted as is).
 
-use crate::protocol::errors::{self, RpcError};
-use crate::protocol::json::{Json, Rope};
-use crate::protocol::jsonrpc;
-use crate::protocol::rawobj::RawObject;
-use crate::reply::{Event, EventStream, Outcome, Reply};
 use bytes::Bytes;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use http::{Response, StatusCode};
 use http_body::Frame;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
+use mcpgate_protocol::errors::{self, RpcError};
+use mcpgate_protocol::json::{Json, Rope};
+use mcpgate_protocol::jsonrpc;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::{Event, EventStream, Outcome, Reply};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -200,7 +200,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_relayed_result_is_a_frame_of_the_body_not_a_copy() {
-        let msg = crate::protocol::jsonrpc::Message::parse_bytes(&Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{"big":"x"}}"#))
+        let msg = mcpgate_protocol::jsonrpc::Message::parse_bytes(&Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{"big":"x"}}"#))
             .unwrap();
         let result = msg.result.unwrap();
         let mut body = reply(msg.id.unwrap(), Reply::Single(Outcome::Result(result.clone()))).into_body();

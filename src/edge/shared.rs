@@ -4,17 +4,17 @@
 //! page and the MCP endpoint go through (`authenticate`: a failure is the finished 401/403).
 
 use crate::auth::{AuthError, Authenticator, Principal, prm};
-use crate::config::ServerConfig;
-use crate::config::auth::AuthMode;
 use crate::dispatch::Service;
 use crate::edge::conns::{Conns, InFlight};
 use crate::edge::era::legacy::LegacyState;
 use crate::edge::origin::OriginPolicy;
 use crate::edge::render::{self, Body};
-use crate::protocol::errors::RpcError;
-use crate::tasks::Background;
 use http::{Request, Response};
 use hyper::body::Incoming;
+use mcpgate_config::ServerConfig;
+use mcpgate_config::auth::AuthMode;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::tasks::Background;
 use std::sync::Arc;
 
 /// What a listener serves: the request service, the gateway behind it when there is one (the

@@ -17,9 +17,9 @@
 
 use crate::dispatch::{BoxFuture, Request, Service};
 use crate::edge::era::bridge::{self, Waiting};
-use crate::reply::Reply;
-use crate::tasks::Background;
 use crate::telemetry::Transport;
+use mcpgate_protocol::reply::Reply;
+use mcpgate_protocol::tasks::Background;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -217,7 +217,7 @@ impl<S: Step + Clone + Send + 'static> tower::Service<Request> for Trace<S> {
                 let r = r.map_outcome(move |o| {
                     let (error_type, code) = crate::telemetry::semconv::outcome_error(&method, &o);
                     let message = match &o {
-                        crate::reply::Outcome::Error(e) => Some(e.message.as_str()),
+                        mcpgate_protocol::reply::Outcome::Error(e) => Some(e.message.as_str()),
                         _ => None,
                     };
                     crate::telemetry::ended(&watched, error_type.as_deref(), code, message);

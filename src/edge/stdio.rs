@@ -16,14 +16,14 @@ use crate::edge::era::modern;
 use crate::edge::render;
 use crate::edge::stack::{self, Client};
 use crate::hub::{Filter, UriSet};
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::{Json, Rope};
-use crate::protocol::jsonrpc::{self, Kind as MsgKind, Message};
-use crate::reply::{Event, Reply};
-use crate::sync::lock;
-use crate::tasks::Background;
 use bytes::Bytes;
 use futures_util::StreamExt;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::{Json, Rope};
+use mcpgate_protocol::jsonrpc::{self, Kind as MsgKind, Message};
+use mcpgate_protocol::reply::{Event, Reply};
+use mcpgate_protocol::sync::lock;
+use mcpgate_protocol::tasks::Background;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -266,7 +266,7 @@ fn spawn(tasks: &mut tokio::task::JoinSet<()>, inflight: &Inflight, exchange: Ex
             let _ = tx.try_send(jsonrpc::error_message(Some(&request.id), &e).into());
             return;
         }
-        m.insert(key.clone(), (token.clone(), request.method == crate::protocol::Method::SubscriptionsListen));
+        m.insert(key.clone(), (token.clone(), request.method == mcpgate_protocol::Method::SubscriptionsListen));
     }
     let map = inflight.clone();
     let task = async move {

@@ -4,9 +4,9 @@
 //! seconds and re-read when they change (a renewed certificate needs no restart); a bad new pair
 //! is logged and the previous one keeps serving.
 
-use crate::config::ListenerTls;
-use crate::net::pem::{TlsError, certs, key, provider, roots};
 use arc_swap::ArcSwap;
+use mcpgate_config::ListenerTls;
+use mcpgate_net::net::pem::{TlsError, certs, key, provider, roots};
 use rustls::server::WebPkiClientVerifier;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -59,7 +59,7 @@ impl Listener {
     }
 
     /// Re-reads the files when they change, for as long as the listener lives (and `owner` runs).
-    pub fn keep_fresh(self: Arc<Self>, owner: &crate::tasks::Background) {
+    pub fn keep_fresh(self: Arc<Self>, owner: &mcpgate_protocol::tasks::Background) {
         let me = Arc::downgrade(&self);
         owner.spawn(async move {
             loop {
@@ -73,7 +73,7 @@ impl Listener {
     fn reload_if_changed(&self) {
         let now = stamps(&self.cfg);
         {
-            let mut seen = crate::sync::lock(&self.stamp);
+            let mut seen = mcpgate_protocol::sync::lock(&self.stamp);
             if *seen == now {
                 return;
             }

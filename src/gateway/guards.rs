@@ -9,18 +9,18 @@
 //! is never logged.
 
 use crate::audit::{Audit, Subject};
-use crate::config::Config;
-use crate::config::guards::{GuardConfig, GuardKind};
-use crate::net::HttpClient;
-use crate::policy::guards::{Ask, Asked, Point, VERSION, Verdict, builtin, parse};
-use crate::protocol::Method;
-use crate::protocol::rawobj::RawObject;
-use crate::protocol::read::{self, Unreadable};
-use crate::reply::Outcome;
 use crate::telemetry::Metrics;
 use crate::upstream::{Call, Upstream};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use mcpgate_config::Config;
+use mcpgate_config::guards::{GuardConfig, GuardKind};
+use mcpgate_model::policy::guards::{Ask, Asked, Point, VERSION, Verdict, builtin, parse};
+use mcpgate_net::net::HttpClient;
+use mcpgate_protocol::Method;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::read::{self, Unreadable};
+use mcpgate_protocol::reply::Outcome;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,7 +68,7 @@ pub enum Checked {
 #[error("guard '{guard}': {error}")]
 pub struct GuardSetError {
     pub guard: String,
-    pub error: crate::net::pem::TlsError,
+    pub error: mcpgate_net::net::pem::TlsError,
 }
 
 /// Why an external guard gave no verdict (its `on_error` decides; the text is audited).
@@ -95,7 +95,7 @@ pub enum GuardFailure {
     #[error("the answer is not JSON: {0}")]
     NotJson(#[source] serde_json::Error),
     #[error("{0}")]
-    Answer(#[from] crate::policy::guards::AnswerError),
+    Answer(#[from] mcpgate_model::policy::guards::AnswerError),
     #[error("upstream '{0}' is gone")]
     UpstreamGone(String),
     #[error("the guard tool failed: {0}")]
@@ -116,9 +116,9 @@ impl GuardSet {
         for cfg in config.guards.iter() {
             let client = match &cfg.kind {
                 GuardKind::Webhook { tls: Some(tls), .. } => {
-                    Some(crate::net::new_http_client_tls(tls).map_err(|error| GuardSetError { guard: cfg.name.clone(), error })?)
+                    Some(mcpgate_net::net::new_http_client_tls(tls).map_err(|error| GuardSetError { guard: cfg.name.clone(), error })?)
                 }
-                GuardKind::Webhook { .. } => Some(crate::net::new_http_client()),
+                GuardKind::Webhook { .. } => Some(mcpgate_net::net::new_http_client()),
                 _ => None,
             };
             guards.push(Running {
@@ -273,21 +273,21 @@ pub struct Definitions {
 impl Definitions {
     /// Forgets every verdict (the guards changed).
     pub fn clear(&self) {
-        crate::sync::lock(&self.known).clear();
-        crate::sync::lock(&self.recorded).clear();
+        mcpgate_protocol::sync::lock(&self.known).clear();
+        mcpgate_protocol::sync::lock(&self.recorded).clear();
     }
 }
 
 /// The hex SHA-256 of a definition's text.
 fn digest(text: &str) -> String {
-    crate::toolbox::sha256_hex(text.as_bytes())
+    mcpgate_protocol::toolbox::sha256_hex(text.as_bytes())
 }
 
 /// Who asked about a definition of `kind`: no caller, the list method it arrives in.
-fn definition_of(kind: crate::catalog::Kind, name: &str, upstream: &str) -> Subject {
+fn definition_of(kind: mcpgate_model::catalog::Kind, name: &str, upstream: &str) -> Subject {
     let method = match kind {
-        crate::catalog::Kind::Prompt => Method::PromptsList,
-        crate::catalog::Kind::Skill => Method::SkillsList,
+        mcpgate_model::catalog::Kind::Prompt => Method::PromptsList,
+        mcpgate_model::catalog::Kind::Skill => Method::SkillsList,
         _ => Method::ToolsList,
     };
     Subject::catalogue(kind, method, name, upstream)
@@ -302,7 +302,7 @@ impl super::Gateway {
     pub(super) fn definition_verdict(
         &self,
         g: &GuardConfig,
-        kind: crate::catalog::Kind,
+        kind: mcpgate_model::catalog::Kind,
         name: &str,
         upstream: &str,
         definition: &Value,
@@ -310,7 +310,7 @@ impl super::Gateway {
         // A guard may judge the same definition differently for another upstream.
         let key = (g.name.clone(), format!("{upstream}\n{}", digest(&definition.to_string())));
         {
-            let mut known = crate::sync::lock(&self.definitions.known);
+            let mut known = mcpgate_protocol::sync::lock(&self.definitions.known);
             if let Some(v) = known.get(&key) {
                 return v.clone();
             }
@@ -331,11 +331,11 @@ impl super::Gateway {
             };
             let failed = verdict.is_none();
             let failure = Verdict::Deny("could not be asked".into());
-            crate::sync::lock(&me.definitions.known).insert(key.clone(), Some(verdict.unwrap_or(failure)));
+            mcpgate_protocol::sync::lock(&me.definitions.known).insert(key.clone(), Some(verdict.unwrap_or(failure)));
             me.rebuild();
             if failed {
                 tokio::time::sleep(std::time::Duration::from_secs(30)).await;
-                crate::sync::lock(&me.definitions.known).remove(&key);
+                mcpgate_protocol::sync::lock(&me.definitions.known).remove(&key);
             }
         });
         None
@@ -349,14 +349,14 @@ impl super::Gateway {
     pub(super) fn catalogue_verdict(
         &self,
         g: &GuardConfig,
-        kind: crate::catalog::Kind,
+        kind: mcpgate_model::catalog::Kind,
         name: &str,
         upstream: &str,
         text: &str,
         verdict: &Verdict,
     ) {
         {
-            let mut recorded = crate::sync::lock(&self.definitions.recorded);
+            let mut recorded = mcpgate_protocol::sync::lock(&self.definitions.recorded);
             if recorded.len() >= MAX_DEFINITIONS {
                 recorded.clear();
             }
@@ -418,14 +418,14 @@ impl Running {
 
     /// The semaphore of `caller`'s share of the slots.
     fn caller_share(&self, caller: &str) -> Arc<Semaphore> {
-        let mut callers = crate::sync::lock(&self.callers);
+        let mut callers = mcpgate_protocol::sync::lock(&self.callers);
         callers.entry(caller.to_string()).or_insert_with(|| Arc::new(Semaphore::new(share(self.cfg.concurrency)))).clone()
     }
 
     /// Forgets `caller`'s share once no request of its is at the guard.
     fn release_share(&self, caller: &str, mine: Arc<Semaphore>) {
         drop(mine);
-        let mut callers = crate::sync::lock(&self.callers);
+        let mut callers = mcpgate_protocol::sync::lock(&self.callers);
         if callers.get(caller).is_some_and(|s| Arc::strong_count(s) == 1) {
             callers.remove(caller);
         }

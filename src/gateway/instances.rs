@@ -6,10 +6,10 @@
 //! process's probe; a caller's process that announces a list change tells that caller only.
 
 use super::{Gateway, Routed};
-use crate::config::sandbox::Instances;
-use crate::config::{TransportConfig, UpstreamConfig};
-use crate::sync::lock;
 use crate::upstream::{Shared, Upstream};
+use mcpgate_config::sandbox::Instances;
+use mcpgate_config::{TransportConfig, UpstreamConfig};
+use mcpgate_protocol::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -58,7 +58,7 @@ fn digest_of(caller: &str) -> Vec<u8> {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    crate::toolbox::hex(bytes)
+    mcpgate_protocol::toolbox::hex(bytes)
 }
 
 /// `caller`'s folder under `callers`; a folder made under the old name is this caller's and

@@ -7,12 +7,12 @@
 //! gateway's URI form. One more loop hands followed resource URIs to their upstreams.
 
 use super::Gateway;
-use crate::catalog::uris;
-use crate::config::CatalogConfig;
-use crate::sync::lock;
-use crate::tasks::Backoff;
 use crate::upstream::{Status, Upstream, UpstreamState};
 use futures_util::FutureExt;
+use mcpgate_config::CatalogConfig;
+use mcpgate_model::catalog::uris;
+use mcpgate_protocol::sync::lock;
+use mcpgate_protocol::tasks::Backoff;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 

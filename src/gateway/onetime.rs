@@ -7,7 +7,7 @@
 //! an answer that reaches another replica is not redeemed there (the caller is asked again), which
 //! fails closed rather than letting one answer run on two replicas.
 
-use crate::cluster::{Cluster, ClusterError};
+use mcpgate_net::cluster::{Cluster, ClusterError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

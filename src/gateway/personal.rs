@@ -10,11 +10,11 @@
 
 use super::Gateway;
 use crate::auth::Principal;
-use crate::catalog::{self, Catalog, UpstreamLists};
 use crate::identity::dpop::Access;
 use crate::identity::service::{Identity, Refusal};
-use crate::sync::lock;
 use crate::upstream::{Shared, Status, Upstream, UpstreamError, UserToken};
+use mcpgate_model::catalog::{self, Catalog, UpstreamLists};
+use mcpgate_protocol::sync::lock;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::future::Future;
@@ -444,7 +444,8 @@ impl Gateway {
             let connect = config.catalog.names.gateway_name(&u.cfg.prefix, CONNECT_TOOL, None);
             let head = connect.strip_suffix(CONNECT_TOOL)?;
             let named = !head.is_empty() && name.starts_with(head);
-            let visible = crate::catalog::view::find(cat, crate::catalog::Kind::Tool, &connect, &caller.grants, &id_of).is_some();
+            let visible =
+                mcpgate_model::catalog::view::find(cat, mcpgate_model::catalog::Kind::Tool, &connect, &caller.grants, &id_of).is_some();
             (named && visible && p.ready_handle(&caller.id, u.index).is_none()).then_some(u.index)
         })
     }

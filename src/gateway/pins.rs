@@ -15,14 +15,14 @@
 //! it has answered, the definition is held.
 
 use super::Gateway;
-use crate::catalog::pins::{self, PinFile, PinMode, Standing};
-use crate::catalog::{Kind, Problem};
-use crate::config::guards::{GuardConfig, GuardKind};
-use crate::policy::guards::{Point, Verdict, builtin};
-use crate::protocol::read;
-use crate::sync::lock;
 use crate::upstream::{Upstream, UpstreamState};
 use arc_swap::ArcSwap;
+use mcpgate_config::guards::{GuardConfig, GuardKind};
+use mcpgate_model::catalog::pins::{self, PinFile, PinMode, Standing};
+use mcpgate_model::catalog::{Kind, Problem};
+use mcpgate_model::policy::guards::{Point, Verdict, builtin};
+use mcpgate_protocol::read;
+use mcpgate_protocol::sync::lock;
 use serde_json::value::RawValue;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -295,7 +295,7 @@ impl Gateway {
     /// upstream, as `all`): what is held stays out, as a problem.
     pub(super) fn screen_all(&self, all: &[Arc<Upstream>], states: &[Arc<UpstreamState>]) -> Vec<Screened> {
         let config = self.config();
-        let guards = crate::config::guards::catalogue(&config.guards, &config.secrets);
+        let guards = mcpgate_config::guards::catalogue(&config.guards, &config.secrets);
         all.iter().zip(states).map(|(u, st)| self.pins.screen(u, st, self.pin_mode(u), &guards, self)).collect()
     }
 }

@@ -8,8 +8,8 @@
 
 use super::Gateway;
 use crate::auth::Principal;
-use crate::catalog::{Catalog, Kind, uris};
-use crate::policy::{Grants, Item, allows};
+use mcpgate_model::catalog::{Catalog, Kind, uris};
+use mcpgate_model::policy::{Grants, Item, allows};
 
 impl Gateway {
     /// The upstream and upstream URI of a gateway URI the caller may read.
@@ -82,7 +82,7 @@ impl Gateway {
             .filter(|p| p.kind == Kind::Skill && p.upstream == id && p.reason.starts_with(super::pins::HELD))
             .filter_map(|p| uris::canonical(&uris::to_gateway(&prefix, &p.item)).ok().map(|c| c.into_owned()))
             .collect();
-        let skills: Vec<(String, &crate::catalog::Entry)> = cat
+        let skills: Vec<(String, &mcpgate_model::catalog::Entry)> = cat
             .section(Kind::Skill)
             .entries
             .iter()
@@ -91,8 +91,9 @@ impl Gateway {
             .collect();
         let names: Vec<&str> = skills.iter().map(|(n, _)| n.as_str()).collect();
         let id_of = |i: usize| self.upstream_id(i);
-        crate::catalog::skills::owner(&names, &held, uri).and_then(|i| skills.get(i)).is_some_and(|(_, s)| {
-            crate::catalog::view::find(cat, Kind::Skill, &s.name, grants, &id_of).is_some() && crate::catalog::skills::reaches(&s.json, uri)
+        mcpgate_model::catalog::skills::owner(&names, &held, uri).and_then(|i| skills.get(i)).is_some_and(|(_, s)| {
+            mcpgate_model::catalog::view::find(cat, Kind::Skill, &s.name, grants, &id_of).is_some()
+                && mcpgate_model::catalog::skills::reaches(&s.json, uri)
         })
     }
 

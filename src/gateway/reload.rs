@@ -13,8 +13,8 @@
 use super::StartError;
 use super::{Gateway, make_upstream};
 use crate::auth::Authenticator;
-use crate::config::Config;
 use crate::upstream::Upstream;
+use mcpgate_config::Config;
 use std::sync::Arc;
 
 /// What a reload changed.
@@ -57,7 +57,7 @@ impl Gateway {
     /// Starts the authenticator in effect (JWKS loading and refresh), owned apart from the rest so
     /// that a reload can replace it.
     pub async fn start_auth(&self) -> Result<(), StartError> {
-        let owner = crate::sync::lock(&self.auth_tasks).clone();
+        let owner = mcpgate_protocol::sync::lock(&self.auth_tasks).clone();
         Ok(self.auth().start(&owner).await?)
     }
 
@@ -135,7 +135,7 @@ impl Gateway {
         self.guards.store(Arc::new(guard_set));
         self.definitions.clear();
         self.auth.store(Arc::new(auth));
-        let previous_auth = std::mem::replace(&mut *crate::sync::lock(&self.auth_tasks), auth_owner);
+        let previous_auth = std::mem::replace(&mut *mcpgate_protocol::sync::lock(&self.auth_tasks), auth_owner);
         previous_auth.stop();
         for up in &retiring {
             up.retire();

@@ -1,7 +1,7 @@
 #[cfg(test)] // test-only module: unwrap/expect below are on test data
 use super::*;
-use crate::catalog::merge::{UpstreamLists, build};
-use crate::policy::Grants;
+use mcpgate_model::catalog::merge::{UpstreamLists, build};
+use mcpgate_model::policy::Grants;
 use serde_json::value::RawValue;
 
 fn catalog(tools: &[&str]) -> Catalog {
@@ -20,7 +20,7 @@ fn catalog(tools: &[&str]) -> Catalog {
             validate: true,
             has_resources: false,
         }],
-        &crate::catalog::merge::Naming { policy: &Default::default(), namespaces: &[] },
+        &mcpgate_model::catalog::merge::Naming { policy: &Default::default(), namespaces: &[] },
     )
 }
 
@@ -147,7 +147,7 @@ fn skills_catalog(skills: &[&str]) -> Catalog {
             validate: true,
             has_resources: true,
         }],
-        &crate::catalog::merge::Naming { policy: &Default::default(), namespaces: &[] },
+        &mcpgate_model::catalog::merge::Naming { policy: &Default::default(), namespaces: &[] },
     )
 }
 

@@ -242,7 +242,7 @@ impl OAuthHttp {
         reach::check_url(url, self.rules)?;
         let (base, body) = authenticate(Request::builder(), body, auth);
         let (base, body) = (&base, &body);
-        let kept: Option<String> = key.and_then(|_| crate::sync::lock(&self.nonces).get(url).cloned());
+        let kept: Option<String> = key.and_then(|_| mcpgate_protocol::sync::lock(&self.nonces).get(url).cloned());
         let attempt = |asked: Option<String>| {
             // The nonce the server just asked for, else the one it sent last time.
             let nonce = asked.or_else(|| kept.clone());
@@ -263,7 +263,7 @@ impl OAuthHttp {
                 let req = req.body(Full::new(Bytes::from(body.clone()))).map_err(|e| fetch_error(url, e))?;
                 let answer = self.send(url, req).await?;
                 if let Some(fresh) = answer.nonce.as_ref().filter(|_| key.is_some()) {
-                    let mut kept = crate::sync::lock(&self.nonces);
+                    let mut kept = mcpgate_protocol::sync::lock(&self.nonces);
                     if kept.len() >= NONCES_KEPT && !kept.contains_key(url) {
                         kept.clear();
                     }

@@ -77,7 +77,7 @@ impl DpopKey {
     pub fn proof(&self, method: &str, url: &str, access_token: Option<&str>, nonce: Option<&str>) -> Option<String> {
         let header = serde_json::json!({ "typ": "dpop+jwt", "alg": ALG, "jwk": self.jwk() });
         let mut claims = serde_json::json!({
-            "jti": crate::toolbox::random_token()?,
+            "jti": mcpgate_protocol::toolbox::random_token()?,
             "htm": method,
             "htu": htu(url),
             "iat": super::vault::now(),

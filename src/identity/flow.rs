@@ -12,7 +12,7 @@
 
 use super::discovery::ServerMetadata;
 use super::pkce::Pkce;
-use crate::sync::lock;
+use mcpgate_protocol::sync::lock;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -79,13 +79,13 @@ pub struct Flows {
     pending: Mutex<HashMap<String, Pending>>,
     /// Grant ids spent, and until when they are remembered (without `[cluster]`).
     spent: Mutex<HashMap<String, Instant>>,
-    shared: Option<(Store, std::sync::Arc<crate::token::Sealer>)>,
+    shared: Option<(Store, std::sync::Arc<mcpgate_model::token::Sealer>)>,
 }
 
 /// Where started authorizations and spent grants are kept beyond this process.
 enum Store {
     /// The cluster's Redis.
-    Redis(std::sync::Arc<crate::cluster::Cluster>),
+    Redis(std::sync::Arc<mcpgate_net::cluster::Cluster>),
     /// The state database (shared by replicas when it is PostgreSQL).
     Db(std::sync::Arc<mcpgate_store::Db>),
 }
@@ -150,13 +150,13 @@ pub struct Start<'a> {
 
 impl Flows {
     /// Started authorizations shared by the replicas of a cluster through Redis.
-    pub fn shared(cluster: std::sync::Arc<crate::cluster::Cluster>, sealer: std::sync::Arc<crate::token::Sealer>) -> Flows {
+    pub fn shared(cluster: std::sync::Arc<mcpgate_net::cluster::Cluster>, sealer: std::sync::Arc<mcpgate_model::token::Sealer>) -> Flows {
         Flows { pending: Mutex::default(), spent: Mutex::default(), shared: Some((Store::Redis(cluster), sealer)) }
     }
 
     /// Started authorizations kept in the state database (they survive a restart, and, on a
     /// database the replicas share, reach every replica).
-    pub fn in_db(db: std::sync::Arc<mcpgate_store::Db>, sealer: std::sync::Arc<crate::token::Sealer>) -> Flows {
+    pub fn in_db(db: std::sync::Arc<mcpgate_store::Db>, sealer: std::sync::Arc<mcpgate_model::token::Sealer>) -> Flows {
         Flows { pending: Mutex::default(), spent: Mutex::default(), shared: Some((Store::Db(db), sealer)) }
     }
 
@@ -255,7 +255,7 @@ impl Flows {
 
 /// What proves a browser to the shared store: a digest of its nonce (the nonce itself stays out).
 fn browser_check(nonce: &str) -> String {
-    crate::toolbox::sha256_hex(nonce.as_bytes())
+    mcpgate_protocol::toolbox::sha256_hex(nonce.as_bytes())
 }
 
 /// RFC 9207: an `iss` that is present must be the issuer, exactly; a server that promised it must
@@ -309,7 +309,7 @@ pub fn refresh_body(refresh_token: &str, resource: &str, scope: Option<&str>) ->
     q.finish()
 }
 
-pub use crate::toolbox::random_token;
+pub use mcpgate_protocol::toolbox::random_token;
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

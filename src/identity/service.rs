@@ -17,8 +17,8 @@ use super::dpop::Access;
 use super::flow::{self, Flows};
 use super::single::Flights;
 use super::vault::{TokenSet, Vault, VaultKey};
-use crate::sync::lock;
-use crate::token::Sealer;
+use mcpgate_model::token::Sealer;
+use mcpgate_protocol::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -57,7 +57,7 @@ pub struct Protected {
     /// The caller's JWT is exchanged at `client_issuer` (RFC 8693) instead of a consent.
     pub exchange: bool,
     /// Each caller enters an API key of their own instead (`keys`).
-    pub api_key: Option<crate::config::identity::ApiKeyConfig>,
+    pub api_key: Option<mcpgate_config::identity::ApiKeyConfig>,
     /// With `exchange`: the exchange yields an ID-JAG (SEP-990) that this client of the gateway's
     /// (id, secret) presents at the upstream's own authorization server.
     pub id_jag: Option<(String, Option<String>)>,

@@ -5,7 +5,7 @@
 //! and the flight itself runs under the same deadline (docs/security.md, "Work an outsider can
 //! make slow holds only itself").
 
-use crate::sync::lock;
+use mcpgate_protocol::sync::lock;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, Weak};

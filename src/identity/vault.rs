@@ -13,8 +13,8 @@
 
 mod db;
 
-use crate::sync::lock;
-use crate::token::Sealer;
+use mcpgate_model::token::Sealer;
+use mcpgate_protocol::sync::lock;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -170,7 +170,7 @@ impl Vault {
 
     /// The vault kept in the cluster's Redis: read from it now and whenever another replica
     /// changed it, written to it with every change. Its loops run on `tasks`.
-    pub fn shared(sealer: Arc<Sealer>, cluster: Arc<crate::cluster::Cluster>, tasks: &crate::tasks::Background) -> Vault {
+    pub fn shared(sealer: Arc<Sealer>, cluster: Arc<mcpgate_net::cluster::Cluster>, tasks: &mcpgate_protocol::tasks::Background) -> Vault {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Op>();
         let store = Arc::new(SharedStore { ops: tx, pending: Default::default() });
         let entries: Arc<Mutex<Entries>> = Arc::default();
@@ -361,13 +361,13 @@ impl Vault {
         let Some(path) = &self.path else { return Ok(()) };
         let fail = |e: &dyn std::fmt::Display| VaultError::Write { path: path.display().to_string(), reason: e.to_string() };
         let bytes = serde_json::to_vec(entries).map_err(|e| fail(&e))?;
-        crate::files::write_atomic(path, &bytes).map_err(|e| fail(&e))
+        mcpgate_net::files::write_atomic(path, &bytes).map_err(|e| fail(&e))
     }
 }
 
 /// Unix seconds now.
 pub fn now() -> u64 {
-    crate::toolbox::unix_secs()
+    mcpgate_protocol::toolbox::unix_secs()
 }
 
 /// How the gateway authenticates to a token endpoint.
@@ -409,7 +409,7 @@ impl ClientAuth {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::token::KeySource;
+    use mcpgate_model::token::KeySource;
 
     fn sealer(keys: &[&[u8]]) -> Arc<Sealer> {
         let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();

@@ -82,7 +82,7 @@ pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>
     let shown = format!("{}://{host}{port}{}", uri.scheme_str().unwrap_or("http"), uri.path());
     let client = {
         let _entered = runtime.enter();
-        Collector { client: crate::net::new_http_client(), runtime: runtime.clone() }
+        Collector { client: mcpgate_net::net::new_http_client(), runtime: runtime.clone() }
     };
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -141,7 +141,7 @@ pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport,
     }
     let client = {
         let _entered = runtime.enter();
-        Collector { client: crate::net::new_http_client(), runtime: runtime.clone() }
+        Collector { client: mcpgate_net::net::new_http_client(), runtime: runtime.clone() }
     };
     let exporter = opentelemetry_otlp::LogExporter::builder()
         .with_http()
@@ -174,7 +174,7 @@ pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport,
 /// The exporter's HTTP client: the gateway's hyper client, each export run on the gateway's runtime.
 #[derive(Debug, Clone)]
 struct Collector {
-    client: crate::net::HttpClient,
+    client: mcpgate_net::net::HttpClient,
     runtime: tokio::runtime::Handle,
 }
 
@@ -262,7 +262,7 @@ pub fn hop(meta: &mut serde_json::Map<String, serde_json::Value>, method: &str, 
         span.record("gen_ai.operation.name", "execute_tool");
     }
     let text = |k: &str| meta.get(k).and_then(|v| v.as_str()).map(str::to_string);
-    if let Some(tp) = text("traceparent").filter(|tp| crate::protocol::trace::valid_traceparent(tp)) {
+    if let Some(tp) = text("traceparent").filter(|tp| mcpgate_protocol::trace::valid_traceparent(tp)) {
         let mut carrier = HashMap::from([("traceparent".to_string(), tp)]);
         if let Some(ts) = text("tracestate") {
             carrier.insert("tracestate".into(), ts);

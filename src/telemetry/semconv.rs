@@ -10,8 +10,8 @@
 //! earlier names (the span name `mcp`, `mcpgate_call_duration_seconds`) stay behind
 //! `MCPGATE_TELEMETRY_NAMES=legacy` for one release.
 
-use crate::protocol::{LEGACY_VERSIONS, Method, SUPPORTED_VERSIONS};
-use crate::reply::Outcome;
+use mcpgate_protocol::reply::Outcome;
+use mcpgate_protocol::{LEGACY_VERSIONS, Method, SUPPORTED_VERSIONS};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
@@ -256,10 +256,10 @@ impl Operations {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::errors::RpcError;
+    use mcpgate_protocol::errors::RpcError;
 
-    fn raw(s: &str) -> crate::protocol::json::Json {
-        crate::protocol::json::Json::from_string(s.to_string()).unwrap()
+    fn raw(s: &str) -> mcpgate_protocol::json::Json {
+        mcpgate_protocol::json::Json::from_string(s.to_string()).unwrap()
     }
 
     #[test]
@@ -298,7 +298,7 @@ mod tests {
         assert_eq!(method_name(&Method::parse("tools/call")), "tools/call");
         assert_eq!(method_name(&Method::parse("x/{random}")), OTHER);
         assert_eq!(protocol_version("2025-06-18"), "2025-06-18");
-        assert_eq!(protocol_version(crate::protocol::MODERN_VERSION), crate::protocol::MODERN_VERSION);
+        assert_eq!(protocol_version(mcpgate_protocol::MODERN_VERSION), mcpgate_protocol::MODERN_VERSION);
         assert_eq!(protocol_version("1999-01-01"), OTHER);
     }
 }

@@ -10,7 +10,7 @@
 use super::legacy::Slot;
 use super::outbound::Envelope;
 use super::{Transport, Upstream};
-use crate::sync::lock;
+use mcpgate_protocol::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -13,7 +13,7 @@
 
 use super::error::UpstreamError;
 use super::lines::{Line, LineReader};
-use crate::tasks::{Background, Backoff};
+use mcpgate_protocol::tasks::{Background, Backoff};
 use mcpgate_sandbox::sandbox;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;

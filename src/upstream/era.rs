@@ -6,8 +6,8 @@
 //! client is bridged). This module owns that decision and the twin.
 
 use super::{Call, Shared, Upstream, UpstreamError};
-use crate::config::{EraChoice, UpstreamConfig};
-use crate::protocol::{MODERN_VERSION, is_legacy_version};
+use mcpgate_config::{EraChoice, UpstreamConfig};
+use mcpgate_protocol::{MODERN_VERSION, is_legacy_version};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 

@@ -4,8 +4,8 @@
 //! names the upstream and never carries an upstream's response body. An upstream's own
 //! header-mismatch or version error is the gateway's to answer (`hop_error`), never relayed.
 
-use crate::protocol::errors::{HEADER_MISMATCH, RpcError, UNSUPPORTED_VERSION, modernise_rc_code};
-use crate::reply::Outcome;
+use mcpgate_protocol::errors::{HEADER_MISMATCH, RpcError, UNSUPPORTED_VERSION, modernise_rc_code};
+use mcpgate_protocol::reply::Outcome;
 use serde_json::{Value, json};
 use std::time::Duration;
 

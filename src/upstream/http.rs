@@ -14,14 +14,14 @@ use super::inbound::Inbound;
 use super::outbound::{Envelope, Outbound};
 use super::sse::SseDecoder;
 use crate::identity::exchange::Retries;
-use crate::net::HttpClients;
-use crate::protocol::jsonrpc::{Kind, Message};
-use crate::reply::{Event, EventStream, Outcome, Reply};
-use crate::tasks::Background;
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Limited};
+use mcpgate_net::net::HttpClients;
+use mcpgate_protocol::jsonrpc::{Kind, Message};
+use mcpgate_protocol::reply::{Event, EventStream, Outcome, Reply};
+use mcpgate_protocol::tasks::Background;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -66,7 +66,7 @@ struct Asking {
 
 impl Drop for Asking {
     fn drop(&mut self) {
-        crate::sync::lock(&self.inner.askers).retain(|a| a.id != self.id);
+        mcpgate_protocol::sync::lock(&self.inner.askers).retain(|a| a.id != self.id);
     }
 }
 
@@ -198,7 +198,7 @@ impl HttpTransport {
     /// session that can answer it.
     fn hand_to_asker(&self, msg: &Message, data: &[u8], session: Option<&HeaderValue>) -> bool {
         let Some(method) = msg.method.as_deref() else { return false };
-        let askers = crate::sync::lock(&self.0.askers);
+        let askers = mcpgate_protocol::sync::lock(&self.0.askers);
         let mut able = askers.iter().filter(|a| a.session.as_ref() == session && a.accepts.iter().any(|m| m == method));
         match (able.next(), able.next()) {
             (Some(a), None) => a.tx.try_send(Event::Ask(data.to_vec())).is_ok(),
@@ -224,7 +224,7 @@ impl HttpTransport {
         (!relay.accepts.is_empty()).then(|| {
             let id = relay.want_id.to_string();
             let asker = Asker { id: id.clone(), accepts: relay.accepts.clone(), session, tx: tx.clone() };
-            crate::sync::lock(&self.0.askers).push(asker);
+            mcpgate_protocol::sync::lock(&self.0.askers).push(asker);
             Asking { inner: self.0.clone(), id }
         })
     }
@@ -408,7 +408,7 @@ pub fn final_outcome(m: Message) -> Outcome {
     match (m.result, m.error) {
         (Some(r), _) => Outcome::Result(r),
         (None, Some(e)) => Outcome::UpstreamError(e),
-        (None, None) => Outcome::Error(crate::protocol::errors::RpcError::internal("response without result or error")),
+        (None, None) => Outcome::Error(mcpgate_protocol::errors::RpcError::internal("response without result or error")),
     }
 }
 

@@ -6,8 +6,8 @@
 //! is answered with an empty result; any other request (sampling, elicitation, roots:
 //! capabilities the gateway did not declare to it) gets method-not-found.
 
-use crate::protocol::errors::RpcError;
-use crate::protocol::jsonrpc::{self, Message};
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::jsonrpc::{self, Message};
 use std::sync::Arc;
 use tokio::sync::{Notify, mpsc};
 

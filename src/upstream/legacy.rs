@@ -11,14 +11,14 @@ use super::outbound::{Envelope, version_header};
 use super::probe::{Announcement, Identity};
 use super::stdio::Preamble;
 use super::{Call, Transport, Upstream, UpstreamError};
-use crate::protocol::extensions::{self, Era};
-use crate::protocol::meta::LegacySession;
-use crate::protocol::rawobj::RawObject;
-use crate::protocol::{LEGACY_VERSIONS, is_legacy_version, keys};
-use crate::reply::{Outcome, Reply};
-use crate::sync::lock;
-use crate::tasks::Backoff;
 use http::HeaderValue;
+use mcpgate_protocol::extensions::{self, Era};
+use mcpgate_protocol::meta::LegacySession;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::{Outcome, Reply};
+use mcpgate_protocol::sync::lock;
+use mcpgate_protocol::tasks::Backoff;
+use mcpgate_protocol::{LEGACY_VERSIONS, is_legacy_version, keys};
 use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -278,7 +278,7 @@ impl Upstream {
         *lock(&slot.id) = session.clone();
         *lock(&slot.version) = Some(r.protocol_version.clone());
         *lock(&slot.rules) = hello.on_behalf_of.clone();
-        let initialized = crate::protocol::jsonrpc::bare_notification("notifications/initialized");
+        let initialized = mcpgate_protocol::jsonrpc::bare_notification("notifications/initialized");
         let shared = std::ptr::eq(slot, self.slot(endpoint));
         match &self.transport {
             Transport::Http(p) => {
@@ -287,7 +287,7 @@ impl Upstream {
             }
             Transport::Stdio(t) => {
                 t.write(initialized.clone()).await?;
-                let request = crate::protocol::jsonrpc::request_message(
+                let request = mcpgate_protocol::jsonrpc::request_message(
                     "0",
                     "initialize",
                     &Hello { version: r.protocol_version.clone(), ..Hello::gateway() }.params()?.to_json(),
@@ -421,10 +421,10 @@ mod tests {
     fn a_clients_own_handshake_takes_only_well_formed_declarations() {
         let c = |capabilities: Value, info: Value| LegacySession { sid: "s".into(), version: "2025-06-18".into(), capabilities, info };
         let declared =
-            json!({ "roots": {}, "tasks": {}, "extensions": { "com.example/unknown": {}, crate::protocol::TASKS_EXTENSION: {} } });
+            json!({ "roots": {}, "tasks": {}, "extensions": { "com.example/unknown": {}, mcpgate_protocol::TASKS_EXTENSION: {} } });
         let h = Hello::client(&c(declared, json!({ "name": "ide", "version": "1" })), &["alice".into()], None);
         assert_eq!(h.capabilities, json!({ "roots": {} }), "tasks are the gateway's to serve, unknown extensions are never declared");
-        let ui = json!({ "extensions": { crate::protocol::UI_EXTENSION: {} } });
+        let ui = json!({ "extensions": { mcpgate_protocol::UI_EXTENSION: {} } });
         assert_eq!(Hello::client(&c(ui.clone(), json!(null)), &[], None).capabilities, ui, "MCP Apps pass in both eras");
         assert_eq!(h.info["name"], "ide");
         assert_eq!((h.version.as_str(), h.on_behalf_of.as_slice()), ("2025-06-18", &["alice".to_string()][..]));
@@ -436,7 +436,7 @@ mod tests {
 
     #[test]
     fn legacy_results_gain_modern_fields_without_losing_their_own() {
-        let raw = crate::protocol::json::Json::from_string(r#"{"contents":[]}"#.into()).unwrap();
+        let raw = mcpgate_protocol::json::Json::from_string(r#"{"contents":[]}"#.into()).unwrap();
         let Outcome::Result(r) = modernise("resources/read", Outcome::Result(raw)) else { panic!() };
         assert_eq!(r.get(), r#"{"contents":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}"#);
         assert_eq!(version_header("2025-03-26"), None);

@@ -9,13 +9,13 @@
 
 use super::outbound::Envelope;
 use super::{Call, Status, Upstream, UpstreamError, UpstreamState, gateway_meta};
-use crate::protocol::extensions::{self, Era};
-use crate::protocol::jsonrpc::Message;
-use crate::protocol::rawobj::RawObject;
-use crate::protocol::{MODERN_VERSION, keys};
-use crate::reply::{Event, Reply};
-use crate::sync::lock;
-use crate::tasks::Backoff;
+use mcpgate_protocol::extensions::{self, Era};
+use mcpgate_protocol::jsonrpc::Message;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::{Event, Reply};
+use mcpgate_protocol::sync::lock;
+use mcpgate_protocol::tasks::Backoff;
+use mcpgate_protocol::{MODERN_VERSION, keys};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;

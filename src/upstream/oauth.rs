@@ -16,13 +16,13 @@
 //! metadata naming another server does not get it.
 
 use super::error::UpstreamError;
-use crate::config::{Assertion, ClientAuthMethod, OAuthConfig, OAuthGrant};
 use crate::identity::assertion::{check_audience, jwt_bearer_body};
 use crate::identity::client::{ClientAuth, OAuthHttp, authenticate};
 use crate::identity::reach::Rules;
-use crate::net::HttpClient;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use mcpgate_config::{Assertion, ClientAuthMethod, OAuthConfig, OAuthGrant};
+use mcpgate_net::net::HttpClient;
 use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -163,7 +163,7 @@ impl OAuthClient {
         let assertion = self.assertion().await?;
         let digest = assertion.as_ref().map(|a| aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, a.as_bytes()).as_ref().to_vec());
         if let Some(d) = &digest
-            && let Some((refused, why)) = crate::sync::lock(&self.refused).as_ref()
+            && let Some((refused, why)) = mcpgate_protocol::sync::lock(&self.refused).as_ref()
             && refused == d
         {
             return Err(UpstreamError::Credentials(format!("{why}; the same assertion is not presented again")));
@@ -176,7 +176,7 @@ impl OAuthClient {
             Ok(t) => Ok(t),
             Err(Failure::Refused(why)) => {
                 if let Some(d) = digest {
-                    *crate::sync::lock(&self.refused) = Some((d, why.clone()));
+                    *mcpgate_protocol::sync::lock(&self.refused) = Some((d, why.clone()));
                 }
                 Err(UpstreamError::Credentials(why))
             }
@@ -259,7 +259,7 @@ fn assertion(client_id: &str, audience: &str, pem: &str) -> Result<String, Upstr
     let der = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, body.as_bytes())
         .map_err(|_| Fail("the private key is not PEM (PKCS#8)".into()))?;
     let now = crate::identity::vault::now();
-    let jti = crate::toolbox::random_token().ok_or_else(|| Fail("no randomness for an assertion id".into()))?;
+    let jti = mcpgate_protocol::toolbox::random_token().ok_or_else(|| Fail("no randomness for an assertion id".into()))?;
     let claims = serde_json::json!({
         "iss": client_id, "sub": client_id, "aud": audience, "iat": now, "exp": now + ASSERTION_LIFETIME, "jti": jti,
     });
@@ -277,7 +277,7 @@ fn cache_for(lifetime: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::{OAuthClient, assertion, cache_for};
-    use crate::config::{Assertion, ClientAuthMethod, OAuthConfig, OAuthGrant};
+    use mcpgate_config::{Assertion, ClientAuthMethod, OAuthConfig, OAuthGrant};
     use std::time::Duration;
 
     /// A workload assertion refused for good is not presented again; one met by a server's passing
@@ -304,7 +304,7 @@ mod tests {
                     )),
                 },
             };
-            let client = OAuthClient::new(cfg, crate::net::new_http_client());
+            let client = OAuthClient::new(cfg, mcpgate_net::net::new_http_client());
             assert!(client.token().await.is_err(), "{status}");
             let second = client.token().await.expect_err("still failing");
             let asked = seen.lock().expect("log").len();

@@ -15,16 +15,16 @@
 
 use super::error::UpstreamError;
 use super::outbound::{Envelope, Outbound};
-use crate::config::openapi::{OpenApiConfig, OpenApiSource};
 use crate::identity::exchange::Retries;
-use crate::net::HttpClients;
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::reply::{Outcome, Reply};
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use mcpgate_config::openapi::{OpenApiConfig, OpenApiSource};
 use mcpgate_model::openapi::{self as api, Api};
+use mcpgate_net::net::HttpClients;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::reply::{Outcome, Reply};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +86,7 @@ impl RestTransport {
                 let l = self.load(deadline).await?;
                 ok(json!({
                     "resultType": "complete",
-                    "supportedVersions": [crate::protocol::MODERN_VERSION],
+                    "supportedVersions": [mcpgate_protocol::MODERN_VERSION],
                     "capabilities": { "tools": { "listChanged": false } },
                     "serverInfo": { "name": l.api.title, "version": l.api.version },
                     "instructions": l.api.description,

@@ -13,13 +13,13 @@ use super::error::UpstreamError;
 use super::oauth::OAuthClient;
 use crate::identity::dpop::Access;
 use crate::identity::exchange::{Refused, Retries, Verdict};
-use crate::net::HttpClients;
-use crate::protocol::headers;
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
+use mcpgate_net::net::HttpClients;
+use mcpgate_protocol::headers;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -190,7 +190,7 @@ impl Outbound {
             && let Some(n) = headers.get("dpop-nonce").and_then(|v| v.to_str().ok())
             && n.len() <= 512
         {
-            *crate::sync::lock(&self.nonce) = Some(n.to_string());
+            *mcpgate_protocol::sync::lock(&self.nonce) = Some(n.to_string());
         }
     }
 
@@ -203,13 +203,13 @@ impl Outbound {
             h.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
         }
         if let Some(v) = &env.version {
-            h.insert("mcp-protocol-version", known_value(v, &[crate::protocol::SUPPORTED_VERSIONS, crate::protocol::LEGACY_VERSIONS])?);
+            h.insert("mcp-protocol-version", known_value(v, &[mcpgate_protocol::SUPPORTED_VERSIONS, mcpgate_protocol::LEGACY_VERSIONS])?);
         }
         if let Some(sid) = &env.session {
             h.insert("mcp-session-id", sid.clone());
         }
         if let Some(mcp) = &env.mcp {
-            h.insert("mcp-method", known_value(&mcp.method, &[crate::protocol::MODERN_METHODS])?);
+            h.insert("mcp-method", known_value(&mcp.method, &[mcpgate_protocol::MODERN_METHODS])?);
             if let Some(name) = &mcp.name {
                 h.insert("mcp-name", value(&headers::encode(name))?);
             }
@@ -265,7 +265,7 @@ impl Outbound {
                 }
                 (Some(key), None) => {
                     // A bound token goes with a fresh proof of its key (RFC 9449 §7.1).
-                    let nonce = crate::sync::lock(&self.nonce).clone();
+                    let nonce = mcpgate_protocol::sync::lock(&self.nonce).clone();
                     let proof = key
                         .proof(method.as_str(), url, Some(&token.token), nonce.as_deref())
                         .ok_or_else(|| UpstreamError::Credentials("no randomness for a DPoP proof".into()))?;
@@ -275,7 +275,7 @@ impl Outbound {
             }
         }
         if let Some(tp) = &env.traceparent
-            && crate::protocol::trace::valid_traceparent(tp)
+            && mcpgate_protocol::trace::valid_traceparent(tp)
         {
             h.insert("traceparent", value(tp)?);
         }

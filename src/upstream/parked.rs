@@ -9,12 +9,12 @@
 //! the upstream request.
 
 use super::{Transport, Upstream, UpstreamError};
-use crate::protocol::json::Json;
-use crate::protocol::jsonrpc::Message;
-use crate::protocol::keys;
-use crate::protocol::rawobj::RawObject;
-use crate::reply::{Event, EventStream, Outcome, Reply};
-use crate::sync::lock;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::jsonrpc::Message;
+use mcpgate_protocol::keys;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::{Event, EventStream, Outcome, Reply};
+use mcpgate_protocol::sync::lock;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -100,7 +100,7 @@ impl Upstream {
                 let Ok(msg) = Message::parse(&ask) else { continue };
                 let (Some(ask_id), Some(method)) = (msg.id.clone(), msg.method.clone()) else { continue };
                 let params: Value = msg.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(json!({}));
-                let key = crate::toolbox::random_hex(16);
+                let key = mcpgate_protocol::toolbox::random_hex(16);
                 let result = json!({
                     "resultType": "input_required",
                     "inputRequests": { KEY: { "method": method, "params": params } },
@@ -116,7 +116,7 @@ impl Upstream {
                     full
                 };
                 if full {
-                    let busy = crate::protocol::errors::RpcError::internal("Too many calls are waiting for their callers' input");
+                    let busy = mcpgate_protocol::errors::RpcError::internal("Too many calls are waiting for their callers' input");
                     let _ = tx.send(Event::Done(Outcome::Error(busy))).await;
                     return;
                 }

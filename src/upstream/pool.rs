@@ -5,7 +5,7 @@
 //! feeds the catalogue. A plain `url` upstream is a pool of one.
 
 use super::http::HttpTransport;
-use crate::config::EndpointConfig;
+use mcpgate_config::EndpointConfig;
 
 pub struct Pool {
     endpoints: Vec<(EndpointConfig, HttpTransport)>,

@@ -5,12 +5,12 @@
 
 use super::error::describe;
 use super::{Call, Status, Transport, Upstream, UpstreamError, UpstreamState, gateway_meta, modern};
-use crate::catalog::Kind;
-use crate::config::EraChoice;
-use crate::protocol::errors;
-use crate::protocol::rawobj::RawObject;
-use crate::protocol::{LEGACY_VERSIONS, MODERN_VERSION, keys};
-use crate::reply::Outcome;
+use mcpgate_config::EraChoice;
+use mcpgate_model::catalog::Kind;
+use mcpgate_protocol::errors;
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::Outcome;
+use mcpgate_protocol::{LEGACY_VERSIONS, MODERN_VERSION, keys};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};

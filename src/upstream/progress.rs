@@ -3,9 +3,9 @@
 //! `mcpgate-<request id>`, and each `notifications/progress` the upstream sends comes back with
 //! the caller's token put in again. Both transports use these two functions.
 
-use crate::protocol::jsonrpc::{self, Message};
-use crate::protocol::keys;
-use crate::protocol::rawobj::RawObject;
+use mcpgate_protocol::jsonrpc::{self, Message};
+use mcpgate_protocol::keys;
+use mcpgate_protocol::rawobj::RawObject;
 use serde_json::{Map, Value};
 
 const PREFIX: &str = "mcpgate-";

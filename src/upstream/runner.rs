@@ -5,8 +5,8 @@
 //! answer in time (the reason an upstream is down says it) and with `mcpgate check`'s warning.
 //! Pure functions over the configuration.
 
-use crate::config::TransportConfig;
-use crate::config::sandbox::Network;
+use mcpgate_config::TransportConfig;
+use mcpgate_config::sandbox::Network;
 use std::time::Duration;
 
 /// The package runner a command line starts (`"npx"`, `"pnpm dlx"`), if it starts one.
@@ -76,7 +76,7 @@ pub fn timeout_hint(transport: &TransportConfig, timeout: Duration, first: bool)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::sandbox::SandboxConfig;
+    use mcpgate_config::sandbox::SandboxConfig;
 
     fn stdio(command: &[&str], network: Option<Network>) -> TransportConfig {
         let sandbox = network.map(|network| {

@@ -12,12 +12,12 @@ use super::error::UpstreamError;
 use super::inbound::Inbound;
 use super::lines::{Line, LineReader};
 use super::progress;
-use crate::config::UpstreamConfig;
-use crate::protocol::jsonrpc::{Kind, Message};
-use crate::protocol::keys;
-use crate::reply::{Event, EventStream, Outcome, Reply};
-use crate::sync::lock;
-use crate::tasks::Background;
+use mcpgate_config::UpstreamConfig;
+use mcpgate_protocol::jsonrpc::{Kind, Message};
+use mcpgate_protocol::keys;
+use mcpgate_protocol::reply::{Event, EventStream, Outcome, Reply};
+use mcpgate_protocol::sync::lock;
+use mcpgate_protocol::tasks::Background;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -121,7 +121,7 @@ pub struct StdioTransport {
     tasks: Background,
     restarts: Arc<Mutex<child::Restarts>>,
     /// What the process may reach; `None`: what the gateway can.
-    sandbox: Option<crate::config::sandbox::SandboxConfig>,
+    sandbox: Option<mcpgate_config::sandbox::SandboxConfig>,
 }
 
 impl StdioTransport {
@@ -137,7 +137,7 @@ impl StdioTransport {
         command: Vec<String>,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
-        sandbox: Option<crate::config::sandbox::SandboxConfig>,
+        sandbox: Option<mcpgate_config::sandbox::SandboxConfig>,
         inbound: Arc<Inbound>,
         tasks: Background,
     ) -> Self {

@@ -141,8 +141,8 @@ pub fn write(db: &Db, pending: &Pending, data: &Data, now: u64, hour_floor: u64,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::usage::UsageConfig;
     use crate::usage::{RowRef, Usage};
+    use mcpgate_config::usage::UsageConfig;
     use std::sync::Arc;
 
     fn row(caller: &'static str) -> RowRef<'static> {

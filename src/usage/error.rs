@@ -36,7 +36,7 @@ pub enum UsageError {
     Db(#[from] mcpgate_store::StoreError),
     /// The cluster's Redis did not answer a read.
     #[error("the cluster's Redis: {0}")]
-    Redis(#[source] crate::cluster::ClusterError),
+    Redis(#[source] mcpgate_net::cluster::ClusterError),
     /// The read of a report from the shared database did not finish.
     #[error("the usage report stopped: {0}")]
     ReportStopped(#[source] tokio::task::JoinError),

@@ -6,8 +6,8 @@
 
 use super::store::{self, Buckets, DAY, HOUR};
 use super::{Backend, Tally, Usage, UsageError, now_secs};
-use crate::config::usage::Quota;
-use crate::sync::lock;
+use mcpgate_config::usage::Quota;
+use mcpgate_protocol::sync::lock;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -75,7 +75,7 @@ pub fn lines(buckets: &Buckets, q: &Query) -> Vec<Line> {
     for rows in buckets.values() {
         for (r, t) in rows {
             if q.caller.as_deref().is_some_and(|c| c != r.caller)
-                || q.tool.as_deref().is_some_and(|g| !crate::policy::glob::matches(g, &r.tool))
+                || q.tool.as_deref().is_some_and(|g| !mcpgate_model::policy::glob::matches(g, &r.tool))
             {
                 continue;
             }
@@ -152,7 +152,7 @@ impl Usage {
                     all.pop().unwrap_or_default().into_iter().map(|(c, n)| (c, u64::try_from(n).unwrap_or(0))).collect()
                 }
             };
-            for k in known.iter().filter(|k| q.callers.iter().any(|g| crate::policy::glob::matches(g, k))) {
+            for k in known.iter().filter(|k| q.callers.iter().any(|g| mcpgate_model::policy::glob::matches(g, k))) {
                 counts.entry(k.clone()).or_insert(0);
             }
             for (caller, used) in counts {

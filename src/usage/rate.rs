@@ -5,10 +5,10 @@
 //! limit that fails open falls back to this replica's own bucket and one that fails closed
 //! refuses.
 
-use crate::cluster::Cluster;
-use crate::config::cluster::FailMode;
-use crate::config::limits::Rate;
-use crate::sync::lock;
+use mcpgate_config::cluster::FailMode;
+use mcpgate_config::limits::Rate;
+use mcpgate_net::cluster::Cluster;
+use mcpgate_protocol::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //! cleaned of control characters before it is counted).
 
 use super::{Row, Tally, UsageError};
-use crate::cluster::{Add, Cluster};
+use mcpgate_net::cluster::{Add, Cluster};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -88,7 +88,7 @@ impl Data {
                 .collect(),
         };
         let bytes = serde_json::to_vec(&form).map_err(UsageError::Encode)?;
-        crate::files::write_atomic(path, &bytes).map_err(|source| UsageError::Write { path: path.to_path_buf(), source })
+        mcpgate_net::files::write_atomic(path, &bytes).map_err(|source| UsageError::Write { path: path.to_path_buf(), source })
     }
 
     /// Adds counts of hour `hour` to the hourly and daily rows.

@@ -318,7 +318,7 @@ impl Resp {
 }
 
 pub async fn send(req: http::Request<Full<Bytes>>) -> Result<Resp, String> {
-    let client = mcpgate::net::new_http_client();
+    let client = mcpgate_net::net::new_http_client();
     let resp = tokio::time::timeout(Duration::from_secs(60), client.request(req))
         .await
         .map_err(|_| "timeout".to_string())?
@@ -363,7 +363,7 @@ pub fn modern_headers(method: &str, params: &Value) -> Vec<(String, String)> {
         _ => None,
     };
     if let Some(n) = name {
-        h.push(("Mcp-Name".into(), mcpgate::protocol::headers::encode(n)));
+        h.push(("Mcp-Name".into(), mcpgate_protocol::headers::encode(n)));
     }
     h
 }

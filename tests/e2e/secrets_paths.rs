@@ -229,7 +229,7 @@ async fn task_results_and_questions_are_redacted() {
     let get = |id: String| {
         let (url, meta) = (gw.url.clone(), tasks_meta.clone());
         async move {
-            let name = mcpgate::protocol::headers::encode(&id);
+            let name = mcpgate_protocol::headers::encode(&id);
             let params = json!({ "taskId": id, "_meta": meta });
             String::from_utf8_lossy(&rpc_with(&url, "tasks/get", params, &[("Mcp-Name", &name)]).await.body).into_owned()
         }

@@ -28,7 +28,7 @@ async fn start_task(url: &str, tool: &str) -> String {
 
 async fn task_get(url: &str, id: &str) -> Value {
     let params = json!({ "taskId": id, "_meta": tasks_meta() });
-    let name = mcpgate::protocol::headers::encode(id);
+    let name = mcpgate_protocol::headers::encode(id);
     rpc_with(url, "tasks/get", params, &[("Authorization", "Bearer alice-key"), ("Mcp-Name", &name)]).await.message()
 }
 

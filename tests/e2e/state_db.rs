@@ -408,7 +408,7 @@ async fn migrate_carries_the_old_files_over_once_and_the_database_reads_offline(
     let dir = tempfile::tempdir().expect("tempdir");
     let key_hex = "7a".repeat(32);
     // The files: a vault with one connected account, a usage store with 4 calls.
-    let sealer = std::sync::Arc::new(mcpgate::token::Sealer::load(Some(key_hex.clone()), &[]).expect("the token key"));
+    let sealer = std::sync::Arc::new(mcpgate_model::token::Sealer::load(Some(key_hex.clone()), &[]).expect("the token key"));
     let vault = Vault::open(sealer, dir.path().join("mcpgate-vault.json")).expect("the old vault");
     let account = VaultKey { caller: "alice".into(), upstream: "files".into(), issuer: "https://as.example.com".into() };
     let tokens = TokenSet {
@@ -421,9 +421,9 @@ async fn migrate_carries_the_old_files_over_once_and_the_database_reads_offline(
         dpop: None,
     };
     vault.put(&account, &tokens).expect("kept in the old file");
-    let usage_cfg = mcpgate::config::usage::UsageConfig {
+    let usage_cfg = mcpgate_config::usage::UsageConfig {
         store: dir.path().join("mcpgate-usage.json"),
-        ..mcpgate::config::usage::UsageConfig::default()
+        ..mcpgate_config::usage::UsageConfig::default()
     };
     let old = mcpgate::usage::Usage::open(&usage_cfg, None, None);
     for _ in 0..4 {

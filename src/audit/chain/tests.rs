@@ -25,13 +25,13 @@ fn record(i: usize) -> CallRecord {
 }
 
 /// The export's settings in `dir`: rotating at 4 KiB, signed every 7 records.
-fn settings(dir: &Path) -> crate::config::usage::AuditConfig {
+fn settings(dir: &Path) -> mcpgate_config::usage::AuditConfig {
     let key = dir.join("audit-signing.pk8");
     if !key.exists() {
         let pkcs8 = Ed25519KeyPair::generate_pkcs8(&aws_lc_rs::rand::SystemRandom::new()).unwrap();
         std::fs::write(&key, pkcs8.as_ref()).unwrap();
     }
-    crate::config::usage::AuditConfig {
+    mcpgate_config::usage::AuditConfig {
         file: Some(dir.join("audit.jsonl")),
         max_file_bytes: 4096,
         keep_files: 20,

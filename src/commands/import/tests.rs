@@ -177,18 +177,18 @@ fn assert_no_secret(out: &Imported) {
 }
 
 /// Loads the output as the gateway would, every variable it names set to `value_of(var)`.
-fn load(out: &Imported, value_of: &dyn Fn(&str) -> String) -> crate::config::Config {
+fn load(out: &Imported, value_of: &dyn Fn(&str) -> String) -> mcpgate_config::Config {
     let vars: Vec<String> = out.variables.iter().map(|(v, _)| v.clone()).collect();
     let env = move |k: &str| vars.iter().any(|v| v == k).then(|| value_of(k));
-    crate::config::Config::parse(&out.toml, std::path::Path::new("gateway.toml"), None, &env)
+    mcpgate_config::Config::parse(&out.toml, std::path::Path::new("gateway.toml"), None, &env)
         .unwrap_or_else(|e| panic!("{e}\n{}", out.toml))
 }
 
 /// The argv a stdio upstream's child would get: its command, run (when it goes through `sh -c`)
 /// with the program replaced by `printf` so that the shell's expansion can be compared.
-fn child_argv(cfg: &crate::config::Config, id: &str) -> Vec<String> {
+fn child_argv(cfg: &mcpgate_config::Config, id: &str) -> Vec<String> {
     let up = cfg.upstreams.iter().find(|u| u.id == id).unwrap_or_else(|| panic!("no upstream {id}"));
-    let crate::config::TransportConfig::Stdio { command, env, .. } = &up.transport else { panic!("{id} is not stdio") };
+    let mcpgate_config::TransportConfig::Stdio { command, env, .. } = &up.transport else { panic!("{id} is not stdio") };
     if command.len() == 3 && command[0] == "sh" && command[1] == "-c" {
         let script = command[2].replacen("exec ", "exec printf '%s\\n' ", 1);
         let out = std::process::Command::new("sh").arg("-c").arg(&script).env_clear().envs(env).output().unwrap();
@@ -380,5 +380,5 @@ fn imported_command_servers_run_in_a_sandbox() {
     assert!(local.contains("[upstream.sandbox]") && !local.contains("network"), "no network by default: {local}");
     let boxed = t.split("[[upstream]]").find(|s| s.contains("\"boxed\"")).expect("boxed");
     assert!(!boxed.contains("[upstream.sandbox]"), "the container runtime isolates it: {boxed}");
-    crate::config::Config::parse(&t, std::path::Path::new("/tmp/imported/gateway.toml"), None, &|_| Some("x".into())).expect("loads");
+    mcpgate_config::Config::parse(&t, std::path::Path::new("/tmp/imported/gateway.toml"), None, &|_| Some("x".into())).expect("loads");
 }

@@ -6,14 +6,14 @@
 //! own name, a completion's reference rewritten, a skills request bridged to a modern upstream.
 
 use super::{Call, Target, Then};
-use crate::catalog::{Kind, uris, view};
 use crate::dispatch::bare::{self, Bare};
 use crate::dispatch::forward::{canonical_uri, needs_scope, string_param};
 use crate::dispatch::refusal::Refusal;
 use crate::dispatch::{Served, skills, tasks};
-use crate::protocol::Method;
-use crate::protocol::errors::RpcError;
-use crate::protocol::rawobj::RawObject;
+use mcpgate_model::catalog::{Kind, uris, view};
+use mcpgate_protocol::Method;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::rawobj::RawObject;
 use serde_json::json;
 
 pub(super) fn resolve<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {

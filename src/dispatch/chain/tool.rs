@@ -4,15 +4,15 @@
 //! names, a `connect` retry, consent, scopes, pins).
 
 use super::{Call, Target};
-use crate::catalog::{Kind, view};
 use crate::dispatch::Served;
 use crate::dispatch::bare::{self, Bare};
 use crate::dispatch::forward::{check_arguments, needs_scope, string_param};
 use crate::dispatch::refusal::Refusal;
-use crate::policy;
-use crate::protocol::errors::RpcError;
-use crate::protocol::xheader;
-use crate::reply::Reply;
+use mcpgate_model::catalog::{Kind, view};
+use mcpgate_model::policy;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::reply::Reply;
+use mcpgate_protocol::xheader;
 use serde_json::Value;
 
 pub(super) fn resolve<'g>(gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<(), Refusal> {
@@ -62,7 +62,7 @@ fn not_found(gw: &Served<'_>, call: &Call<'_>) -> Refusal {
 }
 
 /// A tool as the chain's target.
-fn target(tool: &crate::catalog::merge::Entry) -> Target<'_> {
+fn target(tool: &mcpgate_model::catalog::merge::Entry) -> Target<'_> {
     Target { kind: Kind::Tool, upstream: tool.upstream, rewrite: Some(("name", tool.original.clone())), entry: Some(tool) }
 }
 
@@ -146,7 +146,7 @@ pub(super) async fn quota(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Re
         return Ok(());
     }
     let canonical = call.tool()?.policy_name();
-    let fail = gw.config.cluster.as_ref().map_or(crate::config::cluster::FailMode::Open, |c| c.on_redis_error);
+    let fail = gw.config.cluster.as_ref().map_or(mcpgate_config::cluster::FailMode::Open, |c| c.on_redis_error);
     let req = &call.req;
     gw.usage.take_quota(&gw.config.quotas, &req.caller.id, &req.caller.rules, canonical, fail).await.map_err(Refusal::QuotaExceeded)
 }

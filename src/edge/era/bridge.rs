@@ -15,13 +15,13 @@
 //! covers a round.
 
 use crate::dispatch::{BoxFuture, Request};
-use crate::protocol::errors::RpcError;
-use crate::protocol::json::Json;
-use crate::protocol::jsonrpc::{self, Message};
-use crate::protocol::rawobj::RawObject;
-use crate::reply::{Event, EventStream, Outcome, Reply};
-use crate::sync::lock;
-use crate::tasks::Background;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::jsonrpc::{self, Message};
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::reply::{Event, EventStream, Outcome, Reply};
+use mcpgate_protocol::sync::lock;
+use mcpgate_protocol::tasks::Background;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -77,7 +77,7 @@ impl Waiting {
     }
 }
 
-pub use crate::protocol::may_ask_input as may_ask;
+pub use mcpgate_protocol::may_ask_input as may_ask;
 
 /// The questions of an `input_required` result, and the state to echo.
 struct Asked {
@@ -206,7 +206,7 @@ async fn ask(
             return Err(RpcError::internal(format!("The server asked for unsupported input {method:?}")));
         }
         // Unguessable, so no other client can answer it.
-        let id = format!("\"mcpgate-input-{}\"", crate::toolbox::random_hex(12));
+        let id = format!("\"mcpgate-input-{}\"", mcpgate_protocol::toolbox::random_hex(12));
         let rx = waiting.await_answer(format!("{scope}/{id}")).ok_or_else(|| RpcError::internal("Too many input requests are waiting"))?;
         let params = ask.get("params").map(|p| p.to_owned()).unwrap_or(Json::EMPTY_OBJECT);
         let message = jsonrpc::request_message(&id, &method, &params);

@@ -8,19 +8,19 @@ use crate::auth::Principal;
 use crate::dispatch::{Request, Service};
 use crate::edge::era::LEGACY_VERSIONS;
 use crate::hub::{Change, UriSet};
-use crate::protocol::errors::RpcError;
-use crate::protocol::extensions::{self, Era};
-use crate::protocol::json::Json;
-use crate::protocol::jsonrpc;
-use crate::protocol::jsonrpc::Message;
-use crate::protocol::meta::{LOG_LEVELS, LegacySession, RequestMeta};
-use crate::protocol::rawobj::RawObject;
-use crate::protocol::read;
-use crate::protocol::{MODERN_VERSION, keys};
-use crate::reply::{Outcome, Reply};
-use crate::sync::lock;
-use crate::token::Sealer;
 use http::{HeaderMap, StatusCode};
+use mcpgate_model::token::Sealer;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::extensions::{self, Era};
+use mcpgate_protocol::json::Json;
+use mcpgate_protocol::jsonrpc;
+use mcpgate_protocol::jsonrpc::Message;
+use mcpgate_protocol::meta::{LOG_LEVELS, LegacySession, RequestMeta};
+use mcpgate_protocol::rawobj::RawObject;
+use mcpgate_protocol::read;
+use mcpgate_protocol::reply::{Outcome, Reply};
+use mcpgate_protocol::sync::lock;
+use mcpgate_protocol::{MODERN_VERSION, keys};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -62,7 +62,7 @@ pub struct LegacyState {
     /// Input requests sent to sessions' clients that wait for their answers.
     pub waiting: Arc<crate::edge::era::bridge::Waiting>,
     /// With `[cluster]`: where sessions ended on any replica are recorded.
-    cluster: Option<Arc<crate::cluster::Cluster>>,
+    cluster: Option<Arc<mcpgate_net::cluster::Cluster>>,
     /// Bumped whenever a session is ended (here or, learnt from Redis, elsewhere), so open GET
     /// streams check at once whether theirs was.
     ended_tx: tokio::sync::watch::Sender<u64>,
@@ -108,7 +108,7 @@ impl LegacyState {
     }
 
     /// Shares session endings with the other replicas through `cluster`'s Redis.
-    pub fn with_cluster(mut self, cluster: Option<Arc<crate::cluster::Cluster>>) -> Self {
+    pub fn with_cluster(mut self, cluster: Option<Arc<mcpgate_net::cluster::Cluster>>) -> Self {
         self.cluster = cluster;
         self
     }
@@ -129,8 +129,8 @@ impl LegacyState {
                 let mode = cluster.config().sessions_on_redis_error;
                 cluster.failed(mode);
                 match mode {
-                    crate::config::cluster::FailMode::Open => Ok(session),
-                    crate::config::cluster::FailMode::Closed => {
+                    mcpgate_config::cluster::FailMode::Open => Ok(session),
+                    mcpgate_config::cluster::FailMode::Closed => {
                         Err(RpcError::internal("cannot confirm the session: the shared session store does not answer; retry shortly")
                             .with_status(StatusCode::SERVICE_UNAVAILABLE))
                     }
@@ -324,7 +324,7 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
         None => Map::new(),
         Some(Ok(Value::Object(m))) => m,
         Some(Ok(_)) => return Err(RpcError::invalid_params("params._meta must be an object")),
-        Some(Err(why)) => return Err(crate::protocol::meta::unreadable_meta(&why)),
+        Some(Err(why)) => return Err(mcpgate_protocol::meta::unreadable_meta(&why)),
     };
     fields.insert(keys::PROTOCOL_VERSION.into(), MODERN_VERSION.into());
     // The client's own capabilities: an upstream may ask it for input (elicitation, sampling,
@@ -343,7 +343,7 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
         fields.insert(keys::LOG_LEVEL.into(), level.into());
     }
     let meta = RequestMeta { protocol_version: MODERN_VERSION.into(), fields };
-    let method = crate::protocol::Method::parse(&method);
+    let method = mcpgate_protocol::Method::parse(&method);
     let legacy = Some(Arc::new(LegacySession {
         sid: session.sid.clone(),
         version: session.v.clone(),
@@ -351,7 +351,7 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
         info: session.info.clone(),
     }));
     let req = Request { id, method, params, meta, param_headers: None, caller, legacy };
-    if req.method == crate::protocol::Method::ResourcesSubscribe {
+    if req.method == mcpgate_protocol::Method::ResourcesSubscribe {
         let uri = req.params.parse::<String>("uri").and_then(Result::ok).ok_or_else(|| RpcError::invalid_params("uri must be a string"))?;
         return Ok(Action::Follow(uri, req));
     }
@@ -556,8 +556,10 @@ mod tests {
     #[test]
     fn sessions_open_on_any_replica_with_the_key_and_end_locally() {
         let key = [9u8; 32];
-        let a = LegacyState::new(Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()), Duration::from_secs(60));
-        let b = LegacyState::new(Arc::new(Sealer::from_material(&key, crate::token::KeySource::Env).unwrap()), Duration::from_secs(60));
+        let a =
+            LegacyState::new(Arc::new(Sealer::from_material(&key, mcpgate_model::token::KeySource::Env).unwrap()), Duration::from_secs(60));
+        let b =
+            LegacyState::new(Arc::new(Sealer::from_material(&key, mcpgate_model::token::KeySource::Env).unwrap()), Duration::from_secs(60));
         let me = Principal::anonymous();
         let s =
             Session { sid: "s1".into(), v: "2025-11-25".into(), caps: json!({}), info: json!({}), c: me.id.clone(), r: vec![], e: None };

@@ -6,13 +6,13 @@
 
 use crate::auth::Principal;
 use crate::dispatch::Request;
-use crate::protocol::errors::RpcError;
-use crate::protocol::headers::{self, describe};
-use crate::protocol::jsonrpc::Message;
-use crate::protocol::meta::split_params;
-use crate::protocol::xheader::HEADER_PREFIX;
-use crate::protocol::{MODERN_METHODS, SUPPORTED_VERSIONS, name_param_of};
 use http::HeaderMap;
+use mcpgate_protocol::errors::RpcError;
+use mcpgate_protocol::headers::{self, describe};
+use mcpgate_protocol::jsonrpc::Message;
+use mcpgate_protocol::meta::split_params;
+use mcpgate_protocol::xheader::HEADER_PREFIX;
+use mcpgate_protocol::{MODERN_METHODS, SUPPORTED_VERSIONS, name_param_of};
 use std::sync::Arc;
 
 /// Methods of the legacy eras that 2026-07-28 removed.
@@ -90,7 +90,7 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>, caller: Arc<Princip
         param_headers = Some(params_seen);
     }
     let id = msg.id.ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
-    Ok(Request { id, method: crate::protocol::Method::parse(method), params, meta, param_headers, caller, legacy: None })
+    Ok(Request { id, method: mcpgate_protocol::Method::parse(method), params, meta, param_headers, caller, legacy: None })
 }
 
 /// A header that must appear at most once, as trimmed text.

@@ -8,9 +8,9 @@
 //! Work that is not a client's (probing upstreams, stdio children, reloads, background
 //! maintenance) stays on the control runtime that started the workers.
 
-use crate::config::ServerConfig;
 use crate::edge::listen::accept_until;
 use crate::edge::shared::{Mount, Shared};
+use mcpgate_config::ServerConfig;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;

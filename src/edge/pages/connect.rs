@@ -11,17 +11,17 @@
 //! only when `[identity]` is configured.
 
 use crate::auth::Authenticator;
-use crate::config::auth::AuthMode;
 use crate::edge::origin::Rebinding;
 use crate::edge::pages::consent::{self, ConsentView};
 use crate::edge::render::{self, Body};
 use crate::edge::shared::{Shared, authenticate};
 use crate::identity::service::Completed;
-use crate::toolbox::random_token;
 use http::header::{CONTENT_TYPE, COOKIE, HOST, ORIGIN, SET_COOKIE};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
+use mcpgate_config::auth::AuthMode;
+use mcpgate_protocol::toolbox::random_token;
 use std::collections::HashMap;
 use std::sync::Arc;
 

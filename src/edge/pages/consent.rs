@@ -9,8 +9,8 @@
 //! once, in the browser that started it.
 
 use crate::edge::render::{Body, full};
-use crate::token::Sealer;
 use http::{HeaderValue, Response, StatusCode};
+use mcpgate_model::token::Sealer;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -296,7 +296,7 @@ fn escape(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::token::KeySource;
+    use mcpgate_model::token::KeySource;
 
     fn sealer() -> Sealer {
         Sealer::from_keys(&[vec![5u8; 32]], KeySource::File).expect("key")

@@ -74,13 +74,14 @@ pub(crate) async fn handle(st: &Shared, req: Request<Incoming>) -> Response<Body
     // Usage is for everyone: an admin sees every caller's, a caller its own.
     if what == "usage" {
         let query = req.uri().query().unwrap_or("");
-        let param =
-            |k: &str| query.split('&').find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('='))).map(crate::toolbox::form_decode);
+        let param = |k: &str| {
+            query.split('&').find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('='))).map(mcpgate_protocol::toolbox::form_decode)
+        };
         return json_answer_result(crate::console::usage(gw, &caller, admin, &param).await);
     }
     if !admin {
         tracing::info!(caller = %caller.id, "refused the console to a caller that is not an admin");
-        let why = if gw.config().auth.mode == crate::config::auth::AuthMode::None {
+        let why = if gw.config().auth.mode == mcpgate_config::auth::AuthMode::None {
             "Forbidden: without authentication ([auth] mode = \"none\") the console needs its key: open the console link the gateway logged at start (/console#key=…), or enter the key from it"
         } else {
             "Forbidden: the console is for admin callers ([[caller]] admin = true)"
@@ -122,7 +123,8 @@ pub(crate) async fn handle(st: &Shared, req: Request<Incoming>) -> Response<Body
         "calls" => json_answer(StatusCode::OK, serde_json::to_value(gw.audit.recent()).unwrap_or(Value::Null)),
         "view" => {
             let query = req.uri().query().unwrap_or("");
-            let id = query.split('&').find_map(|kv| kv.strip_prefix("caller=")).map(crate::toolbox::form_decode).unwrap_or_default();
+            let id =
+                query.split('&').find_map(|kv| kv.strip_prefix("caller=")).map(mcpgate_protocol::toolbox::form_decode).unwrap_or_default();
             match crate::console::view_as(gw, &id) {
                 Some(v) => json_answer(StatusCode::OK, v),
                 None => json_answer(StatusCode::NOT_FOUND, json!({ "error": format!("no [[caller]] has id '{id}'") })),
@@ -153,7 +155,7 @@ fn sse(event: &str, data: &Value) -> Bytes {
 }
 
 /// The live feed: upstream health and the catalogue when they change, each call as it ends.
-fn events(gw: Arc<crate::gateway::Gateway>, owner: &crate::tasks::Background) -> Response<Body> {
+fn events(gw: Arc<crate::gateway::Gateway>, owner: &mcpgate_protocol::tasks::Background) -> Response<Body> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     let closing = gw.closing.clone();
     owner.spawn(async move {

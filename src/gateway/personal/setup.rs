@@ -6,8 +6,8 @@ use super::*;
 /// Where JWT callers sign in on a consent page: their issuer, asked for a token to the gateway's
 /// resource (`[auth] resource`, else the first audience that is a URL, else the public URL's
 /// `/mcp`), with the scopes every request needs.
-fn sign_in_at(config: &crate::config::Config, public_url: &str) -> Option<crate::identity::service::SignInAt> {
-    let jwt = config.auth.jwt.as_ref().filter(|_| config.auth.mode == crate::config::auth::AuthMode::Jwt)?;
+fn sign_in_at(config: &mcpgate_config::Config, public_url: &str) -> Option<crate::identity::service::SignInAt> {
+    let jwt = config.auth.jwt.as_ref().filter(|_| config.auth.mode == mcpgate_config::auth::AuthMode::Jwt)?;
     let resource = config
         .auth
         .resource
@@ -20,11 +20,11 @@ fn sign_in_at(config: &crate::config::Config, public_url: &str) -> Option<crate:
 
 /// The identity engine for a configuration with `[identity]`, or `None` without.
 pub(in crate::gateway) fn identity(
-    config: &crate::config::Config,
-    sealer: &Arc<crate::token::Sealer>,
-    cluster: Option<&Arc<crate::cluster::Cluster>>,
+    config: &mcpgate_config::Config,
+    sealer: &Arc<mcpgate_model::token::Sealer>,
+    cluster: Option<&Arc<mcpgate_net::cluster::Cluster>>,
     db: Option<&Arc<mcpgate_store::Db>>,
-    tasks: &crate::tasks::Background,
+    tasks: &mcpgate_protocol::tasks::Background,
 ) -> Result<Option<Identity>, crate::gateway::StartError> {
     use crate::identity::{client::OAuthHttp, discovery, flow::Flows, reach::Rules, service, vault::Vault};
     let exchange_only = config.upstreams.iter().any(|u| u.user_auth.as_ref().is_some_and(|a| a.exchange));
@@ -33,7 +33,7 @@ pub(in crate::gateway) fn identity(
         Some(ic) => ic,
         // Token exchange needs no consent pages: nothing is public, and nothing is kept.
         None if exchange_only => {
-            fallback = crate::config::identity::IdentityConfig {
+            fallback = mcpgate_config::identity::IdentityConfig {
                 public_url: String::new(),
                 vault: std::path::PathBuf::new(),
                 allow_loopback: false,
@@ -48,9 +48,9 @@ pub(in crate::gateway) fn identity(
         let Some(ua) = &u.user_auth else { continue };
         // The resource a caller's token is for: the MCP URL, or a REST API's base URL.
         let url = match &u.transport {
-            crate::config::TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
-            crate::config::TransportConfig::OpenApi(o) => o.base_url.as_ref().map(|b| b.to_string()),
-            crate::config::TransportConfig::Stdio { .. } => None,
+            mcpgate_config::TransportConfig::Http { endpoints } => endpoints.first().map(|e| e.url.to_string()),
+            mcpgate_config::TransportConfig::OpenApi(o) => o.base_url.as_ref().map(|b| b.to_string()),
+            mcpgate_config::TransportConfig::Stdio { .. } => None,
         };
         let Some(url) = url else { continue };
         let resource = discovery::canonical_resource(&url)

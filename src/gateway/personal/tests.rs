@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::identity::{client::OAuthHttp, reach::Rules, service, vault::Vault};
-use crate::token::{KeySource, Sealer};
+use mcpgate_model::token::{KeySource, Sealer};
 
 fn caller_token() -> CallerToken {
     let sealer = Arc::new(Sealer::from_keys(&[vec![9u8; 32]], KeySource::File).expect("key"));

@@ -5,7 +5,7 @@
 //! the database that is newer than the file (or names a tool the file does not) in its place:
 //! whichever was approved last wins.
 
-use crate::catalog::pins::{Pin, PinFile};
+use mcpgate_model::catalog::pins::{Pin, PinFile};
 use mcpgate_store::{Db, StoreError, bump, now_ms, params};
 use std::time::SystemTime;
 

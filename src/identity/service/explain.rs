@@ -17,8 +17,9 @@ impl Identity {
             return Ok(vec![format!("each caller enters an API key of their own once (a gateway page), sent in the {} header", k.header)]);
         }
         self.discover(upstream).await?;
-        let Some(known) =
-            crate::sync::lock(&self.known).get(upstream).map(|k| (k.server.clone(), k.scope.clone(), k.resource.clone(), k.dpop))
+        let Some(known) = mcpgate_protocol::sync::lock(&self.known)
+            .get(upstream)
+            .map(|k| (k.server.clone(), k.scope.clone(), k.resource.clone(), k.dpop))
         else {
             return Ok(vec!["no authorization discovered".into()]);
         };

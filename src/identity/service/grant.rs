@@ -13,7 +13,7 @@ use super::super::dpop::{self, DpopKey};
 use super::super::flow::{self, Start};
 use super::super::vault::{TokenSet, VaultKey};
 use super::{CompleteError, Completed, GRANT_TTL, Identity, Protected};
-use crate::sync::lock;
+use mcpgate_protocol::sync::lock;
 use serde::{Deserialize, Serialize};
 
 const GRANT_PURPOSE: &str = "mcpgate/identity/grant/v2";
@@ -38,8 +38,10 @@ impl Identity {
     /// A consent link for a caller and an upstream (sealed: it names them, expires, and starts
     /// one authorization).
     pub fn consent_link(&self, caller: &str, upstream: &str) -> Option<String> {
-        let grant =
-            self.sealer.seal(GRANT_PURPOSE, &Grant { c: caller.into(), u: upstream.into(), i: crate::toolbox::random_token()? }).ok()?;
+        let grant = self
+            .sealer
+            .seal(GRANT_PURPOSE, &Grant { c: caller.into(), u: upstream.into(), i: mcpgate_protocol::toolbox::random_token()? })
+            .ok()?;
         let q: String = form_urlencoded::Serializer::new(String::new()).append_pair("grant", &grant).finish();
         Some(format!("{}?{q}", self.settings.consent_url))
     }

@@ -4,7 +4,7 @@
 use super::*;
 use crate::identity::reach::Rules;
 use crate::identity::testserver::server;
-use crate::token::KeySource;
+use mcpgate_model::token::KeySource;
 
 fn sealer() -> Arc<Sealer> {
     Arc::new(Sealer::from_keys(&[vec![3u8; 32]], KeySource::File).expect("key"))

@@ -5,7 +5,7 @@
 //! when another replica changed them.
 
 use super::{Entries, Vault, VaultError, VaultKey};
-use crate::sync::lock;
+use mcpgate_protocol::sync::lock;
 use mcpgate_store::{Db, DbError, StoreError, Tx, bump, now_ms, params};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +37,7 @@ fn read_all(t: &mut dyn Tx) -> Result<(u64, Entries), DbError> {
 }
 
 /// The entries kept in `db`, after carrying over the file `legacy` the first time.
-pub(super) fn load(sealer: &Arc<crate::token::Sealer>, db: &Db, legacy: &std::path::Path) -> Result<(u64, Entries), VaultError> {
+pub(super) fn load(sealer: &Arc<mcpgate_model::token::Sealer>, db: &Db, legacy: &std::path::Path) -> Result<(u64, Entries), VaultError> {
     if db.meta("vault_migrated").map_err(fail_read)?.is_none() {
         let old = match legacy.exists() {
             true => Vault::open(sealer.clone(), legacy.to_path_buf())?.entries(),
@@ -88,7 +88,7 @@ pub(super) fn write(db: &Db, before: &Entries, after: &Entries) -> Result<u64, V
 impl Vault {
     /// With a database shared by replicas: reads the entries again whenever another replica
     /// changed them (polled each second, off the async workers), until `tasks` shut down.
-    pub fn watch(&self, tasks: &crate::tasks::Background) {
+    pub fn watch(&self, tasks: &mcpgate_protocol::tasks::Background) {
         let Some(InDb { db, seen }) = &self.db else { return };
         if !db.shared() {
             return;

@@ -23,6 +23,7 @@
 //! the code (`state_stores.rs`); every command the CLI offers has a row in docs/cli.md that shows
 //! `-c` when it takes one (`cli_reference.rs`). `markdown.rs` scopes a check to one section of a page.
 
+mod architecture_map;
 mod cli_reference;
 mod config_keys;
 mod config_overview;
@@ -123,7 +124,7 @@ fn every_toml_snippet_is_a_valid_configuration() {
             }
             std::fs::write(&p, "from-a-file").expect("write");
         }
-        if let Err(e) = mcpgate::config::Config::parse(&b.body, &path, None, &|k: &str| {
+        if let Err(e) = mcpgate_config::Config::parse(&b.body, &path, None, &|k: &str| {
             // Values that look like what the variables hold.
             Some(match k {
                 k if k.contains("REDIS") => "redis://127.0.0.1:6379/0".into(),

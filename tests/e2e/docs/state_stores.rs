@@ -71,7 +71,7 @@ fn what_a_crash_can_lose_covers_every_store_as_the_code_keeps_it() {
             "the section says {said:?} only if crates/store/src/sqlite.rs sets {pragma}"
         );
     }
-    let every = mcpgate::config::usage::UsageConfig::default().flush_interval.as_secs();
+    let every = mcpgate_config::usage::UsageConfig::default().flush_interval.as_secs();
     assert!(
         section.contains(&format!("flush_interval` (default {every} s)")),
         "the section must give the default `[usage] flush_interval`, {every} s, as the most counts a crash loses"
