@@ -32,7 +32,7 @@ async fn serve(svc: Arc<dyn Service>, config: &str) -> anyhow::Result<String> {
 }
 
 async fn run(url: &str, tool: &str, total: usize, concurrency: usize) -> anyhow::Result<(f64, Vec<Duration>)> {
-    let client = mcpgate_net::net::new_http_client();
+    let client = mcpgate_net::http::new_http_client();
     let body = Bytes::from(BODY.replace("NAME", tool));
     let started = Instant::now();
     let mut tasks = Vec::new();

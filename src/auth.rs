@@ -16,7 +16,7 @@ use mcpgate_model::catalog::Kind;
 use mcpgate_model::policy::Grants;
 use mcpgate_model::policy::facts::CallerFacts;
 use mcpgate_model::policy::rules::{ALL_KINDS, Effect, Rule, Source};
-use mcpgate_net::net::HttpClient;
+use mcpgate_net::http::HttpClient;
 use serde_json::Value;
 use std::sync::Arc;
 

@@ -28,7 +28,7 @@ use arc_swap::ArcSwap;
 use mcpgate_config::Config;
 use mcpgate_model::catalog::{self, Catalog, Kind, Problem, UpstreamLists};
 use mcpgate_model::token::Sealer;
-use mcpgate_net::net::HttpClients;
+use mcpgate_net::http::HttpClients;
 use mcpgate_protocol::sync::lock;
 use mcpgate_protocol::tasks::Background;
 use std::collections::{BTreeMap, BTreeSet};
@@ -48,7 +48,7 @@ pub enum StartError {
     #[error("{0}")]
     Cluster(#[from] mcpgate_net::cluster::ClusterError),
     #[error("upstream {upstream}: {source}")]
-    UpstreamTls { upstream: String, source: mcpgate_net::net::pem::TlsError },
+    UpstreamTls { upstream: String, source: mcpgate_net::http::pem::TlsError },
     #[error("authentication setup failed: {0}")]
     Auth(#[from] crate::auth::jwt::JwksError),
     #[error("per-user identity: {0}")]

@@ -251,7 +251,7 @@ enum Command {
         action: AuditAction,
     },
     /// Restricts itself as the policy (JSON, read from descriptor POLICY_FD) says, then becomes
-    /// COMMAND: a sandboxed stdio upstream's last step (see `mcpgate_sandbox::sandbox`).
+    /// COMMAND: a sandboxed stdio upstream's last step (see `mcpgate_sandbox::exec`).
     #[command(hide = true)]
     SandboxExec {
         #[arg(long)]
@@ -266,7 +266,7 @@ fn main() -> ExitCode {
     // Before any thread exists: the sandbox is applied to this one process, which then becomes
     // the server.
     if let Command::SandboxExec { policy_fd, command } = &cli.command {
-        return ExitCode::from(mcpgate_sandbox::sandbox::run(*policy_fd, command));
+        return ExitCode::from(mcpgate_sandbox::exec::run(*policy_fd, command));
     }
     // The supervisor runs single-threaded too: it waits for signals with sigtimedwait.
     if let Command::Supervise { policy_fd, command } = &cli.command {
@@ -348,7 +348,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
         Command::Audit { action: AuditAction::Verify { files, public_key } } => {
             mcpgate::commands::offline::audit_verify(&files, public_key.as_deref())
         }
-        Command::SandboxExec { policy_fd, command } => Ok(ExitCode::from(mcpgate_sandbox::sandbox::run(policy_fd, &command))),
+        Command::SandboxExec { policy_fd, command } => Ok(ExitCode::from(mcpgate_sandbox::exec::run(policy_fd, &command))),
         Command::DemoServer { profile, http, page_size } => {
             mcpgate::commands::serve::demo_server(profile, http.as_deref(), page_size).await
         }

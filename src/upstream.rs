@@ -34,7 +34,7 @@ use self::outbound::{Envelope, McpHeaders};
 use arc_swap::ArcSwap;
 use mcpgate_config::{TransportConfig, UpstreamConfig};
 use mcpgate_model::catalog::Kind;
-use mcpgate_net::net::HttpClients;
+use mcpgate_net::http::HttpClients;
 use mcpgate_protocol::json::Json;
 use mcpgate_protocol::rawobj::RawObject;
 use mcpgate_protocol::reply::{Outcome, Reply};

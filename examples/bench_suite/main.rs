@@ -231,7 +231,7 @@ fn post(url: &str, body: &'static str, key: Option<&str>, method: &str) -> anyho
 
 /// Latencies of `n` requests sent one at a time every `every`, on one keep-alive connection.
 async fn paced(url: &str, body: &'static str, key: Option<&str>, method: &str, n: usize, every: Duration) -> anyhow::Result<Vec<Duration>> {
-    let client = mcpgate_net::net::new_http_client();
+    let client = mcpgate_net::http::new_http_client();
     let mut out = Vec::with_capacity(n);
     let mut tick = tokio::time::interval(every);
     for _ in 0..n {

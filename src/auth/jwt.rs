@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use mcpgate_config::auth::{JwksSource, JwtConfig};
-use mcpgate_net::net::HttpClient;
+use mcpgate_net::http::HttpClient;
 use mcpgate_protocol::sync::lock;
 use serde_json::Value;
 use std::collections::HashMap;

@@ -17,7 +17,7 @@ use std::time::Duration;
 pub async fn health(url: &str, timeout: Duration) -> anyhow::Result<ExitCode> {
     let req =
         http::Request::get(url).body(http_body_util::Full::new(bytes::Bytes::new())).with_context(|| format!("'{url}' is not a URL"))?;
-    let client = mcpgate_net::net::new_http_client();
+    let client = mcpgate_net::http::new_http_client();
     Ok(match tokio::time::timeout(timeout, client.request(req)).await {
         Ok(Ok(resp)) if resp.status().is_success() => {
             println!("{url}: {}", resp.status());
@@ -304,7 +304,7 @@ async fn admin_api(url: &str, key: Option<&str>, path: &str, body: Option<serde_
         None => req.method("GET").body(http_body_util::Full::new(bytes::Bytes::new())),
     }
     .with_context(|| format!("'{target}' is not a URL"))?;
-    let client = mcpgate_net::net::new_http_client();
+    let client = mcpgate_net::http::new_http_client();
     let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
         .await
         .with_context(|| format!("{target}: no answer within 10 s"))?

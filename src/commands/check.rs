@@ -150,7 +150,7 @@ fn isolation(gw: &Gateway, out: &mut String) {
     if stdio.is_empty() {
         return;
     }
-    let e = mcpgate_sandbox::sandbox::enforcement();
+    let e = mcpgate_sandbox::exec::enforcement();
     let _ = writeln!(out, "\nIsolation:");
     for (id, sandbox, instances, runtime) in &stdio {
         let per = match instances {

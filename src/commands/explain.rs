@@ -192,7 +192,7 @@ pub fn render(case: &Case, d: &Decision) -> String {
 
 /// `policy explain`: prints the decision; exits 0 when the call would go out (allow, confirm).
 pub fn explain(cfg: &Config, case: &Case, json_out: bool) -> anyhow::Result<std::process::ExitCode> {
-    let auth = Authenticator::new(cfg, mcpgate_net::net::HttpClients::new().detached());
+    let auth = Authenticator::new(cfg, mcpgate_net::http::HttpClients::new().detached());
     let d = decide(cfg, &auth, case)?;
     if json_out {
         let steps: Vec<Value> =
@@ -216,7 +216,7 @@ struct Cases {
 pub fn test(cfg: &Config, file: &std::path::Path) -> anyhow::Result<std::process::ExitCode> {
     let text = std::fs::read_to_string(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     let cases: Cases = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {}", file.display(), e.message()))?;
-    let auth = Authenticator::new(cfg, mcpgate_net::net::HttpClients::new().detached());
+    let auth = Authenticator::new(cfg, mcpgate_net::http::HttpClients::new().detached());
     let mut failed = 0;
     for (i, case) in cases.cases.iter().enumerate() {
         let label = case.name.clone().unwrap_or_else(|| format!("case #{}", i + 1));
@@ -327,7 +327,7 @@ mod tests {
         let text = "[auth]\nmode = \"jwt\"\nissuer = \"https://issuer.test\"\nresource = \"https://gw.test/mcp\"\njwks_url = \"http://127.0.0.1:9/jwks\"\n\n\
                     [[rule]]\nname = \"oncall-restarts\"\neffect = \"allow\"\ntools = [\"ops__restart\"]\nwhen = '\"oncall\" in caller.groups'\n";
         let cfg = Config::parse(text, std::path::Path::new("gateway.toml"), None, &|_| None).unwrap_or_else(|e| panic!("{e}"));
-        let auth = Authenticator::new(&cfg, mcpgate_net::net::HttpClients::new().detached());
+        let auth = Authenticator::new(&cfg, mcpgate_net::http::HttpClients::new().detached());
         for (groups, holds, outcome) in [(&["oncall"][..], "holds", "allow"), (&["staff"][..], "does not hold", "hidden")] {
             let case = Case {
                 caller: "dana".into(),

@@ -6,7 +6,7 @@
 
 use arc_swap::ArcSwap;
 use mcpgate_config::ListenerTls;
-use mcpgate_net::net::pem::{TlsError, certs, key, provider, roots};
+use mcpgate_net::http::pem::{TlsError, certs, key, provider, roots};
 use rustls::server::WebPkiClientVerifier;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};

@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use mcpgate_config::Config;
 use mcpgate_config::guards::{GuardConfig, GuardKind};
 use mcpgate_model::policy::guards::{Ask, Asked, Point, VERSION, Verdict, builtin, parse};
-use mcpgate_net::net::HttpClient;
+use mcpgate_net::http::HttpClient;
 use mcpgate_protocol::Method;
 use mcpgate_protocol::rawobj::RawObject;
 use mcpgate_protocol::read::{self, Unreadable};
@@ -68,7 +68,7 @@ pub enum Checked {
 #[error("guard '{guard}': {error}")]
 pub struct GuardSetError {
     pub guard: String,
-    pub error: mcpgate_net::net::pem::TlsError,
+    pub error: mcpgate_net::http::pem::TlsError,
 }
 
 /// Why an external guard gave no verdict (its `on_error` decides; the text is audited).
@@ -116,9 +116,9 @@ impl GuardSet {
         for cfg in config.guards.iter() {
             let client = match &cfg.kind {
                 GuardKind::Webhook { tls: Some(tls), .. } => {
-                    Some(mcpgate_net::net::new_http_client_tls(tls).map_err(|error| GuardSetError { guard: cfg.name.clone(), error })?)
+                    Some(mcpgate_net::http::new_http_client_tls(tls).map_err(|error| GuardSetError { guard: cfg.name.clone(), error })?)
                 }
-                GuardKind::Webhook { .. } => Some(mcpgate_net::net::new_http_client()),
+                GuardKind::Webhook { .. } => Some(mcpgate_net::http::new_http_client()),
                 _ => None,
             };
             guards.push(Running {

@@ -82,7 +82,7 @@ pub fn start(runtime: tokio::runtime::Handle) -> Result<Option<(Export, Tracer)>
     let shown = format!("{}://{host}{port}{}", uri.scheme_str().unwrap_or("http"), uri.path());
     let client = {
         let _entered = runtime.enter();
-        Collector { client: mcpgate_net::net::new_http_client(), runtime: runtime.clone() }
+        Collector { client: mcpgate_net::http::new_http_client(), runtime: runtime.clone() }
     };
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -141,7 +141,7 @@ pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport,
     }
     let client = {
         let _entered = runtime.enter();
-        Collector { client: mcpgate_net::net::new_http_client(), runtime: runtime.clone() }
+        Collector { client: mcpgate_net::http::new_http_client(), runtime: runtime.clone() }
     };
     let exporter = opentelemetry_otlp::LogExporter::builder()
         .with_http()
@@ -174,7 +174,7 @@ pub fn start_logs(runtime: tokio::runtime::Handle) -> Result<Option<(LogsExport,
 /// The exporter's HTTP client: the gateway's hyper client, each export run on the gateway's runtime.
 #[derive(Debug, Clone)]
 struct Collector {
-    client: mcpgate_net::net::HttpClient,
+    client: mcpgate_net::http::HttpClient,
     runtime: tokio::runtime::Handle,
 }
 

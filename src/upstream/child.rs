@@ -14,7 +14,7 @@
 use super::error::UpstreamError;
 use super::lines::{Line, LineReader};
 use mcpgate_protocol::tasks::{Background, Backoff};
-use mcpgate_sandbox::sandbox;
+use mcpgate_sandbox::exec;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
@@ -41,7 +41,7 @@ pub struct Spec<'a> {
     pub args: &'a [String],
     pub env: &'a BTreeMap<String, String>,
     pub cwd: Option<&'a PathBuf>,
-    /// The sandbox to start it in (`mcpgate_sandbox::sandbox`), as JSON, and its private folder (its
+    /// The sandbox to start it in (`mcpgate_sandbox::exec`), as JSON, and its private folder (its
     /// `HOME` and `TMPDIR`, and its working folder when it has no `cwd`).
     pub sandbox: Option<(String, &'a PathBuf)>,
 }
@@ -108,10 +108,10 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
     }
     // The policy as a memory file the supervisor and the sandbox inherit as POLICY_FD.
     let policy = match &spec.sandbox {
-        Some((json, _)) => Some(sandbox::policy_file(json).map_err(|e| UpstreamError::Unreachable(e.to_string()))?),
+        Some((json, _)) => Some(exec::policy_file(json).map_err(|e| UpstreamError::Unreachable(e.to_string()))?),
         None => None,
     };
-    let fd_arg = sandbox::POLICY_FD.to_string();
+    let fd_arg = exec::POLICY_FD.to_string();
     let (mut cmd, death) = match supervisor() {
         Some(me) => {
             let mut c = Command::new(&me);

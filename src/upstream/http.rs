@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http::header::CONTENT_TYPE;
 use http::{HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use mcpgate_net::net::HttpClients;
+use mcpgate_net::http::HttpClients;
 use mcpgate_protocol::jsonrpc::{Kind, Message};
 use mcpgate_protocol::reply::{Event, EventStream, Outcome, Reply};
 use mcpgate_protocol::tasks::Background;

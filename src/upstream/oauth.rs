@@ -22,7 +22,7 @@ use crate::identity::reach::Rules;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use mcpgate_config::{Assertion, ClientAuthMethod, OAuthConfig, OAuthGrant};
-use mcpgate_net::net::HttpClient;
+use mcpgate_net::http::HttpClient;
 use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -304,7 +304,7 @@ mod tests {
                     )),
                 },
             };
-            let client = OAuthClient::new(cfg, mcpgate_net::net::new_http_client());
+            let client = OAuthClient::new(cfg, mcpgate_net::http::new_http_client());
             assert!(client.token().await.is_err(), "{status}");
             let second = client.token().await.expect_err("still failing");
             let asked = seen.lock().expect("log").len();

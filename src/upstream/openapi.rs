@@ -21,7 +21,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use mcpgate_config::openapi::{OpenApiConfig, OpenApiSource};
 use mcpgate_model::openapi::{self as api, Api};
-use mcpgate_net::net::HttpClients;
+use mcpgate_net::http::HttpClients;
 use mcpgate_protocol::errors::RpcError;
 use mcpgate_protocol::json::Json;
 use mcpgate_protocol::reply::{Outcome, Reply};

@@ -18,7 +18,7 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use mcpgate_net::net::HttpClients;
+use mcpgate_net::http::HttpClients;
 use mcpgate_protocol::headers;
 use std::future::Future;
 use std::pin::Pin;

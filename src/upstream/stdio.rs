@@ -247,7 +247,7 @@ impl StdioTransport {
                 // The program as it will be started (`mcpgate` is this binary), so its own tree is readable.
                 let resolved: Vec<String> =
                     std::iter::once(program.display().to_string()).chain(self.command[1..].iter().cloned()).collect();
-                let prepared = mcpgate_sandbox::sandbox::prepare(cfg, &self.id, &resolved, self.cwd.as_deref());
+                let prepared = mcpgate_sandbox::exec::prepare(cfg, &self.id, &resolved, self.cwd.as_deref());
                 Some(prepared.map_err(|e| UpstreamError::Unreachable(format!("upstream '{}': {e}", self.id)))?)
             }
         };
@@ -266,7 +266,7 @@ impl StdioTransport {
         {
             let inside: Vec<String> = std::iter::once(self.command[0].clone()).chain(args).collect();
             let (runtime, run) =
-                mcpgate_sandbox::sandbox::container_command(cfg, &c.image, c.runtime.as_deref(), &inside, &env, self.cwd.as_deref(), dir)
+                mcpgate_sandbox::exec::container_command(cfg, &c.image, c.runtime.as_deref(), &inside, &env, self.cwd.as_deref(), dir)
                     .map_err(|e| UpstreamError::Unreachable(format!("upstream '{}': {e}", self.id)))?;
             (program, args) = (runtime, run);
             sandbox = None;

@@ -134,7 +134,7 @@ async fn open_get_stream(url: &str, session: &str) -> hyper::body::Incoming {
         .header("MCP-Protocol-Version", "2025-06-18")
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .expect("request");
-    let resp = mcpgate_net::net::new_http_client().request(req).await.expect("GET stream");
+    let resp = mcpgate_net::http::new_http_client().request(req).await.expect("GET stream");
     assert_eq!(resp.status(), 200);
     resp.into_body()
 }

@@ -318,7 +318,7 @@ impl Resp {
 }
 
 pub async fn send(req: http::Request<Full<Bytes>>) -> Result<Resp, String> {
-    let client = mcpgate_net::net::new_http_client();
+    let client = mcpgate_net::http::new_http_client();
     let resp = tokio::time::timeout(Duration::from_secs(60), client.request(req))
         .await
         .map_err(|_| "timeout".to_string())?

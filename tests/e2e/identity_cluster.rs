@@ -139,7 +139,7 @@ async fn a_consent_started_on_one_replica_connects_the_caller_on_all_of_them() {
         .header("MCP-Protocol-Version", LEGACY)
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .expect("request");
-    let stream = mcpgate_net::net::new_http_client().request(stream_req).await.expect("the GET stream");
+    let stream = mcpgate_net::http::new_http_client().request(stream_req).await.expect("the GET stream");
     assert_eq!(stream.status(), 200);
     let mut stream = stream.into_body();
     let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "files__connect", "arguments": {} } });

@@ -1,4 +1,4 @@
-//! What a sandboxed stdio upstream cannot reach (`[upstream.sandbox]`, `mcpgate_sandbox::sandbox`): a
+//! What a sandboxed stdio upstream cannot reach (`[upstream.sandbox]`, `mcpgate_sandbox::exec`): a
 //! hostile server (tests/py/hostile_server.py, on the Python SDK) tries what a compromised package
 //! would — read the gateway's vault and a file outside its paths, write outside its folder,
 //! connect to a loopback port it was not given, fork without bound, allocate past its limit — and

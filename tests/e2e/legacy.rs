@@ -251,7 +251,7 @@ async fn list_changes_reach_legacy_clients_on_their_get_stream() {
         .header("MCP-Protocol-Version", "2025-06-18")
         .body(http_body_util::Full::new(bytes::Bytes::new()))
         .expect("request");
-    let client = mcpgate_net::net::new_http_client();
+    let client = mcpgate_net::http::new_http_client();
     let resp = tokio::time::timeout(Duration::from_secs(5), client.request(req)).await.expect("the stream opens at once").expect("GET");
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("text/event-stream"));

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Each server in the default sandbox (`mcpgate_sandbox::sandbox`), given only the folder it works in.
+/// Each server in the default sandbox (`mcpgate_sandbox::exec`), given only the folder it works in.
 fn config(root: &Path, memory_file: &Path) -> String {
     let memory_dir = memory_file.parent().unwrap_or(root);
     format!(

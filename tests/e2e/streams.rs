@@ -48,7 +48,7 @@ impl Inbox {
 }
 
 async fn open(req: http::Request<Full<Bytes>>) -> Inbox {
-    let client = mcpgate_net::net::new_http_client();
+    let client = mcpgate_net::http::new_http_client();
     let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req)).await.expect("the stream opens").expect("request");
     assert_eq!(resp.status(), 200, "stream refused");
     let inbox = Inbox::default();

@@ -10,12 +10,12 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn client(ca: &Path, cert: Option<(&Path, &Path)>) -> mcpgate_net::net::HttpClient {
+fn client(ca: &Path, cert: Option<(&Path, &Path)>) -> mcpgate_net::http::HttpClient {
     let tls = UpstreamTls { ca: Some(ca.to_path_buf()), cert: cert.map(|(c, k)| (c.to_path_buf(), k.to_path_buf())) };
-    mcpgate_net::net::new_http_client_tls(&tls).expect("TLS client")
+    mcpgate_net::http::new_http_client_tls(&tls).expect("TLS client")
 }
 
-async fn list(client: &mcpgate_net::net::HttpClient, url: &str) -> Result<Value, String> {
+async fn list(client: &mcpgate_net::http::HttpClient, url: &str) -> Result<Value, String> {
     let params = json!({ "_meta": meta() });
     let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params }).to_string();
     let mut b = http::Request::post(url);
@@ -35,7 +35,7 @@ fn names(v: &Value) -> Vec<String> {
     v["result"]["tools"].as_array().map(|t| t.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect()).unwrap_or_default()
 }
 
-async fn until_ready(client: &mcpgate_net::net::HttpClient, url: &str, want: &str) -> Vec<String> {
+async fn until_ready(client: &mcpgate_net::http::HttpClient, url: &str, want: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(v) = list(client, url).await {
@@ -82,7 +82,7 @@ async fn https_to_the_gateway_and_mtls_to_an_upstream() {
     let trusting = client(&ca, None);
     let tools = until_ready(&trusting, &gw.url, "far__calc__add").await;
     assert!(tools.contains(&"far__calc__add".to_string()), "{tools:?}\n{}", gw.proc.log());
-    assert!(list(&mcpgate_net::net::new_http_client(), &gw.url).await.is_err(), "a client that does not trust the CA refuses it");
+    assert!(list(&mcpgate_net::http::new_http_client(), &gw.url).await.is_err(), "a client that does not trust the CA refuses it");
     // A renewed certificate (from another CA here) is picked up without a restart.
     let other = client(&d.join("other-ca.pem"), None);
     assert!(list(&other, &gw.url).await.is_err());

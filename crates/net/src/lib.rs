@@ -1,6 +1,6 @@
 //! mcpgate, layer 4: the network plumbing — the one HTTP client with TLS and PEM loading
-//! (`net`), the Redis that replicas share (`cluster`), and files written atomically (`files`).
+//! (`http`), the Redis that replicas share (`cluster`), and files written atomically (`files`).
 
 pub mod cluster;
 pub mod files;
-pub mod net;
+pub mod http;

@@ -87,7 +87,7 @@ pub fn run(policy_fd: Option<i32>, command: &[String]) -> u8 {
 
 /// The policy's cgroup, read from `fd` without moving its offset (the sandbox reads it next).
 fn cgroup_of(fd: i32) -> Option<String> {
-    let policy = crate::sandbox::read_policy_fd(fd).ok()?;
+    let policy = crate::exec::read_policy_fd(fd).ok()?;
     policy.cgroup
 }
 
@@ -160,7 +160,7 @@ fn end_tree(main: Pid, status: &mut Option<WaitStatus>, cgroup: Option<&str>, wa
 }
 
 fn cgroup_dir(name: &str) -> Option<std::path::PathBuf> {
-    let root = crate::sandbox::pids_root()?;
+    let root = crate::exec::pids_root()?;
     let dir = root.join(name);
     dir.exists().then_some(dir)
 }
