@@ -263,14 +263,30 @@ fn violations(edges: &BTreeMap<(String, String), String>, known: &BTreeSet<Strin
         g.entry(a.as_str()).or_default().push(b.as_str());
         g
     });
+    for ring in rings(&graph) {
+        let (last, first) = (ring[ring.len() - 2], ring[ring.len() - 1]);
+        out.push(format!("cycle: {} (first import: {})", ring.join(" -> "), edges[&(last.to_string(), first.to_string())]));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Every ring of `graph` (a module, the modules it reaches back to it through, and itself again),
+/// once each, written from its least member.
+fn rings<'a>(graph: &BTreeMap<&'a str, Vec<&'a str>>) -> BTreeSet<Vec<&'a str>> {
+    let mut out = BTreeSet::new();
     for start in graph.keys() {
         let mut stack: Vec<(&str, Vec<&str>)> = vec![(start, vec![start])];
         let mut seen = BTreeSet::new();
         while let Some((node, path)) = stack.pop() {
             for next in graph.get(node).into_iter().flatten() {
                 if next == start {
-                    let cycle = path.iter().chain(std::iter::once(start)).copied().collect::<Vec<_>>().join(" -> ");
-                    out.push(format!("cycle: {cycle} (first import: {})", edges[&(path[path.len() - 1].to_string(), next.to_string())]));
+                    let least = path.iter().min().copied().unwrap_or(start);
+                    let at = path.iter().position(|m| *m == least).unwrap_or(0);
+                    let mut ring: Vec<&str> = path[at..].iter().chain(&path[..at]).copied().collect();
+                    ring.push(least);
+                    out.insert(ring);
                 } else if seen.insert(*next) {
                     let mut p = path.clone();
                     p.push(next);
@@ -279,8 +295,6 @@ fn violations(edges: &BTreeMap<(String, String), String>, known: &BTreeSet<Strin
             }
         }
     }
-    out.sort();
-    out.dedup();
     out
 }
 

@@ -142,26 +142,10 @@ fn folder_cycles(edges: &BTreeMap<(String, String, String), String>) -> Vec<Stri
         folders.entry(folder).or_default().entry(from).or_default().push(to);
     }
     for (folder, graph) in &folders {
-        for start in graph.keys() {
-            let mut stack: Vec<(&str, Vec<&str>)> = vec![(start, vec![start])];
-            let mut seen = BTreeSet::new();
-            while let Some((node, path)) = stack.pop() {
-                for next in graph.get(node).into_iter().flatten() {
-                    if next == start {
-                        // One line per cycle, however it is entered: start from its least member.
-                        let least = path.iter().min().copied().unwrap_or(start);
-                        let at = path.iter().position(|m| *m == least).unwrap_or(0);
-                        let mut ring: Vec<&str> = path[at..].iter().chain(&path[..at]).copied().collect();
-                        ring.push(least);
-                        let first = &edges[&(folder.to_string(), ring[ring.len() - 2].to_string(), least.to_string())];
-                        out.push(format!("cycle in {folder}: {} (closing import: {first})", ring.join(" -> ")));
-                    } else if seen.insert(*next) {
-                        let mut p = path.clone();
-                        p.push(next);
-                        stack.push((next, p));
-                    }
-                }
-            }
+        for ring in super::rings(graph) {
+            let (last, least) = (ring[ring.len() - 2], ring[ring.len() - 1]);
+            let first = &edges[&(folder.to_string(), last.to_string(), least.to_string())];
+            out.push(format!("cycle in {folder}: {} (closing import: {first})", ring.join(" -> ")));
         }
     }
     out.sort();

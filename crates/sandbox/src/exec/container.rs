@@ -79,13 +79,12 @@ mod tests {
     use mcpgate_config::sandbox::{Network, SandboxConfig};
     use std::path::{Path, PathBuf};
 
-    /// The image and the command follow `--`: nothing after it is read as the runtime's own flag.
-    #[test]
-    fn the_image_follows_the_end_of_the_runtimes_options() {
-        let cfg = SandboxConfig {
+    /// A sandbox with the defaults' limits and the network `network`.
+    fn config(network: Network) -> SandboxConfig {
+        SandboxConfig {
             read: Vec::new(),
             write: Vec::new(),
-            network: Network::None,
+            network,
             memory_bytes: 1 << 30,
             cpu_seconds: None,
             processes: 64,
@@ -93,7 +92,13 @@ mod tests {
             private: PathBuf::from("/srv/private"),
             hidden: Vec::new(),
             container: None,
-        };
+        }
+    }
+
+    /// The image and the command follow `--`: nothing after it is read as the runtime's own flag.
+    #[test]
+    fn the_image_follows_the_end_of_the_runtimes_options() {
+        let cfg = config(Network::None);
         let command = vec!["serve".to_string(), "--stdio".to_string()];
         let (_, args) =
             super::container_command(&cfg, "--privileged", Some("sh"), &command, &Default::default(), None, Path::new("/srv/private"))
@@ -105,18 +110,7 @@ mod tests {
 
     #[test]
     fn a_runtime_that_is_missing_or_a_ports_allowance_is_refused_with_the_reason() {
-        let mut cfg = SandboxConfig {
-            read: Vec::new(),
-            write: Vec::new(),
-            network: Network::Ports(vec![443]),
-            memory_bytes: 1 << 30,
-            cpu_seconds: None,
-            processes: 64,
-            open_files: 1024,
-            private: PathBuf::from("/srv/private"),
-            hidden: Vec::new(),
-            container: None,
-        };
+        let mut cfg = config(Network::Ports(vec![443]));
         let private = Path::new("/srv/private");
         let err = super::container_command(&cfg, "img", Some("sh"), &[], &Default::default(), None, private).expect_err("ports");
         assert_eq!(err.to_string(), "a container's connections cannot be limited to ports: use network = \"none\" or \"open\"");
