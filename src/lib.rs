@@ -20,6 +20,7 @@ pub mod auth;
 pub mod commands;
 pub mod console;
 pub mod demo;
+pub mod discovery;
 pub mod dispatch;
 pub mod edge;
 pub mod gateway;

@@ -46,4 +46,6 @@ pub struct FileConfig {
     pub identity: Option<super::identity::IdentitySection>,
     /// `[state]`: where what must survive a restart is kept.
     pub state: Option<super::state::StateSection>,
+    /// `[discovery]`: Server Cards, the AI Catalog and the registry API.
+    pub discovery: Option<super::discovery::DiscoverySection>,
 }

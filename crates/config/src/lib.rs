@@ -9,6 +9,7 @@ use mcpgate_model::{catalog, policy};
 pub mod auth;
 pub mod cluster;
 pub mod confirm;
+pub mod discovery;
 mod document;
 pub mod endpoint;
 mod file;
@@ -85,6 +86,8 @@ pub struct Config {
     pub identity: Option<identity::IdentityConfig>,
     /// `[state]`: the database of what must survive a restart (SQLite, or PostgreSQL for replicas).
     pub state: state::StateConfig,
+    /// What is published for discovery: Server Cards, the AI Catalog, the registry API.
+    pub discovery: discovery::DiscoveryConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -359,6 +362,9 @@ impl Config {
         // The files the gateway keeps secrets and records in are hidden from every sandbox, wherever
         // they live (the config folder is hidden already).
         let state = state::resolve(at, file.state, &base_dir, env)?;
+        let endpoint_paths: Vec<String> = std::iter::once(server.path.clone()).chain(endpoints.iter().map(|e| e.path.clone())).collect();
+        let public_url = identity.as_ref().map(|i| i.public_url.as_str());
+        let discovery = discovery::resolve(at, file.discovery.unwrap_or_default(), &endpoint_paths, public_url)?;
         let mut kept: Vec<PathBuf> = server.token_key_file.clone();
         kept.push(state.path.clone());
         kept.extend(identity.as_ref().map(|i| i.vault.clone()));
@@ -394,6 +400,7 @@ impl Config {
             tool_search_anywhere,
             identity,
             state,
+            discovery,
         })
     }
 }
