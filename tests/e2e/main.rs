@@ -31,6 +31,7 @@ mod interop;
 mod isolation;
 mod isolation_escape;
 mod legacy;
+mod list_order;
 mod logfmt;
 mod malformed;
 mod notifications;

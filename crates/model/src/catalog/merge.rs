@@ -5,8 +5,9 @@
 //! within the cost budget of `args::cost`); an item that would land in another
 //! upstream's namespace (`<its prefix><sep>...` or `<its prefix>+...`) is refused, so that grants
 //! on that namespace never reach it; collisions are reported and never silently shadowed (the
-//! first upstream in config order keeps the name); and the order is deterministic (config order,
-//! then the upstream's own order). Every other field is kept verbatim.
+//! first upstream in config order keeps the name, and within one upstream the first it lists);
+//! and the order is one order (config order of the upstreams, then each upstream's items by their
+//! gateway names: [`Section::sort_from`]), whatever order an upstream lists in. Every other field is kept verbatim.
 
 use super::{Kind, names, uris};
 use crate::protocol::rawobj::RawObject;
@@ -99,6 +100,20 @@ impl Section {
         self.index.insert(entry.name.clone(), self.entries.len());
         self.entries.push(entry);
         Ok(())
+    }
+
+    /// Puts the entries from `first` on (one upstream's, admitted in its own order, so the first of
+    /// two that claim a name kept it) in the order of their gateway names, byte-wise: the merged
+    /// list is then one order across requests, replicas and reloads, whatever order the upstream
+    /// listed in.
+    pub(super) fn sort_from(&mut self, first: usize) {
+        let Some(tail) = self.entries.get_mut(first..) else { return };
+        tail.sort_by(|a, b| a.name.cmp(&b.name));
+        for (i, e) in self.entries.iter().enumerate().skip(first) {
+            if let Some(at) = self.index.get_mut(&e.name) {
+                *at = i;
+            }
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Entry> {
@@ -229,6 +244,7 @@ pub fn build(inputs: &[UpstreamLists], naming: &Naming) -> Catalog {
         }
         cat.owners.push(UriOwner { upstream: input.upstream, prefix: input.prefix.to_string(), has_resources: input.has_resources });
         for kind in Kind::ALL {
+            let first = cat.sections[kind as usize].entries.len();
             for raw in input.items[kind as usize] {
                 match admit(kind, input, raw, naming, &cat.sections[kind as usize]) {
                     Ok(entry) => {
@@ -238,6 +254,7 @@ pub fn build(inputs: &[UpstreamLists], naming: &Naming) -> Catalog {
                     Err(problem) => cat.problems.push(problem),
                 }
             }
+            cat.sections[kind as usize].sort_from(first);
         }
     }
     cat.seal_fingerprints();
