@@ -44,6 +44,7 @@ mod policy;
 mod pools;
 mod quota_durable;
 mod real_servers;
+mod registry;
 mod reload;
 mod resilience;
 mod routing;
