@@ -64,8 +64,10 @@ pub(crate) async fn handle(st: &Shared, req: Request<Incoming>) -> Response<Body
         return r;
     }
     let Some(route) = registry::route(req.uri().path()) else { return error(StatusCode::NOT_FOUND, "Not found") };
-    // Counts taken before the first probe round has finished would be short.
+    // As before any request: counts taken before the first probe round has finished, or before
+    // the caller's own upstreams (`user_auth`) are opened, would be short of its lists'.
     gw.wait_ready().await;
+    gw.prepare_personal(&caller).await;
     let views = views(gw, &caller, &cfg);
     let base = match &cfg.discovery.public_url {
         Some(url) => url.clone(),
