@@ -6,3 +6,4 @@
 //! answered per caller from what its grants let it see.
 
 pub mod card;
+pub mod registry;

@@ -12,7 +12,8 @@
 //! - `render`: replies written back (JSON or SSE);
 //! - `stdio`: the stdio server (`mcpgate stdio`);
 //! - `pages`: the HTML pages and their forms (`console`, `connect` for per-user sign-in,
-//!   `consent`).
+//!   `consent`);
+//! - `registry`: the read-only MCP Registry API (`/v0.1/servers`), answered per caller.
 
 pub mod conns;
 pub mod cors;
@@ -22,6 +23,7 @@ pub mod legacy_http;
 pub mod listen;
 pub mod origin;
 pub mod pages;
+pub mod registry;
 pub mod render;
 pub mod shared;
 pub mod stack;

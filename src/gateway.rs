@@ -64,6 +64,9 @@ pub enum StartError {
 
 pub struct Gateway {
     config: ArcSwap<Config>,
+    /// When the configuration in effect was loaded (at start, or by the last reload), in
+    /// milliseconds since the epoch: what the registry API gives as each endpoint's `updatedAt`.
+    loaded_at: std::sync::atomic::AtomicU64,
     /// Every upstream ever configured, by index: one removed by a reload stays, retired, so the
     /// indices the catalogue holds never point at another upstream.
     upstreams: ArcSwap<Vec<Arc<Upstream>>>,
@@ -175,6 +178,7 @@ impl Gateway {
             .map(|id| Arc::new(personal::Personal::new(Arc::new(id))));
         Ok(Arc::new_cyclic(|me| Gateway {
             config: ArcSwap::from_pointee(config),
+            loaded_at: std::sync::atomic::AtomicU64::new(mcpgate_protocol::toolbox::unix_ms()),
             upstreams: ArcSwap::from_pointee(upstreams),
             ids: ArcSwap::from_pointee(ids),
             auth: ArcSwap::from_pointee(auth),
@@ -223,6 +227,11 @@ impl Gateway {
     /// The configuration in effect.
     pub fn config(&self) -> Arc<Config> {
         self.config.load_full()
+    }
+
+    /// When the configuration in effect was loaded: at start, or by the last reload.
+    pub fn loaded_at(&self) -> std::time::SystemTime {
+        std::time::UNIX_EPOCH + Duration::from_millis(self.loaded_at.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Every upstream by index, retired ones included (they are never ready).

@@ -1,8 +1,8 @@
 //! The Streamable HTTP listener (hyper, HTTP/1.1 and h2 on one port): routing (`POST <path>`,
-//! `/healthz`, `/readyz`), the transport-level checks in the order a request meets them — Host
-//! and Origin (403), method (405), Content-Type (415), Accept (406), body size (413) and read
-//! deadline (408), JSON-RPC envelope (400) — then era classification, and the modern or legacy
-//! adapter in front of the service. Header size
+//! `/healthz`, `/readyz`, the pages, the registry API), the transport-level checks in the order
+//! a request meets them — Host and Origin (403), method (405), Content-Type (415), Accept (406),
+//! body size (413) and read deadline (408), JSON-RPC envelope (400) — then era classification,
+//! and the modern or legacy adapter in front of the service. Header size
 //! (431) and header read timeouts are enforced by hyper before any of this runs.
 
 use crate::auth::{Principal, prm};
@@ -88,6 +88,13 @@ pub(crate) async fn handle(st: Arc<Shared>, req: Request<Incoming>, peer: std::n
     if crate::edge::pages::connect::owns(path) {
         return Ok(crate::edge::pages::connect::handle(&st, req).await);
     }
+    if crate::edge::registry::owns(&st, path) {
+        let mut r = crate::edge::registry::handle(&st, req).await;
+        if let Some(origin) = &cors_origin {
+            crate::edge::cors::allow(&mut r, origin);
+        }
+        return Ok(r);
+    }
     // The root endpoint, or a virtual server (checked against the current config, so a reload
     // adds and removes them).
     let endpoint = if path == st.cfg.path {
@@ -123,10 +130,13 @@ async fn metrics_admin(st: &Shared, req: &Request<Incoming>) -> Option<Response<
     })
 }
 
-/// Whether `path` is one the listener answers browser clients on: an MCP endpoint, or the
-/// protected-resource metadata.
+/// Whether `path` is one the listener answers browser clients on: an MCP endpoint, the
+/// protected-resource metadata, or the registry API.
 fn serves(st: &Shared, path: &str) -> bool {
-    path == st.cfg.path || st.svc.serves_endpoint(path) || path.starts_with("/.well-known/oauth-protected-resource")
+    path == st.cfg.path
+        || st.svc.serves_endpoint(path)
+        || path.starts_with("/.well-known/oauth-protected-resource")
+        || crate::edge::registry::owns(st, path)
 }
 
 /// The 403 of a request refused by the Host/Origin check.

@@ -132,6 +132,7 @@ impl Gateway {
             self.audit.keep_recent();
         }
         self.config.store(Arc::new(new));
+        self.loaded_at.store(mcpgate_protocol::toolbox::unix_ms(), std::sync::atomic::Ordering::Relaxed);
         self.guards.store(Arc::new(guard_set));
         self.definitions.clear();
         self.auth.store(Arc::new(auth));

@@ -45,6 +45,7 @@ mod policy;
 mod pools;
 mod quota_durable;
 mod real_servers;
+mod registry;
 mod reload;
 mod resilience;
 mod routing;
