@@ -1,6 +1,6 @@
 //! The Streamable HTTP listener (hyper, HTTP/1.1 and h2 on one port): routing (`POST <path>`,
-//! `/healthz`, `/readyz`), the transport-level checks in the order a request meets them — Host
-//! and Origin (403), method (405), Content-Type (415), Accept (406), body size (413) and read
+//! `/healthz`, `/readyz`, the discovery documents of `discovery`), the transport-level checks in
+//! the order a request meets them — Host and Origin (403), method (405), Content-Type (415), Accept (406), body size (413) and read
 //! deadline (408), JSON-RPC envelope (400) — then era classification, and the modern or legacy
 //! adapter in front of the service. Header size
 //! (431) and header read timeouts are enforced by hyper before any of this runs.
@@ -67,6 +67,10 @@ pub(crate) async fn handle(st: Arc<Shared>, req: Request<Incoming>, peer: std::n
             render::plain(StatusCode::SERVICE_UNAVAILABLE, "starting\n")
         });
     }
+    // The Server Cards and the AI Catalog: public, for any Origin (their own CORS).
+    if let Some(r) = crate::edge::discovery::route(&st, &req) {
+        return Ok(r);
+    }
     // A browser page from an origin the listener accepts may read what it is answered (CORS).
     let cors_origin = req.headers().get(ORIGIN).filter(|_| rebinding().is_none()).cloned();
     if req.method() == Method::OPTIONS && cors_origin.is_some() && serves(&st, path) {
@@ -130,7 +134,7 @@ fn serves(st: &Shared, path: &str) -> bool {
 }
 
 /// The 403 of a request refused by the Host/Origin check.
-fn forbidden(reason: &str) -> Response<Body> {
+pub(crate) fn forbidden(reason: &str) -> Response<Body> {
     tracing::warn!(%reason, "refused a request (DNS-rebinding protection)");
     render::error(None, &RpcError::invalid_request(format!("Forbidden: {reason}")).with_status(StatusCode::FORBIDDEN))
 }
