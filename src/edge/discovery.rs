@@ -17,6 +17,7 @@ use http::header::{
 };
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use mcpgate_config::Config;
+use mcpgate_protocol::errors::RpcError;
 
 /// Where the AI Catalog is served: the well-known URI, and the one it replaced.
 pub const CATALOG_PATHS: [&str; 2] = ["/.well-known/ai-catalog.json", "/.well-known/mcp/catalog.json"];
@@ -63,7 +64,9 @@ pub(crate) fn route<B>(st: &Shared, req: &Request<B>) -> Option<Response<Body>> 
     // Public documents, but a Host a loopback listener does not accept is still a rebinding
     // attempt (and on any listener, a name outside `allowed_hosts` when that is set).
     if let Err(reason) = st.origin.check(None, host.as_deref()) {
-        return Some(crate::edge::http::forbidden(&reason.to_string()));
+        tracing::warn!(%reason, "refused a request (DNS-rebinding protection)");
+        let refused = RpcError::invalid_request(format!("Forbidden: {reason}")).with_status(StatusCode::FORBIDDEN);
+        return Some(render::error(None, &refused));
     }
     Some(answer(&cfg, &doc, req.method(), req.headers(), host.as_deref(), st.cfg.tls.is_some()))
 }

@@ -134,7 +134,7 @@ fn serves(st: &Shared, path: &str) -> bool {
 }
 
 /// The 403 of a request refused by the Host/Origin check.
-pub(crate) fn forbidden(reason: &str) -> Response<Body> {
+fn forbidden(reason: &str) -> Response<Body> {
     tracing::warn!(%reason, "refused a request (DNS-rebinding protection)");
     render::error(None, &RpcError::invalid_request(format!("Forbidden: {reason}")).with_status(StatusCode::FORBIDDEN))
 }
