@@ -4,9 +4,10 @@
 //! the CORS and caching headers the extension asks for (any Origin, ETag and 304, `Vary: Host`
 //! without a public URL), refuse a rebinding Host, and never name an upstream (its URL, command or
 //! id); a card's title and version are what `server/discover` answers on its endpoint; `[discovery]
-//! enabled = false` serves none of it; and a client written the way the Python SDK's server-card
-//! PR reads them (tests/py/server_card_client.py) finds the endpoints from the catalog and calls
-//! them with the official SDK, through the authentication the cards declare.
+//! enabled = false` serves none of it (until a reload turns it on); and a client written the way
+//! the Python SDK's server-card PR reads them (tests/py/server_card_client.py) finds the endpoints
+//! from the catalog and calls them with the official SDK, through the authentication the cards
+//! declare.
 
 use crate::harness::*;
 use bytes::Bytes;
@@ -243,7 +244,7 @@ async fn a_public_url_is_the_base_and_cards_need_no_credential_but_say_one_is_ne
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn discovery_off_serves_no_card_and_no_catalog() {
+async fn discovery_off_serves_no_card_and_no_catalog_until_a_reload_turns_it_on() {
     let gw = crate::demo_gateway("\n[discovery]\nenabled = false\n");
     for path in ["/mcp/server-card", "/.well-known/ai-catalog.json", "/.well-known/mcp/catalog.json"] {
         let r = get_with(&format!("{}{path}", gw.base), &[]).await;
@@ -251,6 +252,24 @@ async fn discovery_off_serves_no_card_and_no_catalog() {
         assert!(r.headers.get("access-control-allow-origin").is_none(), "{path}");
     }
     assert!(!tool_names(&gw.url).await.is_empty(), "the endpoint itself is served");
+
+    // Turned on by a reload, with a title: the next request has the card, and the title shows in
+    // server/discover too.
+    let text = std::fs::read_to_string(&gw.config_path).expect("the config").replace("enabled = false", "title = \"Reloaded\"");
+    std::fs::write(&gw.config_path, text).expect("rewrite the config");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(gw.proc.child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let card = loop {
+        let r = get_with(&format!("{}/mcp/server-card", gw.base), &[]).await;
+        if r.status == 200 {
+            break r.json();
+        }
+        assert!(std::time::Instant::now() < deadline, "no card after the reload:\n{}", gw.proc.log());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(card["title"], "Reloaded");
+    assert_eq!(server_info(&gw.url, &[]).await["title"], "Reloaded");
 }
 
 #[tokio::test(flavor = "multi_thread")]
