@@ -223,7 +223,7 @@ impl Service for Gateway {
             let cx = &served;
             match &req.method {
                 Method::Discover => discover::discover(cx, &req),
-                Method::ToolsList if search::active(cx, &req.caller) => search::list(cx),
+                Method::ToolsList if search::active(cx, &req.caller) => search::list(cx, &req),
                 Method::ToolsList => lists::list(cx, &req, Kind::Tool),
                 Method::ToolsCall if search::active(cx, &req.caller) => search::call(cx, req).await,
                 Method::ToolsCall => chain::serve(cx, req).await,

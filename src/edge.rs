@@ -4,6 +4,7 @@
 //!   certificate kept fresh) and `conns` (connection and in-flight limits);
 //! - `http`: the Streamable HTTP router and its transport checks (Host/Origin via `origin`, CORS
 //!   via `cors`, method, media types, size, deadline, envelope), then era classification;
+//! - `discovery`: the Server Cards and the AI Catalog over HTTP (public, CORS `*`, ETags);
 //! - `shared`: what one listener's connections share, and the one caller authentication;
 //! - `era`: classification and the era adapters (`modern`, `legacy`, and `bridge` for input
 //!   requests relayed to legacy clients); `legacy_http` is the legacy HTTP session transport;
@@ -17,6 +18,7 @@
 
 pub mod conns;
 pub mod cors;
+pub mod discovery;
 pub mod era;
 pub mod http;
 pub mod legacy_http;

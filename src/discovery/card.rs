@@ -1,8 +1,9 @@
 //! The Server Card of one endpoint and the AI Catalog of the public ones, as JSON. A card says who
 //! publishes the endpoint, its title and description, and how to reach it (one streamable-HTTP
 //! remote at the public URL, the protocol versions the gateway speaks, and the `Authorization`
-//! header a caller must send when `[auth]` asks for one); it lists no tools. Its `title` and
-//! `version` are what `server/discover` answers on the same endpoint ([`title`]).
+//! header a caller must send when `[auth]` asks for one); it lists no tools. Its `title`,
+//! `version`, website and icons are what `server/discover` answers on the same endpoint
+//! ([`server_info`], built from the same values).
 
 use mcpgate_config::Config;
 use mcpgate_config::auth::AuthMode;
@@ -15,6 +16,8 @@ pub const SCHEMA: &str = "https://static.modelcontextprotocol.io/schemas/v1/serv
 pub const CARD_TYPE: &str = "application/mcp-server-card+json";
 /// The AI Catalog's media type.
 pub const CATALOG_TYPE: &str = "application/ai-catalog+json";
+/// The gateway's `serverInfo.name` (a card's `name` is the reverse-DNS one of `[discovery]`).
+pub const SERVER_NAME: &str = "mcpgate";
 /// The title of an endpoint that configures none.
 pub const DEFAULT_TITLE: &str = "mcpgate MCP gateway";
 
@@ -27,6 +30,25 @@ pub fn title<'a>(cfg: &'a Config, path: &str) -> &'a str {
         .and_then(|e| e.title.as_deref())
         .or(cfg.discovery.title.as_deref())
         .unwrap_or(DEFAULT_TITLE)
+}
+
+/// The `serverInfo` (an `Implementation`) of the endpoint at `path`, as `server/discover`, the
+/// legacy `initialize` and every result's `_meta` give it: the gateway's name and version, the
+/// endpoint's [`title`], and what `[discovery]` configures of the rest (the description when it
+/// is not the default, the website, the icons), so that it never contradicts the card.
+pub fn server_info(cfg: &Config, path: &str) -> Value {
+    let d = &cfg.discovery;
+    let mut info = json!({ "name": SERVER_NAME, "title": title(cfg, path), "version": env!("CARGO_PKG_VERSION") });
+    if d.description != mcpgate_config::discovery::DEFAULT_DESCRIPTION {
+        info["description"] = json!(d.description);
+    }
+    if let Some(url) = &d.website_url {
+        info["websiteUrl"] = json!(url);
+    }
+    if !d.icons.is_empty() {
+        info["icons"] = Value::Array(d.icons.iter().map(icon).collect());
+    }
+    info
 }
 
 /// Whether `path` is one of the gateway's endpoints (the root or a virtual server).
@@ -142,6 +164,25 @@ mod tests {
         assert_eq!(cat["entries"].as_array().map(Vec::len), Some(1), "only the root by default: {cat}");
         assert_eq!(cat["entries"][0]["identifier"], "urn:air:example.com:mcp:tools");
         assert_eq!(cat["entries"][0]["url"], "https://gw.example.com/mcp/server-card");
+    }
+
+    #[test]
+    fn server_info_agrees_with_the_card() {
+        let plain = config("");
+        let info = server_info(&plain, "/mcp");
+        assert_eq!(info, json!({ "name": SERVER_NAME, "title": DEFAULT_TITLE, "version": env!("CARGO_PKG_VERSION") }));
+        let cfg = config(
+            "[discovery]\ntitle = \"Acme tools\"\ndescription = \"Acme's tools\"\nwebsite_url = \"https://acme.example\"\n\
+             [[discovery.icons]]\nsrc = \"https://acme.example/i.png\"\nmime_type = \"image/png\"\n\n\
+             [[endpoint]]\npath = \"/eng\"\ntitle = \"Engineering\"\ninclude = [\"*\"]\n",
+        );
+        for path in ["/mcp", "/eng"] {
+            let (info, card) = (server_info(&cfg, path), card(&cfg, "https://x.example", path).expect("a card"));
+            for key in ["title", "version", "description", "websiteUrl", "icons"] {
+                assert_eq!(info[key], card[key], "{path} {key}");
+            }
+        }
+        assert_eq!(server_info(&cfg, "/eng")["title"], "Engineering");
     }
 
     #[test]

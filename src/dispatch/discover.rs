@@ -24,8 +24,10 @@ use serde_json::{Map, Value, json};
 /// How long clients may cache the discover result.
 const DISCOVER_TTL_MS: u64 = 30_000;
 
-pub fn server_info() -> Value {
-    json!({ "name": "mcpgate", "title": "mcpgate MCP gateway", "version": env!("CARGO_PKG_VERSION") })
+/// The `serverInfo` of the endpoint `req` came in by: the one its Server Card agrees with
+/// (`discovery::card::server_info`).
+pub fn server_info(gw: &Served<'_>, req: &Request) -> Value {
+    crate::discovery::card::server_info(&gw.config, req.caller.endpoint.as_deref().unwrap_or(&gw.config.server.path))
 }
 
 /// Whether the caller may use anything upstream `index` serves (all of them, when unrestricted).
@@ -53,7 +55,8 @@ pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
     capabilities.insert("tools".into(), json!({ "listChanged": true }));
     let mut sections = Vec::new();
     let config = gw.config.clone();
-    // A virtual server speaks for itself: its title, and its instructions before the upstreams'.
+    // A virtual server speaks for itself: its title (in `server_info`), and its instructions
+    // before the upstreams'.
     let endpoint = req.caller.endpoint.as_deref().and_then(|path| config.endpoints.iter().find(|e| e.path == path));
     let own = match endpoint {
         Some(ep) => ep.instructions.as_ref(),
@@ -102,11 +105,8 @@ pub fn discover(gw: &Served<'_>, req: &Request) -> Reply {
         "capabilities": capabilities,
         "ttlMs": DISCOVER_TTL_MS,
         "cacheScope": if restricted { "private" } else { "public" },
-        "_meta": { keys::SERVER_INFO: server_info() },
+        "_meta": { keys::SERVER_INFO: server_info(gw, req) },
     });
-    if let Some(title) = endpoint.and_then(|ep| ep.title.as_ref()) {
-        result["_meta"][keys::SERVER_INFO]["title"] = Value::String(title.clone());
-    }
     if !sections.is_empty() {
         result["instructions"] = Value::String(sections.join("\n\n"));
     }

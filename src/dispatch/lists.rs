@@ -60,7 +60,7 @@ pub fn list(gw: &Served<'_>, req: &Request, kind: Kind) -> Reply {
         cat.ttl_ms(kind, std::time::Instant::now()),
         if private { "private" } else { "public" },
         keys::SERVER_INFO,
-        super::discover::server_info()
+        super::discover::server_info(gw, req)
     ));
     // invariant: built from the entries' JSON and JSON the gateway writes, so only UTF-8 is checked.
     match Json::from_utf8(body.into_bytes()).ok_or("not UTF-8") {

@@ -76,14 +76,14 @@ fn meta_tools() -> Value {
 }
 
 /// `tools/list` in tool-search mode: the two meta-tools.
-pub fn list(gw: &Served<'_>) -> Reply {
+pub fn list(gw: &Served<'_>, req: &Request) -> Reply {
     let cat = gw.catalog();
     let body = json!({
         "resultType": "complete",
         "tools": meta_tools(),
         "ttlMs": cat.ttl_ms(Kind::Tool, std::time::Instant::now()),
         "cacheScope": "private",
-        "_meta": { keys::SERVER_INFO: super::discover::server_info() },
+        "_meta": { keys::SERVER_INFO: super::discover::server_info(gw, req) },
     });
     match Json::to_json(&body) {
         Ok(j) => Reply::Single(Outcome::Result(j)),

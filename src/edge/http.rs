@@ -1,8 +1,9 @@
 //! The Streamable HTTP listener (hyper, HTTP/1.1 and h2 on one port): routing (`POST <path>`,
-//! `/healthz`, `/readyz`, the pages, the registry API), the transport-level checks in the order
-//! a request meets them — Host and Origin (403), method (405), Content-Type (415), Accept (406),
-//! body size (413) and read deadline (408), JSON-RPC envelope (400) — then era classification,
-//! and the modern or legacy adapter in front of the service. Header size
+//! `/healthz`, `/readyz`, the pages, the discovery documents of `discovery`, the registry API),
+//! the transport-level checks in the order a request meets them — Host and Origin (403), method
+//! (405), Content-Type (415), Accept (406), body size (413) and read deadline (408), JSON-RPC
+//! envelope (400) — then era classification, and the modern or legacy adapter in front of the
+//! service. Header size
 //! (431) and header read timeouts are enforced by hyper before any of this runs.
 
 use crate::auth::{Principal, prm};
@@ -66,6 +67,10 @@ pub(crate) async fn handle(st: Arc<Shared>, req: Request<Incoming>, peer: std::n
         } else {
             render::plain(StatusCode::SERVICE_UNAVAILABLE, "starting\n")
         });
+    }
+    // The Server Cards and the AI Catalog: public, for any Origin (their own CORS).
+    if let Some(r) = crate::edge::discovery::route(&st, &req) {
+        return Ok(r);
     }
     // A browser page from an origin the listener accepts may read what it is answered (CORS).
     let cors_origin = req.headers().get(ORIGIN).filter(|_| rebinding().is_none()).cloned();

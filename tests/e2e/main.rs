@@ -15,6 +15,7 @@ mod confirm;
 mod confirm_once;
 mod conformance;
 mod console_admission;
+mod discovery;
 mod docs;
 mod edge;
 mod endpoints;

@@ -72,7 +72,14 @@ pub(super) fn resolve(at: &Locator, sections: Vec<EndpointSection>, root: &str) 
         if !path.starts_with('/') || path.contains(['?', '#', ' ']) || path.len() < 2 {
             return Err(bad_path(format!("'{path}' is not a path")));
         }
-        if path == root || RESERVED.contains(&path.as_str()) || path.starts_with("/.well-known/") || out.iter().any(|o| o.path == path) {
+        // `<path>/server-card` is where an endpoint's Server Card is served (SEP-2127 reserves it).
+        let card = path.ends_with("/server-card");
+        if path == root
+            || card
+            || RESERVED.contains(&path.as_str())
+            || path.starts_with("/.well-known/")
+            || out.iter().any(|o| o.path == path)
+        {
             return Err(bad_path(format!("'{path}' is already served")));
         }
         if e.include.is_empty() {

@@ -187,6 +187,7 @@ fn endpoints_are_checked_at_load() {
     for (bad, says) in [
         ("[[endpoint]]\npath = \"/mcp\"\ninclude = [\"*\"]\n", "already served"),
         ("[[endpoint]]\npath = \"/metrics\"\ninclude = [\"*\"]\n", "already served"),
+        ("[[endpoint]]\npath = \"/mcp/server-card\"\ninclude = [\"*\"]\n", "already served"),
         ("[[endpoint]]\npath = \"dev\"\ninclude = [\"*\"]\n", "is not a path"),
         ("[[endpoint]]\npath = \"/a\"\ninclude = [\"*\"]\n[[endpoint]]\npath = \"/a\"\ninclude = [\"*\"]\n", "already served"),
         ("[[endpoint]]\npath = \"/a\"\n", "selects nothing"),
