@@ -12,6 +12,7 @@ pub mod admin;
 pub mod boot;
 pub mod check;
 pub mod explain;
+pub mod fetch;
 pub mod import;
 pub mod offline;
 pub mod serve;

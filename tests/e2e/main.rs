@@ -15,6 +15,7 @@ mod confirm;
 mod confirm_once;
 mod conformance;
 mod console_admission;
+mod discovery_import;
 mod docs;
 mod edge;
 mod endpoints;
