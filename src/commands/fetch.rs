@@ -41,6 +41,8 @@ pub enum FetchError {
     Redirects { url: String },
     #[error("{url}: HTTP {status}")]
     Status { url: String, status: StatusCode },
+    #[error("{url}: answered with an event stream, not a document")]
+    Stream { url: String },
     #[error("{url}: the document is larger than {MAX_DOCUMENT} bytes")]
     TooLarge { url: String },
     #[error("{url}: the body could not be read: {reason}")]
@@ -134,6 +136,11 @@ impl Fetcher {
             }
             let content_type =
                 resp.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+            // A server that routes every path under its MCP endpoint there opens a stream that
+            // never ends: not waited for.
+            if content_type.starts_with("text/event-stream") {
+                return Err(FetchError::Stream { url: shown });
+            }
             let bytes = tokio::time::timeout(DEADLINE, Limited::new(resp.into_body(), MAX_DOCUMENT).collect())
                 .await
                 .map_err(|_| FetchError::Timeout { url: shown.clone() })?

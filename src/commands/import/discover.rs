@@ -6,7 +6,7 @@
 //! the way the gateway itself reads them), since a card has no field that says so. The documents
 //! are fetched under [`crate::commands::fetch`]'s rules; what they say is untrusted text.
 
-use super::remote::{self, Auth, shown};
+use super::remote::{self, Probed, shown};
 use super::{Ctx, ImportError, Imported, Server, render, unique_id};
 use crate::commands::fetch::{FetchError, Fetcher, is_loopback};
 use crate::discovery::card::CARD_TYPE;
@@ -226,7 +226,7 @@ fn with_scheme(start: &str) -> String {
 async fn convert<P, F>(probe: P, found: Vec<Found>, warnings: Vec<String>, from: &str) -> Result<Imported, DiscoverError>
 where
     P: Fn(String) -> F,
-    F: std::future::Future<Output = Auth>,
+    F: std::future::Future<Output = Probed>,
 {
     let mut out = Imported { warnings, ..Imported::default() };
     let mut ids = BTreeSet::new();
@@ -246,7 +246,7 @@ where
         };
         out.warnings.extend(notes.into_iter().map(|n| format!("server {label}: {n}")));
         let auth = probe(chosen.url.clone()).await;
-        if matches!(auth, Auth::OAuth { .. }) {
+        if matches!(auth, Probed::OAuth { .. }) {
             let here = url::Url::parse(&chosen.url).is_ok_and(|u| is_loopback(&u));
             oauth = Some(oauth.unwrap_or(false) || here);
         }
@@ -284,24 +284,24 @@ where
 /// `resource_metadata`, else the RFC 9728 well-known URLs), which must be about that URL and
 /// name an authorization server. The identity client's own rules apply (https to public
 /// addresses; loopback only when the importer started on loopback).
-async fn probe(fetcher: &Fetcher, url: String) -> Auth {
+async fn probe(fetcher: &Fetcher, url: String) -> Probed {
     let url = url.as_str();
     let http = crate::identity::client::OAuthHttp::new(crate::identity::reach::Rules { loopback: fetcher.on_loopback() });
     let challenge = match http.challenge(url).await {
         Ok(Some(c)) => c,
-        Ok(None) => return Auth::NotOAuth,
-        Err(e) => return Auth::Unknown(e.to_string()),
+        Ok(None) => return Probed::NotOAuth,
+        Err(e) => return Probed::Unknown(e.to_string()),
     };
     match http.resource_metadata(url, Some(&challenge)).await {
         Ok(doc) => match doc.authorization_servers.first() {
-            Some(server) => Auth::OAuth { authorization_server: server.clone() },
-            None => Auth::Unknown("its protected-resource metadata names no authorization server".into()),
+            Some(server) => Probed::OAuth { authorization_server: server.clone() },
+            None => Probed::Unknown("its protected-resource metadata names no authorization server".into()),
         },
         Err(e) if challenge.resource_metadata.is_some() => {
-            Auth::Unknown(format!("its 401 names protected-resource metadata that could not be used: {e}"))
+            Probed::Unknown(format!("its 401 names protected-resource metadata that could not be used: {e}"))
         }
         // A Bearer challenge and no metadata anywhere: a token of its own kind, not OAuth.
-        Err(_) => Auth::NotOAuth,
+        Err(_) => Probed::NotOAuth,
     }
 }
 

@@ -2,7 +2,7 @@
 //! gives — its first `streamable-http` one — with its templated URL filled from the defaults the
 //! card declares, each header it declares as an `{ env = … }` placeholder named after the server
 //! and the header, and `[upstream.user_auth]` when the importer's probe found that the server
-//! asks for OAuth ([`Auth`]). Everything a card says is untrusted text: it reaches the output only
+//! asks for OAuth ([`Probed`]). Everything a card says is untrusted text: it reaches the output only
 //! as TOML strings ([`super::quote`]) or as comments made one plain line ([`plain`]), never as a
 //! value copied into a secret's place.
 
@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 /// What the importer learnt of a remote's authorization by asking it once, unauthenticated.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Auth {
+pub(super) enum Probed {
     /// It answered 401 and its protected-resource metadata (RFC 9728) names this authorization
     /// server: each caller should connect their own account.
     OAuth { authorization_server: String },
@@ -66,7 +66,8 @@ pub(super) fn choose<'a>(detail: &'a Value, notes: &mut Vec<String>) -> Result<C
     let template = remote.get("url").and_then(Value::as_str).unwrap_or("");
     let url = fill(template, remote.get("variables").and_then(Value::as_object), notes)?;
     let parsed = url::Url::parse(&url).map_err(|_| Unusable::BadUrl(shown(template)))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) {
+    // The gateway reads it as an `http::Uri`, stricter than a browser's URL.
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none_or(str::is_empty) || url.parse::<http::Uri>().is_err() {
         return Err(Unusable::BadUrl(shown(template)));
     }
     let found = super::secrets::find("url", &url);
@@ -85,7 +86,8 @@ fn fill(template: &str, variables: Option<&Map<String, Value>>, notes: &mut Vec<
     let mut out = String::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {
-        let Some(close) = rest[open..].find('}').map(|c| open + c) else { break };
+        // An unclosed `{`: not a template the card's reader can fill.
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else { return Err(Unusable::BadUrl(shown(template))) };
         let name = &rest[open + 1..close];
         out.push_str(&rest[..open]);
         let var = variables.and_then(|v| v.get(name));
@@ -94,12 +96,16 @@ fn fill(template: &str, variables: Option<&Map<String, Value>>, notes: &mut Vec<
         if var.and_then(|v| v.get("isSecret")).and_then(Value::as_bool) == Some(true) {
             return Err(Unusable::SecretInUrl { url: shown(template), name: shown(name) });
         }
-        let value = text("value").or_else(|| text("default")).ok_or_else(no_default)?;
+        let (value, which) = match (text("value"), text("default")) {
+            (Some(v), _) => (v, "its pre-set value"),
+            (None, Some(d)) => (d, "its default"),
+            (None, None) => return Err(no_default()),
+        };
         if value.is_empty() || value.chars().any(|c| c.is_control() || c.is_whitespace() || "/?#@\\{}[]%".contains(c)) {
             return Err(Unusable::BadValue { url: shown(template), name: shown(name), value: format!("\"{}\"", shown(value)) });
         }
         let about = text("description").map(|d| format!(" ({})", shown(d))).unwrap_or_default();
-        notes.push(format!("url variable {{{}}} is \"{}\", its default{about}", shown(name), shown(value)));
+        notes.push(format!("url variable {{{}}} is \"{}\", {which}{about}", shown(name), shown(value)));
         out.push_str(value);
         rest = &rest[close + 1..];
     }
@@ -109,10 +115,10 @@ fn fill(template: &str, variables: Option<&Map<String, Value>>, notes: &mut Vec<
 
 /// The upstream's body after its `id`: `url`, the headers as placeholders, and `user_auth` when
 /// the server asks for OAuth. `server` names it in notes (quoted, made [`plain`] by the caller).
-pub(super) fn body(ctx: &mut Ctx, server: &str, chosen: &Chosen, auth: &Auth) -> String {
+pub(super) fn body(ctx: &mut Ctx, server: &str, chosen: &Chosen, auth: &Probed) -> String {
     let mut body = String::new();
     let _ = writeln!(body, "url = {}", quote(&chosen.url));
-    let oauth = matches!(auth, Auth::OAuth { .. });
+    let oauth = matches!(auth, Probed::OAuth { .. });
     let headers: Vec<&Map<String, Value>> =
         chosen.remote.get("headers").and_then(Value::as_array).map(|h| h.iter().filter_map(Value::as_object).collect()).unwrap_or_default();
     let mut lines = Vec::new();
@@ -175,7 +181,7 @@ pub(super) fn body(ctx: &mut Ctx, server: &str, chosen: &Chosen, auth: &Auth) ->
         // it); the comment says how each caller brings their own instead.
         let _ = writeln!(
             body,
-            "# One {header} for every caller, from the gateway's environment. For each caller's own key instead\n\
+            "# One {header} header for every caller, from the gateway's environment. For each caller's own key instead\n\
              # (entered once on a gateway page; docs/auth-and-policy.md, \"Each caller's own API key\"),\n\
              # drop that header and add:\n\
              #   [upstream.user_auth]\n\
@@ -184,12 +190,13 @@ pub(super) fn body(ctx: &mut Ctx, server: &str, chosen: &Chosen, auth: &Auth) ->
         if !header.eq_ignore_ascii_case("authorization") {
             let _ = writeln!(body, "#   header = {}", quote(&header));
         }
-        if let Some(p) = prefix.filter(|p| !p.is_empty() && !(header.eq_ignore_ascii_case("authorization") && p == "Bearer ")) {
+        let default = |p: &str| p.is_empty() || (header.eq_ignore_ascii_case("authorization") && p == "Bearer ");
+        if let Some(p) = prefix.filter(|p| !default(p)) {
             let _ = writeln!(body, "#   prefix = {}", quote(&p));
         }
     }
     match auth {
-        Auth::OAuth { authorization_server } => {
+        Probed::OAuth { authorization_server } => {
             let _ = writeln!(
                 body,
                 "# It asks for OAuth: an unauthenticated request was answered 401, with protected-resource metadata\n\
@@ -199,11 +206,11 @@ pub(super) fn body(ctx: &mut Ctx, server: &str, chosen: &Chosen, auth: &Auth) ->
                 shown(authorization_server)
             );
         }
-        Auth::Unknown(why) => ctx.warnings.push(format!(
+        Probed::Unknown(why) => ctx.warnings.push(format!(
             "server {server}: not known whether it asks for OAuth ({}); if it does, add [upstream.user_auth] to its upstream",
             plain(why)
         )),
-        Auth::NotOAuth => {}
+        Probed::NotOAuth => {}
     }
     body
 }

@@ -14,7 +14,7 @@ fn found(card: Value) -> Found {
 }
 
 /// The file for `cards`, each remote's probe answering `auth`.
-fn imported(cards: Vec<Value>, auth: Auth) -> Imported {
+fn imported(cards: Vec<Value>, auth: Probed) -> Imported {
     let run = convert(move |_| std::future::ready(auth.clone()), cards.into_iter().map(found).collect(), Vec::new(), "a test");
     futures_util::FutureExt::now_or_never(run).expect("no waiting").expect("imported")
 }
@@ -43,7 +43,7 @@ fn an_oauth_card_gets_user_auth_and_an_api_key_card_a_placeholder() {
         "name": "com.example/files", "title": "Files", "version": "1.0.0", "description": "Files.",
         "remotes": [{ "type": "streamable-http", "url": "http://127.0.0.1:9000/mcp" }]
     });
-    let out = imported(vec![oauth], Auth::OAuth { authorization_server: "http://127.0.0.1:9000".into() });
+    let out = imported(vec![oauth], Probed::OAuth { authorization_server: "http://127.0.0.1:9000".into() });
     let t = parsed(&out);
     let ups = upstreams(&t);
     assert_eq!(ups[0]["id"].as_str(), Some("files"));
@@ -65,7 +65,7 @@ fn an_oauth_card_gets_user_auth_and_an_api_key_card_a_placeholder() {
               ] }
         ]
     });
-    let out = imported(vec![keyed], Auth::NotOAuth);
+    let out = imported(vec![keyed], Probed::NotOAuth);
     let t = parsed(&out);
     let ups = upstreams(&t);
     assert_eq!(ups[0]["url"].as_str(), Some("https://eu.crm.example.com/mcp"), "the default filled in");
@@ -95,10 +95,11 @@ fn servers_without_a_usable_remote_are_skipped_with_a_reason() {
             json!({ "type": "streamable-http", "url": "https://{host}/mcp", "variables": { "host": { "default": "evil.example/x?" } } }),
         ),
         card("old", json!({ "type": "sse", "url": "https://old.example.com/sse" })),
+        card("brace", json!({ "type": "streamable-http", "url": "https://b.example.com/{a/mcp" })),
         json!({ "name": "com.example/local", "packages": [{ "registryType": "npm", "identifier": "x" }] }),
         card("keyed", json!({ "type": "streamable-http", "url": "https://k.example.com/mcp?api_key=sk-abcdefghijklmnop" })),
     ];
-    let out = imported(cards, Auth::NotOAuth);
+    let out = imported(cards, Probed::NotOAuth);
     assert_eq!(out.servers, 1, "{}", out.toml);
     let notes = out.warnings.join("\n");
     for expected in [
@@ -106,6 +107,7 @@ fn servers_without_a_usable_remote_are_skipped_with_a_reason() {
         "'com.example/secret': its url https://x.example.com/{key} needs {key}, a secret",
         "'com.example/escape': its url https://{host}/mcp: {host} would be \"evil.example/x?\"",
         "'com.example/old': its remotes use only the deprecated HTTP+SSE transport",
+        "'com.example/brace': its url https://b.example.com/{a/mcp is not an absolute http or https URL",
         "'com.example/local': it lists only packages to run",
         "'com.example/keyed': its URL carries credentials",
     ] {
@@ -138,7 +140,7 @@ fn a_card_with_hostile_text_cannot_inject_toml() {
             ]
         }]
     });
-    for auth in [Auth::OAuth { authorization_server: evil.into() }, Auth::NotOAuth, Auth::Unknown(evil.into())] {
+    for auth in [Probed::OAuth { authorization_server: evil.into() }, Probed::NotOAuth, Probed::Unknown(evil.into())] {
         let out = imported(vec![card.clone()], auth.clone());
         let t = parsed(&out);
         let ups = upstreams(&t);
@@ -151,7 +153,7 @@ fn a_card_with_hostile_text_cannot_inject_toml() {
         assert!(ups[0]["id"].as_str().is_some_and(|id| id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')), "{}", out.toml);
         let top: Vec<&str> = t.keys().map(String::as_str).collect();
         let expected: &[&str] =
-            if matches!(auth, Auth::OAuth { .. }) { &["server", "identity", "upstream"] } else { &["server", "upstream"] };
+            if matches!(auth, Probed::OAuth { .. }) { &["server", "identity", "upstream"] } else { &["server", "upstream"] };
         assert_eq!(top.len(), expected.len(), "{top:?}:\n{}", out.toml);
         if let Some(identity) = t.get("identity") {
             assert_eq!(identity.as_table().map(|i| i.len()), Some(1), "public_url alone (a public remote):\n{}", out.toml);
