@@ -156,10 +156,19 @@ enum Command {
         json: bool,
     },
     /// Read the MCP servers of a Claude Desktop, Claude Code (.mcp.json), Cursor or VS Code
-    /// configuration and print an equivalent gateway.toml (secrets become environment variables).
+    /// configuration, of a domain's AI Catalog (--discover) or of an MCP registry (--registry),
+    /// and print an equivalent gateway.toml (secrets become environment variables).
     Import {
         /// The client's JSON file (e.g. claude_desktop_config.json, .mcp.json, .vscode/mcp.json).
-        file: PathBuf,
+        #[arg(required_unless_present_any = ["discover", "registry"], conflicts_with_all = ["discover", "registry"])]
+        file: Option<PathBuf>,
+        /// The servers of this domain's AI Catalog (/.well-known/ai-catalog.json) and the Server
+        /// Cards it lists; or a catalog's own URL.
+        #[arg(long, value_name = "URL", conflicts_with = "registry")]
+        discover: Option<String>,
+        /// The servers an MCP registry lists (GET <URL>/v0.1/servers).
+        #[arg(long, value_name = "URL")]
+        registry: Option<String>,
         /// Write the result to this file instead of stdout (refuses to overwrite one).
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -321,7 +330,16 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
         Command::Health { url, timeout } => mcpgate::commands::admin::health(&url, timeout).await,
         Command::Check { config } => mcpgate::commands::admin::check_config(&config).await,
         Command::Tools { config, json } => mcpgate::commands::admin::tools(&config, json).await,
-        Command::Import { file, output } => mcpgate::commands::admin::import(&file, output.as_deref()),
+        Command::Import { file, discover, registry, output } => {
+            use mcpgate::commands::admin::ImportFrom;
+            let from = match (file, discover, registry) {
+                (_, Some(url), _) => ImportFrom::Discover(url),
+                (_, None, Some(url)) => ImportFrom::Registry(url),
+                (Some(file), None, None) => ImportFrom::File(file),
+                (None, None, None) => anyhow::bail!("name a client's file, --discover URL or --registry URL"),
+            };
+            mcpgate::commands::admin::import(from, output.as_deref()).await
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "mcpgate", &mut std::io::stdout());

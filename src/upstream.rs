@@ -130,6 +130,9 @@ pub struct UpstreamState {
     /// The newest legacy version it offers besides `version` (a dual-era upstream), or `version`
     /// itself for a legacy one: what a legacy client's own session with it speaks.
     pub legacy_version: Option<String>,
+    /// The protocol versions it said it supports (`server/discover`'s `supportedVersions`; a
+    /// legacy one: the version its handshake agreed on).
+    pub supported_versions: Vec<String>,
     /// The upstream's items per kind, in [`Kind::ALL`] order.
     pub lists: [Arc<Vec<Box<RawValue>>>; Kind::COUNT],
     /// Per kind, the smallest `ttlMs` of the list's pages (0 when a page gave none); `None` for a

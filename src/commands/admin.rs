@@ -1,6 +1,6 @@
 //! The bodies of the small `mcpgate` commands that are not the gateway itself: `health` (a
 //! container HEALTHCHECK without curl), `check` (probe every upstream, with progress on a
-//! terminal and coloured status), `tools`, `import`, `tokens` (the connected upstream
+//! terminal and coloured status, and compare the Server Cards they publish with their answers), `tools`, `import`, `tokens` (the connected upstream
 //! accounts of a running gateway), `usage` (the usage store's report) and `reload` (SIGHUP to a
 //! running gateway, found by its pid file). Exit codes: 0 fine, 1 something is down
 //! or unhealthy, 2 a startup error (returned as `Err` to `main`).
@@ -107,6 +107,13 @@ pub async fn check(gw: &Gateway) -> bool {
     let (text, mut ok) = crate::commands::check::report(gw);
     let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     print!("{}", if colour { paint(&text) } else { text });
+    let cards = crate::commands::check::cards::verify(gw).await;
+    if !cards.is_empty() {
+        println!("\nServer cards (advisory: what each upstream answers is what the gateway uses):");
+        for line in cards {
+            println!("  {line}");
+        }
+    }
     if !user_auth(gw).await {
         ok = false;
     }
@@ -169,11 +176,28 @@ fn paint(text: &str) -> String {
     out
 }
 
-/// `mcpgate import FILE [-o OUT]`.
-pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| file.display().to_string());
-    let imported = crate::commands::import::import(&text, &name)?;
+/// Where `mcpgate import` reads the servers from.
+pub enum ImportFrom {
+    /// A client's configuration file.
+    File(std::path::PathBuf),
+    /// A domain's AI Catalog (`--discover`).
+    Discover(String),
+    /// An MCP registry (`--registry`).
+    Registry(String),
+}
+
+/// `mcpgate import FILE | --discover URL | --registry URL [-o OUT]`.
+pub async fn import(from: ImportFrom, output: Option<&Path>) -> anyhow::Result<ExitCode> {
+    use crate::commands::import;
+    let (imported, shown) = match &from {
+        ImportFrom::File(file) => {
+            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+            let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| file.display().to_string());
+            (import::import(&text, &name)?, file.display().to_string())
+        }
+        ImportFrom::Discover(url) => (import::discover(url).await?, format!("the AI Catalog of {url}")),
+        ImportFrom::Registry(url) => (import::registry(url).await?, format!("the registry {url}")),
+    };
     match output {
         Some(path) => {
             let mut f = std::fs::OpenOptions::new()
@@ -185,9 +209,9 @@ pub fn import(file: &Path, output: Option<&Path>) -> anyhow::Result<ExitCode> {
         }
         None => print!("{}", imported.toml),
     }
-    eprintln!("imported {} from {}", mcpgate_protocol::text::count_of(imported.servers, "server", "servers"), file.display());
+    eprintln!("imported {} from {shown}", mcpgate_protocol::text::count_of(imported.servers, "server", "servers"));
     for w in &imported.warnings {
-        eprintln!("note: {w}");
+        eprintln!("note: {}", import::plain(w));
     }
     if !imported.variables.is_empty() {
         let vars: Vec<&str> = imported.variables.iter().map(|(v, _)| v.as_str()).collect();

@@ -2,7 +2,9 @@
 //! status table (upstream, transport, era, status, tool count, latency) with every tool that
 //! cannot be served and why, and what each virtual server (`[[endpoint]]`) exposes with what its
 //! selection or overrides could not apply to; or the merged catalogue exactly as `tools/list`
-//! would serve it.
+//! would serve it. [`cards`] compares the Server Cards upstreams publish with what they answer.
+
+pub mod cards;
 
 use crate::gateway::Gateway;
 use crate::upstream::Status;

@@ -6,10 +6,16 @@
 //! becomes a reference to an environment variable, listed at the top of the output so the user
 //! knows what to export. A stdio command with a secret in an argument runs through `sh -c`, which
 //! takes the secret part from the environment; an HTTP server whose URL carries one is skipped,
-//! since a URL cannot come from the environment.
+//! since a URL cannot come from the environment. The servers a domain's AI Catalog or a registry
+//! publishes are imported the same way ([`discover`]: fetching and asking; [`remote`]: one
+//! card's remote as an upstream).
 
+mod discover;
+mod remote;
 mod secrets;
 
+pub use discover::{DiscoverError, discover, registry};
+pub use remote::{plain, shown};
 use secrets::Found;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -87,30 +93,39 @@ pub fn import(json_text: &str, source: &str) -> Result<Imported, ImportError> {
     if converted.is_empty() {
         return Err(ImportError::NoneImported { source_name: source.to_string(), why: out.warnings.join("; ") });
     }
+    render(&mut out, vars, &converted, source, "");
+    Ok(out)
+}
+
+/// The file, into `out`: where it came from (`from`), the variables to export (`vars`), the
+/// notes, `[server]`, `extra` (sections the upstreams need, such as `[identity]`) and the
+/// upstreams. Notes and names become plain comment lines ([`remote::plain`]).
+fn render(out: &mut Imported, vars: BTreeMap<String, String>, converted: &[Server], from: &str, extra: &str) {
     out.servers = converted.len();
     out.variables = vars.into_iter().collect();
     let t = &mut out.toml;
     let _ = writeln!(
         t,
-        "# gateway.toml imported by `mcpgate import` from {source} ({}).",
+        "# gateway.toml imported by `mcpgate import` from {} ({}).",
+        remote::plain(from),
         mcpgate_protocol::text::count_of(converted.len(), "server", "servers")
     );
     if !out.variables.is_empty() {
         let _ = writeln!(t, "# Secrets were not copied. Export these environment variables before `mcpgate run`:");
         for (var, origin) in &out.variables {
-            let _ = writeln!(t, "#   {var:<32} {origin}");
+            let _ = writeln!(t, "#   {var:<32} {}", remote::plain(origin));
         }
     }
     for w in &out.warnings {
-        let _ = writeln!(t, "# NOTE: {w}");
+        let _ = writeln!(t, "# NOTE: {}", remote::plain(w));
     }
     let _ = writeln!(t, "\n[server]\nlisten = \"127.0.0.1:8811\"\npath = \"/mcp\"");
-    for s in &converted {
-        let _ = writeln!(t, "\n# {}", s.original.replace('\n', " "));
+    t.push_str(extra);
+    for s in converted {
+        let _ = writeln!(t, "\n# {}", remote::plain(&s.original));
         let _ = writeln!(t, "[[upstream]]\nid = {}", quote(&s.id));
         t.push_str(&s.body);
     }
-    Ok(out)
 }
 
 fn find_servers(root: &Value) -> Option<&Map<String, Value>> {

@@ -25,6 +25,8 @@ pub(super) struct Identity {
     pub server_info: Option<Value>,
     /// The newest legacy version it offers (its own version, for a legacy one).
     pub legacy: Option<String>,
+    /// The versions it said it supports (`supportedVersions`; a legacy one: its own version).
+    pub supported: Vec<String>,
 }
 
 impl Identity {
@@ -36,6 +38,7 @@ impl Identity {
             instructions: st.instructions.clone(),
             server_info: st.server_info.clone(),
             legacy: st.legacy_version.clone(),
+            supported: st.supported_versions.clone(),
         }
     }
 }
@@ -99,6 +102,7 @@ impl Upstream {
             instructions: identity.instructions,
             server_info: identity.server_info,
             legacy_version: identity.legacy,
+            supported_versions: identity.supported,
             ..Default::default()
         };
         // Lists are read with the version just learnt.
@@ -329,6 +333,7 @@ impl Announcement {
     pub(super) fn into_identity(self) -> Identity {
         Identity {
             legacy: Some(self.protocol_version.clone()),
+            supported: vec![self.protocol_version.clone()],
             version: self.protocol_version,
             capabilities: self.capabilities,
             instructions: self.instructions,
@@ -340,6 +345,13 @@ impl Announcement {
     fn into_modern_identity(self) -> Identity {
         let legacy = LEGACY_VERSIONS.iter().find(|v| self.supported_versions.iter().any(|s| s == *v)).map(|v| v.to_string());
         let server_info = self.meta.as_ref().and_then(|m| m.get(keys::SERVER_INFO)).cloned().or(self.server_info);
-        Identity { version: MODERN_VERSION.into(), capabilities: self.capabilities, instructions: self.instructions, server_info, legacy }
+        Identity {
+            version: MODERN_VERSION.into(),
+            capabilities: self.capabilities,
+            instructions: self.instructions,
+            server_info,
+            legacy,
+            supported: self.supported_versions,
+        }
     }
 }

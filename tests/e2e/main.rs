@@ -16,6 +16,7 @@ mod confirm_once;
 mod conformance;
 mod console_admission;
 mod discovery;
+mod discovery_import;
 mod docs;
 mod edge;
 mod endpoints;

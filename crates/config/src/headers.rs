@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Whether the gateway sets header `name` (lower-cased) itself on every upstream request, so no
 /// configured value may take its place.
-pub(super) fn gateway_sets(name: &str) -> bool {
+pub fn gateway_sets(name: &str) -> bool {
     const SET: &[&str] = &[
         "host",
         "content-type",

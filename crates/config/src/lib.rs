@@ -17,6 +17,7 @@ mod grants;
 pub mod guards;
 mod headers;
 pub use grants::{Assertion, IdpClient, OAuthGrant};
+pub use headers::gateway_sets;
 pub mod identity;
 pub mod limits;
 pub mod openapi;
