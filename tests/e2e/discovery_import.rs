@@ -202,3 +202,28 @@ fn import_registry_reads_every_page_and_keeps_each_latest_server() {
     assert!(toml.contains(&format!("url = \"{}/mcp\"", s.crm)), "{toml}");
     check_passes(&config, &toml);
 }
+
+/// The two halves together: one gateway publishes (its AI Catalog, its cards, its registry API),
+/// and `mcpgate import` on another machine turns each into a configuration whose upstreams are
+/// that gateway's endpoints, which `mcpgate check` then reaches.
+#[test]
+fn a_gateway_imports_another_gateways_catalog_and_registry() {
+    let (_demo, demo) = demo_http("calc");
+    let front = gateway(&format!(
+        "[discovery]\npublisher = \"com.example\"\nname = \"front\"\npublic = [\"/mcp\", \"/calc\"]\n\n\
+         [[upstream]]\nid = \"calc\"\nurl = \"{demo}\"\n\n[[endpoint]]\npath = \"/calc\"\ntitle = \"Calculator\"\ninclude = [\"calc__*\"]\n"
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (how, file) in [("--discover", "from-catalog.toml"), ("--registry", "from-registry.toml")] {
+        let config = dir.path().join(file);
+        let (code, _, err) = mcpgate(&["import", how, &front.base, "-o", &config.display().to_string()], &[]);
+        assert_eq!(code, 0, "{how}: {err}");
+        let toml = std::fs::read_to_string(&config).expect("written");
+        for path in ["/mcp", "/calc"] {
+            assert!(toml.contains(&format!("url = \"{}{path}\"", front.base)), "{how}: the endpoint {path}:\n{toml}");
+        }
+        assert!(!toml.contains(&demo), "{how}: the front gateway's upstream is never named:\n{toml}");
+        let (code, out, err) = mcpgate(&["check", "-c", &config.display().to_string()], &[]);
+        assert_eq!(code, 0, "{how}: check refused the imported config:\n{out}\n{err}\n{toml}");
+    }
+}
