@@ -304,7 +304,10 @@ impl Upstream {
                 _ => break,
             }
         }
-        state.lists[kind as usize] = Arc::new(items);
+        // The same items in another order keep the order the catalogue already has (one order
+        // across requests and re-lists, whatever order the server answers in).
+        let previous = self.state.load().lists[kind as usize].clone();
+        state.lists[kind as usize] = Arc::new(mcpgate_model::catalog::merge::keep_order(kind, &previous, items));
         Ok(())
     }
 }

@@ -1,9 +1,10 @@
 """A server that lists its tools, prompts and resources in a new random order on every request,
-built on the official Python SDK's low-level `Server` (mcp==2.3.0), for mcpgate's test that every
-merged list keeps one order across requests, replicas and reloads.
+built on the official Python SDK's low-level `Server` (mcp==2.3.0), for mcpgate's test that a re-listed
+list with the same items keeps the order the catalogue already had.
 
-Tools: t0 … t11 (each answers its own name). Prompts: p0 … p5. Resources: mem://r0 … mem://r5.
-`ttlMs: 0` on every list, so a gateway may re-list whenever it likes.
+Tools: t0 … t11 (each answers its own name), and `lists` (how many tools/list requests it has
+answered). Prompts: p0 … p5. Resources: mem://r0 … mem://r5. `ttlMs: 0` on every list, so a
+gateway re-lists on its own schedule.
 
 Usage: shuffled_server.py [--port N]
 HTTP only; binds 127.0.0.1 and prints `LISTENING <port>` once ready.
@@ -22,6 +23,8 @@ from mcp.server import Server, ServerRequestContext
 from serving import run_lowlevel
 
 TOOLS = [types.Tool(name=f"t{i}", description=f"Tool {i}.", input_schema={"type": "object"}) for i in range(12)]
+TOOLS.append(types.Tool(name="lists", description="How many tools/list requests were answered.", input_schema={"type": "object"}))
+LISTED = {"tools": 0}
 PROMPTS = [types.Prompt(name=f"p{i}", description=f"Prompt {i}.") for i in range(6)]
 RESOURCES = [types.Resource(uri=f"mem://r{i}", name=f"r{i}", mime_type="text/plain") for i in range(6)]
 
@@ -34,10 +37,12 @@ def shuffled(items: list[Any]) -> list[Any]:
 
 def build() -> Server[Any]:
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        LISTED["tools"] += 1
         return types.ListToolsResult(tools=shuffled(TOOLS), ttl_ms=0)
 
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        return types.CallToolResult(content=[types.TextContent(type="text", text=params.name)])
+        text = str(LISTED["tools"]) if params.name == "lists" else params.name
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     async def list_prompts(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=shuffled(PROMPTS), ttl_ms=0)

@@ -59,27 +59,12 @@ pub fn view<'a>(base: &Catalog, ep: &Selection, upstream_id: &(dyn Fn(usize) -> 
         item: e.name.clone(),
         reason: format!("on endpoint {}: {reason}", ep.path),
     };
-    let selected = |kind: Kind, e: &Entry| {
-        allows(&selection, &Item { kind, name: e.policy_name(), upstream: upstream_id(e.upstream), json: Some(e.json.get()) })
-    };
-    // A selected tool served under its own name keeps it, whatever the order: a rename onto it is
-    // the one refused.
-    let kept: std::collections::HashSet<&str> = base
-        .tools()
-        .iter()
-        .filter(|e| selected(Kind::Tool, e) && !ep.tools.iter().any(|o| o.name == e.name && o.rename.is_some()))
-        .map(|e| e.name.as_str())
-        .collect();
     for kind in Kind::ALL {
         for e in &base.section(kind).entries {
-            if !selected(kind, e) {
+            if !allows(&selection, &Item { kind, name: e.policy_name(), upstream: upstream_id(e.upstream), json: Some(e.json.get()) }) {
                 continue;
             }
             let over = if kind == Kind::Tool { ep.tools.iter().find(|o| o.name == e.name) } else { None };
-            if let Some(new) = over.and_then(|o| o.rename.as_deref()).filter(|n| kept.contains(n)) {
-                cat.problems.push(problem(e, kind, format!("'{new}' is already the name of '{new}', which keeps it")));
-                continue;
-            }
             let entry = match over.map(|o| present(e, o)) {
                 None => Entry { canonical: Some(e.name.clone()), ..e.clone() },
                 Some(Ok(entry)) => entry,

@@ -5,9 +5,8 @@
 //! within the cost budget of `args::cost`); an item that would land in another
 //! upstream's namespace (`<its prefix><sep>...` or `<its prefix>+...`) is refused, so that grants
 //! on that namespace never reach it; collisions are reported and never silently shadowed (the
-//! first upstream in config order keeps the name, and within one upstream the first it lists);
-//! and the order is one order (config order of the upstreams, then each upstream's items by their
-//! gateway names: [`Section::sort_from`]), whatever order an upstream lists in. Every other field is kept verbatim.
+//! first upstream in config order keeps the name); and the order is deterministic (config order,
+//! then the upstream's own order). Every other field is kept verbatim.
 
 use super::{Kind, names, uris};
 use crate::protocol::rawobj::RawObject;
@@ -100,20 +99,6 @@ impl Section {
         self.index.insert(entry.name.clone(), self.entries.len());
         self.entries.push(entry);
         Ok(())
-    }
-
-    /// Puts the entries from `first` on (one upstream's, admitted in its own order, so the first of
-    /// two that claim a name kept it) in the order of their gateway names, byte-wise: the merged
-    /// list is then one order across requests, replicas and reloads, whatever order the upstream
-    /// listed in.
-    pub(super) fn sort_from(&mut self, first: usize) {
-        let Some(tail) = self.entries.get_mut(first..) else { return };
-        tail.sort_by(|a, b| a.name.cmp(&b.name));
-        for (i, e) in self.entries.iter().enumerate().skip(first) {
-            if let Some(at) = self.index.get_mut(&e.name) {
-                *at = i;
-            }
-        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Entry> {
@@ -244,7 +229,6 @@ pub fn build(inputs: &[UpstreamLists], naming: &Naming) -> Catalog {
         }
         cat.owners.push(UriOwner { upstream: input.upstream, prefix: input.prefix.to_string(), has_resources: input.has_resources });
         for kind in Kind::ALL {
-            let first = cat.sections[kind as usize].entries.len();
             for raw in input.items[kind as usize] {
                 match admit(kind, input, raw, naming, &cat.sections[kind as usize]) {
                     Ok(entry) => {
@@ -254,11 +238,58 @@ pub fn build(inputs: &[UpstreamLists], naming: &Naming) -> Catalog {
                     Err(problem) => cat.problems.push(problem),
                 }
             }
-            cat.sections[kind as usize].sort_from(first);
         }
     }
     cat.seal_fingerprints();
     cat
+}
+
+/// An upstream's re-listed items of `kind` in the order its previous listing gave them, when both
+/// hold the same items (by name, a resource's `uri`, a template's `uriTemplate`; duplicates
+/// counted): a server that answers the same list in another order each time then leaves the
+/// merged list, its cursors and every client's view as they were. A list whose items changed is
+/// taken in the order the server gives now.
+pub fn keep_order(kind: Kind, previous: &[Box<RawValue>], new: Vec<Box<RawValue>>) -> Vec<Box<RawValue>> {
+    #[derive(serde::Deserialize)]
+    struct Ids<'a> {
+        #[serde(borrow, default)]
+        name: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        uri: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default, rename = "uriTemplate")]
+        uri_template: Option<std::borrow::Cow<'a, str>>,
+    }
+    let id = |raw: &RawValue| -> Option<String> {
+        let ids = serde_json::from_str::<Ids<'_>>(raw.get()).ok()?;
+        let id = match kind {
+            Kind::Tool | Kind::Prompt => ids.name,
+            Kind::Resource | Kind::Skill => ids.uri,
+            Kind::Template => ids.uri_template,
+        };
+        id.map(std::borrow::Cow::into_owned)
+    };
+    if previous.len() != new.len() || previous.is_empty() {
+        return new;
+    }
+    let Some(was) = previous.iter().map(|r| id(r)).collect::<Option<Vec<String>>>() else { return new };
+    let Some(now) = new.iter().map(|r| id(r)).collect::<Option<Vec<String>>>() else { return new };
+    if was == now {
+        return new;
+    }
+    // Each previous name, in order, takes the first unclaimed new item of that name.
+    let mut slots: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, n) in now.iter().enumerate().rev() {
+        slots.entry(n.as_str()).or_default().push(i);
+    }
+    let mut order = Vec::with_capacity(new.len());
+    for n in &was {
+        match slots.get_mut(n.as_str()).and_then(Vec::pop) {
+            Some(i) => order.push(i),
+            None => return new,
+        }
+    }
+    let mut items: Vec<Option<Box<RawValue>>> = new.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| items[i].take()).collect()
 }
 
 impl Catalog {

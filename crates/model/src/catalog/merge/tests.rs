@@ -135,28 +135,29 @@ fn renames_and_the_name_policy_apply() {
     let cat = build(&[lists], &Naming { policy: &policy, namespaces: &[(0, "github".into())] });
     let names: Vec<_> = cat.tools().iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names.len(), 2, "{:?}", cat.problems);
-    assert_eq!(names[0], "get_repo", "one upstream's tools in the order of their gateway names");
-    assert!(names[1].len() == 64 && names[1].starts_with("github__search_issues"), "{}", names[1]);
+    assert!(names[0].len() == 64 && names[0].starts_with("github__search_issues"), "{}", names[0]);
+    assert_eq!(names[1], "get_repo");
     assert_eq!(cat.tool("get_repo").map(|t| t.original.as_str()), Some("repo.get"), "routes to the upstream's own name");
 }
 
 #[test]
-fn one_order_whatever_order_an_upstream_lists_in() {
-    let tools = [
-        r#"{"name":"zeta","inputSchema":{"type":"object"}}"#,
-        r#"{"name":"alpha","inputSchema":{"type":"object"}}"#,
-        r#"{"name":"mid","inputSchema":{"type":"object"}}"#,
-    ];
-    let shuffles: [[usize; 3]; 3] = [[0, 1, 2], [2, 0, 1], [1, 2, 0]];
-    let mut seen = Vec::new();
-    for order in shuffles {
-        let listed = raws(&order.map(|i| tools[i]));
-        let other = raws(&[r#"{"name":"b","inputSchema":{"type":"object"}}"#, r#"{"name":"a","inputSchema":{"type":"object"}}"#]);
-        let cat = build_all(&[input(0, "x", "x", &listed, &[]), input(1, "w", "w", &other, &[])]);
-        let names: Vec<String> = cat.tools().iter().map(|t| t.name.clone()).collect();
-        assert_eq!(names, ["x__alpha", "x__mid", "x__zeta", "w__a", "w__b"], "config order, then by name");
-        assert!(names.iter().all(|n| cat.tool(n).is_some_and(|t| &t.name == n)), "the index follows the order");
-        seen.push(cat.fingerprints);
-    }
-    assert!(seen.windows(2).all(|w| w[0] == w[1]), "one fingerprint: cursors hold across replicas");
+fn a_relisted_list_with_the_same_items_keeps_its_order() {
+    let first = raws(&[r#"{"name":"zeta","v":1}"#, r#"{"name":"alpha","v":1}"#, r#"{"name":"mid","v":1}"#]);
+    let shuffled = raws(&[r#"{"name":"mid","v":2}"#, r#"{"name":"zeta","v":2}"#, r#"{"name":"alpha","v":2}"#]);
+    let kept = keep_order(Kind::Tool, &first, shuffled);
+    let got: Vec<&str> = kept.iter().map(|r| r.get()).collect();
+    assert_eq!(
+        got,
+        [r#"{"name":"zeta","v":2}"#, r#"{"name":"alpha","v":2}"#, r#"{"name":"mid","v":2}"#],
+        "the new items, in the old order"
+    );
+    // Another set: the server's order now.
+    let changed = raws(&[r#"{"name":"mid"}"#, r#"{"name":"new"}"#, r#"{"name":"alpha"}"#]);
+    let got: Vec<String> = keep_order(Kind::Tool, &first, changed).iter().map(|r| r.get().to_string()).collect();
+    assert_eq!(got, [r#"{"name":"mid"}"#, r#"{"name":"new"}"#, r#"{"name":"alpha"}"#]);
+    // Duplicates are counted; resources by their uri.
+    let a = raws(&[r#"{"uri":"m://b"}"#, r#"{"uri":"m://a"}"#, r#"{"uri":"m://b","x":1}"#]);
+    let b = raws(&[r#"{"uri":"m://a"}"#, r#"{"uri":"m://b"}"#, r#"{"uri":"m://b","x":1}"#]);
+    let got: Vec<String> = keep_order(Kind::Resource, &a, b).iter().map(|r| r.get().to_string()).collect();
+    assert_eq!(got, [r#"{"uri":"m://b"}"#, r#"{"uri":"m://a"}"#, r#"{"uri":"m://b","x":1}"#]);
 }
