@@ -19,7 +19,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("1 protocol: the wire model and runtime helpers", &["protocol"]),
     ("2 pure model: names, merge, views, decisions, sealed tokens, REST descriptions", &["model"]),
     ("3 config: the file model and its validation", &["config"]),
-    ("4 net and processes: the HTTP client, PEM/TLS, Redis, the state database; the sandbox, the supervisor", &["net", "store", "sandbox"]),
+    (
+        "4 net and processes: the HTTP client, PEM/TLS, Redis, the state database; the sandbox, the supervisor, code mode's interpreter",
+        &["net", "store", "sandbox", "coderun"],
+    ),
     ("5 upstreams, authentication, per-user identity, telemetry", &["upstream", "auth", "identity", "telemetry"]),
     ("6 core: gateway state, the pipeline, the change hub, limits, audit", &["audit", "usage", "hub", "gateway", "dispatch", "discovery"]),
     ("7 edges: the client edge (listeners, eras, pages), the console API, the demo server", &["edge", "console", "demo"]),
