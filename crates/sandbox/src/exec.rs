@@ -16,9 +16,10 @@
 //! as "permission denied".
 //!
 //! This module works out the policy (`Policy::for_start`, `prepare`); `sandbox-exec` itself
-//! (`run`) and applying the policy are `apply`, with the system-call filter in `seccomp`; the
-//! policy's descriptor is `fd`, the container command `container`. Only the modules that make
-//! system calls allow `unsafe`.
+//! (`run`) and applying the policy are `apply`, with the system-call filter in `seccomp`; a
+//! process that confines itself to run untrusted code (`confine_self`, a strict policy made by
+//! `Policy::for_program`) is `confine`; the policy's descriptor is `fd`, the container command
+//! `container`. Only the modules that make system calls allow `unsafe`.
 
 use mcpgate_config::sandbox::{Network, SandboxConfig};
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,8 @@ use std::path::{Path, PathBuf};
 
 #[allow(unsafe_code)]
 mod apply;
+#[allow(unsafe_code)]
+mod confine;
 mod container;
 #[allow(unsafe_code)]
 mod fd;
@@ -34,6 +37,7 @@ mod seccomp;
 
 pub(crate) use apply::pids_root;
 pub use apply::{ApplyError, Enforcement, ExecError, enforcement, exec, run};
+pub use confine::confine_self;
 pub use container::{ContainerError, container_command};
 pub use fd::{PolicyFdError, policy_file, read_policy_fd};
 pub use seccomp::SeccompError;
@@ -73,6 +77,12 @@ pub struct Policy {
     /// The gateway's process id: the system-call filter refuses signals toward it.
     #[serde(default)]
     pub gateway: u32,
+    /// For a process that confines itself to run untrusted code (code mode's child, `confine`):
+    /// the system-call filter also refuses starting programs and processes (threads still start)
+    /// and every socket, and the process runs at a lower priority. Left out of the JSON when off,
+    /// so the policies of stdio servers read and write as they always have.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict: bool,
 }
 
 /// The system's read-only part: where programs, libraries and their data live, and the few
@@ -169,6 +179,7 @@ impl Policy {
             files: cfg.open_files,
             cgroup: None,
             gateway: std::process::id(),
+            strict: false,
         })
     }
 }
@@ -253,6 +264,72 @@ mod tests {
         // The folder above the outermost node_modules.
         let tree = install_tree(Path::new("/srv/app/node_modules/pkg/dist/index.js"));
         assert!(tree.contains(&PathBuf::from("/srv/app")), "{tree:?}");
+    }
+
+    /// A stdio server's policy is never strict and writes exactly the JSON it always has; a policy
+    /// written before `strict` existed reads back as not strict; a strict one says so and reads
+    /// back strict.
+    #[test]
+    fn a_policy_without_strict_reads_and_writes_as_before() {
+        let policy = super::Policy {
+            read: vec!["/usr".into()],
+            write: vec!["/tmp/p".into()],
+            ports: None,
+            open: false,
+            memory: 1 << 30,
+            cpu: Some(5),
+            processes: 64,
+            files: 1024,
+            cgroup: Some("mcpgate-1-a-00".into()),
+            gateway: 7,
+            strict: false,
+        };
+        let before = r#"{"read":["/usr"],"write":["/tmp/p"],"ports":null,"open":false,"memory":1073741824,"cpu":5,"processes":64,"files":1024,"cgroup":"mcpgate-1-a-00","gateway":7}"#;
+        assert_eq!(serde_json::to_string(&policy).expect("json"), before);
+        assert_eq!(serde_json::from_str::<super::Policy>(before).expect("read"), policy);
+        let strict = super::Policy { strict: true, ..policy };
+        let json = serde_json::to_string(&strict).expect("json");
+        assert!(json.ends_with(r#""gateway":7,"strict":true}"#), "{json}");
+        assert_eq!(serde_json::from_str::<super::Policy>(&json).expect("read"), strict);
+
+        let dir = tempfile::tempdir().expect("a folder");
+        let private = dir.path().join("private");
+        let cfg = mcpgate_config::sandbox::SandboxConfig {
+            read: Vec::new(),
+            write: Vec::new(),
+            network: mcpgate_config::sandbox::Network::None,
+            memory_bytes: 1 << 30,
+            cpu_seconds: None,
+            processes: 64,
+            open_files: 1024,
+            private: private.clone(),
+            hidden: Vec::new(),
+            container: None,
+        };
+        let started = super::Policy::for_start(&cfg, &[], None, &private).expect("a policy");
+        assert!(!started.strict);
+        assert!(!serde_json::to_string(&started).expect("json").contains("strict"));
+    }
+
+    /// Code mode's policy: nothing to read or write, no network, one process, few descriptors,
+    /// strict; the limits are the caller's.
+    #[test]
+    fn a_program_policy_is_strict_and_shows_nothing() {
+        let p = super::Policy::for_program(3 << 30, 6);
+        let expected = super::Policy {
+            read: Vec::new(),
+            write: Vec::new(),
+            ports: None,
+            open: false,
+            memory: 3 << 30,
+            cpu: Some(6),
+            processes: 1,
+            files: 16,
+            cgroup: None,
+            gateway: std::process::id(),
+            strict: true,
+        };
+        assert_eq!(p, expected);
     }
 
     /// A path the gateway keeps hidden (its vault, its keys) inside what the server would see

@@ -4,8 +4,9 @@
 //! except where the kernel offers less than asked and the result is still stronger than nothing:
 //! those are named by [`enforcement`] for `mcpgate check`.
 
+use super::Policy;
+use super::fd::{PolicyFdError, take_policy_fd};
 use super::seccomp::{SeccompError, seccomp};
-use super::{Policy, read_policy_fd};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
     path_beneath_rules,
@@ -48,6 +49,9 @@ pub enum ApplyError {
     DropCapabilities(#[source] std::io::Error),
     #[error("no_new_privs: {0}")]
     NoNewPrivs(#[source] std::io::Error),
+    /// A strict policy's lower priority (`setpriority`).
+    #[error("lowering the priority: {0}")]
+    Priority(#[source] std::io::Error),
     #[error("Landlock: {0}")]
     Landlock(#[source] RulesetError),
     #[error(
@@ -64,11 +68,20 @@ pub enum ApplyError {
     Seccomp(#[from] SeccompError),
 }
 
-/// Why `sandbox-exec` did not become the server.
+/// Why `sandbox-exec` did not become the server, or a process could not confine itself
+/// (`confine_self`).
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error("the sandbox could not be applied: {0}")]
     Apply(#[from] ApplyError),
+    #[error("the policy is not readable: {0}")]
+    Policy(#[from] PolicyFdError),
+    /// Landlock, seccomp and the priority hold for the calling thread only: a thread started
+    /// before would run unconfined.
+    #[error("this process runs {0} threads and the sandbox would hold only one: confine it before any thread starts")]
+    Threaded(u64),
+    #[error("counting this process's threads: {0}")]
+    Threads(#[source] std::io::Error),
     #[error("cannot start {program:?}: {source}")]
     Start {
         program: String,
@@ -152,12 +165,7 @@ pub(crate) fn pids_root() -> Option<std::path::PathBuf> {
 /// `mcpgate sandbox-exec --policy-fd N -- COMMAND...`: returns (126) only when the sandbox or the
 /// command could not be started, the reason on stderr, which the gateway logs.
 pub fn run(policy_fd: i32, command: &[String]) -> u8 {
-    let policy = read_policy_fd(policy_fd);
-    // SAFETY: close(2) takes a plain number. `policy_fd` is the policy's descriptor, passed on for
-    // this program alone (`--policy-fd`): nothing in this process owns it or uses it after this,
-    // and the server must not inherit it (a bad number fails with EBADF, ignored).
-    unsafe { libc::close(policy_fd) };
-    let policy = match policy {
+    let policy = match take_policy_fd(policy_fd) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("mcpgate sandbox-exec: the policy is not readable: {e}");
@@ -179,7 +187,10 @@ pub fn exec(policy: &Policy, program: &str, args: &[String]) -> ExecError {
     ExecError::Start { program: program.to_string(), source }
 }
 
-fn restrict(policy: &Policy) -> Result<(), ApplyError> {
+/// Applies `policy` to this thread and whatever it starts after: limits, capabilities, no new
+/// privileges, a strict policy's lower priority, Landlock, seccomp. Landlock and seccomp hold for
+/// the calling thread only, so callers run single-threaded (`sandbox-exec`, `confine_self`).
+pub(super) fn restrict(policy: &Policy) -> Result<(), ApplyError> {
     bound_processes(policy)?;
     let limit = |resource: libc::__rlimit_resource_t, n: u64, what: &'static str| -> Result<(), ApplyError> {
         let r = libc::rlimit { rlim_cur: n, rlim_max: n };
@@ -211,10 +222,37 @@ fn restrict(policy: &Policy) -> Result<(), ApplyError> {
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(ApplyError::NoNewPrivs(std::io::Error::last_os_error()));
     }
+    if policy.strict {
+        lower_priority()?;
+    }
     let abi = enforcement().landlock_abi;
     landlock(policy, abi)?;
     for filter in seccomp(policy, abi)? {
         seccompiler::apply_filter(&filter).map_err(SeccompError::from)?;
+    }
+    Ok(())
+}
+
+/// The nice value a strict policy runs at (at least): a runaway program yields to the gateway.
+pub(super) const STRICT_NICE: i32 = 10;
+
+/// This process at nice [`STRICT_NICE`], or left where it is if it already runs lower (raising
+/// the priority back would need a capability, and is not the point).
+fn lower_priority() -> Result<(), ApplyError> {
+    // getpriority answers -1 both as a value and as a failure: errno, cleared first, tells them apart.
+    nix::errno::Errno::clear();
+    // SAFETY: getpriority only reads this process's nice value; no pointers.
+    let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    let errno = nix::errno::Errno::last_raw();
+    if now == -1 && errno != 0 {
+        return Err(ApplyError::Priority(std::io::Error::from_raw_os_error(errno)));
+    }
+    if now >= STRICT_NICE {
+        return Ok(());
+    }
+    // SAFETY: setpriority only sets this process's (this thread's, on Linux) nice value.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, STRICT_NICE) } != 0 {
+        return Err(ApplyError::Priority(std::io::Error::last_os_error()));
     }
     Ok(())
 }

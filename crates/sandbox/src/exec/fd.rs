@@ -1,7 +1,7 @@
 //! The policy's descriptor: the gateway writes the policy into a sealed in-memory file (`memfd`),
 //! the supervisor and `sandbox-exec` inherit it as [`super::POLICY_FD`] and read it from its start,
-//! and `sandbox-exec` closes it before it becomes the server. So the policy is on no command line
-//! and in no environment.
+//! and `sandbox-exec` (or a process that confines itself, `confine_self`) closes it before anything
+//! runs inside. So the policy is on no command line and in no environment.
 
 use super::Policy;
 use std::io::Write;
@@ -68,6 +68,17 @@ pub fn read_policy_fd(fd: i32) -> Result<Policy, PolicyFdError> {
     Ok(serde_json::from_slice(&buf[..len])?)
 }
 
+/// The policy on descriptor `fd`, which is then closed whether it could be read or not: the
+/// descriptor was passed on for the sandbox alone, and what runs inside must not inherit it.
+pub(super) fn take_policy_fd(fd: i32) -> Result<Policy, PolicyFdError> {
+    let policy = read_policy_fd(fd);
+    // SAFETY: close(2) takes a plain number. `fd` is the policy's descriptor, passed on for this
+    // program alone (`--policy-fd`): nothing in this process owns it or uses it after this, and
+    // what runs inside the sandbox must not inherit it (a bad number fails with EBADF, ignored).
+    unsafe { libc::close(fd) };
+    policy
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +99,7 @@ mod tests {
             files: 64,
             cgroup: Some("mcpgate-1-a-00".into()),
             gateway: 1,
+            strict: false,
         };
         let fd = policy_file(&serde_json::to_string(&policy).expect("json")).expect("a memory file");
         for _ in 0..2 {

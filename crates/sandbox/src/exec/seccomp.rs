@@ -1,6 +1,7 @@
 //! The system-call filter of a sandbox (seccomp, compiled by `seccompiler`): what no MCP server
 //! needs is refused, and on kernels whose Landlock cannot scope signals, so are signals toward
-//! the gateway and the supervisor. Built before it is installed (`apply`), so a failure to build
+//! the gateway and the supervisor; a strict policy (untrusted code) refuses new programs,
+//! processes and sockets as well. Built before it is installed (`apply`), so a failure to build
 //! it fails the start with the reason.
 
 use super::Policy;
@@ -29,6 +30,9 @@ pub enum SeccompError {
 /// Unix one. On a kernel whose Landlock cannot check truncation (ABI < 3), truncating by path and
 /// opening read-only with `O_TRUNC` are refused too. On x86-64, x32 system call numbers are
 /// refused before anything else (their arch tag is x86-64's, so the table would not see them).
+/// A strict policy (untrusted code, `confine`) also refuses starting a program (`execve`,
+/// `execveat`), a process (`fork`, `vfork`, `clone` without `CLONE_THREAD`: threads still start)
+/// and every socket, Unix ones and pairs included.
 pub(super) fn seccomp(policy: &Policy, abi: u32) -> Result<[BpfProgram; 2], SeccompError> {
     let mut denied: Vec<i64> = vec![
         libc::SYS_ptrace,
@@ -83,6 +87,11 @@ pub(super) fn seccomp(policy: &Policy, abi: u32) -> Result<[BpfProgram; 2], Secc
     for flag in NAMESPACE_FLAGS {
         new_namespace.push(when(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(flag), flag)?);
     }
+    if policy.strict {
+        // A clone without CLONE_THREAD is a new process (the C library's fork is one).
+        let thread = libc::CLONE_THREAD as u64;
+        new_namespace.push(when(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(thread), 0)?);
+    }
     rules.insert(libc::SYS_clone, new_namespace);
     rules.insert(
         libc::SYS_ioctl,
@@ -99,6 +108,16 @@ pub(super) fn seccomp(policy: &Policy, abi: u32) -> Result<[BpfProgram; 2], Secc
         let family = |f: i32| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, f as u64);
         let others = vec![family(libc::AF_UNIX)?, family(libc::AF_INET)?, family(libc::AF_INET6)?, family(libc::AF_NETLINK)?];
         rules.insert(libc::SYS_socket, vec![SeccompRule::new(others)?]);
+    }
+    if policy.strict {
+        // Pathname Unix sockets are out of Landlock's reach, so none at all (no rule: always refused).
+        for call in [libc::SYS_socket, libc::SYS_socketpair, libc::SYS_execve, libc::SYS_execveat] {
+            rules.insert(call, Vec::new());
+        }
+        #[cfg(target_arch = "x86_64")]
+        for call in [libc::SYS_fork, libc::SYS_vfork] {
+            rules.insert(call, Vec::new());
+        }
     }
     let mut unknown: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
     signals(policy, abi, &mut rules, &mut unknown, &when)?;
@@ -235,6 +254,7 @@ mod tests {
             files: 64,
             cgroup: None,
             gateway: std::process::id(),
+            strict: false,
         };
         // Built before the fork: the child only installs and tries.
         let filters = seccomp(&policy, 5).expect("filters");
