@@ -12,6 +12,7 @@ pub mod merge;
 pub mod names;
 pub mod pins;
 pub mod search;
+pub mod signature;
 pub mod skills;
 pub mod uris;
 pub mod view;
