@@ -1,7 +1,7 @@
 //! The whole of `gateway.toml` as written (unknown tables are errors): one field per table, each
 //! the serde model of its section, which lives with the section's resolution (`auth`, `limits`,
 //! `rules`, `confirm`, `pins`, `secrets`, `guards`, `usage`, `endpoint`, `cluster`, `identity`,
-//! `state`) or, for the tables the parent resolves and those several sections share, in `file`.
+//! `state`, `discovery`, `code_mode`) or, for the tables the parent resolves and those several sections share, in `file`.
 
 use serde::Deserialize;
 
@@ -48,4 +48,6 @@ pub struct FileConfig {
     pub state: Option<super::state::StateSection>,
     /// `[discovery]`: Server Cards, the AI Catalog and the registry API.
     pub discovery: Option<super::discovery::DiscoverySection>,
+    /// `[code_mode]`: code mode's switch for the root endpoint and every program's limits.
+    pub code_mode: Option<super::code_mode::CodeModeSection>,
 }

@@ -2,7 +2,7 @@
 //! `path`), presenting a selection of the catalogue (`include`/`exclude` patterns, written like
 //! caller patterns) with its own title and instructions, and per-tool presentation overrides
 //! (`[[endpoint.tool]]`: a new name, title, description, annotations, and arguments fixed to a
-//! value and hidden). What can be checked without the upstreams is checked here; what needs the
+//! value and hidden), or code mode in place of the catalogue (`code_mode`, see `code_mode`). What can be checked without the upstreams is checked here; what needs the
 //! tools' schemas (a fixed argument must exist) is checked when the endpoint's view is built.
 
 use super::{ConfigError, Locator};
@@ -23,6 +23,8 @@ pub struct EndpointSection {
     pub exclude: Vec<String>,
     #[serde(default, rename = "tool")]
     pub tools: Vec<ToolSection>,
+    /// Serve code mode (search the tools, run a program over them) instead of the catalogue.
+    pub code_mode: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -50,6 +52,8 @@ pub struct EndpointConfig {
     pub include: Vec<String>,
     pub exclude: Vec<String>,
     pub tools: Vec<ToolOverride>,
+    /// Serves code mode instead of its catalogue.
+    pub code_mode: bool,
 }
 
 impl EndpointConfig {
@@ -90,6 +94,10 @@ pub(super) fn resolve(at: &Locator, sections: Vec<EndpointSection>, root: &str) 
                 "list what it serves, e.g. include = [\"github__*\", \"upstream:jira\"]",
             ));
         }
+        if let Some(on) = &e.code_mode {
+            super::code_mode::not_served(at, on, "endpoint.code_mode")?;
+        }
+        let code_mode = e.code_mode.is_some_and(|c| c.into_inner());
         let mut tools: Vec<ToolOverride> = Vec::new();
         for t in e.tools {
             let name = t.name.get_ref().clone();
@@ -129,7 +137,15 @@ pub(super) fn resolve(at: &Locator, sections: Vec<EndpointSection>, root: &str) 
                 fixed: t.fixed,
             });
         }
-        out.push(EndpointConfig { path, title: e.title, instructions: e.instructions, include: e.include, exclude: e.exclude, tools });
+        out.push(EndpointConfig {
+            path,
+            title: e.title,
+            instructions: e.instructions,
+            include: e.include,
+            exclude: e.exclude,
+            tools,
+            code_mode,
+        });
     }
     Ok(out)
 }

@@ -8,6 +8,7 @@ use mcpgate_model::{catalog, policy};
 
 pub mod auth;
 pub mod cluster;
+pub mod code_mode;
 pub mod confirm;
 pub mod discovery;
 mod document;
@@ -89,6 +90,8 @@ pub struct Config {
     pub state: state::StateConfig,
     /// What is published for discovery: Server Cards, the AI Catalog, the registry API.
     pub discovery: discovery::DiscoveryConfig,
+    /// `[code_mode]`: whether the root endpoint serves code mode, and the limits of every program.
+    pub code_mode: code_mode::CodeModeConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -402,6 +405,7 @@ impl Config {
             identity,
             state,
             discovery,
+            code_mode: code_mode::resolve(at, file.code_mode.unwrap_or_default())?,
         })
     }
 }
