@@ -1,5 +1,5 @@
 //! The `mcpgate` command line and nothing else: the subcommands and their flags (clap), the
-//! process set-up every command shares (the sandbox and the supervisor before any thread, the
+//! process set-up every command shares (the sandbox, the supervisor and code mode's child before any thread, the
 //! TLS provider, the control runtime, logging), and one call per subcommand into
 //! `mcpgate::commands`, where each command's body lives.
 
@@ -268,6 +268,24 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// Confines itself as the policy (JSON, read from descriptor POLICY_FD) says, then runs the
+    /// one program its stdin starts, a line per inner call out and a line per answer in: code
+    /// mode's child (see `mcpgate_coderun::child` and `upstream::program`).
+    #[command(hide = true)]
+    CodeRun {
+        #[arg(long)]
+        policy_fd: i32,
+    },
+}
+
+/// `mcpgate code-run`: confined first, so program code never runs unconfined; a process that
+/// already runs threads (called from the runtime) is refused by `confine_self`.
+fn code_run(policy_fd: i32) -> ExitCode {
+    if let Err(e) = mcpgate_sandbox::exec::confine_self(policy_fd) {
+        eprintln!("error: code-run cannot confine itself: {e}");
+        return ExitCode::from(mcpgate_coderun::child::EXIT_CONFINE);
+    }
+    ExitCode::from(mcpgate_coderun::child::run(std::io::stdin().lock(), std::io::stdout().lock()))
 }
 
 fn main() -> ExitCode {
@@ -276,6 +294,9 @@ fn main() -> ExitCode {
     // the server.
     if let Command::SandboxExec { policy_fd, command } = &cli.command {
         return ExitCode::from(mcpgate_sandbox::exec::run(*policy_fd, command));
+    }
+    if let Command::CodeRun { policy_fd } = &cli.command {
+        return code_run(*policy_fd);
     }
     // The supervisor runs single-threaded too: it waits for signals with sigtimedwait.
     if let Command::Supervise { policy_fd, command } = &cli.command {
@@ -367,6 +388,7 @@ async fn run(command: Command, workers: usize) -> anyhow::Result<ExitCode> {
             mcpgate::commands::offline::audit_verify(&files, public_key.as_deref())
         }
         Command::SandboxExec { policy_fd, command } => Ok(ExitCode::from(mcpgate_sandbox::exec::run(policy_fd, &command))),
+        Command::CodeRun { policy_fd } => Ok(code_run(policy_fd)),
         Command::DemoServer { profile, http, page_size } => {
             mcpgate::commands::serve::demo_server(profile, http.as_deref(), page_size).await
         }

@@ -21,6 +21,7 @@ mod outbound;
 mod parked;
 pub mod pool;
 mod probe;
+pub mod program;
 mod progress;
 pub mod runner;
 mod sse;

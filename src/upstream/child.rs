@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::time::Instant;
 
 /// The gateway's environment variables a child may see.
@@ -112,7 +112,7 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
         None => None,
     };
     let fd_arg = exec::POLICY_FD.to_string();
-    let (mut cmd, death) = match supervisor() {
+    let (mut cmd, death) = match own_binary() {
         Some(me) => {
             let mut c = Command::new(&me);
             c.arg("supervise");
@@ -133,7 +133,7 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
             (c, Signal::SIGTERM)
         }
     };
-    let supervised = supervisor().is_some();
+    let supervised = own_binary().is_some();
     let death = if supervised { death } else { Signal::SIGKILL };
     cmd.env_clear();
     for key in ENV_ALLOWLIST {
@@ -164,33 +164,37 @@ pub fn start(spec: &Spec, tasks: &Background) -> Result<Started, UpstreamError> 
         return Err(UpstreamError::Unreachable("the child process has no stdio pipes".into()));
     };
     tracing::info!(upstream = %spec.id, pid = child.id().unwrap_or(0), %program, "started stdio upstream");
-    let id = spec.id.to_string();
-    tasks.spawn(async move {
-        let mut lines = LineReader::new(stderr, STDERR_LINE);
-        let (mut window, mut logged, mut dropped) = (Instant::now(), 0u32, 0u64);
-        while let Ok(Some(line)) = lines.next_line().await {
-            if window.elapsed() >= Duration::from_secs(1) {
-                if dropped > 0 {
-                    tracing::warn!(upstream = %id, dropped, "stderr lines not logged (too many)");
-                }
-                (window, logged, dropped) = (Instant::now(), 0, 0);
-            }
-            if logged >= STDERR_PER_SECOND {
-                dropped += 1;
-                continue;
-            }
-            logged += 1;
-            match line {
-                Line::Full(bytes) => tracing::info!(upstream = %id, "stderr: {}", String::from_utf8_lossy(&bytes)),
-                Line::TooLong(n) => tracing::info!(upstream = %id, "stderr: (a line of {n} bytes, not shown)"),
-            }
-        }
-    });
+    tasks.spawn(log_stderr(stderr, spec.id.to_string()));
     Ok(Started { child, stdin, stdout, group })
 }
 
-/// This binary, when it is mcpgate (it then runs `mcpgate supervise`).
-fn supervisor() -> Option<PathBuf> {
+/// Logs a child's stderr as `upstream = id`: each line capped, at most [`STDERR_PER_SECOND`]
+/// lines a second (the rest counted), until the pipe closes.
+pub(super) async fn log_stderr(stderr: ChildStderr, id: String) {
+    let mut lines = LineReader::new(stderr, STDERR_LINE);
+    let (mut window, mut logged, mut dropped) = (Instant::now(), 0u32, 0u64);
+    while let Ok(Some(line)) = lines.next_line().await {
+        if window.elapsed() >= Duration::from_secs(1) {
+            if dropped > 0 {
+                tracing::warn!(upstream = %id, dropped, "stderr lines not logged (too many)");
+            }
+            (window, logged, dropped) = (Instant::now(), 0, 0);
+        }
+        if logged >= STDERR_PER_SECOND {
+            dropped += 1;
+            continue;
+        }
+        logged += 1;
+        match line {
+            Line::Full(bytes) => tracing::info!(upstream = %id, "stderr: {}", String::from_utf8_lossy(&bytes)),
+            Line::TooLong(n) => tracing::info!(upstream = %id, "stderr: (a line of {n} bytes, not shown)"),
+        }
+    }
+}
+
+/// This binary, when it is mcpgate (it then runs `mcpgate supervise`, and code mode's
+/// `mcpgate code-run`).
+pub(super) fn own_binary() -> Option<PathBuf> {
     static ME: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     ME.get_or_init(|| {
         let me = std::env::current_exe().ok()?;

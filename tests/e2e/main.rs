@@ -11,6 +11,7 @@ mod callers;
 mod chaos;
 mod cli;
 mod cluster;
+mod code_child;
 mod confirm;
 mod confirm_once;
 mod conformance;

@@ -6,10 +6,10 @@
 //! prototype; `tools.<name>(args)` and `tools.call(name, args)`), `ToolError` and a bounded
 //! `console`. Each call goes to the [`Host`] one at a time, in the order asked, and comes back as a
 //! value or a thrown `ToolError`; a call still queued once the program's value is settled is never
-//! made. The program's value is written as JSON inside the interpreter (BigInt and cycles are a
-//! clear error) and read again here. Nothing here runs unconfined in production: the process that
-//! calls [`Engine::run`] has confined itself first (docs/security.md); the interpreter's own limits
-//! are defence in depth.
+//! made, and a host whose pipe broke ends the program as `protocol`. The program's value is written
+//! as JSON inside the interpreter (BigInt and cycles are a clear error) and read again here.
+//! Nothing here runs unconfined in production: the process that calls [`Engine::run`] has confined
+//! itself first (docs/security.md); the interpreter's own limits are defence in depth.
 
 use crate::wire::{Answer, Done, FailKind, Failed, FromChild, Limit, Limits};
 use rquickjs::context::EvalOptions;
@@ -33,6 +33,11 @@ pub const TRUNCATED: &str = "…truncated";
 pub trait Host {
     /// Make one call; `arguments` is the JSON text the program gave.
     fn call(&mut self, tool: &str, arguments: &str) -> Answer;
+
+    /// Why no more call can be made (the pipe broke); the program then ends as `protocol`.
+    fn broken(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How a program ended.
@@ -219,6 +224,9 @@ fn drive<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>, host: &mut dyn Host, program:
         let started = Instant::now();
         let answer = host.call(&next.tool, &next.arguments);
         shared.deadline.set(shared.deadline.get() + started.elapsed());
+        if let Some(why) = host.broken() {
+            return shared.failed(FailKind::Protocol, None, why, None);
+        }
         if let Err(e) = answer_call(ctx, &settle, next.id, answer) {
             return fault(ctx, shared, e);
         }

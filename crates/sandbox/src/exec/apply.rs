@@ -82,6 +82,9 @@ pub enum ExecError {
     Threaded(u64),
     #[error("counting this process's threads: {0}")]
     Threads(#[source] std::io::Error),
+    /// The descriptors it inherited beyond its standard streams could not be closed.
+    #[error("closing the inherited descriptors: {0}")]
+    Descriptors(#[source] std::io::Error),
     #[error("cannot start {program:?}: {source}")]
     Start {
         program: String,

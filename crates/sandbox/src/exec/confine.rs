@@ -1,10 +1,10 @@
 //! A process that confines itself before it runs untrusted code (code mode's child, `mcpgate
-//! code-run`): `confine_self` reads the policy from its descriptor, closes it and applies it to
-//! the process (the same steps as `sandbox-exec`), and `Policy::for_program` makes the strict
-//! policy such a process runs under: no file, no network and no socket at all, no other program or
-//! process (threads still start), a few descriptors, a lower priority, and the memory and CPU
-//! backstops the caller works out. What the running kernel cannot enforce fails the confinement,
-//! so untrusted code never runs unconfined.
+//! code-run`): `confine_self` reads the policy from its descriptor, closes it and every other
+//! descriptor above the standard streams, and applies the policy to the process (the same steps as
+//! `sandbox-exec`), and `Policy::for_program` makes the strict policy such a process runs under: no
+//! file, no network and no socket at all, no other program or process (threads still start), a few
+//! descriptors, a lower priority, and the memory and CPU backstops the caller works out. What the
+//! running kernel cannot enforce fails the confinement, so untrusted code never runs unconfined.
 
 use super::apply::restrict;
 use super::fd::take_policy_fd;
@@ -37,7 +37,8 @@ impl Policy {
     }
 }
 
-/// Reads the policy on `policy_fd`, closes the descriptor (whether it could be read or not), and
+/// Reads the policy on `policy_fd`, closes the descriptor (whether it could be read or not) and
+/// every other one above the standard streams, and
 /// applies the policy to this process: limits, capabilities, no new privileges, Landlock, seccomp
 /// (and, when strict, the lower priority). Landlock and seccomp hold for the calling thread and
 /// what it starts after, so this must run before any thread starts: a process that already runs
@@ -48,8 +49,21 @@ pub fn confine_self(policy_fd: i32) -> Result<Policy, ExecError> {
         1 => {}
         n => return Err(ExecError::Threaded(n)),
     }
+    close_inherited()?;
     restrict(&policy)?;
     Ok(policy)
+}
+
+/// Closes every descriptor above the standard streams: whatever the gateway's own parent left
+/// without close-on-exec (a job server's pipe, a supervisor's socket) must not reach the program.
+fn close_inherited() -> Result<(), ExecError> {
+    // SAFETY: close_range(2) takes plain numbers. Nothing in this process owns a descriptor above
+    // 2 at this point (the policy's was read and closed, and no thread runs to hold one); the
+    // standard streams stay.
+    if unsafe { libc::close_range(3, libc::c_uint::MAX, 0) } != 0 {
+        return Err(ExecError::Descriptors(std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// The threads this process runs (`/proc/self/status`).
@@ -70,7 +84,7 @@ mod tests {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
     /// What the confined child found, one bit each (its exit status): 0 is all held.
-    const BITS: &str = "1 policy fd still open, 2 /etc/passwd not refused with EACCES, 4 a Unix socket or socket pair \
+    const BITS: &str = "1 policy fd or another inherited one still open, 2 /etc/passwd not refused with EACCES, 4 a Unix socket or socket pair \
                         not refused with EPERM, 8 an IP socket not refused with EPERM, 16 execve not refused with EPERM, \
                         32 fork (libc, raw) or a process clone not refused with EPERM, 64 no thread, 128 nice below 10";
 
@@ -114,7 +128,11 @@ mod tests {
 
     /// The forked child: confines itself, tries, writes to the inherited pipe, and ends with a
     /// bit per failed expectation (or 100 and the reason, when it could not confine itself).
-    fn confined(policy_fd: i32, pipe: i32) -> ! {
+    fn confined(policy_fd: i32, inherited: i32) -> ! {
+        // The pipe becomes stderr, the standard stream a confined process keeps; the descriptor
+        // it came on is closed by `confine_self` with every other one above the standard streams.
+        // SAFETY: dup2 takes plain numbers; both are this child's own.
+        let pipe = unsafe { libc::dup2(inherited, 2) };
         let say = |text: &str| {
             // SAFETY: write reads `text.len()` bytes of `text`, which lives through the call.
             unsafe { libc::write(pipe, text.as_ptr().cast(), text.len()) };
@@ -138,7 +156,7 @@ mod tests {
                     libc::waitpid(pid as i32, std::ptr::null_mut(), 0);
                 }
             };
-            if libc::fcntl(policy_fd, libc::F_GETFD) != -1 {
+            if libc::fcntl(policy_fd, libc::F_GETFD) != -1 || libc::fcntl(inherited, libc::F_GETFD) != -1 {
                 code |= 1;
             }
             if !refused(libc::open(c"/etc/passwd".as_ptr(), libc::O_RDONLY).into(), libc::EACCES) {
