@@ -4,7 +4,7 @@
 //! field named on one side is the field read on the other. Every type refuses unknown fields, and
 //! an answer must carry exactly one of `ok` and `error` ([`Answered::answer`]): a line that does
 //! not read ends the program rather than being guessed at. [`Answer`] is also what the engine's
-//! [`crate::engine::Host`] returns, so the process only moves lines.
+//! host returns, so the process only moves lines.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;

@@ -253,6 +253,26 @@ mod tests {
     use super::install_tree;
     use std::path::{Path, PathBuf};
 
+    /// A sandbox with the defaults' limits, reading `read` and hiding `hidden`.
+    fn config(
+        private: &std::path::Path,
+        read: Vec<std::path::PathBuf>,
+        hidden: Vec<std::path::PathBuf>,
+    ) -> mcpgate_config::sandbox::SandboxConfig {
+        mcpgate_config::sandbox::SandboxConfig {
+            read,
+            write: Vec::new(),
+            network: mcpgate_config::sandbox::Network::None,
+            memory_bytes: 1 << 30,
+            cpu_seconds: None,
+            processes: 64,
+            open_files: 1024,
+            private: private.to_path_buf(),
+            hidden,
+            container: None,
+        }
+    }
+
     #[test]
     fn a_file_named_in_a_broad_folder_shows_only_itself() {
         assert_eq!(install_tree(Path::new("/tmp/server.json")), [PathBuf::from("/tmp/server.json")]);
@@ -294,18 +314,7 @@ mod tests {
 
         let dir = tempfile::tempdir().expect("a folder");
         let private = dir.path().join("private");
-        let cfg = mcpgate_config::sandbox::SandboxConfig {
-            read: Vec::new(),
-            write: Vec::new(),
-            network: mcpgate_config::sandbox::Network::None,
-            memory_bytes: 1 << 30,
-            cpu_seconds: None,
-            processes: 64,
-            open_files: 1024,
-            private: private.clone(),
-            hidden: Vec::new(),
-            container: None,
-        };
+        let cfg = config(&private, Vec::new(), Vec::new());
         let started = super::Policy::for_start(&cfg, &[], None, &private).expect("a policy");
         assert!(!started.strict);
         assert!(!serde_json::to_string(&started).expect("json").contains("strict"));
@@ -338,18 +347,7 @@ mod tests {
     fn a_hidden_file_inside_a_shown_folder_stops_the_start() {
         let dir = tempfile::tempdir().expect("a folder");
         let private = dir.path().join("private");
-        let cfg = mcpgate_config::sandbox::SandboxConfig {
-            read: vec![dir.path().to_path_buf()],
-            write: Vec::new(),
-            network: mcpgate_config::sandbox::Network::None,
-            memory_bytes: 1 << 30,
-            cpu_seconds: None,
-            processes: 64,
-            open_files: 1024,
-            private: private.clone(),
-            hidden: vec![dir.path().join("vault.json")],
-            container: None,
-        };
+        let cfg = config(&private, vec![dir.path().to_path_buf()], vec![dir.path().join("vault.json")]);
         let err = super::Policy::for_start(&cfg, &[], None, &private).expect_err("refused");
         assert_eq!(
             err.to_string(),
