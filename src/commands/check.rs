@@ -81,6 +81,7 @@ pub fn report(gw: &Gateway) -> (String, bool) {
         }
     }
     isolation(gw, &mut out);
+    all_ok &= code_mode(gw, &mut out);
     openapi(gw, &mut out);
     let _ = writeln!(
         out,
@@ -209,6 +210,42 @@ fn isolation(gw: &Gateway, out: &mut String) {
         if e.tcp_ports { "enforced" } else { "NOT enforced (Landlock ABI < 4: a sandbox with network = [ports] will not start)" },
         yes(e.seccomp)
     );
+}
+
+/// Where code mode is served, and whether this machine can run its programs (`false`: it is
+/// served and cannot be: every program would be refused).
+fn code_mode(gw: &Gateway, out: &mut String) -> bool {
+    let cfg = gw.config();
+    let mut served: Vec<&str> = cfg.endpoints.iter().filter(|e| e.code_mode).map(|e| e.path.as_str()).collect();
+    if cfg.code_mode.enabled {
+        served.insert(0, cfg.server.path.as_str());
+    }
+    if served.is_empty() {
+        return true;
+    }
+    let _ = writeln!(out, "\nCode mode: served on {}", served.join(", "));
+    match crate::upstream::program::unconfinable() {
+        None => {
+            let c = &cfg.code_mode;
+            let _ = writeln!(
+                out,
+                "  programs run confined (no files, network or processes); {} at once ({} per caller), {} of CPU, {} in all, {} tool calls each",
+                c.programs,
+                c.programs_per_caller,
+                humantime::format_duration(c.cpu),
+                humantime::format_duration(c.wall_clock),
+                c.calls
+            );
+            true
+        }
+        Some(why) => {
+            let _ = writeln!(
+                out,
+                "  NO program can run here: {why}, so the sandbox code mode needs is not enforced (every run_code is refused)"
+            );
+            false
+        }
+    }
 }
 
 /// The container runtime a command runs (`docker`, `podman`), if it is one.

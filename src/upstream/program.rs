@@ -39,6 +39,22 @@ pub struct Program {
     pending: Option<u64>,
 }
 
+/// Why this machine cannot confine a program, if it cannot (checked once): without Landlock and
+/// seccomp no program runs (code mode fails closed, and `mcpgate check` says so).
+pub fn unconfinable() -> Option<&'static str> {
+    static WHY: std::sync::OnceLock<Option<&'static str>> = std::sync::OnceLock::new();
+    *WHY.get_or_init(|| {
+        let e = exec::enforcement();
+        if e.landlock_abi == 0 {
+            Some("the kernel has no Landlock")
+        } else if !e.seccomp {
+            Some("the kernel has no seccomp")
+        } else {
+            None
+        }
+    })
+}
+
 /// Starts a program's process (this binary, `mcpgate code-run`).
 pub fn start(limits: &Limits) -> Result<Program, UpstreamError> {
     let me = own_binary().ok_or_else(|| UpstreamError::Unreachable("code mode runs programs through the mcpgate binary itself".into()))?;

@@ -138,6 +138,11 @@ async fn a_program_from_the_python_sdk_combines_two_upstreams_under_one_audited_
     assert_eq!(mine[0]["upstream"], "alpha");
     assert_eq!(mine[1]["upstream"], "calc");
     assert!(s.gw.proc.log().contains(&format!("program={id}")), "the audit line names the program");
+    // `mcpgate check` says where code mode is served and that programs can run here.
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcpgate")).args(["check", "-c"]).arg(&s.gw.config_path).output().expect("check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("Code mode: served on /mcp/code\n  programs run confined"), "{text}");
 }
 
 /// What a program caught for `tool` called with `args`: `{reason, code, message}`.

@@ -26,7 +26,7 @@ use mcpgate_protocol::json::Json;
 use mcpgate_protocol::rawobj::RawObject;
 use mcpgate_protocol::reply::{Outcome, Reply};
 use serde_json::{Value, json};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -94,7 +94,7 @@ pub(super) async fn run(gw: &Served<'_>, req: &Request) -> Driven {
         ))
         .into();
     }
-    if let Some(why) = unconfinable() {
+    if let Some(why) = program::unconfinable() {
         return search::tool_error(&format!("The program was not run: code mode needs a sandbox this machine does not enforce ({why})."))
             .into();
     }
@@ -126,21 +126,6 @@ pub(super) async fn run(gw: &Served<'_>, req: &Request) -> Driven {
     }
 }
 
-/// Why this machine cannot confine a program, if it cannot (checked once): code mode fails closed.
-fn unconfinable() -> Option<&'static str> {
-    static WHY: OnceLock<Option<&'static str>> = OnceLock::new();
-    *WHY.get_or_init(|| {
-        let e = mcpgate_sandbox::exec::enforcement();
-        if e.landlock_abi == 0 {
-            Some("the kernel has no Landlock")
-        } else if !e.seccomp {
-            Some("the kernel has no seccomp")
-        } else {
-            None
-        }
-    })
-}
-
 /// Runs the program's lines to its end, or to a pause. `first`: the answer to give first (to the
 /// call a resumed program waits on: its id, the tool, the answer and how the call ended).
 pub(super) async fn drive(gw: &Served<'_>, req: &Request, mut run: Run, first: Option<(u64, String, Answer, String)>) -> Driven {
@@ -156,6 +141,11 @@ pub(super) async fn drive(gw: &Served<'_>, req: &Request, mut run: Run, first: O
         }
         let line = run.program.next(deadline).await;
         match line {
+            Ok(FromChild::Call(call)) if run.calls.len() >= gw.config.code_mode.calls as usize => {
+                // The child counts its calls too; one more than allowed is its process misbehaving.
+                let why = format!("the program's process asked for call {} past its limit of {}", call.id, gw.config.code_mode.calls);
+                return ended(gw, req, run, began, Ending::Broken(why)).into();
+            }
             Ok(FromChild::Call(call)) => {
                 let made = tokio::time::timeout_at(deadline, make(gw, req, &run.id, call.id, &call.tool, &call.arguments, None)).await;
                 match made {
