@@ -50,6 +50,9 @@ pub struct CallRecord {
     /// Why the guard decided so (its own words, bounded; never the content it checked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The code-mode program that made the call (or the run of that program itself).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
     pub duration_ms: u64,
 }
 
@@ -141,6 +144,12 @@ impl Audit {
         self.emit(&Fields::of(s), outcome, 0, None, true);
     }
 
+    /// The record of a code-mode program's run (its subject names the program), ended with
+    /// `outcome` after `took`: not counted in the usage (its inner calls are, each on its own).
+    pub fn program(&self, s: &Subject, outcome: &str, took: std::time::Duration) {
+        self.emit(&Fields::of(s), outcome, took.as_millis() as u64, None, false);
+    }
+
     /// The record of one forwarded call that ended with `outcome`.
     pub fn record(&self, e: &Entry, outcome: &str) {
         let duration_ms = e.started.elapsed().as_millis() as u64;
@@ -185,6 +194,7 @@ impl Audit {
             rule: e.rule.map(str::to_string),
             guard: e.guard.map(str::to_string),
             reason: e.reason.map(|r| clean(r).into_owned()),
+            program: e.program.map(str::to_string),
             duration_ms,
         };
         if self.export.active() {
@@ -219,6 +229,8 @@ struct Fields<'a> {
     guard: Option<&'a str>,
     /// Why it decided so.
     reason: Option<&'a str>,
+    /// The code-mode program that made the call.
+    program: Option<&'a str>,
 }
 
 impl<'a> Fields<'a> {
@@ -234,6 +246,7 @@ impl<'a> Fields<'a> {
             rule: None,
             guard: None,
             reason: None,
+            program: s.program.as_deref(),
         }
     }
 
@@ -320,7 +333,19 @@ impl Drop for Pending {
 /// quotes wherever a logfmt reader could take them for more than one value
 /// (`telemetry::logfmt`).
 fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
-    let Fields { caller, endpoint, method, item, presented, upstream, rule, guard, reason } = *e;
+    let Fields { caller, endpoint, method, item, presented, upstream, rule, guard, reason, program } = *e;
+    // A program's calls: one line with every field (`-` where none).
+    if let Some(program) = program {
+        let (presented, rule, guard) = (presented.unwrap_or("-"), rule.unwrap_or("-"), guard.unwrap_or("-"));
+        let reason = &*clean(reason.unwrap_or("-"));
+        let arguments = &*clean(arguments.unwrap_or("-"));
+        tracing::info!(
+            target: "mcpgate::audit",
+            caller, endpoint, method, item, presented, upstream, outcome, rule, guard, reason, program, duration_ms, arguments,
+            "audit"
+        );
+        return;
+    }
     if let Some(guard) = guard {
         let reason = &*clean(reason.unwrap_or("-"));
         tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, guard, reason, duration_ms, "audit");

@@ -9,6 +9,7 @@
 
 mod bare;
 mod chain;
+mod code;
 mod confirm;
 mod consent;
 pub mod decide;
@@ -223,8 +224,10 @@ impl Service for Gateway {
             let cx = &served;
             match &req.method {
                 Method::Discover => discover::discover(cx, &req),
+                Method::ToolsList if code::active(cx, &req.caller) => code::list(cx, &req),
                 Method::ToolsList if search::active(cx, &req.caller) => search::list(cx, &req),
                 Method::ToolsList => lists::list(cx, &req, Kind::Tool),
+                Method::ToolsCall if code::active(cx, &req.caller) => code::call(cx, req).await,
                 Method::ToolsCall if search::active(cx, &req.caller) => search::call(cx, req).await,
                 Method::ToolsCall => chain::serve(cx, req).await,
                 Method::PromptsList if offered("prompts") => lists::list(cx, &req, Kind::Prompt),

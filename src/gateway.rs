@@ -13,6 +13,7 @@ pub mod onetime;
 mod personal;
 pub use personal::REQUEST_SUBJECT;
 pub mod pins;
+pub mod programs;
 mod reads;
 mod reload;
 
@@ -120,6 +121,8 @@ pub struct Gateway {
     definitions: guards::Definitions,
     /// Confirmations asked and not yet answered: each accepted answer runs its call once.
     pub confirmations: Arc<onetime::OneTime>,
+    /// Code mode's running and paused programs.
+    pub programs: Arc<programs::Programs>,
     /// The endpoints' selection problems last reported (by path), so each is logged once, and
     /// only once every upstream has settled.
     view_problems: Mutex<Vec<(Arc<str>, Problem)>>,
@@ -187,6 +190,7 @@ impl Gateway {
             auth_tasks: Mutex::new(tasks.child()),
             limiter: Limiter::new(cluster.clone()),
             confirmations: Arc::new(onetime::OneTime::new(cluster.clone())),
+            programs: Arc::default(),
             cluster,
             catalog: ArcSwap::from_pointee(Catalog::default()),
             views: ArcSwap::from_pointee(Vec::new()),

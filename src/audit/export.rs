@@ -361,6 +361,7 @@ mod tests {
             rule: None,
             guard: None,
             reason: None,
+            program: None,
             duration_ms: 2,
         }
     }

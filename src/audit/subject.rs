@@ -1,6 +1,7 @@
 //! Who asked about what: the [`Subject`] of one request (its caller, the endpoint it came
 //! through, its method, and the item it acts on once the call path resolved it: kind, catalogue
-//! name, the name the endpoint presents, upstream). It is built once on the call path
+//! name, the name the endpoint presents, upstream; and the code-mode program that made it, if one
+//! did). It is built once on the call path
 //! (`dispatch::chain`: as asked, then resolved by the `Resolve` step) and borrowed by everything
 //! that records or checks the request: the audit's records, the guards (and the request they
 //! are sent), the secrets and skills checks; shared by `Arc` where a result is checked after
@@ -30,6 +31,9 @@ pub struct Subject {
     pub presented: Option<String>,
     /// The id of the upstream that owns the item, once resolved (written `-` when unknown).
     pub upstream: Option<String>,
+    /// The code-mode program that made the call (`dispatch::code`), when one did: every record
+    /// of its inner calls, and of the run itself, names it.
+    pub program: Option<Arc<str>>,
 }
 
 impl Subject {
@@ -44,6 +48,7 @@ impl Subject {
             item: name.into(),
             presented: None,
             upstream: None,
+            program: None,
         }
     }
 
@@ -58,6 +63,7 @@ impl Subject {
             item: name.into(),
             presented: None,
             upstream: Some(upstream.into()),
+            program: None,
         }
     }
 

@@ -160,11 +160,18 @@ impl<'g> Call<'g> {
 
 /// Serves a request that acts on one item through its method's chain, then forwards it.
 pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
+    serve_as(gw, req, None).await.0
+}
+
+/// [`serve`], for the inner call of code mode's program `program` when given (every record of
+/// the call names it); with the audit's label of the refusal that stopped the call, if one did.
+pub async fn serve_as(gw: &Served<'_>, req: Request, program: Option<std::sync::Arc<str>>) -> (Reply, Option<&'static str>) {
     let Some(chain) = chain_of(&req.method) else {
-        return Reply::error(RpcError::method_not_found(req.method.as_str()));
+        return (Reply::error(RpcError::method_not_found(req.method.as_str())), None);
     };
     let id_of = |i: usize| gw.upstream_id(i);
-    let subject = Subject::asked(&req.caller, req.method.clone(), String::new());
+    let mut subject = Subject::asked(&req.caller, req.method.clone(), String::new());
+    subject.program = program;
     let mut call = Call {
         req,
         id_of: &id_of,
@@ -178,10 +185,11 @@ pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
     };
     for step in chain {
         if let Err(why) = run(*step, gw, &mut call).await {
-            return refusal::answer(gw, &call.req, &call.subject, why);
+            let label = why.audit_reason();
+            return (refusal::answer(gw, &call.req, &call.subject, why), label);
         }
     }
-    let Some(target) = call.target else { return Reply::error(RpcError::internal("the call path resolved no item")) };
+    let Some(target) = call.target else { return (Reply::error(RpcError::internal("the call path resolved no item")), None) };
     let headers = match target.entry {
         Some(tool) if target.kind == Kind::Tool => xheader::outbound(&tool.headers, call.args.as_ref().unwrap_or(&Value::Null)),
         _ => Vec::new(),
@@ -200,9 +208,9 @@ pub async fn serve(gw: &Served<'_>, req: Request) -> Reply {
     };
     // The result guards, when there are any (a replacement passes the redaction step too).
     if gw.config.guards.is_empty() {
-        return reply;
+        return (reply, None);
     }
-    guarded::results(gw, subject, redact, reply).await
+    (guarded::results(gw, subject, redact, reply).await, None)
 }
 
 /// The request guards on the arguments as they will be forwarded; a replacement is forwarded

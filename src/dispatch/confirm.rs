@@ -13,7 +13,7 @@
 
 use super::{Request, Served};
 use crate::audit::Subject;
-use crate::telemetry::reasons::Confirmation;
+use crate::telemetry::reasons::{Confirmation, Refused};
 use mcpgate_config::confirm::ConfirmRule;
 use mcpgate_model::catalog::Entry;
 use mcpgate_protocol::errors::RpcError;
@@ -44,8 +44,10 @@ pub enum Verdict {
     Free,
     /// Confirmed (the digest of what was confirmed): forward, with the confirmation taken out.
     Confirmed(String),
-    /// Answer this instead (the question, or a refusal).
+    /// Answer this instead: the question (or an error in the request).
     Answer(Box<Reply>),
+    /// Refused, recorded already: the answer, and why (declined, impossible, unavailable).
+    Refused(Box<Reply>, Refused),
 }
 
 /// Whether a tool's annotations leave destruction possible (MCP defaults: a tool is read-only
@@ -117,7 +119,9 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, who: &Subje
     {
         match gw.confirmations.redeem(&once_key(token)).await {
             Ok(true) => return Verdict::Confirmed(want),
-            Ok(false) => refuse(gw, who, Confirmation::Spent),
+            Ok(false) => {
+                refuse(gw, who, Confirmation::Spent);
+            }
             Err(e) => return unavailable(gw, who, tool, &e),
         }
     }
@@ -132,7 +136,9 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, who: &Subje
         match gw.confirmations.redeem(&once_key(&token)).await {
             Ok(true) => return answered(gw, req, who, tool, want),
             // Answered before (or asked on another replica without a shared store): ask again.
-            Ok(false) => refuse(gw, who, Confirmation::Spent),
+            Ok(false) => {
+                refuse(gw, who, Confirmation::Spent);
+            }
             Err(e) => return unavailable(gw, who, tool, &e),
         }
     }
@@ -142,19 +148,25 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, who: &Subje
         None => req.meta.client_capabilities().and_then(|c| c.get("elicitation")).is_some_and(Value::is_object),
     };
     if !can_ask {
-        refuse(gw, who, Confirmation::Impossible);
-        return Verdict::Answer(Box::new(tool_error(&format!(
-            "{} needs a person's confirmation ({}), and this client cannot ask for one (it declared no elicitation).",
-            tool.name, rule.label
-        ))));
+        let why = refuse(gw, who, Confirmation::Impossible);
+        return Verdict::Refused(
+            Box::new(tool_error(&format!(
+                "{} needs a person's confirmation ({}), and this client cannot ask for one (it declared no elicitation).",
+                tool.name, rule.label
+            ))),
+            why,
+        );
     }
     let asked = Asked { c: req.caller.id.clone(), r: req.caller.rules.clone(), e: endpoint, d: want };
     let Ok(state) = gw.sealer.seal(PURPOSE, &asked) else {
         return Verdict::Answer(Box::new(Reply::error(RpcError::internal("cannot seal the confirmation"))));
     };
     if let Err(e) = gw.confirmations.issue(&once_key(&state), max_age).await {
-        refuse(gw, who, Confirmation::Unavailable);
-        return Verdict::Answer(Box::new(tool_error(&format!("{} was not run: a confirmation cannot be asked now ({e}).", tool.name))));
+        let why = refuse(gw, who, Confirmation::Unavailable);
+        return Verdict::Refused(
+            Box::new(tool_error(&format!("{} was not run: a confirmation cannot be asked now ({e}).", tool.name))),
+            why,
+        );
     }
     let message = format!(
         "{}Allow this call?\n\nTool: {}\nUpstream: {upstream}\nArguments:\n{shown}",
@@ -181,8 +193,8 @@ pub async fn check(gw: &Served<'_>, req: &mut Request, tool: &Entry, who: &Subje
 
 /// The refusal of a call whose confirmation cannot be checked now (fails closed).
 fn unavailable(gw: &Served<'_>, who: &Subject, tool: &Entry, e: &crate::gateway::onetime::OneTimeError) -> Verdict {
-    refuse(gw, who, Confirmation::Unavailable);
-    Verdict::Answer(Box::new(tool_error(&format!("{} was not run: its confirmation cannot be checked now ({e}).", tool.name))))
+    let why = refuse(gw, who, Confirmation::Unavailable);
+    Verdict::Refused(Box::new(tool_error(&format!("{} was not run: its confirmation cannot be checked now ({e}).", tool.name))), why)
 }
 
 /// Records the `requestState` of an `input_required` round of a confirmed call as a one-time
@@ -203,8 +215,8 @@ fn answered(gw: &Served<'_>, req: &mut Request, who: &Subject, tool: &Entry, wan
         gw.metrics.confirmation(Confirmation::Confirmed);
         return Verdict::Confirmed(want);
     }
-    refuse(gw, who, Confirmation::Declined);
-    Verdict::Answer(Box::new(tool_error(&format!("{} was not run: the call was not confirmed.", tool.name))))
+    let why = refuse(gw, who, Confirmation::Declined);
+    Verdict::Refused(Box::new(tool_error(&format!("{} was not run: the call was not confirmed.", tool.name))), why)
 }
 
 /// Takes the gateway's confirmation state and answer out of a retry (they are not the upstream's).
@@ -213,10 +225,12 @@ fn strip(params: &mut RawObject) {
     super::strip_input_response(params, INPUT_KEY);
 }
 
-fn refuse(gw: &Served<'_>, who: &Subject, why: Confirmation) {
-    let reason = why.refusal().map_or("confirmation", |r| r.as_str());
-    gw.audit.refused(who, reason);
+/// Records a confirmation that did not let its call run; the refusal it counts as.
+fn refuse(gw: &Served<'_>, who: &Subject, why: Confirmation) -> Refused {
+    let refused = why.refusal().unwrap_or(Refused::ConfirmationUnavailable);
+    gw.audit.refused(who, refused.as_str());
     gw.metrics.confirmation(why);
+    refused
 }
 
 fn tool_error(text: &str) -> Reply {

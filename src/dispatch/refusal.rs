@@ -20,6 +20,9 @@ pub enum Refusal {
     /// The step answered itself, and recorded its answer where it made it: the way to consent, a
     /// `connect` retry, a confirmation's question or its refusal.
     Answered(Box<Reply>),
+    /// A confirmation that did not let the call run (declined, impossible, unavailable):
+    /// answered and recorded where it was decided, like [`Refusal::Answered`], and why.
+    Unconfirmed(Box<Reply>, Refused),
     /// A bare name more than one upstream serves.
     AmbiguousBareName { kind: Kind, candidates: Vec<String> },
     /// A tool the caller may not use answers exactly like a missing one.
@@ -71,7 +74,7 @@ impl Refusal {
     /// The metric's reason (see [`Refusal::label`]).
     pub fn reason(&self) -> Option<Refused> {
         Some(match self {
-            Refusal::Answered(_) | Refusal::Malformed(_) => return None,
+            Refusal::Answered(_) | Refusal::Unconfirmed(..) | Refusal::Malformed(_) => return None,
             Refusal::AmbiguousBareName { .. } => Refused::AmbiguousBareName,
             Refusal::UnknownOrDenied | Refusal::UnknownResource(_) | Refusal::UnknownItem(_) => Refused::UnknownOrDenied,
             Refusal::UnknownTask { .. } => Refused::UnknownTask,
@@ -95,6 +98,7 @@ impl Refusal {
         match self {
             Refusal::UnknownTask { why, .. } => Some(why),
             Refusal::InvalidRequestState(why) => Some(why.reason()),
+            Refusal::Unconfirmed(_, why) => Some(why.as_str()),
             other => other.label(),
         }
     }
@@ -108,7 +112,7 @@ impl Refusal {
     /// What the caller `caller` reads for its request on `name`.
     pub fn into_reply(self, name: &str, caller: &str) -> Reply {
         let error = match self {
-            Refusal::Answered(reply) => return *reply,
+            Refusal::Answered(reply) | Refusal::Unconfirmed(reply, _) => return *reply,
             Refusal::NoRoute { upstream, why } => {
                 return Reply::Single(super::tool_text(&format!("Upstream '{upstream}' cannot take this call: {why}"), true));
             }

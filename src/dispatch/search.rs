@@ -102,7 +102,7 @@ pub async fn call(gw: &Served<'_>, req: Request) -> Reply {
     }
 }
 
-fn arguments(req: &Request) -> Result<serde_json::Map<String, Value>, RpcError> {
+pub(super) fn arguments(req: &Request) -> Result<serde_json::Map<String, Value>, RpcError> {
     match req.params.parse::<Option<Value>>("arguments") {
         None | Some(Ok(None)) => Ok(Default::default()),
         Some(Ok(Some(Value::Object(m)))) => Ok(m),
@@ -111,18 +111,46 @@ fn arguments(req: &Request) -> Result<serde_json::Map<String, Value>, RpcError> 
 }
 
 async fn search(gw: &Served<'_>, req: &Request) -> Reply {
-    let args = match arguments(req) {
-        Ok(a) => a,
-        Err(e) => return Reply::error(e),
+    let (query, text, limit) = match query_of(req) {
+        Ok(q) => q,
+        Err(reply) => return *reply,
     };
+    let found = ranked(gw, req, query, limit, move |_, index, positions| found(index, positions, &text)).await;
+    match found {
+        Ok(v) => result(v),
+        Err(reply) => *reply,
+    }
+}
+
+/// The query of a `search_tools` call (as parsed, as written) and how many tools it wants, or the
+/// answer that refuses it.
+pub(super) fn query_of(req: &Request) -> Result<(Query, String, usize), Box<Reply>> {
+    let args = arguments(req).map_err(|e| Box::new(Reply::error(e)))?;
     let Some(text) = args.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty()) else {
-        return tool_error("search_tools needs a non-empty query: describe what you want to do.");
+        return Err(Box::new(tool_error("search_tools needs a non-empty query: describe what you want to do.")));
     };
     let query = match Query::parse(text) {
         Ok(q) => q,
-        Err(e) => return tool_error(&format!("search_tools refused the query: {e}. Describe what you want to do in a few words.")),
+        Err(e) => {
+            return Err(Box::new(tool_error(&format!(
+                "search_tools refused the query: {e}. Describe what you want to do in a few words."
+            ))));
+        }
     };
     let limit = args.get("limit").and_then(Value::as_u64).map(|l| (l as usize).clamp(1, MAX_LIMIT)).unwrap_or(DEFAULT_LIMIT);
+    Ok((query, text.to_string(), limit))
+}
+
+/// The best `limit` tools of the caller's view for `query`, ranked, then rendered by `render`
+/// (the view, its index, the found tools' positions in its tool section, best first): both on
+/// the blocking pool, a few at a time (`Gateway::ranking`).
+pub(super) async fn ranked<T: Send + 'static>(
+    gw: &Served<'_>,
+    req: &Request,
+    query: Query,
+    limit: usize,
+    render: impl FnOnce(&Catalog, &ToolIndex, Vec<usize>) -> T + Send + 'static,
+) -> Result<T, Box<Reply>> {
     let cat = gw.view.clone();
     let id_of = |i: usize| gw.upstream_id(i);
     let section = cat.section(Kind::Tool);
@@ -131,30 +159,26 @@ async fn search(gw: &Served<'_>, req: &Request) -> Reply {
     // The permit goes with the work: a caller that gives up does not free a place for another
     // search while its own still runs.
     let Ok(permit) = Arc::clone(&gw.ranking).acquire_owned().await else {
-        return Reply::error(RpcError::internal("tool search is shut down"));
+        return Err(Box::new(Reply::error(RpcError::internal("tool search is shut down"))));
     };
-    let text = text.to_string();
     let ranked = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        found(&cat, &visible, &query, &text, limit)
+        // The snapshot's tools are parsed and indexed once; each search ranks what the caller sees.
+        let section = cat.section(Kind::Tool);
+        let index = cat.search.get_or_init(|| Arc::new(ToolIndex::build(section.entries.iter().map(|e| e.json.get()))));
+        let positions = index.rank(&visible, &query, limit).into_iter().map(|(p, _)| p).collect();
+        render(&cat, index, positions)
     })
     .await;
-    match ranked {
-        Ok(v) => result(v),
-        Err(e) => Reply::error(RpcError::internal(format!("tool search failed: {e}"))),
-    }
+    ranked.map_err(|e| Box::new(Reply::error(RpcError::internal(format!("tool search failed: {e}")))))
 }
 
-/// The `search_tools` result: the best `limit` of the `visible` tools of `cat` (positions in its
-/// tool section) for `query` (as the caller wrote it: `text`). CPU-bound: off the async workers.
-fn found(cat: &Catalog, visible: &[usize], query: &Query, text: &str, limit: usize) -> Value {
-    // The snapshot's tools are parsed and indexed once; each search ranks what the caller sees.
-    let section = cat.section(Kind::Tool);
-    let index = cat.search.get_or_init(|| Arc::new(ToolIndex::build(section.entries.iter().map(|e| e.json.get()))));
-    let found: Vec<Value> = index
-        .rank(visible, query, limit)
+/// The `search_tools` result: the tools at `positions` of `index` (found for the query the caller
+/// wrote: `text`), with their input schemas. CPU-bound: off the async workers.
+fn found(index: &ToolIndex, positions: Vec<usize>, text: &str) -> Value {
+    let found: Vec<Value> = positions
         .into_iter()
-        .filter_map(|(p, _)| index.items.get(p))
+        .filter_map(|p| index.items.get(p))
         .map(|v| {
             json!({
                 "name": v.get("name"),
@@ -209,11 +233,11 @@ async fn call_found(gw: &Served<'_>, mut req: Request) -> Reply {
     chain::serve(gw, req).await
 }
 
-fn tool_error(message: &str) -> Reply {
+pub(super) fn tool_error(message: &str) -> Reply {
     Reply::Single(super::tool_text(message, true))
 }
 
-fn result(v: Value) -> Reply {
+pub(super) fn result(v: Value) -> Reply {
     match Json::to_json(&v) {
         Ok(j) => Reply::Single(Outcome::Result(j)),
         Err(e) => Reply::error(RpcError::internal(format!("cannot render the result: {e}"))),

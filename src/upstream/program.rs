@@ -7,7 +7,7 @@
 //! `mcpgate_coderun::wire` and checks the child's: a line that does not read, a call out of turn,
 //! or a line over its cap is a protocol error; the wall clock is the caller's deadline on each
 //! read. Dropping a `Program` kills the process (SIGKILL), and so does the gateway's death
-//! (`PR_SET_PDEATHSIG`). One fresh process per program; nothing here is wired into dispatch yet.
+//! (`PR_SET_PDEATHSIG`). One fresh process per program (`dispatch::code` drives it).
 
 use super::child::{log_stderr, own_binary};
 use super::error::UpstreamError;

@@ -12,6 +12,8 @@ mod chaos;
 mod cli;
 mod cluster;
 mod code_child;
+mod code_confirm;
+mod code_mode;
 mod confirm;
 mod confirm_once;
 mod conformance;

@@ -2,8 +2,7 @@
 //! surface — search the tools, run a JavaScript program over them — instead of its catalogue),
 //! and the limits every program runs under: the interpreter's heap and stack, CPU and wall-clock
 //! time, inner calls, the program's size, its output and console logs, and how many programs run
-//! at once. What is written is checked here with the line it is on; until dispatch serves code
-//! mode, asking for it is refused at load ([`not_served`]) so that no operator believes it on.
+//! at once. What is written is checked here with the line it is on.
 
 use super::{ConfigError, Locator};
 use serde::Deserialize;
@@ -72,19 +71,6 @@ impl Default for CodeModeConfig {
     }
 }
 
-/// The refusal of `key = true` while this version does not serve code mode.
-pub(super) fn not_served(at: &Locator, v: &Spanned<bool>, key: &str) -> Result<(), ConfigError> {
-    if !*v.get_ref() {
-        return Ok(());
-    }
-    Err(at.err(
-        v,
-        key,
-        "code mode is not available yet: this version of mcpgate does not serve it".to_string(),
-        "remove the key, or set it to false",
-    ))
-}
-
 /// A size of `min..=max` bytes, or `default`.
 fn size(at: &Locator, v: &Option<Spanned<String>>, key: &str, (min, max): (u64, u64), default: usize) -> Result<usize, ConfigError> {
     let Some(v) = v else { return Ok(default) };
@@ -140,9 +126,6 @@ fn count(at: &Locator, v: &Option<Spanned<u64>>, key: &str, max: u64, default: u
 /// Resolves `[code_mode]`.
 pub(super) fn resolve(at: &Locator, s: CodeModeSection) -> Result<CodeModeConfig, ConfigError> {
     let d = CodeModeConfig::default();
-    if let Some(on) = &s.enabled {
-        not_served(at, on, "code_mode.enabled")?;
-    }
     let heap = size(at, &s.heap, "code_mode.heap", (1 << 20, 4 << 30), d.heap)?;
     let stack = size(at, &s.stack, "code_mode.stack", (64 << 10, 64 << 20), d.stack)?;
     if let Some(v) = s.stack.as_ref().filter(|_| stack >= heap) {
@@ -173,7 +156,7 @@ pub(super) fn resolve(at: &Locator, s: CodeModeSection) -> Result<CodeModeConfig
         }
     }
     Ok(CodeModeConfig {
-        enabled: false,
+        enabled: s.enabled.is_some_and(|e| e.into_inner()),
         heap,
         stack,
         cpu,
@@ -230,18 +213,11 @@ mod tests {
     }
 
     #[test]
-    fn asking_for_code_mode_is_refused_on_its_line() {
-        let e = error("[server]\npath = \"/mcp\"\n\n[code_mode]\nenabled = true\n");
-        assert_eq!(
-            e,
-            "gateway.toml:5: code_mode.enabled: code mode is not available yet: this version of mcpgate does not serve it. Fix: \
-             remove the key, or set it to false."
-        );
-        let e = error("[[endpoint]]\npath = \"/mcp/code\"\ninclude = [\"*\"]\ncode_mode = true\n");
-        assert!(
-            e.starts_with("gateway.toml:4: endpoint.code_mode: code mode is not available yet: this version of mcpgate does not serve it."),
-            "{e}"
-        );
+    fn code_mode_is_switched_on_for_the_root_and_for_each_endpoint() {
+        let cfg = parse("[server]\npath = \"/mcp\"\n\n[code_mode]\nenabled = true\n").unwrap();
+        assert!(cfg.code_mode.enabled);
+        let cfg = parse("[[endpoint]]\npath = \"/mcp/code\"\ninclude = [\"*\"]\ncode_mode = true\n").unwrap();
+        assert!(cfg.endpoints[0].code_mode && !cfg.code_mode.enabled);
     }
 
     #[test]

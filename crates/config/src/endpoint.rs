@@ -94,9 +94,6 @@ pub(super) fn resolve(at: &Locator, sections: Vec<EndpointSection>, root: &str) 
                 "list what it serves, e.g. include = [\"github__*\", \"upstream:jira\"]",
             ));
         }
-        if let Some(on) = &e.code_mode {
-            super::code_mode::not_served(at, on, "endpoint.code_mode")?;
-        }
         let code_mode = e.code_mode.is_some_and(|c| c.into_inner());
         let mut tools: Vec<ToolOverride> = Vec::new();
         for t in e.tools {

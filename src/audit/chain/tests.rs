@@ -20,6 +20,7 @@ fn record(i: usize) -> CallRecord {
         rule: None,
         guard: None,
         reason: None,
+        program: None,
         duration_ms: 1,
     }
 }

@@ -137,6 +137,7 @@ pub(super) async fn confirm(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), 
             Ok(())
         }
         crate::dispatch::confirm::Verdict::Answer(reply) => Err(Refusal::Answered(reply)),
+        crate::dispatch::confirm::Verdict::Refused(reply, why) => Err(Refusal::Unconfirmed(reply, why)),
     }
 }
 
