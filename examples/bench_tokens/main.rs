@@ -269,7 +269,7 @@ async fn main() -> anyhow::Result<()> {
         report_catalogues.push(row);
     }
     println!(
-        "\n| Task | Way | Round trips | Calls | Model writes: bytes / o200k | Model reads: bytes / o200k | Total o200k | Total cl100k | Context summed over turns, o200k |"
+        "\n| Task | Way | Round trips | Calls the model writes | Model writes: bytes / o200k | Model reads: bytes / o200k | Total o200k | Total cl100k | Context summed over turns, o200k |"
     );
     println!("|---|---|--:|--:|--:|--:|--:|--:|--:|");
     let mut report_tasks = Vec::new();
