@@ -14,10 +14,7 @@ mod run;
 use super::{Request, Served, search};
 use crate::auth::Principal;
 use mcpgate_model::catalog::{Catalog, Kind, signature};
-use mcpgate_protocol::errors::RpcError;
-use mcpgate_protocol::json::Json;
-use mcpgate_protocol::keys;
-use mcpgate_protocol::reply::{Outcome, Reply};
+use mcpgate_protocol::reply::Reply;
 use serde_json::{Value, json};
 
 pub const SEARCH: &str = "search_tools";
@@ -88,17 +85,7 @@ fn tools(gw: &Served<'_>) -> Value {
 
 /// `tools/list` in code mode: the two tools.
 pub fn list(gw: &Served<'_>, req: &Request) -> Reply {
-    let body = json!({
-        "resultType": "complete",
-        "tools": tools(gw),
-        "ttlMs": gw.catalog().ttl_ms(Kind::Tool, std::time::Instant::now()),
-        "cacheScope": "private",
-        "_meta": { keys::SERVER_INFO: super::discover::server_info(gw, req) },
-    });
-    match Json::to_json(&body) {
-        Ok(j) => Reply::Single(Outcome::Result(j)),
-        Err(e) => Reply::error(RpcError::internal(format!("cannot render tools: {e}"))),
-    }
+    search::listed(gw, req, tools(gw))
 }
 
 /// `tools/call` in code mode: the two tools are answered here, any other name is a plain call.

@@ -77,11 +77,16 @@ fn meta_tools() -> Value {
 
 /// `tools/list` in tool-search mode: the two meta-tools.
 pub fn list(gw: &Served<'_>, req: &Request) -> Reply {
-    let cat = gw.catalog();
+    listed(gw, req, meta_tools())
+}
+
+/// A `tools/list` result the gateway answers itself (tool-search and code mode): `tools`, private
+/// to the caller, for as long as the catalogue's tools are.
+pub(super) fn listed(gw: &Served<'_>, req: &Request, tools: Value) -> Reply {
     let body = json!({
         "resultType": "complete",
-        "tools": meta_tools(),
-        "ttlMs": cat.ttl_ms(Kind::Tool, std::time::Instant::now()),
+        "tools": tools,
+        "ttlMs": gw.catalog().ttl_ms(Kind::Tool, std::time::Instant::now()),
         "cacheScope": "private",
         "_meta": { keys::SERVER_INFO: super::discover::server_info(gw, req) },
     });
