@@ -146,6 +146,16 @@ impl std::ops::Deref for Served<'_> {
     }
 }
 
+/// The handlers that wait, by what they are.
+enum Waits {
+    /// The declared chain of the method (`chain::serve`).
+    Chain,
+    /// Code mode's `tools/call`.
+    Code,
+    /// Tool-search mode's `tools/call`.
+    Search,
+}
+
 /// HTTP 429 with `Retry-After` (whole seconds, at least 1) and the wait in `data.retryAfterMs`.
 pub fn rate_limited(who: &str, wait: std::time::Duration) -> RpcError {
     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
@@ -222,35 +232,42 @@ impl Service for Gateway {
             let offered = |cap: &str| self.offers(cap);
             let served = Served::new(self, &req.caller);
             let cx = &served;
-            match &req.method {
-                Method::Discover => discover::discover(cx, &req),
-                Method::ToolsList if code::active(cx, &req.caller) => code::list(cx, &req),
-                Method::ToolsList if search::active(cx, &req.caller) => search::list(cx, &req),
-                Method::ToolsList => lists::list(cx, &req, Kind::Tool),
-                Method::ToolsCall if code::active(cx, &req.caller) => code::call(cx, req).await,
-                Method::ToolsCall if search::active(cx, &req.caller) => search::call(cx, req).await,
-                Method::ToolsCall => chain::serve(cx, req).await,
-                Method::PromptsList if offered("prompts") => lists::list(cx, &req, Kind::Prompt),
-                Method::PromptsGet if offered("prompts") => chain::serve(cx, req).await,
-                Method::ResourcesList if offered("resources") => lists::list(cx, &req, Kind::Resource),
-                Method::ResourceTemplatesList if offered("resources") => lists::list(cx, &req, Kind::Template),
-                Method::ResourcesRead if offered("resources") => chain::serve(cx, req).await,
-                Method::SkillsList if skills::offered(cx, &req) => lists::list(cx, &req, Kind::Skill),
-                Method::SkillsGet | Method::ResourcesDirectoryRead if skills::offered(cx, &req) => chain::serve(cx, req).await,
-                Method::CompletionComplete if offered("completions") => chain::serve(cx, req).await,
-                Method::SubscriptionsListen => listen::listen(cx, req),
-                Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => chain::serve(cx, req).await,
+            // Every handler that waits is awaited at one point (one slot in this future), and
+            // the rare, large ones (a program's run, a search) are boxed: every request's future
+            // stays the size of the plain call path's.
+            let waits = match &req.method {
+                Method::Discover => return discover::discover(cx, &req),
+                Method::ToolsList if code::active(cx, &req.caller) => return code::list(cx, &req),
+                Method::ToolsList if search::active(cx, &req.caller) => return search::list(cx, &req),
+                Method::ToolsList => return lists::list(cx, &req, Kind::Tool),
+                Method::ToolsCall if code::active(cx, &req.caller) => Waits::Code,
+                Method::ToolsCall if search::active(cx, &req.caller) => Waits::Search,
+                Method::ToolsCall => Waits::Chain,
+                Method::PromptsList if offered("prompts") => return lists::list(cx, &req, Kind::Prompt),
+                Method::PromptsGet if offered("prompts") => Waits::Chain,
+                Method::ResourcesList if offered("resources") => return lists::list(cx, &req, Kind::Resource),
+                Method::ResourceTemplatesList if offered("resources") => return lists::list(cx, &req, Kind::Template),
+                Method::ResourcesRead if offered("resources") => Waits::Chain,
+                Method::SkillsList if skills::offered(cx, &req) => return lists::list(cx, &req, Kind::Skill),
+                Method::SkillsGet | Method::ResourcesDirectoryRead if skills::offered(cx, &req) => Waits::Chain,
+                Method::CompletionComplete if offered("completions") => Waits::Chain,
+                Method::SubscriptionsListen => return listen::listen(cx, req),
+                Method::TasksGet | Method::TasksUpdate | Method::TasksCancel => Waits::Chain,
                 // Only legacy sessions reach this (the modern edge refuses the method).
-                Method::ResourcesSubscribe if offered("resources") => listen::follow(cx, &req),
-                other => Reply::error(RpcError::method_not_found(other.as_str())),
+                Method::ResourcesSubscribe if offered("resources") => return listen::follow(cx, &req),
+                other => return Reply::error(RpcError::method_not_found(other.as_str())),
+            };
+            match waits {
+                Waits::Chain => chain::serve(cx, req).await,
+                Waits::Code => Box::pin(code::call(cx, req)).await,
+                Waits::Search => Box::pin(search::call(cx, req)).await,
             }
         };
-        Box::pin(async move {
-            match subject {
-                Some(own) => crate::gateway::REQUEST_SUBJECT.scope(own, work).await,
-                None => work.await,
-            }
-        })
+        // Boxed once, as it is: another async block around it would be a second copy.
+        match subject {
+            Some(own) => Box::pin(crate::gateway::REQUEST_SUBJECT.scope(own, work)),
+            None => Box::pin(work),
+        }
     }
 
     fn ready(&self) -> bool {

@@ -30,7 +30,7 @@ mod stdio;
 pub use self::error::{CONSENT_NEEDED, UpstreamError};
 pub use self::outbound::{Renewal, UserToken};
 
-use self::era::{Era, Partner, refuses_legacy};
+use self::era::{Affine, Era, Partner, refuses_legacy};
 use self::outbound::{Envelope, McpHeaders};
 use arc_swap::ArcSwap;
 use mcpgate_config::{TransportConfig, UpstreamConfig};
@@ -441,32 +441,14 @@ impl Upstream {
     /// upstream handle, whose probe makes calls.)
     pub fn call(&self, call: Call) -> std::pin::Pin<Box<dyn std::future::Future<Output = Reply> + Send + '_>> {
         Box::pin(async move {
+            // The modern path inline; the others boxed, so that a call's future stays the size
+            // of the path nearly every call takes.
             let sent = match self.era_for(&call) {
-                Era::Legacy(v) => self.call_legacy(call, &v).await,
                 Era::Modern(v) => self.call_modern(call, &v).await,
-                Era::Affine(v) => match &self.transport {
-                    Transport::Stdio(_) => match self.legacy_partner().await {
-                        Some(Partner::Itself(version)) => self.call_legacy(call, &version).await,
-                        Some(Partner::Twin(twin)) => return twin.call(call).await,
-                        Some(Partner::None) | None => self.call_modern(call, &v).await,
-                    },
-                    Transport::Rest(_) => self.call_modern(call, &v).await,
-                    Transport::Http(_) => {
-                        let version = call.client.as_ref().map(|c| c.version.clone()).unwrap_or_default();
-                        match self.call_legacy(call.clone(), &version).await {
-                            Err(UpstreamError::Handshake(why)) if refuses_legacy(&why) => {
-                                tracing::info!(upstream = %self.id(), error = %why, "the upstream refused the legacy handshake; legacy clients are bridged");
-                                self.legacy_refused.store(true, Ordering::Relaxed);
-                                self.call_modern(call, &v).await
-                            }
-                            // A failure that may pass: this call is bridged, the next one tries again.
-                            Err(UpstreamError::Handshake(why)) => {
-                                tracing::debug!(upstream = %self.id(), error = %why, "a legacy client's own session could not be opened now; bridging");
-                                self.call_modern(call, &v).await
-                            }
-                            other => other,
-                        }
-                    }
+                Era::Legacy(v) => Box::pin(self.call_legacy(call, &v)).await,
+                Era::Affine(v) => match Box::pin(self.call_affine(call, v)).await {
+                    Affine::Sent(sent) => sent,
+                    Affine::Twin(reply) => return reply,
                 },
             };
             let id = self.id().to_string();
@@ -478,6 +460,36 @@ impl Upstream {
                 Err(e) => {
                     self.failed(&e);
                     Reply::error(e.into_rpc(self.id()))
+                }
+            }
+        })
+    }
+
+    /// A call in the era its client speaks, where the upstream speaks both: a stdio server
+    /// through its legacy partner (itself, or a twin handle), an HTTP one in a legacy session
+    /// of the client's own unless it refuses them.
+    async fn call_affine(&self, call: Call, v: String) -> Affine {
+        Affine::Sent(match &self.transport {
+            Transport::Stdio(_) => match self.legacy_partner().await {
+                Some(Partner::Itself(version)) => self.call_legacy(call, &version).await,
+                Some(Partner::Twin(twin)) => return Affine::Twin(twin.call(call).await),
+                Some(Partner::None) | None => self.call_modern(call, &v).await,
+            },
+            Transport::Rest(_) => self.call_modern(call, &v).await,
+            Transport::Http(_) => {
+                let version = call.client.as_ref().map(|c| c.version.clone()).unwrap_or_default();
+                match self.call_legacy(call.clone(), &version).await {
+                    Err(UpstreamError::Handshake(why)) if refuses_legacy(&why) => {
+                        tracing::info!(upstream = %self.id(), error = %why, "the upstream refused the legacy handshake; legacy clients are bridged");
+                        self.legacy_refused.store(true, Ordering::Relaxed);
+                        self.call_modern(call, &v).await
+                    }
+                    // A failure that may pass: this call is bridged, the next one tries again.
+                    Err(UpstreamError::Handshake(why)) => {
+                        tracing::debug!(upstream = %self.id(), error = %why, "a legacy client's own session could not be opened now; bridging");
+                        self.call_modern(call, &v).await
+                    }
+                    other => other,
                 }
             }
         })
@@ -514,10 +526,11 @@ impl Upstream {
                 let posted = p.at(call.endpoint).post(body, relay, &env, deadline).await?;
                 (posted.reply, posted.session)
             }
-            Transport::Stdio(t) => (t.send(id, call, deadline).await?, None),
+            // The other transports boxed, so that this future is the size of the HTTP path's.
+            Transport::Stdio(t) => (Box::pin(t.send(id, call, deadline)).await?, None),
             Transport::Rest(t) => {
                 let params: Map<String, Value> = serde_json::from_str(call.params.to_json().get()).unwrap_or_default();
-                (t.send(&call.method, &params, &env, deadline).await?, None)
+                (Box::pin(t.send(&call.method, &params, &env, deadline)).await?, None)
             }
         };
         Ok(Sent { reply, session, deadline })

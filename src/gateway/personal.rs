@@ -202,7 +202,11 @@ impl Gateway {
     /// caller's own for a `user_auth` upstream (opened now if the caller holds a token).
     pub async fn upstream_for(&self, caller: &Principal, index: usize) -> Option<Routed> {
         let shared = self.upstream(index)?;
-        if let Some(own) = self.own_instance(&caller.id, &shared).await {
+        // The rare paths (a caller's own process, a caller's own handle to open) are boxed, so
+        // that the future of every call stays small.
+        if matches!(shared.cfg.instances, mcpgate_config::sandbox::Instances::PerCaller { .. })
+            && let Some(own) = Box::pin(self.own_instance(&caller.id, &shared)).await
+        {
             return Some(own);
         }
         let Some(p) = self.personal.as_ref().filter(|p| p.identity.protects(shared.id())) else {
@@ -211,7 +215,7 @@ impl Gateway {
         if let Some(up) = p.ready_handle(&caller.id, index) {
             return Some(Routed::Up(up));
         }
-        Some(match self.open_personal(&caller.id, index).await {
+        Some(match Box::pin(self.open_personal(&caller.id, index)).await {
             Ok(Some(up)) => Routed::Up(up),
             Ok(None) => Routed::Consent,
             Err(e) => Routed::Failed(e),

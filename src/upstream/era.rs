@@ -19,6 +19,13 @@ pub(super) enum Era {
     Affine(String),
 }
 
+/// What a call in its client's era came to: sent here, or answered by the twin handle (whose
+/// reply is final).
+pub(super) enum Affine {
+    Sent(Result<mcpgate_protocol::reply::Reply, UpstreamError>),
+    Twin(mcpgate_protocol::reply::Reply),
+}
+
 /// Where a modern stdio upstream's legacy clients go.
 #[derive(Clone)]
 pub(super) enum Partner {
