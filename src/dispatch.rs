@@ -70,6 +70,12 @@ pub trait Service: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 
+    /// Whether `req` may go on at once, with nothing [`Self::admit`] would wait for or check
+    /// (a fast path: `false` always sends it through `admit`).
+    fn admits_at_once(&self, _req: &Request) -> bool {
+        false
+    }
+
     /// Whether `/readyz` should report ready.
     fn ready(&self) -> bool {
         true
@@ -223,6 +229,12 @@ impl Service for Gateway {
             self.prepare_personal(&req.caller).await;
             Ok(())
         })
+    }
+
+    fn admits_at_once(&self, req: &Request) -> bool {
+        // Ready, no rate of its own, and no upstream of its own to prepare: `admit` would only
+        // have said yes.
+        req.caller.rate.is_none() && self.personal.is_none() && self.is_ready()
     }
 
     fn handle(&self, req: Request) -> BoxFuture<'_, Reply> {

@@ -155,12 +155,17 @@ pub fn seal(sealer: &Sealer, outcome: Outcome, bind: &Binding) -> Outcome {
 }
 
 /// Whether an outcome is an `input_required` result.
+/// Only `resultType` is read, borrowed: every other member is skipped unread, so a result costs
+/// no allocation here; a result with a duplicate `resultType` reads as no question, as it did.
 pub fn asks_input(outcome: &Outcome) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "resultType", borrow, default)]
+        result_type: Option<std::borrow::Cow<'a, str>>,
+    }
     let Outcome::Result(raw) = outcome else { return false };
-    serde_json::from_str::<RawObject>(raw.get())
-        .ok()
-        .and_then(|o| o.parse::<String>("resultType").and_then(Result::ok))
-        .is_some_and(|t| t == "input_required")
+    let raw = raw.get();
+    raw.contains("resultType") && serde_json::from_str::<Kind>(raw).ok().and_then(|k| k.result_type).is_some_and(|t| t == "input_required")
 }
 
 #[cfg(test)]

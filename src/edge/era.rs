@@ -9,7 +9,6 @@ pub mod legacy;
 pub mod modern;
 
 use http::{HeaderMap, Method};
-use mcpgate_protocol::keys;
 
 pub use mcpgate_protocol::{LEGACY_VERSIONS, is_legacy_version};
 
@@ -32,9 +31,10 @@ impl<'a> BodyFacts<'a> {
     pub fn of(msg: &'a mcpgate_protocol::jsonrpc::Message) -> Self {
         // Only `_meta` is read, and of it only whether the version key is there: the rest of
         // the params (arguments of any size) is skipped, not parsed.
-        let has_modern_meta = msg.params.as_ref().is_some_and(|p| {
-            serde_json::from_str::<ParamsMeta>(p.get()).is_ok_and(|v| v.meta.is_some_and(|m| m.contains_key(keys::PROTOCOL_VERSION)))
-        });
+        let has_modern_meta = msg
+            .params
+            .as_ref()
+            .is_some_and(|p| serde_json::from_str::<ParamsMeta>(p.get()).is_ok_and(|v| v.meta.is_some_and(|m| m.version.is_some())));
         BodyFacts {
             method: msg.method.as_deref(),
             is_response: msg.method.is_none() && (msg.result.is_some() || msg.error.is_some()),
@@ -44,11 +44,18 @@ impl<'a> BodyFacts<'a> {
     }
 }
 
-/// The `_meta` of a request's params, its members kept raw.
+/// The `_meta` of a request's params: only whether it has the version key is read, the rest of
+/// it skipped unread (no allocation).
 #[derive(serde::Deserialize)]
 struct ParamsMeta<'a> {
     #[serde(rename = "_meta", borrow, default)]
-    meta: Option<std::collections::HashMap<String, &'a serde_json::value::RawValue>>,
+    meta: Option<MetaVersion<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct MetaVersion<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    version: Option<&'a serde_json::value::RawValue>,
 }
 
 pub fn classify(method: &Method, headers: &HeaderMap, body: BodyFacts) -> Era {
@@ -88,6 +95,20 @@ mod tests {
             m.insert(*k, HeaderValue::from_static(v));
         }
         m
+    }
+
+    #[test]
+    fn the_version_key_read_from_the_body_is_the_protocols() {
+        assert_eq!(mcpgate_protocol::keys::PROTOCOL_VERSION, "io.modelcontextprotocol/protocolVersion");
+        let read = |params: &str| {
+            let body = bytes::Bytes::from(format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{params}}}"#));
+            let msg = mcpgate_protocol::jsonrpc::Message::parse_bytes(&body);
+            msg.map(|m| BodyFacts::of(&m).has_modern_meta).unwrap_or(false)
+        };
+        assert!(read(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#));
+        assert!(read(r#"{"_meta":{"a":[1,{"b":2}],"io.modelcontextprotocol\/protocolVersion":"x"}}"#), "an escaped key is the key");
+        assert!(!read(r#"{"_meta":{"progressToken":1}}"#));
+        assert!(!read(r#"{"arguments":{"_meta":{"io.modelcontextprotocol/protocolVersion":"x"}}}"#));
     }
 
     fn body(method: Option<&'static str>) -> BodyFacts<'static> {

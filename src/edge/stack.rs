@@ -109,6 +109,10 @@ impl tower::Service<Request> for Admit {
     always_ready!();
 
     fn call(&mut self, req: Request) -> Self::Future {
+        // Nothing to wait for or check: the request goes straight on, without a box around it.
+        if self.0.0.admits_at_once(&req) {
+            return self.0.call(req);
+        }
         let mut inner = self.0.clone();
         Box::pin(async move {
             if let Err(e) = inner.0.admit(&req).await {
@@ -145,6 +149,11 @@ impl<S: Step + Clone + Send + Sync + 'static> tower::Service<Request> for Legacy
     always_ready!();
 
     fn call(&mut self, req: Request) -> Self::Future {
+        // A modern client's request goes straight on: its future is the inner one, not another
+        // box around it.
+        if matches!(self.layer.client, Client::Modern) {
+            return self.inner.call(req);
+        }
         let mut inner = self.inner.clone();
         let layer = self.layer.clone();
         Box::pin(async move {

@@ -203,15 +203,15 @@ impl Outbound {
             h.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
         }
         if let Some(v) = &env.version {
-            h.insert("mcp-protocol-version", known_value(v, &[mcpgate_protocol::SUPPORTED_VERSIONS, mcpgate_protocol::LEGACY_VERSIONS])?);
+            h.insert(MCP_PROTOCOL_VERSION, known_value(v, &[mcpgate_protocol::SUPPORTED_VERSIONS, mcpgate_protocol::LEGACY_VERSIONS])?);
         }
         if let Some(sid) = &env.session {
-            h.insert("mcp-session-id", sid.clone());
+            h.insert(MCP_SESSION_ID, sid.clone());
         }
         if let Some(mcp) = &env.mcp {
-            h.insert("mcp-method", known_value(&mcp.method, &[mcpgate_protocol::MODERN_METHODS])?);
+            h.insert(MCP_METHOD, known_value(&mcp.method, &[mcpgate_protocol::MODERN_METHODS])?);
             if let Some(name) = &mcp.name {
-                h.insert("mcp-name", value(&headers::encode(name))?);
+                h.insert(MCP_NAME, value(&headers::encoded(name))?);
             }
             for (k, v) in &mcp.params {
                 let name =
@@ -282,6 +282,13 @@ impl Outbound {
         Ok(h)
     }
 }
+
+// The names of the headers every request sends, made once (a name given as text is parsed and
+// copied at each insert).
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// `v` as a header value, without a copy when it is one of `known` (a protocol version or method
 /// name the gateway knows: every request sends one).

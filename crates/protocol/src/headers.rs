@@ -38,7 +38,12 @@ fn needs_base64(s: &str) -> bool {
 
 /// The header value for a string: as is when header-safe, otherwise `=?base64?…?=`.
 pub fn encode(s: &str) -> String {
-    if needs_base64(s) { format!("{PREFIX}{}{SUFFIX}", STANDARD.encode(s.as_bytes())) } else { s.to_string() }
+    encoded(s).into_owned()
+}
+
+/// [`encode`], borrowing `s` when it is header-safe as it is (the usual case).
+pub fn encoded(s: &str) -> std::borrow::Cow<'_, str> {
+    if needs_base64(s) { format!("{PREFIX}{}{SUFFIX}", STANDARD.encode(s.as_bytes())).into() } else { s.into() }
 }
 
 /// Decodes a received header value (surrounding whitespace is not part of the value).
