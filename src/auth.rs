@@ -101,6 +101,8 @@ pub struct Authenticator {
     rules: Vec<Arc<Rule>>,
     /// Whether what no rule allows is allowed: no `[[caller]]` and no allowing `[[rule]]`.
     open: bool,
+    /// The anonymous caller, made once (every request of a gateway without authentication is it).
+    anonymous: std::sync::OnceLock<Arc<Principal>>,
 }
 
 /// The most subject tokens kept for token exchange.
@@ -122,6 +124,7 @@ impl Authenticator {
             caller_rules,
             rules: cfg.rules.clone(),
             open,
+            anonymous: std::sync::OnceLock::new(),
         }
     }
 
@@ -136,11 +139,13 @@ impl Authenticator {
 
     /// Who calls where no credential is asked for (`[auth] mode = "none"`, the local stdio client).
     pub fn anonymous(&self) -> Arc<Principal> {
-        let p = Principal::anonymous();
-        if self.rules.is_empty() {
-            return p;
-        }
-        Arc::new(Principal { grants: self.grants(&p.id, &[], Value::Object(Default::default()), &[]), ..(*p).clone() })
+        Arc::clone(self.anonymous.get_or_init(|| {
+            let p = Principal::anonymous();
+            if self.rules.is_empty() {
+                return p;
+            }
+            Arc::new(Principal { grants: self.grants(&p.id, &[], Value::Object(Default::default()), &[]), ..(*p).clone() })
+        }))
     }
 
     /// The latest validated token of JWT caller `id`, while it is unexpired (for token exchange).

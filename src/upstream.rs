@@ -94,11 +94,12 @@ impl Call {
 
     /// The JSON-RPC request line for upstream id `id`.
     fn encode(&self, id: u64) -> Result<Vec<u8>, UpstreamError> {
-        let mut params = self.params.clone();
-        if !self.meta.is_empty() {
-            params.set_json("_meta", &self.meta).map_err(|e| UpstreamError::Protocol(format!("cannot encode _meta: {e}")))?;
+        if self.meta.is_empty() {
+            return Ok(jsonrpc::request_message_obj(&id.to_string(), &self.method, &self.params));
         }
-        Ok(jsonrpc::request_message_obj(&id.to_string(), &self.method, &params))
+        // Written in one pass: the params are not copied to set their `_meta`.
+        jsonrpc::request_message_with_meta(id, &self.method, &self.params, &self.meta)
+            .map_err(|e| UpstreamError::Protocol(format!("cannot encode _meta: {e}")))
     }
 
     /// The caller's trace context, from `_meta`.
@@ -451,11 +452,17 @@ impl Upstream {
                     Affine::Twin(reply) => return reply,
                 },
             };
-            let id = self.id().to_string();
             match sent {
                 Ok(reply) => {
                     self.failures.store(0, Ordering::Relaxed);
-                    reply.map_outcome(move |o| error::hop_error(&id, o))
+                    match reply {
+                        // A single reply is mapped here, with the id borrowed.
+                        Reply::Single(o) => Reply::Single(error::hop_error(self.id(), o)),
+                        stream => {
+                            let id = self.id().to_string();
+                            stream.map_outcome(move |o| error::hop_error(&id, o))
+                        }
+                    }
                 }
                 Err(e) => {
                     self.failed(&e);

@@ -172,6 +172,27 @@ pub fn request_message_obj(id: &str, method: &str, params: &super::rawobj::RawOb
     out
 }
 
+/// A request line with numeric `id`, whose params are `params` with `_meta` set to `meta`: the
+/// same text as setting it on a copy then [`request_message_obj`], written in one pass without
+/// the copy.
+pub fn request_message_with_meta(
+    id: u64,
+    method: &str,
+    params: &super::rawobj::RawObject,
+    meta: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Vec<u8>, serde_json::Error> {
+    use std::io::Write;
+    let mut out = Vec::with_capacity(params.written_len() + method.len() + 256);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    write!(out, "{id}").map_err(serde_json::Error::io)?;
+    out.extend_from_slice(b",\"method\":");
+    serde_json::to_writer(&mut out, method)?;
+    out.extend_from_slice(b",\"params\":");
+    params.write_setting(&mut out, "_meta", meta)?;
+    out.push(b'}');
+    Ok(out)
+}
+
 fn method_message(id: Option<&str>, method: &str, params: &Json) -> Vec<u8> {
     let mut out = Vec::with_capacity(params.get().len() + method.len() + 48);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",");

@@ -138,6 +138,36 @@ impl RawObject {
         out.push(b'}');
     }
 
+    /// Writes the object as [`RawObject::set_json`]`(key, value)` then [`RawObject::write_to`]
+    /// would, without changing it: `value` in place of member `key`, or last when absent.
+    pub fn write_setting<T: Serialize + ?Sized>(&self, out: &mut Vec<u8>, key: &str, value: &T) -> Result<(), serde_json::Error> {
+        out.push(b'{');
+        let mut set = false;
+        for (i, (k, v)) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            k.write_to(out);
+            out.push(b':');
+            if !set && *k == *key {
+                serde_json::to_writer(&mut *out, value)?;
+                set = true;
+            } else {
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+        if !set {
+            if !self.0.is_empty() {
+                out.push(b',');
+            }
+            out.extend_from_slice(super::json::json_string(key).as_bytes());
+            out.push(b':');
+            serde_json::to_writer(&mut *out, value)?;
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
     /// The written size, for reserving a buffer.
     pub fn written_len(&self) -> usize {
         (1 + self.0.iter().map(|(k, v)| k.len() + 4 + v.as_bytes().len()).sum::<usize>()).max(2)
@@ -236,6 +266,21 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Members<'de, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writing_with_a_member_set_is_setting_it_then_writing() {
+        for text in [r#"{}"#, r#"{"a":1}"#, r#"{"a":1,"_meta":{"x":2},"b":[3]}"#, r#"{"b":"\u0041","_meta":null}"#] {
+            let obj = RawObject::from_json(&Json::from_string(text.to_string()).expect("json")).expect("object");
+            let value = serde_json::json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28" });
+            let mut set = obj.clone();
+            set.set_json("_meta", &value).expect("set");
+            let mut expected = Vec::new();
+            set.write_to(&mut expected);
+            let mut written = Vec::new();
+            obj.write_setting(&mut written, "_meta", &value).expect("write");
+            assert_eq!(String::from_utf8_lossy(&written), String::from_utf8_lossy(&expected), "{text}");
+        }
+    }
 
     #[test]
     fn rewrites_one_member_and_keeps_the_rest_verbatim() {
