@@ -271,7 +271,12 @@ impl InFlight {
                 .with_status(StatusCode::SERVICE_UNAVAILABLE)
                 .with_header("retry-after", "1"));
         }
-        let mut n = self.per_caller.entry(caller.to_string()).or_insert(0);
+        // A caller with requests in progress is found by its borrowed id; only its first one
+        // makes an entry.
+        let mut n = match self.per_caller.get_mut(caller) {
+            Some(n) => n,
+            None => self.per_caller.entry(caller.to_string()).or_insert(0),
+        };
         if *n >= self.max_per_caller {
             drop(n);
             self.total.fetch_sub(1, Ordering::SeqCst);

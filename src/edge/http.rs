@@ -31,8 +31,8 @@ pub(crate) async fn handle(st: Arc<Shared>, req: Request<Incoming>, peer: std::n
     // Every page but the probes answers only a Host and Origin the listener accepts (a page
     // that rebinds a name to 127.0.0.1 must not read metrics or metadata either).
     let rebinding = || {
-        let host = header_str(&req, HOST).map(str::to_string).or_else(|| req.uri().authority().map(|a| a.to_string()));
-        st.origin.check(header_str(&req, ORIGIN), host.as_deref()).err().map(|r| r.to_string())
+        let host = header_str(&req, HOST).or_else(|| req.uri().authority().map(|a| a.as_str()));
+        st.origin.check(header_str(&req, ORIGIN), host).err().map(|r| r.to_string())
     };
     let private_metrics = peer.ip().is_loopback() && !st.cfg.metrics_public;
     if path == "/metrics"
@@ -155,11 +155,12 @@ fn header_str(req: &Request<Incoming>, name: http::HeaderName) -> Option<&str> {
 }
 
 async fn mcp(st: &Shared, req: Request<Incoming>, endpoint: Option<&str>) -> Response<Body> {
-    let host = header_str(&req, HOST).map(str::to_string).or_else(|| req.uri().authority().map(|a| a.to_string()));
-    if let Err(reason) = st.origin.check(header_str(&req, ORIGIN), host.as_deref()) {
+    // Borrowed from the request (its Host header, else the URI's authority): no copy per request.
+    let host = header_str(&req, HOST).or_else(|| req.uri().authority().map(|a| a.as_str()));
+    if let Err(reason) = st.origin.check(header_str(&req, ORIGIN), host) {
         return forbidden(&reason.to_string());
     }
-    let caller = match authenticate(st, &req, host.as_deref(), endpoint.unwrap_or(&st.cfg.path)).await {
+    let caller = match authenticate(st, &req, host, endpoint.unwrap_or(&st.cfg.path)).await {
         Ok(p) => p.at(endpoint),
         Err(r) => return *r,
     };
@@ -186,8 +187,8 @@ async fn mcp(st: &Shared, req: Request<Incoming>, endpoint: Option<&str>) -> Res
         );
     }
     if let Some(accept) = header_str(&req, ACCEPT) {
-        let a = accept.to_ascii_lowercase();
-        if !["application/json", "text/event-stream", "*/*", "application/*", "text/*"].iter().any(|t| a.contains(t)) {
+        let has = |t: &str| accept.as_bytes().windows(t.len()).any(|w| w.eq_ignore_ascii_case(t.as_bytes()));
+        if !["application/json", "text/event-stream", "*/*", "application/*", "text/*"].iter().any(|t| has(t)) {
             return render::error(
                 None,
                 &RpcError::invalid_request("Accept must allow application/json or text/event-stream (clients should send both)")

@@ -45,8 +45,10 @@ impl OriginPolicy {
     /// `Err(why)` when the request must be refused.
     pub fn check(&self, origin: Option<&str>, host: Option<&str>) -> Result<(), Rebinding> {
         if let Some(host) = host {
-            let h = host.to_ascii_lowercase();
-            let listed = self.allowed_hosts.iter().any(|a| *a == h || *a == strip_port(&h));
+            // Lower-cased, copied only when it has capitals (every request passes here).
+            let h: std::borrow::Cow<'_, str> =
+                if host.bytes().any(|b| b.is_ascii_uppercase()) { host.to_ascii_lowercase().into() } else { host.into() };
+            let listed = self.allowed_hosts.iter().any(|a| *a == *h || *a == strip_port(&h));
             if self.loopback_listener && !is_loopback_host(&h) && !listed {
                 return Err(Rebinding::HostOnLoopback(host.to_string()));
             }

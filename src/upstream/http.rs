@@ -109,17 +109,19 @@ impl HttpTransport {
         let me = &self.0;
         // Shared, not copied, by a retry.
         let body = bytes::Bytes::from(body);
-        // The reply's channel exists before the POST goes out, so an input request the upstream
-        // sends on its GET stream at once already finds the call that can answer it.
-        let (tx, rx) = mpsc::channel(32);
-        let asking = self.asking(&relay, &tx, env.session.clone());
+        // The reply's channel exists before the POST goes out when the call can be asked
+        // something, so an input request the upstream sends on its GET stream at once already
+        // finds the call that can answer it; otherwise it is made only for a streamed answer.
+        let early = (!relay.accepts.is_empty()).then(|| mpsc::channel(32));
+        let asking = early.as_ref().and_then(|(tx, _)| self.asking(&relay, tx, env.session.clone()));
         let post = || me.out.post(body.clone(), env, deadline);
         let resp = me.out.exchange(&mut Retries::default(), &me.client, deadline, post).await?;
         let status = resp.status();
         let session = resp.headers().get("mcp-session-id").cloned();
         let ctype = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
         if status.is_success() && ctype.starts_with("text/event-stream") {
-            return Ok(Posted { reply: Reply::Stream(self.relay(resp.into_body(), relay, env, (tx, rx), asking)), session });
+            let channel = early.unwrap_or_else(|| mpsc::channel(32));
+            return Ok(Posted { reply: Reply::Stream(self.relay(resp.into_body(), relay, env, channel, asking)), session });
         }
         let bytes = match timeout_at(deadline, Limited::new(resp.into_body(), me.max_bytes).collect()).await {
             Err(_) => return Err(UpstreamError::Timeout { after: me.timeout }),
