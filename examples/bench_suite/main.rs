@@ -160,19 +160,26 @@ fn nginx(dir: &Path, upstream_port: u16) -> anyhow::Result<(Proc, u16)> {
 
 /// CPU time (utime + stime, in clock ticks of 10 ms) of `pid` and its child processes.
 fn cpu_ticks(pid: u32) -> u64 {
-    let fields = |p: &str| -> Option<(u32, u64)> {
+    let (user, kernel) = cpu_times(pid);
+    user + kernel
+}
+
+/// The user and kernel CPU ticks of `pid` and its children (a proxy's workers), from `/proc`.
+fn cpu_times(pid: u32) -> (u64, u64) {
+    let fields = |p: &str| -> Option<(u32, u64, u64)> {
         let text = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
         let rest: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
-        Some((rest.get(1)?.parse().ok()?, rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?))
+        Some((rest.get(1)?.parse().ok()?, rest.get(11)?.parse::<u64>().ok()?, rest.get(12)?.parse::<u64>().ok()?))
     };
-    let mut total = fields(&pid.to_string()).map_or(0, |f| f.1);
+    let mut total = fields(&pid.to_string()).map_or((0, 0), |f| (f.1, f.2));
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for entry in dir.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
-            if let Some((ppid, ticks)) = name.parse::<u32>().ok().and_then(|_| fields(&name))
+            if let Some((ppid, user, kernel)) = name.parse::<u32>().ok().and_then(|_| fields(&name))
                 && ppid == pid
             {
-                total += ticks;
+                total.0 += user;
+                total.1 += kernel;
             }
         }
     }
@@ -298,16 +305,21 @@ async fn main() -> anyhow::Result<()> {
     println!("tools/call throughput (req/s)");
     println!("{:>6}  {:>9}  {:>9} {:>7}  {:>9} {:>7} {:>7}", "conns", "direct", "nginx", "÷direct", "mcpgate", "÷direct", "÷nginx");
     let mut cpu = json!({});
+    let mut split = json!({});
     let mut rows = Vec::new();
     for conns in [1usize, 16, 64] {
         let mut rps = Vec::new();
         for (name, url, pid) in &urls {
-            let before = pid.map(cpu_ticks);
+            let before = pid.map(cpu_times);
             let (r, total) = wrk(dir.path(), url, conns, secs)?;
             if let (Some(pid), Some(before)) = (pid, before)
                 && conns == 16
             {
-                cpu[name] = json!((cpu_ticks(*pid) - before) as f64 * 10_000.0 / total.max(1.0));
+                let after = cpu_times(*pid);
+                let per_call = |ticks: u64| ticks as f64 * 10_000.0 / total.max(1.0);
+                let (user, kernel) = (per_call(after.0 - before.0), per_call(after.1 - before.1));
+                cpu[name] = json!(user + kernel);
+                split[name] = json!({ "user": user, "kernel": kernel });
             }
             rps.push(r);
         }
@@ -324,10 +336,22 @@ async fn main() -> anyhow::Result<()> {
     }
     report["throughput"] = json!(rows);
     report["cpu_us_per_call"] = cpu.clone();
+    report["cpu_split_us_per_call"] = split.clone();
     println!(
         "\nCPU per proxied call at 16 connections (µs): nginx {:.1}, mcpgate {:.1}",
         cpu["nginx"].as_f64().unwrap_or(0.0),
         cpu["mcpgate"].as_f64().unwrap_or(0.0)
+    );
+    // Where it goes: the proxy's own work (user) and the kernel's (sockets, wake-ups), side by side.
+    let part = |name: &str, key: &str| split[name][key].as_f64().unwrap_or(0.0);
+    println!(
+        "  user: nginx {:.1}, mcpgate {:.1} (x{:.2})   kernel: nginx {:.1}, mcpgate {:.1} (x{:.2})",
+        part("nginx", "user"),
+        part("mcpgate", "user"),
+        part("mcpgate", "user") / part("nginx", "user").max(f64::MIN_POSITIVE),
+        part("nginx", "kernel"),
+        part("mcpgate", "kernel"),
+        part("mcpgate", "kernel") / part("nginx", "kernel").max(f64::MIN_POSITIVE)
     );
 
     let mut lat = json!({});
