@@ -93,7 +93,7 @@ pub async fn call(gw: &Served<'_>, req: Request) -> Reply {
     let name = req.params.parse::<String>("name").and_then(Result::ok);
     match name.as_deref() {
         Some(SEARCH) => search_signatures(gw, &req).await,
-        Some(RUN) if req.params.get("requestState").is_some() => paused::resume(gw, req).await,
+        Some(RUN) if req.params.get("requestState").is_some_and(|s| s.get().trim() != "null") => paused::resume(gw, req).await,
         Some(RUN) => paused::settle(gw, &req, run::run(gw, &req).await),
         _ => super::chain::serve(gw, req).await,
     }

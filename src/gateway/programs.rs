@@ -47,7 +47,7 @@ impl Drop for Slot {
 }
 
 /// What a paused program's retry needs: its process (blocked on the answer to `call`), its place,
-/// and what it did so far (who may take it is in the sealed state its retry presents).
+/// what it did so far, and who may take it.
 pub struct Paused {
     pub program: Program,
     pub slot: Slot,
@@ -63,6 +63,9 @@ pub struct Paused {
     pub ran: Duration,
     /// How many times it has paused.
     pub rounds: u32,
+    /// Who may take it: the caller's id, its rules and the endpoint (checked besides the sealed
+    /// state its retry presents).
+    pub owner: (String, Vec<String>, Option<Arc<str>>),
 }
 
 impl Programs {
@@ -81,14 +84,25 @@ impl Programs {
         Ok(Slot { programs: Arc::clone(self), caller: caller.to_string() })
     }
 
-    /// Keeps a paused program under `key` (its retry's one-time key).
-    pub fn pause(&self, key: String, paused: Paused) {
-        mcpgate_protocol::sync::lock(&self.paused).insert(key, paused);
+    /// Keeps a paused program under `key` (its retry's one-time key); a key in use already is
+    /// refused (the program comes back), never overwritten.
+    pub fn pause(&self, key: String, paused: Paused) -> Result<(), Box<Paused>> {
+        match mcpgate_protocol::sync::lock(&self.paused).entry(key) {
+            std::collections::hash_map::Entry::Occupied(_) => Err(Box::new(paused)),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(paused);
+                Ok(())
+            }
+        }
     }
 
-    /// Takes the paused program under `key`, once.
-    pub fn resume(&self, key: &str) -> Option<Paused> {
-        mcpgate_protocol::sync::lock(&self.paused).remove(key)
+    /// Takes the paused program under `key`, once, when `may` says its asker may (else it stays).
+    pub fn resume(&self, key: &str, may: impl FnOnce(&Paused) -> bool) -> Option<Paused> {
+        let mut paused = mcpgate_protocol::sync::lock(&self.paused);
+        if !paused.get(key).is_some_and(may) {
+            return None;
+        }
+        paused.remove(key)
     }
 }
 

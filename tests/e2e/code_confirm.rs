@@ -119,4 +119,8 @@ async fn a_paused_program_resumes_once_and_is_dropped_when_nobody_answers() {
         .any(|r| r["program"] == id.as_str() && r["item"] == "run_code" && r["outcome"] == "abandoned");
     assert!(abandoned, "the unanswered program {id} is audited as abandoned: {audit}");
     assert_eq!(served_calls(&gw.url).await, before + 3, "an unanswered program ran nothing");
+    // A null requestState is no retry: the program runs (and asks).
+    let params = json!({ "name": "run_code", "arguments": { "code": PROGRAM }, "requestState": null, "_meta": asking_meta() });
+    let fresh = rpc(&code, "tools/call", params).await.message();
+    assert_eq!(fresh["result"]["resultType"], "input_required", "{fresh}");
 }

@@ -256,6 +256,15 @@ async fn hostile_programs_stop_with_a_clear_error_and_the_gateway_stays_responsi
                 "xhr": "undefined", "ws": "undefined", "module": "refused", "globals": [] }),
         "{reached}"
     );
+    // A program that names tools with a megabyte of text: its list of calls stays small.
+    let named = "for (let i = 0; i < 3; i++) { try { await tools.call('x'.repeat(1 << 20), {}); } catch (e) {} }\nthrow new Error('done');";
+    let text = stopped(&run_as(&s.code, "carol-key", named).await);
+    assert!(
+        text.len() < 4_000 && text.matches(": unknown_or_denied").count() == 3,
+        "{} bytes: {}",
+        text.len(),
+        &text[..text.len().min(400)]
+    );
     // Too big to run: refused before anything starts.
     let huge = format!("return '{}';", "x".repeat(70 << 10));
     assert!(stopped(&run_as(&s.code, "carol-key", &huge).await).contains("at most 65536 bytes"));

@@ -61,16 +61,25 @@ pub(super) fn pause(gw: &Served<'_>, req: &Request, mut run: Run, call: (u64, St
     let id = Arc::clone(&run.id);
     let asks = question.get("inputRequests").cloned().unwrap_or_else(|| json!({}));
     run.rounds += 1;
-    let Run { id: _, program, slot, calls, ran, rounds } = run;
-    let paused = Paused { program, slot, id: Arc::clone(&id), calls, call, state: question.get("requestState").cloned(), ran, rounds };
-    gw.programs.pause(key.clone(), paused);
+    let Run { id: _, program, slot, calls, ran, rounds, mut unended } = run;
+    // Paused, not abandoned: the pause's own timer audits it if nobody answers.
+    unended.disarm();
+    let owner = (caller.id.clone(), caller.rules.clone(), caller.endpoint.clone());
+    let state = question.get("requestState").cloned();
+    let paused = Paused { program, slot, id: Arc::clone(&id), calls, call, state, ran, rounds, owner };
+    if gw.programs.pause(key.clone(), paused).is_err() {
+        // A key in use already (the random source failed): the program is not kept (its process
+        // goes with it), and the run is audited as what it is.
+        super::run::audit_run(gw, req, &id, "error", ran);
+        return search::tool_error("The program could not be paused for a person's answer; run it again.");
+    }
     // Not resumed in time: dropped (its process killed) and audited as abandoned.
     let (programs, audit, timeout) = (Arc::clone(&gw.programs), Arc::clone(&gw.audit), gw.config.server.input_timeout);
     let mut subject = Subject::asked(caller, Method::ToolsCall, super::RUN);
     subject.program = Some(Arc::clone(&id));
     tokio::spawn(async move {
         tokio::time::sleep(timeout).await;
-        if let Some(p) = programs.resume(&key) {
+        if let Some(p) = programs.resume(&key, |_| true) {
             audit.program(&subject, "abandoned", p.ran);
         }
     });
@@ -98,15 +107,17 @@ pub(super) async fn resume(gw: &Served<'_>, req: Request) -> Reply {
             "Invalid requestState: this run_code retry does not continue a program of yours; run the program again.",
         ));
     };
-    let Some(paused) = gw.programs.resume(&held.k) else {
+    let owned_by = |p: &Paused| p.owner.0 == caller.id && p.owner.1 == caller.rules && p.owner.2 == caller.endpoint;
+    let Some(paused) = gw.programs.resume(&held.k, owned_by) else {
         return search::tool_error(
             "The program is no longer waiting for this answer: it was answered already, it waited past the input timeout, \
              or it paused on another replica of this gateway. Run it again.",
         );
     };
     let answers = req.params.parse::<Value>("inputResponses").and_then(Result::ok).unwrap_or_else(|| json!({}));
-    let Paused { program, slot, id, calls, call: (n, tool, arguments), state, ran, rounds } = paused;
-    let run = Run { id, program, slot, calls, ran, rounds };
+    let Paused { program, slot, id, calls, call: (n, tool, arguments), state, ran, rounds, owner: _ } = paused;
+    let unended = run::Unended::new(gw, &req, &id);
+    let run = Run { id, program, slot, calls, ran, rounds, unended };
     let state = state.unwrap_or(Value::Null);
     let left = gw.config.code_mode.wall_clock.saturating_sub(run.ran);
     let began = tokio::time::Instant::now();
@@ -115,7 +126,7 @@ pub(super) async fn resume(gw: &Served<'_>, req: Request) -> Reply {
     run.ran += began.elapsed();
     match inner {
         Err(_) => {
-            run.calls.push((tool, "abandoned".into()));
+            run.calls.push((run::shown(&tool), "abandoned".into()));
             run::over(gw, &req, run, "wall_clock", "the program ran past its wall clock".into())
         }
         Ok(Inner::Ask(question)) => pause(gw, &req, run, (n, tool, arguments), question),

@@ -41,6 +41,43 @@ pub(super) struct Run {
     pub ran: Duration,
     /// How many times it paused for a person's answer.
     pub rounds: u32,
+    /// The run's record if it is dropped before it ends or pauses.
+    pub unended: Unended,
+}
+
+/// A run's record while it has none: written as `abandoned` when the run is dropped before it
+/// ended or paused (its client went away, its request was cancelled), so every run is audited.
+pub(super) struct Unended {
+    audit: Arc<crate::audit::Audit>,
+    subject: Option<Subject>,
+    since: std::time::Instant,
+}
+
+impl Unended {
+    pub fn new(gw: &Served<'_>, req: &Request, id: &Arc<str>) -> Unended {
+        let mut subject = Subject::asked(&req.caller, Method::ToolsCall, RUN);
+        subject.program = Some(Arc::clone(id));
+        Unended { audit: Arc::clone(&gw.audit), subject: Some(subject), since: std::time::Instant::now() }
+    }
+
+    /// The run ended or paused: its record is written there.
+    pub fn disarm(&mut self) {
+        self.subject = None;
+    }
+}
+
+impl Drop for Unended {
+    fn drop(&mut self) {
+        if let Some(subject) = self.subject.take() {
+            self.audit.program(&subject, "abandoned", self.since.elapsed());
+        }
+    }
+}
+
+/// A tool's name as a program's list of calls keeps it: cleaned and cut as the audit writes it
+/// (a program may name a tool with a megabyte of text).
+pub(super) fn shown(tool: &str) -> String {
+    crate::audit::clean(tool).into_owned()
 }
 
 /// What became of one inner call.
@@ -113,12 +150,19 @@ pub(super) async fn run(gw: &Served<'_>, req: &Request) -> Driven {
         logs: cfg.logs,
     };
     let id: Arc<str> = format!("prg-{}", mcpgate_protocol::toolbox::random_hex(8)).into();
+    let deadline = Instant::now() + cfg.wall_clock;
     let started = match program::start(&limits) {
-        Ok(mut p) => p.send_start(code, &tools).await.map(|()| p),
+        Ok(mut p) => match tokio::time::timeout_at(deadline, p.send_start(code, &tools)).await {
+            Ok(sent) => sent.map(|()| p),
+            Err(_) => Err(UpstreamError::Timeout { after: cfg.wall_clock }),
+        },
         Err(e) => Err(e),
     };
     match started {
-        Ok(program) => drive(gw, req, Run { id, program, slot, calls: Vec::new(), ran: Duration::ZERO, rounds: 0 }, None).await,
+        Ok(program) => {
+            let unended = Unended::new(gw, req, &id);
+            drive(gw, req, Run { id, program, slot, calls: Vec::new(), ran: Duration::ZERO, rounds: 0, unended }, None).await
+        }
         Err(e) => {
             audit_run(gw, req, &id, "error", Duration::ZERO);
             search::tool_error(&format!("The program was not run: its process did not start ({e}).")).into()
@@ -134,9 +178,12 @@ pub(super) async fn drive(gw: &Served<'_>, req: &Request, mut run: Run, first: O
     let mut answer = first;
     loop {
         if let Some((n, tool, value, outcome)) = answer.take() {
-            run.calls.push((tool, outcome));
-            if let Err(e) = run.program.answer(n, value).await {
-                return ended(gw, req, run, began, Ending::Broken(e.to_string())).into();
+            run.calls.push((shown(&tool), outcome));
+            // A child that stops reading is stopped by the wall clock too.
+            match tokio::time::timeout_at(deadline, run.program.answer(n, value)).await {
+                Err(_) => return ended(gw, req, run, began, wall_clock(gw)).into(),
+                Ok(Err(e)) => return ended(gw, req, run, began, Ending::Broken(e.to_string())).into(),
+                Ok(Ok(())) => {}
             }
         }
         let line = run.program.next(deadline).await;
@@ -150,7 +197,7 @@ pub(super) async fn drive(gw: &Served<'_>, req: &Request, mut run: Run, first: O
                 let made = tokio::time::timeout_at(deadline, make(gw, req, &run.id, call.id, &call.tool, &call.arguments, None)).await;
                 match made {
                     Err(_) => {
-                        run.calls.push((call.tool, "abandoned".into()));
+                        run.calls.push((shown(&call.tool), "abandoned".into()));
                         return ended(gw, req, run, began, wall_clock(gw)).into();
                     }
                     Ok(Inner::Ask(question)) => {
@@ -215,7 +262,9 @@ pub(super) async fn make(
     retry: Option<(&Value, &Value)>,
 ) -> Inner {
     let caller = &outer.caller;
-    if let Some(rate) = caller.rate
+    // A retry's own request took the caller's rate at its admission: the call it resumes is not
+    // charged again.
+    if let Some(rate) = caller.rate.filter(|_| retry.is_none())
         && let Err(wait) = gw.limiter.check(&format!("caller:{}", caller.id), rate).await
     {
         let reason = crate::telemetry::reasons::Refused::RateLimited;
@@ -255,6 +304,12 @@ fn answer_of(outcome: Outcome, refused: Option<&'static str>) -> Inner {
             };
             if v["resultType"] == "input_required" {
                 return Inner::Ask(v);
+            }
+            // Anything but a complete result (a task, a kind this gateway does not know) is not a
+            // value a program can use: it fails, rather than passing for an empty success.
+            if let Some(kind) = v["resultType"].as_str().filter(|k| *k != "complete") {
+                let message = format!("the tool answered with a {kind:?} result, which a program cannot use");
+                return Inner::Answer(Answer::Error(failure("unsupported_result", None, message, Some(v))), "unsupported_result".into());
             }
             if v["isError"] == true {
                 let reason = refused.unwrap_or("tool_error");
@@ -306,7 +361,8 @@ pub(super) fn over(gw: &Served<'_>, req: &Request, run: Run, limit: &'static str
 /// The result of a program that ended, audited.
 fn ended(gw: &Served<'_>, req: &Request, run: Run, began: Instant, ending: Ending) -> Reply {
     let took = run.ran + began.elapsed();
-    let Run { id, program, calls, .. } = run;
+    let Run { id, program, calls, mut unended, .. } = run;
+    unended.disarm();
     // The process goes now, whatever it was doing.
     drop(program);
     let outcome = match &ending {
