@@ -194,7 +194,8 @@ pub async fn serve_as(gw: &Served<'_>, req: Request, program: Option<std::sync::
         Some(tool) if target.kind == Kind::Tool => xheader::outbound(&tool.headers, call.args.as_ref().unwrap_or(&Value::Null)),
         _ => Vec::new(),
     };
-    let rewrite = target.rewrite.as_ref().map(|(key, value)| (*key, value.as_str()));
+    // The upstream's own name moves into the request (not copied).
+    let rewrite = target.rewrite;
     // From here on the subject is shared: the audit record, the redaction step and the result
     // guards check the result after the handler returned.
     let subject = std::sync::Arc::new(call.subject);

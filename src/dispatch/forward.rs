@@ -74,21 +74,21 @@ pub(super) struct Named<'a> {
 
 /// The audit record of `req` about `subject` (under the catalogue's name, with the name the
 /// endpoint presents).
-fn entry(gw: &Served<'_>, req: &Request, subject: &Arc<Subject>) -> audit::Entry {
+fn entry(gw: &Served<'_>, req: &Request, subject: &Arc<Subject>, started: Instant) -> audit::Entry {
     audit::Entry {
         subject: subject.clone(),
-        started: Instant::now(),
+        started,
         arguments: gw.config.audit_arguments.then(|| req.params.get("arguments").map(|a| a.get().to_string())).flatten(),
     }
 }
 
-/// Sends `req` to upstream `upstream` with member `key` rewritten to `original`, and audits it.
+/// Sends `req` to upstream `upstream` with member `key` rewritten to `original` (`rewrite`), and audits it.
 pub(super) async fn forward(
     gw: &Served<'_>,
     upstream: usize,
     req: Request,
     named: Named<'_>,
-    rewrite: Option<(&str, &str)>,
+    rewrite: Option<(&str, String)>,
     param_headers: Vec<(String, String)>,
     endpoint: Option<usize>,
 ) -> Reply {
@@ -101,7 +101,9 @@ pub(super) async fn forward(
         None => return Reply::error(RpcError::internal("catalogue points at a missing upstream")),
     };
     crate::telemetry::routed(&tracing::Span::current(), req.method.as_str(), item, up.id());
-    let entry = entry(gw, &req, subject);
+    // The clock is read once: the audit's duration and the metrics' are the same.
+    let started = Instant::now();
+    let entry = entry(gw, &req, subject, started);
     // A request to a caller's own upstream is kept, to send the caller to consent if its token
     // is refused.
     let again = gw.is_personal(upstream).then(|| req.clone());
@@ -119,23 +121,23 @@ pub(super) async fn forward(
             mcpgate_config::TransportConfig::Stdio { .. } => crate::telemetry::Transport::Pipe,
             mcpgate_config::TransportConfig::Http { .. } | mcpgate_config::TransportConfig::OpenApi(_) => crate::telemetry::Transport::Tcp,
         },
-        prefix: up.cfg.prefix.clone(),
+        up: Arc::clone(&up),
         confirmed: named.confirmed.map(str::to_string),
         confirmations: gw.confirmations.clone(),
         // What a caller with narrowed grants reads must not be shared with callers policy denies.
         narrowed: !req.caller.grants.is_unrestricted(),
         metrics: gw.metrics.clone(),
-        started: Instant::now(),
+        started,
         max_age,
         redact,
         pending: None,
     };
     let mut name = None;
     if let Some((key, original)) = rewrite {
-        if params.set_json(key, original).is_err() {
+        if params.set_json(key, &original).is_err() {
             return Reply::error(RpcError::internal("cannot rewrite the request"));
         }
-        name = Some(original.to_string());
+        name = Some(original);
     }
     let call = Call {
         method: req.method.to_string(),
@@ -170,7 +172,8 @@ struct After {
     /// Who asked about what (its method, the item by both names, the upstream's id).
     subject: Arc<Subject>,
     transport: crate::telemetry::Transport,
-    prefix: String,
+    /// The upstream (its prefix maps the result's links).
+    up: Arc<crate::upstream::Upstream>,
     confirmed: Option<String>,
     confirmations: Arc<crate::gateway::onetime::OneTime>,
     narrowed: bool,
@@ -237,7 +240,7 @@ impl After {
     /// A result: links to the gateway's, a narrowed caller's resource private, a task sealed.
     fn result(&self, raw: Json) -> Outcome {
         let method = &self.subject.method;
-        let raw = links::to_gateway(method.as_str(), &raw, &self.prefix).unwrap_or(raw);
+        let raw = links::to_gateway(method.as_str(), &raw, &self.up.cfg.prefix).unwrap_or(raw);
         let raw = if self.narrowed && *method == Method::ResourcesRead { private_scope(&raw).unwrap_or(raw) } else { raw };
         if *method != Method::ToolsCall {
             return Outcome::Result(raw);

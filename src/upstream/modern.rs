@@ -58,8 +58,13 @@ enum Ended {
 
 impl Upstream {
     pub(super) async fn call_modern(&self, mut call: Call, version: &str) -> Result<Reply, UpstreamError> {
-        call.meta.insert(keys::PROTOCOL_VERSION.into(), Value::String(version.into()));
-        call.meta.entry(keys::CLIENT_CAPABILITIES).or_insert_with(|| json!({}));
+        // Set only where the client's own differ (the usual call carries both already).
+        if call.meta.get(keys::PROTOCOL_VERSION).and_then(Value::as_str) != Some(version) {
+            call.meta.insert(keys::PROTOCOL_VERSION.into(), Value::String(version.into()));
+        }
+        if !call.meta.contains_key(keys::CLIENT_CAPABILITIES) {
+            call.meta.insert(keys::CLIENT_CAPABILITIES.into(), json!({}));
+        }
         // The client's extensions, as the one table says this upstream may hear of them.
         if let Some(caps) = call.meta.get_mut(keys::CLIENT_CAPABILITIES) {
             let st = self.state();
