@@ -89,7 +89,7 @@ mod tests {
                         32 fork (libc, raw) or a process clone not refused with EPERM, 64 no thread, 128 nice below 10";
 
     /// The strict policy of code mode, applied by `confine_self` in a forked child of this test:
-    /// files, sockets of every family, programs and processes are refused, while a thread still
+    /// files, sockets of every family, programs, processes and signals are refused, while a thread still
     /// starts and the pipe it inherited is still written. A kernel that enforces neither Landlock
     /// nor seccomp fails the test (code mode refuses to run there), rather than skipping it.
     #[test]
@@ -202,6 +202,14 @@ mod tests {
             }
             if libc::getpriority(libc::PRIO_PROCESS, 0) < crate::exec::apply::STRICT_NICE {
                 code |= 128;
+            }
+            // No signal leaves it, to its parent or to itself (signal 0 only asks whether the
+            // target exists): said on the pipe, the exit status has no bit left.
+            if !refused(libc::kill(libc::getppid(), 0).into(), libc::EPERM)
+                || !refused(libc::kill(libc::getpid(), 0).into(), libc::EPERM)
+                || !refused(libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::gettid(), 0), libc::EPERM)
+            {
+                say("a signal was not refused with EPERM; ");
             }
         }
         say("confined");

@@ -1,6 +1,6 @@
 //! The system-call filter of a sandbox (seccomp, compiled by `seccompiler`): what no MCP server
 //! needs is refused, and on kernels whose Landlock cannot scope signals, so are signals toward
-//! the gateway and the supervisor; a strict policy (untrusted code) refuses new programs,
+//! the gateway and the supervisor; a strict policy (untrusted code) refuses every signal it would send, new programs,
 //! processes and sockets as well. Built before it is installed (`apply`), so a failure to build
 //! it fails the start with the reason.
 
@@ -189,6 +189,14 @@ fn signals(
     };
     for call in [libc::SYS_kill, libc::SYS_tgkill, libc::SYS_rt_sigqueueinfo, libc::SYS_rt_tgsigqueueinfo] {
         rules.insert(call, to(0)?);
+    }
+    if policy.strict {
+        // Untrusted code (a program of code mode) signals nothing, itself included, whatever the
+        // kernel's Landlock scopes: no other program, server or process of the gateway's user.
+        for call in [libc::SYS_kill, libc::SYS_tgkill, libc::SYS_tkill, libc::SYS_rt_sigqueueinfo, libc::SYS_rt_tgsigqueueinfo] {
+            rules.insert(call, Vec::new());
+        }
+        unknown.insert(libc::SYS_pidfd_send_signal, Vec::new());
     }
     if abi < 6 {
         rules.insert(libc::SYS_tkill, Vec::new());
