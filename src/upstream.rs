@@ -30,7 +30,7 @@ mod stdio;
 pub use self::error::{CONSENT_NEEDED, UpstreamError};
 pub use self::outbound::{Renewal, UserToken};
 
-use self::era::{Affine, Era, Partner, refuses_legacy};
+use self::era::{Affine, Era, Partner};
 use self::outbound::{Envelope, McpHeaders};
 use arc_swap::ArcSwap;
 use mcpgate_config::{TransportConfig, UpstreamConfig};
@@ -467,36 +467,6 @@ impl Upstream {
                 Err(e) => {
                     self.failed(&e);
                     Reply::error(e.into_rpc(self.id()))
-                }
-            }
-        })
-    }
-
-    /// A call in the era its client speaks, where the upstream speaks both: a stdio server
-    /// through its legacy partner (itself, or a twin handle), an HTTP one in a legacy session
-    /// of the client's own unless it refuses them.
-    async fn call_affine(&self, call: Call, v: String) -> Affine {
-        Affine::Sent(match &self.transport {
-            Transport::Stdio(_) => match self.legacy_partner().await {
-                Some(Partner::Itself(version)) => self.call_legacy(call, &version).await,
-                Some(Partner::Twin(twin)) => return Affine::Twin(twin.call(call).await),
-                Some(Partner::None) | None => self.call_modern(call, &v).await,
-            },
-            Transport::Rest(_) => self.call_modern(call, &v).await,
-            Transport::Http(_) => {
-                let version = call.client.as_ref().map(|c| c.version.clone()).unwrap_or_default();
-                match self.call_legacy(call.clone(), &version).await {
-                    Err(UpstreamError::Handshake(why)) if refuses_legacy(&why) => {
-                        tracing::info!(upstream = %self.id(), error = %why, "the upstream refused the legacy handshake; legacy clients are bridged");
-                        self.legacy_refused.store(true, Ordering::Relaxed);
-                        self.call_modern(call, &v).await
-                    }
-                    // A failure that may pass: this call is bridged, the next one tries again.
-                    Err(UpstreamError::Handshake(why)) => {
-                        tracing::debug!(upstream = %self.id(), error = %why, "a legacy client's own session could not be opened now; bridging");
-                        self.call_modern(call, &v).await
-                    }
-                    other => other,
                 }
             }
         })

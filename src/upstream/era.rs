@@ -3,9 +3,10 @@
 //! era where the upstream takes it. On HTTP that is a legacy session of the client's own
 //! (`affinity`); on stdio, where one process serves one era, it is the same process if it takes
 //! the handshake too, else a second process of the same command (the twin), else nothing (the
-//! client is bridged). This module owns that decision and the twin.
+//! client is bridged). This module owns that decision, the twin, and the call made in the
+//! client's era (`call_affine`).
 
-use super::{Call, Shared, Upstream, UpstreamError};
+use super::{Call, Shared, Transport, Upstream, UpstreamError};
 use mcpgate_config::{EraChoice, UpstreamConfig};
 use mcpgate_protocol::{MODERN_VERSION, is_legacy_version};
 use std::sync::Arc;
@@ -52,6 +53,36 @@ pub(super) fn refuses_legacy(why: &UpstreamError) -> bool {
 }
 
 impl Upstream {
+    /// A call in the era its client speaks, where the upstream speaks both: a stdio server
+    /// through its legacy partner (itself, or a twin handle), an HTTP one in a legacy session
+    /// of the client's own unless it refuses them.
+    pub(super) async fn call_affine(&self, call: Call, v: String) -> Affine {
+        Affine::Sent(match &self.transport {
+            Transport::Stdio(_) => match self.legacy_partner().await {
+                Some(Partner::Itself(version)) => self.call_legacy(call, &version).await,
+                Some(Partner::Twin(twin)) => return Affine::Twin(twin.call(call).await),
+                Some(Partner::None) | None => self.call_modern(call, &v).await,
+            },
+            Transport::Rest(_) => self.call_modern(call, &v).await,
+            Transport::Http(_) => {
+                let version = call.client.as_ref().map(|c| c.version.clone()).unwrap_or_default();
+                match self.call_legacy(call.clone(), &version).await {
+                    Err(UpstreamError::Handshake(why)) if refuses_legacy(&why) => {
+                        tracing::info!(upstream = %self.id(), error = %why, "the upstream refused the legacy handshake; legacy clients are bridged");
+                        self.legacy_refused.store(true, Ordering::Relaxed);
+                        self.call_modern(call, &v).await
+                    }
+                    // A failure that may pass: this call is bridged, the next one tries again.
+                    Err(UpstreamError::Handshake(why)) => {
+                        tracing::debug!(upstream = %self.id(), error = %why, "a legacy client's own session could not be opened now; bridging");
+                        self.call_modern(call, &v).await
+                    }
+                    other => other,
+                }
+            }
+        })
+    }
+
     /// The era a call goes in: the upstream's, except that a legacy client reaching a modern
     /// upstream is spoken to in its own era where the upstream takes it (docs/protocol.md, "Which
     /// era each upstream is spoken to in").
