@@ -160,7 +160,7 @@ impl Audit {
     /// call whose tool is known (`counted`), and a skill's use (its `skills/get`, a read of one of
     /// its files), are counted in the usage too.
     fn emit(&self, e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>, counted: bool) {
-        let (caller, method, item) = (clean(e.caller), clean(e.method), clean(e.item));
+        let (caller, method, item, request) = (clean(e.caller), clean(e.method), clean(e.item), clean(e.request));
         let presented = e.presented.map(clean);
         if let Some(u) = self.usage.as_ref().filter(|_| counted && is_counted(e.method, e.item)) {
             let row = RowRef {
@@ -173,7 +173,7 @@ impl Audit {
             u.record(row, duration_ms);
         }
         line(
-            &Fields { caller: &caller, method: &method, item: &item, presented: presented.as_deref(), ..*e },
+            &Fields { caller: &caller, method: &method, item: &item, presented: presented.as_deref(), request: &request, ..*e },
             outcome,
             duration_ms,
             arguments,
@@ -231,6 +231,8 @@ struct Fields<'a> {
     reason: Option<&'a str>,
     /// The code-mode program that made the call.
     program: Option<&'a str>,
+    /// The HTTP request's id (`-` on stdio).
+    request: &'a str,
 }
 
 impl<'a> Fields<'a> {
@@ -247,6 +249,7 @@ impl<'a> Fields<'a> {
             guard: None,
             reason: None,
             program: s.program.as_deref(),
+            request: s.request.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("-"),
         }
     }
 
@@ -328,12 +331,12 @@ impl Drop for Pending {
 }
 
 /// Writes one audit line (target `mcpgate::audit`): caller, endpoint, method, item (and the
-/// presented name) and upstream, the outcome and the duration, and the arguments when they are
-/// audited. The values are cleaned by the caller, and recorded as strings, which the text log
+/// presented name) and upstream, the outcome and the duration, the HTTP request's id
+/// (`request_id`, `-` on stdio), and the arguments when they are audited. The values are cleaned by the caller, and recorded as strings, which the text log
 /// quotes wherever a logfmt reader could take them for more than one value
 /// (`telemetry::logfmt`).
 fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>) {
-    let Fields { caller, endpoint, method, item, presented, upstream, rule, guard, reason, program } = *e;
+    let Fields { caller, endpoint, method, item, presented, upstream, rule, guard, reason, program, request: request_id } = *e;
     // A program's calls: one line with every field (`-` where none).
     if let Some(program) = program {
         let (presented, rule, guard) = (presented.unwrap_or("-"), rule.unwrap_or("-"), guard.unwrap_or("-"));
@@ -341,34 +344,34 @@ fn line(e: &Fields<'_>, outcome: &str, duration_ms: u64, arguments: Option<&str>
         let arguments = &*clean(arguments.unwrap_or("-"));
         tracing::info!(
             target: "mcpgate::audit",
-            caller, endpoint, method, item, presented, upstream, outcome, rule, guard, reason, program, duration_ms, arguments,
+            caller, endpoint, method, item, presented, upstream, outcome, rule, guard, reason, program, duration_ms, request_id, arguments,
             "audit"
         );
         return;
     }
     if let Some(guard) = guard {
         let reason = &*clean(reason.unwrap_or("-"));
-        tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, guard, reason, duration_ms, "audit");
+        tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, guard, reason, duration_ms, request_id, "audit");
         return;
     }
     if let Some(rule) = rule {
-        tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, rule, duration_ms, "audit");
+        tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, rule, duration_ms, request_id, "audit");
         return;
     }
     match (arguments, presented) {
         (Some(args), _) => tracing::info!(
             target: "mcpgate::audit",
-            caller, endpoint, method, item, presented = presented.unwrap_or("-"), upstream, outcome, duration_ms,
+            caller, endpoint, method, item, presented = presented.unwrap_or("-"), upstream, outcome, duration_ms, request_id,
             arguments = &*clean(args),
             "audit"
         ),
         (None, Some(presented)) => tracing::info!(
             target: "mcpgate::audit",
-            caller, endpoint, method, item, presented, upstream, outcome, duration_ms,
+            caller, endpoint, method, item, presented, upstream, outcome, duration_ms, request_id,
             "audit"
         ),
         (None, None) => {
-            tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, duration_ms, "audit")
+            tracing::info!(target: "mcpgate::audit", caller, endpoint, method, item, upstream, outcome, duration_ms, request_id, "audit")
         }
     }
 }

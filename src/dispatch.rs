@@ -56,6 +56,9 @@ pub struct Request {
     /// The legacy session the request came in (`None`: a modern client): an upstream that speaks
     /// the client's era is spoken to in it, in a session of the client's own.
     pub legacy: Option<Arc<mcpgate_protocol::meta::LegacySession>>,
+    /// The HTTP request's id (`x-request-id`, the client's or the edge's), which the audit line
+    /// names; `None` on stdio.
+    pub request_id: Option<http::HeaderValue>,
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -28,6 +28,18 @@ pub struct Received<'a> {
     pub transport: Transport,
 }
 
+/// Whether an HTTP request gets a span of its own (`request{id, caller, method, item,
+/// upstream}`): when traces are exported, or when the log shows `debug` lines, where every line
+/// of a request carries it. Otherwise nothing reads it, and it is not made: the request's audit
+/// line names its id (`request_id`).
+pub fn request_spans() -> bool {
+    #[cfg(feature = "otlp")]
+    if otlp::active() {
+        return true;
+    }
+    tracing::enabled!(target: "mcpgate::edge", tracing::Level::DEBUG)
+}
+
 /// The span a JSON-RPC request is handled in when traces are exported (`--features otlp`), which
 /// also makes the `traceparent` going upstream point at it; otherwise no span of its own and the
 /// caller's trace context passes through unchanged.

@@ -34,6 +34,8 @@ pub struct Subject {
     /// The code-mode program that made the call (`dispatch::code`), when one did: every record
     /// of its inner calls, and of the run itself, names it.
     pub program: Option<Arc<str>>,
+    /// The HTTP request's id (`x-request-id`), when the request came over HTTP.
+    pub request: Option<http::HeaderValue>,
 }
 
 impl Subject {
@@ -49,6 +51,7 @@ impl Subject {
             presented: None,
             upstream: None,
             program: None,
+            request: None,
         }
     }
 
@@ -64,6 +67,7 @@ impl Subject {
             presented: None,
             upstream: Some(upstream.into()),
             program: None,
+            request: None,
         }
     }
 

@@ -172,6 +172,7 @@ pub async fn serve_as(gw: &Served<'_>, req: Request, program: Option<std::sync::
     let id_of = |i: usize| gw.upstream_id(i);
     let mut subject = Subject::asked(&req.caller, req.method.clone(), String::new());
     subject.program = program;
+    subject.request = req.request_id.clone();
     let mut call = Call {
         req,
         id_of: &id_of,

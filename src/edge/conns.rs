@@ -115,11 +115,13 @@ impl Drop for Active {
 /// the time the client leaves a frame untaken is watched (see [`Conn::deadline`]). Data goes out
 /// in pieces of at most [`PIECE`] bytes: HTTP/2 takes a whole frame from the body once the stream
 /// has *any* window and queues what does not fit, so a large frame would be handed over (and the
-/// clock stopped) while the client still withholds its window.
+/// clock stopped) while the client still withholds its window. The request's span, when it has
+/// one, is entered while the body is polled (a streamed reply's log lines carry it).
 pub struct Sending<B> {
     inner: B,
     active: Active,
     rest: Bytes,
+    span: tracing::Span,
 }
 
 /// The largest piece of a response body handed to the connection at once.
@@ -128,9 +130,9 @@ const PIECE: usize = 16 * 1024;
 impl<B> Sending<B> {
     /// The clock starts with the response head: an HTTP/2 client with no window for this
     /// stream never lets its body be polled at all.
-    pub fn new(inner: B, mut active: Active) -> Self {
+    pub fn new(inner: B, mut active: Active, span: tracing::Span) -> Self {
         active.delivered();
-        Sending { inner, active, rest: Bytes::new() }
+        Sending { inner, active, rest: Bytes::new(), span }
     }
 
     fn piece(&mut self) -> Frame<Bytes> {
@@ -148,7 +150,11 @@ impl<B: Body<Data = Bytes, Error = Infallible> + Unpin> Body for Sending<B> {
         if !self.rest.is_empty() {
             return Poll::Ready(Some(Ok(self.piece())));
         }
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let this = &mut *self;
+        let polled = {
+            let _in = this.span.enter();
+            Pin::new(&mut this.inner).poll_frame(cx)
+        };
         match polled {
             Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => {
@@ -357,7 +363,7 @@ mod tests {
         let conns = Conns::new(4);
         let (_, conn) = conns.admit().unwrap();
         let body = Bytes::from(vec![7u8; 2 * PIECE + 5]);
-        let mut sending = Sending::new(Full::new(body.clone()), conn.begin());
+        let mut sending = Sending::new(Full::new(body.clone()), conn.begin(), tracing::Span::none());
         assert_eq!(sending.size_hint().exact(), Some(body.len() as u64));
         let mut sizes = Vec::new();
         let mut got = Vec::new();

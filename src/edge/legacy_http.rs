@@ -84,6 +84,7 @@ pub async fn post(
                         Ok(reply) => reply,
                         Err(Action::Forward(mut req)) => {
                             mcpgate_protocol::trace::adopt(headers, &mut req.meta.fields);
+                            req.request_id = headers.get("x-request-id").cloned();
                             stack::serve(svc.clone(), tasks, client.clone(), crate::telemetry::Transport::Tcp, req).await
                         }
                         Err(_) => return render::error(id.as_ref(), &RpcError::internal("unexpected session action")),

@@ -29,8 +29,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 
 /// Serves on the current runtime until `shutdown` completes, then lets requests in progress finish
 /// (for up to `server.drain_timeout`). With `server.tls`, every connection is HTTPS. The gateway's
@@ -245,36 +243,31 @@ async fn serve_connection<I>(
 {
     let st = state.clone();
     let this = tracked.clone();
-    let inner = tower::service_fn(move |req| {
+    let inner = tower::service_fn(move |mut req: Request<hyper::body::Incoming>| {
         let active = this.begin();
         let st = st.clone();
+        // Every request has an id: the client's `x-request-id`, or one made here and set on the
+        // request (the dispatcher reads it from there, for the audit line); the response
+        // carries it back.
+        let id = ids.of(&mut req);
+        let span = request_span(&req, &id);
         async move {
             // Boxed: hyper keeps room for the service's future for as long as the connection
             // lives (an idle listen stream included), so the future it holds is kept small.
-            let resp = Box::pin(handle(st, req, peer)).await?;
-            // The connection counts as busy until the response has been sent.
-            Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Sending::new(b, active))))
+            let mut resp = tracing::Instrument::instrument(Box::pin(handle(st, req, peer)), span.clone()).await?;
+            resp.headers_mut().insert(X_REQUEST_ID, id);
+            // The connection counts as busy until the response has been sent (and the span,
+            // when there is one, lasts as long).
+            Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Sending::new(b, active, span))))
         }
     });
     // The edge's policy at a glance, outermost first: every request gets an id (kept from the
     // client's `x-request-id` when it sent one, and returned), runs in a span that carries it
-    // (and, as they become known, the caller, method, item and upstream), and a panic becomes a
-    // 500 JSON-RPC error instead of a dropped connection. Limits on connections and requests in
-    // progress are enforced around and inside (see `conns`).
-    let svc = tower::ServiceBuilder::new()
-        .layer(SetRequestIdLayer::x_request_id(ids))
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(request_span)
-                .on_request(())
-                .on_response(())
-                .on_body_chunk(())
-                .on_eos(())
-                .on_failure(()),
-        )
-        .layer(CatchPanicLayer::custom(panic_response))
-        .service(inner);
+    // (and, as they become known, the caller, method, item and upstream) when traces are
+    // exported or the log is at `debug`, and a panic becomes a 500 JSON-RPC error instead of a
+    // dropped connection. Limits on connections and requests in progress are enforced around
+    // and inside (see `conns`).
+    let svc = tower::ServiceBuilder::new().layer(CatchPanicLayer::custom(panic_response)).service(inner);
     let svc = TowerToHyperService::new(svc);
     let cfg = &state.cfg;
     // HTTP/1.1 inline; the rarer two boxed, so an HTTP/1.1 connection's task holds no room for them.
@@ -287,6 +280,8 @@ async fn serve_connection<I>(
         }
     }
 }
+
+const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 
 /// Request ids: a per-process random prefix and a counter (cheap, unique, not guessable across runs).
 #[derive(Clone)]
@@ -301,16 +296,29 @@ impl Default for RequestIds {
     }
 }
 
-impl MakeRequestId for RequestIds {
-    fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<RequestId> {
+impl RequestIds {
+    /// The request's id: the client's own `x-request-id` (the first, when it sent several), or
+    /// a new one, then set on the request.
+    fn of<B>(&self, req: &mut Request<B>) -> http::HeaderValue {
+        if let Some(own) = req.headers().get(X_REQUEST_ID) {
+            return own.clone();
+        }
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        http::HeaderValue::from_str(&format!("{}-{n}", self.prefix)).ok().map(RequestId::new)
+        let text = format!("{}-{n}", self.prefix);
+        let made = http::HeaderValue::from_maybe_shared(bytes::Bytes::from(text)).unwrap_or(http::HeaderValue::from_static("-"));
+        req.headers_mut().insert(X_REQUEST_ID, made.clone());
+        made
     }
 }
 
-/// The span of one request; the caller, method, item and upstream are recorded as they are known.
-fn request_span<B>(req: &Request<B>) -> tracing::Span {
-    let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+/// The span of one request, when something reads it (traces are exported, or the log is at
+/// `debug`): the caller, method, item and upstream are recorded as they are known. Otherwise
+/// none: the request's audit line carries its id itself.
+fn request_span<B>(req: &Request<B>, id: &http::HeaderValue) -> tracing::Span {
+    if !crate::telemetry::request_spans() {
+        return tracing::Span::none();
+    }
+    let id = id.to_str().unwrap_or("-");
     let span = tracing::info_span!(
         "request",
         id,

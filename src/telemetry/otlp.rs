@@ -204,6 +204,11 @@ impl opentelemetry_http::HttpClient for Collector {
     }
 }
 
+/// Whether traces are exported (an OTLP endpoint is set and the exporter started).
+pub fn active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
 /// Makes the request span a child of the client's trace when it sent a `traceparent` header.
 pub fn adopt_remote_parent(span: &tracing::Span, headers: &http::HeaderMap) {
     if !ACTIVE.load(Ordering::Relaxed) || !headers.contains_key("traceparent") {

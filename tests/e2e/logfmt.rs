@@ -89,9 +89,20 @@ fn the_parser_reads_go_logfmt() {
 #[tokio::test(flavor = "multi_thread")]
 async fn audit_lines_read_back_as_exactly_the_fields_written() {
     let (_up, url) = py_http("alpha", &[]);
-    let gw = gateway(&format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\n[audit]\ninclude_arguments = true\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n"
-    ));
+    // At `info` no request span is made (nothing reads it): the audit line names the request's
+    // id itself. At `debug` every line of the request carries the span too.
+    for (log, span) in [("info", false), ("info,mcpgate=debug", true)] {
+        audit_lines_at(&url, log, span).await;
+    }
+}
+
+async fn audit_lines_at(url: &str, log: &str, span: bool) {
+    let gw = gateway_with_env(
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[audit]\ninclude_arguments = true\n\n[[upstream]]\nid = \"alpha\"\nurl = \"{url}\"\n"
+        ),
+        &[("MCPGATE_LOG", log)],
+    );
     let id = [("x-request-id", "req-1 caller=admin outcome=ok")];
 
     // An unknown tool whose name spells other fields: refused, and audited under its whole name.
@@ -116,8 +127,14 @@ async fn audit_lines_read_back_as_exactly_the_fields_written() {
         assert_eq!(values(pairs, "caller").iter().filter(|v| **v != "anonymous").count(), 0, "{line}\n{pairs:?}");
         assert!(!values(pairs, "upstream").contains(&"evil"), "{line}");
         assert!(!values(pairs, "item").contains(&"evil"), "{line}");
-        // The request's span comes first, as `request{id=… caller=…}:`.
-        assert_eq!(values(pairs, "request{id"), ["req-1 caller=admin outcome=ok"], "the request id is one value: {line}");
+        // The request's id is the line's own field, one value.
+        assert_eq!(values(pairs, "request_id"), ["req-1 caller=admin outcome=ok"], "the request id is one value: {line}");
+        if span {
+            // The request's span comes first, as `request{id=… caller=…}:`.
+            assert_eq!(values(pairs, "request{id"), ["req-1 caller=admin outcome=ok"], "the span's id is one value: {line}");
+        } else {
+            assert!(!line.contains("request{"), "no request span at {log}: {line}");
+        }
     }
     let (line, pairs) = &refused;
     assert_eq!(values(pairs, "outcome"), ["unknown_or_denied"], "{line}");

@@ -56,6 +56,7 @@ pub(super) struct Unended {
 impl Unended {
     pub fn new(gw: &Served<'_>, req: &Request, id: &Arc<str>) -> Unended {
         let mut subject = Subject::asked(&req.caller, Method::ToolsCall, RUN);
+        subject.request = req.request_id.clone();
         subject.program = Some(Arc::clone(id));
         Unended { audit: Arc::clone(&gw.audit), subject: Some(subject), since: std::time::Instant::now() }
     }
@@ -247,6 +248,7 @@ pub(super) fn inner_request(
         param_headers: None,
         caller: Arc::clone(&outer.caller),
         legacy: outer.legacy.clone(),
+        request_id: outer.request_id.clone(),
     })
 }
 
@@ -344,6 +346,7 @@ fn text_of(result: &Value) -> String {
 /// Audits the run of program `id` of `req`'s caller.
 pub(super) fn audit_run(gw: &Served<'_>, req: &Request, id: &Arc<str>, outcome: &str, took: Duration) {
     let mut subject = Subject::asked(&req.caller, Method::ToolsCall, RUN);
+    subject.request = req.request_id.clone();
     subject.program = Some(Arc::clone(id));
     gw.audit.program(&subject, outcome, took);
 }

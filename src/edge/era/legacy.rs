@@ -350,7 +350,7 @@ pub fn convert(session: &Session, level: Option<&str>, msg: Message, caller: Arc
         capabilities: session.caps.clone(),
         info: session.info.clone(),
     }));
-    let req = Request { id, method, params, meta, param_headers: None, caller, legacy };
+    let req = Request { id, method, params, meta, param_headers: None, caller, legacy, request_id: None };
     if req.method == mcpgate_protocol::Method::ResourcesSubscribe {
         let uri = req.params.parse::<String>("uri").and_then(Result::ok).ok_or_else(|| RpcError::invalid_params("uri must be a string"))?;
         return Ok(Action::Follow(uri, req));
@@ -441,6 +441,7 @@ async fn internal(svc: &dyn Service, method: &str, caller: Arc<Principal>) -> Re
         param_headers: None,
         caller,
         legacy: None,
+        request_id: None,
     };
     svc.admit(&req).await?;
     match svc.handle(req).await.outcome().await {

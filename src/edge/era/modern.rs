@@ -90,7 +90,8 @@ pub fn to_request(msg: Message, headers: Option<&HeaderMap>, caller: Arc<Princip
         param_headers = Some(params_seen);
     }
     let id = msg.id.ok_or_else(|| RpcError::invalid_request("a request needs an id"))?;
-    Ok(Request { id, method: mcpgate_protocol::Method::parse(method), params, meta, param_headers, caller, legacy: None })
+    let request_id = headers.and_then(|h| h.get("x-request-id")).cloned();
+    Ok(Request { id, method: mcpgate_protocol::Method::parse(method), params, meta, param_headers, caller, legacy: None, request_id })
 }
 
 /// A header that must appear at most once, as trimmed text.
