@@ -130,11 +130,16 @@ fn wait_ready(port: u16, started: Instant, name: &str) -> anyhow::Result<()> {
 }
 
 fn nginx(dir: &Path, upstream_port: u16) -> anyhow::Result<(Proc, u16)> {
+    nginx_with(dir, upstream_port, 2)
+}
+
+/// [`nginx`] with `workers` worker processes.
+fn nginx_with(dir: &Path, upstream_port: u16, workers: usize) -> anyhow::Result<(Proc, u16)> {
     let port = free_port()?;
-    let d = dir.join("nginx");
+    let d = dir.join(format!("nginx-{workers}"));
     std::fs::create_dir_all(&d)?;
     let conf = format!(
-        "worker_processes 2;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 4096; }}\n\
+        "worker_processes {workers};\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 4096; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
            upstream mcp {{ server 127.0.0.1:{upstream_port}; keepalive 256; }}\n\
            server {{\n    listen 127.0.0.1:{port};\n    location / {{\n      proxy_pass http://mcp;\n      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n    }}\n  }}\n}}\n",
@@ -288,6 +293,7 @@ async fn main() -> anyhow::Result<()> {
     if arg("--only").as_deref() == Some("worker") {
         let rounds: usize = arg("--rounds").and_then(|s| s.parse().ok()).unwrap_or(3);
         report["one_worker_cpu_us_per_call"] = worker::one_worker(dir.path(), up_port, secs, rounds)?;
+        report["one_worker_split"] = worker::split(dir.path(), up_port, secs, rounds)?;
         report["allocations_per_call"] = json!(worker::allocations(dir.path(), up_port)?);
         drop(up);
         std::fs::write(&json_path, serde_json::to_string_pretty(&report)?)?;
@@ -369,6 +375,7 @@ async fn main() -> anyhow::Result<()> {
     drop((gw, ngx));
     let rounds: usize = arg("--rounds").and_then(|s| s.parse().ok()).unwrap_or(3);
     report["one_worker_cpu_us_per_call"] = worker::one_worker(dir.path(), up_port, secs, rounds)?;
+    report["one_worker_split"] = worker::split(dir.path(), up_port, secs, rounds)?;
     report["allocations_per_call"] = json!(worker::allocations(dir.path(), up_port)?);
     report["quota"] = quota::quota(dir.path(), up_port, secs).await?;
     drop(up);

@@ -1,10 +1,12 @@
-//! What one worker costs per call (`bench/run`, sections 7 and 8): the gateway with a single
+//! What one worker costs per call (`bench/run`, sections 7 to 9): the gateway with a single
 //! worker (`MCPGATE_WORKER_THREADS=1`) under 16 and 64 connections, alternately, several rounds, so
-//! the two loads meet the same machine; and allocations per proxied call, counted by heaptrack as
-//! the difference between a run under load and an idle run of the same length (startup and the
-//! gateway's own timers cancel out).
+//! the two loads meet the same machine; user and kernel time per call side by side for nginx (one
+//! worker), the floor of the gateway's own HTTP stack (`examples/bench_floor`: hyper in and out,
+//! nothing read) and the gateway on three policies; and allocations per proxied call, counted by
+//! heaptrack as the difference between a run under load and an idle run of the same length
+//! (startup and the gateway's own timers cancel out).
 
-use super::{Proc, cpu_ticks, free_port, release_dir, wait_ready, wrk};
+use super::{Proc, cpu_ticks, cpu_times, free_port, nginx_with, release_dir, wait_ready, wrk};
 use serde_json::json;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -84,6 +86,89 @@ pub fn one_worker(dir: &Path, upstream_port: u16, secs: u64, rounds: usize) -> a
     }
     println!("  64 ÷ 16                              {:.2}", m64 / m16.max(f64::MIN_POSITIVE));
     Ok(json!({ "16": by_conns[0].1, "64": by_conns[1].1, "mean_16": m16, "mean_64": m64, "ratio_64_16": m64 / m16.max(f64::MIN_POSITIVE) }))
+}
+
+/// A policy of fifty rules (forty on other tools, nine that read every call's arguments, one
+/// allowing the rest) and one built-in guard on requests and results: what a governed
+/// deployment decides on every call.
+fn fifty_rules_and_a_guard() -> String {
+    let mut out = String::new();
+    for i in 0..40 {
+        out.push_str(&format!("[[rule]]\nname = \"other-{i}\"\neffect = \"deny\"\ntools = [\"x{i}_*\"]\n\n"));
+    }
+    for i in 0..9 {
+        out.push_str(&format!("[[rule]]\nname = \"args-{i}\"\neffect = \"deny\"\ntools = [\"t*\"]\nwhen = 'has(args.secret{i})'\n\n"));
+    }
+    out.push_str("[[rule]]\nname = \"rest\"\neffect = \"allow\"\ntools = [\"*\"]\n\n");
+    out.push_str("[[guard]]\nname = \"keys\"\npoints = [\"request\", \"result\"]\nbuiltin = \"secrets\"\naction = \"block\"\n");
+    out
+}
+
+/// The floor of the gateway's own HTTP stack in front of the upstream (`examples/bench_floor`).
+fn floor(upstream_port: u16) -> anyhow::Result<(Proc, u16)> {
+    let port = free_port()?;
+    let child = Command::new(release_dir()?.join("examples/bench_floor"))
+        .args(["--upstream", &format!("http://127.0.0.1:{upstream_port}/u0/mcp"), "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(10), "bench_floor did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok((Proc(child), port))
+}
+
+/// User and kernel µs per call at 16 connections, one worker each, alternately for `rounds`
+/// rounds: nginx, the floor, and mcpgate with nothing that reads a call (argument validation off:
+/// the pass-through path), by default (validation on) and with fifty rules and a guard; each as
+/// a ratio of its total to nginx's.
+pub fn split(dir: &Path, upstream_port: u16, secs: u64, rounds: usize) -> anyhow::Result<serde_json::Value> {
+    let upstream = format!("[[upstream]]\nid = \"u0\"\nprefix = \"\"\nurl = \"http://127.0.0.1:{upstream_port}/u0/mcp\"\n");
+    let (ngx, ngx_port) = nginx_with(dir, upstream_port, 1)?;
+    let (flr, flr_port) = floor(upstream_port)?;
+    let (pass, pass_port, pass_pid) = one_worker_gateway(dir, &format!("{upstream}validate_arguments = false\n"), "pass-through", None)?;
+    let (dflt, dflt_port, dflt_pid) = one_worker_gateway(dir, &upstream, "default", None)?;
+    let (gov, gov_port, gov_pid) = one_worker_gateway(dir, &format!("{upstream}\n{}", fifty_rules_and_a_guard()), "fifty-rules", None)?;
+    let runs = [
+        ("nginx", format!("http://127.0.0.1:{ngx_port}/u0/mcp"), ngx.pid()),
+        ("floor", format!("http://127.0.0.1:{flr_port}/u0/mcp"), flr.pid()),
+        ("pass_through", format!("http://127.0.0.1:{pass_port}/mcp"), pass_pid),
+        ("default", format!("http://127.0.0.1:{dflt_port}/mcp"), dflt_pid),
+        ("fifty_rules_and_a_guard", format!("http://127.0.0.1:{gov_port}/mcp"), gov_pid),
+    ];
+    let mut sums = vec![(0.0f64, 0.0f64, 0.0f64); runs.len()];
+    for (_, url, _) in &runs {
+        wrk(dir, url, 16, 1)?;
+    }
+    for _ in 0..rounds {
+        for (i, (_, url, pid)) in runs.iter().enumerate() {
+            let before = cpu_times(*pid);
+            let (rps, total) = wrk(dir, url, 16, secs)?;
+            let after = cpu_times(*pid);
+            let per_call = |ticks: u64| ticks as f64 * 10_000.0 / total.max(1.0);
+            sums[i].0 += per_call(after.0 - before.0);
+            sums[i].1 += per_call(after.1 - before.1);
+            sums[i].2 += rps;
+        }
+    }
+    drop((ngx, flr, pass, dflt, gov));
+    let n = rounds.max(1) as f64;
+    let nginx_total = (sums[0].0 + sums[0].1) / n;
+    println!(
+        "
+one worker each, 16 connections, {rounds} alternating rounds of {secs} s: µs per call"
+    );
+    println!("  {:<26} {:>6} {:>7} {:>6} {:>8} {:>8}", "", "user", "kernel", "total", "÷nginx", "req/s");
+    let mut out = json!({});
+    for (i, (name, _, _)) in runs.iter().enumerate() {
+        let (user, kernel, rps) = (sums[i].0 / n, sums[i].1 / n, sums[i].2 / n);
+        let ratio = (user + kernel) / nginx_total.max(f64::MIN_POSITIVE);
+        println!("  {name:<26} {user:>6.1} {kernel:>7.1} {:>6.1} {ratio:>8.2} {rps:>8.0}", user + kernel);
+        out[*name] = json!({ "user": user, "kernel": kernel, "ratio_to_nginx": ratio, "rps": rps });
+    }
+    Ok(out)
 }
 
 /// Allocations per proxied call (heaptrack): `None` when heaptrack is not installed.

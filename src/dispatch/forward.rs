@@ -269,7 +269,7 @@ const CHECK_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 /// never holds a thread that serves other requests.
 pub(super) async fn check_arguments(gw: &Served<'_>, check: &ArgCheck, args: &Value) -> Result<(), ArgRefusal> {
     if check.work(args)? <= cost::INLINE_WORK {
-        return check.check(args);
+        return check.check_counted(args);
     }
     let (check, args) = (check.clone(), args.clone());
     let late = || ArgRefusal::TooCostly(format!("checking them did not finish within {} s", CHECK_DEADLINE.as_secs()));

@@ -109,6 +109,28 @@ pub struct Grants {
     /// could not be evaluated), and why: they decide nothing, but `mcpgate policy explain` shows
     /// them. Not part of what the grants are (equality, hashing).
     passed_over: Vec<(Arc<Rule>, rules::Holds)>,
+    /// What the rules read, found once when the grants are made (not per call: a policy of
+    /// fifty rules is not scanned twice on every call).
+    reads: RulesRead,
+}
+
+/// What a caller's rules read, as [`Grants::decides_calls`], [`Grants::reads_arguments`] and
+/// the caller facts say.
+#[derive(Debug, Clone, Copy, Default)]
+struct RulesRead {
+    calls: bool,
+    arguments: bool,
+    caller: bool,
+}
+
+impl RulesRead {
+    fn of(rules: &[Arc<Rule>]) -> RulesRead {
+        RulesRead {
+            calls: rules.iter().any(|r| r.needs_call() || r.effect == Effect::Confirm),
+            arguments: rules.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().args)),
+            caller: rules.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().caller)),
+        }
+    }
 }
 
 impl PartialEq for Grants {
@@ -142,7 +164,7 @@ impl Grants {
     pub fn new(open: bool, rules: impl IntoIterator<Item = Arc<Rule>>, caller: Arc<CallerFacts>) -> Grants {
         let facts = Facts::listing(&caller, None);
         let mut passed_over = Vec::new();
-        let rules = rules
+        let rules: Vec<Arc<Rule>> = rules
             .into_iter()
             .filter_map(|r| {
                 let Some(w) = &r.when else { return Some(r) };
@@ -160,7 +182,8 @@ impl Grants {
                 holds.then(|| Arc::new(r.decided()))
             })
             .collect();
-        Grants { open, rules, caller, endpoint: None, passed_over }
+        let reads = RulesRead::of(&rules);
+        Grants { open, rules, caller, endpoint: None, passed_over, reads }
     }
 
     /// The same grants, for calls through the endpoint at `path` (`None`: the root).
@@ -176,17 +199,17 @@ impl Grants {
     /// Whether some rule waits for the call to be decided (a condition reading `request`,
     /// `args` or `now`) or asks for a confirmation: then each call is decided again with its facts.
     pub fn decides_calls(&self) -> bool {
-        self.rules.iter().any(|r| r.needs_call() || r.effect == Effect::Confirm)
+        self.reads.calls
     }
 
     /// Whether any condition reads the call's arguments.
     pub fn reads_arguments(&self) -> bool {
-        self.rules.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().args))
+        self.reads.arguments
     }
 
     /// Whether any condition reads the caller (then its facts are part of what the grants are).
     fn reads_caller(&self) -> bool {
-        self.rules.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().caller))
+        self.reads.caller
     }
 
     pub fn caller(&self) -> &CallerFacts {
@@ -202,6 +225,7 @@ impl Grants {
     pub fn lack_scopes_for(&mut self, kinds: &'static [Kind], pattern: &str) {
         let rule = Rule::new(format!("scopes of {pattern}"), Effect::Deny, Source::Scope).on(kinds, &[pattern.to_string()]);
         self.rules.push(Arc::new(rule));
+        self.reads = RulesRead::of(&self.rules);
     }
 
     /// The same grants as if the token had every scope (to tell "needs a scope" from "denied").

@@ -112,6 +112,12 @@ impl ArgCheck {
     /// budget).
     pub fn check(&self, args: &Value) -> Result<(), Refusal> {
         self.work(args)?;
+        self.check_counted(args)
+    }
+
+    /// [`Self::check`], for arguments whose [`Self::work`] the caller has counted (and found
+    /// within budget): they are not counted again.
+    pub fn check_counted(&self, args: &Value) -> Result<(), Refusal> {
         match self.compiled() {
             Compiled::Open => Ok(()),
             Compiled::Unusable(why) => Err(Refusal::Unusable(why.clone())),

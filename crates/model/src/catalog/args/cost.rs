@@ -41,8 +41,9 @@ static LEAF: Value = Value::Null;
 
 struct Walk<'a> {
     root: &'a Value,
-    /// `$anchor`, `$dynamicAnchor` and `$id` values, to the subschema that declares them.
-    named: HashMap<&'a str, &'a Value>,
+    /// `$anchor`, `$dynamicAnchor` and `$id` values, to the subschema that declares them:
+    /// collected at the first reference (a schema without references never needs them).
+    named: Option<HashMap<&'a str, &'a Value>>,
     used: usize,
     budget: usize,
     /// The subschemas (and values) on the current path, to stop at a reference back into it.
@@ -83,9 +84,16 @@ fn collect_names<'a>(v: &'a Value, named: &mut HashMap<&'a str, &'a Value>, dept
 
 impl<'a> Walk<'a> {
     fn new(root: &'a Value, budget: usize) -> Self {
-        let mut named = HashMap::new();
-        collect_names(root, &mut named, 0);
-        Walk { root, named, used: 0, budget, path: Vec::new() }
+        Walk { root, named: None, used: 0, budget, path: Vec::new() }
+    }
+
+    fn named(&mut self) -> &HashMap<&'a str, &'a Value> {
+        let root = self.root;
+        self.named.get_or_insert_with(|| {
+            let mut named = HashMap::new();
+            collect_names(root, &mut named, 0);
+            named
+        })
     }
 
     fn result(&self) -> Result<usize, usize> {
@@ -94,9 +102,9 @@ impl<'a> Walk<'a> {
 
     /// The subschema a reference points at; one this count cannot place is taken as the whole
     /// schema (the most it could cost).
-    fn resolve(&self, reference: &str) -> &'a Value {
+    fn resolve(&mut self, reference: &str) -> &'a Value {
         let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
-        let start = if base.is_empty() { Some(self.root) } else { self.named.get(base).copied() };
+        let start = if base.is_empty() { Some(self.root) } else { self.named().get(base).copied() };
         let Some(start) = start else { return self.root };
         if fragment.is_empty() {
             return start;
@@ -105,7 +113,8 @@ impl<'a> Walk<'a> {
             let decoded = crate::toolbox::percent_decode(fragment);
             return start.pointer(&decoded).unwrap_or(self.root);
         }
-        self.named.get(fragment).copied().unwrap_or(self.root)
+        let root = self.root;
+        self.named().get(fragment).copied().unwrap_or(root)
     }
 
     /// Counts `schema` applied to `value` (`None`: to any value, for the schema's own size).

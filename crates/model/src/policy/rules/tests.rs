@@ -157,3 +157,45 @@ mod list_and_call {
         }
     }
 }
+
+/// What the grants remember of their rules (found once, when made) is what scanning the rules
+/// says, for every mix of rules and after scopes are taken away: a call is decided again, and
+/// its arguments read, exactly when some rule needs it.
+mod remembered {
+    use super::*;
+    use proptest::prelude::*;
+
+    const WHENS: [Option<&str>; 6] = [
+        None,
+        Some(r#"args.path.startsWith("/workspace/")"#),
+        Some("now > 0"),
+        Some(r#""oncall" in caller.groups"#),
+        Some(r#"request.upstream == "fs""#),
+        Some("has(tool.annotations)"),
+    ];
+
+    proptest! {
+        #[test]
+        fn the_grants_remember_what_their_rules_read(
+            picks in proptest::collection::vec((0usize..WHENS.len(), 0usize..3), 0..8),
+            scoped in any::<bool>(),
+        ) {
+            let effects = [Effect::Allow, Effect::Deny, Effect::Confirm];
+            let rules: Vec<Arc<Rule>> =
+                picks.iter().enumerate().map(|(i, (w, e))| rule(&format!("r{i}"), effects[*e], &["fs__*"], WHENS[*w])).collect();
+            let mut g = grants(rules, &["oncall"]);
+            if scoped {
+                g.lack_scopes_for(&[Kind::Tool], "fs__*");
+            }
+            let kept = &g.rules;
+            let calls = kept.iter().any(|r| r.needs_call() || r.effect == Effect::Confirm);
+            let arguments = kept.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().args));
+            prop_assert_eq!(g.decides_calls(), calls);
+            prop_assert_eq!(g.reads_arguments(), arguments);
+            // An argument rule (kept: it cannot be decided from the caller) always means both.
+            if picks.iter().any(|(w, _)| *w == 1) {
+                prop_assert!(g.decides_calls() && g.reads_arguments());
+            }
+        }
+    }
+}
