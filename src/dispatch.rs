@@ -19,6 +19,7 @@ mod forward;
 mod guarded;
 mod listen;
 mod lists;
+mod readers;
 mod refusal;
 pub mod request_state;
 mod search;

@@ -13,6 +13,7 @@ mod tool;
 
 use super::forward::{Named, forward};
 use super::guarded;
+use super::readers::{Facts, Reader, Readers};
 use super::refusal::{self, Refusal};
 use super::{Request, Served, request_state, skills};
 use crate::audit::Subject;
@@ -120,6 +121,9 @@ pub(super) struct Call<'g> {
     pub confirm_rule: Option<String>,
     pub endpoint: Option<usize>,
     pub then: Then,
+    /// Who reads the call ([`Readers`]): every decider until the item is resolved, then those
+    /// configured for it. Every step that could read the arguments or the result asks it.
+    pub readers: Readers,
 }
 
 impl<'g> Call<'g> {
@@ -183,13 +187,20 @@ pub async fn serve_as(gw: &Served<'_>, req: Request, program: Option<std::sync::
         confirm_rule: None,
         endpoint: None,
         then: Then::Relay,
+        readers: Readers::all(),
     };
     for step in chain {
         if let Err(why) = run(*step, gw, &mut call).await {
             let label = why.audit_reason();
             return (refusal::answer(gw, &call.req, &call.subject, why), label);
         }
+        if *step == Resolve {
+            call.readers = readers_of(gw, &call);
+        }
     }
+    // The arguments were read only if a decider needed them (a call nothing reads passes as the
+    // client wrote it).
+    debug_assert!(call.args.is_none() || call.readers.arguments(), "arguments read with no reader: {:?}", call.readers);
     let Some(target) = call.target else { return (Reply::error(RpcError::internal("the call path resolved no item")), None) };
     let headers = match target.entry {
         Some(tool) if target.kind == Kind::Tool => xheader::outbound(&tool.headers, call.args.as_ref().unwrap_or(&Value::Null)),
@@ -200,7 +211,7 @@ pub async fn serve_as(gw: &Served<'_>, req: Request, program: Option<std::sync::
     // From here on the subject is shared: the audit record, the redaction step and the result
     // guards check the result after the handler returned.
     let subject = std::sync::Arc::new(call.subject);
-    let redact = super::secrets::Redact::new(gw, &subject);
+    let redact = if call.readers.reads(Reader::Secrets) { super::secrets::Redact::new(gw, &subject) } else { None };
     let named = Named { subject: &subject, redact: redact.clone(), confirmed: call.confirmed.as_deref() };
     let reply = forward(gw, target.upstream, call.req, named, rewrite, headers, call.endpoint).await;
     let reply = match call.then {
@@ -209,7 +220,7 @@ pub async fn serve_as(gw: &Served<'_>, req: Request, program: Option<std::sync::
         Then::TaskId { id, prefix } => super::tasks::with_gateway_ids(reply, id, prefix),
     };
     // The result guards, when there are any (a replacement passes the redaction step too).
-    if gw.config.guards.is_empty() {
+    if !call.readers.reads(Reader::ResultGuards) {
         return (reply, None);
     }
     (guarded::results(gw, subject, redact, reply).await, None)
@@ -218,7 +229,7 @@ pub async fn serve_as(gw: &Served<'_>, req: Request, program: Option<std::sync::
 /// The request guards on the arguments as they will be forwarded; a replacement is forwarded
 /// instead.
 async fn guard(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
-    if gw.config.guards.is_empty() {
+    if !call.readers.reads(Reader::RequestGuards) {
         return Ok(());
     }
     call.target()?;
@@ -250,8 +261,7 @@ async fn run<'g>(step: Step, gw: &'g Served<'_>, call: &mut Call<'g>) -> Result<
 
 /// The rules that need the call decide it (a tool's arguments as they will be forwarded).
 fn decide(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
-    let grants = &call.req.caller.grants;
-    if grants.decides_calls() && grants.reads_arguments() {
+    if call.readers.reads(Reader::Rules) {
         call.arguments()?;
     }
     let target = call.target()?;
@@ -259,6 +269,24 @@ fn decide(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     let item = Item { kind: target.kind, name: &call.subject.item, upstream: call.subject.upstream(), json };
     call.confirm_rule = super::decide::decide(gw, &call.req, &item, call.args.as_ref())?;
     Ok(())
+}
+
+/// Who reads a call whose item is resolved: the deciders configured for it (see `readers`).
+fn readers_of(gw: &Served<'_>, call: &Call<'_>) -> Readers {
+    let grants = &call.req.caller.grants;
+    let tool = call.target.as_ref().filter(|t| t.kind == Kind::Tool).and_then(|t| t.entry);
+    let guards = !gw.config.guards.is_empty();
+    Readers::of(&Facts {
+        rules_read_arguments: grants.decides_calls() && grants.reads_arguments(),
+        validates: tool.is_some_and(|t| gw.upstream(t.upstream).is_some_and(|u| u.cfg.validate_arguments)),
+        confirms: !gw.config.confirms.is_empty() || grants.may_confirm(),
+        request_guards: guards,
+        headers: tool.is_some_and(|t| !t.headers.is_empty()),
+        fixed: tool.is_some_and(|t| !t.fixed.is_empty()),
+        param_headers: call.req.param_headers.as_ref().is_some_and(|h| !h.is_empty()),
+        secrets: !gw.config.secrets.is_empty(),
+        result_guards: guards,
+    })
 }
 
 /// A retry's `requestState` is opened: the upstream's own state goes on, or the request stops.

@@ -186,3 +186,22 @@ async fn with_no_decider_nothing_is_read() {
     let body = answer_of(&gw.url, "up__result_number").await;
     assert!(body.contains(KEY) && body.contains("1e400"), "{body}");
 }
+
+/// A confirmation shows a person the arguments: arguments it cannot read are refused, never
+/// asked about (and never forwarded); readable ones are asked about first.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_confirmation_is_never_asked_about_arguments_it_cannot_read() {
+    let gw = gateway(&config("validate_arguments = false\n\n[[confirm]]\ntools = [\"up__echo\"]\n"));
+    let mut m = meta();
+    m["io.modelcontextprotocol/clientCapabilities"] = json!({ "elicitation": { "form": {} } });
+    let meta_text = || m.to_string();
+    let (_, asked) = raw_call(&gw.url, "up__echo", r#"{"text":"hello","z":@}"#, &meta_text(), b"\"1\"").await;
+    assert!(asked.contains("input_required") && !forwarded(&asked), "a readable call is asked about first: {asked}");
+    for (kind, poison) in poisons() {
+        let (status, body) = raw_call(&gw.url, "up__echo", r#"{"text":"hello","z":@}"#, &meta_text(), &poison).await;
+        assert!(!forwarded(&body), "{kind}: forwarded ({status}): {body}");
+        assert!(!body.contains("input_required"), "{kind}: asked about what cannot be read ({status}): {body}");
+        // Refused: what cannot be read (a body that is not UTF-8 is not JSON at all).
+        assert!(body.contains("cannot read") || (kind == "utf8" && body.contains("-32700")), "{kind}: ({status}): {body}");
+    }
+}

@@ -121,6 +121,7 @@ struct RulesRead {
     calls: bool,
     arguments: bool,
     caller: bool,
+    confirm: bool,
 }
 
 impl RulesRead {
@@ -129,6 +130,7 @@ impl RulesRead {
             calls: rules.iter().any(|r| r.needs_call() || r.effect == Effect::Confirm),
             arguments: rules.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().args)),
             caller: rules.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().caller)),
+            confirm: rules.iter().any(|r| r.effect == Effect::Confirm),
         }
     }
 }
@@ -200,6 +202,11 @@ impl Grants {
     /// `args` or `now`) or asks for a confirmation: then each call is decided again with its facts.
     pub fn decides_calls(&self) -> bool {
         self.reads.calls
+    }
+
+    /// Whether some rule asks for a person's confirmation of a call.
+    pub fn may_confirm(&self) -> bool {
+        self.reads.confirm
     }
 
     /// Whether any condition reads the call's arguments.

@@ -7,6 +7,7 @@ use super::{Call, Target};
 use crate::dispatch::Served;
 use crate::dispatch::bare::{self, Bare};
 use crate::dispatch::forward::{check_arguments, needs_scope, string_param};
+use crate::dispatch::readers::Reader;
 use crate::dispatch::refusal::Refusal;
 use mcpgate_model::catalog::{Kind, view};
 use mcpgate_model::policy;
@@ -81,10 +82,10 @@ pub(super) async fn admit(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Re
 pub(super) fn arguments(call: &mut Call<'_>) -> Result<(), Refusal> {
     let tool = call.tool()?;
     let not_object = || Refusal::Malformed(RpcError::invalid_params("tools/call arguments must be an object"));
-    let req = &call.req;
-    let needs_values = !tool.headers.is_empty() || !tool.fixed.is_empty() || req.param_headers.as_ref().is_some_and(|h| !h.is_empty());
+    let r = call.readers;
+    let needs_values = r.reads(Reader::Headers) || r.reads(Reader::Fixed) || r.reads(Reader::ParamHeaders);
     if !needs_values {
-        return match req.params.get("arguments") {
+        return match call.req.params.get("arguments") {
             Some(raw) if !(raw.get().starts_with('{') || raw.get() == "null") => Err(not_object()),
             _ => Ok(()),
         };
@@ -116,7 +117,7 @@ pub(super) fn arguments(call: &mut Call<'_>) -> Result<(), Refusal> {
 /// they would be forwarded, as every decider reads them.
 pub(super) async fn validate(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     let tool = call.tool()?;
-    if !gw.upstream(tool.upstream).is_some_and(|u| u.cfg.validate_arguments) {
+    if !call.readers.reads(Reader::Validation) {
         return Ok(());
     }
     let args = call.arguments()?;
@@ -127,7 +128,7 @@ pub(super) async fn validate(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(),
 pub(super) async fn confirm(gw: &Served<'_>, call: &mut Call<'_>) -> Result<(), Refusal> {
     let tool = call.tool()?;
     // What a person is shown and confirms is what every decider reads.
-    if call.confirm_rule.is_some() || !gw.config.confirms.is_empty() {
+    if call.confirm_rule.is_some() || call.readers.reads(Reader::Confirm) {
         call.arguments()?;
     }
     match crate::dispatch::confirm::check(gw, &mut call.req, tool, &call.subject, call.confirm_rule.as_deref()).await {

@@ -192,6 +192,7 @@ mod remembered {
             let arguments = kept.iter().any(|r| r.when.as_ref().is_some_and(|w| w.reads().args));
             prop_assert_eq!(g.decides_calls(), calls);
             prop_assert_eq!(g.reads_arguments(), arguments);
+            prop_assert_eq!(g.may_confirm(), kept.iter().any(|r| r.effect == Effect::Confirm));
             // An argument rule (kept: it cannot be decided from the caller) always means both.
             if picks.iter().any(|(w, _)| *w == 1) {
                 prop_assert!(g.decides_calls() && g.reads_arguments());
