@@ -12,8 +12,11 @@
 //! 5. RSS idle, with 10,000 tools, and per idle listen stream (`bench_listen`);
 //! 6. startup to ready with 10 upstreams;
 //! 7. CPU µs per call with one worker at 16 and 64 connections, alternately (`worker`);
-//! 8. allocations per proxied call (heaptrack, `worker`);
-//! 9. a quota per call, taken in the state database: none, SQLite, PostgreSQL (`quota`).
+//! 8. user and kernel µs per call, one worker each: nginx, the floor of the gateway's HTTP stack
+//!    (`bench_floor`), mcpgate on the pass-through path, by default, and with fifty rules and a
+//!    guard (`worker`);
+//! 9. allocations per proxied call (heaptrack, `worker`);
+//! 10. a quota per call, taken in the state database: none, SQLite, PostgreSQL (`quota`).
 //!
 //!     bench/run [--seconds S] [--streams N] [--rounds R] [--json PATH] [--only worker|quota]
 
@@ -282,7 +285,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 1-3: one upstream with one tool, unprefixed, so the same request works on every path.
     let (up, up_port) = upstream(1, 10)?;
-    // `--only worker`: sections 7 and 8 alone, to compare two builds (`MCPGATE_BENCH_BIN`)
+    // `--only worker`: sections 7 to 9 alone, to compare two builds (`MCPGATE_BENCH_BIN`)
     // alternately in one window.
     if arg("--only").as_deref() == Some("quota") {
         report["quota"] = quota::quota(dir.path(), up_port, secs).await?;

@@ -30,6 +30,9 @@ const CLAIMS: &[(&str, &str, Check)] = &[
     ("docs/auth-and-policy.md", "mcpgate::audit", Check::Logged("target: \"mcpgate::audit\"")),
     // "49.2 µs at `info`, … 42.0 µs at `warn`": the MCPGATE_LOG filter a benchmark ran with.
     ("docs/performance.md", "µs", Check::NotALogLine("the log filter a measurement ran with")),
+    // "when the log shows `debug` lines …, each request runs in a span": the filter that makes
+    // request spans (`telemetry::request_spans`), not a line logged at that level.
+    ("docs/operations.md", "A span per request, when something reads it", Check::NotALogLine("the log filter that makes request spans")),
 ];
 
 /// One sentence that quotes a level.
