@@ -45,6 +45,16 @@ impl Fields<'_> {
     fn name(field: &Field) -> &str {
         field.name().strip_prefix("r#").unwrap_or(field.name())
     }
+
+    /// A value that is one plain word whatever it is (a number, a boolean).
+    fn plain(&mut self, field: &Field, value: impl fmt::Display) {
+        if self.result.is_err() || field.name().starts_with("log.") {
+            return;
+        }
+        self.result = self.separate().and_then(|()| {
+            if field.name() == "message" { write!(self.writer, "{value}") } else { write!(self.writer, "{}={value}", Self::name(field)) }
+        });
+    }
 }
 
 impl Visit for Fields<'_> {
@@ -59,6 +69,20 @@ impl Visit for Fields<'_> {
                 write!(self.writer, "{}=", Self::name(field)).and_then(|()| quoted(&mut self.writer, value))
             }
         });
+    }
+
+    // Numbers and booleans are one plain word: written as they are, without the copy a
+    // formatted value takes to learn whether it needs quotes (an audit line's `duration_ms`).
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.plain(field, value);
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.plain(field, value);
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.plain(field, value);
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {

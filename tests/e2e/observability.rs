@@ -106,3 +106,64 @@ async fn requests_carry_an_id_and_their_trace_context_upstream() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// An idle listen stream holds no read buffer while it streams (`vendor/hyper`), and still sees
+/// its client go away: a closed or half-closed connection's stream is released (the open-streams
+/// gauge falls back), and bytes a client sends mid-stream do not end it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listen_stream_is_released_when_its_client_goes_away() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = demo_gateway("");
+    let addr = gw.base.trim_start_matches("http://").to_string();
+    let listen = |id: &str| {
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": { "_meta": meta(), "notifications": { "toolsListChanged": true } } })
+        .to_string();
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let streams = |gw: &Gateway| {
+        let url = format!("{}/metrics", gw.base);
+        async move {
+            let r = get(&url).await.expect("metrics");
+            value(&parse(&String::from_utf8_lossy(&r.body)), "mcpgate_change_streams", &[]).unwrap_or(-1.0)
+        }
+    };
+    let until = |want: f64| {
+        let gw = &gw;
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                let now = streams(gw).await;
+                if now == want {
+                    return;
+                }
+                assert!(std::time::Instant::now() < deadline, "change streams stayed at {now}, not {want}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let mut open = Vec::new();
+    for i in 0..4 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+        s.write_all(listen(&format!("s{i}")).as_bytes()).await.expect("send");
+        let mut head = [0u8; 256];
+        let n = s.read(&mut head).await.expect("read");
+        assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head[..n]));
+        open.push(s);
+    }
+    until(4.0).await;
+    // A client that sends more mid-stream keeps its stream.
+    open[0].write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("pipelined");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(streams(&gw).await, 4.0, "bytes sent mid-stream do not end the stream");
+    // Closing the connection (or only its sending side) releases the stream.
+    drop(open.pop());
+    until(3.0).await;
+    open[2].shutdown().await.expect("half-close");
+    until(2.0).await;
+    drop(open.remove(1));
+    until(1.0).await;
+}
