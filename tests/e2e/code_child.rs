@@ -131,3 +131,18 @@ async fn a_child_line_out_of_protocol_is_a_protocol_error() {
     run.answer(1, Answer::Ok(json!(1))).await.expect("answer");
     assert!(matches!(run.next(soon()).await, Err(mcpgate::upstream::UpstreamError::Protocol(_))));
 }
+
+/// Deep recursion ends with the stack limit, never a crash of the process, up to the largest
+/// stack the configuration accepts (the program runs on its process's main thread).
+#[tokio::test]
+async fn the_largest_stack_accepted_ends_deep_recursion_with_its_limit() {
+    for stack in [256 << 10, mcpgate_config::code_mode::MAX_STACK as usize] {
+        let limits = Limits { heap: 256 << 20, stack, ..limits() };
+        let mut run = program::start_from(Path::new(env!("CARGO_BIN_EXE_mcpgate")), &limits).expect("the program's process starts");
+        run.send_start("const f = (n) => f(n + 1) + 1; return f(0);", &[]).await.expect("start line");
+        match run.next(soon()).await.unwrap_or_else(|e| panic!("{stack}: {e:?}")) {
+            FromChild::Failed(failed) => assert_eq!(failed.limit.map(|l| l.as_str()), Some("stack"), "{stack}: {failed:?}"),
+            other => panic!("{stack}: {other:?}"),
+        }
+    }
+}

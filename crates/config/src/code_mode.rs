@@ -123,11 +123,16 @@ fn count(at: &Locator, v: &Option<Spanned<u64>>, key: &str, max: u64, default: u
     }
 }
 
+/// The largest interpreter stack a configuration may ask for: a program runs on its process's
+/// main thread, whose stack is usually 8 MiB, and an interpreter limit above what the thread has
+/// would end deep recursion with a crash instead of the `stack` limit.
+pub const MAX_STACK: u64 = 4 << 20;
+
 /// Resolves `[code_mode]`.
 pub(super) fn resolve(at: &Locator, s: CodeModeSection) -> Result<CodeModeConfig, ConfigError> {
     let d = CodeModeConfig::default();
     let heap = size(at, &s.heap, "code_mode.heap", (1 << 20, 4 << 30), d.heap)?;
-    let stack = size(at, &s.stack, "code_mode.stack", (64 << 10, 64 << 20), d.stack)?;
+    let stack = size(at, &s.stack, "code_mode.stack", (64 << 10, MAX_STACK), d.stack)?;
     if let Some(v) = s.stack.as_ref().filter(|_| stack >= heap) {
         return Err(at.err(
             v,
@@ -226,7 +231,8 @@ mod tests {
         let cases = [
             ("heap = \"512KiB\"", 3, "code_mode.heap: \"512KiB\" is not a size from 1MiB to 4GiB"),
             ("heap = \"lots\"", 3, "code_mode.heap: \"lots\" is not a size"),
-            ("stack = \"1KiB\"", 3, "code_mode.stack: \"1KiB\" is not a size from 64KiB to 64MiB"),
+            ("stack = \"1KiB\"", 3, "code_mode.stack: \"1KiB\" is not a size from 64KiB to 4MiB"),
+            ("stack = \"8MiB\"", 3, "code_mode.stack: \"8MiB\" is not a size from 64KiB to 4MiB"),
             ("heap = \"1MiB\"\nstack = \"2MiB\"", 4, "code_mode.stack: \"2MiB\" is not smaller than the heap"),
             ("cpu = \"1ms\"", 3, "code_mode.cpu: \"1ms\" is outside 10ms to 10m"),
             ("cpu = \"soon\"", 3, "code_mode.cpu: 'soon' is not a duration"),
