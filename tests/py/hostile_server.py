@@ -111,12 +111,26 @@ def allocate(megabytes: int) -> str:
         return refused(e)
 
 
+def reap_or_kill(pid: int, seconds: float) -> None:
+    """Waits for the child `pid` at most `seconds`, then kills it and waits for it."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+
+
 @mcp.tool()
 def kernel(what: str) -> str:
     """Asks the kernel for something no server needs: `new_user_namespace` (clone with
     CLONE_NEWUSER, the usual first step of a kernel exploit), `push_keystroke` (TIOCSTI on its
     stdin), `x32_call` (getpid by its x32 number). Answers the errno name of the refusal."""
-    libc = ctypes.CDLL(None, use_errno=True)
+    # PyDLL keeps the GIL across the call: a CDLL call releases it, and a child cloned while
+    # another thread of this server took it would wait for it for ever (that thread is not in
+    # the child), and this tool with it.
+    libc = ctypes.PyDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     if what == "new_user_namespace":
         # clone(CLONE_NEWUSER | SIGCHLD) with no new stack behaves like fork.
@@ -124,7 +138,7 @@ def kernel(what: str) -> str:
         if ret == 0:
             os._exit(0)
         if ret > 0:
-            os.waitpid(ret, 0)
+            reap_or_kill(ret, 10)
     elif what == "push_keystroke":
         ret = libc.ioctl(ctypes.c_int(0), ctypes.c_ulong(termios.TIOCSTI), ctypes.c_char_p(b"x"))
     elif what == "x32_call":

@@ -29,6 +29,10 @@ const PRELUDE: &str = include_str!("prelude.js");
 /// The line that ends the logs once they are over their limit.
 pub const TRUNCATED: &str = "…truncated";
 
+/// The most bytes of a thrown error's message, and of its stack, that a failure carries (a
+/// program could throw a string as large as its heap).
+pub const THROWN_TEXT: usize = 4096;
+
 /// Who answers the program's calls: the process's pipe in production, a fake in tests.
 pub trait Host {
     /// Make one call; `arguments` is the JSON text the program gave.
@@ -172,13 +176,14 @@ struct Logs {
 }
 
 impl Logs {
+    /// Each line counts with its end (one byte), so that empty lines are bounded too.
     fn push(&mut self, mut line: String) {
         if self.truncated {
             return;
         }
         let room = self.cap.saturating_sub(self.bytes);
-        if line.len() > room {
-            let mut cut = room;
+        if line.len() + 1 > room {
+            let mut cut = room.saturating_sub(1).min(line.len());
             while !line.is_char_boundary(cut) {
                 cut -= 1;
             }
@@ -190,7 +195,7 @@ impl Logs {
             self.truncated = true;
             return;
         }
-        self.bytes += line.len();
+        self.bytes += line.len() + 1;
         self.lines.push(line);
     }
 }
@@ -340,9 +345,22 @@ fn fault<'js>(ctx: &Ctx<'js>, shared: &Shared, error: rquickjs::Error) -> Ended 
         ("RangeError", "Maximum call stack size exceeded") => return shared.over(Limit::Stack),
         _ => {}
     }
-    let stack = text_of(ctx, error, "stack").filter(|s| !s.is_empty());
-    let message = if message.is_empty() { name } else { format!("{name}: {message}") };
+    let stack = text_of(ctx, error, "stack").filter(|s| !s.is_empty()).map(cut_thrown);
+    let message = cut_thrown(if message.is_empty() { name } else { format!("{name}: {message}") });
     shared.failed(FailKind::Exception, None, message, stack)
+}
+
+/// A thrown error's text, cut to [`THROWN_TEXT`] bytes (at a character's edge, marked with `…`).
+fn cut_thrown(mut text: String) -> String {
+    if text.len() > THROWN_TEXT {
+        let mut cut = THROWN_TEXT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
 }
 
 /// A property read as text; a getter that throws reads as nothing.

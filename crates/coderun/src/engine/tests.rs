@@ -328,3 +328,20 @@ fn a_heap_too_small_to_start_is_a_heap_failure() {
     assert!(matches!(ended, Ended::Failed(Failed { limit: Some(Limit::Heap), .. })), "{ended:?}");
     assert!(host.calls.is_empty());
 }
+
+#[test]
+fn empty_log_lines_count_toward_the_limit() {
+    let (ended, _) = run("for (let i = 0; i < 100000; i++) console.log(); return 1;");
+    let Ended::Done(done) = ended else { panic!("{ended:?}") };
+    assert!(done.logs.len() <= limits().logs + 1, "{} lines", done.logs.len());
+    assert_eq!(done.logs.last().map(String::as_str), Some(TRUNCATED));
+}
+
+#[test]
+fn a_huge_thrown_message_is_cut() {
+    let f = failed(r#"throw new Error("é".repeat(1000000));"#);
+    assert_eq!(f.kind, FailKind::Exception);
+    assert!(f.message.len() <= THROWN_TEXT + '…'.len_utf8() && f.message.ends_with('…'), "{}", f.message.len());
+    assert!(f.message.starts_with("Error: éé"), "{}", &f.message[..20]);
+    assert!(f.stack.as_ref().is_none_or(|s| s.len() <= THROWN_TEXT + '…'.len_utf8()));
+}
