@@ -94,11 +94,9 @@ impl Call {
 
     /// The JSON-RPC request line for upstream id `id`.
     fn encode(&self, id: u64) -> Result<Vec<u8>, UpstreamError> {
-        if self.meta.is_empty() {
-            return Ok(jsonrpc::request_message_obj(&id.to_string(), &self.method, &self.params));
-        }
         // Written in one pass: the params are not copied to set their `_meta`.
-        jsonrpc::request_message_with_meta(id, &self.method, &self.params, &self.meta)
+        let meta = (!self.meta.is_empty()).then_some(&self.meta);
+        jsonrpc::request_message_obj(id, &self.method, &self.params, meta)
             .map_err(|e| UpstreamError::Protocol(format!("cannot encode _meta: {e}")))
     }
 

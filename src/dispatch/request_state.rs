@@ -155,8 +155,9 @@ pub fn seal(sealer: &Sealer, outcome: Outcome, bind: &Binding) -> Outcome {
 }
 
 /// Whether an outcome is an `input_required` result.
-/// Only `resultType` is read, borrowed: every other member is skipped unread, so a result costs
-/// no allocation here; a result with a duplicate `resultType` reads as no question, as it did.
+/// Only `resultType` is read (borrowed unless its key or value is escaped, which reads as the
+/// same member): every other member is skipped unread, so a result costs no allocation here; a
+/// result with a duplicate `resultType` reads as no question, as it did.
 pub fn asks_input(outcome: &Outcome) -> bool {
     #[derive(serde::Deserialize)]
     struct Kind<'a> {
@@ -164,8 +165,7 @@ pub fn asks_input(outcome: &Outcome) -> bool {
         result_type: Option<std::borrow::Cow<'a, str>>,
     }
     let Outcome::Result(raw) = outcome else { return false };
-    let raw = raw.get();
-    raw.contains("resultType") && serde_json::from_str::<Kind>(raw).ok().and_then(|k| k.result_type).is_some_and(|t| t == "input_required")
+    serde_json::from_str::<Kind>(raw.get()).ok().and_then(|k| k.result_type).is_some_and(|t| t == "input_required")
 }
 
 #[cfg(test)]
@@ -174,6 +174,17 @@ mod tests {
     use mcpgate_model::policy::Grants;
     use mcpgate_model::token::KeySource;
     use std::sync::Arc;
+
+    #[test]
+    fn a_question_is_found_however_its_key_is_written() {
+        let asks = |text: &str| asks_input(&Outcome::Result(Json::from_string(text.to_string()).expect("json")));
+        assert!(asks(r#"{"content":[],"resultType":"input_required"}"#));
+        // An escaped key is the same member to every JSON reader, the client's included.
+        assert!(asks(r#"{"result\u0054ype":"input_required","inputRequests":{}}"#));
+        assert!(asks(r#"{"resultType":"input\u005frequired"}"#));
+        assert!(!asks(r#"{"resultType":"complete","content":[{"text":"resultType input_required"}]}"#));
+        assert!(!asks(r#"{"content":[]}"#));
+    }
 
     fn caller(id: &str) -> Arc<Principal> {
         Arc::new(Principal {

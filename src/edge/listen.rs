@@ -28,7 +28,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tower_http::catch_panic::CatchPanicLayer;
 
 /// Serves on the current runtime until `shutdown` completes, then lets requests in progress finish
 /// (for up to `server.drain_timeout`). With `server.tls`, every connection is HTTPS. The gateway's
@@ -254,8 +253,8 @@ async fn serve_connection<I>(
         async move {
             // Boxed: hyper keeps room for the service's future for as long as the connection
             // lives (an idle listen stream included), so the future it holds is kept small.
-            let mut resp = tracing::Instrument::instrument(Box::pin(handle(st, req, peer)), span.clone()).await?;
-            resp.headers_mut().insert(X_REQUEST_ID, id);
+            let handled = tracing::Instrument::instrument(Box::pin(handle(st, req, peer)), span.clone());
+            let resp = answered(handled, id).await;
             // The connection counts as busy until the response has been sent (and the span,
             // when there is one, lasts as long).
             Ok::<_, Infallible>(resp.map(|b| BodyExt::boxed(Sending::new(b, active, span))))
@@ -267,8 +266,7 @@ async fn serve_connection<I>(
     // exported or the log is at `debug`, and a panic becomes a 500 JSON-RPC error instead of a
     // dropped connection. Limits on connections and requests in progress are enforced around
     // and inside (see `conns`).
-    let svc = tower::ServiceBuilder::new().layer(CatchPanicLayer::custom(panic_response)).service(inner);
-    let svc = TowerToHyperService::new(svc);
+    let svc = TowerToHyperService::new(inner);
     let cfg = &state.cfg;
     // HTTP/1.1 inline; the rarer two boxed, so an HTTP/1.1 connection's task holds no room for them.
     match version {
@@ -331,6 +329,19 @@ fn request_span<B>(req: &Request<B>, id: &http::HeaderValue) -> tracing::Span {
     span
 }
 
+/// The handler's response, or the 500 of one that panicked (see [`panic_response`]); either
+/// carries the request's id.
+async fn answered(handled: impl Future<Output = Result<Response<Body>, Infallible>>, id: http::HeaderValue) -> Response<Body> {
+    use futures_util::FutureExt;
+    let mut resp = match std::panic::AssertUnwindSafe(handled).catch_unwind().await {
+        Ok(Ok(resp)) => resp,
+        Ok(Err(never)) => match never {},
+        Err(panic) => panic_response(panic),
+    };
+    resp.headers_mut().insert(X_REQUEST_ID, id);
+    resp
+}
+
 /// A handler that panicked: the client gets a JSON-RPC internal error, the log the panic.
 fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
     let what = err.downcast_ref::<String>().map(String::as_str).or_else(|| err.downcast_ref::<&str>().copied()).unwrap_or("(no message)");
@@ -377,5 +388,28 @@ where
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_with_the_request_id() {
+        let id = http::HeaderValue::from_static("req-7");
+        let ok = answered(async { Ok(render::plain(StatusCode::OK, "fine\n")) }, id.clone()).await;
+        assert_eq!((ok.status(), ok.headers().get(X_REQUEST_ID)), (StatusCode::OK, Some(&id)));
+        let panicked = answered(
+            async {
+                if id.len() < 100 {
+                    panic!("a bug");
+                }
+                Ok(render::plain(StatusCode::OK, "unreachable\n"))
+            },
+            id.clone(),
+        )
+        .await;
+        assert_eq!((panicked.status(), panicked.headers().get(X_REQUEST_ID)), (StatusCode::INTERNAL_SERVER_ERROR, Some(&id)));
     }
 }

@@ -158,37 +158,26 @@ pub fn request_message(id: &str, method: &str, params: &Json) -> Vec<u8> {
     method_message(Some(id), method, params)
 }
 
-/// A request whose params object is written straight into the message (the one copy its
-/// members make on their way to the upstream).
-pub fn request_message_obj(id: &str, method: &str, params: &super::rawobj::RawObject) -> Vec<u8> {
-    let mut out = Vec::with_capacity(params.written_len() + method.len() + id.len() + 48);
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.as_bytes());
-    out.extend_from_slice(b",\"method\":");
-    out.extend_from_slice(json_string(method).as_bytes());
-    out.extend_from_slice(b",\"params\":");
-    params.write_to(&mut out);
-    out.push(b'}');
-    out
-}
-
-/// A request line with numeric `id`, whose params are `params` with `_meta` set to `meta`: the
-/// same text as setting it on a copy then [`request_message_obj`], written in one pass without
-/// the copy.
-pub fn request_message_with_meta(
+/// A request line with numeric `id` whose params object is written straight into the message
+/// (the one copy its members make on their way to the upstream), with `_meta` set to `meta`
+/// when given: the same text as setting it on a copy first, written in one pass without the copy.
+pub fn request_message_obj(
     id: u64,
     method: &str,
     params: &super::rawobj::RawObject,
-    meta: &serde_json::Map<String, serde_json::Value>,
+    meta: Option<&serde_json::Map<String, serde_json::Value>>,
 ) -> Result<Vec<u8>, serde_json::Error> {
     use std::io::Write;
-    let mut out = Vec::with_capacity(params.written_len() + method.len() + 256);
+    let mut out = Vec::with_capacity(params.written_len() + method.len() + if meta.is_some() { 256 } else { 48 });
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     write!(out, "{id}").map_err(serde_json::Error::io)?;
     out.extend_from_slice(b",\"method\":");
-    serde_json::to_writer(&mut out, method)?;
+    out.extend_from_slice(json_string(method).as_bytes());
     out.extend_from_slice(b",\"params\":");
-    params.write_setting(&mut out, "_meta", meta)?;
+    match meta {
+        Some(meta) => params.write_setting(&mut out, "_meta", meta)?,
+        None => params.write_to(&mut out),
+    }
     out.push(b'}');
     Ok(out)
 }

@@ -126,37 +126,34 @@ impl RawObject {
 
     /// Writes the object (the one copy its members make on their way out).
     pub fn write_to(&self, out: &mut Vec<u8>) {
-        out.push(b'{');
-        for (i, (k, v)) in self.0.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            k.write_to(out);
-            out.push(b':');
-            out.extend_from_slice(v.as_bytes());
-        }
-        out.push(b'}');
+        // Nothing is serialised, so nothing can fail.
+        let _ = self.write_members::<()>(out, None);
     }
 
     /// Writes the object as [`RawObject::set_json`]`(key, value)` then [`RawObject::write_to`]
     /// would, without changing it: `value` in place of member `key`, or last when absent.
     pub fn write_setting<T: Serialize + ?Sized>(&self, out: &mut Vec<u8>, key: &str, value: &T) -> Result<(), serde_json::Error> {
+        self.write_members(out, Some((key, value)))
+    }
+
+    fn write_members<T: Serialize + ?Sized>(&self, out: &mut Vec<u8>, setting: Option<(&str, &T)>) -> Result<(), serde_json::Error> {
         out.push(b'{');
-        let mut set = false;
+        let mut pending = setting;
         for (i, (k, v)) in self.0.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
             k.write_to(out);
             out.push(b':');
-            if !set && *k == *key {
-                serde_json::to_writer(&mut *out, value)?;
-                set = true;
-            } else {
-                out.extend_from_slice(v.as_bytes());
+            match pending {
+                Some((key, value)) if *k == *key => {
+                    serde_json::to_writer(&mut *out, value)?;
+                    pending = None;
+                }
+                _ => out.extend_from_slice(v.as_bytes()),
             }
         }
-        if !set {
+        if let Some((key, value)) = pending {
             if !self.0.is_empty() {
                 out.push(b',');
             }
